@@ -1,0 +1,1556 @@
+//===- OnnxImporter.cpp - ONNX model to graph dialect ---------------------===//
+//
+// Walks the nodes of an ONNX graph in order and builds graph-dialect ops with
+// static result types. Every op is built with `createOrFold`, so the shape
+// computations that exporters emit fold into constants as they are imported;
+// an input that decides a shape (Reshape's shape, Slice's starts, ...) must
+// be such a constant, and the error says so when it is not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OnnxImporter.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/ShapeInference.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <cmath>
+#include <set>
+
+using namespace mlir;
+using namespace strata;
+using namespace strata::graph;
+using strata::onnx::Node;
+
+bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
+                                 std::vector<int64_t> &dims,
+                                 std::string &error) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    error = "expected NAME=D0xD1x... (e.g. input_ids=4x128), got '" + spec +
+            "'";
+    return false;
+  }
+  name = spec.substr(0, eq);
+  dims.clear();
+  std::string rest = spec.substr(eq + 1);
+  if (rest == "scalar")
+    return true;
+  size_t pos = 0;
+  while (true) {
+    size_t x = rest.find('x', pos);
+    std::string part = rest.substr(pos, x == std::string::npos ? x : x - pos);
+    if (part.empty() ||
+        part.find_first_not_of("0123456789") != std::string::npos) {
+      error = "invalid dimension '" + part + "' in '" + spec +
+              "' (dimensions are non-negative integers joined by 'x')";
+      return false;
+    }
+    dims.push_back(std::stoll(part));
+    if (x == std::string::npos)
+      break;
+    pos = x + 1;
+  }
+  return true;
+}
+
+namespace {
+
+class Importer;
+using Handler = LogicalResult (Importer::*)(const Node &);
+
+/// Imports one model. Holds the value map from ONNX names to SSA values.
+class Importer {
+public:
+  Importer(MLIRContext &context, const onnx::Model &model,
+           const ImportOptions &options)
+      : context_(context), model_(model), options_(options),
+        builder_(&context) {}
+
+  OwningOpRef<ModuleOp> run();
+
+  static const std::map<std::string, Handler> &handlers();
+
+private:
+  // Diagnostics.
+  Location nodeLoc(const Node &node);
+  InFlightDiagnostic nodeError(const Node &node);
+
+  // Set-up.
+  LogicalResult checkSupported();
+  LogicalResult declareInputs(SmallVectorImpl<Type> &argTypes,
+                              std::vector<std::string> &argNames);
+  LogicalResult importInitializer(const onnx::TensorData &t);
+  LogicalResult importNodes();
+  LogicalResult finishOutputs(func::FuncOp func);
+
+  // Helpers.
+  Type elementType(int32_t dataType);
+  FailureOr<ElementsAttr> tensorAttr(const onnx::TensorData &t, Location loc,
+                                     bool asResource);
+  Value input(const Node &node, size_t index);
+  LogicalResult requireInputs(const Node &node, size_t count);
+  void define(const Node &node, size_t index, Value value);
+  bool isConsumed(const std::string &name) const {
+    return !name.empty() && consumed_.contains(name);
+  }
+  FailureOr<SmallVector<int64_t>> constInts(const Node &node, size_t index,
+                                            const char *what);
+  std::optional<SmallVector<int64_t>> axesOf(const Node &node,
+                                             size_t inputIndex,
+                                             LogicalResult &status);
+  Value scalarConstant(Type elementType, double value, Location loc);
+  static Shape shapeOf(Value v);
+  static Type elementTypeOf(Value v);
+  RankedTensorType tensorType(const Shape &shape, Type elementType) {
+    return RankedTensorType::get(shape, elementType);
+  }
+  int64_t intAttr(const Node &node, const char *name, int64_t dflt);
+  float floatAttr(const Node &node, const char *name, float dflt);
+  std::string stringAttr(const Node &node, const char *name,
+                         const std::string &dflt);
+  Value reshape(Value v, const Shape &shape, Location loc);
+
+  // Op handlers, one per ONNX op family.
+  template <typename OpT>
+  LogicalResult binary(const Node &node);
+  template <typename OpT>
+  LogicalResult variadic(const Node &node);
+  template <typename OpT>
+  LogicalResult unary(const Node &node);
+  template <typename OpT, bool Negate>
+  LogicalResult compareOrEqual(const Node &node);
+  LogicalResult identity(const Node &node);
+  LogicalResult gelu(const Node &node);
+  LogicalResult castNode(const Node &node);
+  LogicalResult clip(const Node &node);
+  LogicalResult dropout(const Node &node);
+  LogicalResult matmul(const Node &node);
+  LogicalResult gemm(const Node &node);
+  template <typename OpT>
+  LogicalResult softmax(const Node &node);
+  LogicalResult layerNorm(const Node &node);
+  template <typename OpT>
+  LogicalResult reduce(const Node &node);
+  LogicalResult gather(const Node &node);
+  LogicalResult reshapeNode(const Node &node);
+  LogicalResult flatten(const Node &node);
+  LogicalResult transpose(const Node &node);
+  LogicalResult split(const Node &node);
+  LogicalResult slice(const Node &node);
+  LogicalResult concat(const Node &node);
+  LogicalResult unsqueeze(const Node &node);
+  LogicalResult squeeze(const Node &node);
+  LogicalResult expand(const Node &node);
+  LogicalResult where(const Node &node);
+  LogicalResult trilu(const Node &node);
+  LogicalResult range(const Node &node);
+  LogicalResult constantOfShape(const Node &node);
+  LogicalResult shape(const Node &node);
+  LogicalResult size(const Node &node);
+  LogicalResult constant(const Node &node);
+
+  MLIRContext &context_;
+  const onnx::Model &model_;
+  const ImportOptions &options_;
+  OpBuilder builder_;
+  llvm::StringMap<Value> values_;
+  llvm::StringSet<> consumed_;
+  std::vector<llvm::GlobPattern> freeze_;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Handler table
+//===----------------------------------------------------------------------===//
+
+const std::map<std::string, Handler> &Importer::handlers() {
+  static const std::map<std::string, Handler> table = {
+      {"Add", &Importer::binary<AddOp>},
+      {"Sub", &Importer::binary<SubOp>},
+      {"Mul", &Importer::binary<MulOp>},
+      {"Div", &Importer::binary<DivOp>},
+      {"Pow", &Importer::binary<PowOp>},
+      {"And", &Importer::binary<AndOp>},
+      {"Or", &Importer::binary<OrOp>},
+      {"Equal", &Importer::binary<EqualOp>},
+      {"Less", &Importer::binary<LessOp>},
+      {"Greater", &Importer::binary<GreaterOp>},
+      {"LessOrEqual", &Importer::compareOrEqual<GreaterOp, true>},
+      {"GreaterOrEqual", &Importer::compareOrEqual<LessOp, true>},
+      {"Max", &Importer::variadic<MaxOp>},
+      {"Min", &Importer::variadic<MinOp>},
+      {"Sum", &Importer::variadic<AddOp>},
+      {"Neg", &Importer::unary<NegOp>},
+      {"Exp", &Importer::unary<ExpOp>},
+      {"Log", &Importer::unary<LogOp>},
+      {"Sqrt", &Importer::unary<SqrtOp>},
+      {"Reciprocal", &Importer::unary<ReciprocalOp>},
+      {"Tanh", &Importer::unary<TanhOp>},
+      {"Erf", &Importer::unary<ErfOp>},
+      {"Sigmoid", &Importer::unary<SigmoidOp>},
+      {"Relu", &Importer::unary<ReluOp>},
+      {"Not", &Importer::unary<NotOp>},
+      {"Gelu", &Importer::gelu},
+      {"Identity", &Importer::identity},
+      {"Cast", &Importer::castNode},
+      {"Clip", &Importer::clip},
+      {"Dropout", &Importer::dropout},
+      {"MatMul", &Importer::matmul},
+      {"Gemm", &Importer::gemm},
+      {"Softmax", &Importer::softmax<SoftmaxOp>},
+      {"LogSoftmax", &Importer::softmax<LogSoftmaxOp>},
+      {"LayerNormalization", &Importer::layerNorm},
+      {"ReduceSum", &Importer::reduce<ReduceSumOp>},
+      {"ReduceMean", &Importer::reduce<ReduceMeanOp>},
+      {"ReduceMax", &Importer::reduce<ReduceMaxOp>},
+      {"Gather", &Importer::gather},
+      {"Reshape", &Importer::reshapeNode},
+      {"Flatten", &Importer::flatten},
+      {"Transpose", &Importer::transpose},
+      {"Split", &Importer::split},
+      {"Slice", &Importer::slice},
+      {"Concat", &Importer::concat},
+      {"Unsqueeze", &Importer::unsqueeze},
+      {"Squeeze", &Importer::squeeze},
+      {"Expand", &Importer::expand},
+      {"Where", &Importer::where},
+      {"Trilu", &Importer::trilu},
+      {"Range", &Importer::range},
+      {"ConstantOfShape", &Importer::constantOfShape},
+      {"Shape", &Importer::shape},
+      {"Size", &Importer::size},
+      {"Constant", &Importer::constant},
+  };
+  return table;
+}
+
+std::vector<std::string> strata::supportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : Importer::handlers())
+    ops.push_back(entry.first);
+  return ops;
+}
+
+//===----------------------------------------------------------------------===//
+// Diagnostics and helpers
+//===----------------------------------------------------------------------===//
+
+Location Importer::nodeLoc(const Node &node) {
+  std::string file = model_.path.empty() ? "<onnx>" : model_.path;
+  Location fileLoc = FileLineColLoc::get(&context_, file, 0, 0);
+  std::string name = node.name.empty() ? node.opType : node.name;
+  return NameLoc::get(StringAttr::get(&context_, name), fileLoc);
+}
+
+InFlightDiagnostic Importer::nodeError(const Node &node) {
+  InFlightDiagnostic diag = emitError(nodeLoc(node));
+  diag << "node '" << node.name << "' (" << node.opType << ", opset "
+       << model_.opset << "): ";
+  return diag;
+}
+
+Type Importer::elementType(int32_t dataType) {
+  MLIRContext *ctx = &context_;
+  switch (dataType) {
+  case onnx::kFloat:
+    return Float32Type::get(ctx);
+  case onnx::kDouble:
+    return Float64Type::get(ctx);
+  case onnx::kFloat16:
+    return Float16Type::get(ctx);
+  case onnx::kBFloat16:
+    return BFloat16Type::get(ctx);
+  case onnx::kInt64:
+    return IntegerType::get(ctx, 64);
+  case onnx::kInt32:
+    return IntegerType::get(ctx, 32);
+  case onnx::kInt16:
+    return IntegerType::get(ctx, 16);
+  case onnx::kInt8:
+    return IntegerType::get(ctx, 8);
+  case onnx::kBool:
+    return IntegerType::get(ctx, 1);
+  case onnx::kUInt8:
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case onnx::kUInt16:
+    return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case onnx::kUInt32:
+    return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case onnx::kUInt64:
+    return IntegerType::get(ctx, 64, IntegerType::Unsigned);
+  default:
+    return {};
+  }
+}
+
+FailureOr<ElementsAttr> Importer::tensorAttr(const onnx::TensorData &t,
+                                             Location loc, bool asResource) {
+  Type et = elementType(t.dataType);
+  if (!et)
+    return emitError(loc) << "tensor '" << t.name
+                          << "' has unsupported element type "
+                          << onnx::dataTypeName(t.dataType);
+  auto type = RankedTensorType::get(t.dims, et);
+  ArrayRef<char> bytes(t.data, t.size);
+  if (et.isInteger(1)) {
+    SmallVector<bool> bools;
+    for (char c : bytes)
+      bools.push_back(c != 0);
+    return ElementsAttr(DenseElementsAttr::get(type, bools));
+  }
+  if (!asResource) {
+    bool detectedSplat = false;
+    if (!DenseElementsAttr::isValidRawBuffer(type, bytes, detectedSplat))
+      return emitError(loc) << "tensor '" << t.name << "' has invalid data";
+    return ElementsAttr(DenseElementsAttr::getFromRawBuffer(type, bytes));
+  }
+  // A resource blob that refers to the data in place; the deleter keeps the
+  // owner (parsed model or mapped file) alive as long as MLIR needs it.
+  size_t align = onnx::dataTypeSize(t.dataType);
+  AsmResourceBlob blob;
+  if (reinterpret_cast<uintptr_t>(t.data) % align == 0) {
+    std::shared_ptr<const void> owner = t.keepAlive;
+    blob = AsmResourceBlob(
+        bytes, align, [owner](void *, size_t, size_t) mutable { owner.reset(); },
+        /*dataIsMutable=*/false);
+  } else {
+    blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, align);
+  }
+  return ElementsAttr(DenseResourceElementsAttr::get(
+      type, t.name.empty() ? "tensor" : t.name, std::move(blob)));
+}
+
+Value Importer::input(const Node &node, size_t index) {
+  if (index >= node.inputs.size() || node.inputs[index].empty())
+    return {};
+  return values_.lookup(node.inputs[index]);
+}
+
+LogicalResult Importer::requireInputs(const Node &node, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (i >= node.inputs.size() || node.inputs[i].empty())
+      return nodeError(node) << "missing required input #" << i;
+  }
+  return success();
+}
+
+void Importer::define(const Node &node, size_t index, Value value) {
+  if (index < node.outputs.size() && !node.outputs[index].empty())
+    values_[node.outputs[index]] = value;
+}
+
+Shape Importer::shapeOf(Value v) {
+  auto t = cast<ShapedType>(v.getType());
+  return Shape(t.getShape().begin(), t.getShape().end());
+}
+
+Type Importer::elementTypeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+FailureOr<SmallVector<int64_t>> Importer::constInts(const Node &node,
+                                                    size_t index,
+                                                    const char *what) {
+  Value v = input(node, index);
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) ||
+      !isa<IntegerType>(attr.getElementType()))
+    return nodeError(node)
+           << what << " (input '" << node.inputs[index]
+           << "') must be a compile-time integer constant; Strata needs "
+              "static shapes (bind dynamic inputs with --input-shape)";
+  SmallVector<int64_t> result;
+  for (const APInt &i : attr.getValues<APInt>())
+    result.push_back(i.getSExtValue());
+  return result;
+}
+
+/// Reads the axes of a reduction/squeeze: from input `inputIndex` when the
+/// node has it, otherwise from the `axes` attribute; nullopt when neither.
+std::optional<SmallVector<int64_t>>
+Importer::axesOf(const Node &node, size_t inputIndex, LogicalResult &status) {
+  status = success();
+  if (input(node, inputIndex)) {
+    FailureOr<SmallVector<int64_t>> axes = constInts(node, inputIndex, "axes");
+    if (failed(axes)) {
+      status = failure();
+      return std::nullopt;
+    }
+    return *axes;
+  }
+  if (const onnx::Attribute *a = node.attribute("axes"))
+    return SmallVector<int64_t>(a->ints.begin(), a->ints.end());
+  return std::nullopt;
+}
+
+Value Importer::scalarConstant(Type elementType, double value, Location loc) {
+  auto type = RankedTensorType::get({}, elementType);
+  Attribute attr;
+  if (auto ft = dyn_cast<FloatType>(elementType)) {
+    APFloat v(value);
+    bool lost;
+    v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    attr = DenseElementsAttr::get(type, v);
+  } else {
+    attr = DenseElementsAttr::get(
+        type, APInt(elementType.getIntOrFloatBitWidth(),
+                    static_cast<int64_t>(value), true));
+  }
+  return builder_.create<ConstantOp>(loc, type, cast<TypedAttr>(attr));
+}
+
+int64_t Importer::intAttr(const Node &node, const char *name, int64_t dflt) {
+  const onnx::Attribute *a = node.attribute(name);
+  return a && a->kind == onnx::Attribute::Int ? a->i : dflt;
+}
+
+float Importer::floatAttr(const Node &node, const char *name, float dflt) {
+  const onnx::Attribute *a = node.attribute(name);
+  return a && a->kind == onnx::Attribute::Float ? a->f : dflt;
+}
+
+std::string Importer::stringAttr(const Node &node, const char *name,
+                                 const std::string &dflt) {
+  const onnx::Attribute *a = node.attribute(name);
+  return a && a->kind == onnx::Attribute::String ? a->s : dflt;
+}
+
+Value Importer::reshape(Value v, const Shape &shape, Location loc) {
+  return builder_.createOrFold<ReshapeOp>(
+      loc, tensorType(shape, elementTypeOf(v)), v);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+LogicalResult Importer::binary(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value lhs = input(node, 0), rhs = input(node, 1);
+  Location loc = nodeLoc(node);
+  // Pow's exponent may have another type; compute in the base's type.
+  if (std::is_same_v<OpT, PowOp> && elementTypeOf(lhs) != elementTypeOf(rhs))
+    rhs = builder_.createOrFold<CastOp>(
+        loc, tensorType(shapeOf(rhs), elementTypeOf(lhs)), rhs);
+  if (elementTypeOf(lhs) != elementTypeOf(rhs))
+    return nodeError(node) << "operands have different element types ("
+                           << elementTypeOf(lhs) << " and "
+                           << elementTypeOf(rhs) << ")";
+  std::optional<Shape> shape = broadcastShapes({shapeOf(lhs), shapeOf(rhs)});
+  if (!shape)
+    return nodeError(node) << "operand shapes " << lhs.getType() << " and "
+                           << rhs.getType() << " do not broadcast";
+  bool compare = std::is_same_v<OpT, EqualOp> ||
+                 std::is_same_v<OpT, LessOp> || std::is_same_v<OpT, GreaterOp>;
+  Type et = compare ? builder_.getI1Type() : elementTypeOf(lhs);
+  if ((std::is_same_v<OpT, AndOp> || std::is_same_v<OpT, OrOp>) &&
+      !et.isInteger(1))
+    return nodeError(node) << "operands must be bool";
+  define(node, 0, builder_.createOrFold<OpT>(loc, tensorType(*shape, et), lhs,
+                                             rhs));
+  return success();
+}
+
+template <typename OpT, bool Negate>
+LogicalResult Importer::compareOrEqual(const Node &node) {
+  // a <= b is not(a > b) only without NaN; build it as (a < b) or (a == b).
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value lhs = input(node, 0), rhs = input(node, 1);
+  if (elementTypeOf(lhs) != elementTypeOf(rhs))
+    return nodeError(node) << "operands have different element types";
+  std::optional<Shape> shape = broadcastShapes({shapeOf(lhs), shapeOf(rhs)});
+  if (!shape)
+    return nodeError(node) << "operand shapes do not broadcast";
+  Location loc = nodeLoc(node);
+  auto type = tensorType(*shape, builder_.getI1Type());
+  Value strict;
+  if (std::is_same_v<OpT, GreaterOp>) // LessOrEqual
+    strict = builder_.createOrFold<LessOp>(loc, type, lhs, rhs);
+  else // GreaterOrEqual
+    strict = builder_.createOrFold<GreaterOp>(loc, type, lhs, rhs);
+  Value equal = builder_.createOrFold<EqualOp>(loc, type, lhs, rhs);
+  define(node, 0, builder_.createOrFold<OrOp>(loc, type, strict, equal));
+  return success();
+}
+
+template <typename OpT>
+LogicalResult Importer::variadic(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Location loc = nodeLoc(node);
+  Value acc = input(node, 0);
+  for (size_t i = 1; i < node.inputs.size(); ++i) {
+    Value next = input(node, i);
+    if (!next)
+      continue;
+    if (elementTypeOf(acc) != elementTypeOf(next))
+      return nodeError(node) << "operands have different element types";
+    std::optional<Shape> shape = broadcastShapes({shapeOf(acc), shapeOf(next)});
+    if (!shape)
+      return nodeError(node) << "operand shapes do not broadcast";
+    acc = builder_.createOrFold<OpT>(
+        loc, tensorType(*shape, elementTypeOf(acc)), acc, next);
+  }
+  define(node, 0, acc);
+  return success();
+}
+
+template <typename OpT>
+LogicalResult Importer::unary(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Type et = elementTypeOf(x);
+  if (std::is_same_v<OpT, NotOp> ? !et.isInteger(1)
+                                 : (!std::is_same_v<OpT, NegOp> &&
+                                    !isa<FloatType>(et)))
+    return nodeError(node) << "unsupported element type " << et;
+  define(node, 0, builder_.createOrFold<OpT>(nodeLoc(node), x.getType(), x));
+  return success();
+}
+
+LogicalResult Importer::identity(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  define(node, 0, input(node, 0));
+  return success();
+}
+
+LogicalResult Importer::gelu(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  std::string approximate = stringAttr(node, "approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return nodeError(node) << "unknown approximate mode '" << approximate
+                           << "'";
+  Value x = input(node, 0);
+  if (!isa<FloatType>(elementTypeOf(x)))
+    return nodeError(node) << "input must be a float tensor";
+  define(node, 0,
+         builder_.create<GeluOp>(
+             nodeLoc(node), x.getType(), x,
+             approximate == "tanh" ? builder_.getUnitAttr() : UnitAttr()));
+  return success();
+}
+
+LogicalResult Importer::castNode(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  int64_t to = intAttr(node, "to", 0);
+  Type et = elementType(static_cast<int32_t>(to));
+  if (!et)
+    return nodeError(node) << "unsupported target type "
+                           << onnx::dataTypeName(static_cast<int32_t>(to));
+  Value x = input(node, 0);
+  define(node, 0,
+         builder_.createOrFold<CastOp>(nodeLoc(node),
+                                       tensorType(shapeOf(x), et), x));
+  return success();
+}
+
+LogicalResult Importer::clip(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Location loc = nodeLoc(node);
+  Value x = input(node, 0);
+  if (Value lo = input(node, 1)) {
+    if (elementTypeOf(lo) != elementTypeOf(x) || shapeOf(lo).size() != 0)
+      return nodeError(node) << "min must be a scalar of the input's type";
+    x = builder_.createOrFold<MaxOp>(loc, x.getType(), x, lo);
+  }
+  if (Value hi = input(node, 2)) {
+    if (elementTypeOf(hi) != elementTypeOf(x) || shapeOf(hi).size() != 0)
+      return nodeError(node) << "max must be a scalar of the input's type";
+    x = builder_.createOrFold<MinOp>(loc, x.getType(), x, hi);
+  }
+  define(node, 0, x);
+  return success();
+}
+
+LogicalResult Importer::dropout(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  // Dropout is the identity unless training_mode is a true constant.
+  if (Value mode = input(node, 2)) {
+    DenseElementsAttr attr;
+    if (!matchPattern(mode, m_Constant(&attr)))
+      return nodeError(node) << "training_mode must be a constant";
+    if (attr.getSplatValue<bool>())
+      return nodeError(node)
+             << "Dropout in training mode is not supported; export the model "
+                "in eval mode (model.eval())";
+  }
+  Value x = input(node, 0);
+  define(node, 0, x);
+  if (node.outputs.size() > 1 && isConsumed(node.outputs[1])) {
+    auto maskType = tensorType(shapeOf(x), builder_.getI1Type());
+    define(node, 1,
+           builder_.create<ConstantOp>(
+               nodeLoc(node), maskType,
+               DenseElementsAttr::get(maskType, true)));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions, normalisations
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::matmul(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value a = input(node, 0), b = input(node, 1);
+  if (elementTypeOf(a) != elementTypeOf(b))
+    return nodeError(node) << "operands have different element types";
+  std::string why;
+  std::optional<Shape> shape = matmulShape(shapeOf(a), shapeOf(b), &why);
+  if (!shape)
+    return nodeError(node) << "cannot multiply " << a.getType() << " by "
+                           << b.getType() << ": " << why;
+  define(node, 0,
+         builder_.create<MatMulOp>(nodeLoc(node),
+                                   tensorType(*shape, elementTypeOf(a)), a, b));
+  return success();
+}
+
+LogicalResult Importer::gemm(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Location loc = nodeLoc(node);
+  Value a = input(node, 0), b = input(node, 1), c = input(node, 2);
+  if (shapeOf(a).size() != 2 || shapeOf(b).size() != 2)
+    return nodeError(node) << "A and B must be matrices";
+  auto transposed = [&](Value v) {
+    Shape s = shapeOf(v);
+    return builder_.createOrFold<TransposeOp>(
+        loc, tensorType({s[1], s[0]}, elementTypeOf(v)), v,
+        builder_.getDenseI64ArrayAttr({1, 0}));
+  };
+  if (intAttr(node, "transA", 0))
+    a = transposed(a);
+  if (intAttr(node, "transB", 0))
+    b = transposed(b);
+  Type et = elementTypeOf(a);
+  std::string why;
+  std::optional<Shape> shape = matmulShape(shapeOf(a), shapeOf(b), &why);
+  if (!shape)
+    return nodeError(node) << "A and B do not multiply: " << why;
+  auto type = tensorType(*shape, et);
+  Value y = builder_.create<MatMulOp>(loc, type, a, b);
+  float alpha = floatAttr(node, "alpha", 1.0f);
+  float beta = floatAttr(node, "beta", 1.0f);
+  if (alpha != 1.0f)
+    y = builder_.createOrFold<MulOp>(loc, type, y,
+                                     scalarConstant(et, alpha, loc));
+  if (c && beta != 0.0f) {
+    if (!broadcastsTo(shapeOf(c), *shape))
+      return nodeError(node) << "C does not broadcast to " << type;
+    if (beta != 1.0f)
+      c = builder_.createOrFold<MulOp>(loc, c.getType(), c,
+                                       scalarConstant(et, beta, loc));
+    y = builder_.createOrFold<AddOp>(loc, type, y, c);
+  }
+  define(node, 0, y);
+  return success();
+}
+
+template <typename OpT>
+LogicalResult Importer::softmax(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  int64_t rank = shapeOf(x).size();
+  std::optional<int64_t> axis = normalizeAxis(intAttr(node, "axis", -1), rank);
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << rank;
+  define(node, 0,
+         builder_.create<OpT>(nodeLoc(node), x.getType(), x,
+                              builder_.getI64IntegerAttr(*axis)));
+  return success();
+}
+
+LogicalResult Importer::layerNorm(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (isConsumed(node.outputs[i]))
+      return nodeError(node) << "the Mean and InvStdDev outputs are not "
+                                "supported";
+  Value x = input(node, 0), scale = input(node, 1), bias = input(node, 2);
+  Shape shape = shapeOf(x);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", -1), shape.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << shape.size();
+  Shape normalized(shape.begin() + *axis, shape.end());
+  if (!broadcastsTo(shapeOf(scale), normalized) ||
+      (bias && !broadcastsTo(shapeOf(bias), normalized)))
+    return nodeError(node) << "scale/bias do not broadcast to the normalised "
+                              "dimensions";
+  double epsilon = floatAttr(node, "epsilon", 1e-5f);
+  define(node, 0,
+         builder_.create<LayerNormOp>(nodeLoc(node), x.getType(), x, scale,
+                                      bias, builder_.getI64IntegerAttr(*axis),
+                                      builder_.getF64FloatAttr(epsilon)));
+  return success();
+}
+
+template <typename OpT>
+LogicalResult Importer::reduce(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Shape shape = shapeOf(x);
+  int64_t rank = shape.size();
+  LogicalResult status = success();
+  std::optional<SmallVector<int64_t>> axes = axesOf(node, 1, status);
+  if (failed(status))
+    return failure();
+  bool keepdims = intAttr(node, "keepdims", 1) != 0;
+  std::vector<int64_t> normalized;
+  if (!axes || axes->empty()) {
+    if (intAttr(node, "noop_with_empty_axes", 0)) {
+      define(node, 0, x);
+      return success();
+    }
+    for (int64_t d = 0; d < rank; ++d)
+      normalized.push_back(d);
+  } else {
+    for (int64_t a : *axes) {
+      std::optional<int64_t> n = normalizeAxis(a, rank);
+      if (!n)
+        return nodeError(node) << "axis " << a << " out of range for rank "
+                               << rank;
+      normalized.push_back(*n);
+    }
+    std::sort(normalized.begin(), normalized.end());
+    normalized.erase(std::unique(normalized.begin(), normalized.end()),
+                     normalized.end());
+  }
+  Shape out = reduceShape(shape, normalized, keepdims);
+  define(node, 0,
+         builder_.create<OpT>(nodeLoc(node), tensorType(out, elementTypeOf(x)),
+                              x, builder_.getDenseI64ArrayAttr(normalized),
+                              keepdims ? builder_.getUnitAttr() : UnitAttr()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::gather(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value data = input(node, 0), indices = input(node, 1);
+  Type it = elementTypeOf(indices);
+  if (!it.isInteger(32) && !it.isInteger(64))
+    return nodeError(node) << "indices must be int32 or int64";
+  Shape shape = shapeOf(data);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", 0), shape.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << shape.size();
+  Shape out = gatherShape(shape, shapeOf(indices), *axis);
+  define(node, 0,
+         builder_.createOrFold<GatherOp>(
+             nodeLoc(node), tensorType(out, elementTypeOf(data)), data,
+             indices, builder_.getI64IntegerAttr(*axis)));
+  return success();
+}
+
+LogicalResult Importer::reshapeNode(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> target = constInts(node, 1, "shape");
+  if (failed(target))
+    return failure();
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  bool allowZero = intAttr(node, "allowzero", 0) != 0;
+  Shape out;
+  int64_t inferred = -1, known = 1;
+  for (size_t i = 0; i < target->size(); ++i) {
+    int64_t d = (*target)[i];
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return nodeError(node) << "shape entry " << i
+                               << " copies a dimension the input lacks";
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return nodeError(node) << "shape has more than one -1";
+      inferred = i;
+      out.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return nodeError(node) << "invalid shape entry " << d;
+    out.push_back(d);
+    known *= d;
+  }
+  int64_t total = numElements(in);
+  if (inferred >= 0) {
+    if (known == 0 || total % known != 0)
+      return nodeError(node) << "cannot infer the -1 entry: " << total
+                             << " elements do not divide by " << known;
+    out[inferred] = total / known;
+  }
+  if (numElements(out) != total)
+    return nodeError(node) << "cannot reshape " << x.getType() << " ("
+                           << total << " elements) to "
+                           << tensorType(out, elementTypeOf(x));
+  define(node, 0, reshape(x, out, nodeLoc(node)));
+  return success();
+}
+
+LogicalResult Importer::flatten(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  int64_t rank = in.size();
+  int64_t axis = intAttr(node, "axis", 1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return nodeError(node) << "axis out of range for rank " << rank;
+  int64_t outer = numElements(Shape(in.begin(), in.begin() + axis));
+  int64_t inner = numElements(Shape(in.begin() + axis, in.end()));
+  define(node, 0, reshape(x, {outer, inner}, nodeLoc(node)));
+  return success();
+}
+
+LogicalResult Importer::transpose(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  SmallVector<int64_t> perm;
+  if (const onnx::Attribute *a = node.attribute("perm")) {
+    perm.assign(a->ints.begin(), a->ints.end());
+  } else {
+    for (int64_t d = in.size(); d-- > 0;)
+      perm.push_back(d);
+  }
+  if (perm.size() != in.size())
+    return nodeError(node) << "perm has " << perm.size()
+                           << " entries for rank " << in.size();
+  Shape out;
+  std::vector<bool> seen(in.size(), false);
+  for (int64_t &p : perm) {
+    std::optional<int64_t> n = normalizeAxis(p, in.size());
+    if (!n || seen[*n])
+      return nodeError(node) << "perm is not a permutation";
+    seen[*n] = true;
+    p = *n;
+    out.push_back(in[p]);
+  }
+  define(node, 0,
+         builder_.createOrFold<TransposeOp>(
+             nodeLoc(node), tensorType(out, elementTypeOf(x)), x,
+             builder_.getDenseI64ArrayAttr(perm)));
+  return success();
+}
+
+LogicalResult Importer::split(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", 0), in.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << in.size();
+  int64_t dim = in[*axis];
+  int64_t outputs = node.outputs.size();
+  SmallVector<int64_t> sizes;
+  if (input(node, 1)) {
+    FailureOr<SmallVector<int64_t>> s = constInts(node, 1, "split");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+  } else if (const onnx::Attribute *a = node.attribute("split")) {
+    sizes.assign(a->ints.begin(), a->ints.end());
+  } else if (const onnx::Attribute *a = node.attribute("num_outputs")) {
+    int64_t n = a->i;
+    if (n <= 0 || n != outputs)
+      return nodeError(node) << "num_outputs " << n << " does not match the "
+                             << outputs << " outputs";
+    int64_t chunk = (dim + n - 1) / n;
+    for (int64_t k = 0; k < n; ++k)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - k * chunk)));
+  } else {
+    if (dim % outputs != 0)
+      return nodeError(node) << "dimension " << dim << " does not split into "
+                             << outputs << " equal parts";
+    sizes.assign(outputs, dim / outputs);
+  }
+  if (static_cast<int64_t>(sizes.size()) != outputs)
+    return nodeError(node) << sizes.size() << " split sizes for " << outputs
+                           << " outputs";
+  int64_t sum = 0;
+  for (int64_t s : sizes)
+    sum += s;
+  if (sum != dim)
+    return nodeError(node) << "split sizes add up to " << sum
+                           << ", the dimension is " << dim;
+  Location loc = nodeLoc(node);
+  int64_t offset = 0;
+  for (int64_t k = 0; k < outputs; ++k) {
+    Shape out = in;
+    out[*axis] = sizes[k];
+    SmallVector<int64_t> offsets(in.size(), 0), strides(in.size(), 1);
+    offsets[*axis] = sizes[k] == 0 ? 0 : offset;
+    define(node, k,
+           builder_.createOrFold<SliceOp>(
+               loc, tensorType(out, elementTypeOf(x)), x,
+               builder_.getDenseI64ArrayAttr(offsets),
+               builder_.getDenseI64ArrayAttr(strides)));
+    offset += sizes[k];
+  }
+  return success();
+}
+
+LogicalResult Importer::slice(const Node &node) {
+  if (failed(requireInputs(node, 3)))
+    return failure();
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  int64_t rank = in.size();
+  FailureOr<SmallVector<int64_t>> starts = constInts(node, 1, "starts");
+  if (failed(starts))
+    return failure();
+  FailureOr<SmallVector<int64_t>> ends = constInts(node, 2, "ends");
+  if (failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (input(node, 3)) {
+    FailureOr<SmallVector<int64_t>> a = constInts(node, 3, "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (input(node, 4)) {
+    FailureOr<SmallVector<int64_t>> s = constInts(node, 4, "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return nodeError(node) << "starts, ends, axes and steps differ in length";
+  SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
+  Shape out = in;
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts->size(); ++i) {
+    std::optional<int64_t> axis = normalizeAxis(axes[i], rank);
+    if (!axis || seen[*axis])
+      return nodeError(node) << "invalid or repeated axis " << axes[i];
+    seen[*axis] = true;
+    int64_t dim = in[*axis], step = steps[i];
+    if (step == 0)
+      return nodeError(node) << "step is zero";
+    auto clampTo = [](int64_t v, int64_t lo, int64_t hi) {
+      return std::max(lo, std::min(v, hi));
+    };
+    // ONNX: negative starts/ends count from the end, then clamp.
+    int64_t start = (*starts)[i], end = (*ends)[i];
+    if (start < 0)
+      start += dim;
+    if (end < 0)
+      end = end < -dim ? -1 : end + dim;
+    int64_t count;
+    if (step > 0) {
+      start = clampTo(start, 0, dim);
+      end = clampTo(end, 0, dim);
+      count = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = clampTo(start, 0, dim - 1);
+      end = clampTo(end, -1, dim - 1);
+      count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    out[*axis] = count;
+    offsets[*axis] = count == 0 ? 0 : start;
+    strides[*axis] = step;
+  }
+  define(node, 0,
+         builder_.createOrFold<SliceOp>(
+             nodeLoc(node), tensorType(out, elementTypeOf(x)), x,
+             builder_.getDenseI64ArrayAttr(offsets),
+             builder_.getDenseI64ArrayAttr(strides)));
+  return success();
+}
+
+LogicalResult Importer::concat(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  SmallVector<Value> inputs;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (Value v = input(node, i))
+      inputs.push_back(v);
+  Shape out = shapeOf(inputs[0]);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", 0), out.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << out.size();
+  out[*axis] = 0;
+  for (Value v : inputs) {
+    Shape s = shapeOf(v);
+    if (s.size() != out.size() || elementTypeOf(v) != elementTypeOf(inputs[0]))
+      return nodeError(node) << "inputs differ in rank or element type";
+    for (size_t d = 0; d < s.size(); ++d)
+      if (static_cast<int64_t>(d) != *axis && s[d] != out[d])
+        return nodeError(node) << "inputs differ in dimension " << d;
+    out[*axis] += s[*axis];
+  }
+  define(node, 0,
+         builder_.createOrFold<ConcatOp>(
+             nodeLoc(node), tensorType(out, elementTypeOf(inputs[0])), inputs,
+             builder_.getI64IntegerAttr(*axis)));
+  return success();
+}
+
+LogicalResult Importer::unsqueeze(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  LogicalResult status = success();
+  std::optional<SmallVector<int64_t>> axes = axesOf(node, 1, status);
+  if (failed(status))
+    return failure();
+  if (!axes)
+    return nodeError(node) << "axes are required";
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  int64_t outRank = in.size() + axes->size();
+  std::vector<bool> isNew(outRank, false);
+  for (int64_t a : *axes) {
+    std::optional<int64_t> n = normalizeAxis(a, outRank);
+    if (!n || isNew[*n])
+      return nodeError(node) << "invalid or repeated axis " << a;
+    isNew[*n] = true;
+  }
+  Shape out;
+  size_t next = 0;
+  for (int64_t d = 0; d < outRank; ++d)
+    out.push_back(isNew[d] ? 1 : in[next++]);
+  define(node, 0, reshape(x, out, nodeLoc(node)));
+  return success();
+}
+
+LogicalResult Importer::squeeze(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  LogicalResult status = success();
+  std::optional<SmallVector<int64_t>> axes = axesOf(node, 1, status);
+  if (failed(status))
+    return failure();
+  Value x = input(node, 0);
+  Shape in = shapeOf(x);
+  std::vector<bool> drop(in.size(), false);
+  if (axes) {
+    for (int64_t a : *axes) {
+      std::optional<int64_t> n = normalizeAxis(a, in.size());
+      if (!n)
+        return nodeError(node) << "axis " << a << " out of range";
+      if (in[*n] != 1)
+        return nodeError(node) << "cannot squeeze dimension " << *n
+                               << " of size " << in[*n];
+      drop[*n] = true;
+    }
+  } else {
+    for (size_t d = 0; d < in.size(); ++d)
+      drop[d] = in[d] == 1;
+  }
+  Shape out;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!drop[d])
+      out.push_back(in[d]);
+  define(node, 0, reshape(x, out, nodeLoc(node)));
+  return success();
+}
+
+LogicalResult Importer::expand(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> target = constInts(node, 1, "shape");
+  if (failed(target))
+    return failure();
+  Value x = input(node, 0);
+  std::optional<Shape> out =
+      broadcastShapes({shapeOf(x), Shape(target->begin(), target->end())});
+  if (!out)
+    return nodeError(node) << "input " << x.getType()
+                           << " does not broadcast to the requested shape";
+  define(node, 0,
+         builder_.createOrFold<BroadcastOp>(
+             nodeLoc(node), tensorType(*out, elementTypeOf(x)), x));
+  return success();
+}
+
+LogicalResult Importer::where(const Node &node) {
+  if (failed(requireInputs(node, 3)))
+    return failure();
+  Value c = input(node, 0), a = input(node, 1), b = input(node, 2);
+  if (!elementTypeOf(c).isInteger(1))
+    return nodeError(node) << "condition must be bool";
+  if (elementTypeOf(a) != elementTypeOf(b))
+    return nodeError(node) << "X and Y have different element types";
+  std::optional<Shape> out =
+      broadcastShapes({shapeOf(c), shapeOf(a), shapeOf(b)});
+  if (!out)
+    return nodeError(node) << "operand shapes do not broadcast";
+  define(node, 0,
+         builder_.createOrFold<SelectOp>(
+             nodeLoc(node), tensorType(*out, elementTypeOf(a)), c, a, b));
+  return success();
+}
+
+LogicalResult Importer::trilu(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  if (shapeOf(x).size() < 2)
+    return nodeError(node) << "input must have rank >= 2";
+  int64_t k = 0;
+  if (input(node, 1)) {
+    FailureOr<SmallVector<int64_t>> kv = constInts(node, 1, "k");
+    if (failed(kv))
+      return failure();
+    if (kv->size() != 1)
+      return nodeError(node) << "k must be a scalar";
+    k = (*kv)[0];
+  }
+  bool upper = intAttr(node, "upper", 1) != 0;
+  define(node, 0,
+         builder_.createOrFold<TriluOp>(
+             nodeLoc(node), x.getType(), x,
+             upper ? builder_.getUnitAttr() : UnitAttr(),
+             builder_.getI64IntegerAttr(k)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops evaluated at import: shapes, ranges, constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::range(const Node &node) {
+  if (failed(requireInputs(node, 3)))
+    return failure();
+  DenseElementsAttr attrs[3];
+  const char *names[3] = {"start", "limit", "delta"};
+  for (int i = 0; i < 3; ++i) {
+    if (!matchPattern(input(node, i), m_Constant(&attrs[i])) ||
+        attrs[i].getNumElements() != 1)
+      return nodeError(node) << names[i]
+                             << " must be a compile-time scalar constant";
+  }
+  Type et = attrs[0].getElementType();
+  Location loc = nodeLoc(node);
+  if (auto ft = dyn_cast<FloatType>(et)) {
+    double start = attrs[0].getSplatValue<APFloat>().convertToDouble();
+    double limit = attrs[1].getSplatValue<APFloat>().convertToDouble();
+    double delta = attrs[2].getSplatValue<APFloat>().convertToDouble();
+    if (delta == 0)
+      return nodeError(node) << "delta is zero";
+    int64_t n = std::max<int64_t>(0, std::ceil((limit - start) / delta));
+    SmallVector<APFloat> values;
+    for (int64_t k = 0; k < n; ++k) {
+      APFloat v(start + k * delta);
+      bool lost;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+    auto type = tensorType({n}, et);
+    define(node, 0,
+           builder_.create<ConstantOp>(loc, type,
+                                       DenseElementsAttr::get(type, values)));
+    return success();
+  }
+  int64_t start = attrs[0].getSplatValue<APInt>().getSExtValue();
+  int64_t limit = attrs[1].getSplatValue<APInt>().getSExtValue();
+  int64_t delta = attrs[2].getSplatValue<APInt>().getSExtValue();
+  if (delta == 0)
+    return nodeError(node) << "delta is zero";
+  int64_t n = std::max<int64_t>(
+      0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+  SmallVector<APInt> values;
+  for (int64_t k = 0; k < n; ++k)
+    values.push_back(
+        APInt(et.getIntOrFloatBitWidth(), start + k * delta, true));
+  auto type = tensorType({n}, et);
+  define(node, 0,
+         builder_.create<ConstantOp>(loc, type,
+                                     DenseElementsAttr::get(type, values)));
+  return success();
+}
+
+LogicalResult Importer::constantOfShape(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape = constInts(node, 0, "shape");
+  if (failed(shape))
+    return failure();
+  for (int64_t d : *shape)
+    if (d < 0)
+      return nodeError(node) << "negative dimension " << d;
+  Location loc = nodeLoc(node);
+  Attribute splat;
+  if (const onnx::Attribute *a = node.attribute("value")) {
+    if (a->kind != onnx::Attribute::Tensor || a->t.numElements() != 1)
+      return nodeError(node) << "value must be a one-element tensor";
+    FailureOr<ElementsAttr> v = tensorAttr(a->t, loc, false);
+    if (failed(v))
+      return failure();
+    auto dense = cast<DenseElementsAttr>(*v);
+    auto type = tensorType(Shape(shape->begin(), shape->end()),
+                           dense.getElementType());
+    splat = dense.resizeSplat(type);
+    if (!dense.isSplat()) // A one-element tensor is always a splat.
+      return nodeError(node) << "value must be a one-element tensor";
+    define(node, 0,
+           builder_.create<ConstantOp>(loc, type, cast<TypedAttr>(splat)));
+    return success();
+  }
+  auto type =
+      tensorType(Shape(shape->begin(), shape->end()), builder_.getF32Type());
+  define(node, 0,
+         builder_.create<ConstantOp>(loc, type,
+                                     DenseElementsAttr::get(type, 0.0f)));
+  return success();
+}
+
+LogicalResult Importer::shape(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Shape in = shapeOf(input(node, 0));
+  int64_t rank = in.size();
+  int64_t start = intAttr(node, "start", 0);
+  int64_t end = intAttr(node, "end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::max<int64_t>(0, std::min(start, rank));
+  end = std::max<int64_t>(start, std::min(end, rank));
+  SmallVector<int64_t> dims(in.begin() + start, in.begin() + end);
+  auto type = tensorType({static_cast<int64_t>(dims.size())},
+                         builder_.getI64Type());
+  define(node, 0,
+         builder_.create<ConstantOp>(
+             nodeLoc(node), type,
+             DenseElementsAttr::get(type, ArrayRef<int64_t>(dims))));
+  return success();
+}
+
+LogicalResult Importer::size(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  auto type = tensorType({}, builder_.getI64Type());
+  define(node, 0,
+         builder_.create<ConstantOp>(
+             nodeLoc(node), type,
+             DenseElementsAttr::get(type, numElements(shapeOf(input(node, 0))))));
+  return success();
+}
+
+LogicalResult Importer::constant(const Node &node) {
+  Location loc = nodeLoc(node);
+  if (node.attributes.size() != 1)
+    return nodeError(node) << "expected exactly one value attribute";
+  const onnx::Attribute &a = node.attributes[0];
+  TypedAttr value;
+  if (a.name == "value" && a.kind == onnx::Attribute::Tensor) {
+    FailureOr<ElementsAttr> v = tensorAttr(a.t, loc, false);
+    if (failed(v))
+      return failure();
+    value = cast<TypedAttr>(*v);
+  } else if (a.name == "value_float") {
+    auto type = tensorType({}, builder_.getF32Type());
+    value = DenseElementsAttr::get(type, a.f);
+  } else if (a.name == "value_floats") {
+    auto type = tensorType({static_cast<int64_t>(a.floats.size())},
+                           builder_.getF32Type());
+    value = DenseElementsAttr::get(type, ArrayRef<float>(a.floats));
+  } else if (a.name == "value_int") {
+    auto type = tensorType({}, builder_.getI64Type());
+    value = DenseElementsAttr::get(type, a.i);
+  } else if (a.name == "value_ints") {
+    auto type = tensorType({static_cast<int64_t>(a.ints.size())},
+                           builder_.getI64Type());
+    value = DenseElementsAttr::get(type, ArrayRef<int64_t>(a.ints));
+  } else {
+    return nodeError(node) << "unsupported constant attribute '" << a.name
+                           << "'";
+  }
+  define(node, 0, builder_.create<ConstantOp>(loc, value.getType(), value));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::checkSupported() {
+  Location fileLoc = FileLineColLoc::get(
+      &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
+  if (model_.opset < kMinOpset || model_.opset > kMaxOpset)
+    return emitError(fileLoc)
+           << "the model uses opset " << model_.opset
+           << "; Strata imports opsets " << kMinOpset << " through "
+           << kMaxOpset << " (convert it with onnx.version_converter)";
+  // Group the unsupported nodes by op type so one message lists them all.
+  std::map<std::string, std::vector<std::string>> unsupported;
+  for (const Node &node : model_.nodes) {
+    bool defaultDomain = node.domain.empty() || node.domain == "ai.onnx";
+    if (defaultDomain && handlers().count(node.opType))
+      continue;
+    std::string key =
+        defaultDomain ? node.opType : node.domain + "." + node.opType;
+    unsupported[key].push_back(node.name);
+  }
+  if (unsupported.empty())
+    return success();
+  InFlightDiagnostic diag = emitError(fileLoc);
+  diag << unsupported.size() << " unsupported op type"
+       << (unsupported.size() == 1 ? "" : "s") << " in the model (opset "
+       << model_.opset << "):";
+  for (const auto &[op, nodes] : unsupported) {
+    diag << "\n  " << op << " (opset " << model_.opset << "): "
+         << nodes.size() << " node" << (nodes.size() == 1 ? "" : "s") << ": ";
+    for (size_t i = 0; i < nodes.size() && i < 5; ++i)
+      diag << (i ? ", " : "") << "'" << nodes[i] << "'";
+    if (nodes.size() > 5)
+      diag << ", ...";
+  }
+  return failure();
+}
+
+LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
+                                      std::vector<std::string> &argNames) {
+  llvm::StringSet<> initializerNames;
+  for (const onnx::TensorData &t : model_.initializers)
+    initializerNames.insert(t.name);
+  Location fileLoc = FileLineColLoc::get(
+      &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
+  llvm::StringSet<> used;
+  for (const onnx::ValueInfo &in : model_.inputs) {
+    // Before IR version 4 initializers were also listed as inputs.
+    if (initializerNames.contains(in.name))
+      continue;
+    Type et = elementType(in.dataType);
+    if (!et)
+      return emitError(fileLoc)
+             << "input '" << in.name << "' has unsupported element type "
+             << onnx::dataTypeName(in.dataType);
+    if (!in.hasShape)
+      return emitError(fileLoc) << "input '" << in.name
+                                << "' has no shape; give one with "
+                                   "--input-shape "
+                                << in.name << "=D0xD1x...";
+    auto given = options_.inputShapes.find(in.name);
+    Shape shape;
+    if (given != options_.inputShapes.end()) {
+      used.insert(in.name);
+      if (given->second.size() != in.dims.size())
+        return emitError(fileLoc)
+               << "--input-shape for '" << in.name << "' has rank "
+               << given->second.size() << ", the model's input has rank "
+               << in.dims.size();
+      for (size_t d = 0; d < in.dims.size(); ++d)
+        if (in.dims[d].value >= 0 && in.dims[d].value != given->second[d])
+          return emitError(fileLoc)
+                 << "--input-shape for '" << in.name << "': dimension " << d
+                 << " is fixed to " << in.dims[d].value << " by the model";
+      shape.assign(given->second.begin(), given->second.end());
+    } else {
+      std::vector<std::string> unbound;
+      for (const onnx::ValueInfo::Dim &dim : in.dims) {
+        if (dim.value >= 0) {
+          shape.push_back(dim.value);
+          continue;
+        }
+        auto byName = options_.inputShapes.find(dim.param);
+        if (!dim.param.empty() && byName != options_.inputShapes.end() &&
+            byName->second.size() == 1) {
+          used.insert(dim.param);
+          shape.push_back(byName->second[0]);
+          continue;
+        }
+        unbound.push_back(dim.param.empty() ? "?" : dim.param);
+        shape.push_back(1);
+      }
+      if (!unbound.empty()) {
+        InFlightDiagnostic diag = emitError(fileLoc);
+        diag << "input '" << in.name << "' has dynamic dimensions [";
+        for (size_t i = 0; i < unbound.size(); ++i)
+          diag << (i ? ", " : "") << unbound[i];
+        diag << "]; bind them with --input-shape " << in.name
+             << "=D0xD1x... (e.g. --input-shape " << in.name << "=";
+        for (size_t d = 0; d < in.dims.size(); ++d)
+          diag << (d ? "x" : "")
+               << (in.dims[d].value >= 0 ? in.dims[d].value : 4);
+        diag << ")";
+        return failure();
+      }
+    }
+    argTypes.push_back(tensorType(shape, et));
+    argNames.push_back(in.name);
+  }
+  for (const auto &entry : options_.inputShapes)
+    if (!used.contains(entry.first))
+      return emitError(fileLoc)
+             << "--input-shape names '" << entry.first
+             << "', which is neither a graph input nor a symbolic dimension "
+                "of one";
+  return success();
+}
+
+LogicalResult Importer::importInitializer(const onnx::TensorData &t) {
+  Location loc = NameLoc::get(
+      StringAttr::get(&context_, t.name),
+      FileLineColLoc::get(&context_,
+                          model_.path.empty() ? "<onnx>" : model_.path, 0, 0));
+  Type et = elementType(t.dataType);
+  if (!et)
+    return emitError(loc) << "initializer '" << t.name
+                          << "' has unsupported element type "
+                          << onnx::dataTypeName(t.dataType);
+  bool isFloat = isa<FloatType>(et);
+  FailureOr<ElementsAttr> value = tensorAttr(t, loc, /*asResource=*/isFloat);
+  if (failed(value))
+    return failure();
+  auto type = tensorType(Shape(t.dims.begin(), t.dims.end()), et);
+  if (!isFloat) {
+    values_[t.name] =
+        builder_.create<ConstantOp>(loc, type, cast<TypedAttr>(*value));
+    return success();
+  }
+  bool frozen = llvm::any_of(
+      freeze_, [&](const llvm::GlobPattern &g) { return g.match(t.name); });
+  values_[t.name] = builder_.create<ParamOp>(
+      loc, type, builder_.getStringAttr(t.name),
+      frozen ? UnitAttr() : builder_.getUnitAttr(), *value);
+  return success();
+}
+
+LogicalResult Importer::importNodes() {
+  for (const Node &node : model_.nodes) {
+    for (const std::string &name : node.inputs) {
+      if (!name.empty() && !values_.count(name))
+        return nodeError(node) << "input '" << name
+                               << "' is not produced by any earlier node, "
+                                  "initializer or graph input";
+    }
+    Handler handler = handlers().at(node.opType);
+    if (failed((this->*handler)(node)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult Importer::finishOutputs(func::FuncOp func) {
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfo &out : model_.outputs) {
+    Value v = values_.lookup(out.name);
+    if (!v)
+      return emitError(func.getLoc())
+             << "graph output '" << out.name << "' is never computed";
+    auto type = cast<RankedTensorType>(v.getType());
+    if (out.hasShape && out.dims.size() == static_cast<size_t>(type.getRank()))
+      for (size_t d = 0; d < out.dims.size(); ++d)
+        if (out.dims[d].value >= 0 && out.dims[d].value != type.getDimSize(d))
+          return emitError(func.getLoc())
+                 << "graph output '" << out.name << "' is declared with "
+                 << "dimension " << d << " = " << out.dims[d].value
+                 << " but computes to " << type;
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  builder_.create<func::ReturnOp>(func.getLoc(), results);
+  func.setFunctionType(builder_.getFunctionType(
+      func.getFunctionType().getInputs(), resultTypes));
+  for (size_t i = 0; i < model_.outputs.size(); ++i)
+    func.setResultAttr(i, "graph.name",
+                       builder_.getStringAttr(model_.outputs[i].name));
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run() {
+  context_.loadDialect<GraphDialect, func::FuncDialect>();
+  for (const std::string &glob : options_.freezeGlobs) {
+    llvm::Expected<llvm::GlobPattern> pattern = llvm::GlobPattern::create(glob);
+    if (!pattern) {
+      emitError(UnknownLoc::get(&context_))
+          << "invalid --freeze pattern '" << glob
+          << "': " << llvm::toString(pattern.takeError());
+      return nullptr;
+    }
+    freeze_.push_back(std::move(*pattern));
+  }
+  if (failed(checkSupported()))
+    return nullptr;
+  for (const Node &node : model_.nodes)
+    for (const std::string &name : node.inputs)
+      consumed_.insert(name);
+  for (const onnx::ValueInfo &out : model_.outputs)
+    consumed_.insert(out.name);
+
+  Location fileLoc = FileLineColLoc::get(
+      &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  SmallVector<Type> argTypes;
+  std::vector<std::string> argNames;
+  if (failed(declareInputs(argTypes, argNames)))
+    return nullptr;
+  builder_.setInsertionPointToEnd(module->getBody());
+  auto func = builder_.create<func::FuncOp>(
+      fileLoc, "main", builder_.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (size_t i = 0; i < argNames.size(); ++i) {
+    values_[argNames[i]] = entry->getArgument(i);
+    func.setArgAttr(i, "graph.name", builder_.getStringAttr(argNames[i]));
+  }
+  builder_.setInsertionPointToStart(entry);
+  for (const onnx::TensorData &t : model_.initializers)
+    if (failed(importInitializer(t)))
+      return nullptr;
+  if (failed(importNodes()) || failed(finishOutputs(func)))
+    return nullptr;
+  if (!model_.producer.empty())
+    (*module)->setAttr("graph.producer",
+                       builder_.getStringAttr(model_.producer));
+  (*module)->setAttr("graph.opset", builder_.getI64IntegerAttr(model_.opset));
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+OwningOpRef<ModuleOp> strata::importOnnxModel(MLIRContext &context,
+                                              const onnx::Model &model,
+                                              const ImportOptions &options) {
+  return Importer(context, model, options).run();
+}

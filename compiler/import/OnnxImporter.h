@@ -1,0 +1,52 @@
+//===- OnnxImporter.h - ONNX model to graph dialect ------------*- C++ -*-===//
+//
+// Imports an ONNX model (read by OnnxReader into plain data) into a module
+// with one `func.func @main` of graph-dialect ops with static shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_COMPILER_IMPORT_ONNXIMPORTER_H
+#define STRATA_COMPILER_IMPORT_ONNXIMPORTER_H
+
+#include "compiler/import/OnnxModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct ImportOptions {
+  /// Static shapes for graph inputs (`input_ids` -> {4, 128}), or values for
+  /// symbolic dimensions (`batch` -> {4}).
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Float initializers whose name matches one of these globs are frozen
+  /// (read-only parameters) instead of trainable.
+  std::vector<std::string> freezeGlobs;
+};
+
+/// Parses `NAME=D0xD1x...` (as given to --input-shape). Returns false with
+/// `error` set on malformed input.
+bool parseInputShapeSpec(const std::string &spec, std::string &name,
+                         std::vector<int64_t> &dims, std::string &error);
+
+/// Imports `model`. Errors are reported through the context's diagnostic
+/// engine, with the node's name, op type and opset; returns null on failure.
+/// All unsupported ops of the model are reported at once.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
+                                                  const onnx::Model &model,
+                                                  const ImportOptions &options);
+
+/// The ONNX op types (default domain) the importer handles, sorted.
+std::vector<std::string> supportedOnnxOps();
+
+/// The range of default-domain opset versions the importer accepts.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 21;
+
+} // namespace strata
+
+#endif // STRATA_COMPILER_IMPORT_ONNXIMPORTER_H

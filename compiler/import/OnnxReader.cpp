@@ -1,0 +1,488 @@
+//===- OnnxReader.cpp - ModelProto to plain C++ data ----------------------===//
+//
+// The one translation unit that touches protobuf and ONNX's C++ library. It
+// is compiled with RTTI and exceptions (the ONNX library needs them), and
+// includes no LLVM or MLIR header.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OnnxModel.h"
+
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace strata::onnx {
+
+size_t dataTypeSize(int32_t dataType) {
+  switch (dataType) {
+  case kFloat:
+  case kInt32:
+  case kUInt32:
+    return 4;
+  case kUInt8:
+  case kInt8:
+  case kBool:
+    return 1;
+  case kUInt16:
+  case kInt16:
+  case kFloat16:
+  case kBFloat16:
+    return 2;
+  case kInt64:
+  case kDouble:
+  case kUInt64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+std::string dataTypeName(int32_t dataType) {
+  if (::onnx::TensorProto_DataType_IsValid(dataType))
+    return ::onnx::TensorProto_DataType_Name(
+        static_cast<::onnx::TensorProto_DataType>(dataType));
+  return "type " + std::to_string(dataType);
+}
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string &path,
+                                             std::string &error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    error = "cannot stat '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  std::shared_ptr<MappedFile> file(new MappedFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ > 0) {
+    void *p = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      error = "cannot map '" + path + "': " + std::strerror(errno);
+      ::close(fd);
+      return nullptr;
+    }
+    file->data_ = static_cast<const char *>(p);
+  }
+  ::close(fd);
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  if (data_)
+    munmap(const_cast<char *>(data_), size_);
+}
+
+int64_t TensorData::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+const Attribute *Node::attribute(const std::string &attrName) const {
+  for (const Attribute &a : attributes)
+    if (a.name == attrName)
+      return &a;
+  return nullptr;
+}
+
+namespace {
+
+std::string dimsString(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+/// Converts protobuf messages, sharing mapped external data files.
+class Converter {
+public:
+  Converter(std::string baseDir, std::shared_ptr<::onnx::ModelProto> proto)
+      : baseDir_(std::move(baseDir)), proto_(std::move(proto)) {}
+
+  bool convert(Model &model, std::string &error);
+
+private:
+  bool convertTensor(const ::onnx::TensorProto &t, TensorData &out,
+                     std::string &error);
+  bool convertExternal(const ::onnx::TensorProto &t, TensorData &out,
+                       std::string &error);
+  bool convertAttribute(const ::onnx::AttributeProto &a, Attribute &out,
+                        std::string &error);
+  static void convertValueInfo(const ::onnx::ValueInfoProto &v,
+                               ValueInfo &out);
+
+  template <typename T, typename Field>
+  static void packTyped(const Field &field, TensorData &out) {
+    auto bytes = std::make_shared<std::vector<char>>(field.size() * sizeof(T));
+    for (int k = 0; k < field.size(); ++k) {
+      T v = static_cast<T>(field.Get(k));
+      std::memcpy(bytes->data() + k * sizeof(T), &v, sizeof(T));
+    }
+    out.data = bytes->data();
+    out.size = bytes->size();
+    out.keepAlive = std::move(bytes);
+  }
+
+  std::string baseDir_;
+  std::shared_ptr<::onnx::ModelProto> proto_;
+  std::map<std::string, std::shared_ptr<MappedFile>> files_;
+};
+
+bool Converter::convertExternal(const ::onnx::TensorProto &t, TensorData &out,
+                                std::string &error) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &entry : t.external_data()) {
+    try {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        offset = std::stoll(entry.value());
+      else if (entry.key() == "length")
+        length = std::stoll(entry.value());
+    } catch (const std::exception &) {
+      error = "tensor '" + t.name() + "': invalid external data " +
+              entry.key() + " '" + entry.value() + "'";
+      return false;
+    }
+  }
+  if (location.empty()) {
+    error = "tensor '" + t.name() + "': external data without a location";
+    return false;
+  }
+  if (location.front() == '/' || location.find("..") != std::string::npos) {
+    error = "tensor '" + t.name() + "': external data location '" + location +
+            "' must be a relative path inside the model's directory";
+    return false;
+  }
+  std::string path = baseDir_.empty() ? location : baseDir_ + "/" + location;
+  std::shared_ptr<MappedFile> &file = files_[path];
+  if (!file) {
+    std::string why;
+    file = MappedFile::open(path, why);
+    if (!file) {
+      error = "tensor '" + t.name() + "': missing external data file: " + why;
+      files_.erase(path);
+      return false;
+    }
+  }
+  if (length < 0)
+    length = static_cast<int64_t>(file->size()) - offset;
+  if (offset < 0 || length < 0 ||
+      static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) >
+          file->size()) {
+    error = "tensor '" + t.name() + "': external data file '" + path +
+            "' is " + std::to_string(file->size()) +
+            " bytes, too short for offset " + std::to_string(offset) +
+            " + length " + std::to_string(length) + " (truncated?)";
+    return false;
+  }
+  out.externalLocation = location;
+  out.data = file->data() + offset;
+  out.size = static_cast<size_t>(length);
+  out.keepAlive = file;
+  return true;
+}
+
+bool Converter::convertTensor(const ::onnx::TensorProto &t, TensorData &out,
+                              std::string &error) {
+  out.name = t.name();
+  out.dataType = t.data_type();
+  out.dims.assign(t.dims().begin(), t.dims().end());
+  size_t elementSize = dataTypeSize(out.dataType);
+  if (elementSize == 0) {
+    error = "tensor '" + t.name() + "' has unsupported element type " +
+            dataTypeName(out.dataType);
+    return false;
+  }
+  if (t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
+    if (!convertExternal(t, out, error))
+      return false;
+  } else if (t.has_raw_data()) {
+    // Point into the parsed message, which `keepAlive` holds.
+    out.data = t.raw_data().data();
+    out.size = t.raw_data().size();
+    out.keepAlive = proto_;
+  } else {
+    switch (out.dataType) {
+    case kFloat:
+      packTyped<float>(t.float_data(), out);
+      break;
+    case kDouble:
+      packTyped<double>(t.double_data(), out);
+      break;
+    case kInt64:
+      packTyped<int64_t>(t.int64_data(), out);
+      break;
+    case kInt32:
+      packTyped<int32_t>(t.int32_data(), out);
+      break;
+    case kInt16:
+      packTyped<int16_t>(t.int32_data(), out);
+      break;
+    case kInt8:
+      packTyped<int8_t>(t.int32_data(), out);
+      break;
+    case kUInt8:
+    case kBool:
+      packTyped<uint8_t>(t.int32_data(), out);
+      break;
+    case kUInt16:
+    case kFloat16:
+    case kBFloat16: // Stored as their 16-bit patterns in int32_data.
+      packTyped<uint16_t>(t.int32_data(), out);
+      break;
+    case kUInt32:
+      packTyped<uint32_t>(t.uint64_data(), out);
+      break;
+    case kUInt64:
+      packTyped<uint64_t>(t.uint64_data(), out);
+      break;
+    }
+  }
+  for (int64_t d : out.dims) {
+    if (d < 0) {
+      error = "tensor '" + t.name() + "' has a negative dimension";
+      return false;
+    }
+  }
+  size_t expected = static_cast<size_t>(out.numElements()) * elementSize;
+  if (out.size != expected) {
+    error = "tensor '" + t.name() + "' has " + std::to_string(out.size) +
+            " bytes of data, expected " + std::to_string(expected) + " for " +
+            dataTypeName(out.dataType) + " " + dimsString(out.dims);
+    return false;
+  }
+  return true;
+}
+
+bool Converter::convertAttribute(const ::onnx::AttributeProto &a,
+                                 Attribute &out, std::string &error) {
+  out.name = a.name();
+  switch (a.type()) {
+  case ::onnx::AttributeProto_AttributeType_FLOAT:
+    out.kind = Attribute::Float;
+    out.f = a.f();
+    break;
+  case ::onnx::AttributeProto_AttributeType_INT:
+    out.kind = Attribute::Int;
+    out.i = a.i();
+    break;
+  case ::onnx::AttributeProto_AttributeType_STRING:
+    out.kind = Attribute::String;
+    out.s = a.s();
+    break;
+  case ::onnx::AttributeProto_AttributeType_TENSOR:
+    out.kind = Attribute::Tensor;
+    return convertTensor(a.t(), out.t, error);
+  case ::onnx::AttributeProto_AttributeType_FLOATS:
+    out.kind = Attribute::Floats;
+    out.floats.assign(a.floats().begin(), a.floats().end());
+    break;
+  case ::onnx::AttributeProto_AttributeType_INTS:
+    out.kind = Attribute::Ints;
+    out.ints.assign(a.ints().begin(), a.ints().end());
+    break;
+  case ::onnx::AttributeProto_AttributeType_STRINGS:
+    out.kind = Attribute::Strings;
+    out.strings.assign(a.strings().begin(), a.strings().end());
+    break;
+  default:
+    out.kind = Attribute::Other;
+    break;
+  }
+  return true;
+}
+
+void Converter::convertValueInfo(const ::onnx::ValueInfoProto &v,
+                                 ValueInfo &out) {
+  out.name = v.name();
+  if (!v.type().has_tensor_type())
+    return;
+  const auto &tensorType = v.type().tensor_type();
+  out.dataType = tensorType.elem_type();
+  if (!tensorType.has_shape())
+    return;
+  out.hasShape = true;
+  for (const auto &d : tensorType.shape().dim()) {
+    ValueInfo::Dim dim;
+    if (d.has_dim_value())
+      dim.value = d.dim_value();
+    else if (d.has_dim_param())
+      dim.param = d.dim_param();
+    out.dims.push_back(dim);
+  }
+}
+
+bool Converter::convert(Model &model, std::string &error) {
+  const ::onnx::ModelProto &proto = *proto_;
+  if (!proto.has_graph()) {
+    error = "the model has no graph";
+    return false;
+  }
+  model.irVersion = proto.ir_version();
+  model.producer = proto.producer_name();
+  if (!proto.producer_version().empty())
+    model.producer += " " + proto.producer_version();
+  for (const auto &opset : proto.opset_import())
+    if (opset.domain().empty() || opset.domain() == "ai.onnx")
+      model.opset = opset.version();
+  if (model.opset == 0) {
+    error = "the model imports no version of the default (ai.onnx) opset";
+    return false;
+  }
+  const ::onnx::GraphProto &graph = proto.graph();
+  model.graphName = graph.name();
+  for (const auto &t : graph.initializer()) {
+    TensorData data;
+    if (!convertTensor(t, data, error))
+      return false;
+    model.initializers.push_back(std::move(data));
+  }
+  if (graph.sparse_initializer_size() > 0) {
+    error = "sparse initializers are not supported (" +
+            graph.sparse_initializer(0).values().name() + ")";
+    return false;
+  }
+  for (const auto &v : graph.input()) {
+    ValueInfo info;
+    convertValueInfo(v, info);
+    model.inputs.push_back(std::move(info));
+  }
+  for (const auto &v : graph.output()) {
+    ValueInfo info;
+    convertValueInfo(v, info);
+    model.outputs.push_back(std::move(info));
+  }
+  for (const auto &n : graph.node()) {
+    Node node;
+    node.opType = n.op_type();
+    node.domain = n.domain();
+    node.name = n.name();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto &a : n.attribute()) {
+      Attribute attr;
+      if (!convertAttribute(a, attr, error)) {
+        error = "node '" + n.name() + "' (" + n.op_type() + "), attribute '" +
+                a.name() + "': " + error;
+        return false;
+      }
+      node.attributes.push_back(std::move(attr));
+    }
+    model.nodes.push_back(std::move(node));
+  }
+  return true;
+}
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+} // namespace
+
+bool readModelFile(const std::string &path, Model &model, std::string &error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_size >= INT_MAX) {
+    ::close(fd);
+    error = "'" + path + "' is " + std::to_string(st.st_size) +
+            " bytes; a protobuf cannot exceed 2 GiB. Save the model with its "
+            "tensors as external data (onnx.save_model(..., "
+            "save_as_external_data=True))";
+    return false;
+  }
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  bool parsed;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    google::protobuf::io::CodedInputStream coded(&stream);
+    coded.SetTotalBytesLimit(INT_MAX);
+    parsed = proto->ParseFromCodedStream(&coded) &&
+             coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!parsed) {
+    error = "'" + path + "' is not a valid ONNX model (protobuf parse failed)";
+    return false;
+  }
+  model = Model();
+  model.path = path;
+  Converter converter(directoryOf(path), proto);
+  if (!converter.convert(model, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  return true;
+}
+
+bool parseModelText(const std::string &text, const std::string &baseDir,
+                    Model &model, std::string &error) {
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  try {
+    ::onnx::Common::Status status =
+        ::onnx::OnnxParser::Parse(*proto, text.c_str());
+    if (!status.IsOK()) {
+      error = "ONNX text syntax error: " + status.ErrorMessage();
+      return false;
+    }
+  } catch (const std::exception &e) {
+    error = std::string("ONNX text syntax error: ") + e.what();
+    return false;
+  }
+  model = Model();
+  Converter converter(baseDir, proto);
+  return converter.convert(model, error);
+}
+
+bool loadModel(const std::string &path, Model &model, std::string &error) {
+  auto endsWith = [&](const std::string &suffix) {
+    return path.size() >= suffix.size() &&
+           path.compare(path.size() - suffix.size(), suffix.size(), suffix) ==
+               0;
+  };
+  if (!endsWith(".onnxtext") && !endsWith(".txt"))
+    return readModelFile(path, model, error);
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (!parseModelText(buffer.str(), directoryOf(path), model, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  model.path = path;
+  return true;
+}
+
+} // namespace strata::onnx

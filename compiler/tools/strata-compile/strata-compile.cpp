@@ -1,0 +1,220 @@
+//===- strata-compile.cpp - The Strata compile driver ---------------------===//
+//
+// Imports an ONNX model and runs the compile pipeline on it. Each stage is a
+// named pipeline; `--print-ir-after-all` and `--dump-ir DIR` show the IR
+// after every pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/OnnxImporter.h"
+#include "dialects/Graph/GraphDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("strata-compile options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx|model.onnxtext>"),
+                                      cl::cat(category));
+
+enum class Emit { Graph };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Graph),
+    cl::values(clEnumValN(Emit::Graph, "graph",
+                          "the imported graph-dialect IR, cleaned up")),
+    cl::cat(category));
+
+static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(category));
+
+static cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Bind a dynamic input's shape (NAME=D0xD1x..., e.g. "
+             "input_ids=4x128) or a symbolic dimension (batch=4); repeatable"),
+    cl::value_desc("NAME=SHAPE"), cl::cat(category));
+
+static cl::list<std::string> freezeGlobs(
+    "freeze",
+    cl::desc("Freeze the float initializers whose name matches GLOB (no "
+             "gradient, no update); repeatable"),
+    cl::value_desc("GLOB"), cl::cat(category));
+
+static cl::opt<bool> printIRAfterAll(
+    "print-ir-after-all", cl::desc("Print the IR after every pass to stderr"),
+    cl::init(false), cl::cat(category));
+
+static cl::opt<std::string> dumpIRDir(
+    "dump-ir",
+    cl::desc("Write the IR after import and after every pass to DIR/NN-<pass>.mlir"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(category));
+
+static cl::opt<bool> printWeights(
+    "print-weights",
+    cl::desc("Print parameter values in full instead of eliding them"),
+    cl::init(false), cl::cat(category));
+
+static cl::opt<bool> listOps(
+    "list-ops", cl::desc("List the supported ONNX ops and exit"),
+    cl::init(false), cl::cat(category));
+
+namespace {
+
+OpPrintingFlags printingFlags() {
+  OpPrintingFlags flags;
+  if (!printWeights) {
+    flags.elideLargeElementsAttrs(16);
+    flags.elideLargeResourceString(64);
+  }
+  return flags;
+}
+
+/// Writes the IR after every pass into a numbered file of a directory.
+class DumpIRInstrumentation : public PassInstrumentation {
+public:
+  explicit DumpIRInstrumentation(std::string dir) : dir_(std::move(dir)) {}
+
+  void write(Operation *op, llvm::StringRef stage) {
+    std::string path = llvm::formatv("{0}/{1:02}-{2}.mlir", dir_, counter_++,
+                                     stage)
+                           .str();
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      llvm::errs() << "strata-compile: warning: cannot write " << path << ": "
+                   << ec.message() << "\n";
+      return;
+    }
+    op->print(os, printingFlags());
+  }
+
+  void runAfterPass(Pass *pass, Operation *op) override {
+    // Nested passes run per function; dump the whole module.
+    while (op->getParentOp())
+      op = op->getParentOp();
+    write(op, pass->getArgument().empty() ? pass->getName()
+                                          : pass->getArgument());
+  }
+
+private:
+  std::string dir_;
+  int counter_ = 0;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  // --list-ops needs no model; let it through the Required positional.
+  for (int i = 1; i < argc; ++i)
+    if (llvm::StringRef(argv[i]) == "--list-ops") {
+      for (const std::string &op : strata::supportedOnnxOps())
+        llvm::outs() << op << "\n";
+      return 0;
+    }
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Strata: ahead-of-time training compiler for ONNX transformers\n\n"
+      "  strata-compile model.onnx --input-shape input_ids=4x128 --emit=graph\n");
+
+  strata::ImportOptions options;
+  for (const std::string &spec : inputShapes) {
+    std::string name, error;
+    std::vector<int64_t> dims;
+    if (!strata::parseInputShapeSpec(spec, name, dims, error)) {
+      llvm::errs() << "strata-compile: error: --input-shape: " << error << "\n";
+      return 1;
+    }
+    options.inputShapes[name] = dims;
+  }
+  options.freezeGlobs.assign(freezeGlobs.begin(), freezeGlobs.end());
+
+  strata::onnx::Model model;
+  std::string error;
+  if (!strata::onnx::loadModel(inputFile, model, error)) {
+    llvm::errs() << "strata-compile: error: " << error << "\n";
+    return 1;
+  }
+
+  MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    const char *kind = diag.getSeverity() == DiagnosticSeverity::Error
+                           ? "error"
+                           : diag.getSeverity() == DiagnosticSeverity::Warning
+                                 ? "warning"
+                                 : "note";
+    std::string file;
+    if (auto fileLoc = diag.getLocation()->findInstanceOf<FileLineColLoc>())
+      file = fileLoc.getFilename().str() + ": ";
+    llvm::errs() << "strata-compile: " << file << kind << ": " << diag << "\n";
+    return success();
+  });
+
+  OwningOpRef<ModuleOp> module =
+      strata::importOnnxModel(context, model, options);
+  if (!module)
+    return 1;
+
+  std::unique_ptr<DumpIRInstrumentation> dumper;
+  if (!dumpIRDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpIRDir)) {
+      llvm::errs() << "strata-compile: error: cannot create " << dumpIRDir
+                   << ": " << ec.message() << "\n";
+      return 1;
+    }
+    dumper = std::make_unique<DumpIRInstrumentation>(dumpIRDir);
+    dumper->write(*module, "import");
+  }
+
+  PassManager pm(&context);
+  if (printIRAfterAll) {
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, llvm::errs(), printingFlags());
+  }
+  if (dumper) {
+    context.disableMultithreading();
+    pm.addInstrumentation(std::move(dumper));
+  }
+  switch (emit) {
+  case Emit::Graph:
+    strata::buildGraphCleanupPipeline(pm);
+    break;
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::string openError;
+  auto output = openOutputFile(outputFile, &openError);
+  if (!output) {
+    llvm::errs() << "strata-compile: error: " << openError << "\n";
+    return 1;
+  }
+  module->print(output->os(), printingFlags());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}

@@ -1,0 +1,644 @@
+//===- GraphFolds.cpp - Constant folding of graph ops ---------------------===//
+//
+// Folds graph ops whose operands are constants. The ONNX importer builds
+// every op through `createOrFold`, so these folders are what turns the shape
+// sub-graphs of exported models (Shape -> Gather -> Unsqueeze -> Concat ->
+// Reshape, Where/Equal on shapes, masks built with Trilu) into constants as
+// the model is imported. Canonicalization reuses them.
+//
+// Constants are unpacked into a host tensor (floats as double, integers as
+// int64), evaluated and packed back into the result type; splats stay splats
+// so that folding a large `ConstantOfShape` costs nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/ShapeInference.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace mlir;
+using namespace strata::graph;
+
+namespace {
+
+/// Results larger than this (and not splats) are left unfolded: the runtime
+/// computes them, and the IR stays small.
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 20;
+
+/// A constant tensor unpacked for evaluation.
+struct HostTensor {
+  Shape shape;
+  bool isFloat = false;
+  bool splat = false;
+  std::vector<double> f;
+  std::vector<int64_t> i;
+
+  int64_t stored() const { return isFloat ? f.size() : i.size(); }
+  double asDouble(int64_t k) const {
+    k = splat ? 0 : k;
+    return isFloat ? f[k] : static_cast<double>(i[k]);
+  }
+  int64_t asInt(int64_t k) const {
+    k = splat ? 0 : k;
+    return isFloat ? static_cast<int64_t>(f[k]) : i[k];
+  }
+};
+
+} // namespace
+
+static Shape shapeOfType(Type type) {
+  auto shaped = cast<ShapedType>(type);
+  return Shape(shaped.getShape().begin(), shaped.getShape().end());
+}
+
+static std::optional<HostTensor> unpack(Attribute attr) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  HostTensor t;
+  t.shape = shapeOfType(dense.getType());
+  t.splat = dense.isSplat();
+  Type elementType = dense.getElementType();
+  if (isa<FloatType>(elementType)) {
+    t.isFloat = true;
+    if (t.splat) {
+      t.f.push_back(dense.getSplatValue<APFloat>().convertToDouble());
+    } else {
+      for (const APFloat &v : dense.getValues<APFloat>())
+        t.f.push_back(v.convertToDouble());
+    }
+    return t;
+  }
+  auto intType = dyn_cast<IntegerType>(elementType);
+  if (!intType)
+    return std::nullopt;
+  bool zext = intType.getWidth() == 1 || intType.isUnsigned();
+  auto read = [&](const APInt &v) {
+    return zext ? static_cast<int64_t>(v.getZExtValue()) : v.getSExtValue();
+  };
+  if (t.splat) {
+    t.i.push_back(read(dense.getSplatValue<APInt>()));
+  } else {
+    for (const APInt &v : dense.getValues<APInt>())
+      t.i.push_back(read(v));
+  }
+  return t;
+}
+
+/// Packs `t` as an attribute of `type`, converting between domains with the
+/// rules of graph.cast. Returns null if the result would be too large.
+static Attribute pack(const HostTensor &t, Type type) {
+  auto shaped = cast<ShapedType>(type);
+  int64_t count = t.splat ? 1 : shaped.getNumElements();
+  if (!t.splat && count > kMaxFoldedElements)
+    return {};
+  Type elementType = shaped.getElementType();
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    SmallVector<APFloat> values;
+    values.reserve(count);
+    for (int64_t k = 0; k < count; ++k) {
+      APFloat v(t.asDouble(k));
+      bool losesInfo;
+      v.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      values.push_back(v);
+    }
+    return DenseElementsAttr::get(shaped, values);
+  }
+  auto intType = dyn_cast<IntegerType>(elementType);
+  if (!intType)
+    return {};
+  unsigned width = intType.getWidth();
+  SmallVector<APInt> values;
+  values.reserve(count);
+  for (int64_t k = 0; k < count; ++k) {
+    if (width == 1) {
+      bool nonZero = t.isFloat ? t.asDouble(k) != 0.0 : t.asInt(k) != 0;
+      values.push_back(APInt(1, nonZero ? 1 : 0));
+    } else {
+      int64_t v = t.isFloat ? static_cast<int64_t>(std::trunc(t.asDouble(k)))
+                            : t.asInt(k);
+      values.push_back(APInt(width, static_cast<uint64_t>(v), true));
+    }
+  }
+  return DenseElementsAttr::get(shaped, values);
+}
+
+/// For each element of `out`, the linear index of the element of `in` that
+/// NumPy broadcasting reads.
+static std::vector<int64_t> broadcastSources(const Shape &in,
+                                             const Shape &out) {
+  int64_t n = numElements(out);
+  size_t rank = out.size(), offset = rank - in.size();
+  std::vector<int64_t> inStride(rank, 0);
+  int64_t stride = 1;
+  for (size_t d = rank; d-- > offset;) {
+    int64_t dim = in[d - offset];
+    inStride[d] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  std::vector<int64_t> sources(n);
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d)
+      src += index[d] * inStride[d];
+    sources[k] = src;
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < out[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return sources;
+}
+
+/// Gathers elements of `in` at `sources` into a tensor of shape `out`.
+static HostTensor take(const HostTensor &in, const Shape &out,
+                       const std::vector<int64_t> &sources) {
+  HostTensor t;
+  t.shape = out;
+  t.isFloat = in.isFloat;
+  t.splat = in.splat;
+  if (in.splat) {
+    t.f = in.f;
+    t.i = in.i;
+    return t;
+  }
+  for (int64_t s : sources) {
+    if (in.isFloat)
+      t.f.push_back(in.f[s]);
+    else
+      t.i.push_back(in.i[s]);
+  }
+  return t;
+}
+
+/// Calls `visit(linearIndex, multiIndex)` for every element of `shape`.
+static void forEachIndex(
+    const Shape &shape,
+    const std::function<void(int64_t, const std::vector<int64_t> &)> &visit) {
+  int64_t n = numElements(shape);
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    visit(k, index);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+using FloatFn = std::function<std::optional<double>(double, double)>;
+using IntFn = std::function<std::optional<int64_t>(int64_t, int64_t)>;
+
+/// Folds an elementwise op over broadcast operands. The computation runs in
+/// the operands' domain; the result is converted to the result type.
+static Attribute foldElementwise(Operation *op, ArrayRef<Attribute> operands,
+                                 const FloatFn &floatFn, const IntFn &intFn) {
+  std::vector<HostTensor> inputs;
+  for (Attribute a : operands) {
+    std::optional<HostTensor> t = unpack(a);
+    if (!t)
+      return {};
+    inputs.push_back(std::move(*t));
+  }
+  Type resultType = op->getResult(0).getType();
+  Shape out = shapeOfType(resultType);
+  bool allSplat = llvm::all_of(inputs, [](auto &t) { return t.splat; });
+  if (!allSplat && numElements(out) > kMaxFoldedElements)
+    return {};
+  const HostTensor &a = inputs[0], &b = inputs.size() > 1 ? inputs[1] : a;
+  bool isFloat = a.isFloat;
+  HostTensor result;
+  result.shape = out;
+  result.splat = allSplat;
+  result.isFloat = isFloat && (floatFn != nullptr);
+  int64_t n = allSplat ? 1 : numElements(out);
+  std::vector<int64_t> srcA = allSplat ? std::vector<int64_t>{0}
+                                       : broadcastSources(a.shape, out);
+  std::vector<int64_t> srcB = allSplat ? std::vector<int64_t>{0}
+                                       : broadcastSources(b.shape, out);
+  for (int64_t k = 0; k < n; ++k) {
+    if (isFloat) {
+      if (!floatFn)
+        return {};
+      std::optional<double> v =
+          floatFn(a.asDouble(srcA[k]), b.asDouble(srcB[k]));
+      if (!v)
+        return {};
+      result.f.push_back(*v);
+    } else {
+      if (!intFn)
+        return {};
+      std::optional<int64_t> v = intFn(a.asInt(srcA[k]), b.asInt(srcB[k]));
+      if (!v)
+        return {};
+      result.i.push_back(*v);
+    }
+  }
+  return pack(result, resultType);
+}
+
+/// Comparisons compute in the operand domain but produce i1.
+static Attribute foldCompare(Operation *op, ArrayRef<Attribute> operands,
+                             const std::function<bool(double, double)> &fcmp,
+                             const std::function<bool(int64_t, int64_t)> &icmp) {
+  std::optional<HostTensor> a = unpack(operands[0]), b = unpack(operands[1]);
+  if (!a || !b)
+    return {};
+  Type resultType = op->getResult(0).getType();
+  Shape out = shapeOfType(resultType);
+  bool allSplat = a->splat && b->splat;
+  if (!allSplat && numElements(out) > kMaxFoldedElements)
+    return {};
+  HostTensor result;
+  result.shape = out;
+  result.splat = allSplat;
+  int64_t n = allSplat ? 1 : numElements(out);
+  std::vector<int64_t> srcA = allSplat ? std::vector<int64_t>{0}
+                                       : broadcastSources(a->shape, out);
+  std::vector<int64_t> srcB = allSplat ? std::vector<int64_t>{0}
+                                       : broadcastSources(b->shape, out);
+  for (int64_t k = 0; k < n; ++k) {
+    bool v = a->isFloat ? fcmp(a->asDouble(srcA[k]), b->asDouble(srcB[k]))
+                        : icmp(a->asInt(srcA[k]), b->asInt(srcB[k]));
+    result.i.push_back(v);
+  }
+  return pack(result, resultType);
+}
+
+static Attribute foldUnaryFloat(Operation *op, Attribute operand,
+                                double (*fn)(double)) {
+  return foldElementwise(
+      op, {operand}, [fn](double x, double) { return fn(x); }, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise folders
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(), [](double x, double y) { return x + y; },
+      [](int64_t x, int64_t y) { return x + y; });
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(), [](double x, double y) { return x - y; },
+      [](int64_t x, int64_t y) { return x - y; });
+}
+
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(), [](double x, double y) { return x * y; },
+      [](int64_t x, int64_t y) { return x * y; });
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(), [](double x, double y) { return x / y; },
+      [](int64_t x, int64_t y) -> std::optional<int64_t> {
+        if (y == 0)
+          return std::nullopt; // Leave the trap to the runtime.
+        return x / y;
+      });
+}
+
+OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(),
+      [](double x, double y) { return std::pow(x, y); },
+      [](int64_t x, int64_t y) -> std::optional<int64_t> {
+        if (y < 0)
+          return std::nullopt;
+        int64_t r = 1;
+        for (int64_t k = 0; k < y; ++k)
+          r *= x;
+        return r;
+      });
+}
+
+OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(),
+      [](double x, double y) {
+        return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
+      },
+      [](int64_t x, int64_t y) { return std::max(x, y); });
+}
+
+OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(),
+      [](double x, double y) {
+        return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
+      },
+      [](int64_t x, int64_t y) { return std::min(x, y); });
+}
+
+OpFoldResult AndOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(*this, adaptor.getOperands(), nullptr,
+                         [](int64_t x, int64_t y) { return int64_t(x && y); });
+}
+
+OpFoldResult OrOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(*this, adaptor.getOperands(), nullptr,
+                         [](int64_t x, int64_t y) { return int64_t(x || y); });
+}
+
+OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(
+      *this, adaptor.getOperands(), [](double x, double y) { return x == y; },
+      [](int64_t x, int64_t y) { return x == y; });
+}
+
+OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(
+      *this, adaptor.getOperands(), [](double x, double y) { return x < y; },
+      [](int64_t x, int64_t y) { return x < y; });
+}
+
+OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(
+      *this, adaptor.getOperands(), [](double x, double y) { return x > y; },
+      [](int64_t x, int64_t y) { return x > y; });
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, {adaptor.getInput()}, [](double x, double) { return -x; },
+      [](int64_t x, int64_t) { return -x; });
+}
+
+static double reciprocal(double x) { return 1.0 / x; }
+static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+static double relu(double x) { return x > 0 ? x : 0.0; }
+static double expFn(double x) { return std::exp(x); }
+static double logFn(double x) { return std::log(x); }
+static double sqrtFn(double x) { return std::sqrt(x); }
+static double tanhFn(double x) { return std::tanh(x); }
+static double erfFn(double x) { return std::erf(x); }
+
+OpFoldResult ExpOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), expFn);
+}
+OpFoldResult LogOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), logFn);
+}
+OpFoldResult SqrtOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), sqrtFn);
+}
+OpFoldResult ReciprocalOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), reciprocal);
+}
+OpFoldResult TanhOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), tanhFn);
+}
+OpFoldResult ErfOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), erfFn);
+}
+OpFoldResult SigmoidOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), sigmoid);
+}
+OpFoldResult ReluOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), relu);
+}
+
+OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(*this, {adaptor.getInput()}, nullptr,
+                         [](int64_t x, int64_t) { return int64_t(!x); });
+}
+
+OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
+  if (getOnTrue() == getOnFalse() && getType() == getOnTrue().getType())
+    return getOnTrue();
+  std::optional<HostTensor> c = unpack(adaptor.getCondition());
+  if (!c)
+    return {};
+  // A uniform condition picks one side whole when no broadcast is needed.
+  if (c->splat) {
+    Value chosen = c->i[0] ? getOnTrue() : getOnFalse();
+    if (chosen.getType() == getType())
+      return chosen;
+  }
+  std::optional<HostTensor> t = unpack(adaptor.getOnTrue()),
+                            f = unpack(adaptor.getOnFalse());
+  if (!t || !f)
+    return {};
+  Shape out = shapeOfType(getType());
+  bool allSplat = c->splat && t->splat && f->splat;
+  if (!allSplat && numElements(out) > kMaxFoldedElements)
+    return {};
+  int64_t n = allSplat ? 1 : numElements(out);
+  auto sources = [&](const HostTensor &x) {
+    return allSplat ? std::vector<int64_t>{0} : broadcastSources(x.shape, out);
+  };
+  std::vector<int64_t> sc = sources(*c), st = sources(*t), sf = sources(*f);
+  HostTensor result;
+  result.shape = out;
+  result.splat = allSplat;
+  result.isFloat = t->isFloat;
+  for (int64_t k = 0; k < n; ++k) {
+    bool pick = c->asInt(sc[k]) != 0;
+    if (result.isFloat)
+      result.f.push_back(pick ? t->asDouble(st[k]) : f->asDouble(sf[k]));
+    else
+      result.i.push_back(pick ? t->asInt(st[k]) : f->asInt(sf[k]));
+  }
+  return pack(result, getType());
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  if (!t)
+    return {};
+  return pack(*t, getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement folders
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) is one reshape of x.
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  if (!t)
+    return {};
+  t->shape = shapeOfType(getType());
+  return pack(*t, getType());
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  ArrayRef<int64_t> perm = getPerm();
+  bool identity = true;
+  for (size_t d = 0; d < perm.size(); ++d)
+    identity &= perm[d] == static_cast<int64_t>(d);
+  if (identity)
+    return getInput();
+  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  if (!t)
+    return {};
+  Shape out = shapeOfType(getType());
+  std::vector<int64_t> inStride(t->shape.size(), 1);
+  for (size_t d = t->shape.size(); d-- > 1;)
+    inStride[d - 1] = inStride[d] * t->shape[d];
+  std::vector<int64_t> sources;
+  if (!t->splat)
+    forEachIndex(out, [&](int64_t, const std::vector<int64_t> &index) {
+      int64_t src = 0;
+      for (size_t d = 0; d < index.size(); ++d)
+        src += index[d] * inStride[perm[d]];
+      sources.push_back(src);
+    });
+  return pack(take(*t, out, sources), getType());
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  bool identity = getInput().getType() == getType();
+  for (size_t d = 0; d < getOffsets().size(); ++d)
+    identity &= getOffsets()[d] == 0 && getStrides()[d] == 1;
+  if (identity)
+    return getInput();
+  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  if (!t)
+    return {};
+  Shape out = shapeOfType(getType());
+  std::vector<int64_t> inStride(t->shape.size(), 1);
+  for (size_t d = t->shape.size(); d-- > 1;)
+    inStride[d - 1] = inStride[d] * t->shape[d];
+  std::vector<int64_t> sources;
+  if (!t->splat)
+    forEachIndex(out, [&](int64_t, const std::vector<int64_t> &index) {
+      int64_t src = 0;
+      for (size_t d = 0; d < index.size(); ++d)
+        src += (getOffsets()[d] + index[d] * getStrides()[d]) * inStride[d];
+      sources.push_back(src);
+    });
+  return pack(take(*t, out, sources), getType());
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  std::vector<HostTensor> inputs;
+  for (Attribute a : adaptor.getInputs()) {
+    std::optional<HostTensor> t = unpack(a);
+    if (!t)
+      return {};
+    inputs.push_back(std::move(*t));
+  }
+  Shape out = shapeOfType(getType());
+  if (numElements(out) > kMaxFoldedElements)
+    return {};
+  int64_t axis = getAxis();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= out[d];
+  for (size_t d = axis + 1; d < out.size(); ++d)
+    inner *= out[d];
+  HostTensor result;
+  result.shape = out;
+  result.isFloat = inputs[0].isFloat;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const HostTensor &t : inputs) {
+      int64_t chunk = t.shape[axis] * inner;
+      for (int64_t k = 0; k < chunk; ++k) {
+        int64_t src = o * chunk + k;
+        if (result.isFloat)
+          result.f.push_back(t.asDouble(src));
+        else
+          result.i.push_back(t.asInt(src));
+      }
+    }
+  }
+  return pack(result, getType());
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  if (!t)
+    return {};
+  Shape out = shapeOfType(getType());
+  std::vector<int64_t> sources;
+  if (!t->splat) {
+    if (numElements(out) > kMaxFoldedElements)
+      return {};
+    sources = broadcastSources(t->shape, out);
+  }
+  return pack(take(*t, out, sources), getType());
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  std::optional<HostTensor> data = unpack(adaptor.getData());
+  std::optional<HostTensor> indices = unpack(adaptor.getIndices());
+  if (!data || !indices)
+    return {};
+  Shape out = shapeOfType(getType());
+  if (numElements(out) > kMaxFoldedElements)
+    return {};
+  int64_t axis = getAxis();
+  int64_t axisSize = data->shape[axis];
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= data->shape[d];
+  for (size_t d = axis + 1; d < data->shape.size(); ++d)
+    inner *= data->shape[d];
+  int64_t numIndices = numElements(indices->shape);
+  std::vector<int64_t> sources;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k = 0; k < numIndices; ++k) {
+      int64_t index = indices->asInt(k);
+      if (index < 0)
+        index += axisSize;
+      if (index < 0 || index >= axisSize)
+        return {}; // Out of range: the runtime reports it.
+      for (int64_t in = 0; in < inner; ++in)
+        sources.push_back((o * axisSize + index) * inner + in);
+    }
+  }
+  return pack(take(*data, out, sources), getType());
+}
+
+OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
+  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  if (!t)
+    return {};
+  Shape shape = shapeOfType(getType());
+  if (numElements(shape) > kMaxFoldedElements)
+    return {};
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  bool upper = getUpper();
+  int64_t k = getK();
+  HostTensor result;
+  result.shape = shape;
+  result.isFloat = t->isFloat;
+  forEachIndex(shape, [&](int64_t linear, const std::vector<int64_t> &) {
+    int64_t j = linear % cols, i = (linear / cols) % rows;
+    bool keep = upper ? j >= i + k : j <= i + k;
+    if (result.isFloat)
+      result.f.push_back(keep ? t->asDouble(linear) : 0.0);
+    else
+      result.i.push_back(keep ? t->asInt(linear) : 0);
+  });
+  return pack(result, getType());
+}

@@ -1,0 +1,257 @@
+//===- GraphOps.cpp - Strata graph dialect ops: verifiers -----------------===//
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace strata::graph;
+
+static Shape shapeOf(Value v) {
+  auto t = cast<ShapedType>(v.getType());
+  return Shape(t.getShape().begin(), t.getShape().end());
+}
+
+static Type elementTypeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+static std::string shapeString(const Shape &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+LogicalResult strata::graph::verifyBroadcastingOp(Operation *op) {
+  bool isSelect = isa<SelectOp>(op);
+  bool isCompare = isa<EqualOp, LessOp, GreaterOp>(op);
+  bool isLogical = isa<AndOp, OrOp>(op);
+  auto dataOperands = op->getOperands().drop_front(isSelect ? 1 : 0);
+  Type elementType = elementTypeOf(dataOperands.front());
+  for (Value v : dataOperands)
+    if (elementTypeOf(v) != elementType)
+      return op->emitOpError("operands must have the same element type, got ")
+             << elementType << " and " << elementTypeOf(v);
+  if (isLogical && !elementType.isInteger(1))
+    return op->emitOpError("operands must be i1 tensors");
+
+  std::vector<Shape> shapes;
+  for (Value v : op->getOperands())
+    shapes.push_back(shapeOf(v));
+  std::optional<Shape> expected = broadcastShapes(shapes);
+  if (!expected)
+    return op->emitOpError("operand shapes do not broadcast");
+  Value result = op->getResult(0);
+  if (shapeOf(result) != *expected)
+    return op->emitOpError("result shape must be the broadcast shape ")
+           << shapeString(*expected) << ", got " << shapeString(shapeOf(result));
+  Type expectedElement =
+      isCompare ? IntegerType::get(op->getContext(), 1) : elementType;
+  if (elementTypeOf(result) != expectedElement)
+    return op->emitOpError("result element type must be ") << expectedElement;
+  return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  if (!isa<ElementsAttr>(getValue()))
+    return emitOpError("value must be an elements attribute");
+  return success();
+}
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("parameter name must not be empty");
+  if (auto init = getInitialValueAttr())
+    if (init.getType() != getType())
+      return emitOpError("initial value type ")
+             << init.getType() << " does not match result type " << getType();
+  return success();
+}
+
+LogicalResult MatMulOp::verify() {
+  if (elementTypeOf(getLhs()) != elementTypeOf(getRhs()) ||
+      elementTypeOf(getLhs()) != elementTypeOf(getResult()))
+    return emitOpError("operands and result must share the element type");
+  std::string why;
+  std::optional<Shape> expected =
+      matmulShape(shapeOf(getLhs()), shapeOf(getRhs()), &why);
+  if (!expected)
+    return emitOpError("invalid operand shapes: ") << why;
+  if (*expected != shapeOf(getResult()))
+    return emitOpError("result shape must be ") << shapeString(*expected);
+  return success();
+}
+
+/// Checks that `axes` is a strictly increasing list of dimensions of `rank`.
+static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
+                                int64_t rank) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank)
+      return op->emitOpError("axis ") << axes[i] << " out of range for rank "
+                                      << rank;
+    if (i > 0 && axes[i] <= axes[i - 1])
+      return op->emitOpError("axes must be strictly increasing");
+  }
+  return success();
+}
+
+template <typename ReduceOpT>
+static LogicalResult verifyReduce(ReduceOpT op) {
+  Shape in = shapeOf(op.getInput());
+  if (failed(verifyAxes(op, op.getAxes(), in.size())))
+    return failure();
+  if (elementTypeOf(op.getInput()) != elementTypeOf(op.getResult()))
+    return op.emitOpError("result element type must match the input");
+  std::vector<int64_t> axes(op.getAxes().begin(), op.getAxes().end());
+  Shape expected = reduceShape(in, axes, op.getKeepdims());
+  if (expected != shapeOf(op.getResult()))
+    return op.emitOpError("result shape must be ") << shapeString(expected);
+  return success();
+}
+
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ") << axis << " out of range [0, " << rank
+                                    << ")";
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getType().getRank());
+}
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getType().getRank());
+}
+
+LogicalResult LayerNormOp::verify() {
+  Shape in = shapeOf(getInput());
+  if (failed(verifyAxis(*this, getAxis(), in.size())))
+    return failure();
+  Shape normalized(in.begin() + getAxis(), in.end());
+  if (!broadcastsTo(shapeOf(getScale()), normalized))
+    return emitOpError("scale shape does not broadcast to the normalised "
+                       "shape ")
+           << shapeString(normalized);
+  if (getBias() && !broadcastsTo(shapeOf(getBias()), normalized))
+    return emitOpError("bias shape does not broadcast to the normalised "
+                       "shape ")
+           << shapeString(normalized);
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result type must equal the input type");
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError("epsilon must be non-negative");
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (elementTypeOf(getInput()) != elementTypeOf(getResult()))
+    return emitOpError("element type must not change");
+  if (numElements(shapeOf(getInput())) != numElements(shapeOf(getResult())))
+    return emitOpError("element count must not change");
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  Shape in = shapeOf(getInput());
+  ArrayRef<int64_t> perm = getPerm();
+  if (perm.size() != in.size())
+    return emitOpError("perm must have one entry per dimension");
+  std::vector<bool> seen(in.size(), false);
+  Shape expected;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(in.size()) || seen[p])
+      return emitOpError("perm must be a permutation of [0, rank)");
+    seen[p] = true;
+    expected.push_back(in[p]);
+  }
+  if (elementTypeOf(getInput()) != elementTypeOf(getResult()))
+    return emitOpError("element type must not change");
+  if (expected != shapeOf(getResult()))
+    return emitOpError("result shape must be ") << shapeString(expected);
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  Shape in = shapeOf(getInput()), out = shapeOf(getResult());
+  if (in.size() != out.size())
+    return emitOpError("result rank must equal input rank");
+  if (getOffsets().size() != in.size() || getStrides().size() != in.size())
+    return emitOpError("offsets and strides need one entry per dimension");
+  if (elementTypeOf(getInput()) != elementTypeOf(getResult()))
+    return emitOpError("element type must not change");
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t offset = getOffsets()[d], stride = getStrides()[d];
+    if (stride == 0)
+      return emitOpError("stride of dimension ") << d << " is zero";
+    if (out[d] == 0)
+      continue;
+    int64_t last = offset + (out[d] - 1) * stride;
+    if (offset < 0 || offset >= in[d] || last < 0 || last >= in[d])
+      return emitOpError("dimension ")
+             << d << " reads out of bounds (offset " << offset << ", stride "
+             << stride << ", size " << out[d] << ", input size " << in[d]
+             << ")";
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  Shape expected = shapeOf(getInputs().front());
+  if (failed(verifyAxis(*this, getAxis(), expected.size())))
+    return failure();
+  Type elementType = elementTypeOf(getInputs().front());
+  expected[getAxis()] = 0;
+  for (Value v : getInputs()) {
+    Shape s = shapeOf(v);
+    if (s.size() != expected.size() || elementTypeOf(v) != elementType)
+      return emitOpError("inputs must share rank and element type");
+    for (size_t d = 0; d < s.size(); ++d)
+      if (static_cast<int64_t>(d) != getAxis() && s[d] != expected[d])
+        return emitOpError("inputs differ in dimension ") << d;
+    expected[getAxis()] += s[getAxis()];
+  }
+  if (expected != shapeOf(getResult()) ||
+      elementTypeOf(getResult()) != elementType)
+    return emitOpError("result must be ") << shapeString(expected);
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (elementTypeOf(getInput()) != elementTypeOf(getResult()))
+    return emitOpError("element type must not change");
+  if (!broadcastsTo(shapeOf(getInput()), shapeOf(getResult())))
+    return emitOpError("input shape ")
+           << shapeString(shapeOf(getInput())) << " does not broadcast to "
+           << shapeString(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  Shape data = shapeOf(getData());
+  if (failed(verifyAxis(*this, getAxis(), data.size())))
+    return failure();
+  Shape expected = gatherShape(data, shapeOf(getIndices()), getAxis());
+  if (expected != shapeOf(getResult()) ||
+      elementTypeOf(getResult()) != elementTypeOf(getData()))
+    return emitOpError("result must be ") << shapeString(expected) << " of "
+                                          << elementTypeOf(getData());
+  return success();
+}
+
+LogicalResult TriluOp::verify() {
+  if (getType().getRank() < 2)
+    return emitOpError("input must have rank >= 2");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/GraphOps.cpp.inc"

@@ -1,0 +1,430 @@
+//===- GraphOps.td - Strata graph dialect ops -------------*- tablegen -*-===//
+//
+// Ops of the graph dialect. Every operand and result is a statically shaped
+// tensor; attributes that describe axes are normalised (non-negative, sorted)
+// so that passes never re-derive ONNX's conventions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECTS_GRAPH_GRAPHOPS_TD
+#define STRATA_DIALECTS_GRAPH_GRAPHOPS_TD
+
+include "dialects/Graph/GraphDialect.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Traits and base classes
+//===----------------------------------------------------------------------===//
+
+/// Operands broadcast against each other NumPy-style and the result has the
+/// broadcast shape. For comparisons the result element type is i1, otherwise
+/// it equals the (common) element type of the data operands.
+def Graph_Broadcasting : NativeOpTrait<"Broadcasting"> {
+  let cppNamespace = "::strata::graph::OpTrait";
+}
+
+class Graph_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Graph_Dialect, mnemonic, traits>;
+
+class Graph_BinaryOp<string mnemonic, string summaryText,
+                     list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat([Pure, Graph_Broadcasting], traits)> {
+  let summary = summaryText;
+  let description = [{
+    Elementwise `}] # summaryText # [{` with NumPy broadcasting: the result
+    shape is the broadcast of the operand shapes; both operands have the same
+    element type.
+
+    ```mlir
+    %r = graph.}] # mnemonic # [{ %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$lhs, AnyStaticShapeTensor:$rhs);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+
+class Graph_CompareOp<string mnemonic, string summaryText>
+    : Graph_BinaryOp<mnemonic, summaryText> {
+  let results = (outs StaticShapeTensorOf<[I1]>:$result);
+}
+
+class Graph_UnaryOp<string mnemonic, string summaryText, Type operandType,
+                    list<Trait> traits = []>
+    : Graph_Op<mnemonic,
+               !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = summaryText;
+  let description = [{
+    Elementwise `}] # summaryText # [{`; the result has the operand's type.
+
+    ```mlir
+    %r = graph.}] # mnemonic # [{ %x : tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasFolder = 1;
+}
+
+def Graph_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+
+//===----------------------------------------------------------------------===//
+// Values: constants and parameters
+//===----------------------------------------------------------------------===//
+
+def Graph_ConstantOp : Graph_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "A constant tensor";
+  let description = [{
+    A compile-time constant. Integer and boolean initializers of an ONNX model,
+    its `Constant` nodes, and every shape computation the importer folds end up
+    here.
+
+    ```mlir
+    %c = graph.constant dense<[2, 3]> : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins TypedAttrInterface:$value);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Graph_ParamOp : Graph_Op<"param"> {
+  let summary = "A model parameter (an initializer of the source model)";
+  let description = [{
+    Reads the current value of the named parameter. `trainable` parameters get
+    gradients and optimizer updates; the others (frozen with `--freeze`) are
+    read-only state. `initial_value`, when present, holds the value the source
+    model was exported with (usually a `dense_resource` blob that refers to
+    the model's data without copying it).
+
+    The op has no declared side effects, so it is never removed or merged:
+    parameters are the model's state even when the graph does not read them.
+
+    ```mlir
+    %w = graph.param "lm_head.weight" trainable : tensor<64x256xf32>
+    %r = graph.param "rope.cos" {initial_value = dense<1.0> : tensor<16x8xf32>} : tensor<16x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable,
+                       OptionalAttr<ElementsAttr>:$initial_value);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def Graph_AddOp : Graph_BinaryOp<"add", "addition", [Commutative]>;
+def Graph_SubOp : Graph_BinaryOp<"sub", "subtraction">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "multiplication", [Commutative]>;
+def Graph_DivOp : Graph_BinaryOp<"div", "division (integer: truncating)">;
+def Graph_PowOp : Graph_BinaryOp<"pow", "power">;
+def Graph_MaxOp : Graph_BinaryOp<"max", "maximum", [Commutative]>;
+def Graph_MinOp : Graph_BinaryOp<"min", "minimum", [Commutative]>;
+def Graph_AndOp : Graph_BinaryOp<"and", "logical and", [Commutative]>;
+def Graph_OrOp : Graph_BinaryOp<"or", "logical or", [Commutative]>;
+def Graph_EqualOp : Graph_CompareOp<"equal", "equality comparison">;
+def Graph_LessOp : Graph_CompareOp<"less", "less-than comparison">;
+def Graph_GreaterOp : Graph_CompareOp<"greater", "greater-than comparison">;
+
+def Graph_NegOp : Graph_UnaryOp<"neg", "negation", AnyStaticShapeTensor>;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "exponential", Graph_FloatTensor>;
+def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm", Graph_FloatTensor>;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root", Graph_FloatTensor>;
+def Graph_ReciprocalOp
+    : Graph_UnaryOp<"reciprocal", "reciprocal (1/x)", Graph_FloatTensor>;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "hyperbolic tangent", Graph_FloatTensor>;
+def Graph_ErfOp : Graph_UnaryOp<"erf", "Gauss error function", Graph_FloatTensor>;
+def Graph_SigmoidOp
+    : Graph_UnaryOp<"sigmoid", "logistic sigmoid", Graph_FloatTensor>;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "rectified linear unit", Graph_FloatTensor>;
+def Graph_NotOp
+    : Graph_UnaryOp<"not", "logical negation", StaticShapeTensorOf<[I1]>>;
+
+def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)` with the exact (erf) form, or the tanh approximation when
+    `tanh` is given (ONNX `Gelu` with `approximate = "tanh"`).
+
+    ```mlir
+    %y = graph.gelu %x tanh : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input (`tanh` $tanh^)? attr-dict `:` type($input)";
+}
+
+def Graph_SelectOp : Graph_Op<"select", [Pure, Graph_Broadcasting]> {
+  let summary = "Elementwise choice between two tensors (ONNX Where)";
+  let description = [{
+    `result[i] = condition[i] ? on_true[i] : on_false[i]`, all three operands
+    broadcasting NumPy-style.
+
+    ```mlir
+    %r = graph.select %mask, %a, %b : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I1]>:$condition,
+                       AnyStaticShapeTensor:$on_true,
+                       AnyStaticShapeTensor:$on_false);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+
+def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Element type conversion";
+  let description = [{
+    Converts each element: floats round to nearest, float to integer truncates
+    toward zero, anything to i1 tests for non-zero.
+
+    ```mlir
+    %f = graph.cast %i : tensor<4xi64> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions, normalisations
+//===----------------------------------------------------------------------===//
+
+def Graph_MatMulOp : Graph_Op<"matmul", [Pure]> {
+  let summary = "Matrix product with NumPy matmul semantics";
+  let description = [{
+    Batched matrix product: the last two dimensions contract, leading
+    dimensions broadcast; a rank-1 operand is a vector (as `numpy.matmul`).
+
+    ```mlir
+    %y = graph.matmul %x, %w : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$lhs, AnyStaticShapeTensor:$rhs);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Graph_ReduceOp<string mnemonic, string summaryText>
+    : Graph_Op<mnemonic, [Pure]> {
+  let summary = summaryText;
+  let description = [{
+    }] # summaryText # [{ over `axes` (non-negative, ascending, unique); with
+    `keepdims` the reduced dimensions stay as size 1. An empty `axes` list is
+    the identity.
+
+    ```mlir
+    %m = graph.}] # mnemonic # [{ %x axes = [1] keepdims : tensor<2x8xf32> -> tensor<2x1xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdims);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `axes` `=` $axes (`keepdims` $keepdims^)? attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum">;
+def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Arithmetic mean">;
+def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
+
+class Graph_SoftmaxLikeOp<string mnemonic, string summaryText>
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = summaryText;
+  let description = [{
+    }] # summaryText # [{ along one (non-negative) `axis`.
+
+    ```mlir
+    %p = graph.}] # mnemonic # [{ %x axis = 1 : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Graph_SoftmaxOp : Graph_SoftmaxLikeOp<"softmax", "Softmax">;
+def Graph_LogSoftmaxOp : Graph_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
+
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
+  let summary = "Layer normalisation over the trailing dimensions";
+  let description = [{
+    Normalises `input` over dimensions `axis ..< rank` to zero mean and unit
+    variance (biased variance, `epsilon` added before the square root), then
+    multiplies by `scale` and adds `bias`; both broadcast to the normalised
+    shape (ONNX `LayerNormalization`).
+
+    ```mlir
+    %y = graph.layer_norm %x, %g, %b axis = 2 epsilon = 1.0e-05 : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+  let summary = "Reinterpret a tensor with another shape";
+  let description = [{
+    Same elements in row-major order, new static shape of equal size.
+
+    ```mlir
+    %r = graph.reshape %x : tensor<2x16x64xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
+  let summary = "Permute dimensions";
+  let description = [{
+    `result.shape[i] = input.shape[perm[i]]`.
+
+    ```mlir
+    %t = graph.transpose %x perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_SliceOp : Graph_Op<"slice", [Pure]> {
+  let summary = "Strided window of a tensor";
+  let description = [{
+    Element `i` of result dimension `d` is element
+    `offsets[d] + i * strides[d]` of input dimension `d`; strides are non-zero
+    and may be negative; every index read is in bounds. The importer turns
+    ONNX `Slice` and `Split` into this normal form.
+
+    ```mlir
+    %s = graph.slice %x offsets = [0, 4] strides = [1, 1] : tensor<2x8xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input,
+                       DenseI64ArrayAttr:$offsets, DenseI64ArrayAttr:$strides);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `offsets` `=` $offsets `strides` `=` $strides attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
+  let summary = "Join tensors along one axis";
+  let description = [{
+    ```mlir
+    %c = graph.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` `=` $axis attr-dict `:` functional-type($inputs, results)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+  let summary = "Broadcast a tensor to a larger static shape";
+  let description = [{
+    NumPy broadcasting of `input` to the result shape: dimensions align from
+    the right; each input dimension equals the result's or is 1 (ONNX Expand,
+    after the importer has computed the broadcast shape).
+
+    ```mlir
+    %b = graph.broadcast %x : tensor<1x8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_GatherOp : Graph_Op<"gather", [Pure]> {
+  let summary = "Take slices of a tensor at integer indices (ONNX Gather)";
+  let description = [{
+    Result shape is `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
+    Negative indices count from the end of the axis. An embedding lookup:
+
+    ```mlir
+    %e = graph.gather %table, %ids axis = 0 : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$data,
+                       StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$axis);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Keep the upper or lower triangle of the trailing 2-D matrices";
+  let description = [{
+    Zeroes the elements outside the triangle: lower keeps `j <= i + k`, upper
+    (with `upper`) keeps `j >= i + k` (ONNX `Trilu`).
+
+    ```mlir
+    %m = graph.trilu %x upper k = 1 : tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, UnitAttr:$upper,
+                       I64Attr:$k);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input (`upper` $upper^)? `k` `=` $k attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+#endif // STRATA_DIALECTS_GRAPH_GRAPHOPS_TD

@@ -1,0 +1,26 @@
+//===- Pipelines.cpp - Named Strata pass pipelines ------------------------===//
+//
+// Every compile stage is one named pipeline, so `strata-opt --<name>` runs
+// exactly what `strata-compile` runs for that stage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void strata::buildGraphCleanupPipeline(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createCSEPass());
+}
+
+void strata::registerStrataPasses() {
+  PassPipelineRegistration<>(
+      "strata-graph-cleanup",
+      "Fold, canonicalize and deduplicate imported graph IR",
+      buildGraphCleanupPipeline);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Strata needs to build and test. Idempotent:
+# packages already present are not touched and apt is not called at all when
+# nothing is missing. Nothing is fetched from anywhere but Debian's archive.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  cmake ninja-build ccache g++ pkg-config
+  # compiler side
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  # runtime side
+  liburing-dev libopenblas-dev
+  # tests (PyTorch and onnx are reference oracles and model generators only)
+  libgtest-dev python3 python3-numpy python3-onnx python3-torch
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: missing: ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: error: must run as root to install packages (try: sudo $0)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${#missing[@]} packages"

@@ -1,0 +1,22 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Strata"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".onnxtext"]
+config.excludes = ["Inputs", "CMakeLists.txt", "models", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.strata_obj_root, "test")
+
+# Captured FileCheck variables do not leak between CHECK-LABEL blocks.
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+
+llvm_config.use_default_substitutions()
+config.substitutions.append(("%python", config.test_python))
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.strata_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    ["strata-opt", "strata-compile"], [config.strata_tools_dir])
