@@ -248,16 +248,28 @@ std::vector<std::string> strata::supportedOnnxOps() {
 // Diagnostics and helpers
 //===----------------------------------------------------------------------===//
 
+/// How messages name a node: by its name, or by its first output when the
+/// exporter left it unnamed.
+static std::string nodeLabel(const Node &node) {
+  if (!node.name.empty())
+    return "'" + node.name + "'";
+  if (!node.outputs.empty())
+    return "producing '" + node.outputs[0] + "'";
+  return "<unnamed>";
+}
+
 Location Importer::nodeLoc(const Node &node) {
   std::string file = model_.path.empty() ? "<onnx>" : model_.path;
   Location fileLoc = FileLineColLoc::get(&context_, file, 0, 0);
-  std::string name = node.name.empty() ? node.opType : node.name;
+  std::string name = node.name.empty() && !node.outputs.empty()
+                         ? node.outputs[0]
+                         : node.name;
   return NameLoc::get(StringAttr::get(&context_, name), fileLoc);
 }
 
 InFlightDiagnostic Importer::nodeError(const Node &node) {
   InFlightDiagnostic diag = emitError(nodeLoc(node));
-  diag << "node '" << node.name << "' (" << node.opType << ", opset "
+  diag << "node " << nodeLabel(node) << " (" << node.opType << ", opset "
        << model_.opset << "): ";
   return diag;
 }
@@ -703,11 +715,11 @@ LogicalResult Importer::layerNorm(const Node &node) {
       (bias && !broadcastsTo(shapeOf(bias), normalized)))
     return nodeError(node) << "scale/bias do not broadcast to the normalised "
                               "dimensions";
-  double epsilon = floatAttr(node, "epsilon", 1e-5f);
+  float epsilon = floatAttr(node, "epsilon", 1e-5f);
   define(node, 0,
          builder_.create<LayerNormOp>(nodeLoc(node), x.getType(), x, scale,
                                       bias, builder_.getI64IntegerAttr(*axis),
-                                      builder_.getF64FloatAttr(epsilon)));
+                                      builder_.getF32FloatAttr(epsilon)));
   return success();
 }
 
@@ -1329,7 +1341,7 @@ LogicalResult Importer::checkSupported() {
       continue;
     std::string key =
         defaultDomain ? node.opType : node.domain + "." + node.opType;
-    unsupported[key].push_back(node.name);
+    unsupported[key].push_back(nodeLabel(node));
   }
   if (unsupported.empty())
     return success();
@@ -1341,7 +1353,7 @@ LogicalResult Importer::checkSupported() {
     diag << "\n  " << op << " (opset " << model_.opset << "): "
          << nodes.size() << " node" << (nodes.size() == 1 ? "" : "s") << ": ";
     for (size_t i = 0; i < nodes.size() && i < 5; ++i)
-      diag << (i ? ", " : "") << "'" << nodes[i] << "'";
+      diag << (i ? ", " : "") << nodes[i];
     if (nodes.size() > 5)
       diag << ", ...";
   }
@@ -1355,7 +1367,22 @@ LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
     initializerNames.insert(t.name);
   Location fileLoc = FileLineColLoc::get(
       &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
-  llvm::StringSet<> used;
+  // Every binding must name an input or a symbolic dimension of one.
+  llvm::StringSet<> bindable;
+  for (const onnx::ValueInfo &in : model_.inputs) {
+    if (initializerNames.contains(in.name))
+      continue;
+    bindable.insert(in.name);
+    for (const onnx::ValueInfo::Dim &dim : in.dims)
+      if (!dim.param.empty())
+        bindable.insert(dim.param);
+  }
+  for (const auto &entry : options_.inputShapes)
+    if (!bindable.contains(entry.first))
+      return emitError(fileLoc)
+             << "--input-shape names '" << entry.first
+             << "', which is neither a graph input nor a symbolic dimension "
+                "of one";
   for (const onnx::ValueInfo &in : model_.inputs) {
     // Before IR version 4 initializers were also listed as inputs.
     if (initializerNames.contains(in.name))
@@ -1373,7 +1400,6 @@ LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
     auto given = options_.inputShapes.find(in.name);
     Shape shape;
     if (given != options_.inputShapes.end()) {
-      used.insert(in.name);
       if (given->second.size() != in.dims.size())
         return emitError(fileLoc)
                << "--input-shape for '" << in.name << "' has rank "
@@ -1395,7 +1421,6 @@ LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
         auto byName = options_.inputShapes.find(dim.param);
         if (!dim.param.empty() && byName != options_.inputShapes.end() &&
             byName->second.size() == 1) {
-          used.insert(dim.param);
           shape.push_back(byName->second[0]);
           continue;
         }
@@ -1419,12 +1444,6 @@ LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
     argTypes.push_back(tensorType(shape, et));
     argNames.push_back(in.name);
   }
-  for (const auto &entry : options_.inputShapes)
-    if (!used.contains(entry.first))
-      return emitError(fileLoc)
-             << "--input-shape names '" << entry.first
-             << "', which is neither a graph input nor a symbolic dimension "
-                "of one";
   return success();
 }
 

@@ -145,7 +145,7 @@ LogicalResult LayerNormOp::verify() {
            << shapeString(normalized);
   if (getResult().getType() != getInput().getType())
     return emitOpError("result type must equal the input type");
-  if (getEpsilon().convertToDouble() < 0)
+  if (getEpsilon().convertToFloat() < 0)
     return emitOpError("epsilon must be non-negative");
   return success();
 }

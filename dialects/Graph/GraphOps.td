@@ -283,7 +283,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
-                       F64Attr:$epsilon);
+                       F32Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale (`,` $bias^)? `axis` `=` $axis `epsilon` `=` $epsilon
