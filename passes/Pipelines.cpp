@@ -13,14 +13,29 @@
 
 using namespace mlir;
 
+namespace strata {
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+} // namespace strata
+
 void strata::buildGraphCleanupPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createCSEPass());
 }
 
-void strata::registerStrataPasses() {
+void strata::buildForwardToExecPipeline(OpPassManager &pm) {
+  pm.addPass(createLowerGraphToExecPass());
+  pm.addPass(createPlanMemoryPass());
+}
+
+void strata::registerPassesAndPipelines() {
+  registerStrataPasses();
   PassPipelineRegistration<>(
       "strata-graph-cleanup",
       "Fold, canonicalize and deduplicate imported graph IR",
       buildGraphCleanupPipeline);
+  PassPipelineRegistration<>(
+      "strata-forward-to-exec",
+      "Lower a forward graph program to exec IR with a memory plan",
+      buildForwardToExecPipeline);
 }

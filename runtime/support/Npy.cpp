@@ -1,6 +1,7 @@
 // Npy.cpp - Reading and writing NumPy .npy files.
 
 #include "runtime/support/Npy.h"
+#include "runtime/support/FileUtil.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -17,24 +18,14 @@ namespace {
 struct DTypeInfo {
   DType dtype;
   const char *descr;
-  const char *name;
-  size_t size;
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F32, "<f4", "float32", 4}, {DType::F64, "<f8", "float64", 8},
-    {DType::I64, "<i8", "int64", 8},   {DType::I32, "<i4", "int32", 4},
-    {DType::I16, "<i2", "int16", 2},   {DType::I8, "|i1", "int8", 1},
-    {DType::U8, "|u1", "uint8", 1},    {DType::U16, "<u2", "uint16", 2},
-    {DType::Bool, "|b1", "bool", 1},
+    {DType::F32, "<f4"}, {DType::F64, "<f8"}, {DType::F16, "<f2"},
+    {DType::I64, "<i8"}, {DType::I32, "<i4"}, {DType::I16, "<i2"},
+    {DType::I8, "|i1"},  {DType::U8, "|u1"},  {DType::U16, "<u2"},
+    {DType::U32, "<u4"}, {DType::U64, "<u8"}, {DType::Bool, "|b1"},
 };
-
-const DTypeInfo &info(DType dtype) {
-  for (const DTypeInfo &i : kDTypes)
-    if (i.dtype == dtype)
-      return i;
-  return kDTypes[0];
-}
 
 /// Finds `'key': value` in the header dict and returns the raw value text.
 bool headerField(const std::string &header, const std::string &key,
@@ -68,9 +59,12 @@ bool headerField(const std::string &header, const std::string &key,
 
 } // namespace
 
-size_t dtypeSize(DType dtype) { return info(dtype).size; }
-std::string dtypeDescr(DType dtype) { return info(dtype).descr; }
-std::string dtypeName(DType dtype) { return info(dtype).name; }
+std::string dtypeDescr(DType dtype) {
+  for (const DTypeInfo &i : kDTypes)
+    if (i.dtype == dtype)
+      return i.descr;
+  return "";
+}
 
 int64_t Array::numElements() const {
   int64_t n = 1;
@@ -137,8 +131,8 @@ bool readFile(const std::string &path, Array &array, std::string &error) {
   bool found = false;
   for (const DTypeInfo &i : kDTypes) {
     if (descr == i.descr ||
-        (i.size == 1 && descr.size() == 3 && descr.substr(1) ==
-                                                 std::string(i.descr).substr(1))) {
+        (dtypeSize(i.dtype) == 1 && descr.size() == 3 &&
+         descr.substr(1) == std::string(i.descr).substr(1))) {
       array.dtype = i.dtype;
       found = true;
       break;
@@ -181,6 +175,10 @@ bool writeFile(const std::string &path, const Array &array,
   else if (array.shape.size() == 1)
     shape.erase(shape.size() - 1);
   shape += ")";
+  if (dtypeDescr(array.dtype).empty()) {
+    error = std::string("NumPy has no ") + dtypeName(array.dtype) + " type";
+    return false;
+  }
   std::string header = "{'descr': '" + dtypeDescr(array.dtype) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad so that the data starts 64-byte aligned; the header ends in '\n'.
@@ -199,42 +197,14 @@ bool writeFile(const std::string &path, const Array &array,
     return false;
   }
 
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create '" + tmp + "': " + std::strerror(errno);
-    return false;
-  }
-  std::string prefix = "\x93NUMPY";
-  prefix += static_cast<char>(1);
-  prefix += static_cast<char>(0);
-  prefix += static_cast<char>(header.size() & 0xff);
-  prefix += static_cast<char>(header.size() >> 8);
-  prefix += header;
-  auto writeAll = [&](const char *p, size_t n) {
-    while (n > 0) {
-      ssize_t w = ::write(fd, p, n);
-      if (w < 0) {
-        if (errno == EINTR)
-          continue;
-        return false;
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
-  bool ok = writeAll(prefix.data(), prefix.size()) &&
-            writeAll(array.data.data(), array.data.size()) && ::fsync(fd) == 0;
-  int savedErrno = errno;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot write '" + path + "': " +
-            std::strerror(ok ? errno : savedErrno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  std::string file = "\x93NUMPY";
+  file += static_cast<char>(1);
+  file += static_cast<char>(0);
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  file += header;
+  file.append(array.data.data(), array.data.size());
+  return writeFileAtomically(path, file.data(), file.size(), error);
 }
 
 } // namespace strata::npy

@@ -7,21 +7,16 @@
 #ifndef STRATA_RUNTIME_SUPPORT_NPY_H
 #define STRATA_RUNTIME_SUPPORT_NPY_H
 
+#include "runtime/support/DType.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace strata::npy {
 
-/// Element types as NumPy spells them ("<f4", "<i8", "|b1", ...).
-enum class DType { F32, F64, F16, I64, I32, I16, I8, U8, U16, Bool };
-
-/// Bytes per element.
-size_t dtypeSize(DType dtype);
-/// NumPy's descr string for a dtype ("<f4").
+/// NumPy's descr string for a dtype ("<f4"); empty if NumPy has none (bf16).
 std::string dtypeDescr(DType dtype);
-/// Short name for messages ("float32").
-std::string dtypeName(DType dtype);
 
 struct Array {
   DType dtype = DType::F32;

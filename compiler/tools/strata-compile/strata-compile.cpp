@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/import/OnnxImporter.h"
+#include "compiler/serialize/ArtifactWriter.h"
+#include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
 
@@ -35,16 +37,31 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
                                       cl::desc("<model.onnx|model.onnxtext>"),
                                       cl::cat(category));
 
-enum class Emit { Graph };
+enum class Emit { Default, Graph, Exec, Artifact };
 static cl::opt<Emit> emit(
-    "emit", cl::desc("What to produce"), cl::init(Emit::Graph),
+    "emit",
+    cl::desc("What to produce (default: the artifact when -o names a "
+             "directory, else the graph IR on stdout)"),
+    cl::init(Emit::Default),
     cl::values(clEnumValN(Emit::Graph, "graph",
-                          "the imported graph-dialect IR, cleaned up")),
+                          "the imported graph-dialect IR, cleaned up"),
+               clEnumValN(Emit::Exec, "exec",
+                          "the exec IR with its memory plan"),
+               clEnumValN(Emit::Artifact, "artifact",
+                          "the artifact directory (needs -o DIR)")),
     cl::cat(category));
 
-static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
-                                       cl::value_desc("file"), cl::init("-"),
-                                       cl::cat(category));
+enum class Mode { Forward };
+static cl::opt<Mode> mode(
+    "mode", cl::desc("What the artifact computes"), cl::init(Mode::Forward),
+    cl::values(clEnumValN(Mode::Forward, "forward",
+                          "inference/evaluation: the model's outputs")),
+    cl::cat(category));
+
+static cl::opt<std::string> outputFile(
+    "o", cl::desc("Output: the artifact directory, or the IR file ('-' for "
+                  "stdout)"),
+    cl::value_desc("path"), cl::init("-"), cl::cat(category));
 
 static cl::list<std::string> inputShapes(
     "input-shape",
@@ -199,13 +216,29 @@ int main(int argc, char **argv) {
     context.disableMultithreading();
     pm.addInstrumentation(std::move(dumper));
   }
-  switch (emit) {
-  case Emit::Graph:
-    strata::buildGraphCleanupPipeline(pm);
-    break;
+  Emit what = emit;
+  if (what == Emit::Default)
+    what = outputFile == "-" ? Emit::Graph : Emit::Artifact;
+  if (what == Emit::Artifact && outputFile == "-") {
+    llvm::errs() << "strata-compile: error: --emit=artifact needs -o DIR\n";
+    return 1;
   }
+  strata::buildGraphCleanupPipeline(pm);
+  if (what != Emit::Graph)
+    strata::buildForwardToExecPipeline(pm);
   if (failed(pm.run(*module)))
     return 1;
+
+  if (what == Emit::Artifact) {
+    strata::ArtifactInfo info;
+    info.sourceModel = inputFile;
+    if (auto producer = (*module)->getAttrOfType<StringAttr>("graph.producer"))
+      info.producer = producer.getValue().str();
+    info.mode = "forward";
+    if (failed(strata::writeArtifact(*module, outputFile, info)))
+      return 1;
+    return 0;
+  }
 
   std::string openError;
   auto output = openOutputFile(outputFile, &openError);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
 
@@ -15,9 +16,10 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
-  strata::registerStrataPasses();
+  strata::registerPassesAndPipelines();
   mlir::DialectRegistry registry;
-  registry.insert<strata::graph::GraphDialect, mlir::func::FuncDialect>();
+  registry.insert<strata::graph::GraphDialect, strata::exec::ExecDialect,
+                  mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Strata optimizer driver\n", registry));
 }

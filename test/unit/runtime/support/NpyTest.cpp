@@ -10,6 +10,7 @@
 #include <string>
 #include <unistd.h>
 
+using namespace strata;
 using namespace strata::npy;
 
 namespace {

@@ -1,0 +1,262 @@
+//===- ArtifactWriter.cpp - exec IR to an artifact directory --------------===//
+
+#include "compiler/serialize/ArtifactWriter.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "runtime/artifact/Plan.h"
+#include "runtime/support/Crc32c.h"
+#include "runtime/support/FileUtil.h"
+#include "runtime/support/Size.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace strata;
+using artifact::Plan;
+using MemRegion = artifact::Region;
+using artifact::Slot;
+
+namespace {
+
+std::optional<DType> dtypeOf(Type type) {
+  if (type.isF32()) return DType::F32;
+  if (type.isF64()) return DType::F64;
+  if (type.isF16()) return DType::F16;
+  if (type.isBF16()) return DType::BF16;
+  if (type.isInteger(1)) return DType::Bool;
+  if (auto it = dyn_cast<IntegerType>(type)) {
+    bool u = it.isUnsigned();
+    switch (it.getWidth()) {
+    case 8: return u ? DType::U8 : DType::I8;
+    case 16: return u ? DType::U16 : DType::I16;
+    case 32: return u ? DType::U32 : DType::I32;
+    case 64: return u ? DType::U64 : DType::I64;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The bytes of an elements attribute as the runtime lays them out: dense
+/// row-major, one byte per bool, splats expanded.
+FailureOr<std::vector<char>> bytesOf(ElementsAttr attr, Operation *op) {
+  auto type = cast<ShapedType>(attr.getType());
+  int64_t n = type.getNumElements();
+  std::vector<char> bytes;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return op->emitError("the data of '")
+             << resource.getRawHandle().getKey()
+             << "' is not available (IR printed with elided weights?)";
+    ArrayRef<char> data = blob->getData();
+    bytes.assign(data.begin(), data.end());
+    return bytes;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return op->emitError("unsupported constant attribute kind");
+  if (type.getElementType().isInteger(1)) {
+    for (bool b : dense.getValues<bool>())
+      bytes.push_back(b ? 1 : 0);
+    return bytes;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    size_t elementBytes = raw.size();
+    bytes.resize(elementBytes * n);
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(bytes.data() + i * elementBytes, raw.data(), elementBytes);
+    return bytes;
+  }
+  bytes.assign(raw.begin(), raw.end());
+  return bytes;
+}
+
+std::string slotName(Operation *op, size_t index) {
+  Location loc = op->getLoc();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto name = dyn_cast<NameLoc>(l))
+        return name.getName().str();
+  return "t" + std::to_string(index);
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s.empty() ? "scalar" : s;
+}
+
+} // namespace
+
+LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
+                                    const ArtifactInfo &info) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func)
+    return module.emitError("no @main function to serialize");
+  auto arenaAttr = func->getAttrOfType<IntegerAttr>("exec.arena_bytes");
+  auto paramsAttr = func->getAttrOfType<IntegerAttr>("exec.params_bytes");
+  if (!arenaAttr || !paramsAttr)
+    return func.emitError("the function has no memory plan (run "
+                          "--strata-plan-memory first)");
+  Plan plan;
+  plan.producer = info.producer;
+  plan.sourceModel = info.sourceModel;
+  plan.mode = info.mode;
+  plan.arenaBytes = arenaAttr.getInt();
+  plan.paramsBytes = paramsAttr.getInt();
+  std::vector<char> params(plan.paramsBytes, 0);
+
+  llvm::DenseMap<Value, uint32_t> slotOf;
+  auto addSlot = [&](Value v, Operation *op, MemRegion region,
+                     uint64_t offset) -> FailureOr<uint32_t> {
+    auto type = cast<ShapedType>(v.getType());
+    std::optional<DType> dtype = dtypeOf(type.getElementType());
+    if (!dtype)
+      return op->emitError("unsupported element type ")
+             << type.getElementType();
+    Slot s;
+    s.name = slotName(op, plan.slots.size());
+    s.dtype = *dtype;
+    s.shape.assign(type.getShape().begin(), type.getShape().end());
+    s.region = region;
+    s.offset = offset;
+    s.bytes = static_cast<uint64_t>(s.numElements()) * dtypeSize(*dtype);
+    plan.slots.push_back(s);
+    slotOf[v] = plan.slots.size() - 1;
+    return static_cast<uint32_t>(plan.slots.size() - 1);
+  };
+  auto offsetOf = [](Operation *op) -> FailureOr<uint64_t> {
+    auto attr = op->getAttrOfType<IntegerAttr>("offset");
+    if (!attr)
+      return op->emitError("buffer has no planned offset");
+    return static_cast<uint64_t>(attr.getInt());
+  };
+
+  for (Operation &op : func.getBody().front()) {
+    if (auto input = dyn_cast<exec::InputOp>(op)) {
+      FailureOr<uint64_t> offset = offsetOf(&op);
+      if (failed(offset))
+        return failure();
+      FailureOr<uint32_t> slot =
+          addSlot(input.getResult(), &op, MemRegion::Arena, *offset);
+      if (failed(slot))
+        return failure();
+      plan.slots[*slot].name = input.getName().str();
+      plan.inputs.push_back({input.getName().str(), *slot});
+    } else if (auto param = dyn_cast<exec::ParamOp>(op)) {
+      FailureOr<uint64_t> offset = offsetOf(&op);
+      if (failed(offset))
+        return failure();
+      FailureOr<uint32_t> slot =
+          addSlot(param.getResult(), &op, MemRegion::Params, *offset);
+      if (failed(slot))
+        return failure();
+      Slot &s = plan.slots[*slot];
+      s.name = param.getName().str();
+      FailureOr<std::vector<char>> data = bytesOf(param.getValue(), &op);
+      if (failed(data))
+        return failure();
+      if (data->size() != s.bytes || s.offset + s.bytes > params.size())
+        return param.emitError("stored value has ")
+               << data->size() << " bytes, expected " << s.bytes;
+      std::memcpy(params.data() + s.offset, data->data(), data->size());
+      artifact::ParamEntry entry;
+      entry.name = s.name;
+      entry.slot = *slot;
+      entry.flags = (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
+                    (param.getConstant() ? artifact::ParamEntry::Constant : 0);
+      entry.fileOffset = s.offset;
+      entry.bytes = s.bytes;
+      entry.crc = crc32c(data->data(), data->size());
+      plan.params.push_back(entry);
+    } else if (auto view = dyn_cast<exec::ViewOp>(op)) {
+      const Slot base = plan.slots[slotOf.at(view.getInput())];
+      FailureOr<uint32_t> slot =
+          addSlot(view.getResult(), &op, base.region, base.offset);
+      if (failed(slot))
+        return failure();
+    } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+      FailureOr<uint64_t> offset = offsetOf(&op);
+      if (failed(offset))
+        return failure();
+      artifact::Step step;
+      artifact::kernelByName(kernel.getKernel().str(), step.kernel);
+      for (Value v : kernel.getInputs())
+        step.inputs.push_back(slotOf.at(v));
+      FailureOr<uint32_t> slot =
+          addSlot(kernel.getResult(), &op, MemRegion::Arena, *offset);
+      if (failed(slot))
+        return failure();
+      step.outputs.push_back(*slot);
+      step.ints.assign(kernel.getInts().begin(), kernel.getInts().end());
+      step.floats.assign(kernel.getFloats().begin(), kernel.getFloats().end());
+      plan.steps.push_back(std::move(step));
+    } else if (auto output = dyn_cast<exec::OutputOp>(op)) {
+      plan.outputs.push_back(
+          {output.getName().str(), slotOf.at(output.getValue())});
+    } else if (!isa<func::ReturnOp>(op)) {
+      return op.emitError("cannot serialize ") << op.getName();
+    }
+  }
+
+  // Write into a fresh directory, then swap it in.
+  std::string error;
+  std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  llvm::sys::fs::remove_directories(tmp);
+  if (!makeDirectories(tmp, error) ||
+      !writeFileAtomically(tmp + "/params.bin", params.data(), params.size(),
+                           error) ||
+      !artifact::writePlan(tmp + "/plan.bin", plan, error))
+    return module.emitError(error);
+
+  uint64_t trainable = 0, frozen = 0, constants = 0;
+  for (const artifact::ParamEntry &p : plan.params) {
+    int64_t n = plan.slots[p.slot].numElements();
+    (p.flags & artifact::ParamEntry::Constant    ? constants
+     : p.flags & artifact::ParamEntry::Trainable ? trainable
+                                                 : frozen) += n;
+  }
+  std::string manifest;
+  llvm::raw_string_ostream os(manifest);
+  os << "Strata artifact (plan format " << artifact::kPlanFormatVersion
+     << ")\nsource: " << plan.sourceModel << "\nproducer: " << plan.producer
+     << "\nmode: " << plan.mode << "\ninputs:\n";
+  for (const artifact::Binding &b : plan.inputs)
+    os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "
+       << shapeString(plan.slots[b.slot].shape) << "\n";
+  os << "outputs:\n";
+  for (const artifact::Binding &b : plan.outputs)
+    os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "
+       << shapeString(plan.slots[b.slot].shape) << "\n";
+  os << "parameters: " << trainable << " trainable, " << frozen
+     << " frozen elements; constants: " << constants << " elements\n";
+  os << "arena sizes per tier:\n  device: " << formatSize(plan.arenaBytes)
+     << " (" << plan.arenaBytes << " bytes)\n  host (parameters): "
+     << formatSize(plan.paramsBytes) << " (" << plan.paramsBytes
+     << " bytes)\n  ssd: 0 bytes\nsteps: " << plan.steps.size() << "\n";
+  os.flush();
+  if (!writeFileAtomically(tmp + "/manifest.txt", manifest.data(),
+                           manifest.size(), error))
+    return module.emitError(error);
+
+  std::string old = dir + ".old-" + std::to_string(::getpid());
+  bool hadOld = llvm::sys::fs::exists(dir);
+  if (hadOld && ::rename(dir.c_str(), old.c_str()) != 0)
+    return module.emitError("cannot replace '") << dir << "'";
+  if (::rename(tmp.c_str(), dir.c_str()) != 0)
+    return module.emitError("cannot move the artifact into '") << dir << "'";
+  if (hadOld)
+    llvm::sys::fs::remove_directories(old);
+  return success();
+}

@@ -1,0 +1,27 @@
+//===- ArtifactWriter.h - exec IR to an artifact directory ------*- C++ -*-===//
+
+#ifndef STRATA_COMPILER_SERIALIZE_ARTIFACTWRITER_H
+#define STRATA_COMPILER_SERIALIZE_ARTIFACTWRITER_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace strata {
+
+struct ArtifactInfo {
+  std::string sourceModel;
+  std::string producer;
+  std::string mode = "forward";
+};
+
+/// Serializes the planned exec function `@main` of `module` into the
+/// artifact directory `dir` (plan.bin, params.bin, manifest.txt). The
+/// directory is replaced atomically: readers see the old artifact or the new
+/// one. Errors are emitted on the module.
+mlir::LogicalResult writeArtifact(mlir::ModuleOp module, const std::string &dir,
+                                  const ArtifactInfo &info);
+
+} // namespace strata
+
+#endif // STRATA_COMPILER_SERIALIZE_ARTIFACTWRITER_H

@@ -1,0 +1,121 @@
+//===- ExecOps.td - Strata exec dialect --------------------*- tablegen -*-===//
+//
+// The exec dialect: what the runtime executes. Every value is a buffer at a
+// fixed place (the device arena or the parameter region) and every op is a
+// kernel launch the runtime knows by name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECTS_EXEC_EXECOPS_TD
+#define STRATA_DIALECTS_EXEC_EXECOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+def Exec_Dialect : Dialect {
+  let name = "exec";
+  let summary = "Kernel launches on buffers at planned offsets";
+  let description = [{
+    The last IR before the artifact. Values are buffers: graph inputs
+    (`exec.input`), parameters and constants stored in params.bin
+    (`exec.param`), kernel results (`exec.kernel`) and re-shaped aliases of
+    other buffers (`exec.view`). After `--strata-plan-memory` every buffer
+    carries its `offset` in its region and the function carries the region
+    sizes; serialization writes exactly that.
+
+    ```mlir
+    func.func @main() attributes {exec.arena_bytes = 128 : i64, exec.params_bytes = 4096 : i64} {
+      %x = exec.input "x" {offset = 0 : i64} : tensor<2x4xf32>
+      %w = exec.param "w" trainable {offset = 0 : i64, value = dense<1.0> : tensor<4x8xf32>} : tensor<4x8xf32>
+      %y = exec.kernel "matmul"(%x, %w) {offset = 64 : i64} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+      exec.output "y" %y : tensor<2x8xf32>
+      return
+    }
+    ```
+  }];
+  let cppNamespace = "::strata::exec";
+}
+
+class Exec_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Exec_Dialect, mnemonic, traits>;
+
+def Exec_InputOp : Exec_Op<"input"> {
+  let summary = "A graph input, copied into the device arena before a run";
+  let description = [{
+    ```mlir
+    %ids = exec.input "input_ids" {offset = 0 : i64} : tensor<4x128xi64>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Exec_ParamOp : Exec_Op<"param"> {
+  let summary = "A parameter or constant stored in the artifact";
+  let description = [{
+    Lives in the parameter region at `offset` (4 KiB-aligned), initialised
+    from `value`. `constant` marks compile-time constants; `trainable`
+    parameters are updated by training plans.
+
+    ```mlir
+    %w = exec.param "fc.weight" trainable {offset = 4096 : i64, value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable, UnitAttr:$constant,
+                       ElementsAttr:$value, OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $name (`trainable` $trainable^)? (`constant` $constant^)? attr-dict `:`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_KernelOp : Exec_Op<"kernel"> {
+  let summary = "One kernel launch";
+  let description = [{
+    Runs the runtime kernel `kernel` (see runtime/artifact/Plan.h for the
+    list and for what `ints`/`floats` mean to each) on its operands, writing
+    the result buffer at `offset` in the device arena.
+
+    ```mlir
+    %p = exec.kernel "softmax"(%s) {ints = array<i64: 2>, offset = 256 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<AnyStaticShapeTensor>:$inputs,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
+                       DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats,
+                       OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_ViewOp : Exec_Op<"view"> {
+  let summary = "The same bytes with another shape (no copy)";
+  let description = [{
+    ```mlir
+    %v = exec.view %x : tensor<2x16x64xf32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Exec_OutputOp : Exec_Op<"output"> {
+  let summary = "Names a buffer as a graph output";
+  let description = [{
+    ```mlir
+    exec.output "logits" %y : tensor<4x128x256xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$name $value attr-dict `:` type($value)";
+}
+
+#endif // STRATA_DIALECTS_EXEC_EXECOPS_TD

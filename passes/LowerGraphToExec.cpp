@@ -1,0 +1,177 @@
+//===- LowerGraphToExec.cpp - graph ops to exec kernel launches -----------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "dialects/Graph/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#define DEBUG_TYPE "strata-lower-graph-to-exec"
+
+namespace strata {
+#define GEN_PASS_DEF_LOWERGRAPHTOEXECPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// What one graph op becomes: a kernel name and its integer/float operands.
+struct KernelSpec {
+  std::string name;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+};
+
+/// Returns the kernel for `op`, or nullopt if the op has none.
+std::optional<KernelSpec> kernelFor(Operation *op) {
+  using namespace strata::graph;
+  return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp,
+            EqualOp, LessOp, GreaterOp, SelectOp, NegOp, ExpOp, LogOp, SqrtOp,
+            ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, NotOp, CastOp,
+            MatMulOp, BroadcastOp>([](Operation *op) {
+        // These kernels are named after the op and need no attributes.
+        return KernelSpec{op->getName().stripDialect().str(), {}, {}};
+      })
+      .Case<GeluOp>([](GeluOp op) {
+        return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};
+      })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto op) {
+        KernelSpec spec{op->getName().stripDialect().str(), {}, {}};
+        spec.ints.assign(op.getAxes().begin(), op.getAxes().end());
+        spec.ints.push_back(op.getKeepdims() ? 1 : 0);
+        return spec;
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp>([](auto op) {
+        return KernelSpec{op->getName().stripDialect().str(),
+                          {op.getAxis()}, {}};
+      })
+      .Case<LayerNormOp>([](LayerNormOp op) {
+        return KernelSpec{"layer_norm",
+                          {op.getAxis(), op.getBias() ? 1 : 0},
+                          {static_cast<double>(
+                              op.getEpsilon().convertToFloat())}};
+      })
+      .Case<TransposeOp>([](TransposeOp op) {
+        KernelSpec spec{"transpose", {}, {}};
+        spec.ints.assign(op.getPerm().begin(), op.getPerm().end());
+        return spec;
+      })
+      .Case<SliceOp>([](SliceOp op) {
+        KernelSpec spec{"slice", {}, {}};
+        spec.ints.assign(op.getOffsets().begin(), op.getOffsets().end());
+        spec.ints.append(op.getStrides().begin(), op.getStrides().end());
+        return spec;
+      })
+      .Case<ConcatOp>([](ConcatOp op) {
+        return KernelSpec{"concat", {op.getAxis()}, {}};
+      })
+      .Case<GatherOp>([](GatherOp op) {
+        return KernelSpec{"gather", {op.getAxis()}, {}};
+      })
+      .Case<TriluOp>([](TriluOp op) {
+        return KernelSpec{"trilu", {op.getUpper() ? 1 : 0, op.getK()}, {}};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+struct LowerGraphToExecPass
+    : public strata::impl::LowerGraphToExecPassBase<LowerGraphToExecPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(lower(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult lower(func::FuncOp func) {
+    if (!func.getBody().hasOneBlock())
+      return func.emitError("expected a function with one block");
+    Block &body = func.getBody().front();
+    OpBuilder builder(func.getContext());
+    builder.setInsertionPointToStart(&body);
+    IRMapping mapping;
+    auto nameOf = [](DictionaryAttr attrs, const std::string &fallback) {
+      if (attrs)
+        if (auto name = attrs.getAs<StringAttr>("graph.name"))
+          return name.getValue().str();
+      return fallback;
+    };
+    // Arguments become inputs.
+    for (BlockArgument arg : body.getArguments()) {
+      std::string name =
+          nameOf(func.getArgAttrDict(arg.getArgNumber()),
+                 "arg" + std::to_string(arg.getArgNumber()));
+      Value input = builder.create<exec::InputOp>(
+          arg.getLoc(), arg.getType(), builder.getStringAttr(name),
+          IntegerAttr());
+      mapping.map(arg, input);
+    }
+    int constants = 0;
+    SmallVector<Operation *> toErase;
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (isa<exec::InputOp>(op))
+        continue;
+      builder.setInsertionPoint(&op);
+      SmallVector<Value> operands;
+      for (Value v : op.getOperands())
+        operands.push_back(mapping.lookupOrDefault(v));
+      Value result;
+      if (auto param = dyn_cast<graph::ParamOp>(op)) {
+        if (!param.getInitialValueAttr())
+          return param.emitError("parameter '")
+                 << param.getName() << "' has no initial value to store";
+        result = builder.create<exec::ParamOp>(
+            op.getLoc(), param.getType(), param.getNameAttr(),
+            param.getTrainableAttr(), UnitAttr(), param.getInitialValueAttr(),
+            IntegerAttr());
+      } else if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
+        result = builder.create<exec::ParamOp>(
+            op.getLoc(), constant.getType(),
+            builder.getStringAttr("const." + std::to_string(constants++)),
+            UnitAttr(), builder.getUnitAttr(),
+            cast<ElementsAttr>(constant.getValue()), IntegerAttr());
+      } else if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
+        result = builder.create<exec::ViewOp>(op.getLoc(), reshape.getType(),
+                                              operands[0]);
+        ++numViews;
+      } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(operands))
+          builder.create<exec::OutputOp>(
+              op.getLoc(),
+              builder.getStringAttr(nameOf(func.getResultAttrDict(i),
+                                           "result" + std::to_string(i))),
+              v);
+        builder.create<func::ReturnOp>(op.getLoc());
+      } else if (std::optional<KernelSpec> spec = kernelFor(&op)) {
+        result = builder.create<exec::KernelOp>(
+            op.getLoc(), op.getResult(0).getType(),
+            builder.getStringAttr(spec->name), operands,
+            builder.getDenseI64ArrayAttr(spec->ints),
+            builder.getDenseF64ArrayAttr(spec->floats), IntegerAttr());
+        ++numKernels;
+      } else {
+        return op.emitError("no exec lowering for ") << op.getName();
+      }
+      if (result)
+        mapping.map(op.getResult(0), result);
+      toErase.push_back(&op);
+    }
+    for (Operation *op : llvm::reverse(toErase))
+      op->erase();
+    // The function now takes and returns nothing: exec ops carry the I/O.
+    body.eraseArguments(0, body.getNumArguments());
+    func.setFunctionType(builder.getFunctionType({}, {}));
+    func.removeArgAttrsAttr();
+    func.removeResAttrsAttr();
+    return success();
+  }
+};
+
+} // namespace

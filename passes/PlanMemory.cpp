@@ -1,0 +1,133 @@
+//===- PlanMemory.cpp - Static memory plan with liveness-based reuse ------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "runtime/artifact/Plan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+
+#define DEBUG_TYPE "strata-plan-memory"
+
+namespace strata {
+#define GEN_PASS_DEF_PLANMEMORYPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+uint64_t alignTo(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t bytesOf(Type type) {
+  auto shaped = cast<ShapedType>(type);
+  Type et = shaped.getElementType();
+  uint64_t elementBytes = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+  return static_cast<uint64_t>(shaped.getNumElements()) * elementBytes;
+}
+
+/// An arena buffer and its lifetime in op indices (inclusive).
+struct Buffer {
+  Operation *def;
+  uint64_t bytes;
+  int64_t start;
+  int64_t end;
+  uint64_t offset = 0;
+};
+
+struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      plan(func);
+  }
+
+  /// The buffer a value's bytes belong to (views resolve to their base).
+  static Value rootOf(Value v) {
+    while (auto view = v.getDefiningOp<exec::ViewOp>())
+      v = view.getInput();
+    return v;
+  }
+
+  void plan(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Value, size_t> bufferOf;
+    std::vector<Buffer> buffers;
+    uint64_t paramsBytes = 0;
+    int64_t index = 0, last = 0;
+    for (Operation &op : body) {
+      if (auto param = dyn_cast<exec::ParamOp>(op)) {
+        param.setOffsetAttr(
+            OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(paramsBytes)));
+        paramsBytes = alignTo(paramsBytes + bytesOf(param.getType()),
+                              artifact::kParamAlignment);
+      } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
+        bufferOf[op.getResult(0)] = buffers.size();
+        buffers.push_back({&op, bytesOf(op.getResult(0).getType()), index,
+                           index});
+      }
+      // Extend the lifetime of every buffer this op reads.
+      for (Value operand : op.getOperands()) {
+        auto it = bufferOf.find(rootOf(operand));
+        if (it != bufferOf.end())
+          buffers[it->second].end = std::max(buffers[it->second].end, index);
+      }
+      last = index++;
+    }
+    // Outputs are read after the run: they live to the end.
+    for (auto output : body.getOps<exec::OutputOp>()) {
+      auto it = bufferOf.find(rootOf(output.getValue()));
+      if (it != bufferOf.end())
+        buffers[it->second].end = last + 1;
+    }
+
+    // Largest first, each at the lowest offset free for its lifetime.
+    std::vector<size_t> order(buffers.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return buffers[a].bytes > buffers[b].bytes;
+    });
+    std::vector<size_t> placed;
+    uint64_t arenaBytes = 0, unshared = 0;
+    for (size_t i : order) {
+      Buffer &b = buffers[i];
+      // Conflicting intervals in the arena, sorted by offset.
+      std::vector<std::pair<uint64_t, uint64_t>> busy;
+      for (size_t j : placed) {
+        const Buffer &o = buffers[j];
+        if (o.start <= b.end && b.start <= o.end)
+          busy.push_back({o.offset, o.offset + o.bytes});
+      }
+      std::sort(busy.begin(), busy.end());
+      uint64_t offset = 0;
+      for (auto [lo, hi] : busy) {
+        if (offset + b.bytes <= lo)
+          break;
+        offset = std::max(offset, alignTo(hi, artifact::kArenaAlignment));
+      }
+      b.offset = offset;
+      placed.push_back(i);
+      arenaBytes = std::max(arenaBytes, offset + b.bytes);
+      unshared += alignTo(b.bytes, artifact::kArenaAlignment);
+    }
+    OpBuilder builder(func.getContext());
+    for (const Buffer &b : buffers)
+      b.def->setAttr("offset", builder.getI64IntegerAttr(
+                                   static_cast<int64_t>(b.offset)));
+    func->setAttr("exec.arena_bytes",
+                  builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
+    func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(
+                                           static_cast<int64_t>(paramsBytes)));
+    numBuffers += buffers.size();
+    this->arenaBytes += arenaBytes;
+    unsharedBytes += unshared;
+  }
+};
+
+} // namespace

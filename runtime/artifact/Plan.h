@@ -1,0 +1,136 @@
+// Plan.h - The execution plan of a Strata artifact.
+//
+// An artifact is a directory:
+//
+//   plan.bin      this structure, serialized (PlanIO.cpp) behind a header
+//                 with magic, format version, payload size and CRC-32C
+//   params.bin    parameters and constants, each 4 KiB-aligned, laid out as
+//                 the runtime's parameter region (file offset = region offset)
+//   manifest.txt  a short human-readable summary
+//
+// Schema of plan.bin (little-endian; str = u32 length + bytes; vec<T> =
+// u32 count + items):
+//
+//   header:  char[8] "STRAPLAN", u32 version, u32 reserved,
+//            u64 payload_bytes, u32 payload_crc32c, u32 header_crc32c
+//   payload: str producer, str source_model, str mode,
+//            u64 arena_bytes, u64 params_bytes,
+//            vec<Slot>   slots    (str name, u8 dtype, vec<i64> shape,
+//                                  u8 region, u64 offset, u64 bytes)
+//            vec<Bind>   inputs   (str name, u32 slot)
+//            vec<Bind>   outputs  (str name, u32 slot)
+//            vec<Param>  params   (str name, u32 slot, u8 flags,
+//                                  u64 file_offset, u64 bytes, u32 crc32c)
+//            vec<Step>   steps    (u16 kernel, vec<u32> inputs,
+//                                  vec<u32> outputs, vec<i64> ints,
+//                                  vec<f64> floats)
+//
+// A plan of another format version is refused, never reinterpreted.
+
+#ifndef STRATA_RUNTIME_ARTIFACT_PLAN_H
+#define STRATA_RUNTIME_ARTIFACT_PLAN_H
+
+#include "runtime/support/DType.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::artifact {
+
+constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint64_t kParamAlignment = 4096;
+constexpr uint64_t kArenaAlignment = 64;
+
+/// Where a slot's bytes live.
+enum class Region : uint8_t {
+  /// The activation/workspace arena of the device tier (a budgeted host
+  /// arena on the CPU backend).
+  Arena = 1,
+  /// The parameter region, loaded from params.bin.
+  Params = 2,
+};
+
+/// A tensor at a fixed place: every value of the program has one.
+struct Slot {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  Region region = Region::Arena;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+
+  int64_t numElements() const;
+};
+
+/// Kernels. The numeric values are part of the format: only append.
+enum class Kernel : uint16_t {
+  Add = 1, Sub, Mul, Div, Pow, Max, Min, And, Or, Equal, Less, Greater,
+  Select, Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Gelu,
+  Not, Cast, MatMul, ReduceSum, ReduceMean, ReduceMax, Softmax, LogSoftmax,
+  LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy,
+  // Add new kernels above this line.
+  NumKernels
+};
+
+/// The kernel's name as the compiler and strata-inspect spell it ("matmul").
+const char *kernelName(Kernel kernel);
+/// Looks a kernel up by name; false if there is none.
+bool kernelByName(const std::string &name, Kernel &kernel);
+
+/// One kernel launch. The meaning of `ints`/`floats` is per kernel:
+///   gelu: [tanh]; cast: -; reduce_*: axes..., then keepdims as the last int;
+///   softmax/log_softmax: [axis]; layer_norm: [axis, has_bias], [epsilon];
+///   transpose: perm; slice: offsets..., strides...; concat/gather: [axis];
+///   trilu: [upper, k]; broadcast/copy and elementwise kernels: -.
+struct Step {
+  Kernel kernel = Kernel::Copy;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+struct Binding {
+  std::string name;
+  uint32_t slot = 0;
+};
+
+/// A parameter or constant stored in params.bin.
+struct ParamEntry {
+  enum Flags : uint8_t { Trainable = 1, Constant = 2 };
+  std::string name;
+  uint32_t slot = 0;
+  uint8_t flags = 0;
+  uint64_t fileOffset = 0;
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+};
+
+struct Plan {
+  std::string producer;
+  std::string sourceModel;
+  /// "forward" for inference/evaluation plans.
+  std::string mode = "forward";
+  uint64_t arenaBytes = 0;
+  uint64_t paramsBytes = 0;
+  std::vector<Slot> slots;
+  std::vector<Binding> inputs;
+  std::vector<Binding> outputs;
+  std::vector<ParamEntry> params;
+  std::vector<Step> steps;
+};
+
+/// Writes plan.bin atomically (temporary file, fsync, rename).
+bool writePlan(const std::string &path, const Plan &plan, std::string &error);
+
+/// Reads and validates plan.bin: magic, version, checksums, and that every
+/// slot, binding and step refers to something that exists and fits.
+bool readPlan(const std::string &path, Plan &plan, std::string &error);
+
+/// Checks a plan's internal consistency (used by readPlan and before write).
+bool validatePlan(const Plan &plan, std::string &error);
+
+} // namespace strata::artifact
+
+#endif // STRATA_RUNTIME_ARTIFACT_PLAN_H

@@ -1,0 +1,345 @@
+// PlanIO.cpp - Serialization of plan.bin.
+
+#include "runtime/artifact/Plan.h"
+#include "runtime/support/Crc32c.h"
+#include "runtime/support/FileUtil.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace strata::artifact {
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'P', 'L', 'A', 'N'};
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 4 + 4;
+
+const char *const kKernelNames[] = {
+    nullptr,      "add",         "sub",        "mul",       "div",
+    "pow",        "max",         "min",        "and",       "or",
+    "equal",      "less",        "greater",    "select",    "neg",
+    "exp",        "log",         "sqrt",       "reciprocal", "tanh",
+    "erf",        "sigmoid",     "relu",       "gelu",      "not",
+    "cast",       "matmul",      "reduce_sum", "reduce_mean", "reduce_max",
+    "softmax",    "log_softmax", "layer_norm", "transpose", "slice",
+    "concat",     "broadcast",   "gather",     "trilu",     "copy",
+};
+static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
+                  static_cast<size_t>(Kernel::NumKernels),
+              "every kernel needs a name");
+
+class Writer {
+public:
+  void u8(uint8_t v) { bytes_.push_back(static_cast<char>(v)); }
+  void u16(uint16_t v) { raw(&v, 2); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void i64(int64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
+  void str(const std::string &s) {
+    u32(static_cast<uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  template <typename T, typename F> void vec(const std::vector<T> &v, F each) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (const T &x : v)
+      each(x);
+  }
+  void raw(const void *p, size_t n) {
+    bytes_.insert(bytes_.end(), static_cast<const char *>(p),
+                  static_cast<const char *>(p) + n);
+  }
+  std::string &bytes() { return bytes_; }
+
+private:
+  std::string bytes_;
+};
+
+class Reader {
+public:
+  Reader(const char *p, size_t n) : p_(p), end_(p + n) {}
+  bool ok() const { return ok_; }
+  uint8_t u8() { uint8_t v = 0; raw(&v, 1); return v; }
+  uint16_t u16() { uint16_t v = 0; raw(&v, 2); return v; }
+  uint32_t u32() { uint32_t v = 0; raw(&v, 4); return v; }
+  uint64_t u64() { uint64_t v = 0; raw(&v, 8); return v; }
+  int64_t i64() { int64_t v = 0; raw(&v, 8); return v; }
+  double f64() { double v = 0; raw(&v, 8); return v; }
+  std::string str() {
+    uint32_t n = u32();
+    if (!check(n))
+      return {};
+    std::string s(p_, n);
+    p_ += n;
+    return s;
+  }
+  template <typename T, typename F> std::vector<T> vec(F each) {
+    uint32_t n = u32();
+    std::vector<T> v;
+    // Each item is at least one byte: a count beyond the rest is corrupt.
+    if (!check(n))
+      return v;
+    v.reserve(n);
+    for (uint32_t i = 0; i < n && ok_; ++i)
+      v.push_back(each());
+    return v;
+  }
+  bool atEnd() const { return p_ == end_; }
+
+private:
+  bool check(size_t n) {
+    if (!ok_ || static_cast<size_t>(end_ - p_) < n)
+      ok_ = false;
+    return ok_;
+  }
+  void raw(void *out, size_t n) {
+    if (!check(n))
+      return;
+    std::memcpy(out, p_, n);
+    p_ += n;
+  }
+  const char *p_;
+  const char *end_;
+  bool ok_ = true;
+};
+
+std::string encodePayload(const Plan &plan) {
+  Writer w;
+  w.str(plan.producer);
+  w.str(plan.sourceModel);
+  w.str(plan.mode);
+  w.u64(plan.arenaBytes);
+  w.u64(plan.paramsBytes);
+  w.vec(plan.slots, [&](const Slot &s) {
+    w.str(s.name);
+    w.u8(static_cast<uint8_t>(s.dtype));
+    w.vec(s.shape, [&](int64_t d) { w.i64(d); });
+    w.u8(static_cast<uint8_t>(s.region));
+    w.u64(s.offset);
+    w.u64(s.bytes);
+  });
+  auto binding = [&](const Binding &b) {
+    w.str(b.name);
+    w.u32(b.slot);
+  };
+  w.vec(plan.inputs, binding);
+  w.vec(plan.outputs, binding);
+  w.vec(plan.params, [&](const ParamEntry &p) {
+    w.str(p.name);
+    w.u32(p.slot);
+    w.u8(p.flags);
+    w.u64(p.fileOffset);
+    w.u64(p.bytes);
+    w.u32(p.crc);
+  });
+  w.vec(plan.steps, [&](const Step &s) {
+    w.u16(static_cast<uint16_t>(s.kernel));
+    w.vec(s.inputs, [&](uint32_t i) { w.u32(i); });
+    w.vec(s.outputs, [&](uint32_t i) { w.u32(i); });
+    w.vec(s.ints, [&](int64_t i) { w.i64(i); });
+    w.vec(s.floats, [&](double f) { w.f64(f); });
+  });
+  return std::move(w.bytes());
+}
+
+bool decodePayload(const char *p, size_t n, Plan &plan) {
+  Reader r(p, n);
+  plan.producer = r.str();
+  plan.sourceModel = r.str();
+  plan.mode = r.str();
+  plan.arenaBytes = r.u64();
+  plan.paramsBytes = r.u64();
+  plan.slots = r.vec<Slot>([&] {
+    Slot s;
+    s.name = r.str();
+    uint8_t dtype = r.u8();
+    s.dtype = isValidDType(dtype) ? static_cast<DType>(dtype) : DType::F32;
+    if (!isValidDType(dtype))
+      s.bytes = ~0ull; // Caught by validation.
+    s.shape = r.vec<int64_t>([&] { return r.i64(); });
+    s.region = static_cast<Region>(r.u8());
+    s.offset = r.u64();
+    uint64_t bytes = r.u64();
+    if (isValidDType(dtype))
+      s.bytes = bytes;
+    return s;
+  });
+  auto binding = [&] {
+    Binding b;
+    b.name = r.str();
+    b.slot = r.u32();
+    return b;
+  };
+  plan.inputs = r.vec<Binding>(binding);
+  plan.outputs = r.vec<Binding>(binding);
+  plan.params = r.vec<ParamEntry>([&] {
+    ParamEntry e;
+    e.name = r.str();
+    e.slot = r.u32();
+    e.flags = r.u8();
+    e.fileOffset = r.u64();
+    e.bytes = r.u64();
+    e.crc = r.u32();
+    return e;
+  });
+  plan.steps = r.vec<Step>([&] {
+    Step s;
+    s.kernel = static_cast<Kernel>(r.u16());
+    s.inputs = r.vec<uint32_t>([&] { return r.u32(); });
+    s.outputs = r.vec<uint32_t>([&] { return r.u32(); });
+    s.ints = r.vec<int64_t>([&] { return r.i64(); });
+    s.floats = r.vec<double>([&] { return r.f64(); });
+    return s;
+  });
+  return r.ok() && r.atEnd();
+}
+
+} // namespace
+
+int64_t Slot::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+const char *kernelName(Kernel kernel) {
+  auto k = static_cast<size_t>(kernel);
+  if (k == 0 || k >= static_cast<size_t>(Kernel::NumKernels))
+    return "invalid";
+  return kKernelNames[k];
+}
+
+bool kernelByName(const std::string &name, Kernel &kernel) {
+  for (size_t k = 1; k < static_cast<size_t>(Kernel::NumKernels); ++k) {
+    if (name == kKernelNames[k]) {
+      kernel = static_cast<Kernel>(k);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool validatePlan(const Plan &plan, std::string &error) {
+  auto fail = [&](const std::string &why) {
+    error = "invalid plan: " + why;
+    return false;
+  };
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot &s = plan.slots[i];
+    std::string where = "slot " + std::to_string(i) + " ('" + s.name + "')";
+    if (s.region != Region::Arena && s.region != Region::Params)
+      return fail(where + " has an unknown region");
+    for (int64_t d : s.shape)
+      if (d < 0)
+        return fail(where + " has a negative dimension");
+    if (s.bytes != static_cast<uint64_t>(s.numElements()) * dtypeSize(s.dtype))
+      return fail(where + " has the wrong byte size or element type");
+    uint64_t limit =
+        s.region == Region::Arena ? plan.arenaBytes : plan.paramsBytes;
+    if (s.offset > limit || s.bytes > limit - s.offset)
+      return fail(where + " lies outside its region");
+  }
+  auto checkSlot = [&](uint32_t slot, const std::string &what) {
+    if (slot >= plan.slots.size())
+      return fail(what + " refers to slot " + std::to_string(slot) +
+                  " of " + std::to_string(plan.slots.size()));
+    return true;
+  };
+  for (const Binding &b : plan.inputs)
+    if (!checkSlot(b.slot, "input '" + b.name + "'"))
+      return false;
+  for (const Binding &b : plan.outputs)
+    if (!checkSlot(b.slot, "output '" + b.name + "'"))
+      return false;
+  for (const ParamEntry &p : plan.params) {
+    if (!checkSlot(p.slot, "parameter '" + p.name + "'"))
+      return false;
+    const Slot &s = plan.slots[p.slot];
+    if (s.region != Region::Params || s.offset != p.fileOffset ||
+        s.bytes != p.bytes || p.fileOffset % kParamAlignment != 0)
+      return fail("parameter '" + p.name + "' is not laid out in its slot");
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step &s = plan.steps[i];
+    std::string where = "step " + std::to_string(i);
+    if (static_cast<uint16_t>(s.kernel) == 0 ||
+        s.kernel >= Kernel::NumKernels)
+      return fail(where + " has an unknown kernel");
+    if (s.outputs.empty())
+      return fail(where + " has no output");
+    for (uint32_t slot : s.inputs)
+      if (!checkSlot(slot, where))
+        return false;
+    for (uint32_t slot : s.outputs) {
+      if (!checkSlot(slot, where))
+        return false;
+      if (plan.slots[slot].region != Region::Arena)
+        return fail(where + " writes outside the arena");
+    }
+  }
+  return true;
+}
+
+bool writePlan(const std::string &path, const Plan &plan, std::string &error) {
+  if (!validatePlan(plan, error))
+    return false;
+  std::string payload = encodePayload(plan);
+  Writer header;
+  header.raw(kMagic, 8);
+  header.u32(kPlanFormatVersion);
+  header.u32(0);
+  header.u64(payload.size());
+  header.u32(crc32c(payload.data(), payload.size()));
+  header.u32(crc32c(header.bytes().data(), header.bytes().size()));
+  std::string file = std::move(header.bytes());
+  file += payload;
+  return writeFileAtomically(path, file.data(), file.size(), error);
+}
+
+bool readPlan(const std::string &path, Plan &plan, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open '" + path + "'";
+    return false;
+  }
+  std::string file((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  auto fail = [&](const std::string &why) {
+    error = "'" + path + "': " + why;
+    return false;
+  };
+  if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, 8) != 0)
+    return fail("not a Strata plan (bad magic or too short)");
+  Reader r(file.data() + 8, kHeaderBytes - 8);
+  uint32_t version = r.u32();
+  r.u32();
+  uint64_t payloadBytes = r.u64();
+  uint32_t payloadCrc = r.u32();
+  uint32_t headerCrc = r.u32();
+  if (crc32c(file.data(), kHeaderBytes - 4) != headerCrc)
+    return fail("corrupted header (checksum mismatch)");
+  if (version != kPlanFormatVersion)
+    return fail("plan format version " + std::to_string(version) +
+                ", this runtime reads version " +
+                std::to_string(kPlanFormatVersion) +
+                "; recompile the model with this version of strata-compile");
+  if (file.size() - kHeaderBytes != payloadBytes)
+    return fail("truncated or padded: payload is " +
+                std::to_string(file.size() - kHeaderBytes) +
+                " bytes, the header says " + std::to_string(payloadBytes));
+  const char *payload = file.data() + kHeaderBytes;
+  if (crc32c(payload, payloadBytes) != payloadCrc)
+    return fail("corrupted (payload checksum mismatch)");
+  plan = Plan();
+  if (!decodePayload(payload, payloadBytes, plan))
+    return fail("malformed payload");
+  if (!validatePlan(plan, error)) {
+    error = "'" + path + "': " + error;
+    return false;
+  }
+  return true;
+}
+
+} // namespace strata::artifact

@@ -1,0 +1,822 @@
+// Kernels.cpp - CPU kernels for every plan kernel.
+//
+// Kernels are templates over the storage type; half-precision types compute
+// in float. Elementwise kernels walk rows of the output (the innermost
+// dimension) so that the inner loop is a plain strided loop the compiler can
+// vectorise, and rows are split across threads when the work is large.
+// Matrix products use OpenBLAS when it is available.
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/ThreadPool.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#ifdef STRATA_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace strata::cpu {
+
+using artifact::Kernel;
+using Shape = std::vector<int64_t>;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// Storage type T computes in Traits<T>::C.
+template <typename T> struct Traits {
+  using C = T;
+  static C load(T v) { return v; }
+  static T store(C v) { return v; }
+};
+template <> struct Traits<Half> {
+  using C = float;
+  static float load(Half v) { return Half::toFloat(v.bits); }
+  static Half store(float v) { return Half{Half::fromFloat(v)}; }
+};
+template <> struct Traits<BFloat16> {
+  using C = float;
+  static float load(BFloat16 v) { return BFloat16::toFloat(v.bits); }
+  static BFloat16 store(float v) { return BFloat16{BFloat16::fromFloat(v)}; }
+};
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<typename Traits<T>::C>;
+
+/// Calls `f(T{})` with the C++ storage type of `dtype`.
+template <typename F> auto dispatch(DType dtype, F &&f) {
+  switch (dtype) {
+  case DType::F32: return f(float{});
+  case DType::F64: return f(double{});
+  case DType::F16: return f(Half{});
+  case DType::BF16: return f(BFloat16{});
+  case DType::I64: return f(int64_t{});
+  case DType::I32: return f(int32_t{});
+  case DType::I16: return f(int16_t{});
+  case DType::I8: return f(int8_t{});
+  case DType::U8: return f(uint8_t{});
+  case DType::U16: return f(uint16_t{});
+  case DType::U32: return f(uint32_t{});
+  case DType::U64: return f(uint64_t{});
+  case DType::Bool: return f(bool{});
+  }
+  return f(float{});
+}
+
+int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = begin; i < std::min(end, s.size()); ++i)
+    n *= s[i];
+  return n;
+}
+
+Shape contiguousStrides(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+/// Strides (in elements) to read `in` broadcast to `out`: right-aligned,
+/// zero where `in` has size 1.
+Shape broadcastStrides(const Shape &in, const Shape &out) {
+  Shape strides(out.size(), 0);
+  Shape own = contiguousStrides(in);
+  size_t offset = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    strides[offset + d] = in[d] == 1 ? 0 : own[d];
+  return strides;
+}
+
+/// Walks the output in rows of its innermost dimension. For each row calls
+/// `row(outOffset, length, base, innerStride)` where base[k]/innerStride[k]
+/// locate input k (given by its strides over the output's dimensions).
+template <size_t N, typename RowFn>
+void forEachRow(const Shape &out, const std::array<Shape, N> &strides,
+                RowFn row) {
+  size_t rank = out.size();
+  int64_t inner = rank ? out[rank - 1] : 1;
+  int64_t total = product(out);
+  if (total == 0)
+    return;
+  int64_t rows = total / inner;
+  std::array<int64_t, N> innerStride{};
+  for (size_t k = 0; k < N; ++k)
+    innerStride[k] = rank ? strides[k][rank - 1] : 0;
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
+  parallelFor(rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      std::array<int64_t, N> base{};
+      int64_t rem = r;
+      for (size_t d = rank >= 1 ? rank - 1 : 0; d-- > 0;) {
+        int64_t idx = rem % out[d];
+        rem /= out[d];
+        for (size_t k = 0; k < N; ++k)
+          base[k] += idx * strides[k][d];
+      }
+      row(r * inner, inner, base, innerStride);
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename C> C applyBinary(Kernel k, C a, C b, bool &divByZero) {
+  switch (k) {
+  case Kernel::Add: return a + b;
+  case Kernel::Sub: return a - b;
+  case Kernel::Mul: return a * b;
+  case Kernel::Div:
+    if constexpr (std::is_integral_v<C>) {
+      if (b == 0) {
+        divByZero = true;
+        return 0;
+      }
+      if constexpr (std::is_signed_v<C>)
+        if (b == -1)
+          return static_cast<C>(0 - a); // Avoids INT_MIN / -1 trapping.
+    }
+    return a / b;
+  case Kernel::Pow:
+    return static_cast<C>(std::pow(static_cast<double>(a),
+                                   static_cast<double>(b)));
+  case Kernel::Max:
+    if constexpr (std::is_floating_point_v<C>)
+      if (std::isnan(a) || std::isnan(b))
+        return std::numeric_limits<C>::quiet_NaN();
+    return a > b ? a : b;
+  case Kernel::Min:
+    if constexpr (std::is_floating_point_v<C>)
+      if (std::isnan(a) || std::isnan(b))
+        return std::numeric_limits<C>::quiet_NaN();
+    return a < b ? a : b;
+  case Kernel::And: return a && b;
+  case Kernel::Or: return a || b;
+  default: return a;
+  }
+}
+
+template <typename C> bool applyCompare(Kernel k, C a, C b) {
+  switch (k) {
+  case Kernel::Equal: return a == b;
+  case Kernel::Less: return a < b;
+  case Kernel::Greater: return a > b;
+  default: return false;
+  }
+}
+
+bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
+            const TensorRef &out, std::string &error) {
+  bool compare = k == Kernel::Equal || k == Kernel::Less ||
+                 k == Kernel::Greater;
+  std::array<Shape, 2> strides = {broadcastStrides(a.shape, out.shape),
+                                  broadcastStrides(b.shape, out.shape)};
+  bool divByZero = false;
+  dispatch(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Traits<T>::C;
+    const T *pa = static_cast<const T *>(a.data);
+    const T *pb = static_cast<const T *>(b.data);
+    forEachRow(out.shape, strides,
+               [&](int64_t o, int64_t n, const std::array<int64_t, 2> &base,
+                   const std::array<int64_t, 2> &s) {
+                 const T *ra = pa + base[0], *rb = pb + base[1];
+                 if (compare) {
+                   bool *ro = static_cast<bool *>(out.data) + o;
+                   for (int64_t i = 0; i < n; ++i)
+                     ro[i] = applyCompare<C>(k, Traits<T>::load(ra[i * s[0]]),
+                                             Traits<T>::load(rb[i * s[1]]));
+                   return;
+                 }
+                 T *ro = static_cast<T *>(out.data) + o;
+                 bool localDivByZero = false;
+                 if (k == Kernel::Add && s[0] == 1 && s[1] == 1) {
+                   for (int64_t i = 0; i < n; ++i)
+                     ro[i] = Traits<T>::store(Traits<T>::load(ra[i]) +
+                                              Traits<T>::load(rb[i]));
+                 } else if (k == Kernel::Mul && s[0] == 1 && s[1] == 1) {
+                   for (int64_t i = 0; i < n; ++i)
+                     ro[i] = Traits<T>::store(Traits<T>::load(ra[i]) *
+                                              Traits<T>::load(rb[i]));
+                 } else {
+                   for (int64_t i = 0; i < n; ++i)
+                     ro[i] = Traits<T>::store(applyBinary<C>(
+                         k, Traits<T>::load(ra[i * s[0]]),
+                         Traits<T>::load(rb[i * s[1]]), localDivByZero));
+                 }
+                 if (localDivByZero)
+                   divByZero = true;
+               });
+  });
+  if (divByZero) {
+    error = "integer division by zero";
+    return false;
+  }
+  return true;
+}
+
+bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
+            const TensorRef &out) {
+  std::array<Shape, 3> strides = {broadcastStrides(c.shape, out.shape),
+                                  broadcastStrides(a.shape, out.shape),
+                                  broadcastStrides(b.shape, out.shape)};
+  size_t size = dtypeSize(out.dtype);
+  const bool *pc = static_cast<const bool *>(c.data);
+  const char *pa = static_cast<const char *>(a.data);
+  const char *pb = static_cast<const char *>(b.data);
+  char *po = static_cast<char *>(out.data);
+  forEachRow(out.shape, strides,
+             [&](int64_t o, int64_t n, const std::array<int64_t, 3> &base,
+                 const std::array<int64_t, 3> &s) {
+               for (int64_t i = 0; i < n; ++i) {
+                 bool pick = pc[base[0] + i * s[0]];
+                 const char *src = pick ? pa + (base[1] + i * s[1]) * size
+                                        : pb + (base[2] + i * s[2]) * size;
+                 std::memcpy(po + (o + i) * size, src, size);
+               }
+             });
+  return true;
+}
+
+template <typename C> C applyUnary(Kernel k, C x, bool tanhGelu) {
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (k) {
+    case Kernel::Neg: return -x;
+    case Kernel::Exp: return std::exp(x);
+    case Kernel::Log: return std::log(x);
+    case Kernel::Sqrt: return std::sqrt(x);
+    case Kernel::Reciprocal: return C(1) / x;
+    case Kernel::Tanh: return std::tanh(x);
+    case Kernel::Erf: return std::erf(x);
+    case Kernel::Sigmoid:
+      // Stable for large |x|.
+      return x >= 0 ? C(1) / (C(1) + std::exp(-x))
+                    : std::exp(x) / (C(1) + std::exp(x));
+    case Kernel::Relu: return x > 0 ? x : C(0);
+    case Kernel::Gelu:
+      if (tanhGelu) {
+        const C k0 = C(0.7978845608028654); // sqrt(2/pi)
+        return C(0.5) * x * (C(1) + std::tanh(k0 * (x + C(0.044715) * x * x * x)));
+      }
+      return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
+    default: return x;
+    }
+  } else {
+    if (k == Kernel::Neg)
+      return static_cast<C>(0 - x);
+    if (k == Kernel::Not)
+      return !x;
+    return x;
+  }
+}
+
+void unary(Kernel k, const TensorRef &in, const TensorRef &out,
+           bool tanhGelu) {
+  dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Traits<T>::C;
+    const T *pi = static_cast<const T *>(in.data);
+    T *po = static_cast<T *>(out.data);
+    parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        po[i] = Traits<T>::store(applyUnary<C>(k, Traits<T>::load(pi[i]),
+                                               tanhGelu));
+    });
+  });
+}
+
+/// Converts one value with ONNX Cast's rules: float to integer truncates,
+/// anything to bool tests for non-zero.
+template <typename To, typename From> To convert(From v) {
+  using CFrom = typename Traits<From>::C;
+  using CTo = typename Traits<To>::C;
+  CFrom x = Traits<From>::load(v);
+  if constexpr (std::is_same_v<CTo, bool>) {
+    return Traits<To>::store(x != CFrom(0));
+  } else if constexpr (std::is_floating_point_v<CFrom> &&
+                       std::is_integral_v<CTo>) {
+    if (std::isnan(x))
+      return Traits<To>::store(CTo(0));
+    return Traits<To>::store(static_cast<CTo>(std::trunc(x)));
+  } else {
+    return Traits<To>::store(static_cast<CTo>(x));
+  }
+}
+
+void cast(const TensorRef &in, const TensorRef &out) {
+  dispatch(in.dtype, [&](auto fromTag) {
+    using From = decltype(fromTag);
+    dispatch(out.dtype, [&](auto toTag) {
+      using To = decltype(toTag);
+      const From *pi = static_cast<const From *>(in.data);
+      To *po = static_cast<To *>(out.data);
+      parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          po[i] = convert<To, From>(pi[i]);
+      });
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void gemmReference(const T *a, const T *b, T *c, int64_t M, int64_t N,
+                   int64_t K) {
+  using C = typename Traits<T>::C;
+  using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+  std::vector<Acc> row(N);
+  for (int64_t i = 0; i < M; ++i) {
+    std::fill(row.begin(), row.end(), Acc(0));
+    for (int64_t k = 0; k < K; ++k) {
+      Acc av = static_cast<Acc>(Traits<T>::load(a[i * K + k]));
+      const T *bk = b + k * N;
+      for (int64_t j = 0; j < N; ++j)
+        row[j] += av * static_cast<Acc>(Traits<T>::load(bk[j]));
+    }
+    for (int64_t j = 0; j < N; ++j)
+      c[i * N + j] = Traits<T>::store(static_cast<C>(row[j]));
+  }
+}
+
+void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out) {
+  Shape as = a.shape, bs = b.shape;
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+  size_t batchRank = std::max(aBatch.size(), bBatch.size());
+  Shape batch(batchRank, 1);
+  for (size_t d = 0; d < batchRank; ++d) {
+    int64_t da = d + aBatch.size() >= batchRank
+                     ? aBatch[d + aBatch.size() - batchRank] : 1;
+    int64_t db = d + bBatch.size() >= batchRank
+                     ? bBatch[d + bBatch.size() - batchRank] : 1;
+    batch[d] = std::max(da, db);
+  }
+  Shape sa = broadcastStrides(aBatch, batch), sb = broadcastStrides(bBatch, batch);
+  int64_t batches = product(batch);
+  auto batchOffsets = [&](int64_t index, int64_t &oa, int64_t &ob) {
+    oa = ob = 0;
+    for (size_t d = batchRank; d-- > 0;) {
+      int64_t i = index % batch[d];
+      index /= batch[d];
+      oa += i * sa[d];
+      ob += i * sb[d];
+    }
+  };
+  dispatch(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *pa = static_cast<const T *>(a.data);
+    const T *pb = static_cast<const T *>(b.data);
+    T *pc = static_cast<T *>(out.data);
+    if (M * N == 0)
+      return;
+    auto one = [&](int64_t i) {
+      int64_t oa, ob;
+      batchOffsets(i, oa, ob);
+      const T *ma = pa + oa * M * K, *mb = pb + ob * K * N;
+      T *mc = pc + i * M * N;
+#ifdef STRATA_HAVE_CBLAS
+      if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f,
+                    ma, K, mb, N, 0.0f, mc, N);
+        return;
+      } else if constexpr (std::is_same_v<T, double>) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0,
+                    ma, K, mb, N, 0.0, mc, N);
+        return;
+      }
+#endif
+      gemmReference(ma, mb, mc, M, N, K);
+    };
+    // Large products parallelise inside BLAS; many small ones across batches.
+    bool blas = false;
+#ifdef STRATA_HAVE_CBLAS
+    blas = std::is_same_v<T, float> || std::is_same_v<T, double>;
+#endif
+    if (batches > 1 && (!blas || M * N * K < (int64_t(1) << 18))) {
+      parallelFor(batches, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i)
+          one(i);
+      });
+    } else {
+      for (int64_t i = 0; i < batches; ++i)
+        one(i);
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
+            const std::vector<int64_t> &ints) {
+  std::vector<int64_t> axes(ints.begin(), ints.end() - 1);
+  const Shape &s = in.shape;
+  std::vector<bool> reduced(s.size(), false);
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    reduced[a] = true;
+    count *= s[a];
+  }
+  // Strides of the output over the input's dimensions (0 where reduced).
+  Shape keep(s.size());
+  for (size_t d = 0; d < s.size(); ++d)
+    keep[d] = reduced[d] ? 1 : s[d];
+  Shape outStrides = contiguousStrides(keep);
+  for (size_t d = 0; d < s.size(); ++d)
+    if (reduced[d])
+      outStrides[d] = 0;
+  int64_t outCount = out.numElements();
+  bool trailing = true; // Reduced axes are exactly the trailing ones.
+  for (size_t d = 0; d < s.size(); ++d)
+    if (reduced[d] != (d >= s.size() - axes.size()))
+      trailing = false;
+
+  dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Traits<T>::C;
+    using Acc = std::conditional_t<std::is_floating_point_v<C>, double,
+                                   std::conditional_t<std::is_signed_v<C>,
+                                                      int64_t, uint64_t>>;
+    const T *pi = static_cast<const T *>(in.data);
+    T *po = static_cast<T *>(out.data);
+    bool isMax = k == Kernel::ReduceMax;
+    auto combine = [&](Acc acc, Acc v) -> Acc {
+      if (!isMax)
+        return acc + v;
+      if constexpr (std::is_floating_point_v<Acc>)
+        if (std::isnan(v) || std::isnan(acc))
+          return std::numeric_limits<Acc>::quiet_NaN();
+      return v > acc ? v : acc;
+    };
+    Acc init = isMax ? (std::is_floating_point_v<Acc>
+                            ? -std::numeric_limits<Acc>::infinity()
+                            : std::numeric_limits<Acc>::lowest())
+                     : Acc(0);
+    auto finish = [&](Acc acc) -> T {
+      if (k == Kernel::ReduceMean && count > 0)
+        acc = acc / static_cast<Acc>(count);
+      return Traits<T>::store(static_cast<C>(acc));
+    };
+    if (trailing) {
+      parallelFor(outCount, std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t o = b; o < e; ++o) {
+                      Acc acc = init;
+                      const T *row = pi + o * count;
+                      for (int64_t i = 0; i < count; ++i)
+                        acc = combine(acc, static_cast<Acc>(Traits<T>::load(row[i])));
+                      po[o] = finish(acc);
+                    }
+                  });
+      return;
+    }
+    std::vector<Acc> acc(outCount, init);
+    // Walk the input in rows; scatter into the accumulators.
+    int64_t inner = s.empty() ? 1 : s.back();
+    int64_t rows = inner ? in.numElements() / inner : 0;
+    int64_t innerStride = s.empty() ? 0 : outStrides.back();
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t rem = r, base = 0;
+      for (size_t d = s.size() >= 1 ? s.size() - 1 : 0; d-- > 0;) {
+        base += (rem % s[d]) * outStrides[d];
+        rem /= s[d];
+      }
+      const T *row = pi + r * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        Acc &a = acc[base + i * innerStride];
+        a = combine(a, static_cast<Acc>(Traits<T>::load(row[i])));
+      }
+    }
+    for (int64_t o = 0; o < outCount; ++o)
+      po[o] = finish(acc[o]);
+  });
+}
+
+void softmax(Kernel k, const TensorRef &in, const TensorRef &out,
+             int64_t axis) {
+  const Shape &s = in.shape;
+  int64_t outer = product(s, 0, axis), dim = s[axis],
+          inner = product(s, axis + 1);
+  bool logSoftmax = k == Kernel::LogSoftmax;
+  dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!kIsFloat<T>) {
+      return;
+    } else {
+      using C = typename Traits<T>::C;
+      const T *pi = static_cast<const T *>(in.data);
+      T *po = static_cast<T *>(out.data);
+      parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(dim, 1)),
+                  [&](int64_t b, int64_t e) {
+        std::vector<C> buffer(dim);
+        for (int64_t r = b; r < e; ++r) {
+          int64_t o = r / inner, i = r % inner;
+          const T *x = pi + o * dim * inner + i;
+          T *y = po + o * dim * inner + i;
+          C mx = -std::numeric_limits<C>::infinity();
+          for (int64_t j = 0; j < dim; ++j) {
+            buffer[j] = Traits<T>::load(x[j * inner]);
+            mx = std::max(mx, buffer[j]);
+          }
+          if (std::isinf(mx) && mx < 0)
+            mx = 0; // All -inf: keep exp() finite (result is NaN/-inf).
+          double sum = 0;
+          for (int64_t j = 0; j < dim; ++j) {
+            buffer[j] -= mx;
+            sum += std::exp(static_cast<double>(buffer[j]));
+          }
+          if (logSoftmax) {
+            C logSum = static_cast<C>(std::log(sum));
+            for (int64_t j = 0; j < dim; ++j)
+              y[j * inner] = Traits<T>::store(buffer[j] - logSum);
+          } else {
+            C invSum = static_cast<C>(1.0 / sum);
+            for (int64_t j = 0; j < dim; ++j)
+              y[j * inner] = Traits<T>::store(std::exp(buffer[j]) * invSum);
+          }
+        }
+      });
+    }
+  });
+}
+
+/// Values of `t` broadcast to `shape` (right-aligned), as doubles.
+std::vector<double> expandTo(const TensorRef &t, const Shape &shape) {
+  std::vector<double> values(product(shape));
+  Shape strides = broadcastStrides(t.shape, shape);
+  dispatch(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *p = static_cast<const T *>(t.data);
+    for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
+      int64_t rem = i, src = 0;
+      for (size_t d = shape.size(); d-- > 0;) {
+        src += (rem % shape[d]) * strides[d];
+        rem /= shape[d];
+      }
+      values[i] = static_cast<double>(Traits<T>::load(p[src]));
+    }
+  });
+  return values;
+}
+
+void layerNorm(const std::vector<TensorRef> &inputs, const TensorRef &out,
+               int64_t axis, bool hasBias, double epsilon) {
+  const TensorRef &x = inputs[0];
+  Shape normalized(x.shape.begin() + axis, x.shape.end());
+  int64_t outer = product(x.shape, 0, axis), inner = product(normalized);
+  std::vector<double> scale = expandTo(inputs[1], normalized);
+  std::vector<double> bias = hasBias ? expandTo(inputs[2], normalized)
+                                     : std::vector<double>(inner, 0.0);
+  dispatch(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!kIsFloat<T>) {
+      return;
+    } else {
+      using C = typename Traits<T>::C;
+      const T *px = static_cast<const T *>(x.data);
+      T *py = static_cast<T *>(out.data);
+      parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)),
+                  [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const T *row = px + r * inner;
+          double mean = 0, var = 0;
+          for (int64_t i = 0; i < inner; ++i)
+            mean += static_cast<double>(Traits<T>::load(row[i]));
+          mean /= static_cast<double>(inner);
+          for (int64_t i = 0; i < inner; ++i) {
+            double d = static_cast<double>(Traits<T>::load(row[i])) - mean;
+            var += d * d;
+          }
+          var /= static_cast<double>(inner);
+          double inv = 1.0 / std::sqrt(var + epsilon);
+          T *y = py + r * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            double v = (static_cast<double>(Traits<T>::load(row[i])) - mean) *
+                       inv;
+            y[i] = Traits<T>::store(static_cast<C>(v * scale[i] + bias[i]));
+          }
+        }
+      });
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// out[i] = src[base + sum(index[d] * strides[d])] for every output index;
+/// strides are in elements and may be zero or negative.
+void stridedCopy(size_t elemSize, const Shape &outShape, const char *src,
+                 int64_t base, const Shape &strides, char *dst) {
+  std::array<Shape, 1> s = {strides};
+  forEachRow(outShape, s,
+             [&](int64_t o, int64_t n, const std::array<int64_t, 1> &b,
+                 const std::array<int64_t, 1> &st) {
+               const char *from = src + (base + b[0]) * int64_t(elemSize);
+               char *to = dst + o * int64_t(elemSize);
+               if (st[0] == 1) {
+                 std::memcpy(to, from, n * elemSize);
+                 return;
+               }
+               int64_t step = st[0] * int64_t(elemSize);
+               switch (elemSize) {
+               case 4:
+                 for (int64_t i = 0; i < n; ++i)
+                   std::memcpy(to + i * 4, from + i * step, 4);
+                 break;
+               case 8:
+                 for (int64_t i = 0; i < n; ++i)
+                   std::memcpy(to + i * 8, from + i * step, 8);
+                 break;
+               default:
+                 for (int64_t i = 0; i < n; ++i)
+                   std::memcpy(to + i * elemSize, from + i * step, elemSize);
+               }
+             });
+}
+
+void transpose(const TensorRef &in, const TensorRef &out,
+               const std::vector<int64_t> &perm) {
+  Shape inStrides = contiguousStrides(in.shape);
+  Shape strides(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d)
+    strides[d] = inStrides[perm[d]];
+  stridedCopy(dtypeSize(in.dtype), out.shape,
+              static_cast<const char *>(in.data), 0, strides,
+              static_cast<char *>(out.data));
+}
+
+void slice(const TensorRef &in, const TensorRef &out,
+           const std::vector<int64_t> &ints) {
+  size_t rank = in.shape.size();
+  Shape inStrides = contiguousStrides(in.shape);
+  Shape strides(rank);
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    base += ints[d] * inStrides[d];
+    strides[d] = ints[rank + d] * inStrides[d];
+  }
+  stridedCopy(dtypeSize(in.dtype), out.shape,
+              static_cast<const char *>(in.data), base, strides,
+              static_cast<char *>(out.data));
+}
+
+void broadcast(const TensorRef &in, const TensorRef &out) {
+  stridedCopy(dtypeSize(in.dtype), out.shape,
+              static_cast<const char *>(in.data), 0,
+              broadcastStrides(in.shape, out.shape),
+              static_cast<char *>(out.data));
+}
+
+void concat(const std::vector<TensorRef> &inputs, const TensorRef &out,
+            int64_t axis) {
+  size_t size = dtypeSize(out.dtype);
+  int64_t outer = product(out.shape, 0, axis);
+  int64_t inner = product(out.shape, axis + 1);
+  int64_t outRow = out.shape[axis] * inner * size;
+  int64_t offset = 0;
+  for (const TensorRef &t : inputs) {
+    int64_t chunk = t.shape[axis] * inner * size;
+    const char *src = static_cast<const char *>(t.data);
+    char *dst = static_cast<char *>(out.data) + offset;
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + o * outRow, src + o * chunk, chunk);
+    offset += chunk;
+  }
+}
+
+bool gather(const TensorRef &data, const TensorRef &indices,
+            const TensorRef &out, int64_t axis, std::string &error) {
+  size_t size = dtypeSize(data.dtype);
+  int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis];
+  int64_t inner = product(data.shape, axis + 1) * size;
+  int64_t n = indices.numElements();
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = indices.dtype == DType::I32
+                    ? static_cast<const int32_t *>(indices.data)[i]
+                    : static_cast<const int64_t *>(indices.data)[i];
+    if (v < -dim || v >= dim) {
+      error = "gather index " + std::to_string(v) + " out of range [" +
+              std::to_string(-dim) + ", " + std::to_string(dim) + ")";
+      return false;
+    }
+    idx[i] = v < 0 ? v + dim : v;
+  }
+  const char *src = static_cast<const char *>(data.data);
+  char *dst = static_cast<char *>(out.data);
+  parallelFor(outer * n, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  int64_t o = r / n, i = r % n;
+                  std::memcpy(dst + r * inner, src + (o * dim + idx[i]) * inner,
+                              inner);
+                }
+              });
+  return true;
+}
+
+void trilu(const TensorRef &in, const TensorRef &out, bool upper, int64_t k) {
+  size_t size = dtypeSize(in.dtype);
+  const Shape &s = in.shape;
+  int64_t rows = s[s.size() - 2], cols = s.back();
+  int64_t matrices = product(s, 0, s.size() - 2);
+  const char *src = static_cast<const char *>(in.data);
+  char *dst = static_cast<char *>(out.data);
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t off = ((m * rows + i) * cols + j) * size;
+        bool keep = upper ? j >= i + k : j <= i + k;
+        if (keep)
+          std::memcpy(dst + off, src + off, size);
+        else
+          std::memset(dst + off, 0, size);
+      }
+}
+
+} // namespace
+
+bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out, std::string &error) {
+  const TensorRef &o = out[0];
+  switch (step.kernel) {
+  case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
+  case Kernel::Pow: case Kernel::Max: case Kernel::Min: case Kernel::And:
+  case Kernel::Or: case Kernel::Equal: case Kernel::Less:
+  case Kernel::Greater:
+    return binary(step.kernel, in[0], in[1], o, error);
+  case Kernel::Select:
+    return select(in[0], in[1], in[2], o);
+  case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
+  case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
+  case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Not:
+    unary(step.kernel, in[0], o, false);
+    return true;
+  case Kernel::Gelu:
+    unary(step.kernel, in[0], o, !step.ints.empty() && step.ints[0] != 0);
+    return true;
+  case Kernel::Cast:
+    cast(in[0], o);
+    return true;
+  case Kernel::MatMul:
+    matmul(in[0], in[1], o);
+    return true;
+  case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax:
+    reduce(step.kernel, in[0], o, step.ints);
+    return true;
+  case Kernel::Softmax: case Kernel::LogSoftmax:
+    softmax(step.kernel, in[0], o, step.ints.at(0));
+    return true;
+  case Kernel::LayerNorm:
+    layerNorm(in, o, step.ints.at(0), step.ints.at(1) != 0,
+              step.floats.at(0));
+    return true;
+  case Kernel::Transpose:
+    transpose(in[0], o, step.ints);
+    return true;
+  case Kernel::Slice:
+    slice(in[0], o, step.ints);
+    return true;
+  case Kernel::Concat:
+    concat(in, o, step.ints.at(0));
+    return true;
+  case Kernel::Broadcast:
+    broadcast(in[0], o);
+    return true;
+  case Kernel::Gather:
+    return gather(in[0], in[1], o, step.ints.at(0), error);
+  case Kernel::Trilu:
+    trilu(in[0], o, step.ints.at(0) != 0, step.ints.at(1));
+    return true;
+  case Kernel::Copy:
+    std::memcpy(o.data, in[0].data, o.numElements() * dtypeSize(o.dtype));
+    return true;
+  case Kernel::NumKernels:
+    break;
+  }
+  error = std::string("unknown kernel ") + artifact::kernelName(step.kernel);
+  return false;
+}
+
+} // namespace strata::cpu

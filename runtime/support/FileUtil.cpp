@@ -1,0 +1,85 @@
+// FileUtil.cpp - Small file helpers.
+
+#include "runtime/support/FileUtil.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace strata {
+
+bool writeAll(int fd, const void *data, size_t size) {
+  const char *p = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t w = ::write(fd, p, size);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    p += w;
+    size -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+static std::string parentOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool syncDirectory(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool writeFileAtomically(const std::string &path, const void *data,
+                         size_t size, std::string &error) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot create '" + tmp + "': " + std::strerror(errno);
+    return false;
+  }
+  bool ok = writeAll(fd, data, size) && ::fsync(fd) == 0;
+  int savedErrno = errno;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok) {
+    error = "cannot write '" + path + "': " + std::strerror(savedErrno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename '" + tmp + "' to '" + path +
+            "': " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  syncDirectory(parentOf(path));
+  return true;
+}
+
+bool makeDirectories(const std::string &path, std::string &error) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (partial.empty())
+      continue;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      error = "cannot create directory '" + partial +
+              "': " + std::strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace strata

@@ -1,0 +1,134 @@
+// strata-inspect.cpp - Shows what is in a compiled Strata artifact.
+//
+//   strata-inspect model.strata [--plan] [--ops]
+//
+// Prints the manifest (inputs, outputs, parameters, arena sizes), and with
+// --plan the memory plan (every slot, its region, offset and size), with
+// --ops the kernel launches in order. With no flag, all three.
+
+#include "runtime/artifact/Artifact.h"
+#include "runtime/support/Npy.h"
+#include "runtime/support/Size.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+using namespace strata;
+using namespace strata::artifact;
+
+static std::string describe(const Slot &s) {
+  return std::string(dtypeName(s.dtype)) + npy::shapeString(s.shape);
+}
+
+int main(int argc, char **argv) {
+  std::string dir;
+  bool showPlan = false, showOps = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("usage: strata-inspect ARTIFACT [--plan] [--ops]\n");
+      return 0;
+    } else if (arg == "--plan") {
+      showPlan = true;
+    } else if (arg == "--ops") {
+      showOps = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "strata-inspect: error: unknown option '%s'\n",
+                   arg.c_str());
+      return 2;
+    } else {
+      dir = arg;
+    }
+  }
+  if (dir.empty()) {
+    std::fprintf(stderr, "usage: strata-inspect ARTIFACT [--plan] [--ops]\n");
+    return 2;
+  }
+  if (!showPlan && !showOps)
+    showPlan = showOps = true;
+  Artifact art;
+  std::string error;
+  if (!art.open(dir, error)) {
+    std::fprintf(stderr, "strata-inspect: error: %s\n", error.c_str());
+    return 1;
+  }
+  const Plan &plan = art.plan();
+  uint64_t trainable = 0, frozen = 0, constants = 0;
+  for (const ParamEntry &p : plan.params) {
+    int64_t n = plan.slots[p.slot].numElements();
+    if (p.flags & ParamEntry::Constant)
+      constants += n;
+    else if (p.flags & ParamEntry::Trainable)
+      trainable += n;
+    else
+      frozen += n;
+  }
+  std::printf("artifact: %s\n", dir.c_str());
+  std::printf("source:   %s\n", plan.sourceModel.c_str());
+  std::printf("producer: %s\n", plan.producer.c_str());
+  std::printf("mode:     %s\n", plan.mode.c_str());
+  std::printf("inputs:\n");
+  for (const Binding &b : plan.inputs)
+    std::printf("  %s: %s\n", b.name.c_str(),
+                describe(plan.slots[b.slot]).c_str());
+  std::printf("outputs:\n");
+  for (const Binding &b : plan.outputs)
+    std::printf("  %s: %s\n", b.name.c_str(),
+                describe(plan.slots[b.slot]).c_str());
+  std::printf("parameters: %llu trainable, %llu frozen elements; %llu "
+              "constant elements\n",
+              static_cast<unsigned long long>(trainable),
+              static_cast<unsigned long long>(frozen),
+              static_cast<unsigned long long>(constants));
+  std::printf("memory:\n");
+  std::printf("  device arena (activations, workspace): %s (%llu bytes)\n",
+              formatSize(plan.arenaBytes).c_str(),
+              static_cast<unsigned long long>(plan.arenaBytes));
+  std::printf("  parameter region (params.bin):         %s (%llu bytes)\n",
+              formatSize(plan.paramsBytes).c_str(),
+              static_cast<unsigned long long>(plan.paramsBytes));
+  std::printf("steps: %zu\n", plan.steps.size());
+
+  if (showPlan) {
+    std::printf("\nmemory plan (device arena, by offset):\n");
+    std::vector<size_t> order;
+    for (size_t i = 0; i < plan.slots.size(); ++i)
+      if (plan.slots[i].region == Region::Arena)
+        order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return plan.slots[a].offset < plan.slots[b].offset;
+    });
+    for (size_t i : order) {
+      const Slot &s = plan.slots[i];
+      std::printf("  [%10llu, %10llu) %-28s %s\n",
+                  static_cast<unsigned long long>(s.offset),
+                  static_cast<unsigned long long>(s.offset + s.bytes),
+                  describe(s).c_str(), s.name.c_str());
+    }
+    std::printf("\nparameter region:\n");
+    for (const ParamEntry &p : plan.params) {
+      const Slot &s = plan.slots[p.slot];
+      std::printf("  [%10llu, %10llu) %-28s %s%s\n",
+                  static_cast<unsigned long long>(s.offset),
+                  static_cast<unsigned long long>(s.offset + s.bytes),
+                  describe(s).c_str(), p.name.c_str(),
+                  (p.flags & ParamEntry::Constant)    ? " (constant)"
+                  : (p.flags & ParamEntry::Trainable) ? " (trainable)"
+                                                      : " (frozen)");
+    }
+  }
+  if (showOps) {
+    std::printf("\nops:\n");
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step &step = plan.steps[i];
+      std::string ins;
+      for (uint32_t s : step.inputs)
+        ins += (ins.empty() ? "" : ", ") + plan.slots[s].name;
+      const Slot &out = plan.slots[step.outputs[0]];
+      std::printf("  %4zu %-12s %s = (%s)\n", i, kernelName(step.kernel),
+                  (out.name + ": " + describe(out)).c_str(), ins.c_str());
+    }
+  }
+  return 0;
+}

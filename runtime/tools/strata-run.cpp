@@ -1,0 +1,159 @@
+// strata-run.cpp - Runs a compiled Strata artifact.
+//
+//   strata-run model.strata --input NAME=FILE.npy ... --output-dir DIR
+//
+// Each output is written as DIR/<output name>.npy.
+
+#include "runtime/exec/Executor.h"
+#include "runtime/support/FileUtil.h"
+#include "runtime/support/Size.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace strata;
+
+static void usage(FILE *out) {
+  std::fprintf(out,
+               "usage: strata-run ARTIFACT --input NAME=FILE.npy ... "
+               "--output-dir DIR [options]\n\n"
+               "Runs a compiled Strata artifact (a directory written by "
+               "strata-compile -o).\n\n"
+               "options:\n"
+               "  --input NAME=FILE.npy  an input of the model (one per "
+               "input)\n"
+               "  --output-dir DIR       write each output as "
+               "DIR/<name>.npy\n"
+               "  --device-mem SIZE      device-memory budget (e.g. 2GiB); "
+               "the run fails if the plan needs more\n"
+               "  --quiet                no summary on stderr\n"
+               "  --help                 this text\n");
+}
+
+/// Output names may hold characters a file name cannot.
+static std::string fileNameFor(const std::string &name) {
+  std::string out = name;
+  for (char &c : out)
+    if (c == '/' || c == '\0')
+      c = '_';
+  return out;
+}
+
+int main(int argc, char **argv) {
+  std::string artifactDir, outputDir;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  uint64_t budget = 0;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *flag) -> std::string {
+      std::string prefix = std::string(flag) + "=";
+      if (arg.rfind(prefix, 0) == 0)
+        return arg.substr(prefix.size());
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "strata-run: error: %s needs a value\n", flag);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (arg == "--input" || arg.rfind("--input=", 0) == 0) {
+      std::string spec = value("--input");
+      size_t eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::fprintf(stderr,
+                     "strata-run: error: --input expects NAME=FILE.npy, got "
+                     "'%s'\n",
+                     spec.c_str());
+        return 2;
+      }
+      inputs.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+    } else if (arg == "--output-dir" || arg.rfind("--output-dir=", 0) == 0) {
+      outputDir = value("--output-dir");
+    } else if (arg == "--device-mem" || arg.rfind("--device-mem=", 0) == 0) {
+      std::string text = value("--device-mem");
+      if (!parseSize(text, budget)) {
+        std::fprintf(stderr,
+                     "strata-run: error: invalid size '%s' (e.g. 512MiB, "
+                     "2GiB)\n",
+                     text.c_str());
+        return 2;
+      }
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "strata-run: error: unknown option '%s'\n",
+                   arg.c_str());
+      usage(stderr);
+      return 2;
+    } else if (artifactDir.empty()) {
+      artifactDir = arg;
+    } else {
+      std::fprintf(stderr, "strata-run: error: unexpected argument '%s'\n",
+                   arg.c_str());
+      return 2;
+    }
+  }
+  if (artifactDir.empty()) {
+    usage(stderr);
+    return 2;
+  }
+
+  std::string error;
+  artifact::Artifact art;
+  if (!art.open(artifactDir, error)) {
+    std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+    return 1;
+  }
+  exec::Executor executor(art);
+  exec::ExecutorOptions options;
+  options.deviceBudget = budget;
+  if (!executor.prepare(options, error)) {
+    std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+    return 1;
+  }
+  for (const auto &[name, file] : inputs) {
+    npy::Array array;
+    if (!npy::readFile(file, array, error) ||
+        !executor.setInput(name, array, error)) {
+      std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  if (!executor.run(error)) {
+    std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+    return 1;
+  }
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  if (!outputDir.empty()) {
+    if (!makeDirectories(outputDir, error)) {
+      std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+      return 1;
+    }
+    for (const artifact::Binding &b : art.plan().outputs) {
+      npy::Array array;
+      std::string path = outputDir + "/" + fileNameFor(b.name) + ".npy";
+      if (!executor.getOutput(b.name, array, error) ||
+          !npy::writeFile(path, array, error)) {
+        std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+        return 1;
+      }
+    }
+  }
+  if (!quiet)
+    std::fprintf(stderr,
+                 "strata-run: %zu steps in %.3f ms; device arena peak %s "
+                 "(plan: %s)\n",
+                 art.plan().steps.size(), seconds * 1e3,
+                 formatSize(executor.arenaPeak()).c_str(),
+                 formatSize(art.plan().arenaBytes).c_str());
+  return 0;
+}
