@@ -34,7 +34,8 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
   using namespace strata::graph;
   return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp,
-            EqualOp, LessOp, GreaterOp, SelectOp, NegOp, ExpOp, LogOp, SqrtOp,
+            EqualOp, LessOp, GreaterOp, SelectOp, NegOp, AbsOp, ExpOp, LogOp,
+            SqrtOp,
             ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, NotOp, CastOp,
             MatMulOp, BroadcastOp>([](Operation *op) {
         // These kernels are named after the op and need no attributes.

@@ -68,7 +68,15 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
 namespace {
 
 class Importer;
-using Handler = LogicalResult (Importer::*)(const Node &);
+using HandlerFn = LogicalResult (Importer::*)(const Node &);
+
+/// How to import one ONNX op type, and the first opset whose semantics the
+/// handler implements (earlier versions differ: e.g. Softmax before 13
+/// flattened its input to 2-D).
+struct Handler {
+  HandlerFn fn;
+  int64_t minOpset;
+};
 
 /// Imports one model. Holds the value map from ONNX names to SSA values.
 class Importer {
@@ -134,6 +142,8 @@ private:
   LogicalResult identity(const Node &node);
   LogicalResult gelu(const Node &node);
   LogicalResult castNode(const Node &node);
+  LogicalResult castLike(const Node &node);
+  LogicalResult mean(const Node &node);
   LogicalResult clip(const Node &node);
   LogicalResult dropout(const Node &node);
   LogicalResult matmul(const Node &node);
@@ -178,69 +188,72 @@ private:
 
 const std::map<std::string, Handler> &Importer::handlers() {
   static const std::map<std::string, Handler> table = {
-      {"Add", &Importer::binary<AddOp>},
-      {"Sub", &Importer::binary<SubOp>},
-      {"Mul", &Importer::binary<MulOp>},
-      {"Div", &Importer::binary<DivOp>},
-      {"Pow", &Importer::binary<PowOp>},
-      {"And", &Importer::binary<AndOp>},
-      {"Or", &Importer::binary<OrOp>},
-      {"Equal", &Importer::binary<EqualOp>},
-      {"Less", &Importer::binary<LessOp>},
-      {"Greater", &Importer::binary<GreaterOp>},
-      {"LessOrEqual", &Importer::compareOrEqual<GreaterOp, true>},
-      {"GreaterOrEqual", &Importer::compareOrEqual<LessOp, true>},
-      {"Max", &Importer::variadic<MaxOp>},
-      {"Min", &Importer::variadic<MinOp>},
-      {"Sum", &Importer::variadic<AddOp>},
-      {"Neg", &Importer::unary<NegOp>},
-      {"Exp", &Importer::unary<ExpOp>},
-      {"Log", &Importer::unary<LogOp>},
-      {"Sqrt", &Importer::unary<SqrtOp>},
-      {"Reciprocal", &Importer::unary<ReciprocalOp>},
-      {"Tanh", &Importer::unary<TanhOp>},
-      {"Erf", &Importer::unary<ErfOp>},
-      {"Sigmoid", &Importer::unary<SigmoidOp>},
-      {"Relu", &Importer::unary<ReluOp>},
-      {"Not", &Importer::unary<NotOp>},
-      {"Gelu", &Importer::gelu},
-      {"Identity", &Importer::identity},
-      {"Cast", &Importer::castNode},
-      {"Clip", &Importer::clip},
-      {"Dropout", &Importer::dropout},
-      {"MatMul", &Importer::matmul},
-      {"Gemm", &Importer::gemm},
-      {"Softmax", &Importer::softmax<SoftmaxOp>},
-      {"LogSoftmax", &Importer::softmax<LogSoftmaxOp>},
-      {"LayerNormalization", &Importer::layerNorm},
-      {"ReduceSum", &Importer::reduce<ReduceSumOp>},
-      {"ReduceMean", &Importer::reduce<ReduceMeanOp>},
-      {"ReduceMax", &Importer::reduce<ReduceMaxOp>},
-      {"Gather", &Importer::gather},
-      {"Reshape", &Importer::reshapeNode},
-      {"Flatten", &Importer::flatten},
-      {"Transpose", &Importer::transpose},
-      {"Split", &Importer::split},
-      {"Slice", &Importer::slice},
-      {"Concat", &Importer::concat},
-      {"Unsqueeze", &Importer::unsqueeze},
-      {"Squeeze", &Importer::squeeze},
-      {"Expand", &Importer::expand},
-      {"Where", &Importer::where},
-      {"Trilu", &Importer::trilu},
-      {"Range", &Importer::range},
-      {"ConstantOfShape", &Importer::constantOfShape},
-      {"Shape", &Importer::shape},
-      {"Size", &Importer::size},
-      {"Constant", &Importer::constant},
+      {"Add", {&Importer::binary<AddOp>, 7}},
+      {"Sub", {&Importer::binary<SubOp>, 7}},
+      {"Mul", {&Importer::binary<MulOp>, 7}},
+      {"Div", {&Importer::binary<DivOp>, 7}},
+      {"Pow", {&Importer::binary<PowOp>, 7}},
+      {"And", {&Importer::binary<AndOp>, 7}},
+      {"Or", {&Importer::binary<OrOp>, 7}},
+      {"Equal", {&Importer::binary<EqualOp>, 7}},
+      {"Less", {&Importer::binary<LessOp>, 7}},
+      {"Greater", {&Importer::binary<GreaterOp>, 7}},
+      {"LessOrEqual", {&Importer::compareOrEqual<GreaterOp, true>, 12}},
+      {"GreaterOrEqual", {&Importer::compareOrEqual<LessOp, true>, 12}},
+      {"Max", {&Importer::variadic<MaxOp>, 8}},
+      {"Min", {&Importer::variadic<MinOp>, 8}},
+      {"Sum", {&Importer::variadic<AddOp>, 8}},
+      {"Neg", {&Importer::unary<NegOp>, 6}},
+      {"Exp", {&Importer::unary<ExpOp>, 6}},
+      {"Log", {&Importer::unary<LogOp>, 6}},
+      {"Sqrt", {&Importer::unary<SqrtOp>, 6}},
+      {"Reciprocal", {&Importer::unary<ReciprocalOp>, 6}},
+      {"Tanh", {&Importer::unary<TanhOp>, 6}},
+      {"Erf", {&Importer::unary<ErfOp>, 9}},
+      {"Sigmoid", {&Importer::unary<SigmoidOp>, 6}},
+      {"Relu", {&Importer::unary<ReluOp>, 6}},
+      {"Not", {&Importer::unary<NotOp>, 1}},
+      {"Gelu", {&Importer::gelu, 20}},
+      {"Identity", {&Importer::identity, 1}},
+      {"Cast", {&Importer::castNode, 6}},
+      {"Clip", {&Importer::clip, 11}},
+      {"Dropout", {&Importer::dropout, 12}},
+      {"MatMul", {&Importer::matmul, 1}},
+      {"Gemm", {&Importer::gemm, 11}},
+      {"Softmax", {&Importer::softmax<SoftmaxOp>, 13}},
+      {"LogSoftmax", {&Importer::softmax<LogSoftmaxOp>, 13}},
+      {"LayerNormalization", {&Importer::layerNorm, 17}},
+      {"ReduceSum", {&Importer::reduce<ReduceSumOp>, 1}},
+      {"ReduceMean", {&Importer::reduce<ReduceMeanOp>, 1}},
+      {"ReduceMax", {&Importer::reduce<ReduceMaxOp>, 1}},
+      {"Gather", {&Importer::gather, 11}},
+      {"Reshape", {&Importer::reshapeNode, 5}},
+      {"Flatten", {&Importer::flatten, 1}},
+      {"Transpose", {&Importer::transpose, 1}},
+      {"Split", {&Importer::split, 2}},
+      {"Slice", {&Importer::slice, 10}},
+      {"Concat", {&Importer::concat, 4}},
+      {"Unsqueeze", {&Importer::unsqueeze, 1}},
+      {"Squeeze", {&Importer::squeeze, 1}},
+      {"Expand", {&Importer::expand, 8}},
+      {"Where", {&Importer::where, 9}},
+      {"Trilu", {&Importer::trilu, 14}},
+      {"Range", {&Importer::range, 11}},
+      {"ConstantOfShape", {&Importer::constantOfShape, 9}},
+      {"Shape", {&Importer::shape, 1}},
+      {"Size", {&Importer::size, 1}},
+      {"Constant", {&Importer::constant, 1}},
+      {"Abs", {&Importer::unary<AbsOp>, 6}},
+      {"CastLike", {&Importer::castLike, 15}},
+      {"Mean", {&Importer::mean, 8}},
   };
   return table;
 }
 
-std::vector<std::string> strata::supportedOnnxOps() {
-  std::vector<std::string> ops;
+std::vector<std::pair<std::string, int64_t>> strata::supportedOnnxOps() {
+  std::vector<std::pair<std::string, int64_t>> ops;
   for (const auto &entry : Importer::handlers())
-    ops.push_back(entry.first);
+    ops.push_back({entry.first, entry.second.minOpset});
   return ops;
 }
 
@@ -529,9 +542,9 @@ LogicalResult Importer::unary(const Node &node) {
     return failure();
   Value x = input(node, 0);
   Type et = elementTypeOf(x);
+  bool anyNumber = std::is_same_v<OpT, NegOp> || std::is_same_v<OpT, AbsOp>;
   if (std::is_same_v<OpT, NotOp> ? !et.isInteger(1)
-                                 : (!std::is_same_v<OpT, NegOp> &&
-                                    !isa<FloatType>(et)))
+                                 : (!anyNumber && !isa<FloatType>(et)))
     return nodeError(node) << "unsupported element type " << et;
   define(node, 0, builder_.createOrFold<OpT>(nodeLoc(node), x.getType(), x));
   return success();
@@ -573,6 +586,34 @@ LogicalResult Importer::castNode(const Node &node) {
   define(node, 0,
          builder_.createOrFold<CastOp>(nodeLoc(node),
                                        tensorType(shapeOf(x), et), x));
+  return success();
+}
+
+LogicalResult Importer::castLike(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value x = input(node, 0);
+  Type et = elementTypeOf(input(node, 1));
+  define(node, 0,
+         builder_.createOrFold<CastOp>(nodeLoc(node),
+                                       tensorType(shapeOf(x), et), x));
+  return success();
+}
+
+LogicalResult Importer::mean(const Node &node) {
+  if (failed(variadic<AddOp>(node)))
+    return failure();
+  Value sum = values_.lookup(node.outputs[0]);
+  if (!isa<FloatType>(elementTypeOf(sum)))
+    return nodeError(node) << "inputs must be float tensors";
+  int64_t count = llvm::count_if(node.inputs,
+                                 [](const std::string &n) { return !n.empty(); });
+  Location loc = nodeLoc(node);
+  define(node, 0,
+         builder_.createOrFold<DivOp>(
+             loc, sum.getType(), sum,
+             scalarConstant(elementTypeOf(sum), static_cast<double>(count),
+                            loc)));
   return success();
 }
 
@@ -700,10 +741,6 @@ LogicalResult Importer::softmax(const Node &node) {
 LogicalResult Importer::layerNorm(const Node &node) {
   if (failed(requireInputs(node, 2)))
     return failure();
-  for (size_t i = 1; i < node.outputs.size(); ++i)
-    if (isConsumed(node.outputs[i]))
-      return nodeError(node) << "the Mean and InvStdDev outputs are not "
-                                "supported";
   Value x = input(node, 0), scale = input(node, 1), bias = input(node, 2);
   Shape shape = shapeOf(x);
   std::optional<int64_t> axis =
@@ -716,10 +753,41 @@ LogicalResult Importer::layerNorm(const Node &node) {
     return nodeError(node) << "scale/bias do not broadcast to the normalised "
                               "dimensions";
   float epsilon = floatAttr(node, "epsilon", 1e-5f);
+  Location loc = nodeLoc(node);
   define(node, 0,
-         builder_.create<LayerNormOp>(nodeLoc(node), x.getType(), x, scale,
-                                      bias, builder_.getI64IntegerAttr(*axis),
+         builder_.create<LayerNormOp>(loc, x.getType(), x, scale, bias,
+                                      builder_.getI64IntegerAttr(*axis),
                                       builder_.getF32FloatAttr(epsilon)));
+  // Mean and InvStdDev, when used, are computed alongside (in the stash
+  // type, float32 by default) with keepdims shapes.
+  bool wantMean = node.outputs.size() > 1 && isConsumed(node.outputs[1]);
+  bool wantInv = node.outputs.size() > 2 && isConsumed(node.outputs[2]);
+  if (!wantMean && !wantInv)
+    return success();
+  Type stash = elementType(static_cast<int32_t>(intAttr(node, "stash_type", 1)));
+  if (!stash || !isa<FloatType>(stash))
+    return nodeError(node) << "unsupported stash_type";
+  Value xs = builder_.createOrFold<CastOp>(loc, tensorType(shape, stash), x);
+  std::vector<int64_t> axes;
+  for (int64_t d = *axis; d < static_cast<int64_t>(shape.size()); ++d)
+    axes.push_back(d);
+  auto statType = tensorType(reduceShape(shape, axes, true), stash);
+  auto axesAttr = builder_.getDenseI64ArrayAttr(axes);
+  Value mean = builder_.create<ReduceMeanOp>(loc, statType, xs, axesAttr,
+                                             builder_.getUnitAttr());
+  define(node, 1, mean);
+  if (!wantInv)
+    return success();
+  Value centered =
+      builder_.create<SubOp>(loc, tensorType(shape, stash), xs, mean);
+  Value squared = builder_.create<MulOp>(loc, tensorType(shape, stash),
+                                         centered, centered);
+  Value var = builder_.create<ReduceMeanOp>(loc, statType, squared, axesAttr,
+                                            builder_.getUnitAttr());
+  Value shifted = builder_.create<AddOp>(loc, statType, var,
+                                         scalarConstant(stash, epsilon, loc));
+  Value root = builder_.create<SqrtOp>(loc, statType, shifted);
+  define(node, 2, builder_.create<ReciprocalOp>(loc, statType, root));
   return success();
 }
 
@@ -1337,10 +1405,15 @@ LogicalResult Importer::checkSupported() {
   std::map<std::string, std::vector<std::string>> unsupported;
   for (const Node &node : model_.nodes) {
     bool defaultDomain = node.domain.empty() || node.domain == "ai.onnx";
-    if (defaultDomain && handlers().count(node.opType))
+    auto handler = handlers().find(node.opType);
+    if (defaultDomain && handler != handlers().end() &&
+        model_.opset >= handler->second.minOpset)
       continue;
     std::string key =
         defaultDomain ? node.opType : node.domain + "." + node.opType;
+    if (defaultDomain && handler != handlers().end())
+      key += " (supported from opset " +
+             std::to_string(handler->second.minOpset) + ")";
     unsupported[key].push_back(nodeLabel(node));
   }
   if (unsupported.empty())
@@ -1369,6 +1442,14 @@ LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
       &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
   // Every binding must name an input or a symbolic dimension of one.
   llvm::StringSet<> bindable;
+  for (const auto &entry : options_.inputValues) {
+    bool found = llvm::any_of(model_.inputs, [&](const onnx::ValueInfo &in) {
+      return in.name == entry.first && !initializerNames.contains(in.name);
+    });
+    if (!found)
+      return emitError(fileLoc) << "--input-value names '" << entry.first
+                                << "', which is not a graph input";
+  }
   for (const onnx::ValueInfo &in : model_.inputs) {
     if (initializerNames.contains(in.name))
       continue;
@@ -1385,7 +1466,8 @@ LogicalResult Importer::declareInputs(SmallVectorImpl<Type> &argTypes,
                 "of one";
   for (const onnx::ValueInfo &in : model_.inputs) {
     // Before IR version 4 initializers were also listed as inputs.
-    if (initializerNames.contains(in.name))
+    if (initializerNames.contains(in.name) ||
+        options_.inputValues.count(in.name))
       continue;
     Type et = elementType(in.dataType);
     if (!et)
@@ -1483,8 +1565,8 @@ LogicalResult Importer::importNodes() {
                                << "' is not produced by any earlier node, "
                                   "initializer or graph input";
     }
-    Handler handler = handlers().at(node.opType);
-    if (failed((this->*handler)(node)))
+    const Handler &handler = handlers().at(node.opType);
+    if (failed((this->*handler.fn)(node)))
       return failure();
   }
   return success();
@@ -1557,6 +1639,30 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const onnx::TensorData &t : model_.initializers)
     if (failed(importInitializer(t)))
       return nullptr;
+  for (const onnx::ValueInfo &in : model_.inputs) {
+    auto given = options_.inputValues.find(in.name);
+    if (given == options_.inputValues.end())
+      continue;
+    const onnx::TensorData &t = given->second;
+    if (t.dataType != in.dataType) {
+      emitError(fileLoc) << "--input-value for '" << in.name << "' is "
+                         << onnx::dataTypeName(t.dataType)
+                         << "; the input is "
+                         << onnx::dataTypeName(in.dataType);
+      return nullptr;
+    }
+    if (in.hasShape && in.dims.size() != t.dims.size()) {
+      emitError(fileLoc) << "--input-value for '" << in.name << "' has rank "
+                         << t.dims.size() << "; the input has rank "
+                         << in.dims.size();
+      return nullptr;
+    }
+    FailureOr<ElementsAttr> value = tensorAttr(t, fileLoc, false);
+    if (failed(value))
+      return nullptr;
+    values_[in.name] = builder_.create<ConstantOp>(
+        fileLoc, value->getType(), cast<TypedAttr>(*value));
+  }
   if (failed(importNodes()) || failed(finishOutputs(func)))
     return nullptr;
   if (!model_.producer.empty())

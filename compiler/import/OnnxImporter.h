@@ -14,6 +14,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct ImportOptions {
   /// Float initializers whose name matches one of these globs are frozen
   /// (read-only parameters) instead of trainable.
   std::vector<std::string> freezeGlobs;
+  /// Graph inputs given a fixed value at compile time (`--input-value`):
+  /// they become constants, so shapes that depend on them are static.
+  std::map<std::string, onnx::TensorData> inputValues;
 };
 
 /// Parses `NAME=D0xD1x...` (as given to --input-shape). Returns false with
@@ -40,12 +44,14 @@ mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
                                                   const onnx::Model &model,
                                                   const ImportOptions &options);
 
-/// The ONNX op types (default domain) the importer handles, sorted.
-std::vector<std::string> supportedOnnxOps();
+/// The ONNX op types (default domain) the importer handles, sorted, each
+/// with the first opset version it is supported at.
+std::vector<std::pair<std::string, int64_t>> supportedOnnxOps();
 
-/// The range of default-domain opset versions the importer accepts.
-constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 21;
+/// The range of default-domain opset versions the importer accepts. Each op
+/// also has its own first supported version (--list-ops shows it).
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 25;
 
 } // namespace strata
 

@@ -380,6 +380,13 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
       [](int64_t x, int64_t) { return -x; });
 }
 
+OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, {adaptor.getInput()},
+      [](double x, double) { return std::fabs(x); },
+      [](int64_t x, int64_t) { return x < 0 ? -x : x; });
+}
+
 static double reciprocal(double x) { return 1.0 / x; }
 static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 static double relu(double x) { return x > 0 ? x : 0.0; }

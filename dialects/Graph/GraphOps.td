@@ -140,6 +140,7 @@ def Graph_LessOp : Graph_CompareOp<"less", "less-than comparison">;
 def Graph_GreaterOp : Graph_CompareOp<"greater", "greater-than comparison">;
 
 def Graph_NegOp : Graph_UnaryOp<"neg", "negation", AnyStaticShapeTensor>;
+def Graph_AbsOp : Graph_UnaryOp<"abs", "absolute value", AnyStaticShapeTensor>;
 def Graph_ExpOp : Graph_UnaryOp<"exp", "exponential", Graph_FloatTensor>;
 def Graph_LogOp : Graph_UnaryOp<"log", "natural logarithm", Graph_FloatTensor>;
 def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root", Graph_FloatTensor>;

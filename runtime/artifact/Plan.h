@@ -68,7 +68,7 @@ enum class Kernel : uint16_t {
   Add = 1, Sub, Mul, Div, Pow, Max, Min, And, Or, Equal, Less, Greater,
   Select, Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Gelu,
   Not, Cast, MatMul, ReduceSum, ReduceMean, ReduceMax, Softmax, LogSoftmax,
-  LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy,
+  LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
   // Add new kernels above this line.
   NumKernels
 };

@@ -24,6 +24,7 @@ const char *const kKernelNames[] = {
     "cast",       "matmul",      "reduce_sum", "reduce_mean", "reduce_max",
     "softmax",    "log_softmax", "layer_norm", "transpose", "slice",
     "concat",     "broadcast",   "gather",     "trilu",     "copy",
+    "abs",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),

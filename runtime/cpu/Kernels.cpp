@@ -253,6 +253,7 @@ template <typename C> C applyUnary(Kernel k, C x, bool tanhGelu) {
   if constexpr (std::is_floating_point_v<C>) {
     switch (k) {
     case Kernel::Neg: return -x;
+    case Kernel::Abs: return std::fabs(x);
     case Kernel::Exp: return std::exp(x);
     case Kernel::Log: return std::log(x);
     case Kernel::Sqrt: return std::sqrt(x);
@@ -275,6 +276,11 @@ template <typename C> C applyUnary(Kernel k, C x, bool tanhGelu) {
   } else {
     if (k == Kernel::Neg)
       return static_cast<C>(0 - x);
+    if (k == Kernel::Abs) {
+      if constexpr (std::is_signed_v<C>)
+        return x < 0 ? static_cast<C>(0 - x) : x;
+      return x;
+    }
     if (k == Kernel::Not)
       return !x;
     return x;
@@ -770,7 +776,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return select(in[0], in[1], in[2], o);
   case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
   case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
-  case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Not:
+  case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Not: case Kernel::Abs:
     unary(step.kernel, in[0], o, false);
     return true;
   case Kernel::Gelu:

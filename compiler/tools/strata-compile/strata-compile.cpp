@@ -9,6 +9,7 @@
 #include "compiler/import/OnnxImporter.h"
 #include "compiler/serialize/ArtifactWriter.h"
 #include "dialects/Exec/ExecDialect.h"
+#include "runtime/support/Npy.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
 
@@ -41,7 +42,7 @@ enum class Emit { Default, Graph, Exec, Artifact };
 static cl::opt<Emit> emit(
     "emit",
     cl::desc("What to produce (default: the artifact when -o names a "
-             "directory, else the graph IR on stdout)"),
+             "directory, the graph IR when the output is stdout or *.mlir)"),
     cl::init(Emit::Default),
     cl::values(clEnumValN(Emit::Graph, "graph",
                           "the imported graph-dialect IR, cleaned up"),
@@ -69,6 +70,13 @@ static cl::list<std::string> inputShapes(
              "input_ids=4x128) or a symbolic dimension (batch=4); repeatable"),
     cl::value_desc("NAME=SHAPE"), cl::cat(category));
 
+static cl::list<std::string> inputValues(
+    "input-value",
+    cl::desc("Fix a graph input to the value in FILE.npy at compile time "
+             "(it becomes a constant; shapes computed from it are static); "
+             "repeatable"),
+    cl::value_desc("NAME=FILE.npy"), cl::cat(category));
+
 static cl::list<std::string> freezeGlobs(
     "freeze",
     cl::desc("Freeze the float initializers whose name matches GLOB (no "
@@ -90,10 +98,38 @@ static cl::opt<bool> printWeights(
     cl::init(false), cl::cat(category));
 
 static cl::opt<bool> listOps(
-    "list-ops", cl::desc("List the supported ONNX ops and exit"),
+    "list-ops",
+    cl::desc("List the supported ONNX ops (with the first supported opset) "
+             "and exit"),
+    cl::init(false), cl::cat(category));
+
+static cl::opt<bool> listOpsets(
+    "list-opsets",
+    cl::desc("Print the lowest and highest supported opset and exit"),
     cl::init(false), cl::cat(category));
 
 namespace {
+
+/// The ONNX data type code of a runtime element type.
+int32_t onnxDataType(strata::DType dtype) {
+  using strata::DType;
+  switch (dtype) {
+  case DType::F32: return strata::onnx::kFloat;
+  case DType::F64: return strata::onnx::kDouble;
+  case DType::F16: return strata::onnx::kFloat16;
+  case DType::BF16: return strata::onnx::kBFloat16;
+  case DType::I64: return strata::onnx::kInt64;
+  case DType::I32: return strata::onnx::kInt32;
+  case DType::I16: return strata::onnx::kInt16;
+  case DType::I8: return strata::onnx::kInt8;
+  case DType::U8: return strata::onnx::kUInt8;
+  case DType::U16: return strata::onnx::kUInt16;
+  case DType::U32: return strata::onnx::kUInt32;
+  case DType::U64: return strata::onnx::kUInt64;
+  case DType::Bool: return strata::onnx::kBool;
+  }
+  return strata::onnx::kUndefined;
+}
 
 OpPrintingFlags printingFlags() {
   OpPrintingFlags flags;
@@ -124,11 +160,14 @@ public:
   }
 
   void runAfterPass(Pass *pass, Operation *op) override {
+    // Pass adaptors (which run nested pipelines) have no argument; the
+    // passes they run are dumped themselves.
+    if (pass->getArgument().empty())
+      return;
     // Nested passes run per function; dump the whole module.
     while (op->getParentOp())
       op = op->getParentOp();
-    write(op, pass->getArgument().empty() ? pass->getName()
-                                          : pass->getArgument());
+    write(op, pass->getArgument());
   }
 
 private:
@@ -142,12 +181,17 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   // --list-ops needs no model; let it through the Required positional.
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     if (llvm::StringRef(argv[i]) == "--list-ops") {
-      for (const std::string &op : strata::supportedOnnxOps())
-        llvm::outs() << op << "\n";
+      for (const auto &[op, since] : strata::supportedOnnxOps())
+        llvm::outs() << op << " " << since << "\n";
       return 0;
     }
+    if (llvm::StringRef(argv[i]) == "--list-opsets") {
+      llvm::outs() << strata::kMinOpset << " " << strata::kMaxOpset << "\n";
+      return 0;
+    }
+  }
   cl::ParseCommandLineOptions(
       argc, argv,
       "Strata: ahead-of-time training compiler for ONNX transformers\n\n"
@@ -164,6 +208,30 @@ int main(int argc, char **argv) {
     options.inputShapes[name] = dims;
   }
   options.freezeGlobs.assign(freezeGlobs.begin(), freezeGlobs.end());
+  for (const std::string &spec : inputValues) {
+    size_t eq = spec.find('=');
+    std::string error;
+    if (eq == std::string::npos || eq == 0) {
+      llvm::errs() << "strata-compile: error: --input-value expects "
+                      "NAME=FILE.npy, got '"
+                   << spec << "'\n";
+      return 1;
+    }
+    auto array = std::make_shared<strata::npy::Array>();
+    if (!strata::npy::readFile(spec.substr(eq + 1), *array, error)) {
+      llvm::errs() << "strata-compile: error: --input-value: " << error
+                   << "\n";
+      return 1;
+    }
+    strata::onnx::TensorData t;
+    t.name = spec.substr(0, eq);
+    t.dataType = onnxDataType(array->dtype);
+    t.dims = array->shape;
+    t.data = array->data.data();
+    t.size = array->data.size();
+    t.keepAlive = array;
+    options.inputValues[t.name] = t;
+  }
 
   strata::onnx::Model model;
   std::string error;
@@ -218,7 +286,9 @@ int main(int argc, char **argv) {
   }
   Emit what = emit;
   if (what == Emit::Default)
-    what = outputFile == "-" ? Emit::Graph : Emit::Artifact;
+    what = outputFile == "-" || llvm::StringRef(outputFile).ends_with(".mlir")
+               ? Emit::Graph
+               : Emit::Artifact;
   if (what == Emit::Artifact && outputFile == "-") {
     llvm::errs() << "strata-compile: error: --emit=artifact needs -o DIR\n";
     return 1;
