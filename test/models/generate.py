@@ -214,6 +214,7 @@ def export_torch(module, path, batch, seq, opset, dynamic, fold):
         torch.onnx.export(module, (ids,), path, input_names=["input_ids"],
                           output_names=["logits"], opset_version=opset,
                           do_constant_folding=fold, **kwargs)
+    return module
 
 
 # ---------------------------------------------------------------------------
@@ -318,8 +319,8 @@ def helper_external(path):
 
 def _torch_entry(builder, opset, dynamic, fold, bind, out_shape):
     def make(path):
-        export_torch(builder(), path, batch=2, seq=8, opset=opset,
-                     dynamic=dynamic, fold=fold)
+        return export_torch(builder(), path, batch=2, seq=8, opset=opset,
+                            dynamic=dynamic, fold=fold)
     return {"make": make, "bind": bind, "output_shape": out_shape,
             "torch": True}
 
@@ -365,12 +366,14 @@ def generate(out_dir, names):
     for name in names:
         entry = MODELS[name]
         path = os.path.join(out_dir, name + ".onnx")
-        entry["make"](path)
+        module = entry["make"](path)
         meta = {"name": name, "path": path, "bind": entry["bind"],
                 "output_shape": entry["output_shape"]}
         meta.update(describe(path))
         with open(os.path.join(out_dir, name + ".json"), "w") as f:
             json.dump(meta, f, indent=1)
+        # The PyTorch module (the reference) travels with the description.
+        meta["module"] = module
         written.append(meta)
     return written
 

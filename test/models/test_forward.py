@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Forward parity: Strata's artifacts against PyTorch.
+
+Each PyTorch-built model of generate.py (GPT-2- and LLaMA-style, static and
+dynamic axes) is compiled to an artifact, run by strata-run on random token
+ids, and its logits compared with the PyTorch module's on the same ids
+(rtol 1e-4, fp32). Also checks that the runtime's measured arena peak equals
+the plan's, and the runtime's errors for wrong inputs and damaged artifacts.
+
+    test_forward.py --bin BUILD/bin --work DIR
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import generate  # noqa: E402
+
+ARGS = None
+TORCH_MODELS = ["gpt2_static", "gpt2_dynamic", "llama_static", "llama_dynamic"]
+
+
+def tool(name):
+    return os.path.join(ARGS.bin, name)
+
+
+class ForwardParity(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.models = {m["name"]: m for m in generate.generate(
+            ARGS.work, TORCH_MODELS + ["helper_gemm_mlp"])}
+
+    def compile(self, meta, out):
+        cmd = [tool("strata-compile"), meta["path"], "-o", out]
+        for b in meta["bind"]:
+            cmd += ["--input-shape", b]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def run_artifact(self, artifact, inputs, out_dir, *extra):
+        cmd = [tool("strata-run"), artifact, "--output-dir", out_dir]
+        for name, path in inputs.items():
+            cmd += ["--input", "%s=%s" % (name, path)]
+        cmd += list(extra)
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    def check_torch_model(self, name):
+        import torch
+        meta = self.models[name]
+        shape = meta["output_shape"][:2]
+        art = os.path.join(ARGS.work, name + ".strata")
+        self.compile(meta, art)
+        rng = np.random.default_rng(7)
+        ids = rng.integers(0, 96, size=shape, dtype=np.int64)
+        ids_path = os.path.join(ARGS.work, name + ".ids.npy")
+        np.save(ids_path, ids)
+        out = os.path.join(ARGS.work, name + ".out")
+        r = self.run_artifact(art, {"input_ids": ids_path}, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # The runtime's arena accounting reports the plan's peak.
+        m = re.search(r"device arena peak (.*) \(plan: (.*)\)", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        self.assertEqual(m.group(1), m.group(2))
+        got = np.load(os.path.join(out, "logits.npy"))
+        with torch.no_grad():
+            want = meta["module"](torch.from_numpy(ids)).numpy()
+        self.assertEqual(got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+    def test_gpt2_static(self):
+        self.check_torch_model("gpt2_static")
+
+    def test_gpt2_dynamic(self):
+        self.check_torch_model("gpt2_dynamic")
+
+    def test_llama_static(self):
+        self.check_torch_model("llama_static")
+
+    def test_llama_dynamic(self):
+        self.check_torch_model("llama_dynamic")
+
+    def test_gemm_mlp_against_numpy(self):
+        import onnx
+        from onnx import numpy_helper
+        meta = self.models["helper_gemm_mlp"]
+        art = os.path.join(ARGS.work, "gemm.strata")
+        self.compile(meta, art)
+        w = {i.name: numpy_helper.to_array(i)
+             for i in onnx.load(meta["path"]).graph.initializer}
+        x = np.random.default_rng(3).standard_normal((5, 4, 4)).astype(np.float32)
+        xp = os.path.join(ARGS.work, "gemm.x.npy")
+        np.save(xp, x)
+        out = os.path.join(ARGS.work, "gemm.out")
+        r = self.run_artifact(art, {"x": xp}, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        h = np.maximum(x.reshape(5, 16) @ w["fc1.weight"].T + w["fc1.bias"], 0)
+        want = h @ w["fc2.weight"].T + w["fc2.bias"]
+        np.testing.assert_allclose(np.load(os.path.join(out, "logits.npy")),
+                                   want, rtol=1e-4, atol=1e-6)
+
+    def test_wrong_input_dtype_and_shape(self):
+        meta = self.models["gpt2_static"]
+        art = os.path.join(ARGS.work, "errors.strata")
+        self.compile(meta, art)
+        bad = os.path.join(ARGS.work, "bad.npy")
+        np.save(bad, np.zeros((2, 8), np.int32))
+        r = self.run_artifact(art, {"input_ids": bad}, ARGS.work)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("input 'input_ids' must be int64 [2, 8], got int32 [2, 8]",
+                      r.stderr)
+        np.save(bad, np.zeros((3, 8), np.int64))
+        r = self.run_artifact(art, {"input_ids": bad}, ARGS.work)
+        self.assertIn("must be int64 [2, 8], got int64 [3, 8]", r.stderr)
+        r = self.run_artifact(art, {}, ARGS.work)
+        self.assertIn("input 'input_ids' (int64 [2, 8]) was not given",
+                      r.stderr)
+        np.save(bad, np.full((2, 8), 500, np.int64))
+        r = self.run_artifact(art, {"input_ids": bad}, ARGS.work)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("gather index 500 out of range", r.stderr)
+
+    def test_device_budget_is_enforced(self):
+        meta = self.models["gpt2_static"]
+        art = os.path.join(ARGS.work, "budget.strata")
+        self.compile(meta, art)
+        ids = os.path.join(ARGS.work, "budget.ids.npy")
+        np.save(ids, np.zeros((2, 8), np.int64))
+        r = self.run_artifact(art, {"input_ids": ids}, ARGS.work,
+                              "--device-mem", "1KiB")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("bytes of device memory; the budget is 1024", r.stderr)
+
+    def test_damaged_artifacts_are_refused(self):
+        meta = self.models["gpt2_static"]
+        good = os.path.join(ARGS.work, "good.strata")
+        self.compile(meta, good)
+        ids = os.path.join(ARGS.work, "damage.ids.npy")
+        np.save(ids, np.zeros((2, 8), np.int64))
+
+        def damaged(name, edit):
+            d = os.path.join(ARGS.work, name)
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(good, d)
+            edit(d)
+            return self.run_artifact(d, {"input_ids": ids}, ARGS.work)
+
+        def truncate(path, keep):
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(data[:keep(len(data))])
+
+        def flip(path, at):
+            with open(path, "r+b") as f:
+                f.seek(at(os.path.getsize(path)))
+                b = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([b[0] ^ 0x40]))
+
+        r = damaged("trunc_plan", lambda d: truncate(
+            os.path.join(d, "plan.bin"), lambda n: n - 10))
+        self.assertIn("truncated", r.stderr)
+        r = damaged("flip_plan", lambda d: flip(
+            os.path.join(d, "plan.bin"), lambda n: n - 5))
+        self.assertIn("payload checksum mismatch", r.stderr)
+        r = damaged("version", lambda d: flip(
+            os.path.join(d, "plan.bin"), lambda n: 9))
+        self.assertIn("corrupted header", r.stderr)
+        r = damaged("flip_params", lambda d: flip(
+            os.path.join(d, "params.bin"), lambda n: 0))
+        self.assertIn("is corrupted (checksum mismatch)", r.stderr)
+        r = damaged("trunc_params", lambda d: truncate(
+            os.path.join(d, "params.bin"), lambda n: n // 2))
+        self.assertIn("truncated or from another compile", r.stderr)
+        r = damaged("no_params", lambda d: os.remove(
+            os.path.join(d, "params.bin")))
+        self.assertIn("cannot open", r.stderr)
+        r = self.run_artifact(os.path.join(ARGS.work, "missing.strata"),
+                              {"input_ids": ids}, ARGS.work)
+        self.assertIn("is not an artifact directory", r.stderr)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    ARGS, rest = parser.parse_known_args()
+    os.makedirs(ARGS.work, exist_ok=True)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
