@@ -1,0 +1,118 @@
+// PlanTest.cpp - plan.bin round trip and refusal of damaged plans.
+
+#include "runtime/artifact/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+using namespace strata;
+using namespace strata::artifact;
+
+namespace {
+
+Plan samplePlan() {
+  Plan p;
+  p.producer = "test";
+  p.sourceModel = "m.onnx";
+  p.arenaBytes = 128;
+  p.paramsBytes = 4096;
+  p.slots.push_back({"x", DType::F32, {2, 4}, Region::Arena, 0, 32});
+  p.slots.push_back({"w", DType::F32, {4, 4}, Region::Params, 0, 64});
+  p.slots.push_back({"y", DType::F32, {2, 4}, Region::Arena, 64, 32});
+  p.inputs.push_back({"x", 0});
+  p.outputs.push_back({"y", 2});
+  p.params.push_back({"w", 1, ParamEntry::Trainable, 0, 64, 1234});
+  Step s;
+  s.kernel = Kernel::MatMul;
+  s.inputs = {0, 1};
+  s.outputs = {2};
+  s.ints = {-3};
+  s.floats = {0.5};
+  p.steps.push_back(s);
+  return p;
+}
+
+std::string tempPath() {
+  return ::testing::TempDir() + "/plan." + std::to_string(getpid());
+}
+
+std::string readAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeAll(const std::string &path, const std::string &data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+TEST(Plan, RoundTrips) {
+  std::string path = tempPath(), error;
+  ASSERT_TRUE(writePlan(path, samplePlan(), error)) << error;
+  Plan p;
+  ASSERT_TRUE(readPlan(path, p, error)) << error;
+  EXPECT_EQ(p.producer, "test");
+  ASSERT_EQ(p.slots.size(), 3u);
+  EXPECT_EQ(p.slots[1].shape, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(p.params[0].crc, 1234u);
+  EXPECT_EQ(p.steps[0].kernel, Kernel::MatMul);
+  EXPECT_EQ(p.steps[0].ints, (std::vector<int64_t>{-3}));
+  EXPECT_EQ(p.steps[0].floats, (std::vector<double>{0.5}));
+  std::remove(path.c_str());
+}
+
+TEST(Plan, RefusesOtherVersionsAndDamage) {
+  std::string path = tempPath(), error;
+  ASSERT_TRUE(writePlan(path, samplePlan(), error)) << error;
+  std::string good = readAll(path);
+  Plan p;
+
+  std::string truncated = good.substr(0, good.size() - 3);
+  writeAll(path, truncated);
+  EXPECT_FALSE(readPlan(path, p, error));
+  EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+
+  std::string flipped = good;
+  flipped[flipped.size() - 1] ^= 1;
+  writeAll(path, flipped);
+  EXPECT_FALSE(readPlan(path, p, error));
+  EXPECT_NE(error.find("payload checksum"), std::string::npos) << error;
+
+  writeAll(path, "not a plan at all, just text");
+  EXPECT_FALSE(readPlan(path, p, error));
+  EXPECT_NE(error.find("bad magic"), std::string::npos) << error;
+  std::remove(path.c_str());
+}
+
+TEST(Plan, ValidationCatchesInconsistentPlans) {
+  std::string error;
+  Plan p = samplePlan();
+  p.steps[0].inputs[1] = 7;
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("refers to slot 7"), std::string::npos) << error;
+  p = samplePlan();
+  p.slots[2].offset = 120; // 120 + 32 > arena of 128.
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("outside its region"), std::string::npos) << error;
+  p = samplePlan();
+  p.slots[0].bytes = 31;
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("wrong byte size"), std::string::npos) << error;
+  p = samplePlan();
+  p.steps[0].outputs[0] = 1; // Writing into the parameter region.
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("writes outside the arena"), std::string::npos);
+}
+
+TEST(Kernel, NamesRoundTrip) {
+  for (uint16_t k = 1; k < static_cast<uint16_t>(Kernel::NumKernels); ++k) {
+    Kernel kernel;
+    ASSERT_TRUE(kernelByName(kernelName(static_cast<Kernel>(k)), kernel));
+    EXPECT_EQ(static_cast<uint16_t>(kernel), k);
+  }
+}
+
+} // namespace

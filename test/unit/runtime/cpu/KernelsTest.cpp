@@ -1,0 +1,226 @@
+// KernelsTest.cpp - CPU kernels against straightforward reference loops.
+
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ThreadPool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+using namespace strata;
+using namespace strata::cpu;
+using artifact::Kernel;
+using artifact::Step;
+
+namespace {
+
+std::vector<float> randomFloats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+template <typename T>
+TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType dtype) {
+  return TensorRef{dtype, std::move(shape), v.data()};
+}
+
+bool run(Kernel k, std::vector<TensorRef> in, TensorRef out,
+         std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
+  Step step;
+  step.kernel = k;
+  step.ints = std::move(ints);
+  step.floats = std::move(floats);
+  std::string error;
+  bool ok = runKernel(step, in, {out}, error);
+  EXPECT_TRUE(ok) << error;
+  return ok;
+}
+
+TEST(Kernels, BatchedMatMulWithBroadcastMatchesLoops) {
+  // [2,1,3,5] x [4,5,6] -> [2,4,3,6]: batch dims broadcast.
+  std::vector<float> a = randomFloats(2 * 3 * 5, 1), b = randomFloats(4 * 5 * 6, 2);
+  std::vector<float> c(2 * 4 * 3 * 6);
+  run(Kernel::MatMul,
+      {ref(a, {2, 1, 3, 5}, DType::F32), ref(b, {4, 5, 6}, DType::F32)},
+      ref(c, {2, 4, 3, 6}, DType::F32));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int m = 0; m < 3; ++m)
+        for (int n = 0; n < 6; ++n) {
+          double want = 0;
+          for (int k = 0; k < 5; ++k)
+            want += double(a[(i * 3 + m) * 5 + k]) * b[(j * 5 + k) * 6 + n];
+          EXPECT_NEAR(c[((i * 4 + j) * 3 + m) * 6 + n], want, 1e-5);
+        }
+}
+
+TEST(Kernels, IntegerMatMulIsExact) {
+  std::vector<int64_t> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9}, c(2);
+  run(Kernel::MatMul, {ref(a, {2, 3}, DType::I64), ref(b, {3}, DType::I64)},
+      ref(c, {2}, DType::I64));
+  EXPECT_EQ(c, (std::vector<int64_t>{50, 122}));
+}
+
+TEST(Kernels, BroadcastingBinaryAndCompare) {
+  std::vector<float> a = randomFloats(3 * 4, 3), b = randomFloats(4, 4);
+  std::vector<float> sum(12);
+  run(Kernel::Sub, {ref(a, {3, 4}, DType::F32), ref(b, {1, 4}, DType::F32)},
+      ref(sum, {3, 4}, DType::F32));
+  std::vector<uint8_t> less(12);
+  run(Kernel::Less, {ref(a, {3, 4}, DType::F32), ref(b, {4}, DType::F32)},
+      TensorRef{DType::Bool, {3, 4}, less.data()});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_FLOAT_EQ(sum[i * 4 + j], a[i * 4 + j] - b[j]);
+      EXPECT_EQ(less[i * 4 + j] != 0, a[i * 4 + j] < b[j]);
+    }
+}
+
+TEST(Kernels, IntegerDivisionByZeroIsAnError) {
+  std::vector<int32_t> a = {4, 5}, b = {2, 0}, c(2);
+  Step step;
+  step.kernel = Kernel::Div;
+  std::string error;
+  EXPECT_FALSE(runKernel(step,
+                         {ref(a, {2}, DType::I32), ref(b, {2}, DType::I32)},
+                         {ref(c, {2}, DType::I32)}, error));
+  EXPECT_EQ(error, "integer division by zero");
+}
+
+TEST(Kernels, ReduceOverMiddleAxisAndTrailingAxes) {
+  std::vector<float> x = randomFloats(2 * 3 * 4, 5);
+  std::vector<float> mid(2 * 4), last(2), mx(2 * 4);
+  run(Kernel::ReduceSum, {ref(x, {2, 3, 4}, DType::F32)},
+      ref(mid, {2, 1, 4}, DType::F32), {1, 1});
+  run(Kernel::ReduceMean, {ref(x, {2, 3, 4}, DType::F32)},
+      ref(last, {2}, DType::F32), {1, 2, 0});
+  run(Kernel::ReduceMax, {ref(x, {2, 3, 4}, DType::F32)},
+      ref(mx, {2, 4}, DType::F32), {1, 0});
+  for (int i = 0; i < 2; ++i) {
+    double total = 0;
+    for (int k = 0; k < 4; ++k) {
+      double s = 0;
+      float m = -INFINITY;
+      for (int j = 0; j < 3; ++j) {
+        s += x[(i * 3 + j) * 4 + k];
+        m = std::max(m, x[(i * 3 + j) * 4 + k]);
+      }
+      EXPECT_NEAR(mid[i * 4 + k], s, 1e-5);
+      EXPECT_EQ(mx[i * 4 + k], m);
+      total += s;
+    }
+    EXPECT_NEAR(last[i], total / 12, 1e-6);
+  }
+}
+
+TEST(Kernels, SoftmaxAlongNonLastAxisSumsToOne) {
+  std::vector<float> x = randomFloats(2 * 5 * 3, 6), y(30);
+  run(Kernel::Softmax, {ref(x, {2, 5, 3}, DType::F32)},
+      ref(y, {2, 5, 3}, DType::F32), {1});
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 3; ++k) {
+      double denom = 0;
+      for (int j = 0; j < 5; ++j)
+        denom += std::exp(double(x[(i * 5 + j) * 3 + k]));
+      for (int j = 0; j < 5; ++j)
+        EXPECT_NEAR(y[(i * 5 + j) * 3 + k],
+                    std::exp(double(x[(i * 5 + j) * 3 + k])) / denom, 1e-6);
+    }
+}
+
+TEST(Kernels, LayerNormMatchesDefinition) {
+  std::vector<float> x = randomFloats(3 * 8, 7), g = randomFloats(8, 8),
+                     b = randomFloats(8, 9), y(24);
+  run(Kernel::LayerNorm,
+      {ref(x, {3, 8}, DType::F32), ref(g, {8}, DType::F32),
+       ref(b, {8}, DType::F32)},
+      ref(y, {3, 8}, DType::F32), {1, 1}, {1e-5});
+  for (int r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 8; ++i)
+      mean += x[r * 8 + i] / 8.0;
+    for (int i = 0; i < 8; ++i)
+      var += (x[r * 8 + i] - mean) * (x[r * 8 + i] - mean) / 8.0;
+    for (int i = 0; i < 8; ++i)
+      EXPECT_NEAR(y[r * 8 + i],
+                  (x[r * 8 + i] - mean) / std::sqrt(var + 1e-5) * g[i] + b[i],
+                  1e-5);
+  }
+}
+
+TEST(Kernels, TransposeSliceGatherConcat) {
+  std::vector<int32_t> x(24);
+  for (int i = 0; i < 24; ++i)
+    x[i] = i;
+  std::vector<int32_t> t(24);
+  run(Kernel::Transpose, {ref(x, {2, 3, 4}, DType::I32)},
+      ref(t, {4, 2, 3}, DType::I32), {2, 0, 1});
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 3; ++c)
+        EXPECT_EQ(t[(a * 2 + b) * 3 + c], x[(b * 3 + c) * 4 + a]);
+  // x[:, 2:0:-1, ::2]
+  std::vector<int32_t> s(2 * 2 * 2);
+  run(Kernel::Slice, {ref(x, {2, 3, 4}, DType::I32)},
+      ref(s, {2, 2, 2}, DType::I32), {0, 2, 0, 1, -1, 2});
+  EXPECT_EQ(s, (std::vector<int32_t>{8, 10, 4, 6, 20, 22, 16, 18}));
+  std::vector<int64_t> idx = {2, -3};
+  std::vector<int32_t> g(2 * 2 * 4);
+  run(Kernel::Gather,
+      {ref(x, {2, 3, 4}, DType::I32), ref(idx, {2}, DType::I64)},
+      ref(g, {2, 2, 4}, DType::I32), {1});
+  EXPECT_EQ(g[0], 8);  // x[0, 2, 0]
+  EXPECT_EQ(g[4], 0);  // x[0, 0, 0]
+  EXPECT_EQ(g[8], 20); // x[1, 2, 0]
+  std::vector<int32_t> a = {1, 2, 3, 4}, b = {5, 6}, c(6);
+  run(Kernel::Concat, {ref(a, {2, 2}, DType::I32), ref(b, {2, 1}, DType::I32)},
+      ref(c, {2, 3}, DType::I32), {1});
+  EXPECT_EQ(c, (std::vector<int32_t>{1, 2, 5, 3, 4, 6}));
+}
+
+TEST(Kernels, CastFollowsOnnxRules) {
+  std::vector<float> x = {-1.7f, 2.9f, 0.0f, 65504.0f};
+  std::vector<int32_t> i(4);
+  run(Kernel::Cast, {ref(x, {4}, DType::F32)}, ref(i, {4}, DType::I32));
+  EXPECT_EQ(i, (std::vector<int32_t>{-1, 2, 0, 65504}));
+  std::vector<uint8_t> b(4);
+  run(Kernel::Cast, {ref(x, {4}, DType::F32)},
+      TensorRef{DType::Bool, {4}, b.data()});
+  EXPECT_EQ(b, (std::vector<uint8_t>{1, 1, 0, 1}));
+  std::vector<uint16_t> h(4);
+  run(Kernel::Cast, {ref(x, {4}, DType::F32)},
+      TensorRef{DType::F16, {4}, h.data()});
+  for (int k = 0; k < 4; ++k)
+    EXPECT_NEAR(Half::toFloat(h[k]), x[k], std::fabs(x[k]) * 1e-3);
+}
+
+TEST(Half, RoundTripsEveryHalfValue) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    float f = Half::toFloat(static_cast<uint16_t>(bits));
+    if (std::isnan(f))
+      continue;
+    EXPECT_EQ(Half::fromFloat(f), bits) << bits;
+  }
+  // Rounds to nearest even: 1 + 2^-11 is halfway between 1 and 1 + 2^-10.
+  EXPECT_EQ(Half::fromFloat(1.0f + 0.00048828125f), 0x3c00);
+  EXPECT_EQ(BFloat16::toFloat(BFloat16::fromFloat(1.5f)), 1.5f);
+}
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  std::vector<std::atomic<int>> hits(100000);
+  parallelFor(100000, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      hits[i]++;
+  });
+  for (auto &h : hits)
+    ASSERT_EQ(h.load(), 1);
+}
+
+} // namespace
