@@ -106,6 +106,26 @@ class ForwardParity(unittest.TestCase):
         np.testing.assert_allclose(np.load(os.path.join(out, "logits.npy")),
                                    want, rtol=1e-4, atol=1e-6)
 
+    def test_inspect_shows_manifest_plan_and_ops(self):
+        meta = self.models["gpt2_static"]
+        art = os.path.join(ARGS.work, "inspect.strata")
+        self.compile(meta, art)
+        r = subprocess.run([tool("strata-inspect"), art], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout
+        self.assertIn("input_ids: int64[2, 8]", out)
+        self.assertIn("logits: float32[2, 8, 96]", out)
+        self.assertIn("memory plan (device arena, by offset):", out)
+        self.assertIn("wte.weight (trainable)", out)
+        self.assertRegex(out, r"\n\s+\d+ matmul\s+")
+        n = int(re.search(r"parameters: (\d+) trainable", out).group(1))
+        self.assertEqual(n, sum(meta["parameters"].values()))
+        with open(os.path.join(art, "manifest.txt")) as f:
+            manifest = f.read()
+        self.assertIn("input_ids: int64 2x8", manifest)
+        self.assertIn("device:", manifest)
+
     def test_wrong_input_dtype_and_shape(self):
         meta = self.models["gpt2_static"]
         art = os.path.join(ARGS.work, "errors.strata")
