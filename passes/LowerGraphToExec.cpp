@@ -4,6 +4,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Train/TrainDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -80,6 +81,49 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<TriluOp>([](TriluOp op) {
         return KernelSpec{"trilu", {op.getUpper() ? 1 : 0, op.getK()}, {}};
       })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([](Operation *op) {
+        return KernelSpec{op->getName().stripDialect().str(), {}, {}};
+      })
+      .Case<GeluGradOp>([](GeluGradOp op) {
+        return KernelSpec{"gelu_grad", {op.getTanh() ? 1 : 0}, {}};
+      })
+      .Case<LayerNormGradOp>([](LayerNormGradOp op) {
+        return KernelSpec{
+            "layer_norm_grad",
+            {op.getAxis()},
+            {static_cast<double>(op.getEpsilon().convertToFloat())}};
+      })
+      .Case<GatherGradOp>([](GatherGradOp op) {
+        return KernelSpec{"gather_grad", {op.getAxis()}, {}};
+      })
+      .Case<SliceGradOp>([](SliceGradOp op) {
+        KernelSpec spec{"slice_grad", {}, {}};
+        spec.ints.assign(op.getOffsets().begin(), op.getOffsets().end());
+        spec.ints.append(op.getStrides().begin(), op.getStrides().end());
+        return spec;
+      })
+      .Case<train::UpdateSgdOp>([](train::UpdateSgdOp op) {
+        return KernelSpec{"update_sgd",
+                          {},
+                          {op.getLr().convertToDouble(),
+                           op.getWeightDecay().convertToDouble()}};
+      })
+      .Case<train::UpdateMomentumOp>([](train::UpdateMomentumOp op) {
+        return KernelSpec{"update_momentum",
+                          {},
+                          {op.getLr().convertToDouble(),
+                           op.getMomentum().convertToDouble(),
+                           op.getWeightDecay().convertToDouble()}};
+      })
+      .Case<train::UpdateAdamWOp>([](train::UpdateAdamWOp op) {
+        return KernelSpec{"update_adamw",
+                          {},
+                          {op.getLr().convertToDouble(),
+                           op.getBeta1().convertToDouble(),
+                           op.getBeta2().convertToDouble(),
+                           op.getEps().convertToDouble(),
+                           op.getWeightDecay().convertToDouble()}};
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -99,9 +143,12 @@ struct LowerGraphToExecPass
     builder.setInsertionPointToStart(&body);
     IRMapping mapping;
     auto nameOf = [](DictionaryAttr attrs, const std::string &fallback) {
-      if (attrs)
+      if (attrs) {
         if (auto name = attrs.getAs<StringAttr>("graph.name"))
           return name.getValue().str();
+        if (auto of = attrs.getAs<StringAttr>("graph.grad_of"))
+          return "grad:" + of.getValue().str();
+      }
       return fallback;
     };
     // Arguments become inputs.
@@ -124,19 +171,26 @@ struct LowerGraphToExecPass
       for (Value v : op.getOperands())
         operands.push_back(mapping.lookupOrDefault(v));
       Value result;
-      if (auto param = dyn_cast<graph::ParamOp>(op)) {
+      if (auto state = dyn_cast<train::StateOp>(op)) {
+        auto type = cast<ShapedType>(state.getType());
+        Attribute zero = builder.getZeroAttr(type.getElementType());
+        result = builder.create<exec::ParamOp>(
+            op.getLoc(), type, state.getNameAttr(), UnitAttr(), UnitAttr(),
+            builder.getUnitAttr(), DenseElementsAttr::get(type, zero),
+            IntegerAttr());
+      } else if (auto param = dyn_cast<graph::ParamOp>(op)) {
         if (!param.getInitialValueAttr())
           return param.emitError("parameter '")
                  << param.getName() << "' has no initial value to store";
         result = builder.create<exec::ParamOp>(
             op.getLoc(), param.getType(), param.getNameAttr(),
-            param.getTrainableAttr(), UnitAttr(), param.getInitialValueAttr(),
-            IntegerAttr());
+            param.getTrainableAttr(), UnitAttr(), UnitAttr(),
+            param.getInitialValueAttr(), IntegerAttr());
       } else if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
         result = builder.create<exec::ParamOp>(
             op.getLoc(), constant.getType(),
             builder.getStringAttr("const." + std::to_string(constants++)),
-            UnitAttr(), builder.getUnitAttr(),
+            UnitAttr(), builder.getUnitAttr(), UnitAttr(),
             cast<ElementsAttr>(constant.getValue()), IntegerAttr());
       } else if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
         result = builder.create<exec::ViewOp>(op.getLoc(), reshape.getType(),
@@ -151,11 +205,14 @@ struct LowerGraphToExecPass
               v);
         builder.create<func::ReturnOp>(op.getLoc());
       } else if (std::optional<KernelSpec> spec = kernelFor(&op)) {
-        result = builder.create<exec::KernelOp>(
-            op.getLoc(), op.getResult(0).getType(),
+        auto kernel = builder.create<exec::KernelOp>(
+            op.getLoc(), op.getResultTypes(),
             builder.getStringAttr(spec->name), operands,
             builder.getDenseI64ArrayAttr(spec->ints),
-            builder.getDenseF64ArrayAttr(spec->floats), IntegerAttr());
+            builder.getDenseF64ArrayAttr(spec->floats), IntegerAttr(),
+            DenseI64ArrayAttr());
+        for (auto [from, to] : llvm::zip(op.getResults(), kernel.getResults()))
+          mapping.map(from, to);
         ++numKernels;
       } else {
         return op.emitError("no exec lowering for ") << op.getName();

@@ -4,6 +4,8 @@
 #define STRATA_PASSES_PASSES_H
 
 #include "dialects/Exec/ExecDialect.h"
+#include "dialects/Graph/GraphDialect.h"
+#include "dialects/Train/TrainDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -20,6 +22,22 @@ void buildGraphCleanupPipeline(mlir::OpPassManager &pm);
 /// Lowers cleaned-up graph IR of a forward program to planned exec IR.
 /// Registered as `strata-forward-to-exec`.
 void buildForwardToExecPipeline(mlir::OpPassManager &pm);
+
+/// Options of the training pipeline (strata-compile's training flags).
+struct TrainingOptions {
+  std::string loss = "causal-lm";
+  std::string optimizer = "adamw";
+  double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0.0, clipGradNorm = 0.0;
+  /// Stop after autodiff: return the loss and every gradient (named
+  /// "grad:<parameter>") instead of applying an optimizer.
+  bool gradientsOnly = false;
+};
+
+/// Builds the training step from cleaned-up graph IR: loss, autodiff,
+/// optimizer and a cleanup. Lower the result with buildForwardToExecPipeline.
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const TrainingOptions &options);
 
 /// Registers every Strata pass and named pipeline with the global registry
 /// (for strata-opt).

@@ -5,6 +5,94 @@
 
 include "mlir/Pass/PassBase.td"
 
+def AppendLossPass : Pass<"strata-append-loss", "mlir::ModuleOp"> {
+  let summary = "Make the model's function compute a scalar training loss";
+  let description = [{
+    `kind=causal-lm` (for models mapping token ids [B, T] to logits
+    [B, T, V]): adds a `labels` input shaped like the token ids and returns
+    the mean cross-entropy over all B*T positions, as
+    `torch.nn.functional.cross_entropy(logits.view(-1, V), labels.view(-1))`.
+    `kind=output`: the model's first output already is the scalar loss.
+
+    Before:
+    ```mlir
+    func.func @main(%ids: tensor<2x8xi64> {graph.name = "input_ids"}) -> (tensor<2x8x96xf32> {graph.name = "logits"})
+    ```
+    After:
+    ```mlir
+    func.func @main(%ids: tensor<2x8xi64> {graph.name = "input_ids"}, %labels: tensor<2x8xi64> {graph.name = "labels"}) -> (tensor<f32> {graph.name = "loss"}) {
+      ...
+      %l2 = graph.reshape %logits : tensor<2x8x96xf32> -> tensor<16x96xf32>
+      %y2 = graph.reshape %labels : tensor<2x8xi64> -> tensor<16xi64>
+      %loss = graph.cross_entropy %l2, %y2 : (tensor<16x96xf32>, tensor<16xi64>) -> tensor<f32>
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"causal-lm\"",
+           "causal-lm or output">
+  ];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
+def AutodiffPass : Pass<"strata-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of the loss";
+  let description = [{
+    Differentiates the function's first result (a scalar loss) with respect
+    to every trainable `graph.param`, walking the ops in reverse and asking
+    each for its rule (GradientOpInterface). Values used more than once sum
+    their gradients (tied embeddings); frozen parameters and integer values
+    get none, and ops that do not lead from a trainable parameter to the loss
+    are not differentiated. The gradients become extra results, each marked
+    with `graph.grad_of = "<parameter>"`; a parameter the loss does not
+    depend on gets no gradient (and, as in PyTorch, no update).
+
+    ```mlir
+    // After: func.func @main(...) -> (tensor<f32> {graph.name = "loss"},
+    //                                 tensor<4x8xf32> {graph.grad_of = "w"})
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+  let statistics = [
+    Statistic<"numGradients", "gradients", "Parameters given a gradient">
+  ];
+}
+
+def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turn gradient results into in-place optimizer updates";
+  let description = [{
+    Consumes the `graph.grad_of` results left by autodiff: creates the
+    optimizer state (`train.state`), computes the global gradient norm
+    (returned as `grad_norm`, and used to clip when `clip-grad-norm` > 0,
+    as torch.nn.utils.clip_grad_norm_), and applies one `train.update_*` per
+    parameter before the return.
+
+    ```mlir
+    %m = train.state "w.exp_avg" : tensor<4x8xf32>
+    %v = train.state "w.exp_avg_sq" : tensor<4x8xf32>
+    ...
+    train.update_adamw %w, %gw, %m, %v {...} : tensor<4x8xf32>
+    return %loss, %norm : tensor<f32>, tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "sgd, momentum or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Base learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9",
+           "Momentum (momentum optimizer)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "Weight decay (decoupled for AdamW, L2 for SGD/momentum)">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
+           "Clip gradients to this global norm (0: no clipping)">
+  ];
+  let dependentDialects = ["::strata::train::TrainDialect"];
+}
+
 def LowerGraphToExecPass : Pass<"strata-lower-graph-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower graph ops to exec kernel launches on buffers";
   let description = [{

@@ -28,12 +28,38 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm) {
   pm.addPass(createPlanMemoryPass());
 }
 
+void strata::buildTrainingPipeline(OpPassManager &pm,
+                                   const TrainingOptions &options) {
+  AppendLossPassOptions loss;
+  loss.kind = options.loss;
+  pm.addPass(createAppendLossPass(loss));
+  pm.addPass(createAutodiffPass());
+  if (options.gradientsOnly) {
+    buildGraphCleanupPipeline(pm);
+    return;
+  }
+  AttachOptimizerPassOptions opt;
+  opt.optimizer = options.optimizer;
+  opt.lr = options.lr;
+  opt.momentum = options.momentum;
+  opt.beta1 = options.beta1;
+  opt.beta2 = options.beta2;
+  opt.eps = options.eps;
+  opt.weightDecay = options.weightDecay;
+  opt.clipGradNorm = options.clipGradNorm;
+  pm.addPass(createAttachOptimizerPass(opt));
+  buildGraphCleanupPipeline(pm);
+}
+
 void strata::registerPassesAndPipelines() {
   registerStrataPasses();
   PassPipelineRegistration<>(
       "strata-graph-cleanup",
       "Fold, canonicalize and deduplicate imported graph IR",
       buildGraphCleanupPipeline);
+  PassPipelineRegistration<>(
+      "strata-training", "Loss, autodiff and AdamW (defaults) on graph IR",
+      [](OpPassManager &pm) { buildTrainingPipeline(pm, TrainingOptions()); });
   PassPipelineRegistration<>(
       "strata-forward-to-exec",
       "Lower a forward graph program to exec IR with a memory plan",

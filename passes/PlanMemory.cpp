@@ -34,6 +34,7 @@ uint64_t bytesOf(Type type) {
 
 /// An arena buffer and its lifetime in op indices (inclusive).
 struct Buffer {
+  Value value;
   Operation *def;
   uint64_t bytes;
   int64_t start;
@@ -67,9 +68,10 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         paramsBytes = alignTo(paramsBytes + bytesOf(param.getType()),
                               artifact::kParamAlignment);
       } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
-        bufferOf[op.getResult(0)] = buffers.size();
-        buffers.push_back({&op, bytesOf(op.getResult(0).getType()), index,
-                           index});
+        for (Value r : op.getResults()) {
+          bufferOf[r] = buffers.size();
+          buffers.push_back({r, &op, bytesOf(r.getType()), index, index});
+        }
       }
       // Extend the lifetime of every buffer this op reads.
       for (Value operand : op.getOperands()) {
@@ -117,9 +119,15 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       unshared += alignTo(b.bytes, artifact::kArenaAlignment);
     }
     OpBuilder builder(func.getContext());
+    // The first result's offset is `offset`; all results' are `offsets`.
+    llvm::DenseMap<Operation *, SmallVector<int64_t>> offsetsOf;
     for (const Buffer &b : buffers)
-      b.def->setAttr("offset", builder.getI64IntegerAttr(
-                                   static_cast<int64_t>(b.offset)));
+      offsetsOf[b.def].push_back(static_cast<int64_t>(b.offset));
+    for (auto &[op, offsets] : offsetsOf) {
+      op->setAttr("offset", builder.getI64IntegerAttr(offsets.front()));
+      if (offsets.size() > 1)
+        op->setAttr("offsets", builder.getDenseI64ArrayAttr(offsets));
+    }
     func->setAttr("exec.arena_bytes",
                   builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
     func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(

@@ -113,6 +113,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.producer = info.producer;
   plan.sourceModel = info.sourceModel;
   plan.mode = info.mode;
+  plan.schedule = info.schedule;
+  plan.optimizer = info.optimizer;
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
   std::vector<char> params(plan.paramsBytes, 0);
@@ -175,7 +177,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       entry.name = s.name;
       entry.slot = *slot;
       entry.flags = (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
-                    (param.getConstant() ? artifact::ParamEntry::Constant : 0);
+                    (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
+                    (param.getState() ? artifact::ParamEntry::State : 0);
       entry.fileOffset = s.offset;
       entry.bytes = s.bytes;
       entry.crc = crc32c(data->data(), data->size());
@@ -187,18 +190,27 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       if (failed(slot))
         return failure();
     } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
-      FailureOr<uint64_t> offset = offsetOf(&op);
-      if (failed(offset))
-        return failure();
       artifact::Step step;
       artifact::kernelByName(kernel.getKernel().str(), step.kernel);
       for (Value v : kernel.getInputs())
         step.inputs.push_back(slotOf.at(v));
-      FailureOr<uint32_t> slot =
-          addSlot(kernel.getResult(), &op, MemRegion::Arena, *offset);
-      if (failed(slot))
-        return failure();
-      step.outputs.push_back(*slot);
+      SmallVector<int64_t> offsets;
+      if (auto all = kernel.getOffsetsAttr())
+        offsets.assign(all.asArrayRef().begin(), all.asArrayRef().end());
+      else if (kernel.getNumResults() == 1) {
+        FailureOr<uint64_t> offset = offsetOf(&op);
+        if (failed(offset))
+          return failure();
+        offsets.push_back(*offset);
+      }
+      if (offsets.size() != kernel.getNumResults())
+        return kernel.emitError("results have no planned offsets");
+      for (auto [r, offset] : llvm::zip(kernel.getResults(), offsets)) {
+        FailureOr<uint32_t> slot = addSlot(r, &op, MemRegion::Arena, offset);
+        if (failed(slot))
+          return failure();
+        step.outputs.push_back(*slot);
+      }
       step.ints.assign(kernel.getInts().begin(), kernel.getInts().end());
       step.floats.assign(kernel.getFloats().begin(), kernel.getFloats().end());
       plan.steps.push_back(std::move(step));
@@ -231,7 +243,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   llvm::raw_string_ostream os(manifest);
   os << "Strata artifact (plan format " << artifact::kPlanFormatVersion
      << ")\nsource: " << plan.sourceModel << "\nproducer: " << plan.producer
-     << "\nmode: " << plan.mode << "\ninputs:\n";
+     << "\nmode: " << plan.mode << "\n";
+  if (plan.mode == "train")
+    os << "optimizer: " << plan.optimizer << "\n";
+  os << "inputs:\n";
   for (const artifact::Binding &b : plan.inputs)
     os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "
        << shapeString(plan.slots[b.slot].shape) << "\n";
@@ -239,8 +254,14 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   for (const artifact::Binding &b : plan.outputs)
     os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "
        << shapeString(plan.slots[b.slot].shape) << "\n";
+  uint64_t states = 0;
+  for (const artifact::ParamEntry &p : plan.params)
+    if (p.flags & artifact::ParamEntry::State)
+      states += plan.slots[p.slot].numElements();
+  frozen -= states;
   os << "parameters: " << trainable << " trainable, " << frozen
-     << " frozen elements; constants: " << constants << " elements\n";
+     << " frozen elements; optimizer state: " << states
+     << " elements; constants: " << constants << " elements\n";
   os << "arena sizes per tier:\n  device: " << formatSize(plan.arenaBytes)
      << " (" << plan.arenaBytes << " bytes)\n  host (parameters): "
      << formatSize(plan.paramsBytes) << " (" << plan.paramsBytes

@@ -3,6 +3,8 @@
 #ifndef STRATA_COMPILER_SERIALIZE_ARTIFACTWRITER_H
 #define STRATA_COMPILER_SERIALIZE_ARTIFACTWRITER_H
 
+#include "runtime/artifact/Plan.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
@@ -13,6 +15,8 @@ struct ArtifactInfo {
   std::string sourceModel;
   std::string producer;
   std::string mode = "forward";
+  artifact::Schedule schedule;
+  std::string optimizer;
 };
 
 /// Serializes the planned exec function `@main` of `module` into the

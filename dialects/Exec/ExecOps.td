@@ -56,18 +56,19 @@ def Exec_ParamOp : Exec_Op<"param"> {
   let description = [{
     Lives in the parameter region at `offset` (4 KiB-aligned), initialised
     from `value`. `constant` marks compile-time constants; `trainable`
-    parameters are updated by training plans.
+    parameters are updated by training plans; `state` is optimizer state.
 
     ```mlir
     %w = exec.param "fc.weight" trainable {offset = 4096 : i64, value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, UnitAttr:$constant,
-                       ElementsAttr:$value, OptionalAttr<I64Attr>:$offset);
+                       UnitAttr:$state, ElementsAttr:$value,
+                       OptionalAttr<I64Attr>:$offset);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
-    $name (`trainable` $trainable^)? (`constant` $constant^)? attr-dict `:`
-    type($result)
+    $name (`trainable` $trainable^)? (`constant` $constant^)?
+    (`state` $state^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -77,7 +78,9 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
   let description = [{
     Runs the runtime kernel `kernel` (see runtime/artifact/Plan.h for the
     list and for what `ints`/`floats` mean to each) on its operands, writing
-    the result buffer at `offset` in the device arena.
+    its result buffers at `offset` (and `offsets` for further results) in
+    the device arena. Update kernels have no result: they write their first
+    operands (parameter, optimizer state) in place.
 
     ```mlir
     %p = exec.kernel "softmax"(%s) {ints = array<i64: 2>, offset = 256 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
@@ -86,8 +89,9 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
   let arguments = (ins StrAttr:$kernel, Variadic<AnyStaticShapeTensor>:$inputs,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
                        DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats,
-                       OptionalAttr<I64Attr>:$offset);
-  let results = (outs AnyStaticShapeTensor:$result);
+                       OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$results);
   let assemblyFormat = [{
     $kernel `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
   }];

@@ -247,11 +247,23 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+LogicalResult CrossEntropyOp::verify() {
+  Shape logits = shapeOf(getLogits()), labels = shapeOf(getLabels());
+  if (logits.size() != 2 || labels.size() != 1 || logits[0] != labels[0])
+    return emitOpError("expects logits [N, V] and labels [N]");
+  if (getType().getRank() != 0 ||
+      getType().getElementType() != elementTypeOf(getLogits()))
+    return emitOpError("result must be a scalar of the logits' type");
+  return success();
+}
+
 LogicalResult TriluOp::verify() {
   if (getType().getRank() < 2)
     return emitOpError("input must have rank >= 2");
   return success();
 }
+
+#include "dialects/Graph/GradientInterface.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/Graph/GraphOps.cpp.inc"

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Graph/GradientInterface.h.inc"
+
 namespace strata::graph {
 
 /// Verifies an op with the Broadcasting trait: data operands (all but an i1

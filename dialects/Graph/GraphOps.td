@@ -10,6 +10,7 @@
 #define STRATA_DIALECTS_GRAPH_GRAPHOPS_TD
 
 include "dialects/Graph/GraphDialect.td"
+include "dialects/Graph/GradientInterface.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -29,9 +30,13 @@ def Graph_Broadcasting : NativeOpTrait<"Broadcasting"> {
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic, traits>;
 
+/// Ops with a reverse-mode gradient rule (GraphGradients.cpp).
+def Graph_Differentiable : DeclareOpInterfaceMethods<Graph_GradientOpInterface>;
+
 class Graph_BinaryOp<string mnemonic, string summaryText,
                      list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat([Pure, Graph_Broadcasting], traits)> {
+    : Graph_Op<mnemonic, !listconcat([Pure, Graph_Broadcasting,
+                                     Graph_Differentiable], traits)> {
   let summary = summaryText;
   let description = [{
     Elementwise `}] # summaryText # [{` with NumPy broadcasting: the result
@@ -58,7 +63,8 @@ class Graph_CompareOp<string mnemonic, string summaryText>
 class Graph_UnaryOp<string mnemonic, string summaryText, Type operandType,
                     list<Trait> traits = []>
     : Graph_Op<mnemonic,
-               !listconcat([Pure, SameOperandsAndResultType], traits)> {
+               !listconcat([Pure, SameOperandsAndResultType,
+                            Graph_Differentiable], traits)> {
   let summary = summaryText;
   let description = [{
     Elementwise `}] # summaryText # [{`; the result has the operand's type.
@@ -154,7 +160,7 @@ def Graph_ReluOp : Graph_UnaryOp<"relu", "rectified linear unit", Graph_FloatTen
 def Graph_NotOp
     : Graph_UnaryOp<"not", "logical negation", StaticShapeTensorOf<[I1]>>;
 
-def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType, Graph_Differentiable]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `x * Phi(x)` with the exact (erf) form, or the tanh approximation when
@@ -169,7 +175,7 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input (`tanh` $tanh^)? attr-dict `:` type($input)";
 }
 
-def Graph_SelectOp : Graph_Op<"select", [Pure, Graph_Broadcasting]> {
+def Graph_SelectOp : Graph_Op<"select", [Pure, Graph_Broadcasting, Graph_Differentiable]> {
   let summary = "Elementwise choice between two tensors (ONNX Where)";
   let description = [{
     `result[i] = condition[i] ? on_true[i] : on_false[i]`, all three operands
@@ -189,7 +195,7 @@ def Graph_SelectOp : Graph_Op<"select", [Pure, Graph_Broadcasting]> {
   let hasFolder = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape, Graph_Differentiable]> {
   let summary = "Element type conversion";
   let description = [{
     Converts each element: floats round to nearest, float to integer truncates
@@ -209,7 +215,7 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Contractions, reductions, normalisations
 //===----------------------------------------------------------------------===//
 
-def Graph_MatMulOp : Graph_Op<"matmul", [Pure]> {
+def Graph_MatMulOp : Graph_Op<"matmul", [Pure, Graph_Differentiable]> {
   let summary = "Matrix product with NumPy matmul semantics";
   let description = [{
     Batched matrix product: the last two dimensions contract, leading
@@ -226,7 +232,7 @@ def Graph_MatMulOp : Graph_Op<"matmul", [Pure]> {
 }
 
 class Graph_ReduceOp<string mnemonic, string summaryText>
-    : Graph_Op<mnemonic, [Pure]> {
+    : Graph_Op<mnemonic, [Pure, Graph_Differentiable]> {
   let summary = summaryText;
   let description = [{
     }] # summaryText # [{ over `axes` (non-negative, ascending, unique); with
@@ -252,7 +258,8 @@ def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Arithmetic mean">;
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
 
 class Graph_SoftmaxLikeOp<string mnemonic, string summaryText>
-    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType,
+                          Graph_Differentiable]> {
   let summary = summaryText;
   let description = [{
     }] # summaryText # [{ along one (non-negative) `axis`.
@@ -270,7 +277,7 @@ class Graph_SoftmaxLikeOp<string mnemonic, string summaryText>
 def Graph_SoftmaxOp : Graph_SoftmaxLikeOp<"softmax", "Softmax">;
 def Graph_LogSoftmaxOp : Graph_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
 
-def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure, Graph_Differentiable]> {
   let summary = "Layer normalisation over the trailing dimensions";
   let description = [{
     Normalises `input` over dimensions `axis ..< rank` to zero mean and unit
@@ -297,7 +304,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure, Graph_Differentiable]> {
   let summary = "Reinterpret a tensor with another shape";
   let description = [{
     Same elements in row-major order, new static shape of equal size.
@@ -313,7 +320,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
+def Graph_TransposeOp : Graph_Op<"transpose", [Pure, Graph_Differentiable]> {
   let summary = "Permute dimensions";
   let description = [{
     `result.shape[i] = input.shape[perm[i]]`.
@@ -331,7 +338,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [Pure]> {
+def Graph_SliceOp : Graph_Op<"slice", [Pure, Graph_Differentiable]> {
   let summary = "Strided window of a tensor";
   let description = [{
     Element `i` of result dimension `d` is element
@@ -354,7 +361,7 @@ def Graph_SliceOp : Graph_Op<"slice", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
+def Graph_ConcatOp : Graph_Op<"concat", [Pure, Graph_Differentiable]> {
   let summary = "Join tensors along one axis";
   let description = [{
     ```mlir
@@ -370,7 +377,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
+def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure, Graph_Differentiable]> {
   let summary = "Broadcast a tensor to a larger static shape";
   let description = [{
     NumPy broadcasting of `input` to the result shape: dimensions align from
@@ -388,7 +395,7 @@ def Graph_BroadcastOp : Graph_Op<"broadcast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [Pure]> {
+def Graph_GatherOp : Graph_Op<"gather", [Pure, Graph_Differentiable]> {
   let summary = "Take slices of a tensor at integer indices (ONNX Gather)";
   let description = [{
     Result shape is `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
@@ -408,7 +415,7 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType, Graph_Differentiable]> {
   let summary = "Keep the upper or lower triangle of the trailing 2-D matrices";
   let description = [{
     Zeroes the elements outside the triangle: lower keeps `j <= i + k`, upper
@@ -426,6 +433,122 @@ def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses and gradient kernels
+//===----------------------------------------------------------------------===//
+
+def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, Graph_Differentiable]> {
+  let summary = "Mean softmax cross-entropy over rows";
+  let description = [{
+    `logits` is [N, V], `labels` is [N] class indices; the result is the
+    mean over the N rows of `logsumexp(logits[i]) - logits[i, labels[i]]`,
+    as `torch.nn.functional.cross_entropy` computes it.
+
+    ```mlir
+    %loss = graph.cross_entropy %logits, %labels : (tensor<64x256xf32>, tensor<64xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits,
+                       StaticShapeTensorOf<[I32, I64]>:$labels);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "Gradient of graph.cross_entropy with respect to the logits";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * grad / N`, where `grad` is the
+    (scalar) gradient of the loss.
+
+    ```mlir
+    %d = graph.cross_entropy_grad %logits, %labels, %g : (tensor<64x256xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits,
+                       StaticShapeTensorOf<[I32, I64]>:$labels,
+                       Graph_FloatTensor:$grad);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "Gradient of graph.gelu: grad * gelu'(input)";
+  let description = [{
+    ```mlir
+    %d = graph.gelu_grad %x, %g tanh : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad,
+                       UnitAttr:$tanh);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad (`tanh` $tanh^)? attr-dict `:` type($input)";
+}
+
+def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
+  let summary = "Gradients of graph.layer_norm";
+  let description = [{
+    Given the input, scale and the gradient of the output, returns the
+    gradients of the input, of the scale (summed to the scale's shape) and of
+    the bias (likewise).
+
+    ```mlir
+    %dx, %dg, %db = graph.layer_norm_grad %x, %g, %dy axis = 1 epsilon = 1.0e-05 : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$grad, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$input_grad,
+                      Graph_FloatTensor:$scale_grad,
+                      Graph_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_GatherGradOp : Graph_Op<"gather_grad", [Pure]> {
+  let summary = "Scatter-add: the gradient of graph.gather for its data";
+  let description = [{
+    A zero tensor of the result type into which each slice of `grad` is
+    added at its index along `axis` (repeated indices accumulate).
+
+    ```mlir
+    %d = graph.gather_grad %g, %ids axis = 0 : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad,
+                       StaticShapeTensorOf<[I32, I64]>:$indices, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices `axis` `=` $axis attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Graph_SliceGradOp : Graph_Op<"slice_grad", [Pure]> {
+  let summary = "The gradient of graph.slice: grad placed into zeros";
+  let description = [{
+    A zero tensor of the result type (the sliced tensor's type) with `grad`
+    written where graph.slice with the same offsets and strides read.
+
+    ```mlir
+    %d = graph.slice_grad %g offsets = [0, 4] strides = [1, 1] : tensor<2x4xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$strides);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `offsets` `=` $offsets `strides` `=` $strides attr-dict `:`
+    type($grad) `->` type($result)
+  }];
 }
 
 #endif // STRATA_DIALECTS_GRAPH_GRAPHOPS_TD

@@ -24,6 +24,8 @@
 //            vec<Step>   steps    (u16 kernel, vec<u32> inputs,
 //                                  vec<u32> outputs, vec<i64> ints,
 //                                  vec<f64> floats)
+//            u8 schedule_kind, i64 warmup_steps, i64 total_steps,
+//            f64 min_ratio, str optimizer
 //
 // A plan of another format version is refused, never reinterpreted.
 
@@ -38,7 +40,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint32_t kPlanFormatVersion = 2;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 
@@ -69,6 +71,8 @@ enum class Kernel : uint16_t {
   Select, Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Gelu,
   Not, Cast, MatMul, ReduceSum, ReduceMean, ReduceMax, Softmax, LogSoftmax,
   LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
+  CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
+  SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW,
   // Add new kernels above this line.
   NumKernels
 };
@@ -82,7 +86,13 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   gelu: [tanh]; cast: -; reduce_*: axes..., then keepdims as the last int;
 ///   softmax/log_softmax: [axis]; layer_norm: [axis, has_bias], [epsilon];
 ///   transpose: perm; slice: offsets..., strides...; concat/gather: [axis];
-///   trilu: [upper, k]; broadcast/copy and elementwise kernels: -.
+///   trilu: [upper, k]; broadcast/copy and elementwise kernels: -;
+///   gelu_grad: [tanh]; layer_norm_grad: [axis], [epsilon];
+///   gather_grad: [axis]; slice_grad: offsets..., strides...;
+///   update_sgd: [lr, weight_decay]; update_momentum: [lr, momentum,
+///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay]
+///   (floats). Update kernels have no outputs: they write their parameter
+///   and state inputs (in the parameter region) in place.
 struct Step {
   Kernel kernel = Kernel::Copy;
   std::vector<uint32_t> inputs;
@@ -98,7 +108,7 @@ struct Binding {
 
 /// A parameter or constant stored in params.bin.
 struct ParamEntry {
-  enum Flags : uint8_t { Trainable = 1, Constant = 2 };
+  enum Flags : uint8_t { Trainable = 1, Constant = 2, State = 4 };
   std::string name;
   uint32_t slot = 0;
   uint8_t flags = 0;
@@ -107,10 +117,24 @@ struct ParamEntry {
   uint32_t crc = 0;
 };
 
+/// The learning-rate schedule of a training plan: the factor the base rate
+/// of every update is multiplied by at step t (from 1).
+struct Schedule {
+  enum Kind : uint8_t { Constant = 0, Warmup = 1, Cosine = 2 };
+  Kind kind = Constant;
+  /// Linear ramp from 0 over the first `warmupSteps` steps (all kinds).
+  int64_t warmupSteps = 0;
+  /// Cosine: decay over [warmupSteps, totalSteps] to `minRatio`.
+  int64_t totalSteps = 0;
+  double minRatio = 0.0;
+
+  double factor(int64_t step) const;
+};
+
 struct Plan {
   std::string producer;
   std::string sourceModel;
-  /// "forward" for inference/evaluation plans.
+  /// "forward" for inference/evaluation plans, "train" for training steps.
   std::string mode = "forward";
   uint64_t arenaBytes = 0;
   uint64_t paramsBytes = 0;
@@ -119,7 +143,16 @@ struct Plan {
   std::vector<Binding> outputs;
   std::vector<ParamEntry> params;
   std::vector<Step> steps;
+  /// Training plans only.
+  Schedule schedule;
+  /// Description of the optimizer, for people ("adamw lr=0.001 ...").
+  std::string optimizer;
+  /// Set by readPlan: the payload's checksum, which identifies the plan.
+  uint32_t payloadCrc = 0;
 };
+
+/// Whether a kernel updates its inputs in place (and has no outputs).
+bool isUpdateKernel(Kernel kernel);
 
 /// Writes plan.bin atomically (temporary file, fsync, rename).
 bool writePlan(const std::string &path, const Plan &plan, std::string &error);

@@ -4,6 +4,7 @@
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileUtil.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -24,7 +25,9 @@ const char *const kKernelNames[] = {
     "cast",       "matmul",      "reduce_sum", "reduce_mean", "reduce_max",
     "softmax",    "log_softmax", "layer_norm", "transpose", "slice",
     "concat",     "broadcast",   "gather",     "trilu",     "copy",
-    "abs",
+    "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
+    "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
+    "update_momentum", "update_adamw",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),
@@ -141,6 +144,11 @@ std::string encodePayload(const Plan &plan) {
     w.vec(s.ints, [&](int64_t i) { w.i64(i); });
     w.vec(s.floats, [&](double f) { w.f64(f); });
   });
+  w.u8(plan.schedule.kind);
+  w.i64(plan.schedule.warmupSteps);
+  w.i64(plan.schedule.totalSteps);
+  w.f64(plan.schedule.minRatio);
+  w.str(plan.optimizer);
   return std::move(w.bytes());
 }
 
@@ -193,7 +201,13 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     s.floats = r.vec<double>([&] { return r.f64(); });
     return s;
   });
-  return r.ok() && r.atEnd();
+  uint8_t kind = r.u8();
+  plan.schedule.kind = static_cast<Schedule::Kind>(kind <= 2 ? kind : 0);
+  plan.schedule.warmupSteps = r.i64();
+  plan.schedule.totalSteps = r.i64();
+  plan.schedule.minRatio = r.f64();
+  plan.optimizer = r.str();
+  return r.ok() && r.atEnd() && kind <= 2;
 }
 
 } // namespace
@@ -220,6 +234,24 @@ bool kernelByName(const std::string &name, Kernel &kernel) {
     }
   }
   return false;
+}
+
+bool isUpdateKernel(Kernel kernel) {
+  return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
+         kernel == Kernel::UpdateAdamW;
+}
+
+double Schedule::factor(int64_t step) const {
+  if (warmupSteps > 0 && step <= warmupSteps)
+    return static_cast<double>(step) / static_cast<double>(warmupSteps);
+  if (kind != Cosine || totalSteps <= warmupSteps)
+    return 1.0;
+  double progress = static_cast<double>(step - warmupSteps) /
+                    static_cast<double>(totalSteps - warmupSteps);
+  if (progress > 1.0)
+    progress = 1.0;
+  const double pi = 3.14159265358979323846;
+  return minRatio + (1.0 - minRatio) * 0.5 * (1.0 + std::cos(pi * progress));
 }
 
 bool validatePlan(const Plan &plan, std::string &error) {
@@ -268,8 +300,21 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (static_cast<uint16_t>(s.kernel) == 0 ||
         s.kernel >= Kernel::NumKernels)
       return fail(where + " has an unknown kernel");
-    if (s.outputs.empty())
-      return fail(where + " has no output");
+    if (s.outputs.empty() != isUpdateKernel(s.kernel))
+      return fail(where + (s.outputs.empty() ? " has no output"
+                                             : " is an update with outputs"));
+    if (isUpdateKernel(s.kernel)) {
+      size_t needed = s.kernel == Kernel::UpdateSgd        ? 2
+                      : s.kernel == Kernel::UpdateMomentum ? 3
+                                                           : 4;
+      if (s.inputs.size() < needed)
+        return fail(where + " has too few operands");
+      for (size_t k = 0; k < needed; ++k)
+        if (k != 1 && s.inputs[k] < plan.slots.size() &&
+            plan.slots[s.inputs[k]].region != Region::Params)
+          return fail(where + " updates a value outside the parameter "
+                              "region");
+    }
     for (uint32_t slot : s.inputs)
       if (!checkSlot(slot, where))
         return false;
@@ -336,6 +381,7 @@ bool readPlan(const std::string &path, Plan &plan, std::string &error) {
   plan = Plan();
   if (!decodePayload(payload, payloadBytes, plan))
     return fail("malformed payload");
+  plan.payloadCrc = payloadCrc;
   if (!validatePlan(plan, error)) {
     error = "'" + path + "': " + error;
     return false;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 
 #ifdef STRATA_HAVE_CBLAS
@@ -761,10 +762,378 @@ void trilu(const TensorRef &in, const TensorRef &out, bool upper, int64_t k) {
       }
 }
 
+
+//===----------------------------------------------------------------------===//
+// Losses and gradient kernels
+//===----------------------------------------------------------------------===//
+
+/// Reads label i as int64.
+int64_t labelAt(const TensorRef &labels, int64_t i) {
+  return labels.dtype == DType::I32
+             ? static_cast<const int32_t *>(labels.data)[i]
+             : static_cast<const int64_t *>(labels.data)[i];
+}
+
+/// Rows whose label is negative (PyTorch's ignore_index -100, or any other
+/// negative value) are left out of the mean.
+bool checkLabels(const TensorRef &labels, int64_t classes, int64_t &count,
+                 std::string &error) {
+  count = 0;
+  for (int64_t i = 0; i < labels.numElements(); ++i) {
+    int64_t l = labelAt(labels, i);
+    if (l >= classes) {
+      error = "label " + std::to_string(l) + " at row " + std::to_string(i) +
+              " is out of range for " + std::to_string(classes) + " classes";
+      return false;
+    }
+    count += l >= 0;
+  }
+  return true;
+}
+
+template <typename T> struct FloatOnly {
+  static constexpr bool value = kIsFloat<T>;
+};
+
+bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
+                  const TensorRef &out, std::string &error) {
+  int64_t n = logits.shape[0], v = logits.shape[1], count;
+  if (!checkLabels(labels, v, count, error))
+    return false;
+  dispatch(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      using C = typename Traits<T>::C;
+      const T *x = static_cast<const T *>(logits.data);
+      std::vector<double> rowLoss(n, 0.0);
+      parallelFor(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i) {
+                      int64_t l = labelAt(labels, i);
+                      if (l < 0)
+                        continue;
+                      const T *row = x + i * v;
+                      double mx = -INFINITY;
+                      for (int64_t j = 0; j < v; ++j)
+                        mx = std::max(mx, double(Traits<T>::load(row[j])));
+                      double sum = 0;
+                      for (int64_t j = 0; j < v; ++j)
+                        sum += std::exp(double(Traits<T>::load(row[j])) - mx);
+                      rowLoss[i] = mx + std::log(sum) -
+                                   double(Traits<T>::load(row[l]));
+                    }
+                  });
+      double total = 0;
+      for (double r : rowLoss)
+        total += r;
+      double mean = count ? total / count : std::nan("");
+      *static_cast<T *>(out.data) = Traits<T>::store(static_cast<C>(mean));
+    }
+  });
+  return true;
+}
+
+bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
+                      const TensorRef &grad, const TensorRef &out,
+                      std::string &error) {
+  int64_t n = logits.shape[0], v = logits.shape[1], count;
+  if (!checkLabels(labels, v, count, error))
+    return false;
+  dispatch(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      using C = typename Traits<T>::C;
+      const T *x = static_cast<const T *>(logits.data);
+      T *dx = static_cast<T *>(out.data);
+      double g = double(Traits<T>::load(*static_cast<const T *>(grad.data)));
+      double scale = count ? g / count : 0.0;
+      parallelFor(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i) {
+                      int64_t l = labelAt(labels, i);
+                      const T *row = x + i * v;
+                      T *drow = dx + i * v;
+                      if (l < 0) {
+                        for (int64_t j = 0; j < v; ++j)
+                          drow[j] = Traits<T>::store(C(0));
+                        continue;
+                      }
+                      double mx = -INFINITY;
+                      for (int64_t j = 0; j < v; ++j)
+                        mx = std::max(mx, double(Traits<T>::load(row[j])));
+                      double sum = 0;
+                      for (int64_t j = 0; j < v; ++j)
+                        sum += std::exp(double(Traits<T>::load(row[j])) - mx);
+                      double inv = 1.0 / sum;
+                      for (int64_t j = 0; j < v; ++j) {
+                        double p =
+                            std::exp(double(Traits<T>::load(row[j])) - mx) * inv;
+                        drow[j] = Traits<T>::store(
+                            static_cast<C>((p - (j == l ? 1.0 : 0.0)) * scale));
+                      }
+                    }
+                  });
+    }
+  });
+  return true;
+}
+
+void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
+              bool tanhForm) {
+  dispatch(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      using C = typename Traits<T>::C;
+      const T *px = static_cast<const T *>(x.data);
+      const T *pg = static_cast<const T *>(g.data);
+      T *po = static_cast<T *>(out.data);
+      parallelFor(x.numElements(), 8192, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          C v = Traits<T>::load(px[i]), d;
+          if (tanhForm) {
+            const C k0 = C(0.7978845608028654), k1 = C(0.044715);
+            C t = std::tanh(k0 * (v + k1 * v * v * v));
+            d = C(0.5) * (C(1) + t) +
+                C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
+          } else {
+            C cdf = C(0.5) * (C(1) + std::erf(v * C(0.7071067811865476)));
+            C pdf = std::exp(C(-0.5) * v * v) * C(0.3989422804014327);
+            d = cdf + v * pdf;
+          }
+          po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));
+        }
+      });
+    }
+  });
+}
+
+void layerNormGrad(const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out, int64_t axis,
+                   double epsilon) {
+  const TensorRef &x = in[0], &dy = in[2];
+  Shape normalized(x.shape.begin() + axis, x.shape.end());
+  int64_t rows = product(x.shape, 0, axis), inner = product(normalized);
+  std::vector<double> scale = expandTo(in[1], normalized);
+  std::vector<double> dscale(inner, 0.0), dbias(inner, 0.0);
+  std::mutex merge;
+  dispatch(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      using C = typename Traits<T>::C;
+      const T *px = static_cast<const T *>(x.data);
+      const T *pdy = static_cast<const T *>(dy.data);
+      T *pdx = static_cast<T *>(out[0].data);
+      parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
+                  [&](int64_t b, int64_t e) {
+        std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner),
+            dxhat(inner);
+        for (int64_t r = b; r < e; ++r) {
+          const T *xr = px + r * inner;
+          const T *dyr = pdy + r * inner;
+          double mean = 0, var = 0;
+          for (int64_t i = 0; i < inner; ++i)
+            mean += double(Traits<T>::load(xr[i]));
+          mean /= inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            double d = double(Traits<T>::load(xr[i])) - mean;
+            var += d * d;
+          }
+          var /= inner;
+          double inv = 1.0 / std::sqrt(var + epsilon);
+          double meanDxhat = 0, meanDxhatXhat = 0;
+          for (int64_t i = 0; i < inner; ++i) {
+            double g = double(Traits<T>::load(dyr[i]));
+            xhat[i] = (double(Traits<T>::load(xr[i])) - mean) * inv;
+            dxhat[i] = g * scale[i];
+            meanDxhat += dxhat[i];
+            meanDxhatXhat += dxhat[i] * xhat[i];
+            ds[i] += g * xhat[i];
+            db[i] += g;
+          }
+          meanDxhat /= inner;
+          meanDxhatXhat /= inner;
+          T *dxr = pdx + r * inner;
+          for (int64_t i = 0; i < inner; ++i)
+            dxr[i] = Traits<T>::store(static_cast<C>(
+                inv * (dxhat[i] - meanDxhat - xhat[i] * meanDxhatXhat)));
+        }
+        std::lock_guard<std::mutex> lock(merge);
+        for (int64_t i = 0; i < inner; ++i) {
+          dscale[i] += ds[i];
+          dbias[i] += db[i];
+        }
+      });
+      T *pds = static_cast<T *>(out[1].data);
+      T *pdb = static_cast<T *>(out[2].data);
+      for (int64_t i = 0; i < inner; ++i) {
+        pds[i] = Traits<T>::store(static_cast<C>(dscale[i]));
+        pdb[i] = Traits<T>::store(static_cast<C>(dbias[i]));
+      }
+    }
+  });
+}
+
+bool gatherGrad(const TensorRef &g, const TensorRef &indices,
+                const TensorRef &out, int64_t axis, std::string &error) {
+  int64_t outer = product(out.shape, 0, axis), dim = out.shape[axis];
+  int64_t inner = product(out.shape, axis + 1);
+  int64_t n = indices.numElements();
+  std::memset(out.data, 0, out.numElements() * dtypeSize(out.dtype));
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = labelAt(indices, i);
+    if (v < -dim || v >= dim) {
+      error = "gather index " + std::to_string(v) + " out of range";
+      return false;
+    }
+    idx[i] = v < 0 ? v + dim : v;
+  }
+  dispatch(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      const T *pg = static_cast<const T *>(g.data);
+      T *po = static_cast<T *>(out.data);
+      // Parallel over the inner dimension: repeated indices never race.
+      parallelFor(inner, 256, [&](int64_t b, int64_t e) {
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < n; ++i) {
+            const T *src = pg + (o * n + i) * inner;
+            T *dst = po + (o * dim + idx[i]) * inner;
+            for (int64_t k = b; k < e; ++k)
+              dst[k] = Traits<T>::store(Traits<T>::load(dst[k]) +
+                                        Traits<T>::load(src[k]));
+          }
+      });
+    }
+  });
+  return true;
+}
+
+void sliceGrad(const TensorRef &g, const TensorRef &out,
+               const std::vector<int64_t> &ints) {
+  size_t size = dtypeSize(out.dtype);
+  std::memset(out.data, 0, out.numElements() * size);
+  size_t rank = out.shape.size();
+  Shape outStrides = contiguousStrides(out.shape);
+  Shape strides(rank);
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    base += ints[d] * outStrides[d];
+    strides[d] = ints[rank + d] * outStrides[d];
+  }
+  std::array<Shape, 1> s = {strides};
+  const char *src = static_cast<const char *>(g.data);
+  char *dst = static_cast<char *>(out.data);
+  forEachRow(g.shape, s,
+             [&](int64_t o, int64_t n, const std::array<int64_t, 1> &b,
+                 const std::array<int64_t, 1> &st) {
+               for (int64_t i = 0; i < n; ++i)
+                 std::memcpy(dst + (base + b[0] + i * st[0]) * int64_t(size),
+                             src + (o + i) * int64_t(size), size);
+             });
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates (in place), with PyTorch's arithmetic order
+//===----------------------------------------------------------------------===//
+
+void update(Kernel k, const std::vector<TensorRef> &in,
+            const std::vector<double> &hp, const KernelContext &ctx) {
+  size_t needed = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3 : 4;
+  const TensorRef *scaleRef = in.size() > needed ? &in[needed] : nullptr;
+  dispatch(in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      using C = typename Traits<T>::C;
+      C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
+                         : C(1);
+      T *w = static_cast<T *>(in[0].data);
+      const T *g = static_cast<const T *>(in[1].data);
+      int64_t n = in[0].numElements();
+      C lr = static_cast<C>(hp[0] * ctx.lrFactor);
+      if (k == Kernel::UpdateSgd) {
+        C wd = static_cast<C>(hp[1]);
+        parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            C wi = Traits<T>::load(w[i]);
+            C d = Traits<T>::load(g[i]) * scale;
+            if (wd != 0)
+              d = d + wd * wi;
+            w[i] = Traits<T>::store(wi - lr * d);
+          }
+        });
+      } else if (k == Kernel::UpdateMomentum) {
+        C mom = static_cast<C>(hp[1]), wd = static_cast<C>(hp[2]);
+        T *buf = static_cast<T *>(in[2].data);
+        bool first = ctx.step == 1;
+        parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            C wi = Traits<T>::load(w[i]);
+            C d = Traits<T>::load(g[i]) * scale;
+            if (wd != 0)
+              d = d + wd * wi;
+            C bi = first ? d : Traits<T>::load(buf[i]) * mom + d;
+            buf[i] = Traits<T>::store(bi);
+            w[i] = Traits<T>::store(wi - lr * bi);
+          }
+        });
+      } else {
+        C b1 = static_cast<C>(hp[1]), b2 = static_cast<C>(hp[2]);
+        C eps = static_cast<C>(hp[3]);
+        double lrd = hp[0] * ctx.lrFactor;
+        C decay = static_cast<C>(1.0 - lrd * hp[4]);
+        double bc1 = 1.0 - std::pow(hp[1], double(ctx.step));
+        double bc2 = 1.0 - std::pow(hp[2], double(ctx.step));
+        C stepSize = static_cast<C>(lrd / bc1);
+        C bc2Sqrt = static_cast<C>(std::sqrt(bc2));
+        T *m = static_cast<T *>(in[2].data);
+        T *v = static_cast<T *>(in[3].data);
+        parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            C gi = Traits<T>::load(g[i]) * scale;
+            C wi = Traits<T>::load(w[i]) * decay;
+            C mi = Traits<T>::load(m[i]) * b1 + gi * (C(1) - b1);
+            C vi = Traits<T>::load(v[i]) * b2 + gi * gi * (C(1) - b2);
+            C denom = std::sqrt(vi) / bc2Sqrt + eps;
+            m[i] = Traits<T>::store(mi);
+            v[i] = Traits<T>::store(vi);
+            w[i] = Traits<T>::store(wi - stepSize * (mi / denom));
+          }
+        });
+      }
+    }
+  });
+}
+
 } // namespace
 
 bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out, std::string &error) {
+               const std::vector<TensorRef> &out, const KernelContext &ctx,
+               std::string &error) {
+  switch (step.kernel) {
+  case Kernel::CrossEntropy:
+    return crossEntropy(in[0], in[1], out[0], error);
+  case Kernel::CrossEntropyGrad:
+    return crossEntropyGrad(in[0], in[1], in[2], out[0], error);
+  case Kernel::GeluGrad:
+    geluGrad(in[0], in[1], out[0], !step.ints.empty() && step.ints[0] != 0);
+    return true;
+  case Kernel::LayerNormGrad:
+    layerNormGrad(in, out, step.ints.at(0), step.floats.at(0));
+    return true;
+  case Kernel::GatherGrad:
+    return gatherGrad(in[0], in[1], out[0], step.ints.at(0), error);
+  case Kernel::SliceGrad:
+    sliceGrad(in[0], out[0], step.ints);
+    return true;
+  case Kernel::UpdateSgd:
+  case Kernel::UpdateMomentum:
+  case Kernel::UpdateAdamW:
+    update(step.kernel, in, step.floats, ctx);
+    return true;
+  default:
+    break;
+  }
   const TensorRef &o = out[0];
   switch (step.kernel) {
   case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
@@ -818,7 +1187,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   case Kernel::Copy:
     std::memcpy(o.data, in[0].data, o.numElements() * dtypeSize(o.dtype));
     return true;
-  case Kernel::NumKernels:
+  default:
     break;
   }
   error = std::string("unknown kernel ") + artifact::kernelName(step.kernel);

@@ -24,11 +24,28 @@ struct TensorRef {
   }
 };
 
-/// Runs one step on the CPU. Outputs never alias inputs. Returns false with
+/// What a training step's update kernels need from the training loop.
+struct KernelContext {
+  /// The optimizer step, from 1 (AdamW's bias correction).
+  int64_t step = 1;
+  /// The schedule's factor for this step; multiplies every base rate.
+  double lrFactor = 1.0;
+};
+
+/// Runs one step on the CPU. Outputs never alias inputs; update kernels
+/// write their parameter and state inputs in place. Returns false with
 /// `error` set for failures only the data can reveal (an index out of range,
 /// integer division by zero).
 bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &inputs,
-               const std::vector<TensorRef> &outputs, std::string &error);
+               const std::vector<TensorRef> &outputs,
+               const KernelContext &context, std::string &error);
+
+inline bool runKernel(const artifact::Step &step,
+                      const std::vector<TensorRef> &inputs,
+                      const std::vector<TensorRef> &outputs,
+                      std::string &error) {
+  return runKernel(step, inputs, outputs, KernelContext(), error);
+}
 
 } // namespace strata::cpu
 

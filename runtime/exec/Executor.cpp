@@ -69,7 +69,7 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
   return false;
 }
 
-bool Executor::run(std::string &error) {
+bool Executor::run(std::string &error, const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!inputSet_[i]) {
@@ -90,10 +90,13 @@ bool Executor::run(std::string &error) {
       outs.push_back(ref(s));
       arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
     }
-    if (!cpu::runKernel(step, ins, outs, error)) {
+    if (!cpu::runKernel(step, ins, outs, context, error)) {
+      std::string target = step.outputs.empty()
+                               ? plan.slots[step.inputs[0]].name
+                               : plan.slots[step.outputs[0]].name;
       error = "step " + std::to_string(i) + " (" +
-              artifact::kernelName(step.kernel) + " -> '" +
-              plan.slots[step.outputs[0]].name + "'): " + error;
+              artifact::kernelName(step.kernel) + " -> '" + target +
+              "'): " + error;
       return false;
     }
   }

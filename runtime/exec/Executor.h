@@ -46,8 +46,10 @@ public:
   bool setInput(const std::string &name, const npy::Array &array,
                 std::string &error);
 
-  /// Runs every step in order; all inputs must have been set.
-  bool run(std::string &error);
+  /// Runs every step in order; all inputs must have been set. `context`
+  /// feeds the update kernels of training plans.
+  bool run(std::string &error,
+           const cpu::KernelContext &context = cpu::KernelContext());
 
   /// Copies an output out.
   bool getOutput(const std::string &name, npy::Array &array,

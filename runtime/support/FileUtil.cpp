@@ -41,13 +41,22 @@ bool syncDirectory(const std::string &path) {
 
 bool writeFileAtomically(const std::string &path, const void *data,
                          size_t size, std::string &error) {
+  return writeFileAtomically(path, {FilePiece{data, size}}, error);
+}
+
+bool writeFileAtomically(const std::string &path,
+                         const std::vector<FilePiece> &pieces,
+                         std::string &error) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     error = "cannot create '" + tmp + "': " + std::strerror(errno);
     return false;
   }
-  bool ok = writeAll(fd, data, size) && ::fsync(fd) == 0;
+  bool ok = true;
+  for (const FilePiece &piece : pieces)
+    ok = ok && writeAll(fd, piece.data, piece.size);
+  ok = ok && ::fsync(fd) == 0;
   int savedErrno = errno;
   ok = (::close(fd) == 0) && ok;
   if (!ok) {

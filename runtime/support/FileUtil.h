@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -13,6 +14,15 @@ namespace strata {
 /// never a partial one. Returns false with `error` set (disk full included).
 bool writeFileAtomically(const std::string &path, const void *data,
                          size_t size, std::string &error);
+
+/// Like writeFileAtomically, with the contents given as several pieces.
+struct FilePiece {
+  const void *data;
+  size_t size;
+};
+bool writeFileAtomically(const std::string &path,
+                         const std::vector<FilePiece> &pieces,
+                         std::string &error);
 
 /// Writes all of `size` bytes to `fd`, retrying on EINTR/short writes.
 bool writeAll(int fd, const void *data, size_t size);

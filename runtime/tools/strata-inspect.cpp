@@ -54,11 +54,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   const Plan &plan = art.plan();
-  uint64_t trainable = 0, frozen = 0, constants = 0;
+  uint64_t trainable = 0, frozen = 0, constants = 0, states = 0;
   for (const ParamEntry &p : plan.params) {
     int64_t n = plan.slots[p.slot].numElements();
     if (p.flags & ParamEntry::Constant)
       constants += n;
+    else if (p.flags & ParamEntry::State)
+      states += n;
     else if (p.flags & ParamEntry::Trainable)
       trainable += n;
     else
@@ -76,10 +78,13 @@ int main(int argc, char **argv) {
   for (const Binding &b : plan.outputs)
     std::printf("  %s: %s\n", b.name.c_str(),
                 describe(plan.slots[b.slot]).c_str());
+  if (plan.mode == "train")
+    std::printf("optimizer: %s\n", plan.optimizer.c_str());
   std::printf("parameters: %llu trainable, %llu frozen elements; %llu "
-              "constant elements\n",
+              "optimizer-state elements; %llu constant elements\n",
               static_cast<unsigned long long>(trainable),
               static_cast<unsigned long long>(frozen),
+              static_cast<unsigned long long>(states),
               static_cast<unsigned long long>(constants));
   std::printf("memory:\n");
   std::printf("  device arena (activations, workspace): %s (%llu bytes)\n",
@@ -114,6 +119,7 @@ int main(int argc, char **argv) {
                   static_cast<unsigned long long>(s.offset + s.bytes),
                   describe(s).c_str(), p.name.c_str(),
                   (p.flags & ParamEntry::Constant)    ? " (constant)"
+                  : (p.flags & ParamEntry::State)     ? " (optimizer state)"
                   : (p.flags & ParamEntry::Trainable) ? " (trainable)"
                                                       : " (frozen)");
     }
@@ -125,9 +131,17 @@ int main(int argc, char **argv) {
       std::string ins;
       for (uint32_t s : step.inputs)
         ins += (ins.empty() ? "" : ", ") + plan.slots[s].name;
-      const Slot &out = plan.slots[step.outputs[0]];
+      if (step.outputs.empty()) {
+        std::printf("  %4zu %-12s (%s)  [in place]\n", i,
+                    kernelName(step.kernel), ins.c_str());
+        continue;
+      }
+      std::string outs;
+      for (uint32_t s : step.outputs)
+        outs += (outs.empty() ? "" : ", ") + plan.slots[s].name + ": " +
+                describe(plan.slots[s]);
       std::printf("  %4zu %-12s %s = (%s)\n", i, kernelName(step.kernel),
-                  (out.name + ": " + describe(out)).c_str(), ins.c_str());
+                  outs.c_str(), ins.c_str());
     }
   }
   return 0;

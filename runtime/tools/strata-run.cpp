@@ -5,6 +5,7 @@
 // Each output is written as DIR/<output name>.npy.
 
 #include "runtime/exec/Executor.h"
+#include "runtime/train/Trainer.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
 
@@ -19,9 +20,11 @@ using namespace strata;
 static void usage(FILE *out) {
   std::fprintf(out,
                "usage: strata-run ARTIFACT --input NAME=FILE.npy ... "
-               "--output-dir DIR [options]\n\n"
+               "--output-dir DIR [options]\n"
+               "       strata-run ARTIFACT --data FILE --steps N [options]\n\n"
                "Runs a compiled Strata artifact (a directory written by "
-               "strata-compile -o).\n\n"
+               "strata-compile -o): a forward plan once, a training plan "
+               "for N steps.\n\n"
                "options:\n"
                "  --input NAME=FILE.npy  an input of the model (one per "
                "input)\n"
@@ -30,6 +33,17 @@ static void usage(FILE *out) {
                "  --device-mem SIZE      device-memory budget (e.g. 2GiB); "
                "the run fails if the plan needs more\n"
                "  --quiet                no summary on stderr\n"
+               "training (plans compiled with --mode train):\n"
+               "  --data FILE            token data: .npy int32/int64 [N, "
+               "T+1] rows, or a .bin uint16 token stream\n"
+               "  --steps N              train until step N\n"
+               "  --save-every K         checkpoint every K steps (and at the "
+               "end)\n"
+               "  --checkpoint-dir DIR   where checkpoints go (default: "
+               "ARTIFACT/checkpoint)\n"
+               "  --resume               continue from the last checkpoint\n"
+               "  --log-json FILE        one JSON object per step (step, "
+               "loss, lr, grad_norm, tokens_per_s)\n"
                "  --help                 this text\n");
 }
 
@@ -47,6 +61,8 @@ int main(int argc, char **argv) {
   std::vector<std::pair<std::string, std::string>> inputs;
   uint64_t budget = 0;
   bool quiet = false;
+  train::TrainerOptions trainOptions;
+  bool stepsGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *flag) -> std::string {
@@ -86,6 +102,29 @@ int main(int argc, char **argv) {
       }
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--data" || arg.rfind("--data=", 0) == 0) {
+      trainOptions.dataPath = value("--data");
+    } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||
+               arg == "--save-every" || arg.rfind("--save-every=", 0) == 0) {
+      bool steps = arg.rfind("--steps", 0) == 0;
+      std::string text = value(steps ? "--steps" : "--save-every");
+      char *end = nullptr;
+      long long n = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || n < 0) {
+        std::fprintf(stderr, "strata-run: error: %s expects a non-negative "
+                             "integer, got '%s'\n",
+                     steps ? "--steps" : "--save-every", text.c_str());
+        return 2;
+      }
+      (steps ? trainOptions.steps : trainOptions.saveEvery) = n;
+      stepsGiven |= steps;
+    } else if (arg == "--checkpoint-dir" ||
+               arg.rfind("--checkpoint-dir=", 0) == 0) {
+      trainOptions.checkpointDir = value("--checkpoint-dir");
+    } else if (arg == "--resume") {
+      trainOptions.resume = true;
+    } else if (arg == "--log-json" || arg.rfind("--log-json=", 0) == 0) {
+      trainOptions.logJson = value("--log-json");
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "strata-run: error: unknown option '%s'\n",
                    arg.c_str());
@@ -117,6 +156,14 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;
   }
+  bool training = art.plan().mode == "train";
+  if (!training && (stepsGiven || !trainOptions.dataPath.empty())) {
+    std::fprintf(stderr, "strata-run: error: '%s' is a forward plan; "
+                         "--data/--steps need one compiled with --mode "
+                         "train\n",
+                 artifactDir.c_str());
+    return 2;
+  }
   for (const auto &[name, file] : inputs) {
     npy::Array array;
     if (!npy::readFile(file, array, error) ||
@@ -124,6 +171,22 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
       return 1;
     }
+    if (training)
+      trainOptions.fixedInputs.emplace_back(name, std::move(array));
+  }
+  if (training) {
+    if (trainOptions.checkpointDir.empty())
+      trainOptions.checkpointDir = artifactDir + "/checkpoint";
+    trainOptions.quiet = quiet;
+    if (!train::runTraining(art, executor, trainOptions, error)) {
+      std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+      return 1;
+    }
+    if (!quiet)
+      std::fprintf(stderr, "strata-run: device arena peak %s (plan: %s)\n",
+                   formatSize(executor.arenaPeak()).c_str(),
+                   formatSize(art.plan().arenaBytes).c_str());
+    return 0;
   }
   auto start = std::chrono::steady_clock::now();
   if (!executor.run(error)) {

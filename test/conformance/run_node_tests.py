@@ -109,7 +109,8 @@ def run_case(args, case_dir, supported_ops, opset_range):
             while True:
                 cmd = [os.path.join(args.bin, "strata-compile"),
                        os.path.join(case_dir, "model.onnx"),
-                       "-o", os.path.join(work, "model.strata")]
+                       "-o", os.path.join(work, "model.strata"),
+                       "--mode", "forward"]
                 for k, (info, array) in enumerate(zip(inputs, arrays)):
                     if info.name in fixed:
                         cmd += ["--input-value", "%s=%s" % (info.name, paths[k])]

@@ -195,11 +195,16 @@ def export_torch(module, path, batch, seq, opset, dynamic, fold):
     torch = _torch()
     torch.manual_seed(0)
     module.eval()
-    # Norm weights start as all ones; the exporter merges initializers with
-    # equal values, which would tie every norm together. Perturb them.
+    # GPT-2's initialisation (matrices N(0, 0.02)) keeps the logits small,
+    # so the test models train in a well-conditioned regime. Vectors (norm
+    # weights, biases) would start as all ones or zeros, and the exporter
+    # merges initializers with equal values, which would tie every norm
+    # together: perturb them.
     with torch.no_grad():
         for p in module.parameters():
-            if p.dim() == 1:
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.02)
+            else:
                 p.add_(0.1 * torch.randn_like(p))
     ids = torch.randint(0, 96, (batch, seq), dtype=torch.long)
     kwargs = {}

@@ -39,7 +39,8 @@ class ForwardParity(unittest.TestCase):
             ARGS.work, TORCH_MODELS + ["helper_gemm_mlp"])}
 
     def compile(self, meta, out):
-        cmd = [tool("strata-compile"), meta["path"], "-o", out]
+        cmd = [tool("strata-compile"), meta["path"], "-o", out, "--mode",
+               "forward"]
         for b in meta["bind"]:
             cmd += ["--input-shape", b]
         r = subprocess.run(cmd, capture_output=True, text=True)

@@ -10,6 +10,8 @@
 #include "compiler/serialize/ArtifactWriter.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/support/Npy.h"
+
+#include <sstream>
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
 
@@ -22,6 +24,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -38,7 +41,7 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
                                       cl::desc("<model.onnx|model.onnxtext>"),
                                       cl::cat(category));
 
-enum class Emit { Default, Graph, Exec, Artifact };
+enum class Emit { Default, Graph, Train, Exec, Artifact };
 static cl::opt<Emit> emit(
     "emit",
     cl::desc("What to produce (default: the artifact when -o names a "
@@ -46,18 +49,70 @@ static cl::opt<Emit> emit(
     cl::init(Emit::Default),
     cl::values(clEnumValN(Emit::Graph, "graph",
                           "the imported graph-dialect IR, cleaned up"),
+               clEnumValN(Emit::Train, "train",
+                          "the training step (loss, gradients, updates)"),
                clEnumValN(Emit::Exec, "exec",
                           "the exec IR with its memory plan"),
                clEnumValN(Emit::Artifact, "artifact",
                           "the artifact directory (needs -o DIR)")),
     cl::cat(category));
 
-enum class Mode { Forward };
+enum class Mode { Train, Forward, Grad };
 static cl::opt<Mode> mode(
-    "mode", cl::desc("What the artifact computes"), cl::init(Mode::Forward),
-    cl::values(clEnumValN(Mode::Forward, "forward",
-                          "inference/evaluation: the model's outputs")),
+    "mode", cl::desc("What the artifact computes"), cl::init(Mode::Train),
+    cl::values(clEnumValN(Mode::Train, "train",
+                          "a training step: loss, gradients, optimizer "
+                          "update (default)"),
+               clEnumValN(Mode::Forward, "forward",
+                          "inference/evaluation: the model's outputs"),
+               clEnumValN(Mode::Grad, "grad",
+                          "the loss and the gradient of every trainable "
+                          "parameter (outputs grad:<name>), no update")),
     cl::cat(category));
+
+static cl::OptionCategory trainCategory("training options (--mode train)");
+
+static cl::opt<std::string> loss(
+    "loss",
+    cl::desc("causal-lm (default: mean next-token cross-entropy of a model "
+             "mapping ids [B,T] to logits [B,T,V]) or output (the model's "
+             "first output is the loss)"),
+    cl::init("causal-lm"), cl::cat(trainCategory));
+static cl::opt<std::string> optimizer(
+    "optimizer", cl::desc("sgd, momentum or adamw"), cl::init("adamw"),
+    cl::cat(trainCategory));
+static cl::opt<double> lr("lr", cl::desc("Base learning rate"),
+                          cl::init(1e-3), cl::cat(trainCategory));
+static cl::opt<double> momentum("momentum",
+                                cl::desc("Momentum (--optimizer momentum)"),
+                                cl::init(0.9), cl::cat(trainCategory));
+static cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9),
+                             cl::cat(trainCategory));
+static cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"),
+                             cl::init(0.999), cl::cat(trainCategory));
+static cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                           cl::cat(trainCategory));
+static cl::opt<double> weightDecay(
+    "weight-decay",
+    cl::desc("Weight decay (decoupled for AdamW, L2 for SGD/momentum)"),
+    cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm", cl::desc("Clip gradients to this global norm (0: off)"),
+    cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<std::string> lrSchedule(
+    "lr-schedule",
+    cl::desc("constant (default), warmup (linear warmup, then constant) or "
+             "cosine (warmup, then cosine decay to --min-lr-ratio)"),
+    cl::init("constant"), cl::cat(trainCategory));
+static cl::opt<int64_t> warmupSteps("warmup-steps",
+                                    cl::desc("Linear warmup steps"),
+                                    cl::init(0), cl::cat(trainCategory));
+static cl::opt<int64_t> totalSteps(
+    "total-steps", cl::desc("Steps the cosine schedule decays over"),
+    cl::init(0), cl::cat(trainCategory));
+static cl::opt<double> minLrRatio(
+    "min-lr-ratio", cl::desc("Final learning rate / base (cosine)"),
+    cl::init(0.0), cl::cat(trainCategory));
 
 static cl::opt<std::string> outputFile(
     "o", cl::desc("Output: the artifact directory, or the IR file ('-' for "
@@ -179,7 +234,7 @@ private:
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &trainCategory});
   // --list-ops needs no model; let it through the Required positional.
   for (int i = 1; i < argc; ++i) {
     if (llvm::StringRef(argv[i]) == "--list-ops") {
@@ -293,18 +348,83 @@ int main(int argc, char **argv) {
     llvm::errs() << "strata-compile: error: --emit=artifact needs -o DIR\n";
     return 1;
   }
+  strata::artifact::Schedule schedule;
+  std::string optimizerText;
+  if (mode == Mode::Train) {
+    if (lrSchedule == "constant" || lrSchedule == "warmup") {
+      schedule.kind = lrSchedule == "constant"
+                          ? strata::artifact::Schedule::Constant
+                          : strata::artifact::Schedule::Warmup;
+    } else if (lrSchedule == "cosine") {
+      schedule.kind = strata::artifact::Schedule::Cosine;
+      if (totalSteps <= warmupSteps) {
+        llvm::errs() << "strata-compile: error: --lr-schedule cosine needs "
+                        "--total-steps greater than --warmup-steps\n";
+        return 1;
+      }
+    } else {
+      llvm::errs() << "strata-compile: error: unknown --lr-schedule '"
+                   << lrSchedule << "' (constant, warmup or cosine)\n";
+      return 1;
+    }
+    if (warmupSteps < 0 || lr <= 0) {
+      llvm::errs() << "strata-compile: error: --lr must be positive and "
+                      "--warmup-steps non-negative\n";
+      return 1;
+    }
+    schedule.warmupSteps = warmupSteps;
+    schedule.totalSteps = totalSteps;
+    schedule.minRatio = minLrRatio;
+    std::ostringstream text;
+    text << optimizer.getValue() << " lr=" << lr.getValue()
+         << " schedule=" << lrSchedule.getValue();
+    if (warmupSteps > 0)
+      text << " warmup=" << warmupSteps.getValue();
+    if (schedule.kind == strata::artifact::Schedule::Cosine)
+      text << " total=" << totalSteps.getValue()
+           << " min_ratio=" << minLrRatio.getValue();
+    if (optimizer == "momentum")
+      text << " momentum=" << momentum.getValue();
+    if (optimizer == "adamw")
+      text << " betas=(" << beta1.getValue() << ", " << beta2.getValue()
+           << ") eps=" << eps.getValue();
+    text << " weight_decay=" << weightDecay.getValue();
+    if (clipGradNorm > 0)
+      text << " clip_grad_norm=" << clipGradNorm.getValue();
+    optimizerText = text.str();
+  }
   strata::buildGraphCleanupPipeline(pm);
-  if (what != Emit::Graph)
+  if (what != Emit::Graph && mode != Mode::Forward) {
+    strata::TrainingOptions training;
+    training.loss = loss;
+    training.optimizer = optimizer;
+    training.lr = lr;
+    training.momentum = momentum;
+    training.beta1 = beta1;
+    training.beta2 = beta2;
+    training.eps = eps;
+    training.weightDecay = weightDecay;
+    training.clipGradNorm = clipGradNorm;
+    training.gradientsOnly = mode == Mode::Grad;
+    strata::buildTrainingPipeline(pm, training);
+  }
+  if (what == Emit::Exec || what == Emit::Artifact)
     strata::buildForwardToExecPipeline(pm);
   if (failed(pm.run(*module)))
     return 1;
 
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
-    info.sourceModel = inputFile;
+
     if (auto producer = (*module)->getAttrOfType<StringAttr>("graph.producer"))
       info.producer = producer.getValue().str();
-    info.mode = "forward";
+    info.mode = mode == Mode::Train ? "train" : "forward";
+    // Recorded absolute, so strata-export finds the model from anywhere.
+    llvm::SmallString<256> source(inputFile);
+    llvm::sys::fs::make_absolute(source);
+    info.sourceModel = source.str().str();
+    info.schedule = schedule;
+    info.optimizer = optimizerText;
     if (failed(strata::writeArtifact(*module, outputFile, info)))
       return 1;
     return 0;

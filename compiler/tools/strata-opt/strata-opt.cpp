@@ -7,6 +7,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphDialect.h"
+#include "dialects/Train/TrainDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,7 +19,8 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   strata::registerPassesAndPipelines();
   mlir::DialectRegistry registry;
-  registry.insert<strata::graph::GraphDialect, strata::exec::ExecDialect,
+  registry.insert<strata::graph::GraphDialect, strata::train::TrainDialect,
+                  strata::exec::ExecDialect,
                   mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Strata optimizer driver\n", registry));

@@ -1,0 +1,302 @@
+//===- strata-export.cpp - Trained weights back into the ONNX model -------===//
+//
+//   strata-export model.strata -o finetuned.onnx [--checkpoint FILE]
+//
+// Writes the model the artifact was compiled from with every parameter's
+// initializer replaced by its trained value (same names, same types). Large
+// models, and models that came with external data, get their tensors in an
+// external data file next to the output (4 KiB-aligned), so the output is
+// loadable by any ONNX runtime and never a >2 GiB protobuf.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/artifact/Artifact.h"
+#include "runtime/support/FileUtil.h"
+#include "runtime/support/Size.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/Trainer.h"
+
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace strata;
+
+namespace {
+
+struct Options {
+  std::string artifact, output, checkpoint, model;
+  bool externalData = false;
+};
+
+void usage(FILE *out) {
+  std::fprintf(out,
+               "usage: strata-export ARTIFACT -o OUT.onnx [options]\n\n"
+               "Writes the source ONNX model with its initializers replaced "
+               "by the trained values.\n\n"
+               "options:\n"
+               "  --checkpoint FILE  trained state to export (default: "
+               "ARTIFACT/checkpoint/checkpoint.bin;\n"
+               "                     without one, the initial values)\n"
+               "  --model FILE       the source model, if it moved since "
+               "compilation\n"
+               "  --external-data    always put tensors in OUT.onnx.data\n");
+}
+
+std::string dirOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string baseOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool loadModel(const std::string &path, onnx::ModelProto &model,
+               std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open the source model '" + path +
+            "' (moved? give it with --model)";
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  if (path.size() > 9 && path.substr(path.size() - 9) == ".onnxtext") {
+    auto status = onnx::OnnxParser::Parse(model, bytes.c_str());
+    if (!status.IsOK()) {
+      error = "cannot parse '" + path + "': " + status.ErrorMessage();
+      return false;
+    }
+    return true;
+  }
+  if (!model.ParseFromString(bytes)) {
+    error = "'" + path + "' is not a valid ONNX model";
+    return false;
+  }
+  return true;
+}
+
+/// The bytes of an initializer as stored in the source model.
+bool initializerBytes(const onnx::TensorProto &t, const std::string &baseDir,
+                      std::string &bytes, std::string &error) {
+  if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    std::string location;
+    long long offset = 0, length = -1;
+    for (const auto &e : t.external_data()) {
+      if (e.key() == "location")
+        location = e.value();
+      else if (e.key() == "offset")
+        offset = std::stoll(e.value());
+      else if (e.key() == "length")
+        length = std::stoll(e.value());
+    }
+    std::string path = baseDir + "/" + location;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = "cannot open external data '" + path + "' of '" + t.name() +
+              "': " + std::strerror(errno);
+      return false;
+    }
+    if (length < 0) {
+      struct stat st;
+      ::fstat(fd, &st);
+      length = st.st_size - offset;
+    }
+    bytes.resize(static_cast<size_t>(length));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t r = ::pread(fd, &bytes[done], bytes.size() - done,
+                          static_cast<off_t>(offset + done));
+      if (r <= 0) {
+        ::close(fd);
+        error = "cannot read external data of '" + t.name() + "'";
+        return false;
+      }
+      done += static_cast<size_t>(r);
+    }
+    ::close(fd);
+    return true;
+  }
+  if (t.has_raw_data()) {
+    bytes = t.raw_data();
+    return true;
+  }
+  return false; // Typed fields: left where they are.
+}
+
+void clearData(onnx::TensorProto &t) {
+  t.clear_raw_data();
+  t.clear_float_data();
+  t.clear_double_data();
+  t.clear_int32_data();
+  t.clear_int64_data();
+  t.clear_uint64_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "strata-export: error: %s\n", message.c_str());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "strata-export: error: %s needs a value\n",
+                     arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (arg == "-o") {
+      options.output = value();
+    } else if (arg == "--checkpoint") {
+      options.checkpoint = value();
+    } else if (arg == "--model") {
+      options.model = value();
+    } else if (arg == "--external-data") {
+      options.externalData = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "strata-export: error: unknown option '%s'\n",
+                   arg.c_str());
+      usage(stderr);
+      return 2;
+    } else {
+      options.artifact = arg;
+    }
+  }
+  if (options.artifact.empty() || options.output.empty()) {
+    usage(stderr);
+    return 2;
+  }
+
+  std::string error;
+  artifact::Artifact art;
+  if (!art.open(options.artifact, error))
+    return fail(error);
+  const artifact::Plan &plan = art.plan();
+  std::string ckpt = options.checkpoint.empty()
+                         ? train::checkpointPath(options.artifact +
+                                                 "/checkpoint")
+                         : options.checkpoint;
+  struct stat st;
+  if (::stat(ckpt.c_str(), &st) == 0) {
+    train::CheckpointInfo info;
+    if (!train::loadCheckpoint(ckpt, plan.payloadCrc, art.params(),
+                               plan.paramsBytes, info, error))
+      return fail(error);
+    std::fprintf(stderr, "strata-export: weights after %llu steps (%s)\n",
+                 static_cast<unsigned long long>(info.step), ckpt.c_str());
+  } else if (!options.checkpoint.empty()) {
+    return fail("cannot open checkpoint '" + ckpt + "'");
+  } else {
+    std::fprintf(stderr, "strata-export: no checkpoint in %s; exporting "
+                         "the initial weights\n",
+                 options.artifact.c_str());
+  }
+
+  std::string source =
+      options.model.empty() ? plan.sourceModel : options.model;
+  onnx::ModelProto model;
+  if (!loadModel(source, model, error))
+    return fail(error);
+
+  // Parameters (not constants or optimizer state) by name.
+  std::map<std::string, const artifact::ParamEntry *> params;
+  for (const artifact::ParamEntry &p : plan.params)
+    if (!(p.flags & (artifact::ParamEntry::Constant |
+                     artifact::ParamEntry::State)))
+      params[p.name] = &p;
+
+  bool external = options.externalData;
+  uint64_t total = 0;
+  for (const auto &t : model.graph().initializer()) {
+    external |= t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+    total += t.raw_data().size();
+  }
+  for (const auto &[name, p] : params)
+    total += p->bytes;
+  external |= total > (uint64_t(1) << 30);
+
+  std::string dataName = baseOf(options.output) + ".data";
+  std::string data;
+  std::string baseDir = dirOf(source);
+  size_t replaced = 0;
+  for (auto &t : *model.mutable_graph()->mutable_initializer()) {
+    std::string bytes;
+    auto it = params.find(t.name());
+    if (it != params.end()) {
+      const artifact::ParamEntry &p = *it->second;
+      const artifact::Slot &slot = plan.slots[p.slot];
+      int64_t n = 1;
+      for (int64_t d : t.dims())
+        n *= d;
+      if (n != slot.numElements())
+        return fail("initializer '" + t.name() + "' has " +
+                    std::to_string(n) + " elements in the source model, " +
+                    std::to_string(slot.numElements()) + " in the artifact");
+      bytes.assign(art.params() + p.fileOffset, p.bytes);
+      ++replaced;
+    } else if (!initializerBytes(t, baseDir, bytes, error)) {
+      if (!error.empty())
+        return fail(error);
+      continue; // Typed-field data stays inline.
+    }
+    clearData(t);
+    if (!external) {
+      t.set_raw_data(bytes);
+      continue;
+    }
+    size_t offset = (data.size() + 4095) / 4096 * 4096;
+    data.resize(offset, '\0');
+    data += bytes;
+    t.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    auto add = [&](const char *key, const std::string &value) {
+      auto *e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    add("location", dataName);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(bytes.size()));
+  }
+  if (replaced != params.size())
+    std::fprintf(stderr, "strata-export: warning: %zu of %zu parameters "
+                         "have no initializer of the same name\n",
+                 params.size() - replaced, params.size());
+  if (external &&
+      !writeFileAtomically(dirOf(options.output) + "/" + dataName, data.data(),
+                           data.size(), error))
+    return fail(error);
+  std::string bytes;
+  if (!model.SerializeToString(&bytes))
+    return fail("cannot serialize the model (over 2 GiB? use "
+                "--external-data)");
+  if (!writeFileAtomically(options.output, bytes.data(), bytes.size(), error))
+    return fail(error);
+  std::fprintf(stderr, "strata-export: wrote %s (%zu parameters%s)\n",
+               options.output.c_str(), replaced,
+               external ? (", tensors in " + dataName).c_str() : "");
+  return 0;
+}

@@ -1,0 +1,52 @@
+//===- TrainDialect.cpp - Strata train dialect ----------------------------===//
+
+#include "dialects/Train/TrainDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace strata::train;
+
+#include "dialects/Train/TrainDialect.cpp.inc"
+
+void TrainDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Train/TrainOps.cpp.inc"
+      >();
+}
+
+/// Parameter, gradient and state operands share one float tensor type; the
+/// clipping scale is a float scalar.
+static LogicalResult verifyUpdate(Operation *op, ValueRange same,
+                                  Value scale) {
+  Type type = same.front().getType();
+  if (!isa<FloatType>(cast<ShapedType>(type).getElementType()))
+    return op->emitOpError("updates float parameters only");
+  for (Value v : same)
+    if (v.getType() != type)
+      return op->emitOpError("parameter, gradient and state must have type ")
+             << type;
+  if (scale && cast<ShapedType>(scale.getType()).getRank() != 0)
+    return op->emitOpError("scale must be a scalar");
+  return success();
+}
+
+LogicalResult UpdateSgdOp::verify() {
+  return verifyUpdate(*this, {getParam(), getGrad()}, getScale());
+}
+
+LogicalResult UpdateMomentumOp::verify() {
+  return verifyUpdate(*this, {getParam(), getGrad(), getBuffer()},
+                      getScale());
+}
+
+LogicalResult UpdateAdamWOp::verify() {
+  return verifyUpdate(*this,
+                      {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
+                      getScale());
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Train/TrainOps.cpp.inc"

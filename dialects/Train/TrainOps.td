@@ -1,0 +1,117 @@
+//===- TrainOps.td - Strata train dialect ------------------*- tablegen -*-===//
+//
+// Training state and optimizer updates. Updates write their parameter (and
+// optimizer state) in place, so their position in the program is exactly
+// when the new value takes effect: passes such as fuse-grad-update move them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECTS_TRAIN_TRAINOPS_TD
+#define STRATA_DIALECTS_TRAIN_TRAINOPS_TD
+
+include "mlir/IR/OpBase.td"
+
+def Train_Dialect : Dialect {
+  let name = "train";
+  let summary = "Optimizer state and in-place parameter updates";
+  let description = [{
+    A training step is the forward and backward graph (graph dialect) plus
+    the ops here: persistent optimizer state and the updates that apply a
+    gradient to a parameter. The learning rate in an update is the base
+    rate; the runtime multiplies it by the schedule's factor for the current
+    step, and passes the step number (from 1) for bias corrections.
+
+    ```mlir
+    %w = graph.param "w" trainable : tensor<4x8xf32>
+    %m = train.state "w.exp_avg" : tensor<4x8xf32>
+    %v = train.state "w.exp_avg_sq" : tensor<4x8xf32>
+    train.update_adamw %w, %g, %m, %v {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let cppNamespace = "::strata::train";
+}
+
+class Train_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Train_Dialect, mnemonic, traits>;
+
+def Train_StateOp : Train_Op<"state"> {
+  let summary = "Persistent optimizer state, zero at the first step";
+  let description = [{
+    ```mlir
+    %buf = train.state "w.momentum_buffer" : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Train_UpdateSgdOp : Train_Op<"update_sgd", [AllTypesMatch<["param", "grad"]>]> {
+  let summary = "w -= lr * (scale * g + weight_decay * w)";
+  let description = [{
+    PyTorch's SGD without momentum (weight decay added to the gradient).
+    `scale`, when present, multiplies the gradient first (global-norm
+    clipping).
+
+    ```mlir
+    train.update_sgd %w, %g {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$param, AnyStaticShapeTensor:$grad,
+                       Optional<AnyStaticShapeTensor>:$scale, F64Attr:$lr,
+                       F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $grad (`scale` $scale^ `:` type($scale))? attr-dict `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_UpdateMomentumOp
+    : Train_Op<"update_momentum", [AllTypesMatch<["param", "grad", "buffer"]>]> {
+  let summary = "SGD with momentum, as PyTorch (dampening 0, not Nesterov)";
+  let description = [{
+    `d = scale * g + weight_decay * w; buf = momentum * buf + d;
+    w -= lr * buf`.
+
+    ```mlir
+    train.update_momentum %w, %g, %buf {lr = 0.1 : f64, momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$param, AnyStaticShapeTensor:$grad,
+                       AnyStaticShapeTensor:$buffer,
+                       Optional<AnyStaticShapeTensor>:$scale, F64Attr:$lr,
+                       F64Attr:$momentum, F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buffer (`scale` $scale^ `:` type($scale))? attr-dict
+    `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_UpdateAdamWOp
+    : Train_Op<"update_adamw",
+               [AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
+  let summary = "AdamW with decoupled weight decay and bias correction";
+  let description = [{
+    As torch.optim.AdamW: `w *= 1 - lr * weight_decay;
+    m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g^2;
+    w -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)`.
+
+    ```mlir
+    train.update_adamw %w, %g, %m, %v {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$param, AnyStaticShapeTensor:$grad,
+                       AnyStaticShapeTensor:$exp_avg,
+                       AnyStaticShapeTensor:$exp_avg_sq,
+                       Optional<AnyStaticShapeTensor>:$scale, F64Attr:$lr,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq
+    (`scale` $scale^ `:` type($scale))? attr-dict `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // STRATA_DIALECTS_TRAIN_TRAINOPS_TD

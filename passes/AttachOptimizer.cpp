@@ -1,0 +1,149 @@
+//===- AttachOptimizer.cpp - Gradients to in-place optimizer updates ------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Train/TrainDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#define DEBUG_TYPE "strata-attach-optimizer"
+
+namespace strata {
+#define GEN_PASS_DEF_ATTACHOPTIMIZERPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+struct AttachOptimizerPass
+    : public strata::impl::AttachOptimizerPassBase<AttachOptimizerPass> {
+  using AttachOptimizerPassBase::AttachOptimizerPassBase;
+
+  void runOnOperation() override {
+    auto func = getOperation().lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      getOperation().emitError("no @main function");
+      return signalPassFailure();
+    }
+    if (optimizer != "sgd" && optimizer != "momentum" &&
+        optimizer != "adamw") {
+      func.emitError("unknown optimizer '")
+          << optimizer << "' (expected sgd, momentum or adamw)";
+      return signalPassFailure();
+    }
+    if (failed(attach(func)))
+      signalPassFailure();
+  }
+
+  static Value scalar(OpBuilder &b, Location loc, double v) {
+    auto t = RankedTensorType::get({}, b.getF32Type());
+    return b.create<graph::ConstantOp>(
+        loc, t, DenseElementsAttr::get(t, static_cast<float>(v)));
+  }
+
+  LogicalResult attach(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    llvm::StringMap<graph::ParamOp> params;
+    for (auto p : body.getOps<graph::ParamOp>())
+      params[p.getName()] = p;
+
+    SmallVector<std::pair<graph::ParamOp, Value>> updates;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
+      auto of = func.getResultAttrOfType<StringAttr>(i, "graph.grad_of");
+      if (!of)
+        return func.emitError("result ") << i << " is not a gradient";
+      auto it = params.find(of.getValue());
+      if (it == params.end())
+        return func.emitError("gradient of unknown parameter ") << of;
+      updates.push_back({it->second, ret.getOperand(i)});
+    }
+    if (updates.empty())
+      return func.emitError("no gradients to apply (run --strata-autodiff)");
+
+    OpBuilder b(ret);
+    Location loc = NameLoc::get(b.getStringAttr("optimizer"), func.getLoc());
+    // Global gradient norm, in f32 whatever the parameters' type.
+    auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
+    Value total;
+    for (auto &[param, g] : updates) {
+      auto gt = cast<RankedTensorType>(g.getType());
+      Value g32 = g;
+      if (!gt.getElementType().isF32())
+        g32 = b.create<graph::CastOp>(
+            loc, RankedTensorType::get(gt.getShape(), b.getF32Type()), g);
+      Value sq = b.create<graph::MulOp>(loc, g32.getType(), g32, g32);
+      SmallVector<int64_t> axes;
+      for (int64_t d = 0; d < gt.getRank(); ++d)
+        axes.push_back(d);
+      Value s = b.create<graph::ReduceSumOp>(loc, f32Scalar, sq,
+                                             b.getDenseI64ArrayAttr(axes),
+                                             UnitAttr());
+      total = total ? b.create<graph::AddOp>(loc, f32Scalar, total, s) : s;
+    }
+    Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, total);
+    Value scale;
+    if (clipGradNorm > 0) {
+      // As clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
+      Value denom =
+          b.create<graph::AddOp>(loc, f32Scalar, norm, scalar(b, loc, 1e-6));
+      Value coef = b.create<graph::DivOp>(
+          loc, f32Scalar, scalar(b, loc, clipGradNorm), denom);
+      scale = b.create<graph::MinOp>(loc, f32Scalar, coef, scalar(b, loc, 1.0));
+    }
+
+    OpBuilder stateBuilder(&body, body.begin());
+    for (auto &[param, g] : updates) {
+      Location ploc = param.getLoc();
+      Type t = param.getType();
+      auto state = [&](const std::string &suffix) {
+        stateBuilder.setInsertionPointAfter(param);
+        return stateBuilder.create<train::StateOp>(
+            ploc, t, stateBuilder.getStringAttr(param.getName() + suffix));
+      };
+      Value gs = g;
+      Value s = scale;
+      if (s && !cast<ShapedType>(t).getElementType().isF32())
+        s = b.create<graph::CastOp>(
+            loc, RankedTensorType::get({}, cast<ShapedType>(t).getElementType()),
+            s);
+      if (optimizer == "sgd") {
+        b.create<train::UpdateSgdOp>(ploc, param.getResult(), gs, s,
+                                     b.getF64FloatAttr(lr),
+                                     b.getF64FloatAttr(weightDecay));
+      } else if (optimizer == "momentum") {
+        Value buf = state(".momentum_buffer");
+        b.create<train::UpdateMomentumOp>(
+            ploc, param.getResult(), gs, buf, s, b.getF64FloatAttr(lr),
+            b.getF64FloatAttr(momentum), b.getF64FloatAttr(weightDecay));
+      } else {
+        Value m = state(".exp_avg");
+        Value v = state(".exp_avg_sq");
+        b.create<train::UpdateAdamWOp>(
+            ploc, param.getResult(), gs, m, v, s, b.getF64FloatAttr(lr),
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay));
+      }
+    }
+    Value loss = ret.getOperand(0);
+    b.create<func::ReturnOp>(ret.getLoc(), ValueRange{loss, norm});
+    ret.erase();
+    func.setFunctionType(b.getFunctionType(func.getFunctionType().getInputs(),
+                                           {loss.getType(), f32Scalar}));
+    SmallVector<DictionaryAttr> attrs = {
+        b.getDictionaryAttr(
+            b.getNamedAttr("graph.name", b.getStringAttr("loss"))),
+        b.getDictionaryAttr(
+            b.getNamedAttr("graph.name", b.getStringAttr("grad_norm")))};
+    func.setAllResultAttrs(attrs);
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,107 @@
+// DataSource.cpp - Token batches for training steps.
+
+#include "runtime/train/DataSource.h"
+#include "runtime/support/Npy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace strata::train {
+
+bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
+                      std::string &error) {
+  batch_ = batch;
+  seq_ = seq;
+  auto endsWith = [&](const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return path.size() >= n && path.compare(path.size() - n, n, suffix) == 0;
+  };
+  if (endsWith(".bin")) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      error = "cannot open data '" + path + "': " + std::strerror(errno);
+      return false;
+    }
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                            std::istreambuf_iterator<char>());
+    if (bytes.size() % 2 != 0) {
+      error = "data '" + path + "' has an odd number of bytes; a .bin is a "
+              "stream of uint16 tokens";
+      return false;
+    }
+    tokens_.resize(bytes.size() / 2);
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      uint16_t t;
+      std::memcpy(&t, bytes.data() + 2 * i, 2);
+      tokens_[i] = t;
+    }
+    stream_ = true;
+    rows_ = tokens_.size() > 1
+                ? (static_cast<int64_t>(tokens_.size()) - 1) / seq
+                : 0;
+    if (rows_ == 0) {
+      error = "data '" + path + "' has " + std::to_string(tokens_.size()) +
+              " tokens, fewer than one window of " +
+              std::to_string(seq + 1);
+      return false;
+    }
+    description_ = std::to_string(tokens_.size()) + " tokens (" +
+                   std::to_string(rows_) + " windows of " +
+                   std::to_string(seq + 1) + ")";
+    return true;
+  }
+  npy::Array array;
+  if (!npy::readFile(path, array, error))
+    return false;
+  if (array.dtype != DType::I64 && array.dtype != DType::I32) {
+    error = "data '" + path + "' must be int32 or int64, it is " +
+            dtypeName(array.dtype);
+    return false;
+  }
+  if (array.shape.size() != 2 || array.shape[1] != seq + 1) {
+    error = "data '" + path + "' must have shape [N, " +
+            std::to_string(seq + 1) + "] (rows of T+1 tokens for T = " +
+            std::to_string(seq) + "), it has " + npy::shapeString(array.shape);
+    return false;
+  }
+  rows_ = array.shape[0];
+  if (rows_ == 0) {
+    error = "data '" + path + "' has no rows";
+    return false;
+  }
+  tokens_.resize(array.numElements());
+  for (int64_t i = 0; i < array.numElements(); ++i) {
+    if (array.dtype == DType::I64)
+      std::memcpy(&tokens_[i], array.data.data() + 8 * i, 8);
+    else {
+      int32_t v;
+      std::memcpy(&v, array.data.data() + 4 * i, 4);
+      tokens_[i] = v;
+    }
+  }
+  description_ = std::to_string(rows_) + " rows of " +
+                 std::to_string(seq + 1) + " tokens";
+  return true;
+}
+
+int64_t DataSource::token(int64_t row, int64_t col) const {
+  if (stream_)
+    return tokens_[row * seq_ + col];
+  return tokens_[row * (seq_ + 1) + col];
+}
+
+void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
+                       std::vector<int64_t> &labels) const {
+  inputs.resize(batch_ * seq_);
+  labels.resize(batch_ * seq_);
+  for (int64_t b = 0; b < batch_; ++b) {
+    int64_t row = (step * batch_ + b) % rows_;
+    for (int64_t t = 0; t < seq_; ++t) {
+      inputs[b * seq_ + t] = token(row, t);
+      labels[b * seq_ + t] = token(row, t + 1);
+    }
+  }
+}
+
+} // namespace strata::train

@@ -1,0 +1,44 @@
+// DataSource.h - Token batches for training steps.
+
+#ifndef STRATA_RUNTIME_TRAIN_DATASOURCE_H
+#define STRATA_RUNTIME_TRAIN_DATASOURCE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::train {
+
+/// Training data: rows of T+1 tokens. Step k uses rows k*B .. k*B+B-1
+/// (wrapping around); the input is row[:T] and the labels row[1:].
+///
+/// * `.npy`: int32 or int64 of shape [N, T+1], one row per sample.
+/// * `.bin`: a flat stream of uint16 tokens (the nanoGPT convention), cut
+///   into windows of T+1 tokens that start every T tokens.
+class DataSource {
+public:
+  /// Opens `path` for batches of `batch` rows of `seq` tokens.
+  bool open(const std::string &path, int64_t batch, int64_t seq,
+            std::string &error);
+
+  /// Fills `inputs` and `labels` (batch*seq each) for step `step` (0-based).
+  void batch(int64_t step, std::vector<int64_t> &inputs,
+             std::vector<int64_t> &labels) const;
+
+  int64_t rows() const { return rows_; }
+  const std::string &description() const { return description_; }
+
+private:
+  int64_t token(int64_t row, int64_t col) const;
+
+  std::vector<int64_t> tokens_; // Npy: rows_ x (seq_ + 1). Bin: the stream.
+  bool stream_ = false;
+  int64_t rows_ = 0;
+  int64_t batch_ = 0;
+  int64_t seq_ = 0;
+  std::string description_;
+};
+
+} // namespace strata::train
+
+#endif // STRATA_RUNTIME_TRAIN_DATASOURCE_H

@@ -1,0 +1,233 @@
+// Trainer.cpp - The training loop of strata-run.
+
+#include "runtime/train/Trainer.h"
+#include "runtime/support/FileUtil.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/DataSource.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace strata::train {
+
+using artifact::Binding;
+using artifact::Plan;
+using artifact::Slot;
+
+std::string checkpointPath(const std::string &dir) {
+  return dir + "/checkpoint.bin";
+}
+
+namespace {
+
+std::string clock(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0)
+    return "--:--";
+  long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, s / 60 % 60,
+                  s % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%02ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+/// Packs token ids as the slot's integer type.
+npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
+  npy::Array a;
+  a.dtype = slot.dtype;
+  a.shape = slot.shape;
+  a.data.resize(slot.bytes);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (slot.dtype == DType::I32) {
+      int32_t v = static_cast<int32_t>(values[i]);
+      std::memcpy(a.data.data() + 4 * i, &v, 4);
+    } else {
+      std::memcpy(a.data.data() + 8 * i, &values[i], 8);
+    }
+  }
+  return a;
+}
+
+bool scalarOutput(const exec::Executor &executor, const std::string &name,
+                  double &value) {
+  npy::Array a;
+  std::string ignored;
+  if (!executor.getOutput(name, a, ignored) || a.dtype != DType::F32 ||
+      a.data.size() != 4)
+    return false;
+  float f;
+  std::memcpy(&f, a.data.data(), 4);
+  value = f;
+  return true;
+}
+
+} // namespace
+
+bool runTraining(artifact::Artifact &art, exec::Executor &executor,
+                 const TrainerOptions &options, std::string &error) {
+  const Plan &plan = art.plan();
+  if (options.steps <= 0) {
+    error = "a training plan needs --steps N (N > 0)";
+    return false;
+  }
+  // The causal-LM plan takes token ids and labels of the same shape.
+  const Binding *labels = nullptr, *ids = nullptr;
+  for (const Binding &b : plan.inputs)
+    if (b.name == "labels")
+      labels = &b;
+  for (const Binding &b : plan.inputs)
+    if (labels && &b != labels &&
+        plan.slots[b.slot].shape == plan.slots[labels->slot].shape)
+      ids = &b;
+  DataSource data;
+  if (!options.dataPath.empty()) {
+    if (!labels || !ids || plan.inputs.size() != 2) {
+      error = "--data feeds plans compiled with --loss causal-lm (inputs: "
+              "token ids and labels); give this plan's inputs with --input";
+      return false;
+    }
+    const Slot &s = plan.slots[ids->slot];
+    if (!data.open(options.dataPath, s.shape[0], s.shape[1], error))
+      return false;
+  } else if (options.fixedInputs.size() != plan.inputs.size()) {
+    error = "a training run needs --data FILE (token rows or stream) or one "
+            "--input per plan input";
+    return false;
+  }
+  for (const auto &[name, array] : options.fixedInputs)
+    if (!executor.setInput(name, array, error))
+      return false;
+
+  std::string ckptDir = options.checkpointDir;
+  if (!makeDirectories(ckptDir, error))
+    return false;
+  std::string ckpt = checkpointPath(ckptDir);
+  int64_t start = 0;
+  if (options.resume) {
+    CheckpointInfo info;
+    if (!loadCheckpoint(ckpt, plan.payloadCrc, art.params(), plan.paramsBytes,
+                        info, error))
+      return false;
+    start = static_cast<int64_t>(info.step);
+    if (!options.quiet)
+      std::fprintf(stderr, "strata-run: resumed from %s at step %lld\n",
+                   ckpt.c_str(), static_cast<long long>(start));
+    if (start >= options.steps) {
+      std::fprintf(stderr, "strata-run: the checkpoint is at step %lld; "
+                           "nothing left to run for --steps %lld\n",
+                   static_cast<long long>(start),
+                   static_cast<long long>(options.steps));
+      return true;
+    }
+  }
+
+  FILE *log = nullptr;
+  if (!options.logJson.empty()) {
+    log = std::fopen(options.logJson.c_str(), options.resume ? "a" : "w");
+    if (!log) {
+      error = "cannot open --log-json file '" + options.logJson +
+              "': " + std::strerror(errno);
+      return false;
+    }
+  }
+  if (!options.quiet) {
+    std::fprintf(stderr, "strata-run: training %s for %lld steps",
+                 plan.optimizer.c_str(), static_cast<long long>(options.steps));
+    if (!options.dataPath.empty())
+      std::fprintf(stderr, " on %s", data.description().c_str());
+    std::fprintf(stderr, "\n");
+  }
+
+  int64_t tokensPerStep =
+      ids ? plan.slots[ids->slot].numElements() : 0;
+  auto runStart = std::chrono::steady_clock::now();
+  auto lastPrint = runStart - std::chrono::hours(1);
+  std::vector<int64_t> in, lab;
+  bool ok = true;
+  for (int64_t step = start; step < options.steps; ++step) {
+    if (!options.dataPath.empty()) {
+      data.batch(step, in, lab);
+      if (!executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
+                             error) ||
+          !executor.setInput(labels->name,
+                             tokens(plan.slots[labels->slot], lab), error)) {
+        ok = false;
+        break;
+      }
+    }
+    cpu::KernelContext context;
+    context.step = step + 1;
+    context.lrFactor = plan.schedule.factor(step + 1);
+    auto stepStart = std::chrono::steady_clock::now();
+    if (!executor.run(error, context)) {
+      error = "step " + std::to_string(step + 1) + ": " + error;
+      ok = false;
+      break;
+    }
+    auto now = std::chrono::steady_clock::now();
+    double stepSeconds = std::chrono::duration<double>(now - stepStart).count();
+    double elapsed = std::chrono::duration<double>(now - runStart).count();
+    double loss = NAN, norm = NAN;
+    scalarOutput(executor, "loss", loss);
+    scalarOutput(executor, "grad_norm", norm);
+    double lr = 0;
+    // The base rate of the first update kernel, for the log.
+    for (const artifact::Step &s : plan.steps)
+      if (artifact::isUpdateKernel(s.kernel) && !s.floats.empty()) {
+        lr = s.floats[0] * context.lrFactor;
+        break;
+      }
+    double tokensPerSecond =
+        stepSeconds > 0 ? tokensPerStep / stepSeconds : 0.0;
+    int64_t done = step + 1 - start;
+    double eta = elapsed / done * (options.steps - step - 1);
+    if (log) {
+      std::fprintf(log,
+                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                   "\"grad_norm\": %.9g, \"tokens_per_s\": %.1f, "
+                   "\"step_s\": %.6f}\n",
+                   static_cast<long long>(step + 1), loss, lr, norm,
+                   tokensPerSecond, stepSeconds);
+      std::fflush(log);
+    }
+    bool last = step + 1 == options.steps;
+    if (!options.quiet &&
+        (last || step == start ||
+         std::chrono::duration<double>(now - lastPrint).count() >= 1.0)) {
+      std::fprintf(stderr,
+                   "step %lld/%lld  loss %.4f  grad norm %.3f  lr %.2e  "
+                   "%.0f tok/s  elapsed %s  eta %s\n",
+                   static_cast<long long>(step + 1),
+                   static_cast<long long>(options.steps), loss, norm, lr,
+                   tokensPerSecond, clock(elapsed).c_str(),
+                   clock(eta).c_str());
+      lastPrint = now;
+    }
+    if (last || (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0)) {
+      CheckpointInfo info;
+      info.planCrc = plan.payloadCrc;
+      info.step = static_cast<uint64_t>(step + 1);
+      if (!saveCheckpoint(ckpt, info, art.params(), plan.paramsBytes, error)) {
+        error = "saving the checkpoint at step " + std::to_string(step + 1) +
+                " failed (the previous checkpoint is intact): " + error;
+        ok = false;
+        break;
+      }
+      if (!options.quiet && !last)
+        std::fprintf(stderr, "strata-run: checkpoint at step %lld -> %s\n",
+                     static_cast<long long>(step + 1), ckpt.c_str());
+    }
+  }
+  if (log)
+    std::fclose(log);
+  if (ok && !options.quiet)
+    std::fprintf(stderr, "strata-run: done; checkpoint %s\n", ckpt.c_str());
+  return ok;
+}
+
+} // namespace strata::train

@@ -1,0 +1,40 @@
+// Trainer.h - The training loop of strata-run.
+
+#ifndef STRATA_RUNTIME_TRAIN_TRAINER_H
+#define STRATA_RUNTIME_TRAIN_TRAINER_H
+
+#include "runtime/exec/Executor.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::train {
+
+struct TrainerOptions {
+  /// Token data (.npy rows or .bin stream); empty when the plan's inputs
+  /// are given as fixed arrays (`fixedInputs`).
+  std::string dataPath;
+  /// Total steps of the run (a resumed run continues up to this many).
+  int64_t steps = 0;
+  /// Save a checkpoint every this many steps (0: only at the end).
+  int64_t saveEvery = 0;
+  std::string checkpointDir;
+  bool resume = false;
+  /// Append one JSON object per step here (empty: no log).
+  std::string logJson;
+  bool quiet = false;
+  std::vector<std::pair<std::string, npy::Array>> fixedInputs;
+};
+
+/// Runs the training loop of a "train" plan. Returns false with `error` set;
+/// the last checkpoint written stays valid whatever happens.
+bool runTraining(artifact::Artifact &artifact, exec::Executor &executor,
+                 const TrainerOptions &options, std::string &error);
+
+/// The checkpoint file of a checkpoint directory.
+std::string checkpointPath(const std::string &dir);
+
+} // namespace strata::train
+
+#endif // STRATA_RUNTIME_TRAIN_TRAINER_H

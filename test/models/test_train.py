@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""Training parity: Strata against PyTorch, on the same models and data.
+
+For GPT-2-style (tied embeddings) and LLaMA-style (rotary tables frozen with
+--freeze) models exported from PyTorch:
+
+* step-0 loss and the gradient of every parameter (--mode grad) against
+  loss.backward();
+* the losses of several SGD and AdamW steps (from --log-json) and the final
+  weights (through strata-export) against torch.optim.SGD / AdamW;
+* a run killed with SIGKILL mid-way and continued with --resume gives the
+  same losses and weights as an uninterrupted run.
+
+All in fp32 at rtol 1e-4.
+
+    test_train.py --bin BUILD/bin --work DIR
+"""
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import generate  # noqa: E402
+
+ARGS = None
+MODELS = {
+    # name: (generator entry, frozen globs)
+    "gpt2_dynamic": [],
+    "llama_dynamic": ["rope_*"],
+}
+RTOL = 1e-4
+
+
+def tool(name):
+    return os.path.join(ARGS.bin, name)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError("%s failed:\n%s" % (" ".join(cmd), r.stderr))
+    return r
+
+
+def assert_close(test, got, want, what):
+    """rtol 1e-4, with an absolute floor at 1e-4 of the tensor's scale so
+    that entries that are ~0 by cancellation do not dominate."""
+    scale = max(float(np.max(np.abs(want))), 1e-12)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * scale * 1e-1,
+                               err_msg=what)
+
+
+class TrainParity(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.models = {m["name"]: m for m in
+                      generate.generate(ARGS.work, list(MODELS))}
+        cls.data = {}
+        for name, meta in cls.models.items():
+            b, t = meta["output_shape"][:2]
+            rng = np.random.default_rng(11)
+            rows = rng.integers(0, 96, size=(3 * b, t + 1), dtype=np.int64)
+            path = os.path.join(ARGS.work, name + ".data.npy")
+            np.save(path, rows)
+            cls.data[name] = (path, rows, b, t)
+
+    def compile(self, name, out, *flags):
+        meta = self.models[name]
+        cmd = [tool("strata-compile"), meta["path"], "-o", out]
+        for b in meta["bind"]:
+            cmd += ["--input-shape", b]
+        for glob in MODELS[name]:
+            cmd += ["--freeze", glob]
+        run(cmd + list(flags))
+
+    def torch_module(self, name):
+        return copy.deepcopy(self.models[name]["module"])
+
+    @staticmethod
+    def torch_loss(module, ids, labels):
+        import torch
+        logits = module(torch.from_numpy(ids))
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            torch.from_numpy(labels).reshape(-1))
+
+    def batch(self, name, step):
+        _, rows, b, t = self.data[name]
+        idx = [(step * b + i) % len(rows) for i in range(b)]
+        return rows[idx, :t].copy(), rows[idx, 1:].copy()
+
+    def exported_weights(self, artifact):
+        import onnx
+        from onnx import numpy_helper
+        out = artifact + ".export.onnx"
+        run([tool("strata-export"), artifact, "-o", out])
+        model = onnx.load(out)
+        return {i.name: numpy_helper.to_array(i)
+                for i in model.graph.initializer}
+
+    # -- gradients -------------------------------------------------------
+
+    def check_gradients(self, name):
+        art = os.path.join(ARGS.work, name + ".grad.strata")
+        self.compile(name, art, "--mode", "grad")
+        ids, labels = self.batch(name, 0)
+        ip, lp = [os.path.join(ARGS.work, name + s) for s in (".ids.npy",
+                                                               ".labels.npy")]
+        np.save(ip, ids)
+        np.save(lp, labels)
+        out = os.path.join(ARGS.work, name + ".grad.out")
+        run([tool("strata-run"), art, "--input", "input_ids=" + ip,
+             "--input", "labels=" + lp, "--output-dir", out, "--quiet"])
+        module = self.torch_module(name)
+        loss = self.torch_loss(module, ids, labels)
+        loss.backward()
+        np.testing.assert_allclose(np.load(os.path.join(out, "loss.npy")),
+                                   loss.item(), rtol=RTOL)
+        checked = 0
+        for pname, p in module.named_parameters():
+            path = os.path.join(out, "grad:%s.npy" % pname)
+            self.assertTrue(os.path.exists(path), "no gradient for " + pname)
+            assert_close(self, np.load(path), p.grad.numpy(), "grad " + pname)
+            checked += 1
+        self.assertEqual(checked, len(list(module.parameters())))
+        frozen = [f for f in os.listdir(out) if f.startswith("grad:rope")]
+        self.assertEqual(frozen, [], "frozen tables must get no gradient")
+
+    def test_gpt2_gradients(self):
+        self.check_gradients("gpt2_dynamic")
+
+    def test_llama_gradients(self):
+        self.check_gradients("llama_dynamic")
+
+    # -- optimizer steps ---------------------------------------------------
+
+    def check_steps(self, name, optimizer, flags, make_torch_opt, steps=4):
+        import torch
+        art = os.path.join(ARGS.work, "%s.%s.strata" % (name, optimizer))
+        self.compile(name, art, "--optimizer", optimizer, *flags)
+        log = art + ".log.jsonl"
+        run([tool("strata-run"), art, "--data", self.data[name][0],
+             "--steps", str(steps), "--log-json", log, "--quiet"])
+        with open(log) as f:
+            got = [json.loads(line)["loss"] for line in f]
+        module = self.torch_module(name)
+        opt = make_torch_opt(module.parameters())
+        want = []
+        # Entries whose gradient is zero in exact arithmetic (GPT-2's key
+        # bias: softmax ignores a shift shared by all keys) get rounding
+        # noise as gradient; Adam normalises that noise to +-lr steps whose
+        # sign neither implementation controls. Those entries are compared
+        # only for staying within the steps' reach.
+        noise = {n: np.ones(p.shape, bool) for n, p in module.named_parameters()}
+        for step in range(steps):
+            ids, labels = self.batch(name, step)
+            opt.zero_grad()
+            loss = self.torch_loss(module, ids, labels)
+            loss.backward()
+            for n, p in module.named_parameters():
+                g = np.abs(p.grad.numpy())
+                noise[n] &= g <= 1e-6 * max(float(g.max()), 1e-30)
+            opt.step()
+            want.append(loss.item())
+        np.testing.assert_allclose(got, want, rtol=RTOL)
+        self.assertLess(got[-1], got[0])
+        weights = self.exported_weights(art)
+        for pname, p in module.named_parameters():
+            w, ref, mask = weights[pname], p.detach().numpy(), noise[pname]
+            lr = float(flags[flags.index("--lr") + 1])
+            self.assertTrue(np.all(np.abs(w - ref)[mask] <= 2 * steps * lr))
+            # Adam's per-coordinate normalisation turns relative rounding
+            # differences in small gradients into absolute differences of a
+            # fraction of a step: allow 1e-3 of the distance the steps can
+            # move a weight, besides rtol.
+            np.testing.assert_allclose(
+                np.where(mask, ref, w), ref, rtol=RTOL,
+                atol=(1e-3 * steps * lr if optimizer == "adamw" else
+                      RTOL * 0.1 * max(float(np.abs(ref).max()), 1e-12)),
+                err_msg="%s after %d %s steps" % (pname, steps, optimizer))
+        with torch.no_grad():
+            for pname, b in module.named_buffers():
+                if pname in weights:  # Frozen tables are unchanged.
+                    np.testing.assert_array_equal(weights[pname], b.numpy())
+
+    def test_gpt2_sgd(self):
+        import torch
+        self.check_steps("gpt2_dynamic", "sgd", ["--lr", "0.05"],
+                         lambda p: torch.optim.SGD(p, lr=0.05))
+
+    def test_llama_sgd_momentum(self):
+        import torch
+        self.check_steps("llama_dynamic", "momentum",
+                         ["--lr", "0.05", "--momentum", "0.9"],
+                         lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9))
+
+    def test_gpt2_adamw(self):
+        import torch
+        self.check_steps("gpt2_dynamic", "adamw",
+                         ["--lr", "0.003", "--weight-decay", "0.01"],
+                         lambda p: torch.optim.AdamW(p, lr=0.003,
+                                                     weight_decay=0.01))
+
+    def test_llama_adamw(self):
+        import torch
+        self.check_steps("llama_dynamic", "adamw",
+                         ["--lr", "0.003", "--weight-decay", "0.1"],
+                         lambda p: torch.optim.AdamW(p, lr=0.003,
+                                                     weight_decay=0.1))
+
+    def test_adamw_clip_and_schedule(self):
+        import torch
+        art = os.path.join(ARGS.work, "clip.strata")
+        name = "gpt2_dynamic"
+        self.compile(name, art, "--optimizer", "adamw", "--lr", "0.003",
+                     "--clip-grad-norm", "0.5", "--lr-schedule", "cosine",
+                     "--warmup-steps", "2", "--total-steps", "6")
+        log = art + ".log.jsonl"
+        run([tool("strata-run"), art, "--data", self.data[name][0],
+             "--steps", "5", "--log-json", log, "--quiet"])
+        with open(log) as f:
+            rows = [json.loads(line) for line in f]
+        module = self.torch_module(name)
+        opt = torch.optim.AdamW(module.parameters(), lr=0.003)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: (s + 1) / 2 if s + 1 <= 2 else
+            0.5 * (1 + np.cos(np.pi * (s + 1 - 2) / 4)))
+        for step in range(5):
+            ids, labels = self.batch(name, step)
+            opt.zero_grad()
+            loss = self.torch_loss(module, ids, labels)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
+            self.assertAlmostEqual(rows[step]["lr"], opt.param_groups[0]["lr"],
+                                   places=9)
+            opt.step()
+            sched.step()
+            np.testing.assert_allclose(rows[step]["loss"], loss.item(),
+                                       rtol=RTOL)
+            np.testing.assert_allclose(rows[step]["grad_norm"], norm.item(),
+                                       rtol=RTOL)
+        weights = self.exported_weights(art)
+        for pname, p in module.named_parameters():
+            # As in check_steps: Adam turns rounding in tiny gradients into
+            # fractions of a step; 1e-3 of the reachable distance is allowed.
+            np.testing.assert_allclose(weights[pname], p.detach().numpy(),
+                                       rtol=RTOL, atol=1e-3 * 5 * 0.003,
+                                       err_msg=pname)
+
+    # -- checkpoints -------------------------------------------------------
+
+    def test_kill_and_resume_matches_uninterrupted_run(self):
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        steps = 30
+        straight = os.path.join(ARGS.work, "straight.strata")
+        self.compile(name, straight, "--optimizer", "adamw", "--lr", "0.003")
+        run([tool("strata-run"), straight, "--data", data, "--steps",
+             str(steps), "--log-json", straight + ".log", "--quiet"])
+
+        killed = os.path.join(ARGS.work, "killed.strata")
+        self.compile(name, killed, "--optimizer", "adamw", "--lr", "0.003")
+        ckpt = os.path.join(killed, "checkpoint", "checkpoint.bin")
+        log = killed + ".log"
+        proc = subprocess.Popen(
+            [tool("strata-run"), killed, "--data", data, "--steps",
+             str(steps), "--save-every", "1", "--log-json", log, "--quiet"],
+            stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not os.path.exists(ckpt) and time.time() < deadline:
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        self.assertTrue(os.path.exists(ckpt), "no checkpoint before the kill")
+        r = run([tool("strata-run"), killed, "--data", data, "--steps",
+                 str(steps), "--log-json", log, "--resume"])
+        self.assertIn("resumed from", r.stderr)
+
+        def losses(path):
+            by_step = {}
+            with open(path) as f:
+                for line in f:
+                    row = json.loads(line)
+                    by_step[row["step"]] = row["loss"]
+            return [by_step[s] for s in sorted(by_step)]
+        self.assertEqual(losses(log), losses(straight + ".log"))
+        a = self.exported_weights(straight)
+        b = self.exported_weights(killed)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+    def test_resume_refuses_damaged_or_foreign_checkpoints(self):
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        art = os.path.join(ARGS.work, "damaged.strata")
+        self.compile(name, art, "--optimizer", "sgd", "--lr", "0.01")
+        run([tool("strata-run"), art, "--data", data, "--steps", "2",
+             "--quiet"])
+        ckpt = os.path.join(art, "checkpoint", "checkpoint.bin")
+        with open(ckpt, "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 1]))
+        r = subprocess.run([tool("strata-run"), art, "--data", data,
+                            "--steps", "3", "--resume"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("corrupted (checksum mismatch)", r.stderr)
+        other = os.path.join(ARGS.work, "other.strata")
+        self.compile(name, other, "--optimizer", "sgd", "--lr", "0.02")
+        os.makedirs(os.path.join(other, "checkpoint"), exist_ok=True)
+        shutil.copy(ckpt, os.path.join(other, "checkpoint"))
+        r = subprocess.run([tool("strata-run"), other, "--data", data,
+                            "--steps", "3", "--resume"],
+                           capture_output=True, text=True)
+        self.assertIn("belongs to another plan", r.stderr)
+
+    def test_bad_data_is_a_clear_error(self):
+        name = "gpt2_dynamic"
+        art = os.path.join(ARGS.work, "baddata.strata")
+        self.compile(name, art, "--optimizer", "sgd")
+        bad = os.path.join(ARGS.work, "bad.npy")
+        np.save(bad, np.zeros((4, 5), np.int64))
+        r = subprocess.run([tool("strata-run"), art, "--data", bad,
+                            "--steps", "1"], capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("must have shape [N, 17]", r.stderr)
+        r = subprocess.run([tool("strata-run"), art, "--data",
+                            bad + ".missing", "--steps", "1"],
+                           capture_output=True, text=True)
+        self.assertIn("cannot open", r.stderr)
+
+    def test_token_stream_data(self):
+        name = "gpt2_dynamic"
+        art = os.path.join(ARGS.work, "stream.strata")
+        self.compile(name, art, "--optimizer", "sgd", "--lr", "0.05")
+        _, rows, b, t = self.data[name]
+        stream = np.random.default_rng(5).integers(
+            0, 96, size=10 * t + 1).astype(np.uint16)
+        path = os.path.join(ARGS.work, "tokens.bin")
+        stream.tofile(path)
+        log = art + ".log"
+        run([tool("strata-run"), art, "--data", path, "--steps", "2",
+             "--log-json", log, "--quiet"])
+        module = self.torch_module(name)
+        opt = __import__("torch").optim.SGD(module.parameters(), lr=0.05)
+        with open(log) as f:
+            got = [json.loads(line)["loss"] for line in f]
+        for step in range(2):
+            windows = [(step * b + i) % 10 for i in range(b)]
+            ids = np.stack([stream[w * t:w * t + t] for w in windows]).astype(
+                np.int64)
+            labels = np.stack([stream[w * t + 1:w * t + t + 1]
+                               for w in windows]).astype(np.int64)
+            opt.zero_grad()
+            loss = self.torch_loss(module, ids, labels)
+            loss.backward()
+            opt.step()
+            np.testing.assert_allclose(got[step], loss.item(), rtol=RTOL)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    ARGS, rest = parser.parse_known_args()
+    os.makedirs(ARGS.work, exist_ok=True)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
