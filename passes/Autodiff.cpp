@@ -85,9 +85,12 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       }
       it->second = b.create<AddOp>(loc, v.getType(), it->second, g);
     };
-    auto one = b.create<ConstantOp>(
-        loss.getLoc(), lossType,
-        DenseElementsAttr::get(lossType, APFloat(1.0f)));
+    APFloat oneValue(1.0);
+    bool losesInfo;
+    oneValue.convert(cast<FloatType>(lossType.getElementType()).getFloatSemantics(),
+                     APFloat::rmNearestTiesToEven, &losesInfo);
+    auto one = b.create<ConstantOp>(loss.getLoc(), lossType,
+                                    DenseElementsAttr::get(lossType, oneValue));
     grads[loss] = one;
     SmallVector<Operation *> forward;
     for (Operation &op : body)

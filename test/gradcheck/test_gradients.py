@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Every gradient rule against central finite differences.
+
+For each case an ONNX model is built twice around one op: once with the
+differentiable inputs as initializers (Strata's parameters; compiled with
+--mode grad --loss output, giving the gradients), once with them as graph
+inputs (compiled --mode forward, run at perturbed values for the finite
+differences). The loss is sum(Y * R) with a fixed random R, so every output
+element gets its own weight. Everything is float64: central differences with
+h = 1e-6 are then accurate to ~1e-9, and the gradients must match to
+rtol 1e-6.
+
+    test_gradients.py --bin BUILD/bin --work DIR
+"""
+
+import argparse
+import concurrent.futures
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ARGS = None
+H = 1e-6
+
+
+def P(*shape, positive=False, seed=0):
+    """A differentiable input."""
+    return ("param", shape, positive)
+
+
+def C(value):
+    """A constant input (indices, conditions, shapes)."""
+    return ("const", np.asarray(value))
+
+
+# (name, op type, inputs, attributes, opset, number of outputs)
+CASES = [
+    ("add_broadcast", "Add", [P(2, 3), P(3)], {}, 17, 1),
+    ("sub_broadcast", "Sub", [P(2, 1, 3), P(4, 3)], {}, 17, 1),
+    ("mul", "Mul", [P(2, 3), P(2, 3)], {}, 17, 1),
+    ("div", "Div", [P(2, 3), P(1, 3, positive=True)], {}, 17, 1),
+    ("pow", "Pow", [P(2, 3, positive=True), P(3)], {}, 17, 1),
+    ("max", "Max", [P(2, 3), P(1, 3)], {}, 17, 1),
+    ("min", "Min", [P(2, 3), P(2, 3)], {}, 17, 1),
+    ("neg", "Neg", [P(2, 3)], {}, 17, 1),
+    ("abs", "Abs", [P(2, 3)], {}, 17, 1),
+    ("exp", "Exp", [P(2, 3)], {}, 17, 1),
+    ("log", "Log", [P(2, 3, positive=True)], {}, 17, 1),
+    ("sqrt", "Sqrt", [P(2, 3, positive=True)], {}, 17, 1),
+    ("reciprocal", "Reciprocal", [P(2, 3, positive=True)], {}, 17, 1),
+    ("tanh", "Tanh", [P(2, 3)], {}, 17, 1),
+    ("erf", "Erf", [P(2, 3)], {}, 17, 1),
+    ("sigmoid", "Sigmoid", [P(2, 3)], {}, 17, 1),
+    ("relu", "Relu", [P(2, 3)], {}, 17, 1),
+    ("gelu", "Gelu", [P(2, 3)], {}, 20, 1),
+    ("gelu_tanh", "Gelu", [P(2, 3)], {"approximate": "tanh"}, 20, 1),
+    ("where", "Where", [C([[True, False, True], [False, False, True]]),
+                        P(2, 3), P(3)], {}, 17, 1),
+    ("clip", "Clip", [P(2, 3), C(-0.3), C(0.4)], {}, 17, 1),
+    ("matmul", "MatMul", [P(2, 3, 4), P(4, 5)], {}, 17, 1),
+    ("matmul_vector", "MatMul", [P(3), P(3, 2)], {}, 17, 1),
+    ("matmul_batch_broadcast", "MatMul", [P(2, 1, 3, 4), P(3, 4, 2)], {},
+     17, 1),
+    ("gemm", "Gemm", [P(4, 3), P(5, 4), P(5)],
+     {"transA": 1, "transB": 1, "alpha": 0.7, "beta": 1.3}, 17, 1),
+    ("reduce_sum", "ReduceSum", [P(2, 3, 4), C([1])], {"keepdims": 0}, 17, 1),
+    ("reduce_mean", "ReduceMean", [P(2, 3, 4)], {"axes": [0, 2]}, 17, 1),
+    ("reduce_max", "ReduceMax", [P(2, 3, 4)], {"axes": [1]}, 17, 1),
+    ("softmax", "Softmax", [P(2, 3, 4)], {"axis": 1}, 17, 1),
+    ("log_softmax", "LogSoftmax", [P(2, 3, 4)], {"axis": -1}, 17, 1),
+    ("layer_norm", "LayerNormalization", [P(2, 3, 4), P(4), P(4)],
+     {"axis": -1, "epsilon": 1e-5}, 17, 1),
+    ("layer_norm_axis1", "LayerNormalization", [P(2, 3, 4), P(3, 4)],
+     {"axis": 1}, 17, 1),
+    ("gather", "Gather", [P(5, 3), C([[0, 4], [4, -2]])], {"axis": 0}, 17, 1),
+    ("gather_axis1", "Gather", [P(2, 5, 3), C([1, 1, 3])], {"axis": 1}, 17, 1),
+    ("reshape", "Reshape", [P(2, 3, 4), C([4, -1])], {}, 17, 1),
+    ("transpose", "Transpose", [P(2, 3, 4)], {"perm": [2, 0, 1]}, 17, 1),
+    ("slice", "Slice", [P(4, 5), C([3, 0]), C([0, 5]), C([0, 1]), C([-1, 2])],
+     {}, 17, 1),
+    ("concat", "Concat", [P(2, 3), P(2, 2)], {"axis": 1}, 17, 1),
+    ("split", "Split", [P(5, 2), C([2, 3])], {"axis": 0}, 17, 2),
+    ("expand", "Expand", [P(3, 1), C([2, 3, 4])], {}, 17, 1),
+    ("unsqueeze", "Unsqueeze", [P(2, 3), C([0, 3])], {}, 17, 1),
+    ("squeeze", "Squeeze", [P(2, 1, 3), C([1])], {}, 17, 1),
+    ("flatten", "Flatten", [P(2, 3, 4)], {"axis": 2}, 17, 1),
+    ("trilu", "Trilu", [P(2, 4, 4)], {"upper": 1}, 17, 1),
+    ("trilu_k", "Trilu", [P(3, 4), C(-1)], {"upper": 0}, 17, 1),
+]
+
+
+def values_for(spec, rng):
+    _, shape, positive = spec
+    v = rng.standard_normal(shape)
+    return np.abs(v) + 0.5 if positive else v
+
+
+def build(case, values, as_inputs):
+    """The model for a case; params are initializers or graph inputs."""
+    name, op, specs, attrs, opset, nout = case
+    rng = np.random.default_rng(1)
+    inits, inputs, names = [], [], []
+    for k, spec in enumerate(specs):
+        n = "in%d" % k
+        names.append(n)
+        if spec[0] == "const":
+            v = spec[1]
+            if v.dtype == np.float64 and op == "Clip":
+                v = v.astype(np.float64)
+            inits.append(numpy_helper.from_array(v, n))
+        elif as_inputs:
+            inputs.append(helper.make_tensor_value_info(
+                n, TensorProto.DOUBLE, list(values[n].shape)))
+        else:
+            inits.append(numpy_helper.from_array(values[n], n))
+    outs = ["y%d" % i for i in range(nout)]
+    nodes = [helper.make_node(op, names, outs, **attrs)]
+    # loss = sum_i sum(y_i * r_i)
+    partial = []
+    for i, y in enumerate(outs):
+        r = "r%d" % i
+        shape_probe = ARGS.shapes[name][i]
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal(shape_probe), r))
+        nodes.append(helper.make_node("Mul", [y, r], ["m%d" % i]))
+        nodes.append(helper.make_node("ReduceSum", ["m%d" % i], ["s%d" % i],
+                                      keepdims=0))
+        partial.append("s%d" % i)
+    if len(partial) > 1:
+        nodes.append(helper.make_node("Sum", partial, ["loss"]))
+    else:
+        nodes[-1].output[0] = "loss"
+    graph = helper.make_graph(
+        nodes, name, inputs,
+        [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])],
+        inits)
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def output_shapes(case, values):
+    """Shapes of the op's outputs, from the ONNX reference implementation
+    where available, else by running the op through Strata forward."""
+    name, op, specs, attrs, opset, nout = case
+    names = ["in%d" % k for k in range(len(specs))]
+    inits = []
+    inputs = []
+    for k, spec in enumerate(specs):
+        v = spec[1] if spec[0] == "const" else values["in%d" % k]
+        inits.append(numpy_helper.from_array(np.asarray(v), "in%d" % k))
+    outs = ["y%d" % i for i in range(nout)]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, outs, **attrs)], name, inputs,
+        [helper.make_tensor_value_info(o, TensorProto.DOUBLE, None)
+         for o in outs], inits)
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = os.path.join(ARGS.work, name + ".shape.onnx")
+    onnx.save(model, path)
+    art = path + ".strata"
+    run([tool("strata-compile"), path, "-o", art, "--mode", "forward"])
+    out = art + ".out"
+    run([tool("strata-run"), art, "--output-dir", out, "--quiet"])
+    return [np.load(os.path.join(out, o + ".npy")).shape for o in outs]
+
+
+def tool(name):
+    return os.path.join(ARGS.bin, name)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError("%s\n%s" % (" ".join(cmd), r.stderr))
+    return r
+
+
+class Gradients(unittest.TestCase):
+    pass
+
+
+def make_test(case):
+    def test(self):
+        name, op, specs, attrs, opset, nout = case
+        rng = np.random.default_rng(abs(hash(name)) % (2 ** 32))
+        values = {"in%d" % k: values_for(s, rng)
+                  for k, s in enumerate(specs) if s[0] == "param"}
+        ARGS.shapes[name] = output_shapes(case, values)
+        base = os.path.join(ARGS.work, name)
+        onnx.save(build(case, values, as_inputs=False), base + ".grad.onnx")
+        onnx.save(build(case, values, as_inputs=True), base + ".fwd.onnx")
+        run([tool("strata-compile"), base + ".grad.onnx", "-o",
+             base + ".grad.strata", "--mode", "grad", "--loss", "output"])
+        run([tool("strata-run"), base + ".grad.strata", "--output-dir",
+             base + ".grad.out", "--quiet"])
+        run([tool("strata-compile"), base + ".fwd.onnx", "-o",
+             base + ".fwd.strata", "--mode", "forward"])
+
+        def loss_at(perturbed, tag):
+            args = [tool("strata-run"), base + ".fwd.strata", "--quiet",
+                    "--output-dir", base + ".fd" + tag]
+            for n, v in perturbed.items():
+                p = "%s.%s.%s.npy" % (base, tag, n)
+                np.save(p, v)
+                args += ["--input", "%s=%s" % (n, p)]
+            run(args)
+            return float(np.load(os.path.join(base + ".fd" + tag,
+                                              "loss.npy")))
+
+        jobs = []
+        for n, v in values.items():
+            for idx in np.ndindex(v.shape):
+                jobs.append((n, idx))
+
+        def fd(job):
+            n, idx = job
+            tag = "%s_%s" % (n, "_".join(map(str, idx)) or "s")
+            plus = {k: x.copy() for k, x in values.items()}
+            minus = {k: x.copy() for k, x in values.items()}
+            plus[n][idx] += H
+            minus[n][idx] -= H
+            return (loss_at(plus, tag + "p") - loss_at(minus, tag + "m")) / (2 * H)
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            numeric = list(pool.map(fd, jobs))
+        expected = {n: np.zeros(v.shape) for n, v in values.items()}
+        for (n, idx), g in zip(jobs, numeric):
+            expected[n][idx] = g
+        for n in values:
+            got = np.load(os.path.join(base + ".grad.out", "grad:%s.npy" % n))
+            np.testing.assert_allclose(got, expected[n], rtol=1e-6, atol=1e-8,
+                                       err_msg="%s: d loss / d %s" % (name, n))
+    return test
+
+
+for _case in CASES:
+    setattr(Gradients, "test_" + _case[0], make_test(_case))
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    ARGS, rest = parser.parse_known_args()
+    ARGS.shapes = {}
+    os.makedirs(ARGS.work, exist_ok=True)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=1)
+
+
+if __name__ == "__main__":
+    main()
