@@ -90,6 +90,20 @@ public:
 
   static const std::map<std::string, Handler> &handlers();
 
+  /// The handler table's key: the op type in the default domain, the
+  /// domain-qualified name elsewhere ("ai.onnx.preview.training.Adam").
+  static std::string handlerKey(const Node &node) {
+    bool defaultDomain = node.domain.empty() || node.domain == "ai.onnx";
+    return defaultDomain ? node.opType : node.domain + "." + node.opType;
+  }
+  /// The operator-set version in force for a node's domain.
+  int64_t versionOf(const Node &node) const {
+    if (node.domain.empty() || node.domain == "ai.onnx")
+      return model_.opset;
+    auto it = model_.domainOpsets.find(node.domain);
+    return it == model_.domainOpsets.end() ? 0 : it->second;
+  }
+
 private:
   // Diagnostics.
   Location nodeLoc(const Node &node);
@@ -143,6 +157,7 @@ private:
   LogicalResult gelu(const Node &node);
   LogicalResult castNode(const Node &node);
   LogicalResult castLike(const Node &node);
+  LogicalResult trainingOptimizer(const Node &node);
   LogicalResult mean(const Node &node);
   LogicalResult clip(const Node &node);
   LogicalResult dropout(const Node &node);
@@ -246,6 +261,11 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Abs", {&Importer::unary<AbsOp>, 6}},
       {"CastLike", {&Importer::castLike, 15}},
       {"Mean", {&Importer::mean, 8}},
+      {"ai.onnx.preview.training.Adam", {&Importer::trainingOptimizer, 1}},
+      {"ai.onnx.preview.training.Adagrad",
+       {&Importer::trainingOptimizer, 1}},
+      {"ai.onnx.preview.training.Momentum",
+       {&Importer::trainingOptimizer, 1}},
   };
   return table;
 }
@@ -597,6 +617,95 @@ LogicalResult Importer::castLike(const Node &node) {
   define(node, 0,
          builder_.createOrFold<CastOp>(nodeLoc(node),
                                        tensorType(shapeOf(x), et), x));
+  return success();
+}
+
+/// ONNX's training-domain optimizers (Adam, Adagrad, Momentum) as graph
+/// arithmetic: one functional update per (X, G, state...) group, with the
+/// rate R and the step count T as runtime scalars.
+LogicalResult Importer::trainingOptimizer(const Node &node) {
+  Location loc = nodeLoc(node);
+  const std::string &op = node.opType;
+  size_t states = op == "Adam" ? 2 : 1;
+  size_t groups = (node.inputs.size() - 2) / (2 + states);
+  if (node.inputs.size() != 2 + groups * (2 + states) || groups == 0)
+    return nodeError(node) << "expects R, T and " << 2 + states
+                           << " tensors per optimized input";
+  if (failed(requireInputs(node, node.inputs.size())))
+    return failure();
+  Value r = input(node, 0), t = input(node, 1);
+  Type et = elementTypeOf(r);
+  if (!isa<FloatType>(et) || shapeOf(r).size() != 0 || shapeOf(t).size() != 0)
+    return nodeError(node) << "R must be a float scalar and T a scalar";
+  auto scalar = [&](double v) { return scalarConstant(et, v, loc); };
+  auto bin = [&](auto tag, Value a, Value b) -> Value {
+    using OpT = decltype(tag);
+    Shape s = *broadcastShapes({shapeOf(a), shapeOf(b)});
+    return builder_.create<OpT>(loc, tensorType(s, et), a, b);
+  };
+  auto add = [&](Value a, Value b) { return bin(AddOp(), a, b); };
+  auto sub = [&](Value a, Value b) { return bin(SubOp(), a, b); };
+  auto mul = [&](Value a, Value b) { return bin(MulOp(), a, b); };
+  auto div = [&](Value a, Value b) { return bin(DivOp(), a, b); };
+  auto sqrt = [&](Value a) { return builder_.create<SqrtOp>(loc, a.getType(), a); };
+  Value tf = builder_.create<CastOp>(loc, tensorType({}, et), t);
+  Value tPositive = builder_.create<GreaterOp>(
+      loc, tensorType({}, builder_.getI1Type()), tf, scalar(0.0));
+  float normCoefficient = floatAttr(node, "norm_coefficient", 0.0f);
+  for (size_t k = 0; k < groups; ++k) {
+    Value x = input(node, 2 + k), g = input(node, 2 + groups + k);
+    if (elementTypeOf(x) != et || shapeOf(g) != shapeOf(x))
+      return nodeError(node) << "X and G must share shape and type with R";
+    Value reg = add(mul(scalar(normCoefficient), x), g);
+    if (op == "Adagrad") {
+      Value h = input(node, 2 + 2 * groups + k);
+      float decay = floatAttr(node, "decay_factor", 0.0f);
+      float epsilon = floatAttr(node, "epsilon", 0.0f);
+      Value rate = div(r, add(scalar(1.0), mul(tf, scalar(decay))));
+      Value hNew = add(h, mul(reg, reg));
+      Value adaptive = add(sqrt(hNew), scalar(epsilon));
+      define(node, k, sub(x, div(mul(rate, reg), adaptive)));
+      define(node, groups + k, hNew);
+    } else if (op == "Momentum") {
+      Value v = input(node, 2 + 2 * groups + k);
+      float alpha = floatAttr(node, "alpha", 0.0f);
+      float beta = floatAttr(node, "beta", 0.0f);
+      std::string modeName = stringAttr(node, "mode", "standard");
+      if (modeName != "standard" && modeName != "nesterov")
+        return nodeError(node) << "unknown mode '" << modeName << "'";
+      Value betaAdjusted = builder_.create<SelectOp>(
+          loc, tensorType({}, et), tPositive, scalar(beta), scalar(1.0));
+      Value vNew = add(mul(scalar(alpha), v), mul(betaAdjusted, reg));
+      Value step = modeName == "standard"
+                       ? vNew
+                       : add(reg, mul(scalar(alpha), vNew));
+      define(node, k, sub(x, mul(r, step)));
+      define(node, groups + k, vNew);
+    } else {
+      Value v = input(node, 2 + 2 * groups + k);
+      Value h = input(node, 2 + 3 * groups + k);
+      float alpha = floatAttr(node, "alpha", 0.9f);
+      float beta = floatAttr(node, "beta", 0.999f);
+      float epsilon = floatAttr(node, "epsilon", 1e-6f);
+      float post = floatAttr(node, "norm_coefficient_post", 0.0f);
+      Value vNew = add(mul(scalar(alpha), v), mul(scalar(1.0 - alpha), reg));
+      Value hNew =
+          add(mul(scalar(beta), h), mul(scalar(1.0 - beta), mul(reg, reg)));
+      Value hSqrt = add(sqrt(hNew), scalar(epsilon));
+      auto power = [&](float base) {
+        return builder_.create<PowOp>(loc, tensorType({}, et), scalar(base),
+                                      tf);
+      };
+      Value adjusted = div(mul(r, sqrt(sub(scalar(1.0), power(beta)))),
+                           sub(scalar(1.0), power(alpha)));
+      Value rate = builder_.create<SelectOp>(loc, tensorType({}, et),
+                                             tPositive, adjusted, r);
+      Value xNew = sub(x, mul(rate, div(vNew, hSqrt)));
+      define(node, k, mul(scalar(1.0 - post), xNew));
+      define(node, groups + k, vNew);
+      define(node, 2 * groups + k, hNew);
+    }
+  }
   return success();
 }
 
@@ -1396,7 +1505,14 @@ LogicalResult Importer::constant(const Node &node) {
 LogicalResult Importer::checkSupported() {
   Location fileLoc = FileLineColLoc::get(
       &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
-  if (model_.opset < kMinOpset || model_.opset > kMaxOpset)
+  bool usesDefaultDomain = llvm::any_of(model_.nodes, [](const Node &n) {
+    return n.domain.empty() || n.domain == "ai.onnx";
+  });
+  if (usesDefaultDomain && model_.opset == 0)
+    return emitError(fileLoc) << "the model imports no version of the "
+                                 "default (ai.onnx) opset";
+  if (usesDefaultDomain &&
+      (model_.opset < kMinOpset || model_.opset > kMaxOpset))
     return emitError(fileLoc)
            << "the model uses opset " << model_.opset
            << "; Strata imports opsets " << kMinOpset << " through "
@@ -1404,14 +1520,12 @@ LogicalResult Importer::checkSupported() {
   // Group the unsupported nodes by op type so one message lists them all.
   std::map<std::string, std::vector<std::string>> unsupported;
   for (const Node &node : model_.nodes) {
-    bool defaultDomain = node.domain.empty() || node.domain == "ai.onnx";
-    auto handler = handlers().find(node.opType);
-    if (defaultDomain && handler != handlers().end() &&
-        model_.opset >= handler->second.minOpset)
+    std::string key = handlerKey(node);
+    auto handler = handlers().find(key);
+    if (handler != handlers().end() &&
+        versionOf(node) >= handler->second.minOpset)
       continue;
-    std::string key =
-        defaultDomain ? node.opType : node.domain + "." + node.opType;
-    if (defaultDomain && handler != handlers().end())
+    if (handler != handlers().end())
       key += " (supported from opset " +
              std::to_string(handler->second.minOpset) + ")";
     unsupported[key].push_back(nodeLabel(node));
@@ -1565,7 +1679,7 @@ LogicalResult Importer::importNodes() {
                                << "' is not produced by any earlier node, "
                                   "initializer or graph input";
     }
-    const Handler &handler = handlers().at(node.opType);
+    const Handler &handler = handlers().at(handlerKey(node));
     if (failed((this->*handler.fn)(node)))
       return failure();
   }

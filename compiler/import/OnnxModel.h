@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,8 +121,10 @@ struct ValueInfo {
 struct Model {
   std::string path;
   int64_t irVersion = 0;
-  /// Version of the default (ai.onnx) operator set.
+  /// Version of the default (ai.onnx) operator set (0 if not imported).
   int64_t opset = 0;
+  /// Versions of the other operator sets, by domain.
+  std::map<std::string, int64_t> domainOpsets;
   std::string producer;
   std::string graphName;
   std::vector<Node> nodes;

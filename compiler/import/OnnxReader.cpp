@@ -346,12 +346,11 @@ bool Converter::convert(Model &model, std::string &error) {
   model.producer = proto.producer_name();
   if (!proto.producer_version().empty())
     model.producer += " " + proto.producer_version();
-  for (const auto &opset : proto.opset_import())
+  for (const auto &opset : proto.opset_import()) {
     if (opset.domain().empty() || opset.domain() == "ai.onnx")
       model.opset = opset.version();
-  if (model.opset == 0) {
-    error = "the model imports no version of the default (ai.onnx) opset";
-    return false;
+    else
+      model.domainOpsets[opset.domain()] = opset.version();
   }
   const ::onnx::GraphProto &graph = proto.graph();
   model.graphName = graph.name();

@@ -66,14 +66,19 @@ def run_case(args, case_dir, supported_ops, opset_range):
     """Returns (status, detail)."""
     model = onnx.load(os.path.join(case_dir, "model.onnx"))
     opset = opset_of(model)
-    if opset is None or not (opset_range[0] <= opset <= opset_range[1]):
+    versions = {o.domain: o.version for o in model.opset_import}
+    uses_default = any(n.domain in ("", "ai.onnx") for n in model.graph.node)
+    if uses_default and (opset is None or
+                         not (opset_range[0] <= opset <= opset_range[1])):
         return "unsupported", "opset %s" % opset
     for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in supported_ops:
-            return "unsupported", "op %s%s" % (
-                node.domain + "." if node.domain else "", node.op_type)
-        if opset < supported_ops[node.op_type]:
-            return "unsupported", "op %s at opset %d" % (node.op_type, opset)
+        default = node.domain in ("", "ai.onnx")
+        key = node.op_type if default else node.domain + "." + node.op_type
+        version = opset if default else versions.get(node.domain, 0)
+        if key not in supported_ops:
+            return "unsupported", "op " + key
+        if version < supported_ops[key]:
+            return "unsupported", "op %s at opset %d" % (key, version)
     init_names = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in init_names]
     for info in list(inputs) + list(model.graph.output):
