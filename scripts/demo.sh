@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's main command: builds Strata, exports the example model (a
-# small GPT-2-style transformer, from PyTorch, with dynamic batch and
-# sequence axes), prints its IR after import, compiles it to an artifact,
-# shows the artifact's plan summary and runs it on sample token ids.
+# The README's main command: builds Strata, exports a small GPT-2-style
+# transformer from PyTorch, compiles its training step, fine-tunes it on a
+# small character-level corpus (the loss falls), and exports the trained
+# weights back to ONNX.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,24 +11,32 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja > /dev/null
 cmake --build "$BUILD_DIR"
 BIN="$BUILD_DIR/bin"
-
 OUT="$BUILD_DIR/examples"
+rm -rf "$OUT"
 mkdir -p "$OUT"
-echo "== exporting the example model with PyTorch"
+
+echo "== 1. export the example model and corpus (PyTorch)"
 /usr/bin/python3 examples/gpt2-tiny/make_model.py --out "$OUT"
 
-echo "== strata-compile gpt2-tiny.onnx --input-shape input_ids=4x32 --emit=graph"
-"$BIN/strata-compile" "$OUT/gpt2-tiny.onnx" --input-shape input_ids=4x32 \
-  --freeze 'wpe*' --emit=graph
-
-echo "== strata-compile gpt2-tiny.onnx -o gpt2-tiny.strata (IR after every pass in ir/)"
-"$BIN/strata-compile" "$OUT/gpt2-tiny.onnx" --input-shape input_ids=4x32 \
-  --freeze 'wpe*' -o "$OUT/gpt2-tiny.strata" --dump-ir "$OUT/ir"
+echo "== 2. compile the training step (AdamW, cosine schedule) -> gpt2-tiny.strata"
+echo "      (the IR after import and after every pass: $OUT/ir/)"
+"$BIN/strata-compile" "$OUT/gpt2-tiny.onnx" --input-shape input_ids=8x32 \
+  --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip-grad-norm 1.0 \
+  --lr-schedule cosine --warmup-steps 20 --total-steps 300 \
+  -o "$OUT/gpt2-tiny.strata" --dump-ir "$OUT/ir"
 cat "$OUT/gpt2-tiny.strata/manifest.txt"
 
-echo "== strata-run on sample token ids"
-/usr/bin/python3 -c "import numpy as np; np.save('$OUT/ids.npy', np.random.default_rng(0).integers(0, 96, (4, 32)).astype(np.int64))"
-"$BIN/strata-run" "$OUT/gpt2-tiny.strata" --input input_ids="$OUT/ids.npy" \
-  --output-dir "$OUT/out"
-/usr/bin/python3 -c "import numpy as np; l = np.load('$OUT/out/logits.npy'); print('logits', l.shape, l.dtype, 'first row:', np.round(l[0, 0, :6], 4))"
-echo "== see: $BIN/strata-inspect $OUT/gpt2-tiny.strata"
+echo "== 3. fine-tune: 300 steps on the corpus (checkpoint every 100)"
+"$BIN/strata-run" "$OUT/gpt2-tiny.strata" --data "$OUT/corpus.bin" \
+  --steps 300 --save-every 100 --log-json "$OUT/train.jsonl"
+/usr/bin/python3 - "$OUT/train.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+first = sum(r["loss"] for r in rows[:10]) / 10
+last = sum(r["loss"] for r in rows[-10:]) / 10
+print("mean loss of the first 10 steps: %.3f, of the last 10: %.3f" % (first, last))
+PY
+
+echo "== 4. export the trained weights back to ONNX"
+"$BIN/strata-export" "$OUT/gpt2-tiny.strata" -o "$OUT/gpt2-tiny-finetuned.onnx"
+echo "== done. inspect the plan: $BIN/strata-inspect $OUT/gpt2-tiny.strata"

@@ -327,6 +327,34 @@ class TrainParity(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertIn("belongs to another plan", r.stderr)
 
+    def test_export_is_a_valid_onnx_model_with_or_without_external_data(self):
+        import onnx
+        from onnx import numpy_helper
+        name = "gpt2_dynamic"
+        art = os.path.join(ARGS.work, "export.strata")
+        self.compile(name, art, "--optimizer", "sgd", "--lr", "0.05")
+        run([tool("strata-run"), art, "--data", self.data[name][0],
+             "--steps", "2", "--quiet"])
+        inline = os.path.join(ARGS.work, "exported.onnx")
+        run([tool("strata-export"), art, "-o", inline])
+        onnx.checker.check_model(inline)
+        ext = os.path.join(ARGS.work, "ext", "exported.onnx")
+        os.makedirs(os.path.dirname(ext), exist_ok=True)
+        run([tool("strata-export"), art, "-o", ext, "--external-data"])
+        self.assertTrue(os.path.exists(ext + ".data"))
+        onnx.checker.check_model(ext)
+        a = {i.name: numpy_helper.to_array(i)
+             for i in onnx.load(inline).graph.initializer}
+        b = {i.name: numpy_helper.to_array(i)
+             for i in onnx.load(ext).graph.initializer}
+        self.assertEqual(sorted(a), sorted(b))
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+        # The exported model compiles again and computes the trained loss.
+        again = os.path.join(ARGS.work, "again.strata")
+        run([tool("strata-compile"), ext, "-o", again, "--mode", "grad",
+             "--input-shape", self.models[name]["bind"][0]])
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")
