@@ -37,6 +37,15 @@ struct AttachOptimizerPass
           << optimizer << "' (expected sgd, momentum or adamw)";
       return signalPassFailure();
     }
+    if (accumulate < 1) {
+      func.emitError("accumulate must be at least 1");
+      return signalPassFailure();
+    }
+    if (accumulate > 1 && clipGradNorm > 0) {
+      func.emitError("gradient clipping with accumulation is not supported "
+                     "yet: the norm would be of one micro-batch");
+      return signalPassFailure();
+    }
     if (failed(attach(func)))
       signalPassFailure();
   }
@@ -108,6 +117,12 @@ struct AttachOptimizerPass
             ploc, t, stateBuilder.getStringAttr(param.getName() + suffix));
       };
       Value gs = g;
+      if (accumulate > 1) {
+        Value acc = state(".grad_accum");
+        b.create<train::AccumulateOp>(ploc, acc, g);
+        gs = acc;
+      }
+      IntegerAttr accumulateAttr = b.getI64IntegerAttr(accumulate);
       Value s = scale;
       if (s && !cast<ShapedType>(t).getElementType().isF32())
         s = b.create<graph::CastOp>(
@@ -116,19 +131,22 @@ struct AttachOptimizerPass
       if (optimizer == "sgd") {
         b.create<train::UpdateSgdOp>(ploc, param.getResult(), gs, s,
                                      b.getF64FloatAttr(lr),
-                                     b.getF64FloatAttr(weightDecay));
+                                     b.getF64FloatAttr(weightDecay),
+                                     accumulateAttr);
       } else if (optimizer == "momentum") {
         Value buf = state(".momentum_buffer");
         b.create<train::UpdateMomentumOp>(
             ploc, param.getResult(), gs, buf, s, b.getF64FloatAttr(lr),
-            b.getF64FloatAttr(momentum), b.getF64FloatAttr(weightDecay));
+            b.getF64FloatAttr(momentum), b.getF64FloatAttr(weightDecay),
+            accumulateAttr);
       } else {
         Value m = state(".exp_avg");
         Value v = state(".exp_avg_sq");
         b.create<train::UpdateAdamWOp>(
             ploc, param.getResult(), gs, m, v, s, b.getF64FloatAttr(lr),
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay));
+            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
+            accumulateAttr);
       }
     }
     Value loss = ret.getOperand(0);

@@ -102,22 +102,25 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
         spec.ints.append(op.getStrides().begin(), op.getStrides().end());
         return spec;
       })
+      .Case<train::AccumulateOp>([](train::AccumulateOp op) {
+        return KernelSpec{"accumulate", {}, {}};
+      })
       .Case<train::UpdateSgdOp>([](train::UpdateSgdOp op) {
         return KernelSpec{"update_sgd",
-                          {},
+                          {static_cast<int64_t>(op.getAccumulate())},
                           {op.getLr().convertToDouble(),
                            op.getWeightDecay().convertToDouble()}};
       })
       .Case<train::UpdateMomentumOp>([](train::UpdateMomentumOp op) {
         return KernelSpec{"update_momentum",
-                          {},
+                          {static_cast<int64_t>(op.getAccumulate())},
                           {op.getLr().convertToDouble(),
                            op.getMomentum().convertToDouble(),
                            op.getWeightDecay().convertToDouble()}};
       })
       .Case<train::UpdateAdamWOp>([](train::UpdateAdamWOp op) {
         return KernelSpec{"update_adamw",
-                          {},
+                          {static_cast<int64_t>(op.getAccumulate())},
                           {op.getLr().convertToDouble(),
                            op.getBeta1().convertToDouble(),
                            op.getBeta2().convertToDouble(),

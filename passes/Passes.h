@@ -29,6 +29,7 @@ struct TrainingOptions {
   std::string optimizer = "adamw";
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weightDecay = 0.0, clipGradNorm = 0.0;
+  int64_t accumulate = 1;
   /// Stop after autodiff: return the loss and every gradient (named
   /// "grad:<parameter>") instead of applying an optimizer.
   bool gradientsOnly = false;

@@ -88,7 +88,9 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
            "Weight decay (decoupled for AdamW, L2 for SGD/momentum)">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
-           "Clip gradients to this global norm (0: no clipping)">
+           "Clip gradients to this global norm (0: no clipping)">,
+    Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
+           "Accumulate gradients over this many micro-batches per step">
   ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }

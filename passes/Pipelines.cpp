@@ -47,6 +47,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   opt.eps = options.eps;
   opt.weightDecay = options.weightDecay;
   opt.clipGradNorm = options.clipGradNorm;
+  opt.accumulate = options.accumulate;
   pm.addPass(createAttachOptimizerPass(opt));
   buildGraphCleanupPipeline(pm);
 }

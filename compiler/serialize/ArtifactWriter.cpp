@@ -115,6 +115,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.mode = info.mode;
   plan.schedule = info.schedule;
   plan.optimizer = info.optimizer;
+  plan.accumulate = info.accumulate;
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
   std::vector<char> params(plan.paramsBytes, 0);

@@ -17,6 +17,7 @@ struct ArtifactInfo {
   std::string mode = "forward";
   artifact::Schedule schedule;
   std::string optimizer;
+  uint32_t accumulate = 1;
 };
 
 /// Serializes the planned exec function `@main` of `module` into the

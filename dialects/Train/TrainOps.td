@@ -19,7 +19,10 @@ def Train_Dialect : Dialect {
     the ops here: persistent optimizer state and the updates that apply a
     gradient to a parameter. The learning rate in an update is the base
     rate; the runtime multiplies it by the schedule's factor for the current
-    step, and passes the step number (from 1) for bias corrections.
+    step, and passes the step number (from 1) for bias corrections. With
+    `accumulate = N`, the gradient operand is an accumulator summed over N
+    micro-batches: the update runs on the last one, uses the mean, and
+    zeroes the accumulator.
 
     ```mlir
     %w = graph.param "w" trainable : tensor<4x8xf32>
@@ -59,7 +62,8 @@ def Train_UpdateSgdOp : Train_Op<"update_sgd", [AllTypesMatch<["param", "grad"]>
   }];
   let arguments = (ins AnyStaticShapeTensor:$param, AnyStaticShapeTensor:$grad,
                        Optional<AnyStaticShapeTensor>:$scale, F64Attr:$lr,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulate);
   let assemblyFormat = [{
     $param `,` $grad (`scale` $scale^ `:` type($scale))? attr-dict `:` type($param)
   }];
@@ -80,7 +84,8 @@ def Train_UpdateMomentumOp
   let arguments = (ins AnyStaticShapeTensor:$param, AnyStaticShapeTensor:$grad,
                        AnyStaticShapeTensor:$buffer,
                        Optional<AnyStaticShapeTensor>:$scale, F64Attr:$lr,
-                       F64Attr:$momentum, F64Attr:$weight_decay);
+                       F64Attr:$momentum, F64Attr:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulate);
   let assemblyFormat = [{
     $param `,` $grad `,` $buffer (`scale` $scale^ `:` type($scale))? attr-dict
     `:` type($param)
@@ -106,12 +111,30 @@ def Train_UpdateAdamWOp
                        AnyStaticShapeTensor:$exp_avg_sq,
                        Optional<AnyStaticShapeTensor>:$scale, F64Attr:$lr,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "1">:$accumulate);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq
     (`scale` $scale^ `:` type($scale))? attr-dict `:` type($param)
   }];
   let hasVerifier = 1;
+}
+
+def Train_AccumulateOp
+    : Train_Op<"accumulate", [AllTypesMatch<["accumulator", "grad"]>]> {
+  let summary = "accumulator += grad (gradient accumulation over micro-batches)";
+  let description = [{
+    Runs on every micro-batch. The updates of a plan compiled with
+    `--accumulate N` read the accumulator (divided by N) on the last
+    micro-batch of a step, and zero it.
+
+    ```mlir
+    train.accumulate %acc, %g : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$accumulator,
+                       AnyStaticShapeTensor:$grad);
+  let assemblyFormat = "$accumulator `,` $grad attr-dict `:` type($accumulator)";
 }
 
 #endif // STRATA_DIALECTS_TRAIN_TRAINOPS_TD

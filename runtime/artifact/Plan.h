@@ -25,7 +25,7 @@
 //                                  vec<u32> outputs, vec<i64> ints,
 //                                  vec<f64> floats)
 //            u8 schedule_kind, i64 warmup_steps, i64 total_steps,
-//            f64 min_ratio, str optimizer
+//            f64 min_ratio, str optimizer, u32 accumulate
 //
 // A plan of another format version is refused, never reinterpreted.
 
@@ -72,7 +72,7 @@ enum class Kernel : uint16_t {
   Not, Cast, MatMul, ReduceSum, ReduceMean, ReduceMax, Softmax, LogSoftmax,
   LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
-  SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW,
+  SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
   // Add new kernels above this line.
   NumKernels
 };
@@ -91,8 +91,9 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   gather_grad: [axis]; slice_grad: offsets..., strides...;
 ///   update_sgd: [lr, weight_decay]; update_momentum: [lr, momentum,
 ///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay]
-///   (floats). Update kernels have no outputs: they write their parameter
-///   and state inputs (in the parameter region) in place.
+///   (floats), and ints [accumulate] (micro-batches summed into the gradient
+///   input); accumulate: -. Update kernels have no outputs: they write their
+///   parameter and state inputs (in the parameter region) in place.
 struct Step {
   Kernel kernel = Kernel::Copy;
   std::vector<uint32_t> inputs;
@@ -147,6 +148,8 @@ struct Plan {
   Schedule schedule;
   /// Description of the optimizer, for people ("adamw lr=0.001 ...").
   std::string optimizer;
+  /// Micro-batches per optimizer step.
+  uint32_t accumulate = 1;
   /// Set by readPlan: the payload's checksum, which identifies the plan.
   uint32_t payloadCrc = 0;
 };

@@ -27,7 +27,7 @@ const char *const kKernelNames[] = {
     "concat",     "broadcast",   "gather",     "trilu",     "copy",
     "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
     "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
-    "update_momentum", "update_adamw",
+    "update_momentum", "update_adamw", "accumulate",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),
@@ -149,6 +149,7 @@ std::string encodePayload(const Plan &plan) {
   w.i64(plan.schedule.totalSteps);
   w.f64(plan.schedule.minRatio);
   w.str(plan.optimizer);
+  w.u32(plan.accumulate);
   return std::move(w.bytes());
 }
 
@@ -207,7 +208,8 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
   plan.schedule.totalSteps = r.i64();
   plan.schedule.minRatio = r.f64();
   plan.optimizer = r.str();
-  return r.ok() && r.atEnd() && kind <= 2;
+  plan.accumulate = r.u32();
+  return r.ok() && r.atEnd() && kind <= 2 && plan.accumulate >= 1;
 }
 
 } // namespace
@@ -238,7 +240,7 @@ bool kernelByName(const std::string &name, Kernel &kernel) {
 
 bool isUpdateKernel(Kernel kernel) {
   return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
-         kernel == Kernel::UpdateAdamW;
+         kernel == Kernel::UpdateAdamW || kernel == Kernel::Accumulate;
 }
 
 double Schedule::factor(int64_t step) const {
@@ -304,7 +306,9 @@ bool validatePlan(const Plan &plan, std::string &error) {
       return fail(where + (s.outputs.empty() ? " has no output"
                                              : " is an update with outputs"));
     if (isUpdateKernel(s.kernel)) {
-      size_t needed = s.kernel == Kernel::UpdateSgd        ? 2
+      size_t needed = s.kernel == Kernel::UpdateSgd ||
+                              s.kernel == Kernel::Accumulate
+                          ? 2
                       : s.kernel == Kernel::UpdateMomentum ? 3
                                                            : 4;
       if (s.inputs.size() < needed)

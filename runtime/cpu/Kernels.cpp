@@ -1037,8 +1037,26 @@ void sliceGrad(const TensorRef &g, const TensorRef &out,
 // Optimizer updates (in place), with PyTorch's arithmetic order
 //===----------------------------------------------------------------------===//
 
+void accumulate(const TensorRef &acc, const TensorRef &g) {
+  dispatch(acc.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      T *pa = static_cast<T *>(acc.data);
+      const T *pg = static_cast<const T *>(g.data);
+      parallelFor(acc.numElements(), 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          pa[i] = Traits<T>::store(Traits<T>::load(pa[i]) +
+                                   Traits<T>::load(pg[i]));
+      });
+    }
+  });
+}
+
 void update(Kernel k, const std::vector<TensorRef> &in,
-            const std::vector<double> &hp, const KernelContext &ctx) {
+            const std::vector<double> &hp, int64_t micro,
+            const KernelContext &ctx) {
+  if (!ctx.applyUpdates)
+    return;
   size_t needed = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3 : 4;
   const TensorRef *scaleRef = in.size() > needed ? &in[needed] : nullptr;
   dispatch(in[0].dtype, [&](auto tag) {
@@ -1047,6 +1065,9 @@ void update(Kernel k, const std::vector<TensorRef> &in,
       using C = typename Traits<T>::C;
       C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
                          : C(1);
+      // An accumulated gradient is the sum over `micro` micro-batches.
+      if (micro > 1)
+        scale = scale / static_cast<C>(micro);
       T *w = static_cast<T *>(in[0].data);
       const T *g = static_cast<const T *>(in[1].data);
       int64_t n = in[0].numElements();
@@ -1128,8 +1149,16 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return true;
   case Kernel::UpdateSgd:
   case Kernel::UpdateMomentum:
-  case Kernel::UpdateAdamW:
-    update(step.kernel, in, step.floats, ctx);
+  case Kernel::UpdateAdamW: {
+    int64_t micro = step.ints.empty() ? 1 : step.ints[0];
+    update(step.kernel, in, step.floats, micro, ctx);
+    // The accumulator (the gradient input) starts the next step at zero.
+    if (micro > 1 && ctx.applyUpdates)
+      std::memset(in[1].data, 0, in[1].numElements() * dtypeSize(in[1].dtype));
+    return true;
+  }
+  case Kernel::Accumulate:
+    accumulate(in[0], in[1]);
     return true;
   default:
     break;

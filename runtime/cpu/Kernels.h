@@ -30,6 +30,9 @@ struct KernelContext {
   int64_t step = 1;
   /// The schedule's factor for this step; multiplies every base rate.
   double lrFactor = 1.0;
+  /// False on all but the last micro-batch of an accumulating step: the
+  /// update kernels then do nothing (accumulate still runs).
+  bool applyUpdates = true;
 };
 
 /// Runs one step on the CPU. Outputs never alias inputs; update kernels

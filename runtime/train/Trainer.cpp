@@ -144,37 +144,47 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   }
 
   int64_t tokensPerStep =
-      ids ? plan.slots[ids->slot].numElements() : 0;
+      ids ? plan.slots[ids->slot].numElements() * plan.accumulate : 0;
   auto runStart = std::chrono::steady_clock::now();
   auto lastPrint = runStart - std::chrono::hours(1);
   std::vector<int64_t> in, lab;
   bool ok = true;
-  for (int64_t step = start; step < options.steps; ++step) {
-    if (!options.dataPath.empty()) {
-      data.batch(step, in, lab);
-      if (!executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
-                             error) ||
-          !executor.setInput(labels->name,
-                             tokens(plan.slots[labels->slot], lab), error)) {
-        ok = false;
-        break;
-      }
-    }
+  int64_t micro = plan.accumulate;
+  for (int64_t step = start; step < options.steps && ok; ++step) {
     cpu::KernelContext context;
     context.step = step + 1;
     context.lrFactor = plan.schedule.factor(step + 1);
     auto stepStart = std::chrono::steady_clock::now();
-    if (!executor.run(error, context)) {
-      error = "step " + std::to_string(step + 1) + ": " + error;
-      ok = false;
-      break;
+    double loss = 0, norm = NAN;
+    // Micro-batch j of step k is batch k * micro + j of the data.
+    for (int64_t j = 0; j < micro; ++j) {
+      if (!options.dataPath.empty()) {
+        data.batch(step * micro + j, in, lab);
+        if (!executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
+                               error) ||
+            !executor.setInput(labels->name,
+                               tokens(plan.slots[labels->slot], lab),
+                               error)) {
+          ok = false;
+          break;
+        }
+      }
+      context.applyUpdates = j + 1 == micro;
+      if (!executor.run(error, context)) {
+        error = "step " + std::to_string(step + 1) + ": " + error;
+        ok = false;
+        break;
+      }
+      double microLoss = NAN;
+      scalarOutput(executor, "loss", microLoss);
+      loss += microLoss / static_cast<double>(micro);
+      scalarOutput(executor, "grad_norm", norm);
     }
+    if (!ok)
+      break;
     auto now = std::chrono::steady_clock::now();
     double stepSeconds = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - runStart).count();
-    double loss = NAN, norm = NAN;
-    scalarOutput(executor, "loss", loss);
-    scalarOutput(executor, "grad_norm", norm);
     double lr = 0;
     // The base rate of the first update kernel, for the log.
     for (const artifact::Step &s : plan.steps)

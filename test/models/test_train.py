@@ -355,6 +355,31 @@ class TrainParity(unittest.TestCase):
         run([tool("strata-compile"), ext, "-o", again, "--mode", "grad",
              "--input-shape", self.models[name]["bind"][0]])
 
+    def test_gradient_accumulation_matches_one_large_batch(self):
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        b, t = self.data[name][2], self.data[name][3]
+        meta = self.models[name]
+        results = {}
+        for tag, shape, extra in (("micro", "%dx%d" % (b, t), ["--accumulate", "2"]),
+                                  ("large", "%dx%d" % (2 * b, t), [])):
+            art = os.path.join(ARGS.work, "accum_%s.strata" % tag)
+            cmd = [tool("strata-compile"), meta["path"], "-o", art,
+                   "--input-shape", "input_ids=" + shape, "--optimizer",
+                   "adamw", "--lr", "0.003"] + extra
+            run(cmd)
+            log = art + ".log"
+            run([tool("strata-run"), art, "--data", data, "--steps", "3",
+                 "--log-json", log, "--quiet"])
+            with open(log) as f:
+                losses = [json.loads(line)["loss"] for line in f]
+            results[tag] = (losses, self.exported_weights(art))
+        np.testing.assert_allclose(results["micro"][0], results["large"][0],
+                                   rtol=RTOL)
+        for k, w in results["large"][1].items():
+            np.testing.assert_allclose(results["micro"][1][k], w, rtol=RTOL,
+                                       atol=1e-3 * 3 * 0.003, err_msg=k)
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")

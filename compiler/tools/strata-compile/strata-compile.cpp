@@ -99,6 +99,11 @@ static cl::opt<double> weightDecay(
 static cl::opt<double> clipGradNorm(
     "clip-grad-norm", cl::desc("Clip gradients to this global norm (0: off)"),
     cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<int64_t> accumulate(
+    "accumulate",
+    cl::desc("Accumulate gradients over N micro-batches (of the bound input "
+             "shape) per optimizer step"),
+    cl::init(1), cl::cat(trainCategory));
 static cl::opt<std::string> lrSchedule(
     "lr-schedule",
     cl::desc("constant (default), warmup (linear warmup, then constant) or "
@@ -391,6 +396,8 @@ int main(int argc, char **argv) {
     text << " weight_decay=" << weightDecay.getValue();
     if (clipGradNorm > 0)
       text << " clip_grad_norm=" << clipGradNorm.getValue();
+    if (accumulate > 1)
+      text << " accumulate=" << accumulate.getValue();
     optimizerText = text.str();
   }
   strata::buildGraphCleanupPipeline(pm);
@@ -405,6 +412,7 @@ int main(int argc, char **argv) {
     training.eps = eps;
     training.weightDecay = weightDecay;
     training.clipGradNorm = clipGradNorm;
+    training.accumulate = accumulate;
     training.gradientsOnly = mode == Mode::Grad;
     strata::buildTrainingPipeline(pm, training);
   }
@@ -425,6 +433,7 @@ int main(int argc, char **argv) {
     info.sourceModel = source.str().str();
     info.schedule = schedule;
     info.optimizer = optimizerText;
+    info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
     if (failed(strata::writeArtifact(*module, outputFile, info)))
       return 1;
     return 0;
