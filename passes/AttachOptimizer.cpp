@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #define DEBUG_TYPE "strata-attach-optimizer"
@@ -32,9 +33,11 @@ struct AttachOptimizerPass
       return signalPassFailure();
     }
     if (optimizer != "sgd" && optimizer != "momentum" &&
-        optimizer != "adamw") {
+        optimizer != "adamw" && optimizer != "lomo" &&
+        optimizer != "adalomo") {
       func.emitError("unknown optimizer '")
-          << optimizer << "' (expected sgd, momentum or adamw)";
+          << optimizer
+          << "' (expected sgd, momentum, adamw, lomo or adalomo)";
       return signalPassFailure();
     }
     if (accumulate < 1) {
@@ -76,6 +79,9 @@ struct AttachOptimizerPass
     if (updates.empty())
       return func.emitError("no gradients to apply (run --strata-autodiff)");
 
+    llvm::DenseSet<Operation *> before;
+    for (Operation &op : body)
+      before.insert(&op);
     OpBuilder b(ret);
     Location loc = NameLoc::get(b.getStringAttr("optimizer"), func.getLoc());
     // Global gradient norm, in f32 whatever the parameters' type.
@@ -111,11 +117,12 @@ struct AttachOptimizerPass
     for (auto &[param, g] : updates) {
       Location ploc = param.getLoc();
       Type t = param.getType();
-      auto state = [&](const std::string &suffix) {
+      auto stateOf = [&](const std::string &suffix, Type type) {
         stateBuilder.setInsertionPointAfter(param);
         return stateBuilder.create<train::StateOp>(
-            ploc, t, stateBuilder.getStringAttr(param.getName() + suffix));
+            ploc, type, stateBuilder.getStringAttr(param.getName() + suffix));
       };
+      auto state = [&](const std::string &suffix) { return stateOf(suffix, t); };
       Value gs = g;
       if (accumulate > 1) {
         Value acc = state(".grad_accum");
@@ -128,7 +135,27 @@ struct AttachOptimizerPass
         s = b.create<graph::CastOp>(
             loc, RankedTensorType::get({}, cast<ShapedType>(t).getElementType()),
             s);
-      if (optimizer == "sgd") {
+      if (optimizer == "adalomo") {
+        if (s || accumulate > 1)
+          return func.emitError("adalomo supports neither clipping nor "
+                                "accumulation yet");
+        auto shaped = cast<ShapedType>(t);
+        SmallVector<Value> states;
+        if (shaped.getRank() >= 2) {
+          int64_t rows = shaped.getNumElements() / shaped.getShape().back();
+          Type et = shaped.getElementType();
+          states.push_back(stateOf(".exp_avg_sq_row",
+                                   RankedTensorType::get({rows}, et)));
+          states.push_back(stateOf(
+              ".exp_avg_sq_col",
+              RankedTensorType::get({shaped.getShape().back()}, et)));
+        } else {
+          states.push_back(state(".exp_avg_sq"));
+        }
+        b.create<train::UpdateAdaLomoOp>(ploc, param.getResult(), gs, states,
+                                         b.getF64FloatAttr(lr),
+                                         b.getF64FloatAttr(weightDecay));
+      } else if (optimizer == "sgd" || optimizer == "lomo") {
         b.create<train::UpdateSgdOp>(ploc, param.getResult(), gs, s,
                                      b.getF64FloatAttr(lr),
                                      b.getF64FloatAttr(weightDecay),
@@ -149,6 +176,9 @@ struct AttachOptimizerPass
             accumulateAttr);
       }
     }
+    for (Operation &op : body)
+      if (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect()))
+        op.setAttr("strata.optimizer", b.getUnitAttr());
     Value loss = ret.getOperand(0);
     b.create<func::ReturnOp>(ret.getLoc(), ValueRange{loss, norm});
     ret.erase();

@@ -74,7 +74,11 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       return func.emitError("the loss does not depend on any trainable "
                             "parameter (are they all frozen?)");
 
-    // Reverse: accumulate gradients.
+    // Reverse: accumulate gradients. Everything built from here on is the
+    // backward pass; it is tagged so the memory report can tell it apart.
+    llvm::DenseSet<Operation *> forwardOps;
+    for (Operation &op : body)
+      forwardOps.insert(&op);
     OpBuilder b(ret);
     llvm::DenseMap<Value, Value> grads;
     auto accumulate = [&](Value v, Value g, Location loc) {
@@ -136,6 +140,9 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     b.setInsertionPoint(ret);
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();
+    for (Operation &op : body)
+      if (!forwardOps.contains(&op) && !isa<func::ReturnOp>(op))
+        op.setAttr("strata.backward", b.getUnitAttr());
     func.setFunctionType(
         b.getFunctionType(func.getFunctionType().getInputs(), types));
     func.setAllResultAttrs(attrs);

@@ -102,6 +102,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
         spec.ints.append(op.getStrides().begin(), op.getStrides().end());
         return spec;
       })
+      .Case<train::UpdateAdaLomoOp>([](train::UpdateAdaLomoOp op) {
+        return KernelSpec{"update_adalomo",
+                          {1},
+                          {op.getLr().convertToDouble(),
+                           op.getWeightDecay().convertToDouble()}};
+      })
       .Case<train::AccumulateOp>([](train::AccumulateOp op) {
         return KernelSpec{"accumulate", {}, {}};
       })
@@ -216,6 +222,10 @@ struct LowerGraphToExecPass
             DenseI64ArrayAttr());
         for (auto [from, to] : llvm::zip(op.getResults(), kernel.getResults()))
           mapping.map(from, to);
+        // Which part of the step the kernel belongs to, for the report.
+        for (NamedAttribute attr : op.getDiscardableAttrs())
+          if (attr.getName().getValue().starts_with("strata."))
+            kernel->setAttr(attr.getName(), attr.getValue());
         ++numKernels;
       } else {
         return op.emitError("no exec lowering for ") << op.getName();

@@ -95,6 +95,43 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 
+def FuseGradUpdatePass : Pass<"strata-fuse-grad-update", "mlir::ModuleOp"> {
+  let summary = "Apply each update as soon as its gradient is final (LOMO)";
+  let description = [{
+    Moves every `train.update_*` (and `train.accumulate`) to just after the
+    last op it depends on: the final contribution to its gradient, its
+    state, and the last read of the parameter's old value (through views).
+    The gradient's last use is then the update, so the memory plan frees it
+    at once: at no moment do more than a few parameters' gradients exist,
+    which is LOMO's memory saving, done as a schedule the IR shows.
+
+    The gradient-norm computation is moved next to each gradient too. An
+    update whose clipping scale depends on every gradient (global-norm
+    clipping of this step) cannot move before the last gradient; the pass
+    says so for each such update.
+
+    Before (all updates after the backward pass):
+    ```mlir
+    %gw2 = graph.matmul ...          // gradient of w2, final
+    %gw1 = graph.matmul ...          // gradient of w1, final
+    train.update_sgd %w2, %gw2 {...}
+    train.update_sgd %w1, %gw1 {...}
+    ```
+    After:
+    ```mlir
+    %gw2 = graph.matmul ...
+    train.update_sgd %w2, %gw2 {...}
+    %gw1 = graph.matmul ...
+    train.update_sgd %w1, %gw1 {...}
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "Updates moved next to their gradient">,
+    Statistic<"numBlocked", "blocked",
+              "Updates that must wait for every gradient">
+  ];
+}
+
 def LowerGraphToExecPass : Pass<"strata-lower-graph-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower graph ops to exec kernel launches on buffers";
   let description = [{

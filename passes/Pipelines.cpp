@@ -50,6 +50,8 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   opt.accumulate = options.accumulate;
   pm.addPass(createAttachOptimizerPass(opt));
   buildGraphCleanupPipeline(pm);
+  if (options.fuseUpdates)
+    pm.addPass(createFuseGradUpdatePass());
 }
 
 void strata::registerPassesAndPipelines() {

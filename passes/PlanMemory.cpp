@@ -32,10 +32,14 @@ uint64_t bytesOf(Type type) {
   return static_cast<uint64_t>(shaped.getNumElements()) * elementBytes;
 }
 
+/// What a buffer holds, for the memory report.
+enum class Kind { Activation, Gradient, Workspace };
+
 /// An arena buffer and its lifetime in op indices (inclusive).
 struct Buffer {
   Value value;
   Operation *def;
+  Kind kind = Kind::Activation;
   uint64_t bytes;
   int64_t start;
   int64_t end;
@@ -70,7 +74,8 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
         for (Value r : op.getResults()) {
           bufferOf[r] = buffers.size();
-          buffers.push_back({r, &op, bytesOf(r.getType()), index, index});
+          buffers.push_back(
+              {r, &op, Kind::Activation, bytesOf(r.getType()), index, index});
         }
       }
       // Extend the lifetime of every buffer this op reads.
@@ -132,6 +137,59 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
                   builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
     func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(
                                            static_cast<int64_t>(paramsBytes)));
+    // The memory report: what is live when the arena is fullest, by class.
+    for (Buffer &b : buffers) {
+      if (b.def->hasAttr("strata.backward") || b.def->hasAttr("strata.optimizer"))
+        b.kind = Kind::Workspace;
+      for (Operation *user : b.value.getUsers()) {
+        auto kernel = dyn_cast<exec::KernelOp>(user);
+        if (kernel && kernel.getNumResults() == 0 &&
+            kernel.getInputs().size() > 1 && kernel.getInputs()[1] == b.value)
+          b.kind = Kind::Gradient;
+      }
+    }
+    uint64_t peakLive = 0;
+    uint64_t atPeak[3] = {0, 0, 0}, classPeak[3] = {0, 0, 0};
+    uint64_t largestGradient = 0;
+    for (const Buffer &b : buffers)
+      if (b.kind == Kind::Gradient)
+        largestGradient = std::max(largestGradient, b.bytes);
+    for (int64_t t = 0; t <= last + 1; ++t) {
+      uint64_t live[3] = {0, 0, 0};
+      for (const Buffer &b : buffers)
+        if (b.start <= t && t <= b.end)
+          live[static_cast<int>(b.kind)] += b.bytes;
+      uint64_t total = live[0] + live[1] + live[2];
+      for (int k = 0; k < 3; ++k)
+        classPeak[k] = std::max(classPeak[k], live[k]);
+      if (total > peakLive) {
+        peakLive = total;
+        std::copy(live, live + 3, atPeak);
+      }
+    }
+    uint64_t params = 0, states = 0, constants = 0;
+    for (auto p : body.getOps<exec::ParamOp>()) {
+      uint64_t bytes = bytesOf(p.getType());
+      (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
+    }
+    auto i64 = [&](uint64_t v) {
+      return builder.getI64IntegerAttr(static_cast<int64_t>(v));
+    };
+    func->setAttr(
+        "exec.memory",
+        builder.getDictionaryAttr({
+            builder.getNamedAttr("parameters", i64(params)),
+            builder.getNamedAttr("optimizer_states", i64(states)),
+            builder.getNamedAttr("constants", i64(constants)),
+            builder.getNamedAttr("activations_at_peak", i64(atPeak[0])),
+            builder.getNamedAttr("gradients_at_peak", i64(atPeak[1])),
+            builder.getNamedAttr("workspace_at_peak", i64(atPeak[2])),
+            builder.getNamedAttr("activations_max", i64(classPeak[0])),
+            builder.getNamedAttr("gradients_max", i64(classPeak[1])),
+            builder.getNamedAttr("workspace_max", i64(classPeak[2])),
+            builder.getNamedAttr("largest_gradient", i64(largestGradient)),
+            builder.getNamedAttr("live_peak", i64(peakLive)),
+        }));
     numBuffers += buffers.size();
     this->arenaBytes += arenaBytes;
     unsharedBytes += unshared;

@@ -3,6 +3,7 @@
 #include "compiler/serialize/ArtifactWriter.h"
 
 #include "dialects/Exec/ExecDialect.h"
+#include "runtime/artifact/MemoryReport.h"
 #include "runtime/artifact/Plan.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileUtil.h"
@@ -116,6 +117,11 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.schedule = info.schedule;
   plan.optimizer = info.optimizer;
   plan.accumulate = info.accumulate;
+  if (auto memory = func->getAttrOfType<DictionaryAttr>("exec.memory"))
+    for (NamedAttribute entry : memory)
+      if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
+        plan.memory.push_back({entry.getName().str(),
+                               static_cast<uint64_t>(v.getInt())});
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
   std::vector<char> params(plan.paramsBytes, 0);
@@ -267,6 +273,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
      << " (" << plan.arenaBytes << " bytes)\n  host (parameters): "
      << formatSize(plan.paramsBytes) << " (" << plan.paramsBytes
      << " bytes)\n  ssd: 0 bytes\nsteps: " << plan.steps.size() << "\n";
+  if (!plan.memory.empty())
+    os << artifact::formatMemoryReport(plan);
   os.flush();
   if (!writeFileAtomically(tmp + "/manifest.txt", manifest.data(),
                            manifest.size(), error))

@@ -48,5 +48,27 @@ LogicalResult UpdateAdamWOp::verify() {
                       getScale());
 }
 
+LogicalResult UpdateAdaLomoOp::verify() {
+  if (failed(verifyUpdate(*this, {getParam(), getGrad()}, Value())))
+    return failure();
+  auto shape = cast<ShapedType>(getParam().getType()).getShape();
+  if (shape.size() >= 2) {
+    if (getStates().size() != 2)
+      return emitOpError("a matrix needs row and column states");
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < shape.size(); ++d)
+      rows *= shape[d];
+    auto r = cast<ShapedType>(getStates()[0].getType());
+    auto c = cast<ShapedType>(getStates()[1].getType());
+    if (r.getNumElements() != rows || c.getNumElements() != shape.back())
+      return emitOpError("row/column states must have ")
+             << rows << " and " << shape.back() << " elements";
+  } else if (getStates().size() != 1 ||
+             getStates()[0].getType() != getParam().getType()) {
+    return emitOpError("a vector needs one state of its own type");
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Train/TrainOps.cpp.inc"

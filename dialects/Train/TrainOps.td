@@ -120,6 +120,30 @@ def Train_UpdateAdamWOp
   let hasVerifier = 1;
 }
 
+def Train_UpdateAdaLomoOp
+    : Train_Op<"update_adalomo", [AllTypesMatch<["param", "grad"]>]> {
+  let summary = "AdaLomo: factored second moment, grouped update normalisation";
+  let description = [{
+    As AdaLomo (Lv et al., 2023), with Adafactor's factorisation: for a
+    matrix, `states` are the running row and column means of `g^2 + 1e-30`
+    (beta2 = 1 - t^-0.8), the update is `g / sqrt(row * col / mean(row))`,
+    divided by `max(1, RMS(update))` and scaled by `max(1e-3, RMS(w))`; a
+    vector keeps one unfactored state. Needs only its own gradient, so it
+    fuses into the backward pass like LOMO.
+
+    ```mlir
+    train.update_adalomo %w, %g, %row, %col {lr = 1.0e-3 : f64, weight_decay = 0.0 : f64} : tensor<64x256xf32>, tensor<64xf32>, tensor<256xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$param, AnyStaticShapeTensor:$grad,
+                       Variadic<AnyStaticShapeTensor>:$states, F64Attr:$lr,
+                       F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $states attr-dict `:` type($param) `,` type($states)
+  }];
+  let hasVerifier = 1;
+}
+
 def Train_AccumulateOp
     : Train_Op<"accumulate", [AllTypesMatch<["accumulator", "grad"]>]> {
   let summary = "accumulator += grad (gradient accumulation over micro-batches)";

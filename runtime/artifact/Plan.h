@@ -25,7 +25,8 @@
 //                                  vec<u32> outputs, vec<i64> ints,
 //                                  vec<f64> floats)
 //            u8 schedule_kind, i64 warmup_steps, i64 total_steps,
-//            f64 min_ratio, str optimizer, u32 accumulate
+//            f64 min_ratio, str optimizer, u32 accumulate,
+//            vec<(str class, u64 bytes)> memory
 //
 // A plan of another format version is refused, never reinterpreted.
 
@@ -73,6 +74,7 @@ enum class Kernel : uint16_t {
   LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
   SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
+  UpdateAdaLomo,
   // Add new kernels above this line.
   NumKernels
 };
@@ -90,7 +92,8 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   gelu_grad: [tanh]; layer_norm_grad: [axis], [epsilon];
 ///   gather_grad: [axis]; slice_grad: offsets..., strides...;
 ///   update_sgd: [lr, weight_decay]; update_momentum: [lr, momentum,
-///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay]
+///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay];
+///   update_adalomo: [lr, weight_decay] with inputs (w, g, states...)
 ///   (floats), and ints [accumulate] (micro-batches summed into the gradient
 ///   input); accumulate: -. Update kernels have no outputs: they write their
 ///   parameter and state inputs (in the parameter region) in place.
@@ -150,6 +153,12 @@ struct Plan {
   std::string optimizer;
   /// Micro-batches per optimizer step.
   uint32_t accumulate = 1;
+  /// The compiler's memory report: (class, bytes) pairs such as
+  /// ("parameters", n), ("gradients_at_peak", n). See PlanMemory.cpp.
+  std::vector<std::pair<std::string, uint64_t>> memory;
+
+  /// The report's value for `name`, 0 if absent.
+  uint64_t memoryOf(const std::string &name) const;
   /// Set by readPlan: the payload's checksum, which identifies the plan.
   uint32_t payloadCrc = 0;
 };

@@ -27,7 +27,7 @@ const char *const kKernelNames[] = {
     "concat",     "broadcast",   "gather",     "trilu",     "copy",
     "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
     "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
-    "update_momentum", "update_adamw", "accumulate",
+    "update_momentum", "update_adamw", "accumulate", "update_adalomo",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),
@@ -150,6 +150,10 @@ std::string encodePayload(const Plan &plan) {
   w.f64(plan.schedule.minRatio);
   w.str(plan.optimizer);
   w.u32(plan.accumulate);
+  w.vec(plan.memory, [&](const std::pair<std::string, uint64_t> &m) {
+    w.str(m.first);
+    w.u64(m.second);
+  });
   return std::move(w.bytes());
 }
 
@@ -209,6 +213,10 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
   plan.schedule.minRatio = r.f64();
   plan.optimizer = r.str();
   plan.accumulate = r.u32();
+  plan.memory = r.vec<std::pair<std::string, uint64_t>>([&] {
+    std::string name = r.str();
+    return std::make_pair(name, r.u64());
+  });
   return r.ok() && r.atEnd() && kind <= 2 && plan.accumulate >= 1;
 }
 
@@ -238,9 +246,17 @@ bool kernelByName(const std::string &name, Kernel &kernel) {
   return false;
 }
 
+uint64_t Plan::memoryOf(const std::string &name) const {
+  for (const auto &m : memory)
+    if (m.first == name)
+      return m.second;
+  return 0;
+}
+
 bool isUpdateKernel(Kernel kernel) {
   return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
-         kernel == Kernel::UpdateAdamW || kernel == Kernel::Accumulate;
+         kernel == Kernel::UpdateAdamW || kernel == Kernel::Accumulate ||
+         kernel == Kernel::UpdateAdaLomo;
 }
 
 double Schedule::factor(int64_t step) const {
@@ -309,6 +325,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
       size_t needed = s.kernel == Kernel::UpdateSgd ||
                               s.kernel == Kernel::Accumulate
                           ? 2
+                      : s.kernel == Kernel::UpdateAdaLomo ? 3
                       : s.kernel == Kernel::UpdateMomentum ? 3
                                                            : 4;
       if (s.inputs.size() < needed)

@@ -1052,6 +1052,85 @@ void accumulate(const TensorRef &acc, const TensorRef &g) {
   });
 }
 
+/// AdaLomo with Adafactor's factored second moment (see TrainOps.td).
+void updateAdaLomo(const std::vector<TensorRef> &in,
+                   const std::vector<double> &hp, const KernelContext &ctx) {
+  if (!ctx.applyUpdates)
+    return;
+  const TensorRef &w = in[0], &g = in[1];
+  int64_t n = w.numElements();
+  int64_t cols = w.shape.empty() ? 1 : w.shape.back();
+  int64_t rows = n / std::max<int64_t>(cols, 1);
+  bool factored = in.size() == 4;
+  double lr = hp[0] * ctx.lrFactor, wd = hp[1];
+  double beta2 = 1.0 - std::pow(static_cast<double>(ctx.step), -0.8);
+  const double eps1 = 1e-30, eps2 = 1e-3, clip = 1.0;
+  dispatch(w.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      using C = typename Traits<T>::C;
+      T *pw = static_cast<T *>(w.data);
+      const T *pg = static_cast<const T *>(g.data);
+      std::vector<double> u(n);
+      if (factored) {
+        T *row = static_cast<T *>(in[2].data);
+        T *col = static_cast<T *>(in[3].data);
+        std::vector<double> colMean(cols, 0.0);
+        double rowMeanSum = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          double s = 0;
+          for (int64_t j = 0; j < cols; ++j) {
+            double gij = Traits<T>::load(pg[i * cols + j]);
+            double g2 = gij * gij + eps1;
+            s += g2;
+            colMean[j] += g2;
+          }
+          double r = beta2 * Traits<T>::load(row[i]) +
+                     (1 - beta2) * (s / cols);
+          row[i] = Traits<T>::store(static_cast<C>(r));
+          rowMeanSum += double(Traits<T>::load(row[i]));
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          double c = beta2 * Traits<T>::load(col[j]) +
+                     (1 - beta2) * (colMean[j] / rows);
+          col[j] = Traits<T>::store(static_cast<C>(c));
+        }
+        double rowMean = rowMeanSum / rows;
+        for (int64_t i = 0; i < rows; ++i) {
+          double rf = 1.0 / std::sqrt(Traits<T>::load(row[i]) / rowMean);
+          for (int64_t j = 0; j < cols; ++j) {
+            double cf = 1.0 / std::sqrt(double(Traits<T>::load(col[j])));
+            u[i * cols + j] = double(Traits<T>::load(pg[i * cols + j])) * rf * cf;
+          }
+        }
+      } else {
+        T *v = static_cast<T *>(in[2].data);
+        for (int64_t i = 0; i < n; ++i) {
+          double gi = Traits<T>::load(pg[i]);
+          double vi = beta2 * Traits<T>::load(v[i]) +
+                      (1 - beta2) * (gi * gi + eps1);
+          v[i] = Traits<T>::store(static_cast<C>(vi));
+          u[i] = gi / std::sqrt(double(Traits<T>::load(v[i])));
+        }
+      }
+      // Grouped update normalisation: per parameter tensor.
+      double su = 0, sw = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        su += u[i] * u[i];
+        double wi = Traits<T>::load(pw[i]);
+        sw += wi * wi;
+      }
+      double rmsU = std::sqrt(su / n), rmsW = std::sqrt(sw / n);
+      double step = lr * std::max(eps2, rmsW) / std::max(1.0, rmsU / clip);
+      double decay = 1.0 - lr * wd;
+      for (int64_t i = 0; i < n; ++i) {
+        double wi = double(Traits<T>::load(pw[i])) * decay;
+        pw[i] = Traits<T>::store(static_cast<C>(wi - step * u[i]));
+      }
+    }
+  });
+}
+
 void update(Kernel k, const std::vector<TensorRef> &in,
             const std::vector<double> &hp, int64_t micro,
             const KernelContext &ctx) {
@@ -1159,6 +1238,9 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   }
   case Kernel::Accumulate:
     accumulate(in[0], in[1]);
+    return true;
+  case Kernel::UpdateAdaLomo:
+    updateAdaLomo(in, step.floats, ctx);
     return true;
   default:
     break;

@@ -7,6 +7,7 @@
 // --ops the kernel launches in order. With no flag, all three.
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/artifact/MemoryReport.h"
 #include "runtime/support/Npy.h"
 #include "runtime/support/Size.h"
 
@@ -94,6 +95,8 @@ int main(int argc, char **argv) {
               formatSize(plan.paramsBytes).c_str(),
               static_cast<unsigned long long>(plan.paramsBytes));
   std::printf("steps: %zu\n", plan.steps.size());
+  if (!plan.memory.empty())
+    std::printf("%s", formatMemoryReport(plan).c_str());
 
   if (showPlan) {
     std::printf("\nmemory plan (device arena, by offset):\n");

@@ -10,6 +10,7 @@
 #include "compiler/serialize/ArtifactWriter.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/support/Npy.h"
+#include "runtime/artifact/MemoryReport.h"
 
 #include <sstream>
 #include "dialects/Graph/GraphDialect.h"
@@ -79,8 +80,15 @@ static cl::opt<std::string> loss(
              "first output is the loss)"),
     cl::init("causal-lm"), cl::cat(trainCategory));
 static cl::opt<std::string> optimizer(
-    "optimizer", cl::desc("sgd, momentum or adamw"), cl::init("adamw"),
-    cl::cat(trainCategory));
+    "optimizer",
+    cl::desc("sgd, momentum, adamw, lomo (SGD with each update fused into "
+             "the backward pass) or adalomo (AdaLomo, fused)"),
+    cl::init("adamw"), cl::cat(trainCategory));
+static cl::opt<bool> fuseUpdates(
+    "fuse-updates",
+    cl::desc("Apply each update as soon as its gradient is final (implied "
+             "by lomo and adalomo)"),
+    cl::init(false), cl::cat(trainCategory));
 static cl::opt<double> lr("lr", cl::desc("Base learning rate"),
                           cl::init(1e-3), cl::cat(trainCategory));
 static cl::opt<double> momentum("momentum",
@@ -155,6 +163,12 @@ static cl::opt<std::string> dumpIRDir(
 static cl::opt<bool> printWeights(
     "print-weights",
     cl::desc("Print parameter values in full instead of eliding them"),
+    cl::init(false), cl::cat(category));
+
+static cl::opt<bool> report(
+    "report",
+    cl::desc("Print the plan's memory by class (parameters, gradients, "
+             "optimizer states, activations, workspace) after compiling"),
     cl::init(false), cl::cat(category));
 
 static cl::opt<bool> listOps(
@@ -398,6 +412,8 @@ int main(int argc, char **argv) {
       text << " clip_grad_norm=" << clipGradNorm.getValue();
     if (accumulate > 1)
       text << " accumulate=" << accumulate.getValue();
+    if (fuseUpdates || optimizer == "lomo" || optimizer == "adalomo")
+      text << " fused";
     optimizerText = text.str();
   }
   strata::buildGraphCleanupPipeline(pm);
@@ -413,6 +429,8 @@ int main(int argc, char **argv) {
     training.weightDecay = weightDecay;
     training.clipGradNorm = clipGradNorm;
     training.accumulate = accumulate;
+    training.fuseUpdates = fuseUpdates || optimizer == "lomo" ||
+                           optimizer == "adalomo";
     training.gradientsOnly = mode == Mode::Grad;
     strata::buildTrainingPipeline(pm, training);
   }
@@ -436,6 +454,15 @@ int main(int argc, char **argv) {
     info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
     if (failed(strata::writeArtifact(*module, outputFile, info)))
       return 1;
+    if (report) {
+      strata::artifact::Plan plan;
+      std::string error;
+      if (!strata::artifact::readPlan(outputFile + "/plan.bin", plan, error)) {
+        llvm::errs() << "strata-compile: error: " << error << "\n";
+        return 1;
+      }
+      llvm::outs() << strata::artifact::formatMemoryReport(plan);
+    }
     return 0;
   }
 

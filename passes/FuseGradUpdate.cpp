@@ -1,0 +1,188 @@
+//===- FuseGradUpdate.cpp - Updates right after their gradient (LOMO) -----===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Train/TrainDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+#define DEBUG_TYPE "strata-fuse-grad-update"
+
+namespace strata {
+#define GEN_PASS_DEF_FUSEGRADUPDATEPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+bool isUpdate(Operation *op) {
+  return isa<train::UpdateSgdOp, train::UpdateMomentumOp,
+             train::UpdateAdamWOp, train::UpdateAdaLomoOp,
+             train::AccumulateOp>(op);
+}
+
+struct FuseGradUpdatePass
+    : public strata::impl::FuseGradUpdatePassBase<FuseGradUpdatePass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      fuse(func);
+  }
+
+  /// Every op reading `v` or a view (reshape) of it.
+  static void readersOf(Value v, SmallVectorImpl<Operation *> &readers) {
+    for (Operation *user : v.getUsers()) {
+      readers.push_back(user);
+      if (auto view = dyn_cast<graph::ReshapeOp>(user))
+        readersOf(view.getResult(), readers);
+    }
+  }
+
+  void fuse(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    auto ret = body.getTerminator();
+
+    // The gradient-norm chain: pure ops that lead only to the grad_norm
+    // result. They are hoisted next to their operands so that they do not
+    // keep gradients alive.
+    llvm::SetVector<Operation *> normChain;
+    if (ret->getNumOperands() > 1) {
+      SmallVector<Value> work{ret->getOperand(1)};
+      while (!work.empty()) {
+        Operation *op = work.pop_back_val().getDefiningOp();
+        if (!op || !isa<graph::GraphDialect>(op->getDialect()) ||
+            isa<graph::ParamOp, graph::ConstantOp>(op) || normChain.count(op))
+          continue;
+        // Only ops whose every user is in the chain or the return.
+        bool onlyNorm = llvm::all_of(op->getUsers(), [&](Operation *u) {
+          return u == ret || normChain.count(u) || isa<graph::ConstantOp>(u);
+        });
+        if (!onlyNorm && op->getResult(0) != ret->getOperand(1))
+          continue;
+        normChain.insert(op);
+        for (Value v : op->getOperands())
+          work.push_back(v);
+      }
+    }
+
+    SmallVector<Operation *> updates;
+    for (Operation &op : body)
+      if (isUpdate(&op))
+        updates.push_back(&op);
+
+    auto position = [&]() {
+      llvm::DenseMap<Operation *, unsigned> index;
+      unsigned i = 0;
+      for (Operation &op : body)
+        index[&op] = i++;
+      return index;
+    };
+
+    // Hoist the norm chain in block order (each op after its operands).
+    {
+      SmallVector<Operation *> chain;
+      for (Operation &op : body)
+        if (normChain.count(&op))
+          chain.push_back(&op);
+      for (Operation *op : chain) {
+        auto index = position();
+        Operation *after = nullptr;
+        for (Value v : op->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (def && (!after || index[def] > index[after]))
+            after = def;
+        }
+        if (after)
+          op->moveAfter(after);
+        else
+          op->moveBefore(&body.front());
+      }
+    }
+
+    for (Operation *update : updates) {
+      auto index = position();
+      Operation *after = nullptr;
+      auto later = [&](Operation *op) {
+        if (op && op != update && (!after || index[op] > index[after]))
+          after = op;
+      };
+      for (Value v : update->getOperands())
+        later(v.getDefiningOp());
+      // The parameter and its state must not change before their last read.
+      SmallVector<Value> written{update->getOperand(0)};
+      if (auto m = dyn_cast<train::UpdateMomentumOp>(update))
+        written.push_back(m.getBuffer());
+      if (auto a = dyn_cast<train::UpdateAdamWOp>(update)) {
+        written.push_back(a.getExpAvg());
+        written.push_back(a.getExpAvgSq());
+      }
+      if (auto a = dyn_cast<train::UpdateAdaLomoOp>(update))
+        written.append(a.getStates().begin(), a.getStates().end());
+      for (Value v : written) {
+        SmallVector<Operation *> readers;
+        readersOf(v, readers);
+        for (Operation *r : readers)
+          if (!isUpdate(r) || r == update)
+            later(r == update ? nullptr : r);
+      }
+      // Updates of the same state (accumulate, then update) keep their order.
+      for (Value v : update->getOperands())
+        for (Operation *u : v.getUsers())
+          if (isUpdate(u) && u != update && index[u] < index[update])
+            later(u);
+      if (!after)
+        continue;
+      bool blocked = false;
+      if (Value scale = updateScale(update))
+        blocked = dependsOnEveryGradient(scale, updates);
+      if (blocked) {
+        ++numBlocked;
+        update->emitRemark("cannot fuse: its clipping scale is the global "
+                           "norm of this step's gradients, known only after "
+                           "the last one (use --clip-mode previous-step or "
+                           "two-pass)");
+      }
+      if (index[after] + 1 < index[update]) {
+        update->moveAfter(after);
+        if (!blocked)
+          ++numFused;
+      }
+    }
+  }
+
+  static Value updateScale(Operation *update) {
+    if (auto u = dyn_cast<train::UpdateSgdOp>(update))
+      return u.getScale();
+    if (auto u = dyn_cast<train::UpdateMomentumOp>(update))
+      return u.getScale();
+    if (auto u = dyn_cast<train::UpdateAdamWOp>(update))
+      return u.getScale();
+    return {};
+  }
+
+  /// Whether `v` is computed from the gradients of all `updates`.
+  static bool dependsOnEveryGradient(Value v, ArrayRef<Operation *> updates) {
+    llvm::DenseSet<Value> seen;
+    SmallVector<Value> work{v};
+    while (!work.empty()) {
+      Value x = work.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      if (Operation *def = x.getDefiningOp())
+        for (Value o : def->getOperands())
+          work.push_back(o);
+    }
+    return llvm::all_of(updates, [&](Operation *u) {
+      return u->getNumOperands() < 2 || seen.contains(u->getOperand(1));
+    });
+  }
+};
+
+} // namespace

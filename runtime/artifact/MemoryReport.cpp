@@ -1,0 +1,47 @@
+// MemoryReport.cpp - The planned memory of an artifact, by class.
+
+#include "runtime/artifact/MemoryReport.h"
+#include "runtime/support/Size.h"
+
+#include <cstdio>
+
+namespace strata::artifact {
+
+std::string formatMemoryReport(const Plan &plan) {
+  std::string out;
+  auto line = [&](const char *name, uint64_t bytes, const std::string &note) {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "  %-22s %12s  %s\n", name,
+                  formatSize(bytes).c_str(), note.c_str());
+    out += buf;
+  };
+  uint64_t activations = plan.memoryOf("activations_at_peak");
+  uint64_t gradients = plan.memoryOf("gradients_at_peak");
+  uint64_t workspace = plan.memoryOf("workspace_at_peak");
+  uint64_t live = activations + gradients + workspace;
+  out += "memory by class (planned):\n";
+  line("parameters", plan.memoryOf("parameters"), "parameter region");
+  line("optimizer states", plan.memoryOf("optimizer_states"),
+       "parameter region");
+  line("constants", plan.memoryOf("constants"), "parameter region");
+  line("device arena peak", plan.arenaBytes,
+       plan.arenaBytes > live
+           ? "live at the peak + " + formatSize(plan.arenaBytes - live) +
+                 " fragmentation"
+           : "all live at the peak");
+  line("  activations", activations,
+       "at the peak (max " + formatSize(plan.memoryOf("activations_max")) +
+           ")");
+  line("  gradients", gradients,
+       "at the peak (max " + formatSize(plan.memoryOf("gradients_max")) +
+           ", largest single " +
+           formatSize(plan.memoryOf("largest_gradient")) + ")");
+  line("  workspace", workspace,
+       "at the peak (max " + formatSize(plan.memoryOf("workspace_max")) +
+           ")");
+  line("total", plan.arenaBytes + plan.paramsBytes,
+       "device arena + parameter region");
+  return out;
+}
+
+} // namespace strata::artifact

@@ -1,0 +1,59 @@
+// RUN: strata-opt %s --split-input-file --strata-fuse-grad-update --verify-diagnostics | FileCheck %s
+
+// Tests that each update moves to just after its gradient's last
+// contribution and the last read of its parameter (here the backward read
+// of w2 by the input gradient), ahead of later gradients; the norm chain
+// moves next to each gradient.
+// CHECK-LABEL: func.func @two_layers
+// CHECK: %[[G2:.+]] = graph.matmul %{{.+}}, %{{.+}} {strata.backward}
+// CHECK-NEXT: graph.mul %[[G2]], %[[G2]]
+// CHECK: %[[DX:.+]] = graph.matmul %{{.+}}, %[[W2:.+]] {strata.backward}
+// CHECK-NEXT: train.update_sgd %[[W2]], %[[G2]]
+// CHECK: %[[G1:.+]] = graph.matmul
+// CHECK-NEXT: train.update_sgd %{{.+}}, %[[G1]]
+// CHECK-NEXT: graph.mul %[[G1]], %[[G1]]
+// CHECK: return
+func.func @two_layers(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> (tensor<f32>, tensor<f32>) {
+  %w1 = graph.param "w1" trainable : tensor<4x4xf32>
+  %w2 = graph.param "w2" trainable : tensor<4x4xf32>
+  %h = graph.matmul %x, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %y = graph.matmul %h, %w2 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %l = graph.reduce_sum %y axes = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+  %ht = graph.transpose %h perm = [1, 0] {strata.backward} : tensor<2x4xf32> -> tensor<4x2xf32>
+  %g2 = graph.matmul %ht, %dy {strata.backward} : (tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %w2t = graph.transpose %w2 perm = [1, 0] {strata.backward} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %dh = graph.matmul %dy, %w2 {strata.backward} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %xt = graph.transpose %x perm = [1, 0] {strata.backward} : tensor<2x4xf32> -> tensor<4x2xf32>
+  %g1 = graph.matmul %xt, %dh {strata.backward} : (tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %s2 = graph.mul %g2, %g2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n2 = graph.reduce_sum %s2 axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %s1 = graph.mul %g1, %g1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n1 = graph.reduce_sum %s1 axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %t = graph.add %n2, %n1 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %norm = graph.sqrt %t : tensor<f32>
+  train.update_sgd %w2, %g2 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+  train.update_sgd %w1, %g1 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+  return %l, %norm : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Tests that an update clipped by this step's global norm cannot move, and
+// that the pass says why.
+func.func @clipped(%g1: tensor<4xf32>, %g2: tensor<4xf32>) -> (tensor<f32>, tensor<f32>) {
+  %w1 = graph.param "w1" trainable : tensor<4xf32>
+  %w2 = graph.param "w2" trainable : tensor<4xf32>
+  %s1 = graph.mul %g1, %g1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n1 = graph.reduce_sum %s1 axes = [0] : tensor<4xf32> -> tensor<f32>
+  %s2 = graph.mul %g2, %g2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n2 = graph.reduce_sum %s2 axes = [0] : tensor<4xf32> -> tensor<f32>
+  %t = graph.add %n1, %n2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %norm = graph.sqrt %t : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %scale = graph.min %norm, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  // expected-remark @+1 {{cannot fuse: its clipping scale is the global norm of this step's gradients}}
+  train.update_sgd %w1, %g1 scale %scale : tensor<f32> {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  // expected-remark @+1 {{cannot fuse}}
+  train.update_sgd %w2, %g2 scale %scale : tensor<f32> {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return %norm, %norm : tensor<f32>, tensor<f32>
+}
