@@ -7,7 +7,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #define DEBUG_TYPE "strata-attach-optimizer"
@@ -42,6 +44,12 @@ struct AttachOptimizerPass
     }
     if (accumulate < 1) {
       func.emitError("accumulate must be at least 1");
+      return signalPassFailure();
+    }
+    if (clipMode != "exact" && clipMode != "two-pass" &&
+        clipMode != "previous-step") {
+      func.emitError("unknown clip mode '")
+          << clipMode << "' (exact, two-pass or previous-step)";
       return signalPassFailure();
     }
     if (accumulate > 1 && clipGradNorm > 0) {
@@ -103,14 +111,54 @@ struct AttachOptimizerPass
       total = total ? b.create<graph::AddOp>(loc, f32Scalar, total, s) : s;
     }
     Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, total);
-    Value scale;
-    if (clipGradNorm > 0) {
-      // As clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
+    // As clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
+    auto clipScale = [&](OpBuilder &at, Value n) -> Value {
       Value denom =
-          b.create<graph::AddOp>(loc, f32Scalar, norm, scalar(b, loc, 1e-6));
-      Value coef = b.create<graph::DivOp>(
-          loc, f32Scalar, scalar(b, loc, clipGradNorm), denom);
-      scale = b.create<graph::MinOp>(loc, f32Scalar, coef, scalar(b, loc, 1.0));
+          at.create<graph::AddOp>(loc, f32Scalar, n, scalar(at, loc, 1e-6));
+      Value coef = at.create<graph::DivOp>(
+          loc, f32Scalar, scalar(at, loc, clipGradNorm), denom);
+      return at.create<graph::MinOp>(loc, f32Scalar, coef,
+                                     scalar(at, loc, 1.0));
+    };
+    Value scale;
+    train::StateOp previousNorm;
+    if (clipGradNorm > 0 && clipMode == "previous-step") {
+      // The norm saved by the last step, known before this step's backward
+      // pass; none yet (0) means no clipping.
+      OpBuilder sb(&body, body.begin());
+      previousNorm = sb.create<train::StateOp>(
+          loc, f32Scalar, sb.getStringAttr("clip.previous_norm"));
+      Value known = sb.create<graph::GreaterOp>(
+          loc, RankedTensorType::get({}, sb.getI1Type()),
+          previousNorm.getResult(), scalar(sb, loc, 0.0));
+      scale = sb.create<graph::SelectOp>(
+          loc, f32Scalar, known, clipScale(sb, previousNorm.getResult()),
+          scalar(sb, loc, 1.0));
+    } else if (clipGradNorm > 0) {
+      scale = clipScale(b, norm);
+    }
+    if (clipGradNorm > 0 && clipMode == "two-pass") {
+      // A first backward pass, cloned ahead of the real one, computes only
+      // the norm; the real pass then has its scale before its first update.
+      llvm::SetVector<Operation *> first;
+      for (Operation &op : body)
+        if (op.hasAttr("strata.backward") ||
+            (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect())))
+          first.insert(&op);
+      Operation *firstBackward = nullptr;
+      for (Operation &op : body)
+        if (op.hasAttr("strata.backward")) {
+          firstBackward = &op;
+          break;
+        }
+      IRMapping clones;
+      OpBuilder cb(firstBackward);
+      for (Operation *op : first) {
+        Operation *copy = cb.clone(*op, clones);
+        copy->setAttr("strata.norm_pass", cb.getUnitAttr());
+      }
+      scale = clones.lookup(scale);
+      norm = clones.lookup(norm);
     }
 
     OpBuilder stateBuilder(&body, body.begin());
@@ -176,8 +224,11 @@ struct AttachOptimizerPass
             accumulateAttr);
       }
     }
+    if (previousNorm)
+      b.create<train::AssignOp>(loc, previousNorm.getResult(), norm);
     for (Operation &op : body)
-      if (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect()))
+      if (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect()) &&
+          !op.hasAttr("strata.backward"))
         op.setAttr("strata.optimizer", b.getUnitAttr());
     Value loss = ret.getOperand(0);
     b.create<func::ReturnOp>(ret.getLoc(), ValueRange{loss, norm});

@@ -29,6 +29,11 @@ bool isUpdate(Operation *op) {
              train::AccumulateOp>(op);
 }
 
+/// Ops that write state in place but are not parameter updates.
+bool writesState(Operation *op) {
+  return isUpdate(op) || isa<train::AssignOp>(op);
+}
+
 struct FuseGradUpdatePass
     : public strata::impl::FuseGradUpdatePassBase<FuseGradUpdatePass> {
   void runOnOperation() override {
@@ -129,13 +134,17 @@ struct FuseGradUpdatePass
         SmallVector<Operation *> readers;
         readersOf(v, readers);
         for (Operation *r : readers)
-          if (!isUpdate(r) || r == update)
+          if (!writesState(r) || r == update)
             later(r == update ? nullptr : r);
       }
-      // Updates of the same state (accumulate, then update) keep their order.
-      for (Value v : update->getOperands())
+      // Writes of the same value (accumulate, then update) keep their order.
+      for (Value v : written)
         for (Operation *u : v.getUsers())
-          if (isUpdate(u) && u != update && index[u] < index[update])
+          if (writesState(u) && u != update && index[u] < index[update])
+            later(u);
+      if (auto acc = dyn_cast<train::AccumulateOp>(update))
+        for (Operation *u : acc.getAccumulator().getUsers())
+          if (writesState(u) && u != update && index[u] < index[update])
             later(u);
       if (!after)
         continue;

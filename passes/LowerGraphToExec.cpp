@@ -108,6 +108,9 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
                           {op.getLr().convertToDouble(),
                            op.getWeightDecay().convertToDouble()}};
       })
+      .Case<train::AssignOp>([](train::AssignOp op) {
+        return KernelSpec{"assign", {}, {}};
+      })
       .Case<train::AccumulateOp>([](train::AccumulateOp op) {
         return KernelSpec{"accumulate", {}, {}};
       })

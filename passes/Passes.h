@@ -30,6 +30,7 @@ struct TrainingOptions {
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weightDecay = 0.0, clipGradNorm = 0.0;
   int64_t accumulate = 1;
+  std::string clipMode = "exact";
   /// Move each update right after its gradient (LOMO's schedule).
   bool fuseUpdates = false;
   /// Stop after autodiff: return the loss and every gradient (named

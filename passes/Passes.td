@@ -66,7 +66,10 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
     optimizer state (`train.state`), computes the global gradient norm
     (returned as `grad_norm`, and used to clip when `clip-grad-norm` > 0,
     as torch.nn.utils.clip_grad_norm_), and applies one `train.update_*` per
-    parameter before the return.
+    parameter before the return. With `clip-mode=two-pass` the backward
+    ops are cloned ahead of the original ones to compute the norm first, so
+    that fused updates need not wait; with `previous-step` the scale comes
+    from the norm saved by the previous step.
 
     ```mlir
     %m = train.state "w.exp_avg" : tensor<4x8xf32>
@@ -90,7 +93,13 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
            "Clip gradients to this global norm (0: no clipping)">,
     Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
-           "Accumulate gradients over this many micro-batches per step">
+           "Accumulate gradients over this many micro-batches per step">,
+    Option<"clipMode", "clip-mode", "std::string", /*default=*/"\"exact\"",
+           "How the clipping norm is obtained: exact (this step's, updates "
+           "wait for every gradient), two-pass (this step's, from a first "
+           "backward pass that only computes the norm, as LOMO) or "
+           "previous-step (the last step's norm; the first step is not "
+           "clipped)">
   ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }

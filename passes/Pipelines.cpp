@@ -48,6 +48,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   opt.weightDecay = options.weightDecay;
   opt.clipGradNorm = options.clipGradNorm;
   opt.accumulate = options.accumulate;
+  opt.clipMode = options.clipMode;
   pm.addPass(createAttachOptimizerPass(opt));
   buildGraphCleanupPipeline(pm);
   if (options.fuseUpdates)

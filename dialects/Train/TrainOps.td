@@ -144,6 +144,18 @@ def Train_UpdateAdaLomoOp
   let hasVerifier = 1;
 }
 
+def Train_AssignOp
+    : Train_Op<"assign", [AllTypesMatch<["state", "value"]>]> {
+  let summary = "Overwrite a state with a value (kept for the next step)";
+  let description = [{
+    ```mlir
+    train.assign %previous_norm, %norm : tensor<f32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$state, AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$state `,` $value attr-dict `:` type($state)";
+}
+
 def Train_AccumulateOp
     : Train_Op<"accumulate", [AllTypesMatch<["accumulator", "grad"]>]> {
   let summary = "accumulator += grad (gradient accumulation over micro-batches)";

@@ -28,6 +28,7 @@ const char *const kKernelNames[] = {
     "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
     "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
     "update_momentum", "update_adamw", "accumulate", "update_adalomo",
+    "assign",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),
@@ -256,7 +257,7 @@ uint64_t Plan::memoryOf(const std::string &name) const {
 bool isUpdateKernel(Kernel kernel) {
   return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
          kernel == Kernel::UpdateAdamW || kernel == Kernel::Accumulate ||
-         kernel == Kernel::UpdateAdaLomo;
+         kernel == Kernel::UpdateAdaLomo || kernel == Kernel::Assign;
 }
 
 double Schedule::factor(int64_t step) const {
@@ -323,7 +324,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
                                              : " is an update with outputs"));
     if (isUpdateKernel(s.kernel)) {
       size_t needed = s.kernel == Kernel::UpdateSgd ||
-                              s.kernel == Kernel::Accumulate
+                              s.kernel == Kernel::Accumulate ||
+                              s.kernel == Kernel::Assign
                           ? 2
                       : s.kernel == Kernel::UpdateAdaLomo ? 3
                       : s.kernel == Kernel::UpdateMomentum ? 3

@@ -1242,6 +1242,11 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   case Kernel::UpdateAdaLomo:
     updateAdaLomo(in, step.floats, ctx);
     return true;
+  case Kernel::Assign:
+    if (ctx.applyUpdates)
+      std::memcpy(in[0].data, in[1].data,
+                  in[0].numElements() * dtypeSize(in[0].dtype));
+    return true;
   default:
     break;
   }

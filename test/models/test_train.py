@@ -373,6 +373,50 @@ class TrainParity(unittest.TestCase):
         for k, w in runs["sgd"][1].items():
             np.testing.assert_array_equal(runs["lomo"][1][k], w, err_msg=k)
 
+    def test_fused_clipping_modes(self):
+        """two-pass (LOMO's exact method) equals unfused exact clipping bit
+        for bit; previous-step clips step t with the norm of step t-1."""
+        import torch
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        runs = {}
+        for tag, opt, mode in (("exact", "sgd", "exact"),
+                               ("two", "lomo", "two-pass"),
+                               ("prev", "lomo", "previous-step")):
+            art = os.path.join(ARGS.work, "clip_%s.strata" % tag)
+            self.compile(name, art, "--optimizer", opt, "--lr", "0.05",
+                         "--clip-grad-norm", "0.5", "--clip-mode", mode)
+            log = art + ".log"
+            run([tool("strata-run"), art, "--data", data, "--steps", "4",
+                 "--log-json", log, "--quiet"])
+            with open(log) as f:
+                rows = [json.loads(line) for line in f]
+            runs[tag] = (rows, self.exported_weights(art))
+        self.assertEqual([r["loss"] for r in runs["two"][0]],
+                         [r["loss"] for r in runs["exact"][0]])
+        for k, w in runs["exact"][1].items():
+            np.testing.assert_array_equal(runs["two"][1][k], w, err_msg=k)
+        module = self.torch_module(name)
+        opt = torch.optim.SGD(module.parameters(), lr=0.05)
+        previous = None
+        for step in range(4):
+            ids, labels = self.batch(name, step)
+            opt.zero_grad()
+            loss = self.torch_loss(module, ids, labels)
+            loss.backward()
+            norm = torch.norm(torch.stack([p.grad.norm()
+                                           for p in module.parameters()]))
+            if previous is not None:
+                coef = min(1.0, 0.5 / (previous + 1e-6))
+                for p in module.parameters():
+                    p.grad.mul_(coef)
+            previous = norm.item()
+            opt.step()
+            np.testing.assert_allclose(runs["prev"][0][step]["loss"],
+                                       loss.item(), rtol=RTOL)
+        for n, p in module.named_parameters():
+            assert_close(self, runs["prev"][1][n], p.detach().numpy(), n)
+
     def test_adalomo_matches_reference_loop(self):
         """AdaLomo against a plain NumPy loop over PyTorch's gradients."""
         name = "llama_dynamic"

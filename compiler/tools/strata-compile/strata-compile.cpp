@@ -107,6 +107,13 @@ static cl::opt<double> weightDecay(
 static cl::opt<double> clipGradNorm(
     "clip-grad-norm", cl::desc("Clip gradients to this global norm (0: off)"),
     cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<std::string> clipMode(
+    "clip-mode",
+    cl::desc("With --clip-grad-norm: exact (this step's norm; fused updates "
+             "wait for the last gradient), two-pass (this step's norm from a "
+             "first backward pass, as LOMO; fused updates stay fused) or "
+             "previous-step (the previous step's norm; cheapest)"),
+    cl::init("exact"), cl::cat(trainCategory));
 static cl::opt<int64_t> accumulate(
     "accumulate",
     cl::desc("Accumulate gradients over N micro-batches (of the bound input "
@@ -409,7 +416,8 @@ int main(int argc, char **argv) {
            << ") eps=" << eps.getValue();
     text << " weight_decay=" << weightDecay.getValue();
     if (clipGradNorm > 0)
-      text << " clip_grad_norm=" << clipGradNorm.getValue();
+      text << " clip_grad_norm=" << clipGradNorm.getValue()
+           << " clip_mode=" << clipMode.getValue();
     if (accumulate > 1)
       text << " accumulate=" << accumulate.getValue();
     if (fuseUpdates || optimizer == "lomo" || optimizer == "adalomo")
@@ -429,6 +437,7 @@ int main(int argc, char **argv) {
     training.weightDecay = weightDecay;
     training.clipGradNorm = clipGradNorm;
     training.accumulate = accumulate;
+    training.clipMode = clipMode;
     training.fuseUpdates = fuseUpdates || optimizer == "lomo" ||
                            optimizer == "adalomo";
     training.gradientsOnly = mode == Mode::Grad;
