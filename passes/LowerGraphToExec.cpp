@@ -38,9 +38,15 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
             EqualOp, LessOp, GreaterOp, SelectOp, NegOp, AbsOp, ExpOp, LogOp,
             SqrtOp,
             ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, NotOp, CastOp,
-            MatMulOp, BroadcastOp>([](Operation *op) {
+            BroadcastOp>([](Operation *op) {
         // These kernels are named after the op and need no attributes.
         return KernelSpec{op->getName().stripDialect().str(), {}, {}};
+      })
+      .Case<MatMulOp>([](MatMulOp op) {
+        return KernelSpec{"matmul",
+                          {op.getTransposeLhs() ? 1 : 0,
+                           op.getTransposeRhs() ? 1 : 0},
+                          {}};
       })
       .Case<GeluOp>([](GeluOp op) {
         return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};

@@ -114,9 +114,11 @@ public:
                                   b_.getDenseI64ArrayAttr(perm));
   }
 
-  Value matmul(Value x, Value y) {
-    Shape s = *matmulShape(shapeOf(x), shapeOf(y));
-    return b_.create<MatMulOp>(loc_, type(s, elementTypeOf(x)), x, y);
+  Value matmul(Value x, Value y, bool tx = false, bool ty = false) {
+    Shape s = *matmulShape(shapeOf(x), shapeOf(y), nullptr, tx, ty);
+    return b_.create<MatMulOp>(loc_, type(s, elementTypeOf(x)), x, y,
+                               tx ? b_.getUnitAttr() : UnitAttr(),
+                               ty ? b_.getUnitAttr() : UnitAttr());
   }
 
   template <typename OpT> Value unary(Value x) {
@@ -346,29 +348,33 @@ LogicalResult CastOp::buildGradients(OpBuilder &b, Value g,
 LogicalResult MatMulOp::buildGradients(OpBuilder &b, Value g,
                                        SmallVectorImpl<Value> &grads) {
   GradBuilder gb(b, getLoc());
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
   Shape as = shapeOf(getLhs()), bs = shapeOf(getRhs());
-  // Lift vectors to matrices as numpy.matmul does.
+  // Lift vectors to matrices as numpy.matmul does (a vector is never
+  // transposed).
   Shape a2 = as, b2 = bs;
   if (a2.size() == 1)
     a2.insert(a2.begin(), 1);
   if (b2.size() == 1)
     b2.push_back(1);
-  Shape g2 = *matmulShape(a2, b2);
+  Shape g2 = *matmulShape(a2, b2, nullptr, ta, tb);
   Value A = gb.reshape(getLhs(), a2), B = gb.reshape(getRhs(), b2);
   Value G = gb.reshape(g, g2);
-  // dA = G @ B^T, summed over broadcast batch dimensions.
-  Value dA = gb.matmul(G, gb.transposeLastTwo(B));
+  // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G; a
+  // transposed operand gets the transpose of those, all without copies.
+  Value dA = ta ? gb.matmul(B, G, tb, true) : gb.matmul(G, B, false, !tb);
   grads.push_back(gb.reshape(gb.unbroadcast(dA, a2), as));
-  // dB = A^T @ G. For a weight matrix shared across a batch, flatten the
-  // batch into one large product instead of summing per-batch products.
   Value dB;
-  if (b2.size() == 2 && a2.size() > 2) {
+  if (b2.size() == 2 && a2.size() > 2 && !ta) {
+    // A weight shared across a batch: one large product over the
+    // flattened batch instead of per-batch products summed.
     int64_t rows = numElements(a2) / a2.back();
     Value Af = gb.reshape(A, {rows, a2.back()});
     Value Gf = gb.reshape(G, {rows, g2.back()});
-    dB = gb.matmul(gb.transposeLastTwo(Af), Gf);
+    dB = tb ? gb.matmul(Gf, Af, true, false) : gb.matmul(Af, Gf, true, false);
   } else {
-    dB = gb.unbroadcast(gb.matmul(gb.transposeLastTwo(A), G), b2);
+    dB = tb ? gb.matmul(G, A, true, ta) : gb.matmul(A, G, !ta, false);
+    dB = gb.unbroadcast(dB, b2);
   }
   grads.push_back(gb.reshape(dB, bs));
   return success();

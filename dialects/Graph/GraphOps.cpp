@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
 using namespace strata::graph;
@@ -77,7 +78,8 @@ LogicalResult MatMulOp::verify() {
     return emitOpError("operands and result must share the element type");
   std::string why;
   std::optional<Shape> expected =
-      matmulShape(shapeOf(getLhs()), shapeOf(getRhs()), &why);
+      matmulShape(shapeOf(getLhs()), shapeOf(getRhs()), &why,
+                  getTransposeLhs(), getTransposeRhs());
   if (!expected)
     return emitOpError("invalid operand shapes: ") << why;
   if (*expected != shapeOf(getResult()))
@@ -245,6 +247,54 @@ LogicalResult GatherOp::verify() {
     return emitOpError("result must be ") << shapeString(expected) << " of "
                                           << elementTypeOf(getData());
   return success();
+}
+
+namespace {
+
+/// matmul(transpose(x)) with x's last two dimensions swapped becomes a
+/// matmul that reads x transposed: no copy of x (a weight, usually).
+struct FoldTransposeIntoMatMul : public OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool swapsLastTwo(TransposeOp t) {
+    ArrayRef<int64_t> perm = t.getPerm();
+    size_t r = perm.size();
+    if (r < 2 || perm[r - 1] != static_cast<int64_t>(r - 2) ||
+        perm[r - 2] != static_cast<int64_t>(r - 1))
+      return false;
+    for (size_t d = 0; d + 2 < r; ++d)
+      if (perm[d] != static_cast<int64_t>(d))
+        return false;
+    return true;
+  }
+
+  LogicalResult matchAndRewrite(MatMulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto lhs = op.getLhs().getDefiningOp<TransposeOp>();
+    auto rhs = op.getRhs().getDefiningOp<TransposeOp>();
+    bool foldLhs = lhs && swapsLastTwo(lhs);
+    bool foldRhs = rhs && swapsLastTwo(rhs);
+    if (!foldLhs && !foldRhs)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (foldLhs) {
+        op.getLhsMutable().assign(lhs.getInput());
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (foldRhs) {
+        op.getRhsMutable().assign(rhs.getInput());
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<FoldTransposeIntoMatMul>(context);
 }
 
 LogicalResult CrossEntropyOp::verify() {

@@ -220,15 +220,21 @@ def Graph_MatMulOp : Graph_Op<"matmul", [Pure, Graph_Differentiable]> {
   let description = [{
     Batched matrix product: the last two dimensions contract, leading
     dimensions broadcast; a rank-1 operand is a vector (as `numpy.matmul`).
+    `transpose_lhs`/`transpose_rhs` read that operand with its last two
+    dimensions swapped, so `x @ W^T` needs no transposed copy of `W`
+    (canonicalization folds `graph.transpose` into them).
 
     ```mlir
     %y = graph.matmul %x, %w : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
+    %z = graph.matmul %x, %v {transpose_rhs} : (tensor<2x16x64xf32>, tensor<256x64xf32>) -> tensor<2x16x256xf32>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$lhs, AnyStaticShapeTensor:$rhs);
+  let arguments = (ins AnyStaticShapeTensor:$lhs, AnyStaticShapeTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 class Graph_ReduceOp<string mnemonic, string summaryText>

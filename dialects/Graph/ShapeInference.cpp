@@ -36,7 +36,8 @@ bool broadcastsTo(const Shape &from, const Shape &to) {
 }
 
 std::optional<Shape> matmulShape(const Shape &lhs, const Shape &rhs,
-                                 std::string *why) {
+                                 std::string *why, bool transposeLhs,
+                                 bool transposeRhs) {
   auto fail = [&](const std::string &msg) -> std::optional<Shape> {
     if (why)
       *why = msg;
@@ -45,6 +46,10 @@ std::optional<Shape> matmulShape(const Shape &lhs, const Shape &rhs,
   if (lhs.empty() || rhs.empty())
     return fail("operands must have rank >= 1");
   Shape a = lhs, b = rhs;
+  if (transposeLhs && a.size() >= 2)
+    std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (transposeRhs && b.size() >= 2)
+    std::swap(b[b.size() - 1], b[b.size() - 2]);
   bool vecLhs = a.size() == 1, vecRhs = b.size() == 1;
   if (vecLhs)
     a.insert(a.begin(), 1);

@@ -24,9 +24,13 @@ std::optional<Shape> broadcastShapes(const std::vector<Shape> &shapes);
 /// Whether `from` broadcasts (one way) to `to`.
 bool broadcastsTo(const Shape &from, const Shape &to);
 
-/// numpy.matmul result shape; nullopt with `why` set on mismatch.
+/// numpy.matmul result shape; nullopt with `why` set on mismatch. With
+/// `transposeLhs`/`transposeRhs` the last two dimensions of that operand
+/// (of rank >= 2) are swapped first.
 std::optional<Shape> matmulShape(const Shape &lhs, const Shape &rhs,
-                                 std::string *why = nullptr);
+                                 std::string *why = nullptr,
+                                 bool transposeLhs = false,
+                                 bool transposeRhs = false);
 
 /// Result of reducing `axes` (normalised) of `shape`.
 Shape reduceShape(const Shape &shape, const std::vector<int64_t> &axes,

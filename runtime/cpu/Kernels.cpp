@@ -340,32 +340,41 @@ void cast(const TensorRef &in, const TensorRef &out) {
 // Matrix products
 //===----------------------------------------------------------------------===//
 
+/// C[M,N] = op(A) op(B) where op transposes when asked; A is stored [M,K]
+/// (or [K,M] when transposed), B [K,N] (or [N,K]).
 template <typename T>
 void gemmReference(const T *a, const T *b, T *c, int64_t M, int64_t N,
-                   int64_t K) {
+                   int64_t K, bool ta, bool tb) {
   using C = typename Traits<T>::C;
   using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
   std::vector<Acc> row(N);
   for (int64_t i = 0; i < M; ++i) {
     std::fill(row.begin(), row.end(), Acc(0));
     for (int64_t k = 0; k < K; ++k) {
-      Acc av = static_cast<Acc>(Traits<T>::load(a[i * K + k]));
-      const T *bk = b + k * N;
+      Acc av = static_cast<Acc>(Traits<T>::load(ta ? a[k * M + i] : a[i * K + k]));
       for (int64_t j = 0; j < N; ++j)
-        row[j] += av * static_cast<Acc>(Traits<T>::load(bk[j]));
+        row[j] += av * static_cast<Acc>(
+                           Traits<T>::load(tb ? b[j * K + k] : b[k * N + j]));
     }
     for (int64_t j = 0; j < N; ++j)
       c[i * N + j] = Traits<T>::store(static_cast<C>(row[j]));
   }
 }
 
-void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out) {
+void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
+            bool ta, bool tb) {
   Shape as = a.shape, bs = b.shape;
-  if (as.size() == 1)
+  if (as.size() == 1) {
     as.insert(as.begin(), 1);
-  if (bs.size() == 1)
+    ta = false;
+  }
+  if (bs.size() == 1) {
     bs.push_back(1);
-  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+    tb = false;
+  }
+  int64_t M = ta ? as.back() : as[as.size() - 2];
+  int64_t K = ta ? as[as.size() - 2] : as.back();
+  int64_t N = tb ? bs[bs.size() - 2] : bs.back();
   Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
   size_t batchRank = std::max(aBatch.size(), bBatch.size());
   Shape batch(batchRank, 1);
@@ -400,17 +409,28 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out) {
       const T *ma = pa + oa * M * K, *mb = pb + ob * K * N;
       T *mc = pc + i * M * N;
 #ifdef STRATA_HAVE_CBLAS
+      CBLAS_TRANSPOSE opA = ta ? CblasTrans : CblasNoTrans;
+      CBLAS_TRANSPOSE opB = tb ? CblasTrans : CblasNoTrans;
+      int64_t lda = ta ? M : K, ldb = tb ? K : N;
       if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f,
-                    ma, K, mb, N, 0.0f, mc, N);
+        if (K == 0) {
+          std::fill(mc, mc + M * N, 0.0f);
+          return;
+        }
+        cblas_sgemm(CblasRowMajor, opA, opB, M, N, K, 1.0f, ma, lda, mb, ldb,
+                    0.0f, mc, N);
         return;
       } else if constexpr (std::is_same_v<T, double>) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0,
-                    ma, K, mb, N, 0.0, mc, N);
+        if (K == 0) {
+          std::fill(mc, mc + M * N, 0.0);
+          return;
+        }
+        cblas_dgemm(CblasRowMajor, opA, opB, M, N, K, 1.0, ma, lda, mb, ldb,
+                    0.0, mc, N);
         return;
       }
 #endif
-      gemmReference(ma, mb, mc, M, N, K);
+      gemmReference(ma, mb, mc, M, N, K, ta, tb);
     };
     // Large products parallelise inside BLAS; many small ones across batches.
     bool blas = false;
@@ -1071,7 +1091,9 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
       using C = typename Traits<T>::C;
       T *pw = static_cast<T *>(w.data);
       const T *pg = static_cast<const T *>(g.data);
-      std::vector<double> u(n);
+      // The normalised update u is computed twice (for its RMS, then to
+      // apply it) instead of being stored: no memory outside the plan.
+      std::vector<double> rowFactor, colFactor;
       if (factored) {
         T *row = static_cast<T *>(in[2].data);
         T *col = static_cast<T *>(in[3].data);
@@ -1096,13 +1118,12 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
           col[j] = Traits<T>::store(static_cast<C>(c));
         }
         double rowMean = rowMeanSum / rows;
-        for (int64_t i = 0; i < rows; ++i) {
-          double rf = 1.0 / std::sqrt(Traits<T>::load(row[i]) / rowMean);
-          for (int64_t j = 0; j < cols; ++j) {
-            double cf = 1.0 / std::sqrt(double(Traits<T>::load(col[j])));
-            u[i * cols + j] = double(Traits<T>::load(pg[i * cols + j])) * rf * cf;
-          }
-        }
+        rowFactor.resize(rows);
+        colFactor.resize(cols);
+        for (int64_t i = 0; i < rows; ++i)
+          rowFactor[i] = 1.0 / std::sqrt(Traits<T>::load(row[i]) / rowMean);
+        for (int64_t j = 0; j < cols; ++j)
+          colFactor[j] = 1.0 / std::sqrt(double(Traits<T>::load(col[j])));
       } else {
         T *v = static_cast<T *>(in[2].data);
         for (int64_t i = 0; i < n; ++i) {
@@ -1110,13 +1131,20 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
           double vi = beta2 * Traits<T>::load(v[i]) +
                       (1 - beta2) * (gi * gi + eps1);
           v[i] = Traits<T>::store(static_cast<C>(vi));
-          u[i] = gi / std::sqrt(double(Traits<T>::load(v[i])));
         }
       }
-      // Grouped update normalisation: per parameter tensor.
+      const T *pv = factored ? nullptr : static_cast<const T *>(in[2].data);
+      auto u = [&](int64_t i) {
+        double gi = Traits<T>::load(pg[i]);
+        if (factored)
+          return gi * rowFactor[i / cols] * colFactor[i % cols];
+        return gi / std::sqrt(double(Traits<T>::load(pv[i])));
+      };
+// Grouped update normalisation: per parameter tensor.
       double su = 0, sw = 0;
       for (int64_t i = 0; i < n; ++i) {
-        su += u[i] * u[i];
+        double ui = u(i);
+        su += ui * ui;
         double wi = Traits<T>::load(pw[i]);
         sw += wi * wi;
       }
@@ -1125,7 +1153,7 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
       double decay = 1.0 - lr * wd;
       for (int64_t i = 0; i < n; ++i) {
         double wi = double(Traits<T>::load(pw[i])) * decay;
-        pw[i] = Traits<T>::store(static_cast<C>(wi - step * u[i]));
+        pw[i] = Traits<T>::store(static_cast<C>(wi - step * u(i)));
       }
     }
   });
@@ -1271,7 +1299,8 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     cast(in[0], o);
     return true;
   case Kernel::MatMul:
-    matmul(in[0], in[1], o);
+    matmul(in[0], in[1], o, step.ints.size() > 0 && step.ints[0] != 0,
+           step.ints.size() > 1 && step.ints[1] != 0);
     return true;
   case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax:
     reduce(step.kernel, in[0], o, step.ints);

@@ -10,12 +10,21 @@
 #include "runtime/support/Size.h"
 
 #include <chrono>
+#include <sys/resource.h>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 using namespace strata;
+
+/// The process's peak resident memory, as the kernel counts it.
+static uint64_t maxResidentBytes() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return 0;
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
 
 static void usage(FILE *out) {
   std::fprintf(out,
@@ -183,9 +192,13 @@ int main(int argc, char **argv) {
       return 1;
     }
     if (!quiet)
-      std::fprintf(stderr, "strata-run: device arena peak %s (plan: %s)\n",
+      std::fprintf(stderr,
+                   "strata-run: device arena peak %s (plan: %s); parameter "
+                   "region %s; max RSS %s\n",
                    formatSize(executor.arenaPeak()).c_str(),
-                   formatSize(art.plan().arenaBytes).c_str());
+                   formatSize(art.plan().arenaBytes).c_str(),
+                   formatSize(art.plan().paramsBytes).c_str(),
+                   formatSize(maxResidentBytes()).c_str());
     return 0;
   }
   auto start = std::chrono::steady_clock::now();

@@ -197,12 +197,21 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     int64_t done = step + 1 - start;
     double eta = elapsed / done * (options.steps - step - 1);
     if (log) {
+      // JSON has no NaN or infinity: a diverged value is null.
+      auto number = [](double v) {
+        char buf[32];
+        if (!std::isfinite(v))
+          return std::string("null");
+        std::snprintf(buf, sizeof(buf), "%.9g", v);
+        return std::string(buf);
+      };
       std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                   "\"grad_norm\": %.9g, \"tokens_per_s\": %.1f, "
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
+                   "\"grad_norm\": %s, \"tokens_per_s\": %.1f, "
                    "\"step_s\": %.6f}\n",
-                   static_cast<long long>(step + 1), loss, lr, norm,
-                   tokensPerSecond, stepSeconds);
+                   static_cast<long long>(step + 1), number(loss).c_str(),
+                   number(lr).c_str(), number(norm).c_str(), tokensPerSecond,
+                   stepSeconds);
       std::fflush(log);
     }
     bool last = step + 1 == options.steps;

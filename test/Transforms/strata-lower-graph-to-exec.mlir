@@ -8,7 +8,7 @@
 // CHECK: %[[W:.+]] = exec.param "w" trainable {value = dense<5.000000e-01> : tensor<4x4xf32>} : tensor<4x4xf32>
 // CHECK: %[[G:.+]] = exec.param "g" {value = dense<1.000000e+00> : tensor<4xf32>} : tensor<4xf32>
 // CHECK: %[[C:.+]] = exec.param "const.0" constant {value = dense<2.000000e+00> : tensor<f32>} : tensor<f32>
-// CHECK: %[[M:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[M:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) {ints = array<i64: 0, 1>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[P:.+]] = exec.kernel "pow"(%[[M]], %[[C]])
 // CHECK: %[[L:.+]] = exec.kernel "layer_norm"(%[[P]], %[[G]]) {floats = array<f64: 9.9999997473787516E-6>, ints = array<i64: 1, 0>} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[R:.+]] = exec.kernel "reduce_mean"(%[[L]]) {ints = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
@@ -23,7 +23,7 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<4xf32> {graph
   %w = graph.param "w" trainable {initial_value = dense<0.5> : tensor<4x4xf32>} : tensor<4x4xf32>
   %g = graph.param "g" {initial_value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
   %two = graph.constant dense<2.0> : tensor<f32>
-  %m = graph.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %m = graph.matmul %x, %w {transpose_rhs} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %p = graph.pow %m, %two : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   %l = graph.layer_norm %p, %g axis = 1 epsilon = 1.0e-05 : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %r = graph.reduce_mean %l axes = [1] keepdims : tensor<2x4xf32> -> tensor<2x1xf32>

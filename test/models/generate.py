@@ -42,6 +42,7 @@ def _torch():
 
 def gpt2_module(vocab=96, ctx=32, dim=32, heads=4, layers=2, gelu="tanh"):
     torch = _torch()
+    torch.manual_seed(0)  # Same weights on every run.
     nn = torch.nn
     F = torch.nn.functional
 
@@ -104,6 +105,7 @@ def gpt2_module(vocab=96, ctx=32, dim=32, heads=4, layers=2, gelu="tanh"):
 
 def llama_module(vocab=96, ctx=32, dim=32, heads=4, layers=2, hidden=64):
     torch = _torch()
+    torch.manual_seed(0)  # Same weights on every run.
     nn = torch.nn
     F = torch.nn.functional
     hd = dim // heads

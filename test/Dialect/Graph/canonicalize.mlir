@@ -125,3 +125,23 @@ func.func @gather_negative() -> tensor<2xi64> {
   %g = graph.gather %t, %i axis = 0 : (tensor<3xi64>, tensor<2xi64>) -> tensor<2xi64>
   return %g : tensor<2xi64>
 }
+
+// -----
+
+// Tests that transposes of the last two dimensions fold into matmul's
+// transpose flags (toggling them), and that other permutations do not.
+// CHECK-LABEL: func.func @fold_transpose_into_matmul
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3x4xf32>, %[[W:.+]]: tensor<5x4xf32>, %[[B:.+]]: tensor<3x2x4xf32>)
+// CHECK-NEXT: %[[Y:.+]] = graph.matmul %[[X]], %[[W]] {transpose_rhs} : (tensor<2x3x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5xf32>
+// CHECK-NEXT: %[[Z:.+]] = graph.matmul %[[X]], %[[X]] {transpose_lhs} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[T:.+]] = graph.transpose %[[B]] perm = [1, 0, 2]
+// CHECK-NEXT: %[[U:.+]] = graph.matmul %[[T]], %{{.+}} :
+func.func @fold_transpose_into_matmul(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>, %b: tensor<3x2x4xf32>) -> (tensor<2x3x5xf32>, tensor<2x4x4xf32>, tensor<2x3x5xf32>) {
+  %wt = graph.transpose %w perm = [1, 0] : tensor<5x4xf32> -> tensor<4x5xf32>
+  %y = graph.matmul %x, %wt : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %xt = graph.transpose %x perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %z = graph.matmul %xt, %x : (tensor<2x4x3xf32>, tensor<2x3x4xf32>) -> tensor<2x4x4xf32>
+  %bt = graph.transpose %b perm = [1, 0, 2] : tensor<3x2x4xf32> -> tensor<2x3x4xf32>
+  %u = graph.matmul %bt, %wt : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  return %y, %z, %u : tensor<2x3x5xf32>, tensor<2x4x4xf32>, tensor<2x3x5xf32>
+}
