@@ -94,6 +94,51 @@ struct AttachOptimizerPass
     Location loc = NameLoc::get(b.getStringAttr("optimizer"), func.getLoc());
     // Global gradient norm, in f32 whatever the parameters' type.
     auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
+    auto i1Scalar = RankedTensorType::get({}, b.getI1Type());
+
+    // Loss scaling: the backward pass starts from the scale instead of 1,
+    // and the updates divide it out again.
+    Value lossScaleValue;
+    train::StateOp scaleState, goodSteps;
+    if (lossScale != "none") {
+      OpBuilder sb(&body, body.begin());
+      if (lossScale == "dynamic") {
+        scaleState = sb.create<train::StateOp>(
+            loc, f32Scalar, sb.getStringAttr("loss_scale.value"),
+            sb.getF64FloatAttr(lossScaleInit));
+        goodSteps = sb.create<train::StateOp>(
+            loc, f32Scalar, sb.getStringAttr("loss_scale.good_steps"),
+            sb.getF64FloatAttr(0.0));
+        lossScaleValue = scaleState.getResult();
+      } else {
+        double fixed = 0;
+        if (llvm::StringRef(lossScale).getAsDouble(fixed))
+          fixed = 0;
+        if (!(fixed > 0))
+          return func.emitError("--loss-scale must be none, dynamic or a "
+                                "positive number, not '")
+                 << lossScale << "'";
+        lossScaleValue = scalar(sb, loc, fixed);
+      }
+      Operation *seed = nullptr;
+      for (Operation &op : body)
+        if (op.hasAttr("strata.seed"))
+          seed = &op;
+      if (!seed)
+        return func.emitError("loss scaling needs the autodiff seed");
+      Value seedValue = lossScaleValue;
+      if (seed->getResult(0).getType() != f32Scalar)
+        seedValue = sb.create<graph::CastOp>(loc, seed->getResult(0).getType(),
+                                             lossScaleValue);
+      seed->getResult(0).replaceAllUsesWith(seedValue);
+    }
+    // Under loss scaling the gradients are unscaled before squaring, so
+    // that the sum overflows only when a gradient did.
+    Value inverseScale;
+    if (lossScaleValue)
+      inverseScale = b.create<graph::DivOp>(loc, f32Scalar,
+                                            scalar(b, loc, 1.0),
+                                            lossScaleValue);
     Value total;
     for (auto &[param, g] : updates) {
       auto gt = cast<RankedTensorType>(g.getType());
@@ -101,6 +146,8 @@ struct AttachOptimizerPass
       if (!gt.getElementType().isF32())
         g32 = b.create<graph::CastOp>(
             loc, RankedTensorType::get(gt.getShape(), b.getF32Type()), g);
+      if (inverseScale)
+        g32 = b.create<graph::MulOp>(loc, g32.getType(), g32, inverseScale);
       Value sq = b.create<graph::MulOp>(loc, g32.getType(), g32, g32);
       SmallVector<int64_t> axes;
       for (int64_t d = 0; d < gt.getRank(); ++d)
@@ -111,6 +158,15 @@ struct AttachOptimizerPass
       total = total ? b.create<graph::AddOp>(loc, f32Scalar, total, s) : s;
     }
     Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, total);
+    Value finite;
+    if (lossScaleValue) {
+      // A step whose gradients overflowed has an infinite or NaN norm.
+      auto inf = RankedTensorType::get({}, b.getF32Type());
+      Value infinity = b.create<graph::ConstantOp>(
+          loc, inf, DenseElementsAttr::get(inf, APFloat::getInf(
+                                                     APFloat::IEEEsingle())));
+      finite = b.create<graph::LessOp>(loc, i1Scalar, total, infinity);
+    }
     // As clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
     auto clipScale = [&](OpBuilder &at, Value n) -> Value {
       Value denom =
@@ -127,7 +183,8 @@ struct AttachOptimizerPass
       // pass; none yet (0) means no clipping.
       OpBuilder sb(&body, body.begin());
       previousNorm = sb.create<train::StateOp>(
-          loc, f32Scalar, sb.getStringAttr("clip.previous_norm"));
+          loc, f32Scalar, sb.getStringAttr("clip.previous_norm"),
+          sb.getF64FloatAttr(0.0));
       Value known = sb.create<graph::GreaterOp>(
           loc, RankedTensorType::get({}, sb.getI1Type()),
           previousNorm.getResult(), scalar(sb, loc, 0.0));
@@ -137,7 +194,15 @@ struct AttachOptimizerPass
     } else if (clipGradNorm > 0) {
       scale = clipScale(b, norm);
     }
-    if (clipGradNorm > 0 && clipMode == "two-pass") {
+    if (lossScaleValue) {
+      // Unscale (and clip); an overflowed step gets 0: the updates skip.
+      Value base = scale ? b.create<graph::MulOp>(loc, f32Scalar, scale,
+                                                  inverseScale)
+                         : inverseScale;
+      scale = b.create<graph::SelectOp>(loc, f32Scalar, finite, base,
+                                        scalar(b, loc, 0.0));
+    }
+    if ((clipGradNorm > 0 || lossScaleValue) && clipMode == "two-pass") {
       // A first backward pass, cloned ahead of the real one, computes only
       // the norm; the real pass then has its scale before its first update.
       llvm::SetVector<Operation *> first;
@@ -159,6 +224,8 @@ struct AttachOptimizerPass
       }
       scale = clones.lookup(scale);
       norm = clones.lookup(norm);
+      if (finite)
+        finite = clones.lookup(finite);
     }
 
     OpBuilder stateBuilder(&body, body.begin());
@@ -168,7 +235,8 @@ struct AttachOptimizerPass
       auto stateOf = [&](const std::string &suffix, Type type) {
         stateBuilder.setInsertionPointAfter(param);
         return stateBuilder.create<train::StateOp>(
-            ploc, type, stateBuilder.getStringAttr(param.getName() + suffix));
+            ploc, type, stateBuilder.getStringAttr(param.getName() + suffix),
+            stateBuilder.getF64FloatAttr(0.0));
       };
       auto state = [&](const std::string &suffix) { return stateOf(suffix, t); };
       Value gs = g;
@@ -184,7 +252,7 @@ struct AttachOptimizerPass
             loc, RankedTensorType::get({}, cast<ShapedType>(t).getElementType()),
             s);
       if (optimizer == "adalomo") {
-        if (s || accumulate > 1)
+        if (s || accumulate > 1 || lossScaleValue)
           return func.emitError("adalomo supports neither clipping nor "
                                 "accumulation yet");
         auto shaped = cast<ShapedType>(t);
@@ -226,20 +294,59 @@ struct AttachOptimizerPass
     }
     if (previousNorm)
       b.create<train::AssignOp>(loc, previousNorm.getResult(), norm);
+    // The scale this step used: a copy taken before the state changes.
+    Value scaleUsed;
+    if (lossScaleValue)
+      scaleUsed = b.create<graph::MulOp>(loc, f32Scalar, lossScaleValue,
+                                         scalar(b, loc, 1.0));
+    if (scaleState) {
+      // Dynamic scale: halve on overflow; double after `window` good steps.
+      Value s = scaleState.getResult(), good = goodSteps.getResult();
+      Value good1 = b.create<graph::AddOp>(loc, f32Scalar, good,
+                                           scalar(b, loc, 1.0));
+      Value grow = b.create<graph::NotOp>(
+          loc, i1Scalar,
+          b.create<graph::LessOp>(loc, i1Scalar, good1,
+                                  scalar(b, loc, double(lossScaleWindow))));
+      Value doubled =
+          b.create<graph::MulOp>(loc, f32Scalar, s, scalar(b, loc, 2.0));
+      // Halving starts from the largest finite float if doubling overflowed.
+      Value finiteS = b.create<graph::MinOp>(
+          loc, f32Scalar, s, scalar(b, loc, 3.4028234663852886e38));
+      Value halved =
+          b.create<graph::MulOp>(loc, f32Scalar, finiteS, scalar(b, loc, 0.5));
+      Value sGood = b.create<graph::SelectOp>(loc, f32Scalar, grow, doubled, s);
+      Value goodGood = b.create<graph::SelectOp>(loc, f32Scalar, grow,
+                                                 scalar(b, loc, 0.0), good1);
+      Value sNext = b.create<graph::SelectOp>(loc, f32Scalar, finite, sGood,
+                                              halved);
+      Value goodNext = b.create<graph::SelectOp>(loc, f32Scalar, finite,
+                                                 goodGood, scalar(b, loc, 0.0));
+      b.create<train::AssignOp>(loc, s, sNext);
+      b.create<train::AssignOp>(loc, good, goodNext);
+    }
     for (Operation &op : body)
       if (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect()) &&
           !op.hasAttr("strata.backward"))
         op.setAttr("strata.optimizer", b.getUnitAttr());
     Value loss = ret.getOperand(0);
-    b.create<func::ReturnOp>(ret.getLoc(), ValueRange{loss, norm});
-    ret.erase();
-    func.setFunctionType(b.getFunctionType(func.getFunctionType().getInputs(),
-                                           {loss.getType(), f32Scalar}));
+    SmallVector<Value> results{loss, norm};
+    SmallVector<Type> resultTypes{loss.getType(), f32Scalar};
     SmallVector<DictionaryAttr> attrs = {
         b.getDictionaryAttr(
             b.getNamedAttr("graph.name", b.getStringAttr("loss"))),
         b.getDictionaryAttr(
             b.getNamedAttr("graph.name", b.getStringAttr("grad_norm")))};
+    if (scaleUsed) {
+      results.push_back(scaleUsed);
+      resultTypes.push_back(f32Scalar);
+      attrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr("graph.name", b.getStringAttr("loss_scale"))));
+    }
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    func.setFunctionType(
+        b.getFunctionType(func.getFunctionType().getInputs(), resultTypes));
     func.setAllResultAttrs(attrs);
     return success();
   }

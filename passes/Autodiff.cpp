@@ -95,6 +95,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
                      APFloat::rmNearestTiesToEven, &losesInfo);
     auto one = b.create<ConstantOp>(loss.getLoc(), lossType,
                                     DenseElementsAttr::get(lossType, oneValue));
+    one->setAttr("strata.seed", b.getUnitAttr());
     grads[loss] = one;
     SmallVector<Operation *> forward;
     for (Operation &op : body)

@@ -111,6 +111,7 @@ struct FuseGradUpdatePass
       }
     }
 
+    Operation *firstBlocked = nullptr;
     for (Operation *update : updates) {
       auto index = position();
       Operation *after = nullptr;
@@ -153,10 +154,8 @@ struct FuseGradUpdatePass
         blocked = dependsOnEveryGradient(scale, updates);
       if (blocked) {
         ++numBlocked;
-        update->emitRemark("cannot fuse: its clipping scale is the global "
-                           "norm of this step's gradients, known only after "
-                           "the last one (use --clip-mode previous-step or "
-                           "two-pass)");
+        if (!firstBlocked)
+          firstBlocked = update;
       }
       if (index[after] + 1 < index[update]) {
         update->moveAfter(after);
@@ -164,6 +163,22 @@ struct FuseGradUpdatePass
           ++numFused;
       }
     }
+    if (firstBlocked) {
+      unsigned count = 0;
+      for (Operation *u : updates)
+        if (Value scale = updateScale(u))
+          count += dependsOnEveryGradient(scale, updates);
+      reportBlocked(firstBlocked, count);
+    }
+  }
+
+  void reportBlocked(Operation *first, unsigned count) {
+    first->emitRemark()
+        << "cannot fuse " << count << " update" << (count == 1 ? "" : "s")
+        << ": their scale depends on the global norm of this step's "
+           "gradients (clipping, or the loss-scale overflow check), known "
+           "only after the last one (use --clip-mode previous-step or "
+           "two-pass; with loss scaling, two-pass)";
   }
 
   static Value updateScale(Operation *update) {

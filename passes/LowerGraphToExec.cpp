@@ -191,7 +191,8 @@ struct LowerGraphToExecPass
       Value result;
       if (auto state = dyn_cast<train::StateOp>(op)) {
         auto type = cast<ShapedType>(state.getType());
-        Attribute zero = builder.getZeroAttr(type.getElementType());
+        Attribute zero = builder.getFloatAttr(type.getElementType(),
+                                              state.getInit().convertToDouble());
         result = builder.create<exec::ParamOp>(
             op.getLoc(), type, state.getNameAttr(), UnitAttr(), UnitAttr(),
             builder.getUnitAttr(), DenseElementsAttr::get(type, zero),

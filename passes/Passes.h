@@ -31,6 +31,9 @@ struct TrainingOptions {
   double weightDecay = 0.0, clipGradNorm = 0.0;
   int64_t accumulate = 1;
   std::string clipMode = "exact";
+  std::string lossScale = "none";
+  double lossScaleInit = 65536.0;
+  int64_t lossScaleWindow = 2000;
   /// Move each update right after its gradient (LOMO's schedule).
   bool fuseUpdates = false;
   /// Stop after autodiff: return the loss and every gradient (named

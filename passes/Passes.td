@@ -99,7 +99,15 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
            "wait for every gradient), two-pass (this step's, from a first "
            "backward pass that only computes the norm, as LOMO) or "
            "previous-step (the last step's norm; the first step is not "
-           "clipped)">
+           "clipped)">,
+    Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"none\"",
+           "none, dynamic, or a fixed factor the loss is multiplied by "
+           "before the backward pass">,
+    Option<"lossScaleInit", "loss-scale-init", "double",
+           /*default=*/"65536.0", "First dynamic loss scale">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t",
+           /*default=*/"2000",
+           "Steps without overflow before the dynamic scale doubles">
   ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }

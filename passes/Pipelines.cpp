@@ -49,6 +49,9 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   opt.clipGradNorm = options.clipGradNorm;
   opt.accumulate = options.accumulate;
   opt.clipMode = options.clipMode;
+  opt.lossScale = options.lossScale;
+  opt.lossScaleInit = options.lossScaleInit;
+  opt.lossScaleWindow = options.lossScaleWindow;
   pm.addPass(createAttachOptimizerPass(opt));
   buildGraphCleanupPipeline(pm);
   if (options.fuseUpdates)

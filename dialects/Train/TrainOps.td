@@ -38,13 +38,17 @@ class Train_Op<string mnemonic, list<Trait> traits = []>
     : Op<Train_Dialect, mnemonic, traits>;
 
 def Train_StateOp : Train_Op<"state"> {
-  let summary = "Persistent optimizer state, zero at the first step";
+  let summary = "Persistent optimizer state";
   let description = [{
+    Every element starts at `init` (zero by default) and keeps its value
+    from one step to the next (and across checkpoints).
+
     ```mlir
     %buf = train.state "w.momentum_buffer" : tensor<4x8xf32>
+    %scale = train.state "loss_scale.value" {init = 65536.0 : f64} : tensor<f32>
     ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, DefaultValuedAttr<F64Attr, "0.0">:$init);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
@@ -54,7 +58,8 @@ def Train_UpdateSgdOp : Train_Op<"update_sgd", [AllTypesMatch<["param", "grad"]>
   let description = [{
     PyTorch's SGD without momentum (weight decay added to the gradient).
     `scale`, when present, multiplies the gradient first (global-norm
-    clipping).
+    clipping, loss-scale removal); a scale that is zero or NaN skips the
+    update entirely (an overflowed step under dynamic loss scaling).
 
     ```mlir
     train.update_sgd %w, %g {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x8xf32>

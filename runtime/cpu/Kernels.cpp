@@ -1172,6 +1172,9 @@ void update(Kernel k, const std::vector<TensorRef> &in,
       using C = typename Traits<T>::C;
       C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
                          : C(1);
+      // Zero or NaN: an overflowed step under loss scaling, skipped whole.
+      if (!(scale > C(0)))
+        return;
       // An accumulated gradient is the sum over `micro` micro-batches.
       if (micro > 1)
         scale = scale / static_cast<C>(micro);

@@ -155,7 +155,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     context.step = step + 1;
     context.lrFactor = plan.schedule.factor(step + 1);
     auto stepStart = std::chrono::steady_clock::now();
-    double loss = 0, norm = NAN;
+    double loss = 0, norm = NAN, lossScale = NAN;
     // Micro-batch j of step k is batch k * micro + j of the data.
     for (int64_t j = 0; j < micro; ++j) {
       if (!options.dataPath.empty()) {
@@ -179,6 +179,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       scalarOutput(executor, "loss", microLoss);
       loss += microLoss / static_cast<double>(micro);
       scalarOutput(executor, "grad_norm", norm);
+      scalarOutput(executor, "loss_scale", lossScale);
     }
     if (!ok)
       break;
@@ -205,13 +206,18 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
         std::snprintf(buf, sizeof(buf), "%.9g", v);
         return std::string(buf);
       };
+      std::string scaleField =
+          std::isnan(lossScale) ? ""
+                                : ", \"loss_scale\": " + number(lossScale) +
+                                      ", \"skipped\": " +
+                                      (std::isfinite(norm) ? "false" : "true");
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
                    "\"grad_norm\": %s, \"tokens_per_s\": %.1f, "
-                   "\"step_s\": %.6f}\n",
+                   "\"step_s\": %.6f%s}\n",
                    static_cast<long long>(step + 1), number(loss).c_str(),
                    number(lr).c_str(), number(norm).c_str(), tokensPerSecond,
-                   stepSeconds);
+                   stepSeconds, scaleField.c_str());
       std::fflush(log);
     }
     bool last = step + 1 == options.steps;
@@ -227,6 +233,11 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                    clock(eta).c_str());
       lastPrint = now;
     }
+    if (!std::isnan(lossScale) && !std::isfinite(norm) && !options.quiet)
+      std::fprintf(stderr,
+                   "strata-run: step %lld overflowed at loss scale %g: "
+                   "skipped, scale halved\n",
+                   static_cast<long long>(step + 1), lossScale);
     if (last || (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0)) {
       CheckpointInfo info;
       info.planCrc = plan.payloadCrc;

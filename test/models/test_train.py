@@ -417,6 +417,57 @@ class TrainParity(unittest.TestCase):
         for n, p in module.named_parameters():
             assert_close(self, runs["prev"][1][n], p.detach().numpy(), n)
 
+    def test_loss_scaling(self):
+        """A fixed power-of-two scale changes nothing; a dynamic one skips
+        overflowed steps whole (weights untouched, fused updates included),
+        halves the scale, and doubles it after the window of good steps."""
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        runs = {}
+        for tag, flags in (("plain", []), ("fixed", ["--loss-scale", "1024"])):
+            art = os.path.join(ARGS.work, "ls_%s.strata" % tag)
+            self.compile(name, art, "--optimizer", "sgd", "--lr", "0.05",
+                         *flags)
+            log = art + ".log"
+            run([tool("strata-run"), art, "--data", data, "--steps", "3",
+                 "--log-json", log, "--quiet"])
+            with open(log) as f:
+                runs[tag] = ([json.loads(l)["loss"] for l in f],
+                             self.exported_weights(art))
+        self.assertEqual(runs["fixed"][0], runs["plain"][0])
+        for k, w in runs["plain"][1].items():
+            np.testing.assert_array_equal(runs["fixed"][1][k], w, err_msg=k)
+
+        # 2^127 fits; doubling it after 2 good steps overflows (to infinity),
+        # and the backoff restarts from the largest float, halved.
+        art = os.path.join(ARGS.work, "ls_dynamic.strata")
+        self.compile(name, art, "--optimizer", "lomo", "--lr", "0.05",
+                     "--loss-scale", "dynamic", "--loss-scale-init",
+                     str(2.0 ** 127), "--loss-scale-window", "2")
+        log = art + ".log"
+        run([tool("strata-run"), art, "--data", data, "--steps", "2",
+             "--log-json", log, "--quiet"])
+        before = self.exported_weights(art)
+        r = run([tool("strata-run"), art, "--data", data, "--steps", "3",
+                 "--log-json", log, "--resume"])
+        self.assertIn("step 3 overflowed", r.stderr)
+        after = self.exported_weights(art)
+        for k, w in before.items():
+            np.testing.assert_array_equal(after[k], w, err_msg=k)
+        run([tool("strata-run"), art, "--data", data, "--steps", "4",
+             "--log-json", log, "--resume", "--quiet"])
+        with open(log) as f:
+            rows = [json.loads(l) for l in f]
+        self.assertEqual([r["skipped"] for r in rows],
+                         [False, False, True, False])
+        fmax = float(np.finfo(np.float32).max)
+        scales = [r["loss_scale"] for r in rows]
+        self.assertIsNone(scales[2])  # Infinity is logged as null.
+        np.testing.assert_allclose(
+            [scales[0], scales[1], scales[3]],
+            [2.0 ** 127, 2.0 ** 127, float(np.float32(fmax * 0.5))],
+            rtol=1e-8)
+
     def test_adalomo_matches_reference_loop(self):
         """AdaLomo against a plain NumPy loop over PyTorch's gradients."""
         name = "llama_dynamic"

@@ -114,6 +114,19 @@ static cl::opt<std::string> clipMode(
              "first backward pass, as LOMO; fused updates stay fused) or "
              "previous-step (the previous step's norm; cheapest)"),
     cl::init("exact"), cl::cat(trainCategory));
+static cl::opt<std::string> lossScale(
+    "loss-scale",
+    cl::desc("none (default), dynamic (halve on overflow and skip the step, "
+             "double after --loss-scale-window good steps) or a fixed "
+             "factor"),
+    cl::init("none"), cl::cat(trainCategory));
+static cl::opt<double> lossScaleInit("loss-scale-init",
+                                     cl::desc("First dynamic loss scale"),
+                                     cl::init(65536.0), cl::cat(trainCategory));
+static cl::opt<int64_t> lossScaleWindow(
+    "loss-scale-window",
+    cl::desc("Good steps before the dynamic loss scale doubles"),
+    cl::init(2000), cl::cat(trainCategory));
 static cl::opt<int64_t> accumulate(
     "accumulate",
     cl::desc("Accumulate gradients over N micro-batches (of the bound input "
@@ -420,6 +433,8 @@ int main(int argc, char **argv) {
            << " clip_mode=" << clipMode.getValue();
     if (accumulate > 1)
       text << " accumulate=" << accumulate.getValue();
+    if (lossScale != "none")
+      text << " loss_scale=" << lossScale.getValue();
     if (fuseUpdates || optimizer == "lomo" || optimizer == "adalomo")
       text << " fused";
     optimizerText = text.str();
@@ -437,9 +452,26 @@ int main(int argc, char **argv) {
     training.weightDecay = weightDecay;
     training.clipGradNorm = clipGradNorm;
     training.accumulate = accumulate;
-    training.clipMode = clipMode;
     training.fuseUpdates = fuseUpdates || optimizer == "lomo" ||
                            optimizer == "adalomo";
+    training.clipMode = clipMode;
+    training.lossScale = lossScale;
+    training.lossScaleInit = lossScaleInit;
+    training.lossScaleWindow = lossScaleWindow;
+    // The overflow check needs every gradient; fused updates then need the
+    // norm from a first backward pass so that a skipped step skips them all.
+    if (training.fuseUpdates && lossScale != "none" &&
+        training.clipMode != "two-pass") {
+      if (clipGradNorm > 0 && training.clipMode == "previous-step") {
+        llvm::errs() << "strata-compile: error: loss scaling with fused "
+                        "updates needs --clip-mode two-pass\n";
+        return 1;
+      }
+      llvm::errs() << "strata-compile: note: loss scaling with fused "
+                      "updates: the overflow check runs in a first backward "
+                      "pass (two-pass)\n";
+      training.clipMode = "two-pass";
+    }
     training.gradientsOnly = mode == Mode::Grad;
     strata::buildTrainingPipeline(pm, training);
   }
