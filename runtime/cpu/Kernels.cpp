@@ -455,7 +455,8 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
 
 void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
             const std::vector<int64_t> &ints) {
-  std::vector<int64_t> axes(ints.begin(), ints.end() - 1);
+  // ints: the axes, then keepdims.
+  std::vector<int64_t> axes(ints.begin(), ints.empty() ? ints.end() : ints.end() - 1);
   const Shape &s = in.shape;
   std::vector<bool> reduced(s.size(), false);
   int64_t count = 1;
@@ -766,6 +767,8 @@ bool gather(const TensorRef &data, const TensorRef &indices,
 void trilu(const TensorRef &in, const TensorRef &out, bool upper, int64_t k) {
   size_t size = dtypeSize(in.dtype);
   const Shape &s = in.shape;
+  if (s.size() < 2) // The verifier guarantees matrices.
+    return;
   int64_t rows = s[s.size() - 2], cols = s.back();
   int64_t matrices = product(s, 0, s.size() - 2);
   const char *src = static_cast<const char *>(in.data);
@@ -815,6 +818,19 @@ template <typename T> struct FloatOnly {
   static constexpr bool value = kIsFloat<T>;
 };
 
+/// The maximum of a row of logits and the sum of exp(x - max) over it: the
+/// pieces of a stable log-sum-exp and softmax.
+template <typename T>
+std::pair<double, double> rowMaxAndExpSum(const T *row, int64_t n) {
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, double(Traits<T>::load(row[j])));
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(double(Traits<T>::load(row[j])) - mx);
+  return {mx, sum};
+}
+
 bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
                   const TensorRef &out, std::string &error) {
   int64_t n = logits.shape[0], v = logits.shape[1], count;
@@ -833,12 +849,7 @@ bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
                       if (l < 0)
                         continue;
                       const T *row = x + i * v;
-                      double mx = -INFINITY;
-                      for (int64_t j = 0; j < v; ++j)
-                        mx = std::max(mx, double(Traits<T>::load(row[j])));
-                      double sum = 0;
-                      for (int64_t j = 0; j < v; ++j)
-                        sum += std::exp(double(Traits<T>::load(row[j])) - mx);
+                      auto [mx, sum] = rowMaxAndExpSum(row, v);
                       rowLoss[i] = mx + std::log(sum) -
                                    double(Traits<T>::load(row[l]));
                     }
@@ -878,12 +889,7 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
                           drow[j] = Traits<T>::store(C(0));
                         continue;
                       }
-                      double mx = -INFINITY;
-                      for (int64_t j = 0; j < v; ++j)
-                        mx = std::max(mx, double(Traits<T>::load(row[j])));
-                      double sum = 0;
-                      for (int64_t j = 0; j < v; ++j)
-                        sum += std::exp(double(Traits<T>::load(row[j])) - mx);
+                      auto [mx, sum] = rowMaxAndExpSum(row, v);
                       double inv = 1.0 / sum;
                       for (int64_t j = 0; j < v; ++j) {
                         double p =
