@@ -74,9 +74,11 @@ template <typename F> auto dispatch(DType dtype, F &&f) {
 }
 
 int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
+  auto last = s.begin() + static_cast<std::ptrdiff_t>(std::min(end, s.size()));
+  auto first = s.begin() + static_cast<std::ptrdiff_t>(std::min(begin, s.size()));
   int64_t n = 1;
-  for (size_t i = begin; i < std::min(end, s.size()); ++i)
-    n *= s[i];
+  for (auto it = first; it < last; ++it)
+    n *= *it;
   return n;
 }
 
