@@ -37,7 +37,7 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp,
             EqualOp, LessOp, GreaterOp, SelectOp, NegOp, AbsOp, ExpOp, LogOp,
             SqrtOp,
-            ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, NotOp, CastOp,
+            ReciprocalOp, TanhOp, SinOp, CosOp, ErfOp, SigmoidOp, ReluOp, NotOp, CastOp,
             BroadcastOp>([](Operation *op) {
         // These kernels are named after the op and need no attributes.
         return KernelSpec{op->getName().stripDialect().str(), {}, {}};

@@ -259,6 +259,8 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Size", {&Importer::size, 1}},
       {"Constant", {&Importer::constant, 1}},
       {"Abs", {&Importer::unary<AbsOp>, 6}},
+      {"Sin", {&Importer::unary<SinOp>, 7}},
+      {"Cos", {&Importer::unary<CosOp>, 7}},
       {"CastLike", {&Importer::castLike, 15}},
       {"Mean", {&Importer::mean, 8}},
       {"ai.onnx.preview.training.Adam", {&Importer::trainingOptimizer, 1}},

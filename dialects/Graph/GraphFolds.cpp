@@ -395,6 +395,8 @@ static double logFn(double x) { return std::log(x); }
 static double sqrtFn(double x) { return std::sqrt(x); }
 static double tanhFn(double x) { return std::tanh(x); }
 static double erfFn(double x) { return std::erf(x); }
+static double sinFn(double x) { return std::sin(x); }
+static double cosFn(double x) { return std::cos(x); }
 
 OpFoldResult ExpOp::fold(FoldAdaptor a) {
   return foldUnaryFloat(*this, a.getInput(), expFn);
@@ -410,6 +412,12 @@ OpFoldResult ReciprocalOp::fold(FoldAdaptor a) {
 }
 OpFoldResult TanhOp::fold(FoldAdaptor a) {
   return foldUnaryFloat(*this, a.getInput(), tanhFn);
+}
+OpFoldResult SinOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), sinFn);
+}
+OpFoldResult CosOp::fold(FoldAdaptor a) {
+  return foldUnaryFloat(*this, a.getInput(), cosFn);
 }
 OpFoldResult ErfOp::fold(FoldAdaptor a) {
   return foldUnaryFloat(*this, a.getInput(), erfFn);

@@ -286,6 +286,20 @@ LogicalResult TanhOp::buildGradients(OpBuilder &b, Value g,
   return success();
 }
 
+LogicalResult SinOp::buildGradients(OpBuilder &b, Value g,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder gb(b, getLoc());
+  grads.push_back(gb.mul(g, gb.unary<CosOp>(getInput())));
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(OpBuilder &b, Value g,
+                                    SmallVectorImpl<Value> &grads) {
+  GradBuilder gb(b, getLoc());
+  grads.push_back(gb.neg(gb.mul(g, gb.unary<SinOp>(getInput()))));
+  return success();
+}
+
 LogicalResult ErfOp::buildGradients(OpBuilder &b, Value g,
                                     SmallVectorImpl<Value> &grads) {
   GradBuilder gb(b, getLoc());

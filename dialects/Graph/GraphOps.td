@@ -153,6 +153,8 @@ def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "square root", Graph_FloatTensor>;
 def Graph_ReciprocalOp
     : Graph_UnaryOp<"reciprocal", "reciprocal (1/x)", Graph_FloatTensor>;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", "hyperbolic tangent", Graph_FloatTensor>;
+def Graph_SinOp : Graph_UnaryOp<"sin", "sine", Graph_FloatTensor>;
+def Graph_CosOp : Graph_UnaryOp<"cos", "cosine", Graph_FloatTensor>;
 def Graph_ErfOp : Graph_UnaryOp<"erf", "Gauss error function", Graph_FloatTensor>;
 def Graph_SigmoidOp
     : Graph_UnaryOp<"sigmoid", "logistic sigmoid", Graph_FloatTensor>;

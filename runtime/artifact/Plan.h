@@ -74,7 +74,7 @@ enum class Kernel : uint16_t {
   LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
   SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
-  UpdateAdaLomo, Assign,
+  UpdateAdaLomo, Assign, Sin, Cos,
   // Add new kernels above this line.
   NumKernels
 };

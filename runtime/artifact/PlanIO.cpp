@@ -28,7 +28,7 @@ const char *const kKernelNames[] = {
     "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
     "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
     "update_momentum", "update_adamw", "accumulate", "update_adalomo",
-    "assign",
+    "assign",     "sin",         "cos",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),

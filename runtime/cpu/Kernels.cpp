@@ -262,6 +262,8 @@ template <typename C> C applyUnary(Kernel k, C x, bool tanhGelu) {
     case Kernel::Sqrt: return std::sqrt(x);
     case Kernel::Reciprocal: return C(1) / x;
     case Kernel::Tanh: return std::tanh(x);
+    case Kernel::Sin: return std::sin(x);
+    case Kernel::Cos: return std::cos(x);
     case Kernel::Erf: return std::erf(x);
     case Kernel::Sigmoid:
       // Stable for large |x|.
@@ -1300,6 +1302,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return select(in[0], in[1], in[2], o);
   case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
   case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
+  case Kernel::Sin: case Kernel::Cos:
   case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Not: case Kernel::Abs:
     unary(step.kernel, in[0], o, false);
     return true;

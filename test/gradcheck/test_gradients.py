@@ -54,6 +54,8 @@ CASES = [
     ("sqrt", "Sqrt", [P(2, 3, positive=True)], {}, 17, 1),
     ("reciprocal", "Reciprocal", [P(2, 3, positive=True)], {}, 17, 1),
     ("tanh", "Tanh", [P(2, 3)], {}, 17, 1),
+    ("sin", "Sin", [P(2, 3)], {}, 17, 1),
+    ("cos", "Cos", [P(2, 3)], {}, 17, 1),
     ("erf", "Erf", [P(2, 3)], {}, 17, 1),
     ("sigmoid", "Sigmoid", [P(2, 3)], {}, 17, 1),
     ("relu", "Relu", [P(2, 3)], {}, 17, 1),
