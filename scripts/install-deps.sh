@@ -12,6 +12,8 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # runtime side
   liburing-dev libopenblas-dev
+  # benchmarks (bench/ssd_vs_fio.sh compares the SSD engine with fio)
+  fio
   # tests (PyTorch and onnx are reference oracles and model generators only)
   libgtest-dev python3 python3-numpy python3-onnx python3-torch
 )

@@ -1,0 +1,371 @@
+// SsdStore.cpp - The SSD tier: striped files, io_uring or threads.
+
+#include "runtime/tiers/SsdStore.h"
+#include "runtime/support/Size.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <thread>
+#include <unistd.h>
+
+#ifdef STRATA_HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+namespace strata::tiers {
+
+/// Runs the pieces of a transfer.
+class IoEngine {
+public:
+  virtual ~IoEngine() = default;
+  virtual const char *name() const = 0;
+  virtual bool run(SsdStore &store, const std::vector<IoRequest> &requests,
+                   const std::vector<SsdStore::Piece> &pieces,
+                   std::string &error) = 0;
+
+protected:
+  static std::string failure(const SsdStore &store, const SsdStore::Piece &p,
+                             bool write, int err) {
+    return std::string(write ? "write" : "read") + " of " +
+           std::to_string(p.bytes) + " bytes at offset " +
+           std::to_string(p.fileOffset) + " of '" + store.paths_[p.file] +
+           "' failed: " + std::strerror(err) +
+           (err == ENOSPC ? " (the drive is full)" : "");
+  }
+};
+
+/// pread/pwrite on a pool of threads: the portable fallback.
+class ThreadEngine : public IoEngine {
+public:
+  explicit ThreadEngine(unsigned threads) : threads_(std::max(1u, threads)) {}
+  const char *name() const override { return "threads"; }
+
+  bool run(SsdStore &store, const std::vector<IoRequest> &requests,
+           const std::vector<SsdStore::Piece> &pieces,
+           std::string &error) override {
+    std::atomic<size_t> next{0};
+    std::mutex errorMutex;
+    std::string firstError;
+    auto worker = [&] {
+      while (true) {
+        size_t i = next.fetch_add(1);
+        if (i >= pieces.size())
+          return;
+        const SsdStore::Piece &p = pieces[i];
+        const IoRequest &r = requests[p.request];
+        char *buf = static_cast<char *>(r.buffer) + p.requestOffset;
+        uint64_t done = 0;
+        while (done < p.bytes) {
+          ssize_t n = r.write ? ::pwrite(store.fds_[p.file], buf + done,
+                                         p.bytes - done, p.fileOffset + done)
+                              : ::pread(store.fds_[p.file], buf + done,
+                                        p.bytes - done, p.fileOffset + done);
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n <= 0) {
+            std::lock_guard<std::mutex> lock(errorMutex);
+            if (firstError.empty())
+              firstError = failure(store, p, r.write, n < 0 ? errno : EIO);
+            return;
+          }
+          done += static_cast<uint64_t>(n);
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    unsigned count = std::min<size_t>(threads_, pieces.size());
+    for (unsigned t = 1; t < count; ++t)
+      pool.emplace_back(worker);
+    worker();
+    for (std::thread &t : pool)
+      t.join();
+    if (!firstError.empty()) {
+      error = firstError;
+      return false;
+    }
+    return true;
+  }
+
+private:
+  unsigned threads_;
+};
+
+#ifdef STRATA_HAVE_LIBURING
+/// io_uring with registered files and buffers, `depth` requests in flight.
+class UringEngine : public IoEngine {
+public:
+  ~UringEngine() override {
+    if (ready_)
+      io_uring_queue_exit(&ring_);
+  }
+  const char *name() const override { return "io_uring"; }
+
+  /// False (and no error) when the kernel refuses io_uring.
+  bool init(SsdStore &store, unsigned depth) {
+    depth_ = depth;
+    if (io_uring_queue_init(depth, &ring_, 0) != 0)
+      return false;
+    ready_ = true;
+    if (store.staging_) {
+      std::vector<iovec> iov(store.options_.stagingBuffers);
+      for (unsigned i = 0; i < iov.size(); ++i) {
+        iov[i].iov_base = store.staging_ + i * store.options_.stagingBytes;
+        iov[i].iov_len = store.options_.stagingBytes;
+      }
+      registeredBuffers_ =
+          io_uring_register_buffers(&ring_, iov.data(), iov.size()) == 0;
+    }
+    return true;
+  }
+
+  bool run(SsdStore &store, const std::vector<IoRequest> &requests,
+           const std::vector<SsdStore::Piece> &pieces,
+           std::string &error) override {
+    size_t next = 0, inFlight = 0, done = 0;
+    // Remaining bytes per piece, for short transfers that must continue.
+    std::vector<uint64_t> progress(pieces.size(), 0);
+    auto queue = [&](size_t i) {
+      const SsdStore::Piece &p = pieces[i];
+      const IoRequest &r = requests[p.request];
+      char *buf = static_cast<char *>(r.buffer) + p.requestOffset + progress[i];
+      uint64_t bytes = p.bytes - progress[i];
+      uint64_t offset = p.fileOffset + progress[i];
+      io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
+      int index = registeredBuffers_ ? store.stagingIndex(buf, bytes) : -1;
+      if (index >= 0) {
+        if (r.write)
+          io_uring_prep_write_fixed(sqe, store.fds_[p.file], buf, bytes,
+                                    offset, index);
+        else
+          io_uring_prep_read_fixed(sqe, store.fds_[p.file], buf, bytes, offset,
+                                   index);
+      } else if (r.write) {
+        io_uring_prep_write(sqe, store.fds_[p.file], buf, bytes, offset);
+      } else {
+        io_uring_prep_read(sqe, store.fds_[p.file], buf, bytes, offset);
+      }
+      io_uring_sqe_set_data64(sqe, i);
+    };
+    while (done < pieces.size()) {
+      while (next < pieces.size() && inFlight < depth_) {
+        queue(next++);
+        ++inFlight;
+      }
+      int submitted = io_uring_submit(&ring_);
+      if (submitted < 0) {
+        error = std::string("io_uring submit failed: ") +
+                std::strerror(-submitted);
+        return false;
+      }
+      io_uring_cqe *cqe;
+      int rc = io_uring_wait_cqe(&ring_, &cqe);
+      if (rc < 0) {
+        if (rc == -EINTR)
+          continue;
+        error = std::string("io_uring wait failed: ") + std::strerror(-rc);
+        return false;
+      }
+      // Drain every completion that is ready.
+      do {
+        size_t i = io_uring_cqe_get_data64(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(&ring_, cqe);
+        --inFlight;
+        const SsdStore::Piece &p = pieces[i];
+        if (res <= 0) {
+          error = failure(store, p, requests[p.request].write,
+                          res < 0 ? -res : EIO);
+          // Let the requests in flight finish before returning.
+          while (inFlight > 0 && io_uring_wait_cqe(&ring_, &cqe) == 0) {
+            io_uring_cqe_seen(&ring_, cqe);
+            --inFlight;
+          }
+          return false;
+        }
+        progress[i] += static_cast<uint64_t>(res);
+        if (progress[i] < p.bytes) { // Short transfer: queue the rest.
+          queue(i);
+          ++inFlight;
+        } else {
+          ++done;
+        }
+      } while (io_uring_peek_cqe(&ring_, &cqe) == 0);
+    }
+    return true;
+  }
+
+private:
+  io_uring ring_{};
+  bool ready_ = false;
+  bool registeredBuffers_ = false;
+  unsigned depth_ = 32;
+};
+#endif
+
+std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
+                                         uint64_t capacity,
+                                         const SsdOptions &options,
+                                         std::string &error) {
+  if (dirs.empty()) {
+    error = "no SSD directory given (--ssd-dir DIR)";
+    return nullptr;
+  }
+  if (options.stripeBytes % kIoAlignment != 0 || options.stripeBytes == 0 ||
+      options.stagingBytes % kIoAlignment != 0) {
+    error = "the stripe and staging sizes must be multiples of 4 KiB";
+    return nullptr;
+  }
+  std::unique_ptr<SsdStore> store(new SsdStore());
+  store->options_ = options;
+  // Whole stripes on every drive.
+  uint64_t stripes = (capacity + options.stripeBytes - 1) / options.stripeBytes;
+  uint64_t perDrive = (stripes + dirs.size() - 1) / dirs.size();
+  uint64_t fileBytes = perDrive * options.stripeBytes;
+  store->capacity_ = fileBytes * dirs.size();
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    struct statvfs vfs;
+    if (::statvfs(dirs[i].c_str(), &vfs) != 0) {
+      error = "SSD directory '" + dirs[i] + "': " + std::strerror(errno);
+      return nullptr;
+    }
+    std::string path = dirs[i] + "/strata-ssd-" + std::to_string(i) + ".bin";
+    struct stat st;
+    uint64_t existing = ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+    uint64_t available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (fileBytes > existing && fileBytes - existing > available) {
+      error = "SSD directory '" + dirs[i] + "' has " + formatSize(available) +
+              " free; the plan needs " + formatSize(fileBytes - existing) +
+              " more there";
+      return nullptr;
+    }
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT,
+                    0644);
+    if (fd < 0 && errno == EINVAL) { // No O_DIRECT here (tmpfs).
+      store->direct_ = false;
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) {
+      error = "cannot open '" + path + "': " + std::strerror(errno);
+      return nullptr;
+    }
+    store->fds_.push_back(fd);
+    store->paths_.push_back(path);
+    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(fileBytes));
+    if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+      error = "cannot allocate " + formatSize(fileBytes) + " in '" + path +
+              "': " + std::strerror(rc) +
+              (rc == ENOSPC ? " (the drive is full)" : "");
+      return nullptr;
+    }
+  }
+  size_t stagingTotal = options.stagingBuffers * options.stagingBytes;
+  if (stagingTotal > 0) {
+    store->staging_ =
+        static_cast<char *>(std::aligned_alloc(kIoAlignment, stagingTotal));
+    if (!store->staging_) {
+      error = "cannot allocate the SSD staging buffers";
+      return nullptr;
+    }
+  }
+#ifdef STRATA_HAVE_LIBURING
+  if (!options.forceThreads) {
+    auto uring = std::make_unique<UringEngine>();
+    if (uring->init(*store, options.queueDepth))
+      store->engine_ = std::move(uring);
+  }
+#endif
+  if (!store->engine_)
+    store->engine_ = std::make_unique<ThreadEngine>(options.queueDepth);
+  return store;
+}
+
+SsdStore::~SsdStore() {
+  engine_.reset();
+  for (int fd : fds_)
+    ::close(fd);
+  std::free(staging_);
+}
+
+const char *SsdStore::engineName() const { return engine_->name(); }
+
+void *SsdStore::stagingBuffer(unsigned index) const {
+  return staging_ + index * options_.stagingBytes;
+}
+
+int SsdStore::stagingIndex(const void *buffer, uint64_t bytes) const {
+  const char *p = static_cast<const char *>(buffer);
+  if (!staging_ || p < staging_ ||
+      p + bytes > staging_ + options_.stagingBuffers * options_.stagingBytes)
+    return -1;
+  uint64_t index = (p - staging_) / options_.stagingBytes;
+  // The whole transfer must lie in one registered buffer.
+  if (p + bytes > staging_ + (index + 1) * options_.stagingBytes)
+    return -1;
+  return static_cast<int>(index);
+}
+
+bool SsdStore::split(const std::vector<IoRequest> &requests,
+                     std::vector<Piece> &out, std::string &error) const {
+  out.clear();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const IoRequest &r = requests[i];
+    if (r.offset % kIoAlignment || r.bytes % kIoAlignment ||
+        reinterpret_cast<uintptr_t>(r.buffer) % kIoAlignment) {
+      error = "SSD request at offset " + std::to_string(r.offset) + " of " +
+              std::to_string(r.bytes) +
+              " bytes is not 4 KiB-aligned (offset, size and buffer)";
+      return false;
+    }
+    if (r.offset > capacity_ || r.bytes > capacity_ - r.offset) {
+      error = "SSD request at offset " + std::to_string(r.offset) + " of " +
+              std::to_string(r.bytes) + " bytes is beyond the store's " +
+              std::to_string(capacity_) + " bytes";
+      return false;
+    }
+    uint64_t done = 0;
+    while (done < r.bytes) {
+      uint64_t logical = r.offset + done;
+      uint64_t stripe = logical / options_.stripeBytes;
+      uint64_t within = logical % options_.stripeBytes;
+      uint64_t bytes = std::min(r.bytes - done, options_.stripeBytes - within);
+      Piece p;
+      p.file = static_cast<int>(stripe % fds_.size());
+      p.fileOffset = (stripe / fds_.size()) * options_.stripeBytes + within;
+      p.request = i;
+      p.requestOffset = done;
+      p.bytes = bytes;
+      out.push_back(p);
+      done += bytes;
+    }
+  }
+  return true;
+}
+
+bool SsdStore::transfer(const std::vector<IoRequest> &requests,
+                        std::string &error) {
+  std::vector<Piece> pieces;
+  if (!split(requests, pieces, error))
+    return false;
+  return engine_->run(*this, requests, pieces, error);
+}
+
+bool SsdStore::write(uint64_t offset, const void *buffer, uint64_t bytes,
+                     std::string &error) {
+  return transfer({IoRequest{true, offset, const_cast<void *>(buffer), bytes}},
+                  error);
+}
+
+bool SsdStore::read(uint64_t offset, void *buffer, uint64_t bytes,
+                    std::string &error) {
+  return transfer({IoRequest{false, offset, buffer, bytes}}, error);
+}
+
+} // namespace strata::tiers

@@ -1,0 +1,107 @@
+// SsdStore.h - The SSD tier: tensors in files on one or more drives.
+//
+// The store's address space is striped over one file per directory (drive),
+// so several NVMe drives add up without RAID. All I/O is O_DIRECT with 4 KiB
+// aligned offsets, sizes and buffers. The engine is io_uring (liburing) with
+// registered buffers and many requests in flight; where io_uring is missing
+// (not compiled in, or refused by the kernel) a pool of threads issues
+// pread/pwrite instead. Free space is checked and the files are allocated up
+// front, so a full disk is an error at open, not in the middle of a run.
+
+#ifndef STRATA_RUNTIME_TIERS_SSDSTORE_H
+#define STRATA_RUNTIME_TIERS_SSDSTORE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::tiers {
+
+constexpr uint64_t kIoAlignment = 4096;
+
+struct SsdOptions {
+  /// Bytes per stripe: consecutive stripes go to consecutive drives.
+  uint64_t stripeBytes = uint64_t(1) << 20;
+  /// Requests kept in flight.
+  unsigned queueDepth = 32;
+  /// Use the thread-pool engine even where io_uring works.
+  bool forceThreads = false;
+  /// Registered (pinned for the kernel) staging buffers: count and size.
+  unsigned stagingBuffers = 32;
+  uint64_t stagingBytes = uint64_t(1) << 20;
+};
+
+/// One transfer between memory and the store.
+struct IoRequest {
+  bool write = false;
+  uint64_t offset = 0;
+  void *buffer = nullptr;
+  uint64_t bytes = 0;
+};
+
+class IoEngine;
+
+class SsdStore {
+public:
+  /// Creates (or reuses) one file per directory and allocates `capacity`
+  /// bytes in total (rounded up to whole stripes per drive). Fails with a
+  /// message naming the directory when it is missing, not writable, or
+  /// lacks the free space.
+  static std::unique_ptr<SsdStore> open(const std::vector<std::string> &dirs,
+                                        uint64_t capacity,
+                                        const SsdOptions &options,
+                                        std::string &error);
+  ~SsdStore();
+
+  /// Runs the requests with up to queueDepth in flight; returns when all
+  /// are done. Offsets, sizes and buffers must be 4 KiB-aligned. An I/O
+  /// error (ENOSPC, EIO, ...) is returned with the file and offset.
+  bool transfer(const std::vector<IoRequest> &requests, std::string &error);
+
+  bool write(uint64_t offset, const void *buffer, uint64_t bytes,
+             std::string &error);
+  bool read(uint64_t offset, void *buffer, uint64_t bytes, std::string &error);
+
+  /// The registered staging buffers (4 KiB-aligned); I/O through them
+  /// avoids the kernel's per-request page pinning.
+  void *stagingBuffer(unsigned index) const;
+  unsigned stagingCount() const { return options_.stagingBuffers; }
+
+  uint64_t capacity() const { return capacity_; }
+  /// "io_uring" or "threads".
+  const char *engineName() const;
+  /// Whether the files are open with O_DIRECT (false on file systems that
+  /// refuse it, such as tmpfs).
+  bool direct() const { return direct_; }
+
+private:
+  SsdStore() = default;
+  struct Piece {
+    int file;
+    uint64_t fileOffset;
+    size_t request;
+    uint64_t requestOffset;
+    uint64_t bytes;
+  };
+  bool split(const std::vector<IoRequest> &requests, std::vector<Piece> &out,
+             std::string &error) const;
+  /// The registered buffer holding [buffer, buffer + bytes), or -1.
+  int stagingIndex(const void *buffer, uint64_t bytes) const;
+
+  SsdOptions options_;
+  std::vector<std::string> paths_;
+  std::vector<int> fds_;
+  uint64_t capacity_ = 0;
+  bool direct_ = true;
+  char *staging_ = nullptr;
+  std::unique_ptr<IoEngine> engine_;
+  friend class IoEngine;
+  friend class UringEngine;
+  friend class ThreadEngine;
+};
+
+} // namespace strata::tiers
+
+#endif // STRATA_RUNTIME_TIERS_SSDSTORE_H

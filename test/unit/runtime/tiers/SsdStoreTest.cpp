@@ -1,0 +1,103 @@
+// SsdStoreTest.cpp - The SSD tier against plain memory.
+
+#include "runtime/tiers/SsdStore.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace strata::tiers;
+
+namespace {
+
+std::string tempDir(const std::string &name) {
+  std::string dir = ::testing::TempDir() + "/ssd-" + name + "-" +
+                    std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+struct Aligned {
+  explicit Aligned(size_t n)
+      : data(static_cast<char *>(std::aligned_alloc(kIoAlignment, n))),
+        size(n) {}
+  ~Aligned() { std::free(data); }
+  char *data;
+  size_t size;
+};
+
+class SsdStoreTest : public ::testing::TestWithParam<bool> {};
+
+// Writes random data across stripes of two drives in many requests, reads
+// it back in a different split, and compares.
+TEST_P(SsdStoreTest, RoundTripsAcrossStripesAndDrives) {
+  SsdOptions options;
+  options.forceThreads = GetParam();
+  options.stripeBytes = 64 * 1024;
+  options.queueDepth = 8;
+  options.stagingBuffers = 4;
+  options.stagingBytes = 64 * 1024;
+  std::string error;
+  auto store = SsdStore::open({tempDir("a"), tempDir("b")}, 1 << 20, options,
+                              error);
+  ASSERT_TRUE(store) << error;
+  EXPECT_EQ(store->capacity(), uint64_t(1) << 20);
+  Aligned data(1 << 20), back(1 << 20);
+  std::mt19937 rng(7);
+  for (size_t i = 0; i < data.size; ++i)
+    data.data[i] = static_cast<char>(rng());
+  std::vector<IoRequest> writes;
+  for (uint64_t off = 0; off < data.size; off += 12 * 4096) {
+    uint64_t n = std::min<uint64_t>(12 * 4096, data.size - off);
+    writes.push_back({true, off, data.data + off, n});
+  }
+  ASSERT_TRUE(store->transfer(writes, error)) << error;
+  std::memset(back.data, 0, back.size);
+  ASSERT_TRUE(store->read(0, back.data, 5 * 4096 * 8, error)) << error;
+  ASSERT_TRUE(store->read(5 * 4096 * 8, back.data + 5 * 4096 * 8,
+                          back.size - 5 * 4096 * 8, error))
+      << error;
+  EXPECT_EQ(std::memcmp(data.data, back.data, data.size), 0);
+  // Through the registered staging buffers too.
+  char *staging = static_cast<char *>(store->stagingBuffer(1));
+  std::memcpy(staging, data.data + 4096, 64 * 1024);
+  ASSERT_TRUE(store->write(128 * 1024, staging, 64 * 1024, error)) << error;
+  std::memset(staging, 0, 64 * 1024);
+  ASSERT_TRUE(store->read(128 * 1024, staging, 64 * 1024, error)) << error;
+  EXPECT_EQ(std::memcmp(staging, data.data + 4096, 64 * 1024), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, SsdStoreTest, ::testing::Values(false, true),
+                         [](const auto &info) {
+                           return info.param ? "threads" : "default";
+                         });
+
+TEST(SsdStore, RejectsUnalignedAndOutOfRangeRequests) {
+  std::string error;
+  auto store = SsdStore::open({tempDir("c")}, 1 << 20, SsdOptions(), error);
+  ASSERT_TRUE(store) << error;
+  Aligned buf(8192);
+  EXPECT_FALSE(store->read(100, buf.data, 4096, error));
+  EXPECT_NE(error.find("not 4 KiB-aligned"), std::string::npos) << error;
+  EXPECT_FALSE(store->read(0, buf.data + 1, 4096, error));
+  EXPECT_NE(error.find("not 4 KiB-aligned"), std::string::npos) << error;
+  EXPECT_FALSE(store->read(store->capacity(), buf.data, 4096, error));
+  EXPECT_NE(error.find("beyond the store"), std::string::npos) << error;
+}
+
+TEST(SsdStore, RefusesWhatDoesNotFit) {
+  std::string error;
+  auto store = SsdStore::open({tempDir("d")}, uint64_t(1) << 60, SsdOptions(),
+                              error);
+  EXPECT_FALSE(store);
+  EXPECT_NE(error.find("free; the plan needs"), std::string::npos) << error;
+  store = SsdStore::open({"/nonexistent/dir"}, 1 << 20, SsdOptions(), error);
+  EXPECT_FALSE(store);
+  EXPECT_NE(error.find("/nonexistent/dir"), std::string::npos) << error;
+}
+
+} // namespace
