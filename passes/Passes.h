@@ -19,9 +19,17 @@ namespace strata {
 /// duplicate and dead computations. Registered as `strata-graph-cleanup`.
 void buildGraphCleanupPipeline(mlir::OpPassManager &pm);
 
-/// Lowers cleaned-up graph IR of a forward program to planned exec IR.
-/// Registered as `strata-forward-to-exec`.
-void buildForwardToExecPipeline(mlir::OpPassManager &pm);
+/// Where stored tensors may go (strata-compile's budget flags).
+struct TierOptions {
+  std::string params = "auto", states = "auto";
+  uint64_t gpuMem = 0, cpuMem = 0;
+  bool hasSsd = false;
+};
+
+/// Lowers cleaned-up graph IR to planned exec IR: kernels, tier placement,
+/// memory plan. Registered as `strata-forward-to-exec` (default tiers).
+void buildForwardToExecPipeline(mlir::OpPassManager &pm,
+                                const TierOptions &tiers = TierOptions());
 
 /// Options of the training pipeline (strata-compile's training flags).
 struct TrainingOptions {

@@ -149,6 +149,43 @@ def FuseGradUpdatePass : Pass<"strata-fuse-grad-update", "mlir::ModuleOp"> {
   ];
 }
 
+def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
+  let summary = "Place stored tensors on the device, host or SSD tier";
+  let description = [{
+    Decides where each parameter and optimizer state lives: in the device
+    parameter region, in host memory, or in the SSD store, either as forced
+    per class (`params=ssd`, `states=host`) or automatically under the
+    device budget (`gpu-mem`): optimizer state leaves the device first, then
+    parameters, largest first; host memory is used while `cpu-mem` allows,
+    the SSD after that. Every read of an off-device tensor gets a fetch into
+    the device arena just before it (`exec.kernel "copy"`), and every
+    in-place update of one runs on a fetched copy that is written back
+    (`exec.kernel "assign"`) right after.
+
+    ```mlir
+    %w = exec.param "w" trainable {tier = "ssd", value = ...} : tensor<4x8xf32>
+    %f = exec.kernel "copy"(%w) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %y = exec.kernel "matmul"(%x, %f) ...
+    ```
+  }];
+  let options = [
+    Option<"params", "params", "std::string", /*default=*/"\"auto\"",
+           "Tier of the parameters: auto, device, host or ssd">,
+    Option<"states", "states", "std::string", /*default=*/"\"auto\"",
+           "Tier of the optimizer state: auto, device, host or ssd">,
+    Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
+           "Device memory budget in bytes (0: unlimited)">,
+    Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
+           "Host memory budget for off-device tensors (0: unlimited)">,
+    Option<"hasSsd", "has-ssd", "bool", /*default=*/"false",
+           "Whether an SSD store is available (--ssd-dir)">
+  ];
+  let statistics = [
+    Statistic<"numFetches", "fetches", "Fetches into the device arena">,
+    Statistic<"numWritebacks", "writebacks", "Write-backs after updates">
+  ];
+}
+
 def LowerGraphToExecPass : Pass<"strata-lower-graph-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower graph ops to exec kernel launches on buffers";
   let description = [{

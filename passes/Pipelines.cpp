@@ -23,8 +23,16 @@ void strata::buildGraphCleanupPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createCSEPass());
 }
 
-void strata::buildForwardToExecPipeline(OpPassManager &pm) {
+void strata::buildForwardToExecPipeline(OpPassManager &pm,
+                                        const TierOptions &tiers) {
   pm.addPass(createLowerGraphToExecPass());
+  PlaceTiersPassOptions place;
+  place.params = tiers.params;
+  place.states = tiers.states;
+  place.gpuMem = tiers.gpuMem;
+  place.cpuMem = tiers.cpuMem;
+  place.hasSsd = tiers.hasSsd;
+  pm.addPass(createPlaceTiersPass(place));
   pm.addPass(createPlanMemoryPass());
 }
 
@@ -70,5 +78,5 @@ void strata::registerPassesAndPipelines() {
   PassPipelineRegistration<>(
       "strata-forward-to-exec",
       "Lower a forward graph program to exec IR with a memory plan",
-      buildForwardToExecPipeline);
+      [](OpPassManager &pm) { buildForwardToExecPipeline(pm); });
 }

@@ -63,19 +63,32 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     Block &body = func.getBody().front();
     llvm::DenseMap<Value, size_t> bufferOf;
     std::vector<Buffer> buffers;
-    uint64_t paramsBytes = 0;
+    // Stored tensors: each tier's region laid out in order, 4 KiB-aligned
+    // (SSD tensors also padded to 4 KiB: they move by direct I/O).
+    uint64_t paramsBytes = 0, hostBytes = 0, ssdBytes = 0;
+    bool usesSsd = false;
+    for (auto param : body.getOps<exec::ParamOp>())
+      usesSsd |= param.getTier() == "ssd";
+    // Device buffers that SSD transfers land in must be 4 KiB-aligned and
+    // padded; with an SSD tier every arena buffer is.
+    uint64_t alignment = usesSsd ? artifact::kParamAlignment
+                                 : artifact::kArenaAlignment;
     int64_t index = 0, last = 0;
     for (Operation &op : body) {
       if (auto param = dyn_cast<exec::ParamOp>(op)) {
+        uint64_t &region = param.getTier() == "host" ? hostBytes
+                           : param.getTier() == "ssd" ? ssdBytes
+                                                      : paramsBytes;
         param.setOffsetAttr(
-            OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(paramsBytes)));
-        paramsBytes = alignTo(paramsBytes + bytesOf(param.getType()),
-                              artifact::kParamAlignment);
+            OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
+        region = alignTo(region + bytesOf(param.getType()),
+                         artifact::kParamAlignment);
       } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
         for (Value r : op.getResults()) {
           bufferOf[r] = buffers.size();
-          buffers.push_back(
-              {r, &op, Kind::Activation, bytesOf(r.getType()), index, index});
+          buffers.push_back({r, &op, Kind::Activation,
+                             alignTo(bytesOf(r.getType()), alignment), index,
+                             index});
         }
       }
       // Extend the lifetime of every buffer this op reads.
@@ -116,12 +129,12 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       for (auto [lo, hi] : busy) {
         if (offset + b.bytes <= lo)
           break;
-        offset = std::max(offset, alignTo(hi, artifact::kArenaAlignment));
+        offset = std::max(offset, alignTo(hi, alignment));
       }
       b.offset = offset;
       placed.push_back(i);
       arenaBytes = std::max(arenaBytes, offset + b.bytes);
-      unshared += alignTo(b.bytes, artifact::kArenaAlignment);
+      unshared += alignTo(b.bytes, alignment);
     }
     OpBuilder builder(func.getContext());
     // The first result's offset is `offset`; all results' are `offsets`.
@@ -137,6 +150,10 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
                   builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
     func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(
                                            static_cast<int64_t>(paramsBytes)));
+    func->setAttr("exec.host_bytes", builder.getI64IntegerAttr(
+                                         static_cast<int64_t>(hostBytes)));
+    func->setAttr("exec.ssd_bytes", builder.getI64IntegerAttr(
+                                        static_cast<int64_t>(ssdBytes)));
     // The memory report: what is live when the arena is fullest, by class.
     for (Buffer &b : buffers) {
       if (b.def->hasAttr("strata.backward") || b.def->hasAttr("strata.optimizer"))
@@ -168,9 +185,14 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       }
     }
     uint64_t params = 0, states = 0, constants = 0;
+    uint64_t onHost = 0, onSsd = 0;
     for (auto p : body.getOps<exec::ParamOp>()) {
       uint64_t bytes = bytesOf(p.getType());
       (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
+      if (p.getTier() == "host")
+        onHost += bytes;
+      else if (p.getTier() == "ssd")
+        onSsd += bytes;
     }
     auto i64 = [&](uint64_t v) {
       return builder.getI64IntegerAttr(static_cast<int64_t>(v));
@@ -189,6 +211,8 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
             builder.getNamedAttr("workspace_max", i64(classPeak[2])),
             builder.getNamedAttr("largest_gradient", i64(largestGradient)),
             builder.getNamedAttr("live_peak", i64(peakLive)),
+            builder.getNamedAttr("stored_on_host", i64(onHost)),
+            builder.getNamedAttr("stored_on_ssd", i64(onSsd)),
         }));
     numBuffers += buffers.size();
     this->arenaBytes += arenaBytes;

@@ -124,7 +124,17 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
                                static_cast<uint64_t>(v.getInt())});
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
-  std::vector<char> params(plan.paramsBytes, 0);
+  if (auto host = func->getAttrOfType<IntegerAttr>("exec.host_bytes"))
+    plan.hostBytes = host.getInt();
+  if (auto ssd = func->getAttrOfType<IntegerAttr>("exec.ssd_bytes"))
+    plan.ssdBytes = ssd.getInt();
+  plan.ssdDirs = info.ssdDirs;
+  if (plan.ssdBytes > 0 && plan.ssdDirs.empty())
+    return func.emitError("the plan keeps tensors on the SSD but no "
+                          "--ssd-dir was given");
+  // params.bin holds every stored tensor, 4 KiB-aligned, in program order,
+  // whatever region it lives in at run time.
+  std::vector<char> params;
 
   llvm::DenseMap<Value, uint32_t> slotOf;
   auto addSlot = [&](Value v, Operation *op, MemRegion region,
@@ -167,8 +177,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       FailureOr<uint64_t> offset = offsetOf(&op);
       if (failed(offset))
         return failure();
-      FailureOr<uint32_t> slot =
-          addSlot(param.getResult(), &op, MemRegion::Params, *offset);
+      MemRegion region = param.getTier() == "host"  ? MemRegion::Host
+                         : param.getTier() == "ssd" ? MemRegion::Ssd
+                                                    : MemRegion::Params;
+      FailureOr<uint32_t> slot = addSlot(param.getResult(), &op, region, *offset);
       if (failed(slot))
         return failure();
       Slot &s = plan.slots[*slot];
@@ -176,17 +188,21 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       FailureOr<std::vector<char>> data = bytesOf(param.getValue(), &op);
       if (failed(data))
         return failure();
-      if (data->size() != s.bytes || s.offset + s.bytes > params.size())
+      if (data->size() != s.bytes)
         return param.emitError("stored value has ")
                << data->size() << " bytes, expected " << s.bytes;
-      std::memcpy(params.data() + s.offset, data->data(), data->size());
+      uint64_t fileOffset = params.size();
+      params.insert(params.end(), data->begin(), data->end());
+      params.resize((params.size() + artifact::kParamAlignment - 1) /
+                        artifact::kParamAlignment * artifact::kParamAlignment,
+                    '\0');
       artifact::ParamEntry entry;
       entry.name = s.name;
       entry.slot = *slot;
       entry.flags = (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
                     (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
                     (param.getState() ? artifact::ParamEntry::State : 0);
-      entry.fileOffset = s.offset;
+      entry.fileOffset = fileOffset;
       entry.bytes = s.bytes;
       entry.crc = crc32c(data->data(), data->size());
       plan.params.push_back(entry);
@@ -229,6 +245,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     }
   }
 
+  plan.paramsFileBytes = params.size();
   // Write into a fresh directory, then swap it in.
   std::string error;
   std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
@@ -270,9 +287,14 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
      << " frozen elements; optimizer state: " << states
      << " elements; constants: " << constants << " elements\n";
   os << "arena sizes per tier:\n  device: " << formatSize(plan.arenaBytes)
-     << " (" << plan.arenaBytes << " bytes)\n  host (parameters): "
+     << " (" << plan.arenaBytes << " bytes) + resident parameters "
      << formatSize(plan.paramsBytes) << " (" << plan.paramsBytes
-     << " bytes)\n  ssd: 0 bytes\nsteps: " << plan.steps.size() << "\n";
+     << " bytes)\n  host: " << formatSize(plan.hostBytes) << " ("
+     << plan.hostBytes << " bytes)\n  ssd: " << formatSize(plan.ssdBytes)
+     << " (" << plan.ssdBytes << " bytes)";
+  for (const std::string &d : plan.ssdDirs)
+    os << " " << d;
+  os << "\nsteps: " << plan.steps.size() << "\n";
   if (!plan.memory.empty())
     os << artifact::formatMemoryReport(plan);
   os.flush();

@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -18,6 +19,8 @@ struct ArtifactInfo {
   artifact::Schedule schedule;
   std::string optimizer;
   uint32_t accumulate = 1;
+  /// Directories of the SSD store, when the plan uses one.
+  std::vector<std::string> ssdDirs;
 };
 
 /// Serializes the planned exec function `@main` of `module` into the

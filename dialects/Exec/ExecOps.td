@@ -57,6 +57,9 @@ def Exec_ParamOp : Exec_Op<"param"> {
     Lives in the parameter region at `offset` (4 KiB-aligned), initialised
     from `value`. `constant` marks compile-time constants; `trainable`
     parameters are updated by training plans; `state` is optimizer state.
+    `tier` says where it lives: `device` (the parameter region), `host` or
+    `ssd`; off-device tensors are only read through fetches (`copy`) and
+    written through `assign`.
 
     ```mlir
     %w = exec.param "fc.weight" trainable {offset = 4096 : i64, value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
@@ -64,7 +67,8 @@ def Exec_ParamOp : Exec_Op<"param"> {
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, UnitAttr:$constant,
                        UnitAttr:$state, ElementsAttr:$value,
-                       OptionalAttr<I64Attr>:$offset);
+                       OptionalAttr<I64Attr>:$offset,
+                       DefaultValuedAttr<StrAttr, "\"device\"">:$tier);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $name (`trainable` $trainable^)? (`constant` $constant^)?

@@ -39,7 +39,8 @@ AlignedBuffer &AlignedBuffer::operator=(AlignedBuffer &&other) noexcept {
   return *this;
 }
 
-bool Artifact::open(const std::string &dir, std::string &error) {
+bool Artifact::open(const std::string &dir, std::string &error,
+                    const std::vector<std::string> &ssdDirs) {
   dir_ = dir;
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -56,41 +57,154 @@ bool Artifact::open(const std::string &dir, std::string &error) {
     return false;
   }
   if (::fstat(fd, &st) != 0 ||
-      static_cast<uint64_t>(st.st_size) != plan_.paramsBytes) {
+      static_cast<uint64_t>(st.st_size) != plan_.paramsFileBytes) {
     ::close(fd);
     error = "'" + path + "' is " + std::to_string(st.st_size) +
-            " bytes, the plan expects " + std::to_string(plan_.paramsBytes) +
+            " bytes, the plan expects " +
+            std::to_string(plan_.paramsFileBytes) +
             " (truncated or from another compile)";
     return false;
   }
   params_ = AlignedBuffer(plan_.paramsBytes);
-  if (!params_.valid()) {
+  host_ = AlignedBuffer(plan_.hostBytes);
+  if (!params_.valid() || !host_.valid()) {
     ::close(fd);
-    error = "out of memory reading " + std::to_string(plan_.paramsBytes) +
-            " bytes of parameters";
+    error = "out of memory for the parameter regions (" +
+            std::to_string(plan_.paramsBytes + plan_.hostBytes) + " bytes)";
     return false;
   }
-  size_t done = 0;
-  while (done < plan_.paramsBytes) {
-    ssize_t r = ::pread(fd, params_.data() + done, plan_.paramsBytes - done,
-                        static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0) {
+  if (plan_.ssdBytes > 0) {
+    const std::vector<std::string> &dirs =
+        ssdDirs.empty() ? plan_.ssdDirs : ssdDirs;
+    ssd_ = tiers::SsdStore::open(dirs, plan_.ssdBytes, tiers::SsdOptions(),
+                                 error);
+    if (!ssd_) {
       ::close(fd);
-      error = "cannot read '" + path + "': " +
-              (r < 0 ? std::strerror(errno) : "unexpected end of file");
       return false;
     }
-    done += static_cast<size_t>(r);
   }
-  ::close(fd);
+  // Each stored tensor goes from params.bin to its region.
+  AlignedBuffer bounce;
   for (const ParamEntry &p : plan_.params) {
-    if (crc32c(params_.data() + p.fileOffset, p.bytes) != p.crc) {
+    const Slot &slot = plan_.slots[p.slot];
+    uint64_t padded = (p.bytes + kParamAlignment - 1) / kParamAlignment *
+                      kParamAlignment;
+    char *dst = slot.region == Region::Ssd ? nullptr : memoryOf(slot);
+    if (slot.region == Region::Ssd) {
+      if (bounce.size() < padded)
+        bounce = AlignedBuffer(padded);
+      std::memset(bounce.data(), 0, padded);
+      dst = bounce.data();
+    }
+    size_t done = 0;
+    while (done < p.bytes) {
+      ssize_t r = ::pread(fd, dst + done, p.bytes - done,
+                          static_cast<off_t>(p.fileOffset + done));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0) {
+        ::close(fd);
+        error = "cannot read '" + path + "': " +
+                (r < 0 ? std::strerror(errno) : "unexpected end of file");
+        return false;
+      }
+      done += static_cast<size_t>(r);
+    }
+    if (crc32c(dst, p.bytes) != p.crc) {
+      ::close(fd);
       error = "'" + path + "': parameter '" + p.name +
               "' is corrupted (checksum mismatch)";
       return false;
     }
+    if (slot.region == Region::Ssd &&
+        !ssd_->write(slot.offset, dst, padded, error)) {
+      ::close(fd);
+      return false;
+    }
+  }
+  ::close(fd);
+  return true;
+}
+
+char *Artifact::memoryOf(const Slot &slot) {
+  if (slot.region == Region::Params)
+    return params_.data() + slot.offset;
+  if (slot.region == Region::Host)
+    return host_.data() + slot.offset;
+  return nullptr;
+}
+
+bool Artifact::readSlot(const Slot &slot, char *out, std::string &error) {
+  if (slot.bytes == 0)
+    return true;
+  if (slot.region != Region::Ssd) {
+    std::memcpy(out, memoryOf(slot), slot.bytes);
+    return true;
+  }
+  uint64_t padded = (slot.bytes + kParamAlignment - 1) / kParamAlignment *
+                    kParamAlignment;
+  AlignedBuffer bounce(padded);
+  if (!ssd_ || !ssd_->read(slot.offset, bounce.data(), padded, error))
+    return error.empty() ? (error = "no SSD store", false) : false;
+  std::memcpy(out, bounce.data(), slot.bytes);
+  return true;
+}
+
+bool Artifact::writeSlot(const Slot &slot, const char *in, std::string &error) {
+  if (slot.bytes == 0)
+    return true;
+  if (slot.region != Region::Ssd) {
+    std::memcpy(memoryOf(slot), in, slot.bytes);
+    return true;
+  }
+  uint64_t padded = (slot.bytes + kParamAlignment - 1) / kParamAlignment *
+                    kParamAlignment;
+  AlignedBuffer bounce(padded);
+  std::memset(bounce.data(), 0, padded);
+  std::memcpy(bounce.data(), in, slot.bytes);
+  if (!ssd_)
+    return (error = "no SSD store", false);
+  return ssd_->write(slot.offset, bounce.data(), padded, error);
+}
+
+bool Artifact::readState(
+    const std::function<bool(const char *, size_t)> &sink, std::string &error) {
+  if (!sink(params_.data(), plan_.paramsBytes) ||
+      !sink(host_.data(), plan_.hostBytes)) {
+    error = "cannot write the state";
+    return false;
+  }
+  const uint64_t chunk = uint64_t(64) << 20;
+  AlignedBuffer buffer(std::min<uint64_t>(chunk, plan_.ssdBytes));
+  for (uint64_t off = 0; off < plan_.ssdBytes; off += chunk) {
+    uint64_t n = std::min(chunk, plan_.ssdBytes - off);
+    if (!ssd_->read(off, buffer.data(), n, error))
+      return false;
+    if (!sink(buffer.data(), n)) {
+      error = "cannot write the state";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Artifact::writeState(const std::function<bool(char *, size_t)> &source,
+                          std::string &error) {
+  if (!source(params_.data(), plan_.paramsBytes) ||
+      !source(host_.data(), plan_.hostBytes)) {
+    error = "cannot read the state";
+    return false;
+  }
+  const uint64_t chunk = uint64_t(64) << 20;
+  AlignedBuffer buffer(std::min<uint64_t>(chunk, plan_.ssdBytes));
+  for (uint64_t off = 0; off < plan_.ssdBytes; off += chunk) {
+    uint64_t n = std::min(chunk, plan_.ssdBytes - off);
+    if (!source(buffer.data(), n)) {
+      error = "cannot read the state";
+      return false;
+    }
+    if (!ssd_->write(off, buffer.data(), n, error))
+      return false;
   }
   return true;
 }

@@ -4,7 +4,9 @@
 #define STRATA_RUNTIME_ARTIFACT_ARTIFACT_H
 
 #include "runtime/artifact/Plan.h"
+#include "runtime/tiers/SsdStore.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,23 +33,48 @@ private:
   size_t size_ = 0;
 };
 
-/// A loaded artifact: its plan, and its parameter region read from
-/// params.bin with every parameter's checksum verified.
+/// A loaded artifact: its plan, and its stored tensors read from params.bin
+/// (every parameter's checksum verified) into the regions the plan places
+/// them in: the device parameter region, the host region, the SSD store.
 class Artifact {
 public:
   /// Opens `dir`; false with `error` naming the file and the problem
-  /// (missing, truncated, corrupted, other format version).
-  bool open(const std::string &dir, std::string &error);
+  /// (missing, truncated, corrupted, other format version). `ssdDirs`, when
+  /// given, replaces the SSD directories the plan was compiled with.
+  bool open(const std::string &dir, std::string &error,
+            const std::vector<std::string> &ssdDirs = {});
 
   const Plan &plan() const { return plan_; }
   const std::string &dir() const { return dir_; }
   char *params() { return params_.data(); }
   const char *params() const { return params_.data(); }
+  char *host() { return host_.data(); }
+  tiers::SsdStore *ssd() { return ssd_.get(); }
+
+  /// Memory of a slot in the device parameter or host region.
+  char *memoryOf(const Slot &slot);
+
+  /// Copies a stored slot's bytes out of / into whatever region holds it.
+  bool readSlot(const Slot &slot, char *out, std::string &error);
+  bool writeSlot(const Slot &slot, const char *in, std::string &error);
+
+  /// Bytes of all mutable state (device parameters, host region, SSD).
+  uint64_t stateBytes() const {
+    return plan_.paramsBytes + plan_.hostBytes + plan_.ssdBytes;
+  }
+  /// Streams all state to `sink` in 64 MiB pieces (checkpoints).
+  bool readState(const std::function<bool(const char *, size_t)> &sink,
+                 std::string &error);
+  /// Reads all state back from `source` (fills the buffer it is given).
+  bool writeState(const std::function<bool(char *, size_t)> &source,
+                  std::string &error);
 
 private:
   std::string dir_;
   Plan plan_;
   AlignedBuffer params_;
+  AlignedBuffer host_;
+  std::unique_ptr<tiers::SsdStore> ssd_;
 };
 
 } // namespace strata::artifact

@@ -26,7 +26,11 @@
 //                                  vec<f64> floats)
 //            u8 schedule_kind, i64 warmup_steps, i64 total_steps,
 //            f64 min_ratio, str optimizer, u32 accumulate,
-//            vec<(str class, u64 bytes)> memory
+//            vec<(str class, u64 bytes)> memory,
+//            u64 host_bytes, u64 ssd_bytes, u64 params_file_bytes,
+//            vec<str> ssd_dirs
+//
+// Regions: 1 arena (device), 2 device parameters, 3 host, 4 SSD.
 //
 // A plan of another format version is refused, never reinterpreted.
 
@@ -41,7 +45,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 2;
+constexpr uint32_t kPlanFormatVersion = 3;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 
@@ -50,9 +54,15 @@ enum class Region : uint8_t {
   /// The activation/workspace arena of the device tier (a budgeted host
   /// arena on the CPU backend).
   Arena = 1,
-  /// The parameter region, loaded from params.bin.
+  /// The device-resident parameter region, loaded from params.bin.
   Params = 2,
+  /// Host memory (budget --cpu-mem): parameters and state kept off-device.
+  Host = 3,
+  /// The SSD store (--ssd-dir): parameters and state kept on drives.
+  Ssd = 4,
 };
+
+const char *regionName(Region region);
 
 /// A tensor at a fixed place: every value of the program has one.
 struct Slot {
@@ -110,7 +120,8 @@ struct Binding {
   uint32_t slot = 0;
 };
 
-/// A parameter or constant stored in params.bin.
+/// A parameter or constant stored in params.bin, at `fileOffset` there;
+/// its slot says where it lives at run time (device, host or SSD region).
 struct ParamEntry {
   enum Flags : uint8_t { Trainable = 1, Constant = 2, State = 4 };
   std::string name;
@@ -141,7 +152,15 @@ struct Plan {
   /// "forward" for inference/evaluation plans, "train" for training steps.
   std::string mode = "forward";
   uint64_t arenaBytes = 0;
+  /// Bytes of the device-resident parameter region.
   uint64_t paramsBytes = 0;
+  /// Bytes of the host region and of the SSD store (0 when unused).
+  uint64_t hostBytes = 0;
+  uint64_t ssdBytes = 0;
+  /// Size of params.bin.
+  uint64_t paramsFileBytes = 0;
+  /// Directories of the SSD store (one file per drive), as compiled.
+  std::vector<std::string> ssdDirs;
   std::vector<Slot> slots;
   std::vector<Binding> inputs;
   std::vector<Binding> outputs;

@@ -155,6 +155,10 @@ std::string encodePayload(const Plan &plan) {
     w.str(m.first);
     w.u64(m.second);
   });
+  w.u64(plan.hostBytes);
+  w.u64(plan.ssdBytes);
+  w.u64(plan.paramsFileBytes);
+  w.vec(plan.ssdDirs, [&](const std::string &d) { w.str(d); });
   return std::move(w.bytes());
 }
 
@@ -218,6 +222,10 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     std::string name = r.str();
     return std::make_pair(name, r.u64());
   });
+  plan.hostBytes = r.u64();
+  plan.ssdBytes = r.u64();
+  plan.paramsFileBytes = r.u64();
+  plan.ssdDirs = r.vec<std::string>([&] { return r.str(); });
   return r.ok() && r.atEnd() && kind <= 2 && plan.accumulate >= 1;
 }
 
@@ -245,6 +253,16 @@ bool kernelByName(const std::string &name, Kernel &kernel) {
     }
   }
   return false;
+}
+
+const char *regionName(Region region) {
+  switch (region) {
+  case Region::Arena: return "device arena";
+  case Region::Params: return "device";
+  case Region::Host: return "host";
+  case Region::Ssd: return "ssd";
+  }
+  return "invalid";
 }
 
 uint64_t Plan::memoryOf(const std::string &name) const {
@@ -281,15 +299,18 @@ bool validatePlan(const Plan &plan, std::string &error) {
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot &s = plan.slots[i];
     std::string where = "slot " + std::to_string(i) + " ('" + s.name + "')";
-    if (s.region != Region::Arena && s.region != Region::Params)
+    if (s.region != Region::Arena && s.region != Region::Params &&
+        s.region != Region::Host && s.region != Region::Ssd)
       return fail(where + " has an unknown region");
     for (int64_t d : s.shape)
       if (d < 0)
         return fail(where + " has a negative dimension");
     if (s.bytes != static_cast<uint64_t>(s.numElements()) * dtypeSize(s.dtype))
       return fail(where + " has the wrong byte size or element type");
-    uint64_t limit =
-        s.region == Region::Arena ? plan.arenaBytes : plan.paramsBytes;
+    uint64_t limit = s.region == Region::Arena    ? plan.arenaBytes
+                     : s.region == Region::Params ? plan.paramsBytes
+                     : s.region == Region::Host   ? plan.hostBytes
+                                                  : plan.ssdBytes;
     if (s.offset > limit || s.bytes > limit - s.offset)
       return fail(where + " lies outside its region");
   }
@@ -309,8 +330,11 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (!checkSlot(p.slot, "parameter '" + p.name + "'"))
       return false;
     const Slot &s = plan.slots[p.slot];
-    if (s.region != Region::Params || s.offset != p.fileOffset ||
-        s.bytes != p.bytes || p.fileOffset % kParamAlignment != 0)
+    if (s.region == Region::Arena || s.bytes != p.bytes ||
+        p.fileOffset % kParamAlignment != 0 ||
+        p.fileOffset > plan.paramsFileBytes ||
+        p.bytes > plan.paramsFileBytes - p.fileOffset ||
+        (s.region == Region::Ssd && s.offset % kParamAlignment != 0))
       return fail("parameter '" + p.name + "' is not laid out in its slot");
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -332,11 +356,21 @@ bool validatePlan(const Plan &plan, std::string &error) {
                                                            : 4;
       if (s.inputs.size() < needed)
         return fail(where + " has too few operands");
-      for (size_t k = 0; k < needed; ++k)
-        if (k != 1 && s.inputs[k] < plan.slots.size() &&
-            plan.slots[s.inputs[k]].region != Region::Params)
-          return fail(where + " updates a value outside the parameter "
-                              "region");
+      for (size_t k = 0; k < needed; ++k) {
+        if (k == 1 && s.kernel != Kernel::Assign)
+          continue;
+        if (s.inputs[k] >= plan.slots.size())
+          continue;
+        Region r = plan.slots[s.inputs[k]].region;
+        // Assign writes back to any stored region; updates work on device
+        // memory (the parameter region or a fetched copy in the arena).
+        bool ok = s.kernel == Kernel::Assign
+                      ? (k == 0 ? r != Region::Arena : r != Region::Ssd &&
+                                                           r != Region::Host)
+                      : (r == Region::Params || r == Region::Arena);
+        if (!ok)
+          return fail(where + " updates a value in the wrong region");
+      }
     }
     for (uint32_t slot : s.inputs)
       if (!checkSlot(slot, where))

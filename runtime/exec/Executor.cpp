@@ -39,9 +39,36 @@ cpu::TensorRef Executor::ref(uint32_t slot) {
   cpu::TensorRef t;
   t.dtype = s.dtype;
   t.shape = s.shape;
-  char *base = s.region == Region::Arena ? arena_.base() : artifact_.params();
-  t.data = base + s.offset;
+  // SSD slots have no memory: only copies (fetch) and assigns (write back)
+  // touch them, and run() serves those with the store.
+  t.data = s.region == Region::Arena ? arena_.base() + s.offset
+                                     : artifact_.memoryOf(s);
   return t;
+}
+
+bool Executor::ssdTransfer(const artifact::Step &step, std::string &error) {
+  const Plan &plan = artifact_.plan();
+  auto padded = [](uint64_t bytes) {
+    return (bytes + artifact::kParamAlignment - 1) /
+           artifact::kParamAlignment * artifact::kParamAlignment;
+  };
+  if (step.kernel == artifact::Kernel::Copy) {
+    const Slot &src = plan.slots[step.inputs[0]];
+    const Slot &dst = plan.slots[step.outputs[0]];
+    arena_.touch(dst.offset, dst.bytes);
+    bytesRead_ += padded(src.bytes);
+    return artifact_.ssd()->read(src.offset, arena_.base() + dst.offset,
+                                 padded(src.bytes), error);
+  }
+  const Slot &dst = plan.slots[step.inputs[0]];
+  const Slot &src = plan.slots[step.inputs[1]];
+  if (src.region != Region::Arena) {
+    error = "a write to the SSD must come from the device arena";
+    return false;
+  }
+  bytesWritten_ += padded(dst.bytes);
+  return artifact_.ssd()->write(dst.offset, arena_.base() + src.offset,
+                                padded(dst.bytes), error);
 }
 
 bool Executor::setInput(const std::string &name, const npy::Array &array,
@@ -82,6 +109,20 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
   std::vector<cpu::TensorRef> ins, outs;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const artifact::Step &step = plan.steps[i];
+    bool ssd = (step.kernel == artifact::Kernel::Copy &&
+                plan.slots[step.inputs[0]].region == Region::Ssd) ||
+               (step.kernel == artifact::Kernel::Assign &&
+                plan.slots[step.inputs[0]].region == Region::Ssd);
+    if (ssd) {
+      if (!context.applyUpdates && step.kernel == artifact::Kernel::Assign)
+        continue;
+      if (!ssdTransfer(step, error)) {
+        error = "step " + std::to_string(i) + " (SSD transfer of '" +
+                plan.slots[step.inputs[0]].name + "'): " + error;
+        return false;
+      }
+      continue;
+    }
     ins.clear();
     outs.clear();
     for (uint32_t s : step.inputs)
@@ -112,11 +153,13 @@ bool Executor::getOutput(const std::string &name, npy::Array &array,
     const Slot &s = plan.slots[b.slot];
     array.dtype = s.dtype;
     array.shape = s.shape;
-    const char *base = s.region == Region::Arena
-                           ? const_cast<DeviceArena &>(arena_).base()
-                           : artifact_.params();
-    array.data.assign(base + s.offset, base + s.offset + s.bytes);
-    return true;
+    array.data.resize(s.bytes);
+    if (s.region == Region::Arena) {
+      const char *base = const_cast<DeviceArena &>(arena_).base() + s.offset;
+      std::memcpy(array.data.data(), base, s.bytes);
+      return true;
+    }
+    return artifact_.readSlot(s, array.data.data(), error);
   }
   error = "the model has no output '" + name + "'";
   return false;

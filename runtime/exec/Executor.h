@@ -55,15 +55,22 @@ public:
   bool getOutput(const std::string &name, npy::Array &array,
                  std::string &error) const;
 
+  /// Bytes moved between the SSD store and the device arena so far.
+  uint64_t ssdBytesRead() const { return bytesRead_; }
+  uint64_t ssdBytesWritten() const { return bytesWritten_; }
+
   uint64_t arenaPeak() const { return arena_.peak(); }
 
 private:
   cpu::TensorRef ref(uint32_t slot);
+  bool ssdTransfer(const artifact::Step &step, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;
 
   artifact::Artifact &artifact_;
   DeviceArena arena_;
   std::vector<bool> inputSet_;
+  uint64_t bytesRead_ = 0;
+  uint64_t bytesWritten_ = 0;
 };
 
 } // namespace strata::exec

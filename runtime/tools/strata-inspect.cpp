@@ -91,9 +91,36 @@ int main(int argc, char **argv) {
   std::printf("  device arena (activations, workspace): %s (%llu bytes)\n",
               formatSize(plan.arenaBytes).c_str(),
               static_cast<unsigned long long>(plan.arenaBytes));
-  std::printf("  parameter region (params.bin):         %s (%llu bytes)\n",
+  std::printf("  device parameter region:               %s (%llu bytes)\n",
               formatSize(plan.paramsBytes).c_str(),
               static_cast<unsigned long long>(plan.paramsBytes));
+  std::printf("  host region:                           %s (%llu bytes)\n",
+              formatSize(plan.hostBytes).c_str(),
+              static_cast<unsigned long long>(plan.hostBytes));
+  std::printf("  ssd store:                             %s (%llu bytes)",
+              formatSize(plan.ssdBytes).c_str(),
+              static_cast<unsigned long long>(plan.ssdBytes));
+  for (const std::string &d : plan.ssdDirs)
+    std::printf(" %s", d.c_str());
+  std::printf("\n");
+  // Placement by class and tier.
+  uint64_t byTier[3][3] = {}; // [params, states, constants][device, host, ssd]
+  for (const ParamEntry &p : plan.params) {
+    const Slot &s = plan.slots[p.slot];
+    int cls = (p.flags & ParamEntry::Constant) ? 2
+              : (p.flags & ParamEntry::State)  ? 1
+                                               : 0;
+    int tier = s.region == Region::Host ? 1 : s.region == Region::Ssd ? 2 : 0;
+    byTier[cls][tier] += s.bytes;
+  }
+  std::printf("placement (bytes)      %14s %14s %14s\n", "device", "host",
+              "ssd");
+  const char *classes[3] = {"parameters", "optimizer state", "constants"};
+  for (int c = 0; c < 3; ++c)
+    std::printf("  %-20s %14llu %14llu %14llu\n", classes[c],
+                static_cast<unsigned long long>(byTier[c][0]),
+                static_cast<unsigned long long>(byTier[c][1]),
+                static_cast<unsigned long long>(byTier[c][2]));
   std::printf("steps: %zu\n", plan.steps.size());
   if (!plan.memory.empty())
     std::printf("%s", formatMemoryReport(plan).c_str());
@@ -114,17 +141,18 @@ int main(int argc, char **argv) {
                   static_cast<unsigned long long>(s.offset + s.bytes),
                   describe(s).c_str(), s.name.c_str());
     }
-    std::printf("\nparameter region:\n");
+    std::printf("\nstored tensors (offset in their tier's region):\n");
     for (const ParamEntry &p : plan.params) {
       const Slot &s = plan.slots[p.slot];
-      std::printf("  [%10llu, %10llu) %-28s %s%s\n",
+      const char *kind = (p.flags & ParamEntry::Constant)    ? "constant"
+                         : (p.flags & ParamEntry::State)     ? "optimizer state"
+                         : (p.flags & ParamEntry::Trainable) ? "trainable"
+                                                             : "frozen";
+      std::printf("  [%10llu, %10llu) %-28s %s (%s, %s)\n",
                   static_cast<unsigned long long>(s.offset),
                   static_cast<unsigned long long>(s.offset + s.bytes),
-                  describe(s).c_str(), p.name.c_str(),
-                  (p.flags & ParamEntry::Constant)    ? " (constant)"
-                  : (p.flags & ParamEntry::State)     ? " (optimizer state)"
-                  : (p.flags & ParamEntry::Trainable) ? " (trainable)"
-                                                      : " (frozen)");
+                  describe(s).c_str(), p.name.c_str(), kind,
+                  s.region == Region::Params ? "device" : regionName(s.region));
     }
   }
   if (showOps) {

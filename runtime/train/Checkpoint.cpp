@@ -48,21 +48,51 @@ bool readExactly(int fd, void *out, size_t size) {
 } // namespace
 
 bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
-                    const char *region, uint64_t bytes, std::string &error) {
+                    artifact::Artifact &art, std::string &error) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot create '" + tmp + "': " + std::strerror(errno);
+    return false;
+  }
   Header h;
   std::memcpy(h.magic, kMagic, 8);
   h.version = kCheckpointVersion;
   h.planCrc = info.planCrc;
   h.step = info.step;
-  h.regionBytes = bytes;
-  h.regionCrc = crc32c(region, bytes);
+  h.regionBytes = art.stateBytes();
+  h.regionCrc = 0;
+  bool ok = writeAll(fd, &h, sizeof(h));
+  int savedErrno = 0;
+  ok = ok && art.readState(
+                 [&](const char *data, size_t n) {
+                   h.regionCrc = crc32c(data, n, h.regionCrc);
+                   if (writeAll(fd, data, n))
+                     return true;
+                   savedErrno = errno;
+                   return false;
+                 },
+                 error);
   h.headerCrc = headerCrc(h);
-  return writeFileAtomically(path, {{&h, sizeof(h)}, {region, bytes}},
-                             error);
+  ok = ok && ::pwrite(fd, &h, sizeof(h), 0) == sizeof(h) && ::fsync(fd) == 0;
+  if (!ok && !savedErrno)
+    savedErrno = errno;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write checkpoint '" + path + "': " +
+            (error.empty() ? std::strerror(savedErrno ? savedErrno : errno)
+                           : error) +
+            (savedErrno == ENOSPC ? " (the disk is full)" : "");
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  size_t slash = path.find_last_of('/');
+  syncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
+  return true;
 }
 
-bool loadCheckpoint(const std::string &path, uint32_t planCrc, char *region,
-                    uint64_t bytes, CheckpointInfo &info, std::string &error) {
+bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
+                    CheckpointInfo &info, std::string &error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error = "cannot open checkpoint '" + path + "': " + std::strerror(errno);
@@ -81,16 +111,29 @@ bool loadCheckpoint(const std::string &path, uint32_t planCrc, char *region,
   if (h.version != kCheckpointVersion)
     return fail("format version " + std::to_string(h.version) +
                 ", this runtime reads " + std::to_string(kCheckpointVersion));
-  if (h.planCrc != planCrc)
+  if (h.planCrc != art.plan().payloadCrc)
     return fail("belongs to another plan (the artifact was recompiled); "
                 "start without --resume");
-  if (h.regionBytes != bytes)
+  if (h.regionBytes != art.stateBytes())
     return fail("holds " + std::to_string(h.regionBytes) +
-                " bytes of state, the plan has " + std::to_string(bytes));
-  if (!readExactly(fd, region, bytes))
-    return fail("truncated");
+                " bytes of state, the plan has " +
+                std::to_string(art.stateBytes()));
+  uint32_t crc = 0;
+  bool truncated = false;
+  bool ok = art.writeState(
+      [&](char *data, size_t n) {
+        if (!readExactly(fd, data, n)) {
+          truncated = true;
+          return false;
+        }
+        crc = crc32c(data, n, crc);
+        return true;
+      },
+      error);
+  if (!ok)
+    return fail(truncated ? "truncated" : error);
   ::close(fd);
-  if (crc32c(region, bytes) != h.regionCrc) {
+  if (crc != h.regionCrc) {
     error = "checkpoint '" + path + "': corrupted (checksum mismatch)";
     return false;
   }

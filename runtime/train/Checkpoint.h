@@ -1,7 +1,8 @@
 // Checkpoint.h - Saving and restoring a training run's state.
 //
-// A checkpoint holds the whole parameter region (parameters and optimizer
-// state) and the number of completed steps, tied to the plan it belongs to.
+// A checkpoint holds all training state (parameters and optimizer state, in
+// whichever regions the plan keeps them: device, host, SSD) and the number
+// of completed steps, tied to the plan it belongs to.
 // It is written to a temporary file, fsynced and renamed over the previous
 // one, so a crash or kill -9 at any moment leaves the last complete
 // checkpoint in place.
@@ -11,6 +12,8 @@
 
 #ifndef STRATA_RUNTIME_TRAIN_CHECKPOINT_H
 #define STRATA_RUNTIME_TRAIN_CHECKPOINT_H
+
+#include "runtime/artifact/Artifact.h"
 
 #include <cstdint>
 #include <string>
@@ -24,14 +27,15 @@ struct CheckpointInfo {
   uint64_t step = 0;
 };
 
-/// Writes `region` with `info` to `path` atomically.
+/// Writes the artifact's state with `info` to `path` atomically.
 bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
-                    const char *region, uint64_t bytes, std::string &error);
+                    artifact::Artifact &artifact, std::string &error);
 
-/// Reads `path` into `region` (of `bytes` bytes), checking the format, that
-/// it belongs to the plan with `planCrc`, the size and the checksum.
-bool loadCheckpoint(const std::string &path, uint32_t planCrc, char *region,
-                    uint64_t bytes, CheckpointInfo &info, std::string &error);
+/// Reads `path` into the artifact's state, checking the format, that it
+/// belongs to the artifact's plan, the size and the checksum. On failure the
+/// state is undefined: the caller must not continue with it.
+bool loadCheckpoint(const std::string &path, artifact::Artifact &artifact,
+                    CheckpointInfo &info, std::string &error);
 
 } // namespace strata::train
 

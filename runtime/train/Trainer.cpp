@@ -110,8 +110,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   int64_t start = 0;
   if (options.resume) {
     CheckpointInfo info;
-    if (!loadCheckpoint(ckpt, plan.payloadCrc, art.params(), plan.paramsBytes,
-                        info, error))
+    if (!loadCheckpoint(ckpt, art, info, error))
       return false;
     start = static_cast<int64_t>(info.step);
     if (!options.quiet)
@@ -242,7 +241,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       CheckpointInfo info;
       info.planCrc = plan.payloadCrc;
       info.step = static_cast<uint64_t>(step + 1);
-      if (!saveCheckpoint(ckpt, info, art.params(), plan.paramsBytes, error)) {
+      if (!saveCheckpoint(ckpt, info, art, error)) {
         error = "saving the checkpoint at step " + std::to_string(step + 1) +
                 " failed (the previous checkpoint is intact): " + error;
         ok = false;

@@ -118,7 +118,7 @@ class ForwardParity(unittest.TestCase):
         self.assertIn("input_ids: int64[2, 8]", out)
         self.assertIn("logits: float32[2, 8, 96]", out)
         self.assertIn("memory plan (device arena, by offset):", out)
-        self.assertIn("wte.weight (trainable)", out)
+        self.assertIn("wte.weight (trainable, device)", out)
         self.assertRegex(out, r"\n\s+\d+ matmul\s+")
         n = int(re.search(r"parameters: (\d+) trainable", out).group(1))
         self.assertEqual(n, sum(meta["parameters"].values()))

@@ -10,6 +10,9 @@
 #include "compiler/serialize/ArtifactWriter.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/support/Npy.h"
+#include "runtime/support/Size.h"
+
+#include <tuple>
 #include "runtime/artifact/MemoryReport.h"
 
 #include <sstream>
@@ -185,6 +188,29 @@ static cl::opt<bool> printWeights(
     cl::desc("Print parameter values in full instead of eliding them"),
     cl::init(false), cl::cat(category));
 
+static cl::OptionCategory tierCategory("memory tiers");
+static cl::opt<std::string> gpuMem(
+    "gpu-mem",
+    cl::desc("Device memory budget (bytes, or with KiB/MiB/GiB/TiB); tensors "
+             "move to host memory or SSD to fit"),
+    cl::init(""), cl::cat(tierCategory));
+static cl::opt<std::string> cpuMem(
+    "cpu-mem", cl::desc("Host memory budget for tensors moved off the device"),
+    cl::init(""), cl::cat(tierCategory));
+static cl::list<std::string> ssdDirs(
+    "ssd-dir",
+    cl::desc("Directory of the SSD store, one per drive (repeatable: drives "
+             "are striped)"),
+    cl::cat(tierCategory));
+static cl::opt<std::string> placeParams(
+    "place-params",
+    cl::desc("Force the parameters' tier: auto (default), device, host, ssd"),
+    cl::init("auto"), cl::cat(tierCategory));
+static cl::opt<std::string> placeStates(
+    "place-states",
+    cl::desc("Force the optimizer state's tier: auto, device, host, ssd"),
+    cl::init("auto"), cl::cat(tierCategory));
+
 static cl::opt<bool> report(
     "report",
     cl::desc("Print the plan's memory by class (parameters, gradients, "
@@ -273,7 +299,7 @@ private:
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&category, &trainCategory});
+  cl::HideUnrelatedOptions({&category, &trainCategory, &tierCategory});
   // --list-ops needs no model; let it through the Required positional.
   for (int i = 1; i < argc; ++i) {
     if (llvm::StringRef(argv[i]) == "--list-ops") {
@@ -475,13 +501,49 @@ int main(int argc, char **argv) {
     training.gradientsOnly = mode == Mode::Grad;
     strata::buildTrainingPipeline(pm, training);
   }
+  strata::TierOptions tiers;
+  tiers.params = placeParams;
+  tiers.states = placeStates;
+  tiers.hasSsd = !ssdDirs.empty();
+  for (auto [flag, text, out] :
+       {std::tuple{"--gpu-mem", &gpuMem, &tiers.gpuMem},
+        std::tuple{"--cpu-mem", &cpuMem, &tiers.cpuMem}}) {
+    if (!text->empty() && !strata::parseSize(*text, *out)) {
+      llvm::errs() << "strata-compile: error: " << flag << ": invalid size '"
+                   << *text << "' (e.g. 24GiB)\n";
+      return 1;
+    }
+  }
   if (what == Emit::Exec || what == Emit::Artifact)
-    strata::buildForwardToExecPipeline(pm);
+    strata::buildForwardToExecPipeline(pm, tiers);
   if (failed(pm.run(*module)))
     return 1;
 
+  if ((what == Emit::Exec || what == Emit::Artifact) && tiers.gpuMem > 0) {
+    auto func = module->lookupSymbol<func::FuncOp>("main");
+    uint64_t arena = func->getAttrOfType<IntegerAttr>("exec.arena_bytes").getInt();
+    uint64_t resident =
+        func->getAttrOfType<IntegerAttr>("exec.params_bytes").getInt();
+    if (arena + resident > tiers.gpuMem) {
+      llvm::errs() << "strata-compile: error: the plan needs "
+                   << strata::formatSize(arena + resident)
+                   << " of device memory (arena " << strata::formatSize(arena)
+                   << " + resident parameters "
+                   << strata::formatSize(resident) << "); --gpu-mem is "
+                   << strata::formatSize(tiers.gpuMem)
+                   << ". The arena (activations, gradients, workspace) "
+                      "cannot leave the device yet, so the minimum is about "
+                   << strata::formatSize(arena)
+                   << (tiers.hasSsd || tiers.cpuMem == 0
+                           ? ""
+                           : "; give --ssd-dir to move more off the device")
+                   << "\n";
+      return 1;
+    }
+  }
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
+    info.ssdDirs.assign(ssdDirs.begin(), ssdDirs.end());
 
     if (auto producer = (*module)->getAttrOfType<StringAttr>("graph.producer"))
       info.producer = producer.getValue().str();

@@ -203,8 +203,7 @@ int main(int argc, char **argv) {
   struct stat st;
   if (::stat(ckpt.c_str(), &st) == 0) {
     train::CheckpointInfo info;
-    if (!train::loadCheckpoint(ckpt, plan.payloadCrc, art.params(),
-                               plan.paramsBytes, info, error))
+    if (!train::loadCheckpoint(ckpt, art, info, error))
       return fail(error);
     std::fprintf(stderr, "strata-export: weights after %llu steps (%s)\n",
                  static_cast<unsigned long long>(info.step), ckpt.c_str());
@@ -256,7 +255,9 @@ int main(int argc, char **argv) {
         return fail("initializer '" + t.name() + "' has " +
                     std::to_string(n) + " elements in the source model, " +
                     std::to_string(slot.numElements()) + " in the artifact");
-      bytes.assign(art.params() + p.fileOffset, p.bytes);
+      bytes.resize(p.bytes);
+      if (!art.readSlot(slot, bytes.data(), error))
+        return fail(error);
       ++replaced;
     } else if (!initializerBytes(t, baseDir, bytes, error)) {
       if (!error.empty())

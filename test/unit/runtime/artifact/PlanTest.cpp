@@ -20,6 +20,7 @@ Plan samplePlan() {
   p.sourceModel = "m.onnx";
   p.arenaBytes = 128;
   p.paramsBytes = 4096;
+  p.paramsFileBytes = 4096;
   p.slots.push_back({"x", DType::F32, {2, 4}, Region::Arena, 0, 32});
   p.slots.push_back({"w", DType::F32, {4, 4}, Region::Params, 0, 64});
   p.slots.push_back({"y", DType::F32, {2, 4}, Region::Arena, 64, 32});
