@@ -21,7 +21,7 @@ void buildGraphCleanupPipeline(mlir::OpPassManager &pm);
 
 /// Where stored tensors may go (strata-compile's budget flags).
 struct TierOptions {
-  std::string params = "auto", states = "auto";
+  std::string params = "auto", states = "auto", activations = "auto";
   uint64_t gpuMem = 0, cpuMem = 0;
   bool hasSsd = false;
 };

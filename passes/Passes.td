@@ -157,7 +157,10 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     per class (`params=ssd`, `states=host`) or automatically under the
     device budget (`gpu-mem`): optimizer state leaves the device first, then
     parameters, largest first; host memory is used while `cpu-mem` allows,
-    the SSD after that. Every read of an off-device tensor gets a fetch into
+    the SSD after that; if that is not enough, forward activations that the
+    backward pass reads are swapped out after their last forward use and
+    fetched back before their first backward use, largest first. Every read
+    of an off-device tensor gets a fetch into
     the device arena just before it (`exec.kernel "copy"`), and every
     in-place update of one runs on a fetched copy that is written back
     (`exec.kernel "assign"`) right after.
@@ -173,6 +176,10 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
            "Tier of the parameters: auto, device, host or ssd">,
     Option<"states", "states", "std::string", /*default=*/"\"auto\"",
            "Tier of the optimizer state: auto, device, host or ssd">,
+    Option<"activations", "activations", "std::string",
+           /*default=*/"\"auto\"",
+           "Where forward activations the backward pass reads wait: auto, "
+           "device (kept), host or ssd (swapped out and back)">,
     Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
            "Device memory budget in bytes (0: unlimited)">,
     Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
@@ -182,7 +189,8 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numFetches", "fetches", "Fetches into the device arena">,
-    Statistic<"numWritebacks", "writebacks", "Write-backs after updates">
+    Statistic<"numWritebacks", "writebacks", "Write-backs after updates">,
+    Statistic<"numSwapped", "swapped", "Activations swapped out and back">
   ];
 }
 

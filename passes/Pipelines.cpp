@@ -29,6 +29,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   PlaceTiersPassOptions place;
   place.params = tiers.params;
   place.states = tiers.states;
+  place.activations = tiers.activations;
   place.gpuMem = tiers.gpuMem;
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;

@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
+#include <functional>
 
 #define DEBUG_TYPE "strata-place-tiers"
 
@@ -51,7 +52,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   using PlaceTiersPassBase::PlaceTiersPassBase;
 
   void runOnOperation() override {
-    for (StringRef opt : {StringRef(params), StringRef(states)})
+    for (StringRef opt :
+         {StringRef(params), StringRef(states), StringRef(activations)})
       if (opt != "auto" && opt != "device" && opt != "host" && opt != "ssd") {
         getOperation().emitError("unknown tier '")
             << opt << "' (auto, device, host or ssd)";
@@ -154,6 +156,143 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return success();
   }
 
+  /// Forward values the backward pass reads: the candidates for swapping.
+  static SmallVector<Value> swappable(Block &body) {
+    SmallVector<Value> out;
+    for (Operation &op : body) {
+      auto kernel = dyn_cast<exec::KernelOp>(op);
+      if (!kernel || kernel->hasAttr("strata.backward") ||
+          kernel->hasAttr("strata.optimizer"))
+        continue;
+      for (Value r : kernel.getResults()) {
+        bool forward = false, backward = false;
+        std::function<void(Value)> scan = [&](Value v) {
+          for (Operation *u : v.getUsers()) {
+            if (auto view = dyn_cast<exec::ViewOp>(u))
+              scan(view.getResult());
+            else if (u->hasAttr("strata.backward"))
+              backward = true;
+            else
+              forward = true;
+          }
+        };
+        scan(r);
+        if (backward)
+          out.push_back(r);
+        (void)forward;
+      }
+    }
+    return out;
+  }
+
+  /// Swaps `value` out to `tier` after its last forward use and back in
+  /// before its first backward use.
+  void swap(Block &body, Value value, StringRef tier, unsigned index) {
+    llvm::DenseMap<Operation *, unsigned> position;
+    unsigned i = 0;
+    for (Operation &op : body)
+      position[&op] = i++;
+    SmallVector<OpOperand *> backwardUses;
+    Operation *lastForward = value.getDefiningOp();
+    std::function<void(Value)> scan = [&](Value v) {
+      for (OpOperand &use : v.getUses()) {
+        Operation *u = use.getOwner();
+        if (auto view = dyn_cast<exec::ViewOp>(u)) {
+          scan(view.getResult());
+        } else if (u->hasAttr("strata.backward")) {
+          backwardUses.push_back(&use);
+        } else if (position[u] > position[lastForward]) {
+          lastForward = u;
+        }
+      }
+    };
+    scan(value);
+    if (backwardUses.empty())
+      return;
+    Operation *firstBackward = backwardUses.front()->getOwner();
+    for (OpOperand *use : backwardUses)
+      if (position[use->getOwner()] < position[firstBackward])
+        firstBackward = use->getOwner();
+    // Only a value the forward pass is done with can wait elsewhere (an
+    // output, read after the run, cannot).
+    if (position[lastForward] >= position[firstBackward])
+      return;
+    OpBuilder b(&body, body.begin());
+    Location loc = value.getLoc();
+    Value space = b.create<exec::SwapSpaceOp>(
+        loc, value.getType(), b.getStringAttr("swap." + std::to_string(index)),
+        b.getStringAttr(tier), IntegerAttr());
+    b.setInsertionPointAfter(lastForward);
+    b.create<exec::KernelOp>(loc, TypeRange{}, b.getStringAttr("store"),
+                             ValueRange{space, value},
+                             b.getDenseI64ArrayAttr({}),
+                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                             DenseI64ArrayAttr());
+    b.setInsertionPoint(firstBackward);
+    auto back = b.create<exec::KernelOp>(
+        loc, TypeRange{value.getType()}, b.getStringAttr("copy"),
+        ValueRange{space}, b.getDenseI64ArrayAttr({}),
+        b.getDenseF64ArrayAttr({}), IntegerAttr(), DenseI64ArrayAttr());
+    back->setAttr("strata.backward", b.getUnitAttr());
+    for (OpOperand *use : backwardUses) {
+      // Rebuild the views between the value and this use on the copy.
+      SmallVector<exec::ViewOp> chain;
+      for (Value v = use->get(); v != value;
+           v = v.getDefiningOp<exec::ViewOp>().getInput())
+        chain.push_back(v.getDefiningOp<exec::ViewOp>());
+      Value replacement = back.getResult(0);
+      OpBuilder vb(use->getOwner());
+      for (exec::ViewOp view : llvm::reverse(chain))
+        replacement =
+            vb.create<exec::ViewOp>(view.getLoc(), view.getType(), replacement);
+      use->set(replacement);
+    }
+    ++numSwapped;
+  }
+
+  LogicalResult placeActivations(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    SmallVector<Value> candidates = swappable(body);
+    if (activations == "host" || activations == "ssd") {
+      if (activations == "ssd" && !hasSsd)
+        return func.emitError("activations on the SSD need --ssd-dir");
+      unsigned n = 0;
+      for (Value v : candidates)
+        swap(body, v, activations, n++);
+      return success();
+    }
+    if (activations == "device" || gpuMem == 0)
+      return success();
+    uint64_t alignment =
+        hasSsd ? artifact::kParamAlignment : artifact::kArenaAlignment;
+    uint64_t resident = 0;
+    for (auto p : body.getOps<exec::ParamOp>())
+      if (p.getTier() == "device")
+        resident += (bytesOf(p.getType()) + artifact::kParamAlignment - 1) /
+                    artifact::kParamAlignment * artifact::kParamAlignment;
+    // Largest first, until the estimate fits; swap space on the host while
+    // it fits the host budget (after the tensors already placed there).
+    uint64_t host = 0;
+    for (auto p : body.getOps<exec::ParamOp>())
+      if (p.getTier() == "host")
+        host += bytesOf(p.getType());
+    std::stable_sort(candidates.begin(), candidates.end(), [](Value a, Value b) {
+      return bytesOf(a.getType()) > bytesOf(b.getType());
+    });
+    unsigned n = 0;
+    for (Value v : candidates) {
+      if (liveArenaEstimate(body, alignment) + resident <= gpuMem)
+        break;
+      uint64_t bytes = bytesOf(v.getType());
+      bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
+      if (!toHost && !hasSsd)
+        break;
+      host += toHost ? bytes : 0;
+      swap(body, v, toHost ? "host" : "ssd", n++);
+    }
+    return success();
+  }
+
   LogicalResult place(func::FuncOp func) {
     Block &body = func.getBody().front();
     SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
@@ -216,7 +355,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         }
       }
     }
-    return success();
+    return placeActivations(func);
   }
 };
 

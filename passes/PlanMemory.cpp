@@ -69,6 +69,8 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     bool usesSsd = false;
     for (auto param : body.getOps<exec::ParamOp>())
       usesSsd |= param.getTier() == "ssd";
+    for (auto space : body.getOps<exec::SwapSpaceOp>())
+      usesSsd |= space.getTier() == "ssd";
     // Device buffers that SSD transfers land in must be 4 KiB-aligned and
     // padded; with an SSD tier every arena buffer is.
     uint64_t alignment = usesSsd ? artifact::kParamAlignment
@@ -82,6 +84,12 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         param.setOffsetAttr(
             OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
         region = alignTo(region + bytesOf(param.getType()),
+                         artifact::kParamAlignment);
+      } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
+        uint64_t &region = space.getTier() == "ssd" ? ssdBytes : hostBytes;
+        space.setOffsetAttr(
+            OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
+        region = alignTo(region + bytesOf(space.getType()),
                          artifact::kParamAlignment);
       } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
         for (Value r : op.getResults()) {

@@ -206,6 +206,16 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       entry.bytes = s.bytes;
       entry.crc = crc32c(data->data(), data->size());
       plan.params.push_back(entry);
+    } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
+      FailureOr<uint64_t> offset = offsetOf(&op);
+      if (failed(offset))
+        return failure();
+      FailureOr<uint32_t> slot = addSlot(
+          space.getResult(), &op,
+          space.getTier() == "ssd" ? MemRegion::Ssd : MemRegion::Host, *offset);
+      if (failed(slot))
+        return failure();
+      plan.slots[*slot].name = space.getName().str();
     } else if (auto view = dyn_cast<exec::ViewOp>(op)) {
       const Slot base = plan.slots[slotOf.at(view.getInput())];
       FailureOr<uint32_t> slot =

@@ -77,6 +77,23 @@ def Exec_ParamOp : Exec_Op<"param"> {
   let hasVerifier = 1;
 }
 
+def Exec_SwapSpaceOp : Exec_Op<"swap_space"> {
+  let summary = "Room on the host or SSD for a swapped-out activation";
+  let description = [{
+    Holds no initial value and is not part of checkpoints' meaning: a
+    forward activation is stored here (`exec.kernel "store"`) after its last
+    forward use and fetched back (`exec.kernel "copy"`) before the backward
+    pass needs it, freeing its device memory in between.
+
+    ```mlir
+    %s = exec.swap_space "swap.3" {tier = "ssd", offset = 0 : i64} : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$tier, OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
 def Exec_KernelOp : Exec_Op<"kernel"> {
   let summary = "One kernel launch";
   let description = [{

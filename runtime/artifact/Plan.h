@@ -84,7 +84,7 @@ enum class Kernel : uint16_t {
   LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
   SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
-  UpdateAdaLomo, Assign, Sin, Cos,
+  UpdateAdaLomo, Assign, Sin, Cos, Store,
   // Add new kernels above this line.
   NumKernels
 };

@@ -28,7 +28,7 @@ const char *const kKernelNames[] = {
     "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
     "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
     "update_momentum", "update_adamw", "accumulate", "update_adalomo",
-    "assign",     "sin",         "cos",
+    "assign",     "sin",         "cos",        "store",
 };
 static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
                   static_cast<size_t>(Kernel::NumKernels),
@@ -275,7 +275,8 @@ uint64_t Plan::memoryOf(const std::string &name) const {
 bool isUpdateKernel(Kernel kernel) {
   return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
          kernel == Kernel::UpdateAdamW || kernel == Kernel::Accumulate ||
-         kernel == Kernel::UpdateAdaLomo || kernel == Kernel::Assign;
+         kernel == Kernel::UpdateAdaLomo || kernel == Kernel::Assign ||
+         kernel == Kernel::Store;
 }
 
 double Schedule::factor(int64_t step) const {
@@ -349,7 +350,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (isUpdateKernel(s.kernel)) {
       size_t needed = s.kernel == Kernel::UpdateSgd ||
                               s.kernel == Kernel::Accumulate ||
-                              s.kernel == Kernel::Assign
+                              s.kernel == Kernel::Assign ||
+                              s.kernel == Kernel::Store
                           ? 2
                       : s.kernel == Kernel::UpdateAdaLomo ? 3
                       : s.kernel == Kernel::UpdateMomentum ? 3
@@ -357,17 +359,17 @@ bool validatePlan(const Plan &plan, std::string &error) {
       if (s.inputs.size() < needed)
         return fail(where + " has too few operands");
       for (size_t k = 0; k < needed; ++k) {
-        if (k == 1 && s.kernel != Kernel::Assign)
+        bool writes = s.kernel == Kernel::Assign || s.kernel == Kernel::Store;
+        if (k == 1 && !writes)
           continue;
         if (s.inputs[k] >= plan.slots.size())
           continue;
         Region r = plan.slots[s.inputs[k]].region;
         // Assign writes back to any stored region; updates work on device
         // memory (the parameter region or a fetched copy in the arena).
-        bool ok = s.kernel == Kernel::Assign
-                      ? (k == 0 ? r != Region::Arena : r != Region::Ssd &&
-                                                           r != Region::Host)
-                      : (r == Region::Params || r == Region::Arena);
+        bool ok = writes ? (k == 0 ? r != Region::Arena
+                                   : r != Region::Ssd && r != Region::Host)
+                         : (r == Region::Params || r == Region::Arena);
         if (!ok)
           return fail(where + " updates a value in the wrong region");
       }

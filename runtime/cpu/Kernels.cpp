@@ -1288,6 +1288,10 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
       std::memcpy(in[0].data, in[1].data,
                   in[0].numElements() * dtypeSize(in[0].dtype));
     return true;
+  case Kernel::Store: // Swapping an activation out: every micro-batch.
+    std::memcpy(in[0].data, in[1].data,
+                in[0].numElements() * dtypeSize(in[0].dtype));
+    return true;
   default:
     break;
   }

@@ -111,7 +111,8 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
     const artifact::Step &step = plan.steps[i];
     bool ssd = (step.kernel == artifact::Kernel::Copy &&
                 plan.slots[step.inputs[0]].region == Region::Ssd) ||
-               (step.kernel == artifact::Kernel::Assign &&
+               ((step.kernel == artifact::Kernel::Assign ||
+                 step.kernel == artifact::Kernel::Store) &&
                 plan.slots[step.inputs[0]].region == Region::Ssd);
     if (ssd) {
       if (!context.applyUpdates && step.kernel == artifact::Kernel::Assign)

@@ -211,6 +211,12 @@ static cl::opt<std::string> placeStates(
     cl::desc("Force the optimizer state's tier: auto, device, host, ssd"),
     cl::init("auto"), cl::cat(tierCategory));
 
+static cl::opt<std::string> placeActivations(
+    "place-activations",
+    cl::desc("Where forward activations wait for the backward pass: auto, "
+             "device (kept), host or ssd (swapped out and back)"),
+    cl::init("auto"), cl::cat(tierCategory));
+
 static cl::opt<bool> report(
     "report",
     cl::desc("Print the plan's memory by class (parameters, gradients, "
@@ -504,6 +510,7 @@ int main(int argc, char **argv) {
   strata::TierOptions tiers;
   tiers.params = placeParams;
   tiers.states = placeStates;
+  tiers.activations = placeActivations;
   tiers.hasSsd = !ssdDirs.empty();
   for (auto [flag, text, out] :
        {std::tuple{"--gpu-mem", &gpuMem, &tiers.gpuMem},
@@ -531,8 +538,9 @@ int main(int argc, char **argv) {
                    << " + resident parameters "
                    << strata::formatSize(resident) << "); --gpu-mem is "
                    << strata::formatSize(tiers.gpuMem)
-                   << ". The arena (activations, gradients, workspace) "
-                      "cannot leave the device yet, so the minimum is about "
+                   << ". Even with parameters, state and swappable "
+                      "activations off the device, the arena (gradients, "
+                      "workspace, activations in use) needs about "
                    << strata::formatSize(arena)
                    << (tiers.hasSsd || tiers.cpuMem == 0
                            ? ""

@@ -1,0 +1,36 @@
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=ssd states=host has-ssd=true" | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=host" | FileCheck %s --check-prefix=SWAP
+
+// Tests that an off-device parameter is fetched into the arena before each
+// read, that an in-place update runs on a fetched copy written back after
+// it, and that state follows its own placement.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[W:.+]] = exec.param "w" trainable {tier = "ssd"
+// CHECK: %[[M:.+]] = exec.param "w.m" state {tier = "host"
+// CHECK: %[[F1:.+]] = exec.kernel "copy"(%[[W]])
+// CHECK-NEXT: %[[Y:.+]] = exec.kernel "matmul"(%{{.+}}, %[[F1]])
+// CHECK: %[[F2:.+]] = exec.kernel "copy"(%[[W]])
+// CHECK-NEXT: %[[FM:.+]] = exec.kernel "copy"(%[[M]])
+// CHECK-NEXT: exec.kernel "update_momentum"(%[[F2]], %{{.+}}, %[[FM]])
+// CHECK-DAG: exec.kernel "assign"(%[[W]], %[[F2]])
+// CHECK-DAG: exec.kernel "assign"(%[[M]], %[[FM]])
+
+// Tests that a forward activation read by the backward pass is stored after
+// its last forward use and fetched back before its first backward use.
+// SWAP-LABEL: func.func @main
+// SWAP: %[[S:.+]] = exec.swap_space "swap.0" {tier = "host"}
+// SWAP: %[[Y:.+]] = exec.kernel "matmul"
+// SWAP: exec.kernel "store"(%[[S]], %[[Y]])
+// SWAP: %[[B:.+]] = exec.kernel "copy"(%[[S]]) {strata.backward}
+// SWAP-NEXT: exec.kernel "exp"(%[[B]]) {strata.backward}
+func.func @main() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %g = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %g) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  exec.kernel "update_momentum"(%w, %gw, %m) {floats = array<f64: 0.1, 0.9, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.output "g" %g : tensor<2x4xf32>
+  return
+}
