@@ -30,6 +30,8 @@ bool DeviceArena::reserve(uint64_t bytes, uint64_t budget,
 
 bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   inputSet_.assign(artifact_.plan().inputs.size(), false);
+  arena_.setAlignment(artifact_.plan().ssdBytes > 0 ? artifact::kParamAlignment
+                                                    : artifact::kArenaAlignment);
   return arena_.reserve(artifact_.plan().arenaBytes, options.deviceBudget,
                         error);
 }
@@ -56,7 +58,7 @@ bool Executor::ssdTransfer(const artifact::Step &step, std::string &error) {
     const Slot &src = plan.slots[step.inputs[0]];
     const Slot &dst = plan.slots[step.outputs[0]];
     arena_.touch(dst.offset, dst.bytes);
-    bytesRead_ += padded(src.bytes);
+    links_.ssdToDevice += padded(src.bytes);
     return artifact_.ssd()->read(src.offset, arena_.base() + dst.offset,
                                  padded(src.bytes), error);
   }
@@ -66,7 +68,7 @@ bool Executor::ssdTransfer(const artifact::Step &step, std::string &error) {
     error = "a write to the SSD must come from the device arena";
     return false;
   }
-  bytesWritten_ += padded(dst.bytes);
+  links_.deviceToSsd += padded(dst.bytes);
   return artifact_.ssd()->write(dst.offset, arena_.base() + src.offset,
                                 padded(dst.bytes), error);
 }
@@ -114,10 +116,18 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
                ((step.kernel == artifact::Kernel::Assign ||
                  step.kernel == artifact::Kernel::Store) &&
                 plan.slots[step.inputs[0]].region == Region::Ssd);
+    double start = trace_ ? trace_->now() : 0;
     if (ssd) {
       if (!context.applyUpdates && step.kernel == artifact::Kernel::Assign)
         continue;
-      if (!ssdTransfer(step, error)) {
+      bool ok = ssdTransfer(step, error);
+      if (trace_)
+        trace_->add(plan.slots[step.inputs[0]].name,
+                    step.kernel == artifact::Kernel::Copy ? "ssd-read"
+                                                          : "ssd-write",
+                    Lane::Ssd, start, trace_->now(),
+                    plan.slots[step.inputs[0]].bytes);
+      if (!ok) {
         error = "step " + std::to_string(i) + " (SSD transfer of '" +
                 plan.slots[step.inputs[0]].name + "'): " + error;
         return false;
@@ -132,10 +142,33 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
       outs.push_back(ref(s));
       arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
     }
-    if (!cpu::runKernel(step, ins, outs, context, error)) {
-      std::string target = step.outputs.empty()
-                               ? plan.slots[step.inputs[0]].name
-                               : plan.slots[step.outputs[0]].name;
+    // Copies between the host region and the device are the host link.
+    bool hostLink = false;
+    if (step.kernel == artifact::Kernel::Copy &&
+        plan.slots[step.inputs[0]].region == Region::Host) {
+      links_.hostToDevice += plan.slots[step.inputs[0]].bytes;
+      hostLink = true;
+    } else if ((step.kernel == artifact::Kernel::Assign ||
+                step.kernel == artifact::Kernel::Store) &&
+               plan.slots[step.inputs[0]].region == Region::Host &&
+               (context.applyUpdates ||
+                step.kernel == artifact::Kernel::Store)) {
+      links_.deviceToHost += plan.slots[step.inputs[0]].bytes;
+      hostLink = true;
+    }
+    bool ok = cpu::runKernel(step, ins, outs, context, error);
+    std::string target = step.outputs.empty()
+                             ? plan.slots[step.inputs[0]].name
+                             : plan.slots[step.outputs[0]].name;
+    if (trace_)
+      trace_->add(target,
+                  hostLink ? (step.kernel == artifact::Kernel::Copy ? "h2d"
+                                                                    : "d2h")
+                           : artifact::kernelName(step.kernel),
+                  hostLink ? Lane::HostCopy : Lane::Compute, start,
+                  trace_->now(),
+                  step.outputs.empty() ? 0 : plan.slots[step.outputs[0]].bytes);
+    if (!ok) {
       error = "step " + std::to_string(i) + " (" +
               artifact::kernelName(step.kernel) + " -> '" + target +
               "'): " + error;

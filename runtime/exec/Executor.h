@@ -5,6 +5,7 @@
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/exec/Trace.h"
 #include "runtime/support/Npy.h"
 
 #include <string>
@@ -19,15 +20,20 @@ public:
   /// Fails (false, `error`) when `bytes` exceeds `budget`.
   bool reserve(uint64_t bytes, uint64_t budget, std::string &error);
   char *base() { return buffer_.data(); }
+  /// Records that [offset, offset + bytes) is in use; buffers are counted
+  /// with the plan's padding (64 bytes, or 4 KiB with an SSD tier).
   void touch(uint64_t offset, uint64_t bytes) {
+    bytes = (bytes + alignment_ - 1) / alignment_ * alignment_;
     peak_ = std::max(peak_, offset + bytes);
   }
+  void setAlignment(uint64_t alignment) { alignment_ = alignment; }
   uint64_t peak() const { return peak_; }
   uint64_t size() const { return buffer_.size(); }
 
 private:
   artifact::AlignedBuffer buffer_;
   uint64_t peak_ = 0;
+  uint64_t alignment_ = artifact::kArenaAlignment;
 };
 
 struct ExecutorOptions {
@@ -55,9 +61,15 @@ public:
   bool getOutput(const std::string &name, npy::Array &array,
                  std::string &error) const;
 
-  /// Bytes moved between the SSD store and the device arena so far.
-  uint64_t ssdBytesRead() const { return bytesRead_; }
-  uint64_t ssdBytesWritten() const { return bytesWritten_; }
+  /// Bytes moved so far on each link between the tiers.
+  struct LinkBytes {
+    uint64_t hostToDevice = 0, deviceToHost = 0;
+    uint64_t ssdToDevice = 0, deviceToSsd = 0;
+  };
+  const LinkBytes &linkBytes() const { return links_; }
+
+  /// Records an event per step into `trace` (null: stop recording).
+  void setTrace(Trace *trace) { trace_ = trace; }
 
   uint64_t arenaPeak() const { return arena_.peak(); }
 
@@ -69,8 +81,8 @@ private:
   artifact::Artifact &artifact_;
   DeviceArena arena_;
   std::vector<bool> inputSet_;
-  uint64_t bytesRead_ = 0;
-  uint64_t bytesWritten_ = 0;
+  LinkBytes links_;
+  Trace *trace_ = nullptr;
 };
 
 } // namespace strata::exec

@@ -53,6 +53,11 @@ static void usage(FILE *out) {
                "  --resume               continue from the last checkpoint\n"
                "  --log-json FILE        one JSON object per step (step, "
                "loss, lr, grad_norm, tokens_per_s)\n"
+               "  --trace FILE           Chrome-trace JSON of every kernel, "
+               "copy and I/O (chrome://tracing, Perfetto)\n"
+               "  --trace-steps N        training steps to trace (default 2)\n"
+               "  --ssd-dir DIR          SSD store directories (default: as "
+               "compiled; repeatable)\n"
                "  --help                 this text\n");
 }
 
@@ -72,6 +77,8 @@ int main(int argc, char **argv) {
   bool quiet = false;
   train::TrainerOptions trainOptions;
   bool stepsGiven = false;
+  std::string tracePath;
+  std::vector<std::string> ssdDirs;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *flag) -> std::string {
@@ -130,6 +137,12 @@ int main(int argc, char **argv) {
     } else if (arg == "--checkpoint-dir" ||
                arg.rfind("--checkpoint-dir=", 0) == 0) {
       trainOptions.checkpointDir = value("--checkpoint-dir");
+    } else if (arg == "--trace" || arg.rfind("--trace=", 0) == 0) {
+      tracePath = value("--trace");
+    } else if (arg == "--trace-steps" || arg.rfind("--trace-steps=", 0) == 0) {
+      trainOptions.traceSteps = std::atoll(value("--trace-steps").c_str());
+    } else if (arg == "--ssd-dir" || arg.rfind("--ssd-dir=", 0) == 0) {
+      ssdDirs.push_back(value("--ssd-dir"));
     } else if (arg == "--resume") {
       trainOptions.resume = true;
     } else if (arg == "--log-json" || arg.rfind("--log-json=", 0) == 0) {
@@ -154,7 +167,7 @@ int main(int argc, char **argv) {
 
   std::string error;
   artifact::Artifact art;
-  if (!art.open(artifactDir, error)) {
+  if (!art.open(artifactDir, error, ssdDirs)) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;
   }
@@ -173,6 +186,23 @@ int main(int argc, char **argv) {
                  artifactDir.c_str());
     return 2;
   }
+  exec::Trace trace;
+  if (!tracePath.empty()) {
+    executor.setTrace(&trace);
+    trainOptions.trace = &trace;
+  }
+  auto writeTrace = [&] {
+    if (tracePath.empty())
+      return true;
+    if (!trace.write(tracePath, error)) {
+      std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+      return false;
+    }
+    if (!quiet)
+      std::fprintf(stderr, "strata-run: trace of %zu events in %s\n",
+                   trace.size(), tracePath.c_str());
+    return true;
+  };
   for (const auto &[name, file] : inputs) {
     npy::Array array;
     if (!npy::readFile(file, array, error) ||
@@ -189,8 +219,11 @@ int main(int argc, char **argv) {
     trainOptions.quiet = quiet;
     if (!train::runTraining(art, executor, trainOptions, error)) {
       std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+      writeTrace();
       return 1;
     }
+    if (!writeTrace())
+      return 1;
     if (!quiet)
       std::fprintf(stderr,
                    "strata-run: device arena peak %s (plan: %s); parameter "
@@ -209,6 +242,8 @@ int main(int argc, char **argv) {
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();
+  if (!writeTrace())
+    return 1;
   if (!outputDir.empty()) {
     if (!makeDirectories(outputDir, error)) {
       std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());

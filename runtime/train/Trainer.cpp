@@ -4,6 +4,9 @@
 #include "runtime/support/FileUtil.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSource.h"
+#include "runtime/support/Size.h"
+
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -149,7 +152,11 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   std::vector<int64_t> in, lab;
   bool ok = true;
   int64_t micro = plan.accumulate;
+  std::vector<double> stepTimes;
   for (int64_t step = start; step < options.steps && ok; ++step) {
+    executor.setTrace(options.trace && step - start < options.traceSteps
+                          ? options.trace
+                          : nullptr);
     cpu::KernelContext context;
     context.step = step + 1;
     context.lrFactor = plan.schedule.factor(step + 1);
@@ -185,6 +192,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     auto now = std::chrono::steady_clock::now();
     double stepSeconds = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - runStart).count();
+    stepTimes.push_back(stepSeconds);
     double lr = 0;
     // The base rate of the first update kernel, for the log.
     for (const artifact::Step &s : plan.steps)
@@ -254,8 +262,22 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   }
   if (log)
     std::fclose(log);
-  if (ok && !options.quiet)
+  executor.setTrace(nullptr);
+  if (ok && !options.quiet) {
     std::fprintf(stderr, "strata-run: done; checkpoint %s\n", ckpt.c_str());
+    std::vector<double> sorted = stepTimes;
+    std::sort(sorted.begin(), sorted.end());
+    const exec::Executor::LinkBytes &l = executor.linkBytes();
+    double steps = std::max<size_t>(1, stepTimes.size());
+    std::fprintf(stderr,
+                 "strata-run: median step %.3f s; per step: host->device %s, "
+                 "device->host %s, ssd->device %s, device->ssd %s\n",
+                 sorted.empty() ? 0.0 : sorted[sorted.size() / 2],
+                 formatSize(l.hostToDevice / steps).c_str(),
+                 formatSize(l.deviceToHost / steps).c_str(),
+                 formatSize(l.ssdToDevice / steps).c_str(),
+                 formatSize(l.deviceToSsd / steps).c_str());
+  }
   return ok;
 }
 

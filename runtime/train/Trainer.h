@@ -25,6 +25,9 @@ struct TrainerOptions {
   std::string logJson;
   bool quiet = false;
   std::vector<std::pair<std::string, npy::Array>> fixedInputs;
+  /// Record the first `traceSteps` steps into `trace` (null: no trace).
+  exec::Trace *trace = nullptr;
+  int64_t traceSteps = 2;
 };
 
 /// Runs the training loop of a "train" plan. Returns false with `error` set;

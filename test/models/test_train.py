@@ -535,11 +535,21 @@ class TrainParity(unittest.TestCase):
         self.assertGreater(ssd_bytes, 0)
         logs = []
         for a in (probe, art):
-            run([tool("strata-run"), a, "--data", self.data[name][0],
-                 "--steps", "3", "--log-json", a + ".log", "--quiet"])
+            r = run([tool("strata-run"), a, "--data", self.data[name][0],
+                     "--steps", "3", "--log-json", a + ".log", "--trace",
+                     a + ".trace.json"])
             with open(a + ".log") as f:
                 logs.append([json.loads(l)["loss"] for l in f])
         self.assertEqual(logs[0], logs[1])
+        # The summary gives the bytes per link; the arena peak is the plan's.
+        self.assertRegex(r.stderr, r"per step: host->device \S+ \S+, "
+                                   r"device->host \S+ \S+, ssd->device [1-9]")
+        m = re.search(r"device arena peak (.*) \(plan: (.*?)\)", r.stderr)
+        self.assertEqual(m.group(1), m.group(2))
+        with open(art + ".trace.json") as f:
+            events = json.load(f)["traceEvents"]
+        cats = {e.get("cat") for e in events}
+        self.assertTrue({"matmul", "ssd-read", "ssd-write"} <= cats, cats)
 
     def test_adalomo_matches_reference_loop(self):
         """AdaLomo against a plain NumPy loop over PyTorch's gradients."""

@@ -1,0 +1,48 @@
+// Trace.cpp - Chrome-trace events of a run.
+
+#include "runtime/exec/Trace.h"
+#include "runtime/support/FileUtil.h"
+
+#include <cstdio>
+
+namespace strata::exec {
+
+static std::string escape(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20)
+      out += c;
+  }
+  return out;
+}
+
+bool Trace::write(const std::string &path, std::string &error) const {
+  std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  const char *laneNames[] = {"", "compute", "host<->device", "ssd"};
+  for (int lane = 1; lane <= 3; ++lane) {
+    char meta[160];
+    std::snprintf(meta, sizeof(meta),
+                  "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, "
+                  "\"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
+                  lane, laneNames[lane]);
+    json += meta;
+  }
+  for (size_t i = 0; i < events_.size(); ++i) {
+    const Event &e = events_[i];
+    char numbers[200];
+    std::snprintf(numbers, sizeof(numbers),
+                  "\"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, "
+                  "\"dur\": %.3f, \"args\": {\"bytes\": %llu}}",
+                  static_cast<int>(e.lane), e.start, e.end - e.start,
+                  static_cast<unsigned long long>(e.bytes));
+    json += "{\"name\": \"" + escape(e.name) + "\", \"cat\": \"" +
+            e.category + "\", " + numbers +
+            (i + 1 < events_.size() ? ",\n" : "\n");
+  }
+  json += "]}\n";
+  return writeFileAtomically(path, json.data(), json.size(), error);
+}
+
+} // namespace strata::exec

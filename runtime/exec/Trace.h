@@ -1,0 +1,51 @@
+// Trace.h - Chrome-trace events of a run (chrome://tracing, Perfetto).
+
+#ifndef STRATA_RUNTIME_EXEC_TRACE_H
+#define STRATA_RUNTIME_EXEC_TRACE_H
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::exec {
+
+/// The lanes events are drawn on.
+enum class Lane : int { Compute = 1, HostCopy = 2, Ssd = 3 };
+
+class Trace {
+public:
+  Trace() : origin_(std::chrono::steady_clock::now()) {}
+
+  /// Microseconds since the trace began.
+  double now() const {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now() - origin_)
+        .count();
+  }
+
+  void add(std::string name, const char *category, Lane lane, double start,
+           double end, uint64_t bytes) {
+    events_.push_back({std::move(name), category, lane, start, end, bytes});
+  }
+
+  /// Writes the events as Chrome trace JSON; false with `error` on failure.
+  bool write(const std::string &path, std::string &error) const;
+
+  size_t size() const { return events_.size(); }
+
+private:
+  struct Event {
+    std::string name;
+    const char *category;
+    Lane lane;
+    double start, end;
+    uint64_t bytes;
+  };
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<Event> events_;
+};
+
+} // namespace strata::exec
+
+#endif // STRATA_RUNTIME_EXEC_TRACE_H
