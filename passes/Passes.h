@@ -24,6 +24,8 @@ struct TierOptions {
   std::string params = "auto", states = "auto", activations = "auto";
   uint64_t gpuMem = 0, cpuMem = 0;
   bool hasSsd = false;
+  /// Machine profile for the cost model (empty: defaults).
+  std::string profile;
 };
 
 /// Lowers cleaned-up graph IR to planned exec IR: kernels, tier placement,

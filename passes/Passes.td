@@ -194,6 +194,26 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
   ];
 }
 
+def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
+  let summary = "Predict the step time of the planned program";
+  let description = [{
+    A cost model over the exec program, from a machine profile
+    (strata-calibrate; documented defaults without one): matrix products by
+    FLOPs at a size-dependent rate, streaming kernels by elements (simple,
+    transcendental, data movement) plus a launch cost, and transfers by
+    bytes over their link (host copies, SSD reads and writes plus a
+    latency). The runtime runs steps one after another, so the prediction
+    is the sum; the lower bound is the busiest resource (compute, host link,
+    SSD), what perfect overlap would reach. Sets `exec.predicted` (in
+    microseconds) on the function; strata-compile --report and strata-run
+    show it.
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "Machine profile file (strata-calibrate); empty: defaults">
+  ];
+}
+
 def LowerGraphToExecPass : Pass<"strata-lower-graph-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower graph ops to exec kernel launches on buffers";
   let description = [{

@@ -35,6 +35,9 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.hasSsd = tiers.hasSsd;
   pm.addPass(createPlaceTiersPass(place));
   pm.addPass(createPlanMemoryPass());
+  PredictTimePassOptions predict;
+  predict.profile = tiers.profile;
+  pm.addPass(createPredictTimePass(predict));
 }
 
 void strata::buildTrainingPipeline(OpPassManager &pm,

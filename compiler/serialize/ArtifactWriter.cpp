@@ -117,11 +117,12 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.schedule = info.schedule;
   plan.optimizer = info.optimizer;
   plan.accumulate = info.accumulate;
-  if (auto memory = func->getAttrOfType<DictionaryAttr>("exec.memory"))
-    for (NamedAttribute entry : memory)
-      if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
-        plan.memory.push_back({entry.getName().str(),
-                               static_cast<uint64_t>(v.getInt())});
+  for (const char *report : {"exec.memory", "exec.predicted"})
+    if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
+      for (NamedAttribute entry : dict)
+        if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
+          plan.memory.push_back({entry.getName().str(),
+                                 static_cast<uint64_t>(v.getInt())});
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
   if (auto host = func->getAttrOfType<IntegerAttr>("exec.host_bytes"))

@@ -41,6 +41,19 @@ std::string formatMemoryReport(const Plan &plan) {
            ")");
   line("total", plan.arenaBytes + plan.paramsBytes,
        "device arena + parameter region");
+  if (plan.memoryOf("predicted_step_us") > 0) {
+    char buf[320];
+    std::snprintf(
+        buf, sizeof(buf),
+        "predicted step time: %.3f ms (compute %.3f, host link %.3f, ssd "
+        "%.3f); lower bound with full overlap %.3f ms\n",
+        plan.memoryOf("predicted_step_us") / 1e3,
+        plan.memoryOf("predicted_compute_us") / 1e3,
+        plan.memoryOf("predicted_host_link_us") / 1e3,
+        plan.memoryOf("predicted_ssd_link_us") / 1e3,
+        plan.memoryOf("predicted_lower_bound_us") / 1e3);
+    out += buf;
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <mutex>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -231,6 +232,9 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
   uint64_t fileBytes = perDrive * options.stripeBytes;
   store->capacity_ = fileBytes * dirs.size();
   for (size_t i = 0; i < dirs.size(); ++i) {
+    // Create the directory (and its parents) when it is missing.
+    std::error_code ec;
+    std::filesystem::create_directories(dirs[i], ec);
     struct statvfs vfs;
     if (::statvfs(dirs[i].c_str(), &vfs) != 0) {
       error = "SSD directory '" + dirs[i] + "': " + std::strerror(errno);

@@ -269,6 +269,13 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     std::sort(sorted.begin(), sorted.end());
     const exec::Executor::LinkBytes &l = executor.linkBytes();
     double steps = std::max<size_t>(1, stepTimes.size());
+    double predicted = plan.memoryOf("predicted_step_us") * 1e-6;
+    double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+    if (predicted > 0)
+      std::fprintf(stderr,
+                   "strata-run: measured median step %.4f s, predicted "
+                   "%.4f s (measured/predicted %.2f)\n",
+                   median, predicted, median / predicted);
     std::fprintf(stderr,
                  "strata-run: median step %.3f s; per step: host->device %s, "
                  "device->host %s, ssd->device %s, device->ssd %s\n",

@@ -217,6 +217,12 @@ static cl::opt<std::string> placeActivations(
              "device (kept), host or ssd (swapped out and back)"),
     cl::init("auto"), cl::cat(tierCategory));
 
+static cl::opt<std::string> profileFile(
+    "profile",
+    cl::desc("Machine profile for the cost model (from strata-calibrate); "
+             "documented defaults without one"),
+    cl::init(""), cl::cat(tierCategory));
+
 static cl::opt<bool> report(
     "report",
     cl::desc("Print the plan's memory by class (parameters, gradients, "
@@ -512,6 +518,7 @@ int main(int argc, char **argv) {
   tiers.states = placeStates;
   tiers.activations = placeActivations;
   tiers.hasSsd = !ssdDirs.empty();
+  tiers.profile = profileFile;
   for (auto [flag, text, out] :
        {std::tuple{"--gpu-mem", &gpuMem, &tiers.gpuMem},
         std::tuple{"--cpu-mem", &cpuMem, &tiers.cpuMem}}) {

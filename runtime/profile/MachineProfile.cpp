@@ -1,0 +1,83 @@
+// MachineProfile.cpp - What the machine can do, for the cost model.
+
+#include "runtime/profile/MachineProfile.h"
+#include "runtime/support/FileUtil.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace strata {
+
+namespace {
+
+std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
+  return {{"matmul_small_gflops", &MachineProfile::matmulSmallGflops},
+          {"matmul_medium_gflops", &MachineProfile::matmulMediumGflops},
+          {"matmul_large_gflops", &MachineProfile::matmulLargeGflops},
+          {"simple_ns_per_element", &MachineProfile::simpleNsPerElement},
+          {"transcendental_ns_per_element",
+           &MachineProfile::transcendentalNsPerElement},
+          {"movement_ns_per_element", &MachineProfile::movementNsPerElement},
+          {"launch_us", &MachineProfile::launchUs},
+          {"copy_gbs", &MachineProfile::copyGBs},
+          {"ssd_read_gbs", &MachineProfile::ssdReadGBs},
+          {"ssd_write_gbs", &MachineProfile::ssdWriteGBs},
+          {"ssd_latency_us", &MachineProfile::ssdLatencyUs}};
+}
+
+} // namespace
+
+std::string MachineProfile::text() const {
+  std::string out = "# Strata machine profile (strata-calibrate)\n";
+  for (auto &[key, member] : fields()) {
+    char line[128];
+    std::snprintf(line, sizeof(line), "%s %.6g\n", key, this->*member);
+    out += line;
+  }
+  return out;
+}
+
+bool MachineProfile::write(const std::string &path, std::string &error) const {
+  std::string t = text();
+  return writeFileAtomically(path, t.data(), t.size(), error);
+}
+
+bool MachineProfile::read(const std::string &path, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot open the machine profile '" + path + "'";
+    return false;
+  }
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#')
+      continue;
+    std::istringstream ss(line);
+    std::string key;
+    double value;
+    if (!(ss >> key >> value) || !(value > 0)) {
+      error = path + ":" + std::to_string(number) +
+              ": expected 'key positive-number'";
+      return false;
+    }
+    bool known = false;
+    for (auto &[name, member] : fields())
+      if (key == name) {
+        this->*member = value;
+        known = true;
+      }
+    if (!known) {
+      error = path + ":" + std::to_string(number) + ": unknown key '" + key +
+              "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace strata

@@ -1,0 +1,36 @@
+// MachineProfile.h - What the machine can do, for the compiler's cost model.
+//
+// strata-calibrate measures it with the runtime's own kernels and I/O
+// engine; without a profile the documented defaults below are used. The
+// file is plain `key value` lines.
+
+#ifndef STRATA_RUNTIME_PROFILE_MACHINEPROFILE_H
+#define STRATA_RUNTIME_PROFILE_MACHINEPROFILE_H
+
+#include <string>
+
+namespace strata {
+
+struct MachineProfile {
+  /// Matrix products, GFLOP/s, for small (~64), medium (~256) and large
+  /// (~1024) operands.
+  double matmulSmallGflops = 5, matmulMediumGflops = 30,
+         matmulLargeGflops = 60;
+  /// Streaming kernels: nanoseconds per element for simple arithmetic,
+  /// transcendental functions and data movement, plus a fixed cost per
+  /// kernel launch (microseconds).
+  double simpleNsPerElement = 0.5, transcendentalNsPerElement = 4,
+         movementNsPerElement = 1, launchUs = 3;
+  /// Links: host<->device copies and SSD reads/writes in GB/s, and the
+  /// fixed cost of one SSD transfer (microseconds).
+  double copyGBs = 5, ssdReadGBs = 1.5, ssdWriteGBs = 1.0, ssdLatencyUs = 100;
+
+  /// Reads a profile; false with `error` naming the file and line.
+  bool read(const std::string &path, std::string &error);
+  bool write(const std::string &path, std::string &error) const;
+  std::string text() const;
+};
+
+} // namespace strata
+
+#endif // STRATA_RUNTIME_PROFILE_MACHINEPROFILE_H

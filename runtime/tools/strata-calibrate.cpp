@@ -1,0 +1,136 @@
+// strata-calibrate.cpp - Measures this machine for the compiler's cost model.
+//
+//   strata-calibrate -o profile.txt [--ssd-dir DIR ...]
+//
+// Times the runtime's own kernels (matrix products at three sizes, simple,
+// transcendental and data-movement kernels, the fixed cost of a launch),
+// host copies, and, with --ssd-dir, the SSD store's read and write
+// bandwidth; writes a profile strata-compile reads with --profile.
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/profile/MachineProfile.h"
+#include "runtime/tiers/SsdStore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using artifact::Kernel;
+
+namespace {
+
+/// Median seconds of `repeat` runs of `body`.
+double timeIt(int repeat, const std::function<void()> &body) {
+  std::vector<double> t;
+  body(); // Warm up.
+  for (int i = 0; i < repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    body();
+    t.push_back(std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - start)
+                    .count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double kernelSeconds(Kernel kernel, std::vector<cpu::TensorRef> in,
+                     cpu::TensorRef out, std::vector<int64_t> ints,
+                     int repeat) {
+  artifact::Step step;
+  step.kernel = kernel;
+  step.ints = std::move(ints);
+  std::string error;
+  return timeIt(repeat, [&] { cpu::runKernel(step, in, {out}, error); });
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string output;
+  std::vector<std::string> ssdDirs;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-o" && i + 1 < argc)
+      output = argv[++i];
+    else if (arg == "--ssd-dir" && i + 1 < argc)
+      ssdDirs.push_back(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: strata-calibrate -o profile.txt "
+                           "[--ssd-dir DIR ...]\n");
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  if (output.empty()) {
+    std::fprintf(stderr, "strata-calibrate: -o FILE is required\n");
+    return 2;
+  }
+  MachineProfile p;
+  auto matmulRate = [&](int64_t n) {
+    std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+    double s = kernelSeconds(
+        Kernel::MatMul,
+        {{DType::F32, {n, n}, a.data()}, {DType::F32, {n, n}, b.data()}},
+        {DType::F32, {n, n}, c.data()}, {}, n >= 1024 ? 3 : 20);
+    return 2.0 * n * n * n / s / 1e9;
+  };
+  p.matmulSmallGflops = matmulRate(64);
+  p.matmulMediumGflops = matmulRate(256);
+  p.matmulLargeGflops = matmulRate(1024);
+  const int64_t n = int64_t(1) << 22;
+  std::vector<float> x(n, 0.5f), y(n, 0.25f), z(n);
+  cpu::TensorRef X{DType::F32, {n}, x.data()}, Y{DType::F32, {n}, y.data()},
+      Z{DType::F32, {n}, z.data()};
+  p.simpleNsPerElement =
+      kernelSeconds(Kernel::Add, {X, Y}, Z, {}, 10) / n * 1e9;
+  p.transcendentalNsPerElement =
+      kernelSeconds(Kernel::Tanh, {X}, Z, {}, 10) / n * 1e9;
+  p.movementNsPerElement =
+      kernelSeconds(Kernel::Transpose, {{DType::F32, {2048, 2048}, x.data()}},
+                    {DType::F32, {2048, 2048}, z.data()}, {1, 0}, 10) /
+      n * 1e9;
+  float tiny[16] = {}, tinyOut[16];
+  p.launchUs = kernelSeconds(Kernel::Add,
+                             {{DType::F32, {16}, tiny}, {DType::F32, {16}, tiny}},
+                             {DType::F32, {16}, tinyOut}, {}, 2000) *
+               1e6;
+  p.copyGBs = n * 4.0 /
+              timeIt(10, [&] { std::memcpy(z.data(), x.data(), n * 4); }) / 1e9;
+  if (!ssdDirs.empty()) {
+    std::string error;
+    const uint64_t bytes = uint64_t(256) << 20, block = uint64_t(1) << 20;
+    tiers::SsdOptions options;
+    options.stagingBytes = block;
+    auto store = tiers::SsdStore::open(ssdDirs, bytes, options, error);
+    if (!store) {
+      std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
+      return 1;
+    }
+    std::vector<tiers::IoRequest> req;
+    for (uint64_t off = 0; off < bytes; off += block)
+      req.push_back({true, off,
+                     store->stagingBuffer((off / block) % store->stagingCount()),
+                     block});
+    double w = timeIt(3, [&] { store->transfer(req, error); });
+    for (auto &r : req)
+      r.write = false;
+    double r = timeIt(3, [&] { store->transfer(req, error); });
+    p.ssdWriteGBs = bytes / w / 1e9;
+    p.ssdReadGBs = bytes / r / 1e9;
+    void *small = store->stagingBuffer(0);
+    p.ssdLatencyUs =
+        timeIt(50, [&] { store->read(0, small, 4096, error); }) * 1e6;
+  }
+  std::string error;
+  if (!p.write(output, error)) {
+    std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("%s", p.text().c_str());
+  return 0;
+}
