@@ -2,14 +2,15 @@
 """How well the compiler's step-time prediction matches a measured step.
 
 Calibrates this machine (strata-calibrate, unless --profile is given),
-compiles one GPT-2-style model (about 7M parameters by default) under several
-placements -- everything on the device, parameters and optimizer state on
-host, on SSD, activations swapped to SSD, and an automatic plan under tight
-device and host budgets -- runs each for a few steps and prints the measured median
-step next to the predicted one. Prints a Markdown table.
+compiles a model -- the README's example (gpt2-tiny, batch 8x32) by default,
+or a generated GPT-2 of --dim/--layers -- under three budgets (none; a device
+budget that pushes parameters and state to host; device and host budgets
+that push them and activations to SSD) and three forced placements, runs each
+for --steps steps and prints the measured median step next to the predicted
+one as a Markdown table.
 
-    bench/predict_accuracy.py [--build build] [--steps 8] [--ssd-dir DIR]
-                              [--profile FILE] [--dim 256] [--layers 4]
+    bench/predict_accuracy.py [--build build] [--steps 30] [--ssd-dir DIR]
+                              [--profile FILE] [--dim D --layers L]
 """
 
 import argparse
@@ -26,10 +27,12 @@ import generate  # noqa: E402
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--ssd-dir", default=None)
     parser.add_argument("--profile", default=None)
-    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=0,
+                        help="generate a GPT-2 of this width instead of the "
+                        "example model")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=8192)
     args = parser.parse_args()
@@ -45,49 +48,67 @@ def main():
                         profile, "--ssd-dir", ssd], check=True,
                        stdout=subprocess.DEVNULL)
 
-    model = os.path.join(out, "gpt2-%d-%d.onnx" % (args.dim, args.layers))
-    if not os.path.exists(model):
-        module = generate.gpt2_module(vocab=args.vocab, ctx=128, dim=args.dim,
-                                      heads=max(1, args.dim // 64),
-                                      layers=args.layers)
-        n = sum(p.numel() for p in module.parameters())
-        print("exporting a %.1fM-parameter GPT-2" % (n / 1e6), file=sys.stderr)
-        generate.export_torch(module, model, batch=4, seq=64, opset=17,
-                              dynamic=True, fold=False)
     import numpy as np
-    data = os.path.join(out, "data.npy")
-    np.save(data, np.random.default_rng(0).integers(
-        0, args.vocab, size=(32, 65)).astype(np.int64))
+    if args.dim:
+        model = os.path.join(out, "gpt2-%d-%d.onnx" % (args.dim, args.layers))
+        shape = "input_ids=4x64"
+        if not os.path.exists(model):
+            module = generate.gpt2_module(vocab=args.vocab, ctx=128,
+                                          dim=args.dim,
+                                          heads=max(1, args.dim // 64),
+                                          layers=args.layers)
+            n = sum(p.numel() for p in module.parameters())
+            print("exporting a %.1fM-parameter GPT-2" % (n / 1e6),
+                  file=sys.stderr)
+            generate.export_torch(module, model, batch=4, seq=64, opset=17,
+                                  dynamic=True, fold=False)
+        data = os.path.join(out, "data.npy")
+        np.save(data, np.random.default_rng(0).integers(
+            0, args.vocab, size=(32, 65)).astype(np.int64))
+    else:
+        subprocess.run([sys.executable, os.path.join(
+            ROOT, "examples", "gpt2-tiny", "make_model.py"), "--out", out],
+            check=True, stdout=subprocess.DEVNULL)
+        model = os.path.join(out, "gpt2-tiny.onnx")
+        data = os.path.join(out, "corpus.bin")
+        shape = "input_ids=8x32"
 
     configs = [
-        ("all on device", []),
+        ("no budget (all on device)", []),
         ("params+states on host",
          ["--place-params", "host", "--place-states", "host"]),
         ("params+states on SSD",
          ["--place-params", "ssd", "--place-states", "ssd"]),
         ("activations swapped to SSD", ["--place-activations", "ssd"]),
-        ("auto: device 1/2, host 1/8 of the total",
-         ["--gpu-mem", "auto-budget"]),
+        ("budget: device 60% of the total", ["budget", 0.6, None]),
+        ("budget: device = 90% of the arena, host 1/4 of the rest",
+         ["budget", None, 0.25]),
     ]
     rows = []
     for name, flags in configs:
         art = os.path.join(out, re.sub(r"\W+", "-", name) + ".strata")
         base = [os.path.join(bin_dir, "strata-compile"), model,
-                "--input-shape", "input_ids=4x64", "--optimizer", "adamw",
+                "--input-shape", shape, "--optimizer", "adamw",
                 "--lr", "1e-4", "--profile", profile, "--ssd-dir", ssd,
                 "-o", art]
-        if "auto-budget" in flags:
-            # Half the all-on-device plan's total on the device, an eighth
-            # on host, the rest on SSD.
+        if flags and flags[0] == "budget":
             rep = subprocess.run(base + ["--report"], capture_output=True,
                                  text=True, check=True).stdout
-            total = re.search(r"total\s+([\d.]+) (KiB|MiB|GiB)", rep)
-            scale = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-            budget = float(total.group(1)) * scale[total.group(2)]
-            flags = ["--gpu-mem", str(int(budget / 2)),
-                     "--cpu-mem", str(int(budget / 8))]
-        subprocess.run(base + flags, capture_output=True, text=True,
-                       check=True)
+            scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+            def size(label):
+                m = re.search(label + r"\s+([\d.]+) (B|KiB|MiB|GiB)", rep)
+                return float(m.group(1)) * scale[m.group(2)]
+            total, arena = size("total"), size("device arena peak")
+            _, device, host = flags
+            if device is not None:
+                flags = ["--gpu-mem", str(int(total * device))]
+            else:
+                flags = ["--gpu-mem", str(int(arena * 0.9)),
+                         "--cpu-mem", str(int((total - arena) * host))]
+        c = subprocess.run(base + flags, capture_output=True, text=True)
+        if c.returncode != 0:
+            sys.exit("%s: %s" % (name, c.stderr.strip()))
         run = subprocess.run([os.path.join(bin_dir, "strata-run"), art,
                               "--data", data, "--steps", str(args.steps)],
                              capture_output=True, text=True, check=True)

@@ -24,6 +24,11 @@ using namespace strata;
 
 namespace {
 
+/// Streaming kernels larger than this many elements run on several threads.
+constexpr int64_t kParallelGrain = 16384;
+/// The SSD store's stripe (tiers::SsdOptions::stripeBytes).
+constexpr double kSsdStripeBytes = 1 << 20;
+
 int64_t elements(Type type) {
   return cast<ShapedType>(type).getNumElements();
 }
@@ -99,9 +104,13 @@ struct PredictTimePass
         StringRef tier = tierOf(stored);
         double bytes = bytesOf(stored.getType());
         if (tier == "ssd") {
-          ssdLink += m.ssdLatencyUs * 1e-6 +
-                     bytes / ((name == "copy" ? m.ssdReadGBs : m.ssdWriteGBs) *
-                              1e9);
+          bool read = name == "copy";
+          // Below a stripe the store issues one request; above, many in
+          // flight across stripes and drives.
+          double rate = bytes < kSsdStripeBytes
+                            ? (read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs)
+                            : (read ? m.ssdReadGBs : m.ssdWriteGBs);
+          ssdLink += m.ssdLatencyUs * 1e-6 + bytes / (rate * 1e9);
           continue;
         }
         if (tier == "host") {
@@ -124,6 +133,9 @@ struct PredictTimePass
                             : movement.contains(name) ? m.movementNsPerElement
                                                       : m.simpleNsPerElement;
         seconds += n * perElement * 1e-9;
+        // Kernels past the runtime's grain are split across threads.
+        if (n > kParallelGrain)
+          seconds += m.parallelLaunchUs * 1e-6;
       }
       compute += seconds;
     }

@@ -22,9 +22,12 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
            &MachineProfile::transcendentalNsPerElement},
           {"movement_ns_per_element", &MachineProfile::movementNsPerElement},
           {"launch_us", &MachineProfile::launchUs},
+          {"parallel_launch_us", &MachineProfile::parallelLaunchUs},
           {"copy_gbs", &MachineProfile::copyGBs},
           {"ssd_read_gbs", &MachineProfile::ssdReadGBs},
           {"ssd_write_gbs", &MachineProfile::ssdWriteGBs},
+          {"ssd_small_read_gbs", &MachineProfile::ssdSmallReadGBs},
+          {"ssd_small_write_gbs", &MachineProfile::ssdSmallWriteGBs},
           {"ssd_latency_us", &MachineProfile::ssdLatencyUs}};
 }
 

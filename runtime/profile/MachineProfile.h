@@ -21,9 +21,16 @@ struct MachineProfile {
   /// kernel launch (microseconds).
   double simpleNsPerElement = 0.5, transcendentalNsPerElement = 4,
          movementNsPerElement = 1, launchUs = 3;
+  /// The extra fixed cost of a kernel large enough to be split across
+  /// threads (microseconds).
+  double parallelLaunchUs = 10;
   /// Links: host<->device copies and SSD reads/writes in GB/s, and the
-  /// fixed cost of one SSD transfer (microseconds).
+  /// fixed cost of one SSD transfer (microseconds); transfers of a
+  /// stripe or more run at the bulk rates.
   double copyGBs = 5, ssdReadGBs = 1.5, ssdWriteGBs = 1.0, ssdLatencyUs = 100;
+  /// A single request smaller than a stripe gets no parallelism across
+  /// requests: its own rate (GB/s).
+  double ssdSmallReadGBs = 0.5, ssdSmallWriteGBs = 0.5;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

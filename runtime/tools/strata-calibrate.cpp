@@ -94,6 +94,17 @@ int main(int argc, char **argv) {
       kernelSeconds(Kernel::Transpose, {{DType::F32, {2048, 2048}, x.data()}},
                     {DType::F32, {2048, 2048}, z.data()}, {1, 0}, 10) /
       n * 1e9;
+  // Mid-sized kernels (in cache, split across threads) pay a dispatch cost
+  // on top of their elements: the intercept of a line through two sizes.
+  const int64_t mid = 65536;
+  cpu::TensorRef Xm{DType::F32, {mid}, x.data()},
+      Ym{DType::F32, {mid}, y.data()}, Zm{DType::F32, {mid}, z.data()};
+  double midAdd = kernelSeconds(Kernel::Add, {Xm, Ym}, Zm, {}, 200);
+  double midTanh = kernelSeconds(Kernel::Tanh, {Xm}, Zm, {}, 200);
+  p.parallelLaunchUs = std::max(
+      0.01, 0.5 * ((midAdd - mid * p.simpleNsPerElement * 1e-9) +
+                   (midTanh - mid * p.transcendentalNsPerElement * 1e-9)) *
+                1e6);
   float tiny[16] = {}, tinyOut[16];
   p.launchUs = kernelSeconds(Kernel::Add,
                              {{DType::F32, {16}, tiny}, {DType::F32, {16}, tiny}},
@@ -122,9 +133,26 @@ int main(int argc, char **argv) {
     double r = timeIt(3, [&] { store->transfer(req, error); });
     p.ssdWriteGBs = bytes / w / 1e9;
     p.ssdReadGBs = bytes / r / 1e9;
-    void *small = store->stagingBuffer(0);
-    p.ssdLatencyUs =
-        timeIt(50, [&] { store->read(0, small, 4096, error); }) * 1e6;
+    // One request at a time (what a tensor smaller than a stripe costs): a
+    // line through 4 KiB and 256 KiB gives the latency and the rate.
+    void *one = store->stagingBuffer(0);
+    const uint64_t lo = 4096, hi = uint64_t(256) << 10;
+    auto single = [&](bool write, uint64_t n) {
+      return timeIt(30, [&] {
+        if (write)
+          store->write(0, one, n, error);
+        else
+          store->read(0, one, n, error);
+      });
+    };
+    double r4 = single(false, lo), r256 = single(false, hi);
+    double w4 = single(true, lo), w256 = single(true, hi);
+    p.ssdSmallReadGBs = (hi - lo) / std::max(r256 - r4, 1e-7) / 1e9;
+    p.ssdSmallWriteGBs = (hi - lo) / std::max(w256 - w4, 1e-7) / 1e9;
+    p.ssdLatencyUs = std::max(
+        1.0, 0.5 * ((r4 - lo / (p.ssdSmallReadGBs * 1e9)) +
+                    (w4 - lo / (p.ssdSmallWriteGBs * 1e9))) *
+                 1e6);
   }
   std::string error;
   if (!p.write(output, error)) {

@@ -5,18 +5,18 @@
 //   matmul 2x256 * 256x256: 262144 FLOPs; the cube root of M*N*K (51) is
 //     small, 1 GFLOP/s: 262.144 + 1 launch                       = 263.144
 //   exp over 512 elements at 10 ns + 1 launch                    =   6.120
-//   add over 65536 elements at 1 ns + 1 launch                   =  66.536
-//   compute                                                      = 335.800
-//   SSD read of 256 KiB at 0.5 GB/s + 100 latency                = 624.288
-//   SSD write of 256 KiB at 0.25 GB/s + 100 latency              = 1148.576
+//   add over 65536 elements at 1 ns + 1 launch + 5 parallel      =  71.536
+//   compute                                                      = 340.800
+//   SSD read of 256 KiB (one request) at 0.5 GB/s + 100 latency  = 624.288
+//   SSD write of 256 KiB (one request) at 0.25 GB/s + 100        = 1148.576
 //   host copy of 256 KiB at 1 GB/s                               = 262.144
-//   step = the sum = 2370.808; lower bound = the busiest (SSD)   = 1772.864
+//   step = the sum = 2375.808; lower bound = the busiest (SSD)   = 1772.864
 // CHECK: func.func @main() attributes {exec.predicted = {
-// CHECK-SAME: predicted_compute_us = 336
+// CHECK-SAME: predicted_compute_us = 341
 // CHECK-SAME: predicted_host_link_us = 262
 // CHECK-SAME: predicted_lower_bound_us = 1773
 // CHECK-SAME: predicted_ssd_link_us = 1773
-// CHECK-SAME: predicted_step_us = 2371
+// CHECK-SAME: predicted_step_us = 2376
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
