@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -95,9 +97,18 @@ TEST(SsdStore, RefusesWhatDoesNotFit) {
                               error);
   EXPECT_FALSE(store);
   EXPECT_NE(error.find("free; the plan needs"), std::string::npos) << error;
-  store = SsdStore::open({"/nonexistent/dir"}, 1 << 20, SsdOptions(), error);
+  // A missing directory is created; one that cannot be (its parent is a
+  // file) is named in the error.
+  std::string parent = tempDir("p");
+  std::string missing = parent + "/new/dir";
+  store = SsdStore::open({missing}, 1 << 20, SsdOptions(), error);
+  EXPECT_TRUE(store) << error;
+  store.reset();
+  std::string file = parent + "/file";
+  std::fclose(std::fopen(file.c_str(), "w"));
+  store = SsdStore::open({file + "/dir"}, 1 << 20, SsdOptions(), error);
   EXPECT_FALSE(store);
-  EXPECT_NE(error.find("/nonexistent/dir"), std::string::npos) << error;
+  EXPECT_NE(error.find(file + "/dir"), std::string::npos) << error;
 }
 
 } // namespace
