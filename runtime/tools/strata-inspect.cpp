@@ -121,6 +121,20 @@ int main(int argc, char **argv) {
                 static_cast<unsigned long long>(byTier[c][0]),
                 static_cast<unsigned long long>(byTier[c][1]),
                 static_cast<unsigned long long>(byTier[c][2]));
+  // Activations swapped out between the forward and the backward pass: the
+  // stored slots that belong to no parameter.
+  std::vector<bool> isParam(plan.slots.size(), false);
+  for (const ParamEntry &p : plan.params)
+    isParam[p.slot] = true;
+  uint64_t swapped[2] = {};
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot &s = plan.slots[i];
+    if (!isParam[i] && (s.region == Region::Host || s.region == Region::Ssd))
+      swapped[s.region == Region::Ssd] += s.bytes;
+  }
+  std::printf("  %-20s %14s %14llu %14llu\n", "activations swapped",
+              "(in the arena)", static_cast<unsigned long long>(swapped[0]),
+              static_cast<unsigned long long>(swapped[1]));
   std::printf("steps: %zu\n", plan.steps.size());
   if (!plan.memory.empty())
     std::printf("%s", formatMemoryReport(plan).c_str());

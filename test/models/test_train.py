@@ -496,9 +496,28 @@ class TrainParity(unittest.TestCase):
             with open(log) as f:
                 runs[tag] = ([json.loads(l)["loss"] for l in f],
                              self.exported_weights(art))
-            r = run([tool("strata-inspect"), art])
+            r = run([tool("strata-inspect"), art, "--plan"])
             if params == "ssd":
                 self.assertRegex(r.stdout, r"wte\.weight \(trainable, ssd\)")
+            # The placement table puts every byte of a class in its tier.
+            column = {"device": 0, "host": 1, "ssd": 2}
+            for label, tier in (("parameters", params),
+                                ("optimizer state", states)):
+                row = re.search(r"\n  %s +(\d+) +(\d+) +(\d+)\n" % label,
+                                r.stdout)
+                self.assertIsNotNone(row, label)
+                cells = [int(row.group(i)) for i in (1, 2, 3)]
+                self.assertGreater(cells[column[tier]], 0, (tag, label))
+                self.assertEqual(sum(cells), cells[column[tier]],
+                                 (tag, label))
+            row = re.search(r"activations swapped +\(in the arena\) "
+                            r"+(\d+) +(\d+)", r.stdout)
+            swapped = {"host": int(row.group(1)), "ssd": int(row.group(2))}
+            for tier, n in swapped.items():
+                if tier == acts:
+                    self.assertGreater(n, 0, tag)
+                else:
+                    self.assertEqual(n, 0, tag)
         base = runs["device_device_device"]
         for tag, (losses, weights) in runs.items():
             self.assertEqual(losses, base[0], tag)
