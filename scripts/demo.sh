@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's main command: builds Strata, exports a small GPT-2-style
 # transformer from PyTorch, compiles its training step, fine-tunes it on a
-# small character-level corpus (the loss falls), and exports the trained
+# small character-level corpus (the loss falls), trains the same step again
+# under memory budgets that push parameters, optimizer state and activations
+# onto the SSD (the losses are bit-identical), and exports the trained
 # weights back to ONNX.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,29 @@ last = sum(r["loss"] for r in rows[-10:]) / 10
 print("mean loss of the first 10 steps: %.3f, of the last 10: %.3f" % (first, last))
 PY
 
-echo "== 4. export the trained weights back to ONNX"
+echo "== 4. the same training step under budgets that force SSD use:"
+echo "      1.5 MiB of device memory, 64 KiB of host memory, the rest on SSD"
+# The machine profile feeds the compiler's step-time prediction.
+"$BIN/strata-calibrate" -o "$OUT/machine-profile.txt" --ssd-dir "$OUT/ssd" > /dev/null
+"$BIN/strata-compile" "$OUT/gpt2-tiny.onnx" --input-shape input_ids=8x32 \
+  --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip-grad-norm 1.0 \
+  --lr-schedule cosine --warmup-steps 20 --total-steps 300 \
+  --gpu-mem 1.5MiB --cpu-mem 64KiB --ssd-dir "$OUT/ssd" \
+  --profile "$OUT/machine-profile.txt" -o "$OUT/gpt2-tiny-ssd.strata"
+"$BIN/strata-inspect" "$OUT/gpt2-tiny-ssd.strata" | sed -n '/^memory:/,/^steps:/p'
+"$BIN/strata-run" "$OUT/gpt2-tiny-ssd.strata" --data "$OUT/corpus.bin" \
+  --steps 20 --log-json "$OUT/train-ssd.jsonl" \
+  --trace "$OUT/trace-ssd.json" --trace-steps 2
+/usr/bin/python3 - "$OUT/train.jsonl" "$OUT/train-ssd.jsonl" <<'PY'
+import json, sys
+memory, ssd = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:])
+same = memory[:len(ssd)] == ssd
+print("first %d losses with the SSD budget %s the in-memory run's"
+      % (len(ssd), "are bit-identical to" if same else "DIFFER from"))
+sys.exit(0 if same else 1)
+PY
+echo "      (Chrome trace of two steps: $OUT/trace-ssd.json, open in Perfetto)"
+
+echo "== 5. export the trained weights back to ONNX"
 "$BIN/strata-export" "$OUT/gpt2-tiny.strata" -o "$OUT/gpt2-tiny-finetuned.onnx"
 echo "== done. inspect the plan: $BIN/strata-inspect $OUT/gpt2-tiny.strata"

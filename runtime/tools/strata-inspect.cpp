@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
       swapped[s.region == Region::Ssd] += s.bytes;
   }
   std::printf("  %-20s %14s %14llu %14llu\n", "activations swapped",
-              "(in the arena)", static_cast<unsigned long long>(swapped[0]),
+              "in arena", static_cast<unsigned long long>(swapped[0]),
               static_cast<unsigned long long>(swapped[1]));
   std::printf("steps: %zu\n", plan.steps.size());
   if (!plan.memory.empty())

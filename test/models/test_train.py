@@ -510,7 +510,7 @@ class TrainParity(unittest.TestCase):
                 self.assertGreater(cells[column[tier]], 0, (tag, label))
                 self.assertEqual(sum(cells), cells[column[tier]],
                                  (tag, label))
-            row = re.search(r"activations swapped +\(in the arena\) "
+            row = re.search(r"activations swapped +in arena "
                             r"+(\d+) +(\d+)", r.stdout)
             swapped = {"host": int(row.group(1)), "ssd": int(row.group(2))}
             for tier, n in swapped.items():
