@@ -194,6 +194,23 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
   ];
 }
 
+def ScheduleTransfersPass : Pass<"strata-schedule-transfers", "mlir::ModuleOp"> {
+  let summary = "Issue fetches from host and SSD ahead of their use";
+  let description = [{
+    After memory planning, marks each fetch (a `copy` of a value stored on
+    the host or the SSD) with `issue_after`: the last kernel before it that
+    reads or writes its destination bytes or writes its source. The runtime
+    issues the fetch to its transfer queue right after that kernel, so it
+    overlaps the kernels in between; the memory plan already guarantees
+    those never touch the destination. `lookahead` bounds how many kernels
+    ahead a fetch may start.
+  }];
+  let options = [
+    Option<"lookahead", "lookahead", "int64_t", /*default=*/"1000000",
+           "Most kernels a fetch may be issued ahead of its use">
+  ];
+}
+
 def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
   let summary = "Predict the step time of the planned program";
   let description = [{

@@ -35,6 +35,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.hasSsd = tiers.hasSsd;
   pm.addPass(createPlaceTiersPass(place));
   pm.addPass(createPlanMemoryPass());
+  pm.addPass(createScheduleTransfersPass());
   PredictTimePassOptions predict;
   predict.profile = tiers.profile;
   pm.addPass(createPredictTimePass(predict));

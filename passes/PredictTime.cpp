@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
+#include "passes/ArenaRanges.h"
 #include "runtime/profile/MachineProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,24 +32,6 @@ constexpr double kSsdStripeBytes = 1 << 20;
 
 int64_t elements(Type type) {
   return cast<ShapedType>(type).getNumElements();
-}
-
-uint64_t bytesOf(Type type) {
-  auto shaped = cast<ShapedType>(type);
-  Type et = shaped.getElementType();
-  uint64_t element = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-  return static_cast<uint64_t>(shaped.getNumElements()) * element;
-}
-
-/// Where a stored value lives: "device", "host" or "ssd".
-StringRef tierOf(Value v) {
-  while (auto view = v.getDefiningOp<exec::ViewOp>())
-    v = view.getInput();
-  if (auto p = v.getDefiningOp<exec::ParamOp>())
-    return p.getTier();
-  if (auto s = v.getDefiningOp<exec::SwapSpaceOp>())
-    return s.getTier();
-  return "device";
 }
 
 struct PredictTimePass
@@ -83,8 +66,30 @@ struct PredictTimePass
     return flops / (rate * 1e9);
   }
 
-  void predict(func::FuncOp func, const MachineProfile &m) {
-    double compute = 0, hostLink = 0, ssdLink = 0;
+  /// Seconds of one transfer on its link.
+  static double transferSeconds(exec::KernelOp k, const MachineProfile &m,
+                                double &hostLink, double &ssdLink) {
+    StringRef name = k.getKernel();
+    Value stored = k.getInputs()[0];
+    double bytes = storageBytes(stored.getType());
+    if (tierOf(stored) == "ssd") {
+      bool read = name == "copy";
+      // Below a stripe the store issues one request; above, many in
+      // flight across stripes and drives.
+      double rate = bytes < kSsdStripeBytes
+                        ? (read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs)
+                        : (read ? m.ssdReadGBs : m.ssdWriteGBs);
+      double s = m.ssdLatencyUs * 1e-6 + bytes / (rate * 1e9);
+      ssdLink += s;
+      return s;
+    }
+    double s = bytes / (m.copyGBs * 1e9);
+    hostLink += s;
+    return s;
+  }
+
+  /// Seconds of one compute kernel.
+  static double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     static const llvm::StringSet<> transcendental = {
         "exp", "log", "tanh", "erf", "sigmoid", "gelu", "gelu_grad",
         "softmax", "log_softmax", "cross_entropy", "cross_entropy_grad",
@@ -93,53 +98,92 @@ struct PredictTimePass
     static const llvm::StringSet<> movement = {
         "transpose", "slice", "slice_grad", "concat", "broadcast", "gather",
         "gather_grad", "trilu"};
-    for (Operation &op : func.getBody().front()) {
-      auto k = dyn_cast<exec::KernelOp>(op);
-      if (!k)
-        continue;
-      StringRef name = k.getKernel();
-      // Transfers between tiers.
-      if (name == "copy" || name == "assign" || name == "store") {
-        Value stored = k.getInputs()[0];
-        StringRef tier = tierOf(stored);
-        double bytes = bytesOf(stored.getType());
-        if (tier == "ssd") {
-          bool read = name == "copy";
-          // Below a stripe the store issues one request; above, many in
-          // flight across stripes and drives.
-          double rate = bytes < kSsdStripeBytes
-                            ? (read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs)
-                            : (read ? m.ssdReadGBs : m.ssdWriteGBs);
-          ssdLink += m.ssdLatencyUs * 1e-6 + bytes / (rate * 1e9);
-          continue;
-        }
-        if (tier == "host") {
-          hostLink += bytes / (m.copyGBs * 1e9);
-          continue;
-        }
-      }
-      double seconds = m.launchUs * 1e-6;
-      if (name == "matmul") {
-        seconds += matmulSeconds(k, m);
-      } else {
-        // Streaming kernels: the larger of what they read and write.
-        int64_t n = 0;
-        for (Value v : k.getInputs())
-          n = std::max(n, elements(v.getType()));
-        for (Value v : k.getResults())
-          n = std::max(n, elements(v.getType()));
-        double perElement = transcendental.contains(name)
-                                ? m.transcendentalNsPerElement
-                            : movement.contains(name) ? m.movementNsPerElement
-                                                      : m.simpleNsPerElement;
-        seconds += n * perElement * 1e-9;
-        // Kernels past the runtime's grain are split across threads.
-        if (n > kParallelGrain)
-          seconds += m.parallelLaunchUs * 1e-6;
-      }
-      compute += seconds;
+    StringRef name = k.getKernel();
+    double seconds = m.launchUs * 1e-6;
+    if (name == "matmul")
+      return seconds + matmulSeconds(k, m);
+    // Streaming kernels: the larger of what they read and write.
+    int64_t n = 0;
+    for (Value v : k.getInputs())
+      n = std::max(n, elements(v.getType()));
+    for (Value v : k.getResults())
+      n = std::max(n, elements(v.getType()));
+    double perElement = transcendental.contains(name)
+                            ? m.transcendentalNsPerElement
+                        : movement.contains(name) ? m.movementNsPerElement
+                                                  : m.simpleNsPerElement;
+    seconds += n * perElement * 1e-9;
+    // Kernels past the runtime's grain are split across threads.
+    if (n > kParallelGrain)
+      seconds += m.parallelLaunchUs * 1e-6;
+    return seconds;
+  }
+
+  /// Replays the runtime's schedule: kernels one after another on the
+  /// compute thread; transfers in issue order on one transfer queue (a
+  /// fetch with `issue_after` right after that kernel, the rest at their
+  /// place); a kernel waits for the queued transfers whose arena bytes it
+  /// conflicts with.
+  void predict(func::FuncOp func, const MachineProfile &m) {
+    SmallVector<exec::KernelOp> kernels;
+    for (auto k : func.getBody().front().getOps<exec::KernelOp>())
+      kernels.push_back(k);
+    size_t n = kernels.size();
+    std::vector<SmallVector<ByteRange, 4>> reads(n), writes(n);
+    std::vector<SmallVector<size_t, 2>> issueAt(n + 1);
+    for (auto [i, k] : llvm::enumerate(kernels)) {
+      arenaAccesses(k, reads[i], writes[i]);
+      if (auto after = k->getAttrOfType<IntegerAttr>("issue_after"))
+        issueAt[after.getInt() + 1].push_back(i);
     }
-    double step = compute + hostLink + ssdLink;
+    struct Job {
+      double end;
+      size_t kernel;
+    };
+    std::vector<Job> queued;
+    double clock = 0, queueFree = 0, compute = 0, hostLink = 0, ssdLink = 0;
+    auto submit = [&](size_t i) {
+      double start = std::max(queueFree, clock);
+      queueFree = start + transferSeconds(kernels[i], m, hostLink, ssdLink);
+      queued.push_back({queueFree, i});
+    };
+    auto conflicts = [&](size_t job, size_t i) {
+      for (const ByteRange &w : writes[job]) {
+        for (const ByteRange &r : reads[i])
+          if (w.overlaps(r))
+            return true;
+        for (const ByteRange &r : writes[i])
+          if (w.overlaps(r))
+            return true;
+      }
+      for (const ByteRange &r : reads[job])
+        for (const ByteRange &w : writes[i])
+          if (r.overlaps(w))
+            return true;
+      return false;
+    };
+    for (size_t i : issueAt[0])
+      submit(i);
+    for (size_t i = 0; i < n; ++i) {
+      exec::KernelOp k = kernels[i];
+      if (isTransfer(k)) {
+        if (!k->hasAttr("issue_after"))
+          submit(i);
+      } else {
+        double start = clock;
+        for (const Job &job : queued)
+          if (job.end > clock && conflicts(job.kernel, i))
+            start = std::max(start, job.end);
+        double seconds = kernelSeconds(k, m);
+        compute += seconds;
+        clock = start + seconds;
+        llvm::erase_if(queued, [&](const Job &j) { return j.end <= clock; });
+      }
+      for (size_t f : issueAt[i + 1])
+        submit(f);
+    }
+    double step = std::max(clock, queueFree);
+    double serial = compute + hostLink + ssdLink;
     double bound = std::max({compute, hostLink, ssdLink});
     OpBuilder b(func.getContext());
     auto us = [&](double s) {
@@ -148,6 +192,7 @@ struct PredictTimePass
     func->setAttr("exec.predicted",
                   b.getDictionaryAttr({
                       b.getNamedAttr("predicted_step_us", us(step)),
+                      b.getNamedAttr("predicted_serial_us", us(serial)),
                       b.getNamedAttr("predicted_compute_us", us(compute)),
                       b.getNamedAttr("predicted_host_link_us", us(hostLink)),
                       b.getNamedAttr("predicted_ssd_link_us", us(ssdLink)),

@@ -247,6 +247,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       }
       step.ints.assign(kernel.getInts().begin(), kernel.getInts().end());
       step.floats.assign(kernel.getFloats().begin(), kernel.getFloats().end());
+      if (auto after = op.getAttrOfType<IntegerAttr>("issue_after"))
+        step.issueAfter = after.getInt();
       plan.steps.push_back(std::move(step));
     } else if (auto output = dyn_cast<exec::OutputOp>(op)) {
       plan.outputs.push_back(

@@ -45,9 +45,11 @@ std::string formatMemoryReport(const Plan &plan) {
     char buf[320];
     std::snprintf(
         buf, sizeof(buf),
-        "predicted step time: %.3f ms (compute %.3f, host link %.3f, ssd "
+        "predicted step time: %.3f ms with transfers overlapping compute "
+        "(%.3f ms one after another: compute %.3f, host link %.3f, ssd "
         "%.3f); lower bound with full overlap %.3f ms\n",
         plan.memoryOf("predicted_step_us") / 1e3,
+        plan.memoryOf("predicted_serial_us") / 1e3,
         plan.memoryOf("predicted_compute_us") / 1e3,
         plan.memoryOf("predicted_host_link_us") / 1e3,
         plan.memoryOf("predicted_ssd_link_us") / 1e3,

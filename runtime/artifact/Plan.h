@@ -23,7 +23,7 @@
 //                                  u64 file_offset, u64 bytes, u32 crc32c)
 //            vec<Step>   steps    (u16 kernel, vec<u32> inputs,
 //                                  vec<u32> outputs, vec<i64> ints,
-//                                  vec<f64> floats)
+//                                  vec<f64> floats, i64 issue_after)
 //            u8 schedule_kind, i64 warmup_steps, i64 total_steps,
 //            f64 min_ratio, str optimizer, u32 accumulate,
 //            vec<(str class, u64 bytes)> memory,
@@ -45,7 +45,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 3;
+constexpr uint32_t kPlanFormatVersion = 4;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 
@@ -107,12 +107,20 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   (floats), and ints [accumulate] (micro-batches summed into the gradient
 ///   input); accumulate: -. Update kernels have no outputs: they write their
 ///   parameter and state inputs (in the parameter region) in place.
+/// Step::issueAfter of a step issued at its place in the program.
+constexpr int64_t kInProgramOrder = -2;
+
 struct Step {
   Kernel kernel = Kernel::Copy;
   std::vector<uint32_t> inputs;
   std::vector<uint32_t> outputs;
   std::vector<int64_t> ints;
   std::vector<double> floats;
+  /// A fetch from host or SSD the compiler scheduled ahead: issued to the
+  /// transfer queue right after step `issueAfter` (-1: when the step
+  /// starts), so it runs while the steps in between compute. Those steps
+  /// never touch its destination or write its source.
+  int64_t issueAfter = kInProgramOrder;
 };
 
 struct Binding {
@@ -187,6 +195,25 @@ bool isUpdateKernel(Kernel kernel);
 
 /// Writes plan.bin atomically (temporary file, fsync, rename).
 bool writePlan(const std::string &path, const Plan &plan, std::string &error);
+
+/// A byte range [begin, end) of the device arena.
+struct ArenaRange {
+  uint64_t begin = 0, end = 0;
+  bool overlaps(const ArenaRange &o) const {
+    return begin < o.end && o.begin < end;
+  }
+};
+
+/// Whether the step moves data between the device and the host or SSD
+/// tier: a fetch (Copy from a stored region) or a write-back (Assign or
+/// Store into one). These run on the transfer queue.
+bool isTransfer(const Plan &plan, const Step &step);
+
+/// The arena bytes a step reads and writes (a transfer from or to the SSD
+/// moves whole 4 KiB pages, so its arena range is padded to them).
+void arenaAccesses(const Plan &plan, const Step &step,
+                   std::vector<ArenaRange> &reads,
+                   std::vector<ArenaRange> &writes);
 
 /// Reads and validates plan.bin: magic, version, checksums, and that every
 /// slot, binding and step refers to something that exists and fits.

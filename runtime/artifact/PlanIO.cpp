@@ -144,6 +144,7 @@ std::string encodePayload(const Plan &plan) {
     w.vec(s.outputs, [&](uint32_t i) { w.u32(i); });
     w.vec(s.ints, [&](int64_t i) { w.i64(i); });
     w.vec(s.floats, [&](double f) { w.f64(f); });
+    w.i64(s.issueAfter);
   });
   w.u8(plan.schedule.kind);
   w.i64(plan.schedule.warmupSteps);
@@ -209,6 +210,7 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     s.outputs = r.vec<uint32_t>([&] { return r.u32(); });
     s.ints = r.vec<int64_t>([&] { return r.i64(); });
     s.floats = r.vec<double>([&] { return r.f64(); });
+    s.issueAfter = r.i64();
     return s;
   });
   uint8_t kind = r.u8();
@@ -384,7 +386,79 @@ bool validatePlan(const Plan &plan, std::string &error) {
         return fail(where + " writes outside the arena");
     }
   }
+  // A fetch scheduled ahead must not overtake anything that touches its
+  // destination or writes its source.
+  std::vector<ArenaRange> reads, writes, otherReads, otherWrites;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step &s = plan.steps[i];
+    if (s.issueAfter == kInProgramOrder)
+      continue;
+    std::string where = "step " + std::to_string(i);
+    bool fetch = isTransfer(plan, s) && s.kernel == Kernel::Copy;
+    if (!fetch || s.issueAfter < -1 ||
+        s.issueAfter >= static_cast<int64_t>(i))
+      return fail(where + " is scheduled ahead but is not a fetch, or is "
+                          "scheduled after itself");
+    arenaAccesses(plan, s, reads, writes);
+    for (size_t j = s.issueAfter + 1; j < i; ++j) {
+      const Step &o = plan.steps[j];
+      arenaAccesses(plan, o, otherReads, otherWrites);
+      bool clash = (isUpdateKernel(o.kernel) && !o.inputs.empty() &&
+                    o.inputs[0] == s.inputs[0]);
+      for (const ArenaRange &w : writes) {
+        for (const ArenaRange &r : otherReads)
+          clash |= w.overlaps(r);
+        for (const ArenaRange &r : otherWrites)
+          clash |= w.overlaps(r);
+      }
+      if (clash)
+        return fail(where + " (fetch of '" + plan.slots[s.inputs[0]].name +
+                    "') is scheduled before step " + std::to_string(j) +
+                    ", which it conflicts with");
+    }
+  }
   return true;
+}
+
+bool isTransfer(const Plan &plan, const Step &step) {
+  if (step.inputs.empty())
+    return false;
+  Region r = plan.slots[step.inputs[0]].region;
+  bool stored = r == Region::Host || r == Region::Ssd;
+  return stored && (step.kernel == Kernel::Copy ||
+                    step.kernel == Kernel::Assign ||
+                    step.kernel == Kernel::Store);
+}
+
+void arenaAccesses(const Plan &plan, const Step &step,
+                   std::vector<ArenaRange> &reads,
+                   std::vector<ArenaRange> &writes) {
+  reads.clear();
+  writes.clear();
+  bool ssd = isTransfer(plan, step) &&
+             plan.slots[step.inputs[0]].region == Region::Ssd;
+  auto range = [&](uint32_t slot) {
+    const Slot &s = plan.slots[slot];
+    uint64_t bytes = s.bytes;
+    if (ssd)
+      bytes = (bytes + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    return ArenaRange{s.offset, s.offset + bytes};
+  };
+  // Update kernels write their first operand (and an optimizer's state
+  // operands) in place.
+  bool update = isUpdateKernel(step.kernel);
+  for (size_t k = 0; k < step.inputs.size(); ++k) {
+    uint32_t slot = step.inputs[k];
+    if (slot >= plan.slots.size() ||
+        plan.slots[slot].region != Region::Arena)
+      continue;
+    reads.push_back(range(slot));
+    if (update)
+      writes.push_back(range(slot));
+  }
+  for (uint32_t slot : step.outputs)
+    if (slot < plan.slots.size() && plan.slots[slot].region == Region::Arena)
+      writes.push_back(range(slot));
 }
 
 bool writePlan(const std::string &path, const Plan &plan, std::string &error) {

@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace strata::exec {
@@ -29,11 +30,26 @@ bool DeviceArena::reserve(uint64_t bytes, uint64_t budget,
 }
 
 bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
-  inputSet_.assign(artifact_.plan().inputs.size(), false);
-  arena_.setAlignment(artifact_.plan().ssdBytes > 0 ? artifact::kParamAlignment
-                                                    : artifact::kArenaAlignment);
-  return arena_.reserve(artifact_.plan().arenaBytes, options.deviceBudget,
-                        error);
+  const Plan &plan = artifact_.plan();
+  inputSet_.assign(plan.inputs.size(), false);
+  arena_.setAlignment(plan.ssdBytes > 0 ? artifact::kParamAlignment
+                                        : artifact::kArenaAlignment);
+  overlap_ = options.overlapTransfers;
+  size_t n = plan.steps.size();
+  reads_.assign(n, {});
+  writes_.assign(n, {});
+  issueAt_.assign(n + 1, {});
+  bool anyTransfer = false;
+  for (size_t i = 0; i < n; ++i) {
+    const artifact::Step &step = plan.steps[i];
+    artifact::arenaAccesses(plan, step, reads_[i], writes_[i]);
+    anyTransfer |= artifact::isTransfer(plan, step);
+    if (overlap_ && step.issueAfter != artifact::kInProgramOrder)
+      issueAt_[step.issueAfter + 1].push_back(i);
+  }
+  if (anyTransfer && overlap_)
+    queue_ = std::make_unique<TransferQueue>();
+  return arena_.reserve(plan.arenaBytes, options.deviceBudget, error);
 }
 
 cpu::TensorRef Executor::ref(uint32_t slot) {
@@ -48,29 +64,102 @@ cpu::TensorRef Executor::ref(uint32_t slot) {
   return t;
 }
 
-bool Executor::ssdTransfer(const artifact::Step &step, std::string &error) {
+bool Executor::transfer(size_t index, std::string &error) {
   const Plan &plan = artifact_.plan();
-  auto padded = [](uint64_t bytes) {
-    return (bytes + artifact::kParamAlignment - 1) /
-           artifact::kParamAlignment * artifact::kParamAlignment;
-  };
-  if (step.kernel == artifact::Kernel::Copy) {
-    const Slot &src = plan.slots[step.inputs[0]];
+  const artifact::Step &step = plan.steps[index];
+  const Slot &stored = plan.slots[step.inputs[0]];
+  bool fetch = step.kernel == artifact::Kernel::Copy;
+  const Slot &device = plan.slots[fetch ? step.outputs[0] : step.inputs[1]];
+  double start = trace_ ? trace_->now() : 0;
+  bool ok = true;
+  if (device.region != Region::Arena) {
+    error = "a transfer must go to or from the device arena";
+    ok = false;
+  } else if (stored.region == Region::Ssd) {
+    uint64_t padded = (stored.bytes + artifact::kParamAlignment - 1) /
+                      artifact::kParamAlignment * artifact::kParamAlignment;
+    char *arena = arena_.base() + device.offset;
+    ok = fetch ? artifact_.ssd()->read(stored.offset, arena, padded, error)
+               : artifact_.ssd()->write(stored.offset, arena, padded, error);
+  } else {
+    char *host = artifact_.memoryOf(stored);
+    char *arena = arena_.base() + device.offset;
+    if (fetch)
+      std::memcpy(arena, host, device.bytes);
+    else
+      std::memcpy(host, arena, stored.bytes);
+  }
+  if (trace_) {
+    bool ssd = stored.region == Region::Ssd;
+    trace_->add(stored.name,
+                ssd ? (fetch ? "ssd-read" : "ssd-write")
+                    : (fetch ? "h2d" : "d2h"),
+                ssd ? Lane::Ssd : Lane::HostCopy, start, trace_->now(),
+                stored.bytes);
+  }
+  if (!ok)
+    error = "step " + std::to_string(index) + " (" +
+            (stored.region == Region::Ssd ? "SSD" : "host") +
+            " transfer of '" + stored.name + "'): " + error;
+  return ok;
+}
+
+void Executor::submitTransfer(size_t index,
+                              const cpu::KernelContext &context) {
+  const Plan &plan = artifact_.plan();
+  const artifact::Step &step = plan.steps[index];
+  // Without updates (gradient-only micro-batches) nothing is written back.
+  if (step.kernel == artifact::Kernel::Assign && !context.applyUpdates)
+    return;
+  const Slot &stored = plan.slots[step.inputs[0]];
+  uint64_t bytes = stored.bytes;
+  if (stored.region == Region::Ssd)
+    bytes = (bytes + artifact::kParamAlignment - 1) /
+            artifact::kParamAlignment * artifact::kParamAlignment;
+  bool fetch = step.kernel == artifact::Kernel::Copy;
+  if (fetch) {
     const Slot &dst = plan.slots[step.outputs[0]];
     arena_.touch(dst.offset, dst.bytes);
-    links_.ssdToDevice += padded(src.bytes);
-    return artifact_.ssd()->read(src.offset, arena_.base() + dst.offset,
-                                 padded(src.bytes), error);
   }
-  const Slot &dst = plan.slots[step.inputs[0]];
-  const Slot &src = plan.slots[step.inputs[1]];
-  if (src.region != Region::Arena) {
-    error = "a write to the SSD must come from the device arena";
+  uint64_t &link = stored.region == Region::Ssd
+                       ? (fetch ? links_.ssdToDevice : links_.deviceToSsd)
+                       : (fetch ? links_.hostToDevice : links_.deviceToHost);
+  link += bytes;
+  if (!overlap_) { // In program order, on this thread.
+    inlineOk_ = inlineOk_ && transfer(index, inlineError_);
+    return;
+  }
+  uint64_t id = queue_->submit(
+      [this, index](std::string &error) { return transfer(index, error); });
+  queued_.push_back({id, index});
+}
+
+bool Executor::waitForConflicts(size_t index, std::string &error) {
+  uint64_t finished = queue_->finished();
+  uint64_t wait = 0;
+  for (const Queued &q : queued_) {
+    if (q.id <= finished || q.id <= wait)
+      continue;
+    bool clash = false;
+    for (const artifact::ArenaRange &w : writes_[q.step]) {
+      for (const artifact::ArenaRange &r : reads_[index])
+        clash |= w.overlaps(r);
+      for (const artifact::ArenaRange &r : writes_[index])
+        clash |= w.overlaps(r);
+    }
+    for (const artifact::ArenaRange &r : reads_[q.step])
+      for (const artifact::ArenaRange &w : writes_[index])
+        clash |= r.overlaps(w);
+    if (clash)
+      wait = q.id;
+  }
+  if (wait && !queue_->waitFor(wait, error))
     return false;
-  }
-  links_.deviceToSsd += padded(dst.bytes);
-  return artifact_.ssd()->write(dst.offset, arena_.base() + src.offset,
-                                padded(dst.bytes), error);
+  finished = std::max(finished, wait);
+  queued_.erase(std::remove_if(queued_.begin(), queued_.end(),
+                               [&](const Queued &q) { return q.id <= finished; }),
+                queued_.end());
+  return true;
 }
 
 bool Executor::setInput(const std::string &name, const npy::Array &array,
@@ -109,72 +198,58 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
     }
   }
   std::vector<cpu::TensorRef> ins, outs;
+  queued_.clear();
+  for (size_t f : issueAt_[0])
+    submitTransfer(f, context);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const artifact::Step &step = plan.steps[i];
-    bool ssd = (step.kernel == artifact::Kernel::Copy &&
-                plan.slots[step.inputs[0]].region == Region::Ssd) ||
-               ((step.kernel == artifact::Kernel::Assign ||
-                 step.kernel == artifact::Kernel::Store) &&
-                plan.slots[step.inputs[0]].region == Region::Ssd);
-    double start = trace_ ? trace_->now() : 0;
-    if (ssd) {
-      if (!context.applyUpdates && step.kernel == artifact::Kernel::Assign)
-        continue;
-      bool ok = ssdTransfer(step, error);
-      if (trace_)
-        trace_->add(plan.slots[step.inputs[0]].name,
-                    step.kernel == artifact::Kernel::Copy ? "ssd-read"
-                                                          : "ssd-write",
-                    Lane::Ssd, start, trace_->now(),
-                    plan.slots[step.inputs[0]].bytes);
-      if (!ok) {
-        error = "step " + std::to_string(i) + " (SSD transfer of '" +
-                plan.slots[step.inputs[0]].name + "'): " + error;
+    if (artifact::isTransfer(plan, step)) {
+      if (!overlap_ || step.issueAfter == artifact::kInProgramOrder)
+        submitTransfer(i, context);
+      if (!inlineOk_) {
+        error = inlineError_;
+        inlineOk_ = true;
         return false;
       }
-      continue;
+    } else {
+      if (queue_ && !waitForConflicts(i, error))
+        return false;
+      double start = trace_ ? trace_->now() : 0;
+      ins.clear();
+      outs.clear();
+      for (uint32_t s : step.inputs)
+        ins.push_back(ref(s));
+      for (uint32_t s : step.outputs) {
+        outs.push_back(ref(s));
+        arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
+      }
+      bool ok = cpu::runKernel(step, ins, outs, context, error);
+      std::string target = step.outputs.empty()
+                               ? plan.slots[step.inputs[0]].name
+                               : plan.slots[step.outputs[0]].name;
+      if (trace_)
+        trace_->add(target, artifact::kernelName(step.kernel), Lane::Compute,
+                    start, trace_->now(),
+                    step.outputs.empty() ? 0
+                                         : plan.slots[step.outputs[0]].bytes);
+      if (!ok) {
+        error = "step " + std::to_string(i) + " (" +
+                artifact::kernelName(step.kernel) + " -> '" + target +
+                "'): " + error;
+        if (queue_) {
+          std::string ignored;
+          queue_->drain(ignored);
+        }
+        return false;
+      }
     }
-    ins.clear();
-    outs.clear();
-    for (uint32_t s : step.inputs)
-      ins.push_back(ref(s));
-    for (uint32_t s : step.outputs) {
-      outs.push_back(ref(s));
-      arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
-    }
-    // Copies between the host region and the device are the host link.
-    bool hostLink = false;
-    if (step.kernel == artifact::Kernel::Copy &&
-        plan.slots[step.inputs[0]].region == Region::Host) {
-      links_.hostToDevice += plan.slots[step.inputs[0]].bytes;
-      hostLink = true;
-    } else if ((step.kernel == artifact::Kernel::Assign ||
-                step.kernel == artifact::Kernel::Store) &&
-               plan.slots[step.inputs[0]].region == Region::Host &&
-               (context.applyUpdates ||
-                step.kernel == artifact::Kernel::Store)) {
-      links_.deviceToHost += plan.slots[step.inputs[0]].bytes;
-      hostLink = true;
-    }
-    bool ok = cpu::runKernel(step, ins, outs, context, error);
-    std::string target = step.outputs.empty()
-                             ? plan.slots[step.inputs[0]].name
-                             : plan.slots[step.outputs[0]].name;
-    if (trace_)
-      trace_->add(target,
-                  hostLink ? (step.kernel == artifact::Kernel::Copy ? "h2d"
-                                                                    : "d2h")
-                           : artifact::kernelName(step.kernel),
-                  hostLink ? Lane::HostCopy : Lane::Compute, start,
-                  trace_->now(),
-                  step.outputs.empty() ? 0 : plan.slots[step.outputs[0]].bytes);
-    if (!ok) {
-      error = "step " + std::to_string(i) + " (" +
-              artifact::kernelName(step.kernel) + " -> '" + target +
-              "'): " + error;
-      return false;
-    }
+    for (size_t f : issueAt_[i + 1])
+      submitTransfer(f, context);
   }
+  // Outputs, checkpoints and the next step see every transfer finished.
+  if (queue_ && !queue_->drain(error))
+    return false;
+  queued_.clear();
   return true;
 }
 

@@ -6,9 +6,12 @@
 #include "runtime/artifact/Artifact.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/Trace.h"
+#include "runtime/exec/TransferQueue.h"
 #include "runtime/support/Npy.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::exec {
 
@@ -39,6 +42,10 @@ private:
 struct ExecutorOptions {
   /// Device-memory budget in bytes; 0 means unlimited.
   uint64_t deviceBudget = 0;
+  /// Run transfers between the tiers on a queue beside the compute, with
+  /// the fetches the compiler scheduled ahead issued early. Off: every
+  /// transfer runs in program order and completes before the next step.
+  bool overlapTransfers = true;
 };
 
 class Executor {
@@ -72,10 +79,16 @@ public:
   void setTrace(Trace *trace) { trace_ = trace; }
 
   uint64_t arenaPeak() const { return arena_.peak(); }
+  bool overlapsTransfers() const { return overlap_; }
 
 private:
   cpu::TensorRef ref(uint32_t slot);
-  bool ssdTransfer(const artifact::Step &step, std::string &error);
+  /// Queues step `index`, a transfer (see artifact::isTransfer).
+  void submitTransfer(size_t index, const cpu::KernelContext &context);
+  /// Waits for the queued transfers step `index` conflicts with.
+  bool waitForConflicts(size_t index, std::string &error);
+  /// Runs one transfer (on the queue's thread).
+  bool transfer(size_t index, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;
 
   artifact::Artifact &artifact_;
@@ -83,6 +96,21 @@ private:
   std::vector<bool> inputSet_;
   LinkBytes links_;
   Trace *trace_ = nullptr;
+
+  bool overlap_ = true;
+  std::unique_ptr<TransferQueue> queue_;
+  /// Arena bytes each step reads and writes.
+  std::vector<std::vector<artifact::ArenaRange>> reads_, writes_;
+  /// Fetches to issue after step i - 1 (index 0: at the start).
+  std::vector<std::vector<size_t>> issueAt_;
+  struct Queued {
+    uint64_t id;
+    size_t step;
+  };
+  std::vector<Queued> queued_;
+  /// Without overlap, transfers run inline; the first failure is kept here.
+  bool inlineOk_ = true;
+  std::string inlineError_;
 };
 
 } // namespace strata::exec

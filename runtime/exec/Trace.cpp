@@ -19,6 +19,7 @@ static std::string escape(const std::string &s) {
 }
 
 bool Trace::write(const std::string &path, std::string &error) const {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   const char *laneNames[] = {"", "compute", "host<->device", "ssd"};
   for (int lane = 1; lane <= 3; ++lane) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,15 +25,20 @@ public:
         .count();
   }
 
+  /// Safe to call from the transfer queue's thread too.
   void add(std::string name, const char *category, Lane lane, double start,
            double end, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back({std::move(name), category, lane, start, end, bytes});
   }
 
   /// Writes the events as Chrome trace JSON; false with `error` on failure.
   bool write(const std::string &path, std::string &error) const;
 
-  size_t size() const { return events_.size(); }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_.size();
+  }
 
 private:
   struct Event {
@@ -43,6 +49,7 @@ private:
     uint64_t bytes;
   };
   std::chrono::steady_clock::time_point origin_;
+  mutable std::mutex mutex_;
   std::vector<Event> events_;
 };
 

@@ -136,6 +136,22 @@ int main(int argc, char **argv) {
               "in arena", static_cast<unsigned long long>(swapped[0]),
               static_cast<unsigned long long>(swapped[1]));
   std::printf("steps: %zu\n", plan.steps.size());
+  size_t transfers = 0, ahead = 0, distance = 0;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step &step = plan.steps[i];
+    if (!artifact::isTransfer(plan, step))
+      continue;
+    ++transfers;
+    if (step.issueAfter != artifact::kInProgramOrder) {
+      ++ahead;
+      distance += i - 1 - step.issueAfter;
+    }
+  }
+  if (transfers > 0)
+    std::printf("transfers: %zu between tiers; %zu fetches issued ahead of "
+                "their place (on average %.1f steps ahead)\n",
+                transfers, ahead,
+                ahead ? static_cast<double>(distance) / ahead : 0.0);
   if (!plan.memory.empty())
     std::printf("%s", formatMemoryReport(plan).c_str());
 
@@ -185,8 +201,14 @@ int main(int argc, char **argv) {
       for (uint32_t s : step.outputs)
         outs += (outs.empty() ? "" : ", ") + plan.slots[s].name + ": " +
                 describe(plan.slots[s]);
-      std::printf("  %4zu %-12s %s = (%s)\n", i, kernelName(step.kernel),
-                  outs.c_str(), ins.c_str());
+      std::string ahead;
+      if (step.issueAfter != artifact::kInProgramOrder)
+        ahead = step.issueAfter < 0
+                    ? "  [issued at the start of the step]"
+                    : "  [issued after step " +
+                          std::to_string(step.issueAfter) + "]";
+      std::printf("  %4zu %-12s %s = (%s)%s\n", i, kernelName(step.kernel),
+                  outs.c_str(), ins.c_str(), ahead.c_str());
     }
   }
   return 0;

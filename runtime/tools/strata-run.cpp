@@ -58,6 +58,8 @@ static void usage(FILE *out) {
                "  --trace-steps N        training steps to trace (default 2)\n"
                "  --ssd-dir DIR          SSD store directories (default: as "
                "compiled; repeatable)\n"
+               "  --no-overlap           run transfers between tiers in "
+               "program order, not beside the compute\n"
                "  --help                 this text\n");
 }
 
@@ -79,6 +81,7 @@ int main(int argc, char **argv) {
   bool stepsGiven = false;
   std::string tracePath;
   std::vector<std::string> ssdDirs;
+  bool overlap = true;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *flag) -> std::string {
@@ -143,6 +146,8 @@ int main(int argc, char **argv) {
       trainOptions.traceSteps = std::atoll(value("--trace-steps").c_str());
     } else if (arg == "--ssd-dir" || arg.rfind("--ssd-dir=", 0) == 0) {
       ssdDirs.push_back(value("--ssd-dir"));
+    } else if (arg == "--no-overlap") {
+      overlap = false;
     } else if (arg == "--resume") {
       trainOptions.resume = true;
     } else if (arg == "--log-json" || arg.rfind("--log-json=", 0) == 0) {
@@ -174,6 +179,7 @@ int main(int argc, char **argv) {
   exec::Executor executor(art);
   exec::ExecutorOptions options;
   options.deviceBudget = budget;
+  options.overlapTransfers = overlap;
   if (!executor.prepare(options, error)) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;

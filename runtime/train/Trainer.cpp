@@ -269,7 +269,10 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     std::sort(sorted.begin(), sorted.end());
     const exec::Executor::LinkBytes &l = executor.linkBytes();
     double steps = std::max<size_t>(1, stepTimes.size());
-    double predicted = plan.memoryOf("predicted_step_us") * 1e-6;
+    double predicted = plan.memoryOf(executor.overlapsTransfers()
+                                         ? "predicted_step_us"
+                                         : "predicted_serial_us") *
+                       1e-6;
     double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
     if (predicted > 0)
       std::fprintf(stderr,

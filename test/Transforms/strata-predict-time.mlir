@@ -1,34 +1,44 @@
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile.txt" | FileCheck %s
 // RUN: not strata-opt %s --strata-predict-time="profile=%S/missing.txt" 2>&1 | FileCheck %s --check-prefix=MISSING
 
-// Tests the cost model against hand-computed figures (microseconds):
-//   matmul 2x256 * 256x256: 262144 FLOPs; the cube root of M*N*K (51) is
-//     small, 1 GFLOP/s: 262.144 + 1 launch                       = 263.144
-//   exp over 512 elements at 10 ns + 1 launch                    =   6.120
-//   add over 65536 elements at 1 ns + 1 launch + 5 parallel      =  71.536
-//   compute                                                      = 340.800
-//   SSD read of 256 KiB (one request) at 0.5 GB/s + 100 latency  = 624.288
-//   SSD write of 256 KiB (one request) at 0.25 GB/s + 100        = 1148.576
-//   host copy of 256 KiB at 1 GB/s                               = 262.144
-//   step = the sum = 2375.808; lower bound = the busiest (SSD)   = 1772.864
+// Tests the cost model and its replay of the runtime's schedule against
+// hand-computed figures (microseconds). Costs:
+//   k0 fetch of w, 256 KiB from SSD (one request, 0.5 GB/s) + 100 = 624.288
+//   k1 matmul 2x256 * 256x256: 262144 FLOPs, the cube root of M*N*K
+//      (51) is small, 1 GFLOP/s: 262.144 + 1 launch             = 263.144
+//   k2 exp over 512 elements at 10 ns + 1 launch                 =   6.120
+//   k3 fetch of h, 256 KiB from host at 1 GB/s                   = 262.144
+//   k4 add over 65536 elements at 1 ns + 1 launch + 5 parallel   =  71.536
+//   k5 write-back of w, 256 KiB to SSD at 0.25 GB/s + 100        = 1148.576
+//   k6 exp over 65536 elements at 10 ns + 1 + 5                  = 661.360
+// Replay: k0 is issued at the start (issue_after = -1) and ends at 624.288;
+// k1 reads its bytes, so it waits: 624.288 -> 887.432; k2 -> 893.552; k3
+// queues at 893.552 -> 1155.696; k4 waits for it -> 1227.232; k5 queues
+// -> 2375.808 while k6 (no shared bytes) computes -> 1888.592. The step
+// ends with the queue at 2375.808; one after another it would be
+// compute 1002.160 + host 262.144 + SSD 1772.864 = 3037.168; the lower
+// bound is the busiest resource, the SSD.
 // CHECK: func.func @main() attributes {exec.predicted = {
-// CHECK-SAME: predicted_compute_us = 341
+// CHECK-SAME: predicted_compute_us = 1002
 // CHECK-SAME: predicted_host_link_us = 262
 // CHECK-SAME: predicted_lower_bound_us = 1773
+// CHECK-SAME: predicted_serial_us = 3037
 // CHECK-SAME: predicted_ssd_link_us = 1773
 // CHECK-SAME: predicted_step_us = 2376
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
-  %x = exec.input "x" : tensor<2x256xf32>
-  %w = exec.param "w" trainable {tier = "ssd", value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
-  %h = exec.param "h" {tier = "host", value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
-  %wf = exec.kernel "copy"(%w) : (tensor<256x256xf32>) -> tensor<256x256xf32>
-  %y = exec.kernel "matmul"(%x, %wf) : (tensor<2x256xf32>, tensor<256x256xf32>) -> tensor<2x256xf32>
-  %e = exec.kernel "exp"(%y) : (tensor<2x256xf32>) -> tensor<2x256xf32>
-  %hf = exec.kernel "copy"(%h) : (tensor<256x256xf32>) -> tensor<256x256xf32>
-  %s = exec.kernel "add"(%hf, %hf) : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %x = exec.input "x" {offset = 262144 : i64} : tensor<2x256xf32>
+  %w = exec.param "w" trainable {tier = "ssd", offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %h = exec.param "h" {tier = "host", offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %wf = exec.kernel "copy"(%w) {offset = 0 : i64, issue_after = -1 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %y = exec.kernel "matmul"(%x, %wf) {offset = 266240 : i64} : (tensor<2x256xf32>, tensor<256x256xf32>) -> tensor<2x256xf32>
+  %e = exec.kernel "exp"(%y) {offset = 270336 : i64} : (tensor<2x256xf32>) -> tensor<2x256xf32>
+  %hf = exec.kernel "copy"(%h) {offset = 274432 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %s = exec.kernel "add"(%hf, %hf) {offset = 536576 : i64} : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
   exec.kernel "assign"(%w, %s) : (tensor<256x256xf32>, tensor<256x256xf32>) -> ()
+  %u = exec.kernel "exp"(%hf) {offset = 798720 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
   exec.output "e" %e : tensor<2x256xf32>
+  exec.output "u" %u : tensor<256x256xf32>
   return
 }

@@ -108,6 +108,60 @@ TEST(Plan, ValidationCatchesInconsistentPlans) {
   EXPECT_NE(error.find("writes outside the arena"), std::string::npos);
 }
 
+// x (arena) -> exp -> a; fetch h (host) into [64, 96); a * h -> y.
+Plan fetchPlan(int64_t issueAfter, uint64_t fetchOffset) {
+  Plan p;
+  p.arenaBytes = 256;
+  p.hostBytes = 4096;
+  p.paramsFileBytes = 4096;
+  p.slots.push_back({"x", DType::F32, {8}, Region::Arena, 0, 32});
+  p.slots.push_back({"a", DType::F32, {8}, Region::Arena, 64, 32});
+  p.slots.push_back({"h", DType::F32, {8}, Region::Host, 0, 32});
+  p.slots.push_back({"hf", DType::F32, {8}, Region::Arena, fetchOffset, 32});
+  p.slots.push_back({"y", DType::F32, {8}, Region::Arena, 192, 32});
+  p.inputs.push_back({"x", 0});
+  p.outputs.push_back({"y", 4});
+  p.params.push_back({"h", 2, 0, 0, 32, 0});
+  Step exp, fetch, mul;
+  exp.kernel = Kernel::Exp;
+  exp.inputs = {0};
+  exp.outputs = {1};
+  fetch.kernel = Kernel::Copy;
+  fetch.inputs = {2};
+  fetch.outputs = {3};
+  fetch.issueAfter = issueAfter;
+  mul.kernel = Kernel::Mul;
+  mul.inputs = {1, 3};
+  mul.outputs = {4};
+  p.steps = {exp, fetch, mul};
+  return p;
+}
+
+TEST(Plan, FetchesScheduledAheadMustNotOvertakeConflicts) {
+  std::string error;
+  // Its own bytes: it may start with the step, and the order round-trips.
+  Plan p = fetchPlan(-1, 128);
+  ASSERT_TRUE(validatePlan(p, error)) << error;
+  std::string path = tempPath();
+  ASSERT_TRUE(writePlan(path, p, error)) << error;
+  Plan q;
+  ASSERT_TRUE(readPlan(path, q, error)) << error;
+  EXPECT_EQ(q.steps[1].issueAfter, -1);
+  EXPECT_EQ(q.steps[0].issueAfter, kInProgramOrder);
+  std::remove(path.c_str());
+  // Into bytes step 0 writes: it must wait for step 0.
+  EXPECT_FALSE(validatePlan(fetchPlan(-1, 64), error));
+  EXPECT_NE(error.find("scheduled before step 0"), std::string::npos)
+      << error;
+  EXPECT_TRUE(validatePlan(fetchPlan(0, 64), error)) << error;
+  // Not after itself; only fetches.
+  EXPECT_FALSE(validatePlan(fetchPlan(1, 128), error));
+  p = fetchPlan(kInProgramOrder, 128);
+  p.steps[2].issueAfter = 0;
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("not a fetch"), std::string::npos) << error;
+}
+
 TEST(Kernel, NamesRoundTrip) {
   for (uint16_t k = 1; k < static_cast<uint16_t>(Kernel::NumKernels); ++k) {
     Kernel kernel;
