@@ -119,10 +119,11 @@ struct PredictTimePass
     return seconds;
   }
 
-  /// Replays the runtime's schedule: kernels one after another on the
-  /// compute thread; transfers in issue order on one transfer queue (a
-  /// fetch with `issue_after` right after that kernel, the rest at their
-  /// place); a kernel waits for the queued transfers whose arena bytes it
+  /// Replays the runtime's schedule (runtime/exec/Executor.cpp): kernels
+  /// and host copies one after another on the compute thread, SSD
+  /// transfers in issue order on one transfer queue (a fetch with
+  /// `issue_after` right after that kernel, the rest at their place); the
+  /// compute thread waits for the queued transfers whose arena bytes it
   /// conflicts with.
   void predict(func::FuncOp func, const MachineProfile &m) {
     SmallVector<exec::KernelOp> kernels;
@@ -162,25 +163,34 @@ struct PredictTimePass
             return true;
       return false;
     };
+    // Kernels and host copies run on the compute thread, after the queued
+    // transfers they conflict with; SSD transfers go on the queue.
+    auto issue = [&](size_t i) {
+      exec::KernelOp k = kernels[i];
+      if (isTransfer(k) && tierOf(k.getInputs()[0]) == "ssd")
+        return submit(i);
+      double start = clock;
+      for (const Job &job : queued)
+        if (job.end > clock && conflicts(job.kernel, i))
+          start = std::max(start, job.end);
+      double seconds;
+      if (isTransfer(k)) {
+        seconds = transferSeconds(k, m, hostLink, ssdLink);
+      } else {
+        seconds = kernelSeconds(k, m);
+        compute += seconds;
+      }
+      clock = start + seconds;
+      llvm::erase_if(queued, [&](const Job &j) { return j.end <= clock; });
+    };
     for (size_t i : issueAt[0])
-      submit(i);
+      issue(i);
     for (size_t i = 0; i < n; ++i) {
       exec::KernelOp k = kernels[i];
-      if (isTransfer(k)) {
-        if (!k->hasAttr("issue_after"))
-          submit(i);
-      } else {
-        double start = clock;
-        for (const Job &job : queued)
-          if (job.end > clock && conflicts(job.kernel, i))
-            start = std::max(start, job.end);
-        double seconds = kernelSeconds(k, m);
-        compute += seconds;
-        clock = start + seconds;
-        llvm::erase_if(queued, [&](const Job &j) { return j.end <= clock; });
-      }
+      if (!isTransfer(k) || !k->hasAttr("issue_after"))
+        issue(i);
       for (size_t f : issueAt[i + 1])
-        submit(f);
+        issue(f);
     }
     double step = std::max(clock, queueFree);
     double serial = compute + hostLink + ssdLink;

@@ -125,7 +125,13 @@ void Executor::submitTransfer(size_t index,
                        ? (fetch ? links_.ssdToDevice : links_.deviceToSsd)
                        : (fetch ? links_.hostToDevice : links_.deviceToHost);
   link += bytes;
-  if (!overlap_) { // In program order, on this thread.
+  // Host copies are memcpy on the CPU backend, which shares the memory
+  // system with its "device": a queue would only add hand-offs, so they run
+  // on this thread (after the queued transfers they conflict with). SSD
+  // transfers wait on the drive and go on the queue.
+  if (!overlap_ || stored.region == Region::Host) {
+    if (inlineOk_ && queue_ && !waitForConflicts(index, inlineError_))
+      inlineOk_ = false;
     inlineOk_ = inlineOk_ && transfer(index, inlineError_);
     return;
   }
@@ -197,20 +203,41 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
       return false;
     }
   }
-  std::vector<cpu::TensorRef> ins, outs;
   queued_.clear();
+  inlineOk_ = true;
+  bool ok = runSteps(error, context);
+  // Outputs, checkpoints and the next step see every transfer finished;
+  // after a failure too, so nothing is still writing.
+  if (queue_) {
+    std::string queueError;
+    if (!queue_->drain(queueError) && ok) {
+      error = queueError;
+      ok = false;
+    }
+  }
+  queued_.clear();
+  return ok;
+}
+
+bool Executor::runSteps(std::string &error,
+                        const cpu::KernelContext &context) {
+  const Plan &plan = artifact_.plan();
+  std::vector<cpu::TensorRef> ins, outs;
+  auto inlineFailed = [&] {
+    if (inlineOk_)
+      return false;
+    error = inlineError_;
+    return true;
+  };
   for (size_t f : issueAt_[0])
     submitTransfer(f, context);
+  if (inlineFailed())
+    return false;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const artifact::Step &step = plan.steps[i];
     if (artifact::isTransfer(plan, step)) {
       if (!overlap_ || step.issueAfter == artifact::kInProgramOrder)
         submitTransfer(i, context);
-      if (!inlineOk_) {
-        error = inlineError_;
-        inlineOk_ = true;
-        return false;
-      }
     } else {
       if (queue_ && !waitForConflicts(i, error))
         return false;
@@ -236,20 +263,14 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
         error = "step " + std::to_string(i) + " (" +
                 artifact::kernelName(step.kernel) + " -> '" + target +
                 "'): " + error;
-        if (queue_) {
-          std::string ignored;
-          queue_->drain(ignored);
-        }
         return false;
       }
     }
     for (size_t f : issueAt_[i + 1])
       submitTransfer(f, context);
+    if (inlineFailed())
+      return false;
   }
-  // Outputs, checkpoints and the next step see every transfer finished.
-  if (queue_ && !queue_->drain(error))
-    return false;
-  queued_.clear();
   return true;
 }
 

@@ -83,6 +83,7 @@ public:
 
 private:
   cpu::TensorRef ref(uint32_t slot);
+  bool runSteps(std::string &error, const cpu::KernelContext &context);
   /// Queues step `index`, a transfer (see artifact::isTransfer).
   void submitTransfer(size_t index, const cpu::KernelContext &context);
   /// Waits for the queued transfers step `index` conflicts with.

@@ -13,8 +13,8 @@
 //   k6 exp over 65536 elements at 10 ns + 1 + 5                  = 661.360
 // Replay: k0 is issued at the start (issue_after = -1) and ends at 624.288;
 // k1 reads its bytes, so it waits: 624.288 -> 887.432; k2 -> 893.552; k3
-// queues at 893.552 -> 1155.696; k4 waits for it -> 1227.232; k5 queues
-// -> 2375.808 while k6 (no shared bytes) computes -> 1888.592. The step
+// (a host copy) runs on the compute thread -> 1155.696; k4 -> 1227.232;
+// k5 queues -> 2375.808 while k6 (no shared bytes) computes -> 1888.592. The step
 // ends with the queue at 2375.808; one after another it would be
 // compute 1002.160 + host 262.144 + SSD 1772.864 = 3037.168; the lower
 // bound is the busiest resource, the SSD.
