@@ -285,7 +285,20 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     %a = exec.kernel "exp"(%x) {offset = 64 : i64} : (tensor<16xf32>) -> tensor<16xf32>
     %b = exec.kernel "exp"(%a) {offset = 0 : i64} : (tensor<16xf32>) -> tensor<16xf32>
     ```
+
+    The destination of a fetch from host or SSD is reserved from up to
+    `prefetch-window` ops before the fetch (never before the last write
+    back into its source), so --strata-schedule-transfers can issue it
+    early and the copy overlaps the compute. With a `device-budget`, the
+    window is halved until the arena plus the resident parameters fit
+    (down to none); `exec.prefetch_window` records the window used.
   }];
+  let options = [
+    Option<"prefetchWindow", "prefetch-window", "int64_t", /*default=*/"32",
+           "Ops ahead of its use a fetch's destination is reserved">,
+    Option<"deviceBudget", "device-budget", "int64_t", /*default=*/"0",
+           "Device memory budget in bytes (0: none) the window must fit">
+  ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Number of arena buffers placed">,
     Statistic<"arenaBytes", "arena-bytes", "Size of the device arena">,

@@ -34,7 +34,9 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;
   pm.addPass(createPlaceTiersPass(place));
-  pm.addPass(createPlanMemoryPass());
+  PlanMemoryPassOptions memory;
+  memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);
+  pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createScheduleTransfersPass());
   PredictTimePassOptions predict;
   predict.profile = tiers.profile;

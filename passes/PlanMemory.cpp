@@ -1,5 +1,6 @@
 //===- PlanMemory.cpp - Static memory plan with liveness-based reuse ------===//
 
+#include "passes/ArenaRanges.h"
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
@@ -47,6 +48,8 @@ struct Buffer {
 };
 
 struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
+  using PlanMemoryPassBase::PlanMemoryPassBase;
+
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
       plan(func);
@@ -76,6 +79,10 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     uint64_t alignment = usesSsd ? artifact::kParamAlignment
                                  : artifact::kArenaAlignment;
     int64_t index = 0, last = 0;
+    // Fetches from host or SSD (buffer, earliest start), and the index of
+    // the last write-back into each stored tensor so far.
+    std::vector<std::pair<size_t, int64_t>> fetches;
+    llvm::DenseMap<Operation *, int64_t> lastWrite;
     for (Operation &op : body) {
       if (auto param = dyn_cast<exec::ParamOp>(op)) {
         uint64_t &region = param.getTier() == "host" ? hostBytes
@@ -92,6 +99,19 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         region = alignTo(region + bytesOf(space.getType()),
                          artifact::kParamAlignment);
       } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
+        auto kernel = dyn_cast<exec::KernelOp>(op);
+        Operation *stored =
+            kernel && !kernel.getInputs().empty()
+                ? storedRoot(kernel.getInputs()[0])
+                : nullptr;
+        // A fetch may start as soon as its source was last written.
+        if (stored && kernel.getKernel() == "copy") {
+          auto it = lastWrite.find(stored);
+          fetches.push_back({buffers.size(),
+                             it == lastWrite.end() ? 0 : it->second + 1});
+        }
+        if (stored && kernel.getNumResults() == 0)
+          lastWrite[stored] = index;
         for (Value r : op.getResults()) {
           bufferOf[r] = buffers.size();
           buffers.push_back({r, &op, Kind::Activation,
@@ -115,35 +135,58 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     }
 
     // Largest first, each at the lowest offset free for its lifetime.
-    std::vector<size_t> order(buffers.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return buffers[a].bytes > buffers[b].bytes;
-    });
-    std::vector<size_t> placed;
-    uint64_t arenaBytes = 0, unshared = 0;
-    for (size_t i : order) {
-      Buffer &b = buffers[i];
-      // Conflicting intervals in the arena, sorted by offset.
-      std::vector<std::pair<uint64_t, uint64_t>> busy;
-      for (size_t j : placed) {
-        const Buffer &o = buffers[j];
-        if (o.start <= b.end && b.start <= o.end)
-          busy.push_back({o.offset, o.offset + o.bytes});
+    auto place = [&] {
+      std::vector<size_t> order(buffers.size());
+      for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return buffers[a].bytes > buffers[b].bytes;
+      });
+      std::vector<size_t> placed;
+      uint64_t arena = 0;
+      for (size_t i : order) {
+        Buffer &b = buffers[i];
+        // Conflicting intervals in the arena, sorted by offset.
+        std::vector<std::pair<uint64_t, uint64_t>> busy;
+        for (size_t j : placed) {
+          const Buffer &o = buffers[j];
+          if (o.start <= b.end && b.start <= o.end)
+            busy.push_back({o.offset, o.offset + o.bytes});
+        }
+        std::sort(busy.begin(), busy.end());
+        uint64_t offset = 0;
+        for (auto [lo, hi] : busy) {
+          if (offset + b.bytes <= lo)
+            break;
+          offset = std::max(offset, alignTo(hi, alignment));
+        }
+        b.offset = offset;
+        placed.push_back(i);
+        arena = std::max(arena, offset + b.bytes);
       }
-      std::sort(busy.begin(), busy.end());
-      uint64_t offset = 0;
-      for (auto [lo, hi] : busy) {
-        if (offset + b.bytes <= lo)
-          break;
-        offset = std::max(offset, alignTo(hi, alignment));
-      }
-      b.offset = offset;
-      placed.push_back(i);
-      arenaBytes = std::max(arenaBytes, offset + b.bytes);
-      unshared += alignTo(b.bytes, alignment);
+      return arena;
+    };
+    // Fetch destinations reserved up to `window` ops before their fetch, so
+    // the fetch can run while those compute; halved until the arena and
+    // the resident parameters fit the device budget.
+    std::vector<int64_t> defined(buffers.size());
+    for (size_t i = 0; i < buffers.size(); ++i)
+      defined[i] = buffers[i].start;
+    auto withWindow = [&](int64_t window) {
+      for (auto [i, earliest] : fetches)
+        buffers[i].start = std::max(earliest, defined[i] - window);
+      return place();
+    };
+    int64_t window = fetches.empty() ? 0 : prefetchWindow.getValue();
+    uint64_t arenaBytes = withWindow(window);
+    while (window > 0 && deviceBudget > 0 &&
+           arenaBytes + paramsBytes > static_cast<uint64_t>(deviceBudget)) {
+      window /= 2;
+      arenaBytes = withWindow(window);
     }
+    uint64_t unshared = 0;
+    for (const Buffer &b : buffers)
+      unshared += alignTo(b.bytes, alignment);
     OpBuilder builder(func.getContext());
     // The first result's offset is `offset`; all results' are `offsets`.
     llvm::DenseMap<Operation *, SmallVector<int64_t>> offsetsOf;
@@ -154,6 +197,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       if (offsets.size() > 1)
         op->setAttr("offsets", builder.getDenseI64ArrayAttr(offsets));
     }
+    func->setAttr("exec.prefetch_window", builder.getI64IntegerAttr(window));
     func->setAttr("exec.arena_bytes",
                   builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
     func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(

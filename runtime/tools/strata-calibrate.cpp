@@ -14,8 +14,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -135,7 +137,11 @@ int main(int argc, char **argv) {
     p.ssdReadGBs = bytes / r / 1e9;
     // One request at a time (what a tensor smaller than a stripe costs): a
     // line through 4 KiB and 256 KiB gives the latency and the rate.
-    void *one = store->stagingBuffer(0);
+    // Into ordinary (unregistered) memory, as the runtime's arena is.
+    std::unique_ptr<void, decltype(&std::free)> arenaLike(
+        std::aligned_alloc(tiers::kIoAlignment, uint64_t(256) << 10),
+        &std::free);
+    void *one = arenaLike.get();
     const uint64_t lo = 4096, hi = uint64_t(256) << 10;
     // Offsets spread over the file, so no read hits a cache the previous
     // one warmed.
