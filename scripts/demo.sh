@@ -20,11 +20,14 @@ mkdir -p "$OUT"
 echo "== 1. export the example model and corpus (PyTorch)"
 /usr/bin/python3 examples/gpt2-tiny/make_model.py --out "$OUT"
 
+echo "== 1b. measure this machine (the compiler's cost model reads the profile)"
+"$BIN/strata-calibrate" -o "$OUT/machine-profile.txt" --ssd-dir "$OUT/ssd" > /dev/null
 echo "== 2. compile the training step (AdamW, cosine schedule) -> gpt2-tiny.strata"
 echo "      (the IR after import and after every pass: $OUT/ir/)"
 "$BIN/strata-compile" "$OUT/gpt2-tiny.onnx" --input-shape input_ids=8x32 \
   --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip-grad-norm 1.0 \
   --lr-schedule cosine --warmup-steps 20 --total-steps 300 \
+  --profile "$OUT/machine-profile.txt" \
   -o "$OUT/gpt2-tiny.strata" --dump-ir "$OUT/ir"
 cat "$OUT/gpt2-tiny.strata/manifest.txt"
 
@@ -41,8 +44,6 @@ PY
 
 echo "== 4. the same training step under budgets that force SSD use:"
 echo "      1.5 MiB of device memory, 64 KiB of host memory, the rest on SSD"
-# The machine profile feeds the compiler's step-time prediction.
-"$BIN/strata-calibrate" -o "$OUT/machine-profile.txt" --ssd-dir "$OUT/ssd" > /dev/null
 "$BIN/strata-compile" "$OUT/gpt2-tiny.onnx" --input-shape input_ids=8x32 \
   --optimizer adamw --lr 3e-3 --weight-decay 0.01 --clip-grad-norm 1.0 \
   --lr-schedule cosine --warmup-steps 20 --total-steps 300 \
