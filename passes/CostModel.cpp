@@ -1,0 +1,86 @@
+//===- CostModel.cpp - Seconds per kernel and per transfer ----------------===//
+
+#include "passes/CostModel.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace strata {
+
+namespace {
+
+/// Streaming kernels larger than this many elements run on several threads.
+constexpr int64_t kParallelGrain = 16384;
+/// The SSD store's stripe (tiers::SsdOptions::stripeBytes).
+constexpr double kSsdStripeBytes = 1 << 20;
+
+int64_t elements(Type type) { return cast<ShapedType>(type).getNumElements(); }
+
+double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
+  auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
+  auto out = cast<ShapedType>(k.getResult(0).getType());
+  ArrayRef<int64_t> ints = k.getInts();
+  bool ta = !ints.empty() && ints[0];
+  int64_t K = lhs.getRank() == 1 ? lhs.getDimSize(0)
+              : ta ? lhs.getDimSize(lhs.getRank() - 2)
+                   : lhs.getDimSize(lhs.getRank() - 1);
+  double flops = 2.0 * out.getNumElements() * K;
+  // The operands' typical dimension (cube root of M*N*K) picks the rate.
+  double n = std::cbrt(flops / 2.0);
+  double rate = n < 128   ? m.matmulSmallGflops
+                : n < 512 ? m.matmulMediumGflops
+                          : m.matmulLargeGflops;
+  return flops / (rate * 1e9);
+}
+
+} // namespace
+
+double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
+  static const llvm::StringSet<> transcendental = {
+      "exp", "log", "tanh", "erf", "sigmoid", "gelu", "gelu_grad",
+      "softmax", "log_softmax", "cross_entropy", "cross_entropy_grad",
+      "pow", "sin", "cos", "update_adamw", "update_adalomo", "layer_norm",
+      "layer_norm_grad"};
+  static const llvm::StringSet<> movement = {
+      "transpose", "slice", "slice_grad", "concat", "broadcast", "gather",
+      "gather_grad", "trilu"};
+  StringRef name = k.getKernel();
+  double seconds = m.launchUs * 1e-6;
+  if (name == "matmul")
+    return seconds + matmulSeconds(k, m);
+  // Streaming kernels: the larger of what they read and write.
+  int64_t n = 0;
+  for (Value v : k.getInputs())
+    n = std::max(n, elements(v.getType()));
+  for (Value v : k.getResults())
+    n = std::max(n, elements(v.getType()));
+  double perElement = transcendental.contains(name)
+                          ? m.transcendentalNsPerElement
+                      : movement.contains(name) ? m.movementNsPerElement
+                                                : m.simpleNsPerElement;
+  seconds += n * perElement * 1e-9;
+  // Kernels past the runtime's grain are split across threads.
+  if (n > kParallelGrain)
+    seconds += m.parallelLaunchUs * 1e-6;
+  return seconds;
+}
+
+double transferSeconds(double bytes, StringRef tier, bool read,
+                       const MachineProfile &m) {
+  if (tier == "ssd") {
+    // Below a stripe the store issues one request; above, many in flight
+    // across stripes and drives.
+    double rate = bytes < kSsdStripeBytes
+                      ? (read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs)
+                      : (read ? m.ssdReadGBs : m.ssdWriteGBs);
+    return m.ssdLatencyUs * 1e-6 + bytes / (rate * 1e9);
+  }
+  return bytes / (m.copyGBs * 1e9);
+}
+
+} // namespace strata

@@ -1,0 +1,29 @@
+//===- CostModel.h - Seconds per kernel and per transfer -------*- C++ -*-===//
+//
+// The compiler's cost model, from a machine profile (strata-calibrate):
+// matrix products by FLOPs at a size-dependent rate, streaming kernels by
+// elements plus launch and thread-dispatch costs, transfers by bytes and
+// latency on their link. --strata-predict-time sums it over the runtime's
+// schedule; --strata-place-tiers weighs recomputing against swapping.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_PASSES_COSTMODEL_H
+#define STRATA_PASSES_COSTMODEL_H
+
+#include "dialects/Exec/ExecDialect.h"
+#include "runtime/profile/MachineProfile.h"
+
+namespace strata {
+
+/// Seconds one compute kernel takes.
+double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
+
+/// Seconds to move `bytes` between the device and `tier` ("host" or
+/// "ssd"); `read` is towards the device.
+double transferSeconds(double bytes, llvm::StringRef tier, bool read,
+                       const MachineProfile &m);
+
+} // namespace strata
+
+#endif // STRATA_PASSES_COSTMODEL_H
