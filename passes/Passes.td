@@ -158,8 +158,12 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     device budget (`gpu-mem`): optimizer state leaves the device first, then
     parameters, largest first; host memory is used while `cpu-mem` allows,
     the SSD after that; if that is not enough, forward activations that the
-    backward pass reads are swapped out after their last forward use and
-    fetched back before their first backward use, largest first. Every read
+    backward pass reads are, largest first, either recomputed right before
+    their first backward use (when their kernel reads only what the
+    backward pass keeps anyway, so it costs no memory, and the cost model
+    says rerunning it is cheaper than the round trip) or swapped out after
+    their last forward use and fetched back before their first backward
+    use. Every read
     of an off-device tensor gets a fetch into
     the device arena just before it (`exec.kernel "copy"`), and every
     in-place update of one runs on a fetched copy that is written back
@@ -179,18 +183,23 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"activations", "activations", "std::string",
            /*default=*/"\"auto\"",
            "Where forward activations the backward pass reads wait: auto, "
-           "device (kept), host or ssd (swapped out and back)">,
+           "device (kept), host or ssd (swapped out and back), or "
+           "recompute (rerun before the backward pass where free)">,
     Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
            "Device memory budget in bytes (0: unlimited)">,
     Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
            "Host memory budget for off-device tensors (0: unlimited)">,
     Option<"hasSsd", "has-ssd", "bool", /*default=*/"false",
-           "Whether an SSD store is available (--ssd-dir)">
+           "Whether an SSD store is available (--ssd-dir)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "Machine profile for recompute-vs-swap costs (empty: defaults)">
   ];
   let statistics = [
     Statistic<"numFetches", "fetches", "Fetches into the device arena">,
     Statistic<"numWritebacks", "writebacks", "Write-backs after updates">,
-    Statistic<"numSwapped", "swapped", "Activations swapped out and back">
+    Statistic<"numSwapped", "swapped", "Activations swapped out and back">,
+    Statistic<"numRecomputed", "recomputed",
+              "Activations recomputed before the backward pass">
   ];
 }
 

@@ -33,6 +33,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.gpuMem = tiers.gpuMem;
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;
+  place.profile = tiers.profile;
   pm.addPass(createPlaceTiersPass(place));
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);

@@ -1,5 +1,6 @@
 //===- PlaceTiers.cpp - Parameters and state on device, host or SSD -------===//
 
+#include "passes/CostModel.h"
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
@@ -7,6 +8,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 #include <functional>
@@ -51,14 +53,28 @@ SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel) {
 struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> {
   using PlaceTiersPassBase::PlaceTiersPassBase;
 
+  MachineProfile machine;
+  int64_t recomputedCount = 0, recomputedBytes = 0;
+
   void runOnOperation() override {
-    for (StringRef opt :
-         {StringRef(params), StringRef(states), StringRef(activations)})
+    for (StringRef opt : {StringRef(params), StringRef(states)})
       if (opt != "auto" && opt != "device" && opt != "host" && opt != "ssd") {
         getOperation().emitError("unknown tier '")
             << opt << "' (auto, device, host or ssd)";
         return signalPassFailure();
       }
+    StringRef acts = activations;
+    if (acts != "auto" && acts != "device" && acts != "host" && acts != "ssd" &&
+        acts != "recompute") {
+      getOperation().emitError("unknown activation placement '")
+          << acts << "' (auto, device, host, ssd or recompute)";
+      return signalPassFailure();
+    }
+    std::string error;
+    if (!profile.empty() && !machine.read(profile, error)) {
+      getOperation().emitError(error);
+      return signalPassFailure();
+    }
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(place(func)))
         return signalPassFailure();
@@ -234,25 +250,165 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         ValueRange{space}, b.getDenseI64ArrayAttr({}),
         b.getDenseF64ArrayAttr({}), IntegerAttr(), DenseI64ArrayAttr());
     back->setAttr("strata.backward", b.getUnitAttr());
-    for (OpOperand *use : backwardUses) {
-      // Rebuild the views between the value and this use on the copy.
+    replaceUses(backwardUses, value, back.getResult(0));
+    ++numSwapped;
+  }
+
+  /// Recomputes `value` right before its first backward use instead of
+  /// keeping it, when that costs no memory and gives the same bits: its
+  /// kernel has one result and reads only values the backward pass keeps
+  /// anyway (device parameters, step inputs, or activations the backward
+  /// pass reads that are not themselves moved), none of which is written in
+  /// place before the recomputation. Returns the kernel's cost in seconds,
+  /// or a negative number when it cannot be recomputed.
+  double recomputeCost(Value value, const llvm::DenseSet<Value> &kept,
+                       const llvm::DenseMap<Operation *, unsigned> &position,
+                       Operation *firstBackward) {
+    auto kernel = value.getDefiningOp<exec::KernelOp>();
+    if (!kernel || kernel.getNumResults() != 1 || isTransferKernel(kernel))
+      return -1;
+    for (Value in : kernel.getInputs()) {
+      Value root = in;
+      while (auto view = root.getDefiningOp<exec::ViewOp>())
+        root = view.getInput();
+      Operation *def = root.getDefiningOp();
+      bool ok = false;
+      if (auto p = dyn_cast_or_null<exec::ParamOp>(def))
+        ok = p.getTier() == "device";
+      else if (isa_and_nonnull<exec::InputOp>(def))
+        ok = true;
+      else
+        ok = kept.contains(root);
+      if (!ok)
+        return -1;
+      // Nothing may write it in place between the two runs.
+      std::function<bool(Value)> written = [&](Value v) {
+        for (OpOperand &use : v.getUses()) {
+          Operation *u = use.getOwner();
+          if (auto view = dyn_cast<exec::ViewOp>(u)) {
+            if (written(view.getResult()))
+              return true;
+            continue;
+          }
+          auto k = dyn_cast<exec::KernelOp>(u);
+          if (!k || k.getNumResults() != 0)
+            continue;
+          unsigned at = position.lookup(u);
+          if (at > position.lookup(kernel) &&
+              at < position.lookup(firstBackward))
+            return true;
+        }
+        return false;
+      };
+      if (written(root))
+        return -1;
+    }
+    return kernelSeconds(kernel, machine);
+  }
+
+  static bool isTransferKernel(exec::KernelOp k) {
+    StringRef name = k.getKernel();
+    return name == "copy" || name == "store" || name == "assign";
+  }
+
+  /// Replaces the backward uses of `value` with a clone of its kernel
+  /// placed right before the first of them.
+  void recompute(Block &body, Value value) {
+    llvm::DenseMap<Operation *, unsigned> position;
+    unsigned i = 0;
+    for (Operation &op : body)
+      position[&op] = i++;
+    SmallVector<OpOperand *> backwardUses;
+    std::function<void(Value)> scan = [&](Value v) {
+      for (OpOperand &use : v.getUses()) {
+        Operation *u = use.getOwner();
+        if (auto view = dyn_cast<exec::ViewOp>(u))
+          scan(view.getResult());
+        else if (u->hasAttr("strata.backward"))
+          backwardUses.push_back(&use);
+      }
+    };
+    scan(value);
+    if (backwardUses.empty())
+      return;
+    Operation *firstBackward = backwardUses.front()->getOwner();
+    for (OpOperand *use : backwardUses)
+      if (position[use->getOwner()] < position[firstBackward])
+        firstBackward = use->getOwner();
+    OpBuilder b(firstBackward);
+    Operation *again = b.clone(*value.getDefiningOp());
+    again->setAttr("strata.backward", b.getUnitAttr());
+    again->setAttr("strata.recomputed", b.getUnitAttr());
+    replaceUses(backwardUses, value, again->getResult(0));
+    ++numRecomputed;
+    ++recomputedCount;
+    recomputedBytes += bytesOf(value.getType());
+    // A value only the backward pass read need not be computed before.
+    if (value.use_empty())
+      value.getDefiningOp()->erase();
+  }
+
+  /// Points `uses` of `value` (possibly through views) at `replacement`,
+  /// rebuilding the views in between.
+  static void replaceUses(ArrayRef<OpOperand *> uses, Value value,
+                          Value replacement) {
+    for (OpOperand *use : uses) {
       SmallVector<exec::ViewOp> chain;
       for (Value v = use->get(); v != value;
            v = v.getDefiningOp<exec::ViewOp>().getInput())
         chain.push_back(v.getDefiningOp<exec::ViewOp>());
-      Value replacement = back.getResult(0);
+      Value r = replacement;
       OpBuilder vb(use->getOwner());
       for (exec::ViewOp view : llvm::reverse(chain))
-        replacement =
-            vb.create<exec::ViewOp>(view.getLoc(), view.getType(), replacement);
-      use->set(replacement);
+        r = vb.create<exec::ViewOp>(view.getLoc(), view.getType(), r);
+      use->set(r);
     }
-    ++numSwapped;
+  }
+
+  /// The first backward user of `value` (through views), or null.
+  static Operation *
+  firstBackwardUse(Value value,
+                   const llvm::DenseMap<Operation *, unsigned> &position) {
+    Operation *first = nullptr;
+    std::function<void(Value)> scan = [&](Value v) {
+      for (Operation *u : v.getUsers()) {
+        if (auto view = dyn_cast<exec::ViewOp>(u))
+          scan(view.getResult());
+        else if (u->hasAttr("strata.backward") &&
+                 (!first || position.lookup(u) < position.lookup(first)))
+          first = u;
+      }
+    };
+    scan(value);
+    return first;
   }
 
   LogicalResult placeActivations(func::FuncOp func) {
     Block &body = func.getBody().front();
     SmallVector<Value> candidates = swappable(body);
+    // Which candidates can be recomputed for free, and at what cost; the
+    // decision uses the plan as it stands (kept = read by the backward
+    // pass and not moved).
+    llvm::DenseSet<Value> kept(candidates.begin(), candidates.end());
+    auto costOf = [&](Value v) {
+      llvm::DenseMap<Operation *, unsigned> position;
+      unsigned i = 0;
+      for (Operation &op : body)
+        position[&op] = i++;
+      Operation *first = firstBackwardUse(v, position);
+      return first ? recomputeCost(v, kept, position, first) : -1.0;
+    };
+    if (activations == "recompute") {
+      // Every candidate that can be, most expensive to keep first; what
+      // cannot stays on the device.
+      for (Value v : candidates) {
+        if (costOf(v) < 0)
+          continue;
+        kept.erase(v);
+        recompute(body, v);
+      }
+      return success();
+    }
     if (activations == "host" || activations == "ssd") {
       if (activations == "ssd" && !hasSsd)
         return func.emitError("activations on the SSD need --ssd-dir");
@@ -279,16 +435,28 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     std::stable_sort(candidates.begin(), candidates.end(), [](Value a, Value b) {
       return bytesOf(a.getType()) > bytesOf(b.getType());
     });
+    // Largest first until the estimate fits: recompute when that is
+    // cheaper than the swap out and back (by the cost model), else swap.
     unsigned n = 0;
     for (Value v : candidates) {
       if (liveArenaEstimate(body, alignment) + resident <= gpuMem)
         break;
       uint64_t bytes = bytesOf(v.getType());
       bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
+      StringRef tier = toHost ? "host" : "ssd";
+      double again = costOf(v);
+      double moved = transferSeconds(bytes, tier, false, machine) +
+                     transferSeconds(bytes, tier, true, machine);
+      if (again >= 0 && again < moved) {
+        kept.erase(v);
+        recompute(body, v);
+        continue;
+      }
       if (!toHost && !hasSsd)
-        break;
+        continue;
       host += toHost ? bytes : 0;
-      swap(body, v, toHost ? "host" : "ssd", n++);
+      kept.erase(v);
+      swap(body, v, tier, n++);
     }
     return success();
   }
@@ -355,7 +523,20 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         }
       }
     }
-    return placeActivations(func);
+    recomputedCount = recomputedBytes = 0;
+    if (failed(placeActivations(func)))
+      return failure();
+    if (recomputedCount > 0) {
+      Builder b(func.getContext());
+      func->setAttr("exec.recomputed",
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("recomputed_activations",
+                                       b.getI64IntegerAttr(recomputedCount)),
+                        b.getNamedAttr("recomputed_bytes",
+                                       b.getI64IntegerAttr(recomputedBytes)),
+                    }));
+    }
+    return success();
   }
 };
 

@@ -117,7 +117,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.schedule = info.schedule;
   plan.optimizer = info.optimizer;
   plan.accumulate = info.accumulate;
-  for (const char *report : {"exec.memory", "exec.predicted"})
+  for (const char *report :
+       {"exec.memory", "exec.predicted", "exec.recomputed"})
     if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
       for (NamedAttribute entry : dict)
         if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))

@@ -135,6 +135,11 @@ int main(int argc, char **argv) {
   std::printf("  %-20s %14s %14llu %14llu\n", "activations swapped",
               "in arena", static_cast<unsigned long long>(swapped[0]),
               static_cast<unsigned long long>(swapped[1]));
+  if (uint64_t n = plan.memoryOf("recomputed_activations"))
+    std::printf("  activations recomputed before the backward pass: %llu "
+                "(%s), kept nowhere\n",
+                static_cast<unsigned long long>(n),
+                formatSize(plan.memoryOf("recomputed_bytes")).c_str());
   std::printf("steps: %zu\n", plan.steps.size());
   size_t transfers = 0, ahead = 0, distance = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {

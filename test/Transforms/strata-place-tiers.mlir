@@ -1,5 +1,6 @@
 // RUN: strata-opt %s --split-input-file --strata-place-tiers="params=ssd states=host has-ssd=true" | FileCheck %s
 // RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=host" | FileCheck %s --check-prefix=SWAP
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=recompute" | FileCheck %s --check-prefix=RECOMP
 
 // Tests that an off-device parameter is fetched into the arena before each
 // read, that an in-place update runs on a fetched copy written back after
@@ -23,6 +24,17 @@
 // SWAP: exec.kernel "store"(%[[S]], %[[Y]])
 // SWAP: %[[B:.+]] = exec.kernel "copy"(%[[S]]) {strata.backward}
 // SWAP-NEXT: exec.kernel "exp"(%[[B]]) {strata.backward}
+// Tests that an activation whose kernel reads only kept values (an input
+// and a device parameter not yet updated) is rerun right before its first
+// backward use instead of being kept.
+// RECOMP-LABEL: func.func @main
+// RECOMP-SAME: exec.recomputed = {recomputed_activations = 1 : i64, recomputed_bytes = 32 : i64}
+// Only the backward pass read it, so the forward run is gone.
+// RECOMP: %[[X:.+]] = exec.input "x"
+// RECOMP: %[[W:.+]] = exec.param "w"
+// RECOMP-NOT: exec.kernel "matmul"(%[[X]], %[[W]]) :
+// RECOMP: %[[Y2:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) {strata.backward, strata.recomputed}
+// RECOMP-NEXT: exec.kernel "exp"(%[[Y2]]) {strata.backward}
 func.func @main() {
   %x = exec.input "x" : tensor<2x4xf32>
   %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>

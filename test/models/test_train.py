@@ -480,6 +480,7 @@ class TrainParity(unittest.TestCase):
                                      ("ssd", "host", "device"),
                                      ("host", "ssd", "host"),
                                      ("device", "device", "ssd"),
+                                     ("device", "ssd", "recompute"),
                                      ("ssd", "ssd", "ssd")):
             tag = "_".join((params, states, acts))
             art = os.path.join(ARGS.work, "tier_%s.strata" % tag)
@@ -513,6 +514,11 @@ class TrainParity(unittest.TestCase):
             row = re.search(r"activations swapped +in arena "
                             r"+(\d+) +(\d+)", r.stdout)
             swapped = {"host": int(row.group(1)), "ssd": int(row.group(2))}
+            if acts == "recompute":
+                # Recomputed, not moved: nothing swapped, and a smaller
+                # activation peak than keeping them.
+                self.assertEqual(swapped, {"host": 0, "ssd": 0}, tag)
+                self.assertIn("recomputed", r.stdout)
             for tier, n in swapped.items():
                 if tier == acts:
                     self.assertGreater(n, 0, tag)

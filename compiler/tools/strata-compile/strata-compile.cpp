@@ -214,7 +214,8 @@ static cl::opt<std::string> placeStates(
 static cl::opt<std::string> placeActivations(
     "place-activations",
     cl::desc("Where forward activations wait for the backward pass: auto, "
-             "device (kept), host or ssd (swapped out and back)"),
+             "device (kept), host or ssd (swapped out and back), recompute "
+             "(rerun before the backward pass where that costs no memory)"),
     cl::init("auto"), cl::cat(tierCategory));
 
 static cl::opt<std::string> profileFile(
