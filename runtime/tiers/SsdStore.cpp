@@ -358,6 +358,20 @@ bool SsdStore::transfer(const std::vector<IoRequest> &requests,
   std::vector<Piece> pieces;
   if (!split(requests, pieces, error))
     return false;
+  // Fault injection for the tests of failure handling: with
+  // STRATA_SSD_FAIL_AFTER=N in the environment, every transfer after the
+  // first N fails as a drive error would.
+  static const long long failAfter = [] {
+    const char *v = std::getenv("STRATA_SSD_FAIL_AFTER");
+    return v ? std::atoll(v) : -1LL;
+  }();
+  static std::atomic<long long> transfers{0};
+  if (failAfter >= 0 && transfers++ >= failAfter) {
+    error = "transfer to '" + paths_[pieces.empty() ? 0 : pieces[0].file] +
+            "' failed: Input/output error (injected by "
+            "STRATA_SSD_FAIL_AFTER)";
+    return false;
+  }
   return engine_->run(*this, requests, pieces, error);
 }
 

@@ -177,7 +177,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       }
       context.applyUpdates = j + 1 == micro;
       if (!executor.run(error, context)) {
-        error = "step " + std::to_string(step + 1) + ": " + error;
+        error = "training step " + std::to_string(step + 1) + ", plan " + error;
         ok = false;
         break;
       }

@@ -543,6 +543,50 @@ class TrainParity(unittest.TestCase):
             for k, w in base[1].items():
                 np.testing.assert_array_equal(weights[k], w, err_msg=tag + k)
 
+    def test_ssd_failure_stops_the_run_and_keeps_the_checkpoint(self):
+        """A drive error mid-run (injected) stops training with a message
+        naming the step and tensor; the last checkpoint survives and
+        --resume reaches the uninterrupted run's losses."""
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        ssd = os.path.join(ARGS.work, "ssd_fault")
+        art = os.path.join(ARGS.work, "fault.strata")
+        self.compile(name, art, "--optimizer", "adamw", "--lr", "0.01",
+                     "--place-params", "ssd", "--place-states", "ssd",
+                     "--place-activations", "ssd", "--ssd-dir", ssd)
+        run([tool("strata-run"), art, "--data", data, "--steps", "6",
+             "--log-json", art + ".straight.log", "--quiet"])
+        shutil.rmtree(os.path.join(art, "checkpoint"))
+        per_step = int(re.search(r"transfers: (\d+) between tiers",
+                                 run([tool("strata-inspect"), art]).stdout)
+                       .group(1))
+        # Fail a third of the way into step 4 (loading and the step-2
+        # checkpoint add fewer transfers than that).
+        env = dict(os.environ, STRATA_SSD_FAIL_AFTER=str(int(per_step * 3.3)))
+        log = art + ".log"
+        r = subprocess.run([tool("strata-run"), art, "--data", data,
+                            "--steps", "6", "--save-every", "2",
+                            "--log-json", log, "--quiet"],
+                           env=env, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, r"error: training step [34], plan step "
+                                   r"\d+ \(SSD transfer of '[^']+'\): .*"
+                                   r"Input/output error")
+        self.assertTrue(os.path.exists(
+            os.path.join(art, "checkpoint", "checkpoint.bin")))
+        r = run([tool("strata-run"), art, "--data", data, "--steps", "6",
+                 "--log-json", log, "--resume"])
+        self.assertIn("resumed from", r.stderr)
+
+        def losses(path):
+            by_step = {}
+            with open(path) as f:
+                for line in f:
+                    row = json.loads(line)
+                    by_step[row["step"]] = row["loss"]
+            return [by_step[s] for s in sorted(by_step)]
+        self.assertEqual(losses(log), losses(art + ".straight.log"))
+
     def test_device_budget_moves_tensors_off_the_device(self):
         name = "gpt2_dynamic"
         ssd = os.path.join(ARGS.work, "ssd_budget")
