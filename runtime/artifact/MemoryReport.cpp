@@ -42,16 +42,18 @@ std::string formatMemoryReport(const Plan &plan) {
   line("total", plan.arenaBytes + plan.paramsBytes,
        "device arena + parameter region");
   if (plan.memoryOf("predicted_step_us") > 0) {
-    char buf[320];
+    char buf[400];
     std::snprintf(
         buf, sizeof(buf),
         "predicted step time: %.3f ms with transfers overlapping compute "
-        "(%.3f ms one after another: compute %.3f, host link %.3f, ssd "
-        "%.3f); lower bound with full overlap %.3f ms\n",
+        "(%.3f ms one after another: compute %.3f, host->device %.3f, "
+        "device->host %.3f, ssd %.3f); lower bound (the busiest of these) "
+        "%.3f ms\n",
         plan.memoryOf("predicted_step_us") / 1e3,
         plan.memoryOf("predicted_serial_us") / 1e3,
         plan.memoryOf("predicted_compute_us") / 1e3,
-        plan.memoryOf("predicted_host_link_us") / 1e3,
+        plan.memoryOf("predicted_host_to_device_us") / 1e3,
+        plan.memoryOf("predicted_device_to_host_us") / 1e3,
         plan.memoryOf("predicted_ssd_link_us") / 1e3,
         plan.memoryOf("predicted_lower_bound_us") / 1e3);
     out += buf;

@@ -20,7 +20,9 @@
 // bound is the busiest resource, the SSD.
 // CHECK: func.func @main() attributes {exec.predicted = {
 // CHECK-SAME: predicted_compute_us = 1002
+// CHECK-SAME: predicted_device_to_host_us = 0
 // CHECK-SAME: predicted_host_link_us = 262
+// CHECK-SAME: predicted_host_to_device_us = 262
 // CHECK-SAME: predicted_lower_bound_us = 1773
 // CHECK-SAME: predicted_serial_us = 3037
 // CHECK-SAME: predicted_ssd_link_us = 1773

@@ -543,6 +543,47 @@ class TrainParity(unittest.TestCase):
             for k, w in base[1].items():
                 np.testing.assert_array_equal(weights[k], w, err_msg=tag + k)
 
+    def test_activation_planner_beats_the_naive_plans(self):
+        """Under a device budget that activations must make room for, the
+        planner's predicted step is no slower than swapping them all (to
+        host or SSD) or recomputing all that can be, and it trains the
+        same."""
+        name = "gpt2_dynamic"
+        ssd = os.path.join(ARGS.work, "ssd_naive")
+        base = ["--optimizer", "adamw", "--lr", "0.01", "--place-params",
+                "device", "--place-states", "device", "--ssd-dir", ssd]
+        keep = os.path.join(ARGS.work, "naive_keep.strata")
+        self.compile(name, keep, *base)
+        with open(os.path.join(keep, "manifest.txt")) as f:
+            manifest = f.read()
+        device = re.search(r"\n  device: .*", manifest).group(0)
+        need = sum(int(m) for m in re.findall(r"\((\d+) bytes\)", device))
+        budget = str(int(need * 0.9))
+        predicted = {}
+        for plan in ("host", "ssd", "recompute", "auto"):
+            art = os.path.join(ARGS.work, "naive_%s.strata" % plan)
+            r = subprocess.run(
+                [tool("strata-compile"), self.models[name]["path"], "-o", art,
+                 "--input-shape", self.models[name]["bind"][0], "--report",
+                 "--gpu-mem", budget, "--place-activations", plan] + base,
+                capture_output=True, text=True)
+            if r.returncode != 0:
+                self.assertIn("device memory", r.stderr)
+                continue
+            predicted[plan] = float(re.search(
+                r"predicted step time: ([\d.]+) ms", r.stdout).group(1))
+        self.assertIn("auto", predicted)
+        self.assertGreaterEqual(len(predicted), 3, predicted)
+        for plan, ms in predicted.items():
+            self.assertLessEqual(predicted["auto"], ms + 1e-3, predicted)
+        logs = []
+        for art in (keep, os.path.join(ARGS.work, "naive_auto.strata")):
+            run([tool("strata-run"), art, "--data", self.data[name][0],
+                 "--steps", "2", "--log-json", art + ".log", "--quiet"])
+            with open(art + ".log") as f:
+                logs.append([json.loads(l)["loss"] for l in f])
+        self.assertEqual(logs[0], logs[1])
+
     def test_ssd_failure_stops_the_run_and_keeps_the_checkpoint(self):
         """A drive error mid-run (injected) stops training with a message
         naming the step and tensor; the last checkpoint survives and
