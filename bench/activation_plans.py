@@ -22,8 +22,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test", "models"))
-import generate  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmodels  # noqa: E402
 
 
 def size(text):
@@ -50,26 +50,8 @@ def main():
     profile = os.path.join(out, "profile.txt")
     subprocess.run([os.path.join(bin_dir, "strata-calibrate"), "-o", profile,
                     "--ssd-dir", ssd], check=True, stdout=subprocess.DEVNULL)
-    if args.dim:
-        import numpy as np
-        model = os.path.join(out, "gpt2-%d-%d.onnx" % (args.dim, args.layers))
-        if not os.path.exists(model):
-            generate.export_torch(
-                generate.gpt2_module(vocab=8192, ctx=128, dim=args.dim,
-                                     heads=max(1, args.dim // 64),
-                                     layers=args.layers),
-                model, batch=4, seq=64, opset=17, dynamic=True, fold=False)
-        data = os.path.join(out, "data.npy")
-        np.save(data, np.random.default_rng(0).integers(
-            0, 8192, size=(32, 65)).astype(np.int64))
-        shape = "input_ids=4x64"
-    else:
-        subprocess.run([sys.executable, os.path.join(
-            ROOT, "examples", "gpt2-tiny", "make_model.py"), "--out", out],
-            check=True, stdout=subprocess.DEVNULL)
-        model = os.path.join(out, "gpt2-tiny.onnx")
-        data = os.path.join(out, "corpus.bin")
-        shape = "input_ids=8x32"
+    model, data, shape = benchmodels.model_and_data(out, args.dim,
+                                                    args.layers)
     base = [os.path.join(bin_dir, "strata-compile"), model, "--input-shape",
             shape, "--optimizer", "adamw", "--lr", "1e-4", "--place-params",
             "device", "--place-states", "device", "--ssd-dir", ssd,

@@ -23,8 +23,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test", "models"))
-import generate  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmodels  # noqa: E402
 
 
 def main():
@@ -52,30 +52,8 @@ def main():
                         profile, "--ssd-dir", ssd], check=True,
                        stdout=subprocess.DEVNULL)
 
-    import numpy as np
-    if args.dim:
-        model = os.path.join(out, "gpt2-%d-%d.onnx" % (args.dim, args.layers))
-        shape = "input_ids=4x64"
-        if not os.path.exists(model):
-            module = generate.gpt2_module(vocab=args.vocab, ctx=128,
-                                          dim=args.dim,
-                                          heads=max(1, args.dim // 64),
-                                          layers=args.layers)
-            n = sum(p.numel() for p in module.parameters())
-            print("exporting a %.1fM-parameter GPT-2" % (n / 1e6),
-                  file=sys.stderr)
-            generate.export_torch(module, model, batch=4, seq=64, opset=17,
-                                  dynamic=True, fold=False)
-        data = os.path.join(out, "data.npy")
-        np.save(data, np.random.default_rng(0).integers(
-            0, args.vocab, size=(32, 65)).astype(np.int64))
-    else:
-        subprocess.run([sys.executable, os.path.join(
-            ROOT, "examples", "gpt2-tiny", "make_model.py"), "--out", out],
-            check=True, stdout=subprocess.DEVNULL)
-        model = os.path.join(out, "gpt2-tiny.onnx")
-        data = os.path.join(out, "corpus.bin")
-        shape = "input_ids=8x32"
+    model, data, shape = benchmodels.model_and_data(
+        out, args.dim, args.layers, args.vocab)
 
     configs = [
         ("no budget (all on device)", []),

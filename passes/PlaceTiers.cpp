@@ -50,6 +50,25 @@ SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel) {
   return {};
 }
 
+/// Each op's index in `body`.
+llvm::DenseMap<Operation *, unsigned> positions(Block &body) {
+  llvm::DenseMap<Operation *, unsigned> position;
+  unsigned i = 0;
+  for (Operation &op : body)
+    position[&op] = i++;
+  return position;
+}
+
+/// The first (in program order) owner of `uses`.
+Operation *earliestUser(ArrayRef<OpOperand *> uses,
+                        const llvm::DenseMap<Operation *, unsigned> &position) {
+  Operation *first = uses.front()->getOwner();
+  for (OpOperand *use : uses)
+    if (position.lookup(use->getOwner()) < position.lookup(first))
+      first = use->getOwner();
+  return first;
+}
+
 struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> {
   using PlaceTiersPassBase::PlaceTiersPassBase;
 
@@ -204,10 +223,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// Swaps `value` out to `tier` after its last forward use and back in
   /// before its first backward use.
   void swap(Block &body, Value value, StringRef tier, unsigned index) {
-    llvm::DenseMap<Operation *, unsigned> position;
-    unsigned i = 0;
-    for (Operation &op : body)
-      position[&op] = i++;
+    llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> backwardUses;
     Operation *lastForward = value.getDefiningOp();
     std::function<void(Value)> scan = [&](Value v) {
@@ -225,10 +241,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     scan(value);
     if (backwardUses.empty())
       return;
-    Operation *firstBackward = backwardUses.front()->getOwner();
-    for (OpOperand *use : backwardUses)
-      if (position[use->getOwner()] < position[firstBackward])
-        firstBackward = use->getOwner();
+    Operation *firstBackward = earliestUser(backwardUses, position);
     // Only a value the forward pass is done with can wait elsewhere (an
     // output, read after the run, cannot).
     if (position[lastForward] >= position[firstBackward])
@@ -314,10 +327,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// Replaces the backward uses of `value` with a clone of its kernel
   /// placed right before the first of them.
   void recompute(Block &body, Value value) {
-    llvm::DenseMap<Operation *, unsigned> position;
-    unsigned i = 0;
-    for (Operation &op : body)
-      position[&op] = i++;
+    llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> backwardUses;
     std::function<void(Value)> scan = [&](Value v) {
       for (OpOperand &use : v.getUses()) {
@@ -331,10 +341,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     scan(value);
     if (backwardUses.empty())
       return;
-    Operation *firstBackward = backwardUses.front()->getOwner();
-    for (OpOperand *use : backwardUses)
-      if (position[use->getOwner()] < position[firstBackward])
-        firstBackward = use->getOwner();
+    Operation *firstBackward = earliestUser(backwardUses, position);
     OpBuilder b(firstBackward);
     Operation *again = b.clone(*value.getDefiningOp());
     again->setAttr("strata.backward", b.getUnitAttr());
@@ -391,10 +398,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     // pass and not moved).
     llvm::DenseSet<Value> kept(candidates.begin(), candidates.end());
     auto costOf = [&](Value v) {
-      llvm::DenseMap<Operation *, unsigned> position;
-      unsigned i = 0;
-      for (Operation &op : body)
-        position[&op] = i++;
+      llvm::DenseMap<Operation *, unsigned> position = positions(body);
       Operation *first = firstBackwardUse(v, position);
       return first ? recomputeCost(v, kept, position, first) : -1.0;
     };

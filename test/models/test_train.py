@@ -54,6 +54,17 @@ def run(cmd):
     return r
 
 
+def losses_by_step(path):
+    """The loss of each step in a --log-json file; a step logged twice (a
+    run and its resumption) counts once, the last time."""
+    by_step = {}
+    with open(path) as f:
+        for line in f:
+            row = json.loads(line)
+            by_step[row["step"]] = row["loss"]
+    return [by_step[s] for s in sorted(by_step)]
+
+
 def assert_close(test, got, want, what):
     """rtol 1e-4, with an absolute floor at 1e-4 of the tensor's scale so
     that entries that are ~0 by cancellation do not dominate."""
@@ -287,15 +298,8 @@ class TrainParity(unittest.TestCase):
         r = run([tool("strata-run"), killed, "--data", data, "--steps",
                  str(steps), "--log-json", log, "--resume"])
         self.assertIn("resumed from", r.stderr)
-
-        def losses(path):
-            by_step = {}
-            with open(path) as f:
-                for line in f:
-                    row = json.loads(line)
-                    by_step[row["step"]] = row["loss"]
-            return [by_step[s] for s in sorted(by_step)]
-        self.assertEqual(losses(log), losses(straight + ".log"))
+        self.assertEqual(losses_by_step(log),
+                         losses_by_step(straight + ".log"))
         a = self.exported_weights(straight)
         b = self.exported_weights(killed)
         for k in a:
@@ -618,15 +622,8 @@ class TrainParity(unittest.TestCase):
         r = run([tool("strata-run"), art, "--data", data, "--steps", "6",
                  "--log-json", log, "--resume"])
         self.assertIn("resumed from", r.stderr)
-
-        def losses(path):
-            by_step = {}
-            with open(path) as f:
-                for line in f:
-                    row = json.loads(line)
-                    by_step[row["step"]] = row["loss"]
-            return [by_step[s] for s in sorted(by_step)]
-        self.assertEqual(losses(log), losses(art + ".straight.log"))
+        self.assertEqual(losses_by_step(log),
+                         losses_by_step(art + ".straight.log"))
 
     def test_device_budget_moves_tensors_off_the_device(self):
         name = "gpt2_dynamic"

@@ -1,0 +1,35 @@
+"""The models the tier benchmarks run: the README's example, or a generated
+GPT-2 of a given width and depth, with its training data and input shape."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "models"))
+import generate  # noqa: E402
+
+
+def model_and_data(out, dim=0, layers=4, vocab=8192):
+    """(model path, data path, --input-shape) in `out`: the example model
+    (gpt2-tiny, batch 8x32, its corpus) when dim is 0, else a GPT-2 of
+    width `dim` and `layers` layers (batch 4x64, random tokens)."""
+    if not dim:
+        subprocess.run([sys.executable, os.path.join(
+            ROOT, "examples", "gpt2-tiny", "make_model.py"), "--out", out],
+            check=True, stdout=subprocess.DEVNULL)
+        return (os.path.join(out, "gpt2-tiny.onnx"),
+                os.path.join(out, "corpus.bin"), "input_ids=8x32")
+    import numpy as np
+    model = os.path.join(out, "gpt2-%d-%d.onnx" % (dim, layers))
+    if not os.path.exists(model):
+        module = generate.gpt2_module(vocab=vocab, ctx=128, dim=dim,
+                                      heads=max(1, dim // 64), layers=layers)
+        n = sum(p.numel() for p in module.parameters())
+        print("exporting a %.1fM-parameter GPT-2" % (n / 1e6), file=sys.stderr)
+        generate.export_torch(module, model, batch=4, seq=64, opset=17,
+                              dynamic=True, fold=False)
+    data = os.path.join(out, "data.npy")
+    np.save(data, np.random.default_rng(0).integers(
+        0, vocab, size=(32, 65)).astype(np.int64))
+    return model, data, "input_ids=4x64"
