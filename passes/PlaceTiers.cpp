@@ -271,8 +271,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// keeping it, when that costs no memory and gives the same bits: its
   /// kernel has one result and reads only values the backward pass keeps
   /// anyway (device parameters, step inputs, or activations the backward
-  /// pass reads that are not themselves moved), none of which is written in
-  /// place before the recomputation. Returns the kernel's cost in seconds,
+  /// pass reads later than this point and that are not themselves moved),
+  /// none of which is written in place before the recomputation. Returns the kernel's cost in seconds,
   /// or a negative number when it cannot be recomputed.
   double recomputeCost(Value value, const llvm::DenseSet<Value> &kept,
                        const llvm::DenseMap<Operation *, unsigned> &position,
@@ -291,7 +291,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       else if (isa_and_nonnull<exec::InputOp>(def))
         ok = true;
       else
-        ok = kept.contains(root);
+        ok = kept.contains(root) &&
+             lastUse(root, position) >= position.lookup(firstBackward);
       if (!ok)
         return -1;
       // Nothing may write it in place between the two runs.
@@ -317,6 +318,22 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         return -1;
     }
     return kernelSeconds(kernel, machine);
+  }
+
+  /// The position of the last user of `value` (through views).
+  static unsigned
+  lastUse(Value value, const llvm::DenseMap<Operation *, unsigned> &position) {
+    unsigned last = 0;
+    std::function<void(Value)> scan = [&](Value v) {
+      for (Operation *u : v.getUsers()) {
+        if (auto view = dyn_cast<exec::ViewOp>(u))
+          scan(view.getResult());
+        else
+          last = std::max(last, position.lookup(u));
+      }
+    };
+    scan(value);
+    return last;
   }
 
   static bool isTransferKernel(exec::KernelOp k) {
@@ -403,8 +420,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       return first ? recomputeCost(v, kept, position, first) : -1.0;
     };
     if (activations == "recompute") {
-      // Every candidate that can be, most expensive to keep first; what
-      // cannot stays on the device.
+      // Every candidate that can be, in program order; what cannot stays
+      // on the device.
       for (Value v : candidates) {
         if (costOf(v) < 0)
           continue;
