@@ -16,7 +16,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = [("exact (sgd, unfused)", "sgd", "exact"),

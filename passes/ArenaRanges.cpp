@@ -9,10 +9,6 @@ using namespace mlir;
 
 namespace strata {
 
-namespace {
-constexpr uint64_t kPage = 4096;
-} // namespace
-
 uint64_t storageBytes(Type type) {
   auto shaped = cast<ShapedType>(type);
   Type et = shaped.getElementType();
@@ -46,7 +42,7 @@ bool isTransfer(exec::KernelOp kernel) {
   return tierOf(kernel.getInputs()[0]) != "device";
 }
 
-std::optional<ByteRange> arenaRange(Value v, bool pageAligned) {
+std::optional<artifact::ArenaRange> arenaRange(Value v, bool pageAligned) {
   uint64_t bytes = storageBytes(v.getType());
   while (auto view = v.getDefiningOp<exec::ViewOp>())
     v = view.getInput();
@@ -62,19 +58,20 @@ std::optional<ByteRange> arenaRange(Value v, bool pageAligned) {
   else
     return std::nullopt;
   if (pageAligned)
-    bytes = (bytes + kPage - 1) / kPage * kPage;
-  return ByteRange{static_cast<uint64_t>(offset),
+    bytes = artifact::pagePadded(bytes);
+  return artifact::ArenaRange{static_cast<uint64_t>(offset),
                    static_cast<uint64_t>(offset) + bytes};
 }
 
-void arenaAccesses(exec::KernelOp kernel, SmallVectorImpl<ByteRange> &reads,
-                   SmallVectorImpl<ByteRange> &writes) {
+void arenaAccesses(exec::KernelOp kernel,
+                   std::vector<artifact::ArenaRange> &reads,
+                   std::vector<artifact::ArenaRange> &writes) {
   reads.clear();
   writes.clear();
   bool ssd = isTransfer(kernel) && tierOf(kernel.getInputs()[0]) == "ssd";
   bool update = kernel.getNumResults() == 0;
   for (Value v : kernel.getInputs()) {
-    std::optional<ByteRange> r = arenaRange(v, ssd);
+    std::optional<artifact::ArenaRange> r = arenaRange(v, ssd);
     if (!r)
       continue;
     reads.push_back(*r);
@@ -82,7 +79,7 @@ void arenaAccesses(exec::KernelOp kernel, SmallVectorImpl<ByteRange> &reads,
       writes.push_back(*r);
   }
   for (Value v : kernel.getResults())
-    if (std::optional<ByteRange> r = arenaRange(v, ssd))
+    if (std::optional<artifact::ArenaRange> r = arenaRange(v, ssd))
       writes.push_back(*r);
 }
 

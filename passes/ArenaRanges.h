@@ -12,21 +12,14 @@
 #define STRATA_PASSES_ARENARANGES_H
 
 #include "dialects/Exec/ExecDialect.h"
+#include "runtime/artifact/Plan.h"
 
 #include "mlir/IR/Value.h"
-#include "llvm/ADT/SmallVector.h"
-
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace strata {
-
-struct ByteRange {
-  uint64_t begin = 0, end = 0;
-  bool overlaps(const ByteRange &o) const {
-    return begin < o.end && o.begin < end;
-  }
-};
 
 /// Bytes of a tensor type's storage (i1 takes a byte).
 uint64_t storageBytes(mlir::Type type);
@@ -43,12 +36,13 @@ llvm::StringRef tierOf(mlir::Value v);
 bool isTransfer(exec::KernelOp kernel);
 
 /// The arena range of `v`, if it lives in the arena.
-std::optional<ByteRange> arenaRange(mlir::Value v, bool pageAligned = false);
+std::optional<artifact::ArenaRange> arenaRange(mlir::Value v,
+                                              bool pageAligned = false);
 
 /// The arena ranges `kernel` reads and writes.
 void arenaAccesses(exec::KernelOp kernel,
-                   llvm::SmallVectorImpl<ByteRange> &reads,
-                   llvm::SmallVectorImpl<ByteRange> &writes);
+                   std::vector<artifact::ArenaRange> &reads,
+                   std::vector<artifact::ArenaRange> &writes);
 
 } // namespace strata
 

@@ -1,5 +1,6 @@
 //===- PlaceTiers.cpp - Parameters and state on device, host or SSD -------===//
 
+#include "passes/ArenaRanges.h"
 #include "passes/CostModel.h"
 #include "passes/Passes.h"
 
@@ -24,13 +25,6 @@ using namespace mlir;
 using namespace strata;
 
 namespace {
-
-uint64_t bytesOf(Type type) {
-  auto shaped = cast<ShapedType>(type);
-  Type et = shaped.getElementType();
-  uint64_t element = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-  return static_cast<uint64_t>(shaped.getNumElements()) * element;
-}
 
 /// The operands an update-type kernel writes in place.
 SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel) {
@@ -120,7 +114,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     std::vector<int64_t> delta(index + 2, 0);
     for (auto &[v, span] : life) {
       int64_t bytes = static_cast<int64_t>(
-          (bytesOf(v.getType()) + alignment - 1) / alignment * alignment);
+          artifact::alignUp(storageBytes(v.getType()), alignment));
       delta[span.first] += bytes;
       delta[span.second + 1] -= bytes;
     }
@@ -150,15 +144,10 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     // With an SSD tier every arena buffer is 4 KiB-aligned and padded.
     uint64_t arena = liveArenaEstimate(
         body, hasSsd ? artifact::kParamAlignment : artifact::kArenaAlignment);
-    // Stored tensors take whole 4 KiB pages in their region.
-    auto stored = [](exec::ParamOp p) {
-      uint64_t a = artifact::kParamAlignment;
-      return (bytesOf(p.getType()) + a - 1) / a * a;
-    };
     uint64_t resident = 0, largestMoved = 0, host = 0;
     for (exec::ParamOp p : all)
       if (p.getTier() == "device")
-        resident += stored(p);
+        resident += artifact::pagePadded(storageBytes(p.getType()));
     SmallVector<exec::ParamOp> candidates;
     for (exec::ParamOp p : all)
       if (!p.getConstant() && p.getTier() == "device" &&
@@ -168,7 +157,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                      [](exec::ParamOp a, exec::ParamOp b) {
                        if (a.getState() != b.getState())
                          return a.getState();
-                       return bytesOf(a.getType()) > bytesOf(b.getType());
+                       return storageBytes(a.getType()) > storageBytes(b.getType());
                      });
     // A fetched tensor needs a device copy while in use: budget for two of
     // the largest (the one in use and the next).
@@ -176,7 +165,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     for (exec::ParamOp p : candidates) {
       if (need() <= gpuMem)
         break;
-      uint64_t bytes = stored(p);
+      uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
       bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
       if (!toHost && !hasSsd)
         return func.emitError("the device budget (")
@@ -366,7 +355,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     replaceUses(backwardUses, value, again->getResult(0));
     ++numRecomputed;
     ++recomputedCount;
-    recomputedBytes += bytesOf(value.getType());
+    recomputedBytes += storageBytes(value.getType());
     // A value only the backward pass read need not be computed before.
     if (value.use_empty())
       value.getDefiningOp()->erase();
@@ -445,16 +434,15 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     uint64_t resident = 0;
     for (auto p : body.getOps<exec::ParamOp>())
       if (p.getTier() == "device")
-        resident += (bytesOf(p.getType()) + artifact::kParamAlignment - 1) /
-                    artifact::kParamAlignment * artifact::kParamAlignment;
+        resident += artifact::pagePadded(storageBytes(p.getType()));
     // Largest first, until the estimate fits; swap space on the host while
     // it fits the host budget (after the tensors already placed there).
     uint64_t host = 0;
     for (auto p : body.getOps<exec::ParamOp>())
       if (p.getTier() == "host")
-        host += bytesOf(p.getType());
+        host += storageBytes(p.getType());
     std::stable_sort(candidates.begin(), candidates.end(), [](Value a, Value b) {
-      return bytesOf(a.getType()) > bytesOf(b.getType());
+      return storageBytes(a.getType()) > storageBytes(b.getType());
     });
     // Largest first until the estimate fits: recompute when that is
     // cheaper than the swap out and back (by the cost model), else swap.
@@ -462,7 +450,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     for (Value v : candidates) {
       if (liveArenaEstimate(body, alignment) + resident <= gpuMem)
         break;
-      uint64_t bytes = bytesOf(v.getType());
+      uint64_t bytes = storageBytes(v.getType());
       bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
       StringRef tier = toHost ? "host" : "ssd";
       double again = costOf(v);

@@ -24,15 +24,6 @@ using namespace strata;
 
 namespace {
 
-uint64_t alignTo(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-uint64_t bytesOf(Type type) {
-  auto shaped = cast<ShapedType>(type);
-  Type et = shaped.getElementType();
-  uint64_t elementBytes = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-  return static_cast<uint64_t>(shaped.getNumElements()) * elementBytes;
-}
-
 /// What a buffer holds, for the memory report.
 enum class Kind { Activation, Gradient, Workspace };
 
@@ -90,13 +81,13 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
                                                       : paramsBytes;
         param.setOffsetAttr(
             OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
-        region = alignTo(region + bytesOf(param.getType()),
+        region = artifact::alignUp(region + storageBytes(param.getType()),
                          artifact::kParamAlignment);
       } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
         uint64_t &region = space.getTier() == "ssd" ? ssdBytes : hostBytes;
         space.setOffsetAttr(
             OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
-        region = alignTo(region + bytesOf(space.getType()),
+        region = artifact::alignUp(region + storageBytes(space.getType()),
                          artifact::kParamAlignment);
       } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
         auto kernel = dyn_cast<exec::KernelOp>(op);
@@ -115,7 +106,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         for (Value r : op.getResults()) {
           bufferOf[r] = buffers.size();
           buffers.push_back({r, &op, Kind::Activation,
-                             alignTo(bytesOf(r.getType()), alignment), index,
+                             artifact::alignUp(storageBytes(r.getType()), alignment), index,
                              index});
         }
       }
@@ -158,7 +149,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         for (auto [lo, hi] : busy) {
           if (offset + b.bytes <= lo)
             break;
-          offset = std::max(offset, alignTo(hi, alignment));
+          offset = std::max(offset, artifact::alignUp(hi, alignment));
         }
         b.offset = offset;
         placed.push_back(i);
@@ -186,7 +177,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     }
     uint64_t unshared = 0;
     for (const Buffer &b : buffers)
-      unshared += alignTo(b.bytes, alignment);
+      unshared += artifact::alignUp(b.bytes, alignment);
     OpBuilder builder(func.getContext());
     // The first result's offset is `offset`; all results' are `offsets`.
     llvm::DenseMap<Operation *, SmallVector<int64_t>> offsetsOf;
@@ -239,7 +230,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     uint64_t params = 0, states = 0, constants = 0;
     uint64_t onHost = 0, onSsd = 0;
     for (auto p : body.getOps<exec::ParamOp>()) {
-      uint64_t bytes = bytesOf(p.getType());
+      uint64_t bytes = storageBytes(p.getType());
       (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
       if (p.getTier() == "host")
         onHost += bytes;

@@ -68,7 +68,7 @@ struct PredictTimePass
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
       kernels.push_back(k);
     size_t n = kernels.size();
-    std::vector<SmallVector<ByteRange, 4>> reads(n), writes(n);
+    std::vector<std::vector<artifact::ArenaRange>> reads(n), writes(n);
     std::vector<SmallVector<size_t, 2>> issueAt(n + 1);
     for (auto [i, k] : llvm::enumerate(kernels)) {
       arenaAccesses(k, reads[i], writes[i]);
@@ -88,19 +88,8 @@ struct PredictTimePass
       queued.push_back({queueFree, i});
     };
     auto conflicts = [&](size_t job, size_t i) {
-      for (const ByteRange &w : writes[job]) {
-        for (const ByteRange &r : reads[i])
-          if (w.overlaps(r))
-            return true;
-        for (const ByteRange &r : writes[i])
-          if (w.overlaps(r))
-            return true;
-      }
-      for (const ByteRange &r : reads[job])
-        for (const ByteRange &w : writes[i])
-          if (r.overlaps(w))
-            return true;
-      return false;
+      return artifact::accessesConflict(reads[job], writes[job], reads[i],
+                                        writes[i]);
     };
     // Kernels and host copies run on the compute thread, after the queued
     // transfers they conflict with; SSD transfers go on the queue.

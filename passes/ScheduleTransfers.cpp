@@ -42,7 +42,7 @@ struct ScheduleTransfersPass
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
       kernels.push_back(k);
     // Every kernel's arena accesses, and the stored buffer it writes back.
-    std::vector<SmallVector<ByteRange, 4>> reads(kernels.size()),
+    std::vector<std::vector<artifact::ArenaRange>> reads(kernels.size()),
         writes(kernels.size());
     std::vector<Operation *> writesStored(kernels.size(), nullptr);
     for (auto [i, k] : llvm::enumerate(kernels)) {
@@ -60,14 +60,9 @@ struct ScheduleTransfersPass
       int64_t first = std::max<int64_t>(0, static_cast<int64_t>(i) - lookahead);
       int64_t after = first - 1;
       for (int64_t j = static_cast<int64_t>(i) - 1; j >= first; --j) {
-        bool clash = writesStored[j] && writesStored[j] == source;
-        for (const ByteRange &w : writes[i]) {
-          for (const ByteRange &r : reads[j])
-            clash |= w.overlaps(r);
-          for (const ByteRange &r : writes[j])
-            clash |= w.overlaps(r);
-        }
-        if (clash) {
+        if ((writesStored[j] && writesStored[j] == source) ||
+            artifact::accessesConflict(reads[i], writes[i], reads[j],
+                                       writes[j])) {
           after = j;
           break;
         }

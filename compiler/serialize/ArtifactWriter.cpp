@@ -195,8 +195,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
                << data->size() << " bytes, expected " << s.bytes;
       uint64_t fileOffset = params.size();
       params.insert(params.end(), data->begin(), data->end());
-      params.resize((params.size() + artifact::kParamAlignment - 1) /
-                        artifact::kParamAlignment * artifact::kParamAlignment,
+      params.resize(artifact::pagePadded(params.size()),
                     '\0');
       artifact::ParamEntry entry;
       entry.name = s.name;

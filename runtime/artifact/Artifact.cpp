@@ -15,9 +15,8 @@ namespace strata::artifact {
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0)
     return;
-  size_t rounded = (bytes + kParamAlignment - 1) / kParamAlignment *
-                   kParamAlignment;
-  data_ = static_cast<char *>(std::aligned_alloc(kParamAlignment, rounded));
+  data_ = static_cast<char *>(
+      std::aligned_alloc(kParamAlignment, pagePadded(bytes)));
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }
@@ -87,8 +86,7 @@ bool Artifact::open(const std::string &dir, std::string &error,
   AlignedBuffer bounce;
   for (const ParamEntry &p : plan_.params) {
     const Slot &slot = plan_.slots[p.slot];
-    uint64_t padded = (p.bytes + kParamAlignment - 1) / kParamAlignment *
-                      kParamAlignment;
+    uint64_t padded = pagePadded(p.bytes);
     char *dst = slot.region == Region::Ssd ? nullptr : memoryOf(slot);
     if (slot.region == Region::Ssd) {
       if (bounce.size() < padded)
@@ -141,8 +139,7 @@ bool Artifact::readSlot(const Slot &slot, char *out, std::string &error) {
     std::memcpy(out, memoryOf(slot), slot.bytes);
     return true;
   }
-  uint64_t padded = (slot.bytes + kParamAlignment - 1) / kParamAlignment *
-                    kParamAlignment;
+  uint64_t padded = pagePadded(slot.bytes);
   AlignedBuffer bounce(padded);
   if (!ssd_ || !ssd_->read(slot.offset, bounce.data(), padded, error))
     return error.empty() ? (error = "no SSD store", false) : false;
@@ -157,8 +154,7 @@ bool Artifact::writeSlot(const Slot &slot, const char *in, std::string &error) {
     std::memcpy(memoryOf(slot), in, slot.bytes);
     return true;
   }
-  uint64_t padded = (slot.bytes + kParamAlignment - 1) / kParamAlignment *
-                    kParamAlignment;
+  uint64_t padded = pagePadded(slot.bytes);
   AlignedBuffer bounce(padded);
   std::memset(bounce.data(), 0, padded);
   std::memcpy(bounce.data(), in, slot.bytes);

@@ -49,6 +49,17 @@ constexpr uint32_t kPlanFormatVersion = 4;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 
+/// `bytes` rounded up to a multiple of `alignment`.
+constexpr uint64_t alignUp(uint64_t bytes, uint64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+/// `bytes` in whole 4 KiB pages: what a stored tensor takes in its region
+/// and what direct I/O moves.
+constexpr uint64_t pagePadded(uint64_t bytes) {
+  return alignUp(bytes, kParamAlignment);
+}
+
 /// Where a slot's bytes live.
 enum class Region : uint8_t {
   /// The activation/workspace arena of the device tier (a budgeted host
@@ -214,6 +225,13 @@ bool isTransfer(const Plan &plan, const Step &step);
 void arenaAccesses(const Plan &plan, const Step &step,
                    std::vector<ArenaRange> &reads,
                    std::vector<ArenaRange> &writes);
+
+/// Whether two steps' arena accesses conflict, so one must finish before
+/// the other starts: either writes bytes the other reads or writes.
+bool accessesConflict(const std::vector<ArenaRange> &readsA,
+                      const std::vector<ArenaRange> &writesA,
+                      const std::vector<ArenaRange> &readsB,
+                      const std::vector<ArenaRange> &writesB);
 
 /// Reads and validates plan.bin: magic, version, checksums, and that every
 /// slot, binding and step refers to something that exists and fits.

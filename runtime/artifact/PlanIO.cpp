@@ -388,36 +388,51 @@ bool validatePlan(const Plan &plan, std::string &error) {
   }
   // A fetch scheduled ahead must not overtake anything that touches its
   // destination or writes its source.
-  std::vector<ArenaRange> reads, writes, otherReads, otherWrites;
+  std::vector<std::vector<ArenaRange>> reads, writes;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step &s = plan.steps[i];
     if (s.issueAfter == kInProgramOrder)
       continue;
+    if (reads.empty()) { // Every step's accesses, once.
+      reads.resize(plan.steps.size());
+      writes.resize(plan.steps.size());
+      for (size_t k = 0; k < plan.steps.size(); ++k)
+        arenaAccesses(plan, plan.steps[k], reads[k], writes[k]);
+    }
     std::string where = "step " + std::to_string(i);
     bool fetch = isTransfer(plan, s) && s.kernel == Kernel::Copy;
     if (!fetch || s.issueAfter < -1 ||
         s.issueAfter >= static_cast<int64_t>(i))
       return fail(where + " is scheduled ahead but is not a fetch, or is "
                           "scheduled after itself");
-    arenaAccesses(plan, s, reads, writes);
     for (size_t j = s.issueAfter + 1; j < i; ++j) {
       const Step &o = plan.steps[j];
-      arenaAccesses(plan, o, otherReads, otherWrites);
-      bool clash = (isUpdateKernel(o.kernel) && !o.inputs.empty() &&
-                    o.inputs[0] == s.inputs[0]);
-      for (const ArenaRange &w : writes) {
-        for (const ArenaRange &r : otherReads)
-          clash |= w.overlaps(r);
-        for (const ArenaRange &r : otherWrites)
-          clash |= w.overlaps(r);
-      }
-      if (clash)
+      bool writesSource = isUpdateKernel(o.kernel) && !o.inputs.empty() &&
+                          o.inputs[0] == s.inputs[0];
+      if (writesSource ||
+          accessesConflict(reads[i], writes[i], reads[j], writes[j]))
         return fail(where + " (fetch of '" + plan.slots[s.inputs[0]].name +
                     "') is scheduled before step " + std::to_string(j) +
                     ", which it conflicts with");
     }
   }
   return true;
+}
+
+bool accessesConflict(const std::vector<ArenaRange> &readsA,
+                      const std::vector<ArenaRange> &writesA,
+                      const std::vector<ArenaRange> &readsB,
+                      const std::vector<ArenaRange> &writesB) {
+  auto any = [](const std::vector<ArenaRange> &xs,
+                const std::vector<ArenaRange> &ys) {
+    for (const ArenaRange &x : xs)
+      for (const ArenaRange &y : ys)
+        if (x.overlaps(y))
+          return true;
+    return false;
+  };
+  return any(writesA, readsB) || any(writesA, writesB) ||
+         any(readsA, writesB);
 }
 
 bool isTransfer(const Plan &plan, const Step &step) {
@@ -441,7 +456,7 @@ void arenaAccesses(const Plan &plan, const Step &step,
     const Slot &s = plan.slots[slot];
     uint64_t bytes = s.bytes;
     if (ssd)
-      bytes = (bytes + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+      bytes = pagePadded(bytes);
     return ArenaRange{s.offset, s.offset + bytes};
   };
   // Update kernels write their first operand (and an optimizer's state

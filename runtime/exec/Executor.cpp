@@ -39,11 +39,13 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   reads_.assign(n, {});
   writes_.assign(n, {});
   issueAt_.assign(n + 1, {});
+  isTransfer_.assign(n, false);
   bool anyTransfer = false;
   for (size_t i = 0; i < n; ++i) {
     const artifact::Step &step = plan.steps[i];
     artifact::arenaAccesses(plan, step, reads_[i], writes_[i]);
-    anyTransfer |= artifact::isTransfer(plan, step);
+    isTransfer_[i] = artifact::isTransfer(plan, step);
+    anyTransfer |= isTransfer_[i];
     if (overlap_ && step.issueAfter != artifact::kInProgramOrder)
       issueAt_[step.issueAfter + 1].push_back(i);
   }
@@ -76,8 +78,7 @@ bool Executor::transfer(size_t index, std::string &error) {
     error = "a transfer must go to or from the device arena";
     ok = false;
   } else if (stored.region == Region::Ssd) {
-    uint64_t padded = (stored.bytes + artifact::kParamAlignment - 1) /
-                      artifact::kParamAlignment * artifact::kParamAlignment;
+    uint64_t padded = artifact::pagePadded(stored.bytes);
     char *arena = arena_.base() + device.offset;
     ok = fetch ? artifact_.ssd()->read(stored.offset, arena, padded, error)
                : artifact_.ssd()->write(stored.offset, arena, padded, error);
@@ -112,10 +113,9 @@ void Executor::submitTransfer(size_t index,
   if (step.kernel == artifact::Kernel::Assign && !context.applyUpdates)
     return;
   const Slot &stored = plan.slots[step.inputs[0]];
-  uint64_t bytes = stored.bytes;
-  if (stored.region == Region::Ssd)
-    bytes = (bytes + artifact::kParamAlignment - 1) /
-            artifact::kParamAlignment * artifact::kParamAlignment;
+  uint64_t bytes = stored.region == Region::Ssd
+                       ? artifact::pagePadded(stored.bytes)
+                       : stored.bytes;
   bool fetch = step.kernel == artifact::Kernel::Copy;
   if (fetch) {
     const Slot &dst = plan.slots[step.outputs[0]];
@@ -146,17 +146,8 @@ bool Executor::waitForConflicts(size_t index, std::string &error) {
   for (const Queued &q : queued_) {
     if (q.id <= finished || q.id <= wait)
       continue;
-    bool clash = false;
-    for (const artifact::ArenaRange &w : writes_[q.step]) {
-      for (const artifact::ArenaRange &r : reads_[index])
-        clash |= w.overlaps(r);
-      for (const artifact::ArenaRange &r : writes_[index])
-        clash |= w.overlaps(r);
-    }
-    for (const artifact::ArenaRange &r : reads_[q.step])
-      for (const artifact::ArenaRange &w : writes_[index])
-        clash |= r.overlaps(w);
-    if (clash)
+    if (artifact::accessesConflict(reads_[q.step], writes_[q.step],
+                                   reads_[index], writes_[index]))
       wait = q.id;
   }
   if (wait && !queue_->waitFor(wait, error))
@@ -235,7 +226,7 @@ bool Executor::runSteps(std::string &error,
     return false;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const artifact::Step &step = plan.steps[i];
-    if (artifact::isTransfer(plan, step)) {
+    if (isTransfer_[i]) {
       if (!overlap_ || step.issueAfter == artifact::kInProgramOrder)
         submitTransfer(i, context);
     } else {

@@ -100,6 +100,8 @@ private:
 
   bool overlap_ = true;
   std::unique_ptr<TransferQueue> queue_;
+  /// Whether each step moves data between tiers (artifact::isTransfer).
+  std::vector<bool> isTransfer_;
   /// Arena bytes each step reads and writes.
   std::vector<std::vector<artifact::ArenaRange>> reads_, writes_;
   /// Fetches to issue after step i - 1 (index 0: at the start).

@@ -13,16 +13,19 @@ rtol 1e-6.
     test_gradients.py --bin BUILD/bin --work DIR
 """
 
-import argparse
 import concurrent.futures
 import os
-import subprocess
 import sys
 import unittest
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "models"))
+import harness  # noqa: E402
+from harness import run, tool  # noqa: E402
 
 ARGS = None
 H = 1e-6
@@ -174,17 +177,6 @@ def output_shapes(case, values):
     return [np.load(os.path.join(out, o + ".npy")).shape for o in outs]
 
 
-def tool(name):
-    return os.path.join(ARGS.bin, name)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError("%s\n%s" % (" ".join(cmd), r.stderr))
-    return r
-
-
 class Gradients(unittest.TestCase):
     pass
 
@@ -249,13 +241,9 @@ for _case in CASES:
 
 def main():
     global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
-    ARGS, rest = parser.parse_known_args()
+    ARGS = harness.parse_args()
     ARGS.shapes = {}
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=1)
+    harness.run_tests(verbosity=1)
 
 
 if __name__ == "__main__":

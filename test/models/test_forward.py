@@ -10,7 +10,6 @@ the plan's, and the runtime's errors for wrong inputs and damaged artifacts.
     test_forward.py --bin BUILD/bin --work DIR
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -23,13 +22,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generate  # noqa: E402
+import harness  # noqa: E402
+from harness import tool  # noqa: E402
 
 ARGS = None
 TORCH_MODELS = ["gpt2_static", "gpt2_dynamic", "llama_static", "llama_dynamic"]
-
-
-def tool(name):
-    return os.path.join(ARGS.bin, name)
 
 
 class ForwardParity(unittest.TestCase):
@@ -211,12 +208,8 @@ class ForwardParity(unittest.TestCase):
 
 def main():
     global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
-    ARGS, rest = parser.parse_known_args()
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    ARGS = harness.parse_args()
+    harness.run_tests(verbosity=2)
 
 
 if __name__ == "__main__":

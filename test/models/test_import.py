@@ -10,8 +10,6 @@ expected shape. Also: a truncated external data file is a clear error.
     test_import.py --bin BUILD/bin --work DIR
 """
 
-import argparse
-import json
 import os
 import re
 import shutil
@@ -22,6 +20,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generate  # noqa: E402
+import harness  # noqa: E402
 
 ARGS = None
 SSA = re.compile(r"%[\w.#]+")
@@ -169,11 +168,8 @@ class ImportModels(unittest.TestCase):
 
 def main():
     global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    ARGS = harness.parse_args()
+    harness.run_tests(verbosity=2)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ All in fp32 at rtol 1e-4.
     test_train.py --bin BUILD/bin --work DIR
 """
 
-import argparse
 import copy
 import json
 import os
@@ -33,6 +32,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generate  # noqa: E402
+import harness  # noqa: E402
+from harness import run, tool  # noqa: E402
 
 ARGS = None
 MODELS = {
@@ -41,17 +42,6 @@ MODELS = {
     "llama_dynamic": ["rope_*"],
 }
 RTOL = 1e-4
-
-
-def tool(name):
-    return os.path.join(ARGS.bin, name)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError("%s failed:\n%s" % (" ".join(cmd), r.stderr))
-    return r
 
 
 def losses_by_step(path):
@@ -797,12 +787,8 @@ class TrainParity(unittest.TestCase):
 
 def main():
     global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
-    ARGS, rest = parser.parse_known_args()
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    ARGS = harness.parse_args()
+    harness.run_tests(verbosity=2)
 
 
 if __name__ == "__main__":
