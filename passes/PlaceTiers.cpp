@@ -12,7 +12,6 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
-#include <functional>
 
 #define DEBUG_TYPE "strata-place-tiers"
 
@@ -51,6 +50,32 @@ llvm::DenseMap<Operation *, unsigned> positions(Block &body) {
   for (Operation &op : body)
     position[&op] = i++;
   return position;
+}
+
+/// The uses of `value`, looking through views (a use of a view of `value`
+/// is a use of `value`).
+SmallVector<OpOperand *> usesThroughViews(Value value) {
+  SmallVector<OpOperand *> uses;
+  SmallVector<Value> pending{value};
+  while (!pending.empty()) {
+    Value v = pending.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      if (auto view = dyn_cast<exec::ViewOp>(use.getOwner()))
+        pending.push_back(view.getResult());
+      else
+        uses.push_back(&use);
+    }
+  }
+  return uses;
+}
+
+/// The uses of `value` (through views) in the backward pass.
+SmallVector<OpOperand *> backwardUsesOf(Value value) {
+  SmallVector<OpOperand *> uses = usesThroughViews(value);
+  llvm::erase_if(uses, [](OpOperand *use) {
+    return !use->getOwner()->hasAttr("strata.backward");
+  });
+  return uses;
 }
 
 /// The first (in program order) owner of `uses`.
@@ -188,23 +213,9 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (!kernel || kernel->hasAttr("strata.backward") ||
           kernel->hasAttr("strata.optimizer"))
         continue;
-      for (Value r : kernel.getResults()) {
-        bool forward = false, backward = false;
-        std::function<void(Value)> scan = [&](Value v) {
-          for (Operation *u : v.getUsers()) {
-            if (auto view = dyn_cast<exec::ViewOp>(u))
-              scan(view.getResult());
-            else if (u->hasAttr("strata.backward"))
-              backward = true;
-            else
-              forward = true;
-          }
-        };
-        scan(r);
-        if (backward)
+      for (Value r : kernel.getResults())
+        if (!backwardUsesOf(r).empty())
           out.push_back(r);
-        (void)forward;
-      }
     }
     return out;
   }
@@ -215,19 +226,13 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> backwardUses;
     Operation *lastForward = value.getDefiningOp();
-    std::function<void(Value)> scan = [&](Value v) {
-      for (OpOperand &use : v.getUses()) {
-        Operation *u = use.getOwner();
-        if (auto view = dyn_cast<exec::ViewOp>(u)) {
-          scan(view.getResult());
-        } else if (u->hasAttr("strata.backward")) {
-          backwardUses.push_back(&use);
-        } else if (position[u] > position[lastForward]) {
-          lastForward = u;
-        }
-      }
-    };
-    scan(value);
+    for (OpOperand *use : usesThroughViews(value)) {
+      Operation *u = use->getOwner();
+      if (u->hasAttr("strata.backward"))
+        backwardUses.push_back(use);
+      else if (position[u] > position[lastForward])
+        lastForward = u;
+    }
     if (backwardUses.empty())
       return;
     Operation *firstBackward = earliestUser(backwardUses, position);
@@ -285,26 +290,13 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (!ok)
         return -1;
       // Nothing may write it in place between the two runs.
-      std::function<bool(Value)> written = [&](Value v) {
-        for (OpOperand &use : v.getUses()) {
-          Operation *u = use.getOwner();
-          if (auto view = dyn_cast<exec::ViewOp>(u)) {
-            if (written(view.getResult()))
-              return true;
-            continue;
-          }
-          auto k = dyn_cast<exec::KernelOp>(u);
-          if (!k || k.getNumResults() != 0)
-            continue;
-          unsigned at = position.lookup(u);
-          if (at > position.lookup(kernel) &&
-              at < position.lookup(firstBackward))
-            return true;
-        }
-        return false;
-      };
-      if (written(root))
-        return -1;
+      for (OpOperand *use : usesThroughViews(root)) {
+        auto k = dyn_cast<exec::KernelOp>(use->getOwner());
+        unsigned at = position.lookup(use->getOwner());
+        if (k && k.getNumResults() == 0 && at > position.lookup(kernel) &&
+            at < position.lookup(firstBackward))
+          return -1;
+      }
     }
     return kernelSeconds(kernel, machine);
   }
@@ -313,15 +305,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   static unsigned
   lastUse(Value value, const llvm::DenseMap<Operation *, unsigned> &position) {
     unsigned last = 0;
-    std::function<void(Value)> scan = [&](Value v) {
-      for (Operation *u : v.getUsers()) {
-        if (auto view = dyn_cast<exec::ViewOp>(u))
-          scan(view.getResult());
-        else
-          last = std::max(last, position.lookup(u));
-      }
-    };
-    scan(value);
+    for (OpOperand *use : usesThroughViews(value))
+      last = std::max(last, position.lookup(use->getOwner()));
     return last;
   }
 
@@ -334,17 +319,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// placed right before the first of them.
   void recompute(Block &body, Value value) {
     llvm::DenseMap<Operation *, unsigned> position = positions(body);
-    SmallVector<OpOperand *> backwardUses;
-    std::function<void(Value)> scan = [&](Value v) {
-      for (OpOperand &use : v.getUses()) {
-        Operation *u = use.getOwner();
-        if (auto view = dyn_cast<exec::ViewOp>(u))
-          scan(view.getResult());
-        else if (u->hasAttr("strata.backward"))
-          backwardUses.push_back(&use);
-      }
-    };
-    scan(value);
+    SmallVector<OpOperand *> backwardUses = backwardUsesOf(value);
     if (backwardUses.empty())
       return;
     Operation *firstBackward = earliestUser(backwardUses, position);
@@ -378,24 +353,6 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     }
   }
 
-  /// The first backward user of `value` (through views), or null.
-  static Operation *
-  firstBackwardUse(Value value,
-                   const llvm::DenseMap<Operation *, unsigned> &position) {
-    Operation *first = nullptr;
-    std::function<void(Value)> scan = [&](Value v) {
-      for (Operation *u : v.getUsers()) {
-        if (auto view = dyn_cast<exec::ViewOp>(u))
-          scan(view.getResult());
-        else if (u->hasAttr("strata.backward") &&
-                 (!first || position.lookup(u) < position.lookup(first)))
-          first = u;
-      }
-    };
-    scan(value);
-    return first;
-  }
-
   LogicalResult placeActivations(func::FuncOp func) {
     Block &body = func.getBody().front();
     SmallVector<Value> candidates = swappable(body);
@@ -405,8 +362,10 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     llvm::DenseSet<Value> kept(candidates.begin(), candidates.end());
     auto costOf = [&](Value v) {
       llvm::DenseMap<Operation *, unsigned> position = positions(body);
-      Operation *first = firstBackwardUse(v, position);
-      return first ? recomputeCost(v, kept, position, first) : -1.0;
+      SmallVector<OpOperand *> uses = backwardUsesOf(v);
+      return uses.empty() ? -1.0
+                          : recomputeCost(v, kept, position,
+                                          earliestUser(uses, position));
     };
     if (activations == "recompute") {
       // Every candidate that can be, in program order; what cannot stays
@@ -479,17 +438,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (p.getTier() == "device")
         continue;
       // Uses through views are rebuilt on the fetched copy.
-      SmallVector<OpOperand *> uses;
-      std::function<void(Value)> collect = [&](Value v) {
-        for (OpOperand &use : v.getUses()) {
-          if (auto view = dyn_cast<exec::ViewOp>(use.getOwner()))
-            collect(view.getResult());
-          else
-            uses.push_back(&use);
-        }
-      };
-      collect(p.getResult());
-      for (OpOperand *use : uses) {
+      for (OpOperand *use : usesThroughViews(p.getResult())) {
         Operation *user = use->getOwner();
         OpBuilder b(user);
         auto kernel = dyn_cast<exec::KernelOp>(user);
