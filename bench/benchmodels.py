@@ -20,16 +20,22 @@ def model_and_data(out, dim=0, layers=4, vocab=8192):
             check=True, stdout=subprocess.DEVNULL)
         return (os.path.join(out, "gpt2-tiny.onnx"),
                 os.path.join(out, "corpus.bin"), "input_ids=8x32")
-    import numpy as np
     model = os.path.join(out, "gpt2-%d-%d.onnx" % (dim, layers))
+    data = os.path.join(out, "data.npy")
+    generated_gpt2(model, data, vocab, dim, layers, batch=4, rows=32)
+    return model, data, "input_ids=4x64"
+
+
+def generated_gpt2(model, data, vocab, dim, layers, batch, rows, seq=64):
+    """Exports a GPT-2 (context 128, heads of 64) to `model` unless it is
+    there, and writes `rows` random token windows of seq + 1 to `data`."""
+    import numpy as np
     if not os.path.exists(model):
         module = generate.gpt2_module(vocab=vocab, ctx=128, dim=dim,
                                       heads=max(1, dim // 64), layers=layers)
         n = sum(p.numel() for p in module.parameters())
         print("exporting a %.1fM-parameter GPT-2" % (n / 1e6), file=sys.stderr)
-        generate.export_torch(module, model, batch=4, seq=64, opset=17,
+        generate.export_torch(module, model, batch=batch, seq=seq, opset=17,
                               dynamic=True, fold=False)
-    data = os.path.join(out, "data.npy")
     np.save(data, np.random.default_rng(0).integers(
-        0, vocab, size=(32, 65)).astype(np.int64))
-    return model, data, "input_ids=4x64"
+        0, vocab, size=(rows, seq + 1)).astype(np.int64))

@@ -18,8 +18,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test", "models"))
-import generate  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmodels  # noqa: E402
 
 MIB = 1024.0 * 1024.0
 
@@ -38,17 +38,9 @@ def main():
     out = os.path.join(args.build, "bench", "lomo")
     os.makedirs(out, exist_ok=True)
     model = os.path.join(out, "gpt2-50m.onnx")
-    if not os.path.exists(model):
-        module = generate.gpt2_module(vocab=16384, ctx=128, dim=640, heads=10,
-                                      layers=8)
-        n = sum(p.numel() for p in module.parameters())
-        print("exporting a %.1fM-parameter GPT-2" % (n / 1e6), file=sys.stderr)
-        generate.export_torch(module, model, batch=2, seq=64, opset=17,
-                              dynamic=True, fold=False)
-    import numpy as np
     data = os.path.join(out, "data.npy")
-    np.save(data, np.random.default_rng(0).integers(
-        0, 16384, size=(16, 65)).astype(np.int64))
+    benchmodels.generated_gpt2(model, data, vocab=16384, dim=640, layers=8,
+                               batch=2, rows=16)
     bin_dir = os.path.join(args.build, "bin")
     rows = []
     for opt in ("sgd", "adamw", "lomo", "adalomo"):
