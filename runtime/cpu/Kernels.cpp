@@ -53,6 +53,21 @@ template <> struct Traits<BFloat16> {
 template <typename T>
 constexpr bool kIsFloat = std::is_floating_point_v<typename Traits<T>::C>;
 
+/// Like dispatch, for kernels defined on floating-point types only (the
+/// verifier keeps integers away from them).
+template <typename F> void dispatchFloat(DType dtype, F &&f) {
+  dispatch(dtype, [&](auto tag) {
+    if constexpr (kIsFloat<decltype(tag)>)
+      f(tag);
+  });
+}
+
+/// Rows per parallel task, so that each task handles about `target`
+/// elements of rows `rowElements` long (at least one row).
+int64_t rowsPerTask(int64_t rowElements, int64_t target) {
+  return std::max<int64_t>(1, target / std::max<int64_t>(rowElements, 1));
+}
+
 /// Calls `f(T{})` with the C++ storage type of `dtype`.
 template <typename F> auto dispatch(DType dtype, F &&f) {
   switch (dtype) {
@@ -115,7 +130,7 @@ void forEachRow(const Shape &out, const std::array<Shape, N> &strides,
   std::array<int64_t, N> innerStride{};
   for (size_t k = 0; k < N; ++k)
     innerStride[k] = rank ? strides[k][rank - 1] : 0;
-  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
+  int64_t grain = rowsPerTask(inner, 32768);
   parallelFor(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       std::array<int64_t, N> base{};
@@ -509,7 +524,7 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       return Traits<T>::store(static_cast<C>(acc));
     };
     if (trailing) {
-      parallelFor(outCount, std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
+      parallelFor(outCount, rowsPerTask(count, 16384),
                   [&](int64_t b, int64_t e) {
                     for (int64_t o = b; o < e; ++o) {
                       Acc acc = init;
@@ -549,45 +564,41 @@ void softmax(Kernel k, const TensorRef &in, const TensorRef &out,
   int64_t outer = product(s, 0, axis), dim = s[axis],
           inner = product(s, axis + 1);
   bool logSoftmax = k == Kernel::LogSoftmax;
-  dispatch(in.dtype, [&](auto tag) {
+  dispatchFloat(in.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!kIsFloat<T>) {
-      return;
-    } else {
-      using C = typename Traits<T>::C;
-      const T *pi = static_cast<const T *>(in.data);
-      T *po = static_cast<T *>(out.data);
-      parallelFor(outer * inner, std::max<int64_t>(1, 8192 / std::max<int64_t>(dim, 1)),
-                  [&](int64_t b, int64_t e) {
-        std::vector<C> buffer(dim);
-        for (int64_t r = b; r < e; ++r) {
-          int64_t o = r / inner, i = r % inner;
-          const T *x = pi + o * dim * inner + i;
-          T *y = po + o * dim * inner + i;
-          C mx = -std::numeric_limits<C>::infinity();
-          for (int64_t j = 0; j < dim; ++j) {
-            buffer[j] = Traits<T>::load(x[j * inner]);
-            mx = std::max(mx, buffer[j]);
-          }
-          if (std::isinf(mx) && mx < 0)
-            mx = 0; // All -inf: keep exp() finite (result is NaN/-inf).
-          double sum = 0;
-          for (int64_t j = 0; j < dim; ++j) {
-            buffer[j] -= mx;
-            sum += std::exp(static_cast<double>(buffer[j]));
-          }
-          if (logSoftmax) {
-            C logSum = static_cast<C>(std::log(sum));
-            for (int64_t j = 0; j < dim; ++j)
-              y[j * inner] = Traits<T>::store(buffer[j] - logSum);
-          } else {
-            C invSum = static_cast<C>(1.0 / sum);
-            for (int64_t j = 0; j < dim; ++j)
-              y[j * inner] = Traits<T>::store(std::exp(buffer[j]) * invSum);
-          }
+    using C = typename Traits<T>::C;
+    const T *pi = static_cast<const T *>(in.data);
+    T *po = static_cast<T *>(out.data);
+    parallelFor(outer * inner, rowsPerTask(dim, 8192),
+                [&](int64_t b, int64_t e) {
+      std::vector<C> buffer(dim);
+      for (int64_t r = b; r < e; ++r) {
+        int64_t o = r / inner, i = r % inner;
+        const T *x = pi + o * dim * inner + i;
+        T *y = po + o * dim * inner + i;
+        C mx = -std::numeric_limits<C>::infinity();
+        for (int64_t j = 0; j < dim; ++j) {
+          buffer[j] = Traits<T>::load(x[j * inner]);
+          mx = std::max(mx, buffer[j]);
         }
-      });
-    }
+        if (std::isinf(mx) && mx < 0)
+          mx = 0; // All -inf: keep exp() finite (result is NaN/-inf).
+        double sum = 0;
+        for (int64_t j = 0; j < dim; ++j) {
+          buffer[j] -= mx;
+          sum += std::exp(static_cast<double>(buffer[j]));
+        }
+        if (logSoftmax) {
+          C logSum = static_cast<C>(std::log(sum));
+          for (int64_t j = 0; j < dim; ++j)
+            y[j * inner] = Traits<T>::store(buffer[j] - logSum);
+        } else {
+          C invSum = static_cast<C>(1.0 / sum);
+          for (int64_t j = 0; j < dim; ++j)
+            y[j * inner] = Traits<T>::store(std::exp(buffer[j]) * invSum);
+        }
+      }
+    });
   });
 }
 
@@ -618,37 +629,33 @@ void layerNorm(const std::vector<TensorRef> &inputs, const TensorRef &out,
   std::vector<double> scale = expandTo(inputs[1], normalized);
   std::vector<double> bias = hasBias ? expandTo(inputs[2], normalized)
                                      : std::vector<double>(inner, 0.0);
-  dispatch(x.dtype, [&](auto tag) {
+  dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!kIsFloat<T>) {
-      return;
-    } else {
-      using C = typename Traits<T>::C;
-      const T *px = static_cast<const T *>(x.data);
-      T *py = static_cast<T *>(out.data);
-      parallelFor(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)),
-                  [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) {
-          const T *row = px + r * inner;
-          double mean = 0, var = 0;
-          for (int64_t i = 0; i < inner; ++i)
-            mean += static_cast<double>(Traits<T>::load(row[i]));
-          mean /= static_cast<double>(inner);
-          for (int64_t i = 0; i < inner; ++i) {
-            double d = static_cast<double>(Traits<T>::load(row[i])) - mean;
-            var += d * d;
-          }
-          var /= static_cast<double>(inner);
-          double inv = 1.0 / std::sqrt(var + epsilon);
-          T *y = py + r * inner;
-          for (int64_t i = 0; i < inner; ++i) {
-            double v = (static_cast<double>(Traits<T>::load(row[i])) - mean) *
-                       inv;
-            y[i] = Traits<T>::store(static_cast<C>(v * scale[i] + bias[i]));
-          }
+    using C = typename Traits<T>::C;
+    const T *px = static_cast<const T *>(x.data);
+    T *py = static_cast<T *>(out.data);
+    parallelFor(outer, rowsPerTask(inner, 8192),
+                [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T *row = px + r * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          mean += static_cast<double>(Traits<T>::load(row[i]));
+        mean /= static_cast<double>(inner);
+        for (int64_t i = 0; i < inner; ++i) {
+          double d = static_cast<double>(Traits<T>::load(row[i])) - mean;
+          var += d * d;
         }
-      });
-    }
+        var /= static_cast<double>(inner);
+        double inv = 1.0 / std::sqrt(var + epsilon);
+        T *y = py + r * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          double v = (static_cast<double>(Traits<T>::load(row[i])) - mean) *
+                     inv;
+          y[i] = Traits<T>::store(static_cast<C>(v * scale[i] + bias[i]));
+        }
+      }
+    });
   });
 }
 
@@ -757,7 +764,7 @@ bool gather(const TensorRef &data, const TensorRef &indices,
   }
   const char *src = static_cast<const char *>(data.data);
   char *dst = static_cast<char *>(out.data);
-  parallelFor(outer * n, std::max<int64_t>(1, 65536 / std::max<int64_t>(inner, 1)),
+  parallelFor(outer * n, rowsPerTask(inner, 65536),
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
                   int64_t o = r / n, i = r % n;
@@ -846,7 +853,7 @@ bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
       using C = typename Traits<T>::C;
       const T *x = static_cast<const T *>(logits.data);
       std::vector<double> rowLoss(n, 0.0);
-      parallelFor(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
+      parallelFor(n, rowsPerTask(v, 4096),
                   [&](int64_t b, int64_t e) {
                     for (int64_t i = b; i < e; ++i) {
                       int64_t l = labelAt(labels, i);
@@ -882,7 +889,7 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
       T *dx = static_cast<T *>(out.data);
       double g = double(Traits<T>::load(*static_cast<const T *>(grad.data)));
       double scale = count ? g / count : 0.0;
-      parallelFor(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(v, 1)),
+      parallelFor(n, rowsPerTask(v, 4096),
                   [&](int64_t b, int64_t e) {
                     for (int64_t i = b; i < e; ++i) {
                       int64_t l = labelAt(labels, i);
@@ -953,7 +960,7 @@ void layerNormGrad(const std::vector<TensorRef> &in,
       const T *px = static_cast<const T *>(x.data);
       const T *pdy = static_cast<const T *>(dy.data);
       T *pdx = static_cast<T *>(out[0].data);
-      parallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
+      parallelFor(rows, rowsPerTask(inner, 4096),
                   [&](int64_t b, int64_t e) {
         std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner),
             dxhat(inner);
