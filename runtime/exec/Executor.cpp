@@ -105,13 +105,13 @@ bool Executor::transfer(size_t index, std::string &error) {
   return ok;
 }
 
-void Executor::submitTransfer(size_t index,
-                              const cpu::KernelContext &context) {
+bool Executor::submitTransfer(size_t index, const cpu::KernelContext &context,
+                              std::string &error) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
   // Without updates (gradient-only micro-batches) nothing is written back.
   if (step.kernel == artifact::Kernel::Assign && !context.applyUpdates)
-    return;
+    return true;
   const Slot &stored = plan.slots[step.inputs[0]];
   uint64_t bytes = stored.region == Region::Ssd
                        ? artifact::pagePadded(stored.bytes)
@@ -129,15 +129,13 @@ void Executor::submitTransfer(size_t index,
   // system with its "device": a queue would only add hand-offs, so they run
   // on this thread (after the queued transfers they conflict with). SSD
   // transfers wait on the drive and go on the queue.
-  if (!overlap_ || stored.region == Region::Host) {
-    if (inlineOk_ && queue_ && !waitForConflicts(index, inlineError_))
-      inlineOk_ = false;
-    inlineOk_ = inlineOk_ && transfer(index, inlineError_);
-    return;
-  }
+  if (!overlap_ || stored.region == Region::Host)
+    return (!queue_ || waitForConflicts(index, error)) &&
+           transfer(index, error);
   uint64_t id = queue_->submit(
       [this, index](std::string &error) { return transfer(index, error); });
   queued_.push_back({id, index});
+  return true;
 }
 
 bool Executor::waitForConflicts(size_t index, std::string &error) {
@@ -195,7 +193,6 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
     }
   }
   queued_.clear();
-  inlineOk_ = true;
   bool ok = runSteps(error, context);
   // Outputs, checkpoints and the next step see every transfer finished;
   // after a failure too, so nothing is still writing.
@@ -214,21 +211,21 @@ bool Executor::runSteps(std::string &error,
                         const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
   std::vector<cpu::TensorRef> ins, outs;
-  auto inlineFailed = [&] {
-    if (inlineOk_)
-      return false;
-    error = inlineError_;
+  // The fetches scheduled to start after step `i - 1` (0: at the start).
+  auto issueAhead = [&](size_t i) {
+    for (size_t f : issueAt_[i])
+      if (!submitTransfer(f, context, error))
+        return false;
     return true;
   };
-  for (size_t f : issueAt_[0])
-    submitTransfer(f, context);
-  if (inlineFailed())
+  if (!issueAhead(0))
     return false;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const artifact::Step &step = plan.steps[i];
     if (isTransfer_[i]) {
-      if (!overlap_ || step.issueAfter == artifact::kInProgramOrder)
-        submitTransfer(i, context);
+      if ((!overlap_ || step.issueAfter == artifact::kInProgramOrder) &&
+          !submitTransfer(i, context, error))
+        return false;
     } else {
       if (queue_ && !waitForConflicts(i, error))
         return false;
@@ -242,9 +239,9 @@ bool Executor::runSteps(std::string &error,
         arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
       }
       bool ok = cpu::runKernel(step, ins, outs, context, error);
-      std::string target = step.outputs.empty()
-                               ? plan.slots[step.inputs[0]].name
-                               : plan.slots[step.outputs[0]].name;
+      const std::string &target = step.outputs.empty()
+                                      ? plan.slots[step.inputs[0]].name
+                                      : plan.slots[step.outputs[0]].name;
       if (trace_)
         trace_->add(target, artifact::kernelName(step.kernel), Lane::Compute,
                     start, trace_->now(),
@@ -257,9 +254,7 @@ bool Executor::runSteps(std::string &error,
         return false;
       }
     }
-    for (size_t f : issueAt_[i + 1])
-      submitTransfer(f, context);
-    if (inlineFailed())
+    if (!issueAhead(i + 1))
       return false;
   }
   return true;

@@ -84,8 +84,11 @@ public:
 private:
   cpu::TensorRef ref(uint32_t slot);
   bool runSteps(std::string &error, const cpu::KernelContext &context);
-  /// Queues step `index`, a transfer (see artifact::isTransfer).
-  void submitTransfer(size_t index, const cpu::KernelContext &context);
+  /// Starts step `index`, a transfer (see artifact::isTransfer): on the
+  /// queue, or here for host copies and without overlap; false with
+  /// `error` when one run here fails.
+  bool submitTransfer(size_t index, const cpu::KernelContext &context,
+                      std::string &error);
   /// Waits for the queued transfers step `index` conflicts with.
   bool waitForConflicts(size_t index, std::string &error);
   /// Runs one transfer (on the queue's thread).
@@ -111,9 +114,6 @@ private:
     size_t step;
   };
   std::vector<Queued> queued_;
-  /// Without overlap, transfers run inline; the first failure is kept here.
-  bool inlineOk_ = true;
-  std::string inlineError_;
 };
 
 } // namespace strata::exec
