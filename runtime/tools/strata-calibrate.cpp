@@ -26,11 +26,15 @@ using artifact::Kernel;
 
 namespace {
 
-/// Median seconds of `repeat` runs of `body`.
-double timeIt(int repeat, const std::function<void()> &body) {
+/// Median seconds of `repeat` runs of `body`, each after an untimed run of
+/// `before` (when given).
+double timeIt(int repeat, const std::function<void()> &body,
+              const std::function<void()> &before = nullptr) {
   std::vector<double> t;
   body(); // Warm up.
   for (int i = 0; i < repeat; ++i) {
+    if (before)
+      before();
     auto start = std::chrono::steady_clock::now();
     body();
     t.push_back(std::chrono::duration<double>(
@@ -158,23 +162,20 @@ int main(int argc, char **argv) {
     // drive polled back to back answers faster than one between kernels).
     uint64_t next = 0;
     auto single = [&](bool write, uint64_t n) {
-      std::vector<double> t;
-      for (int rep = 0; rep < 31; ++rep) {
-        for (int k = 0; k < 4; ++k)
-          cpu::runKernel(add, {Xm, Ym}, {Zm}, error);
-        next = (next + (uint64_t(37) << 20) + hi) % (bytes - hi) /
-               tiers::kIoAlignment * tiers::kIoAlignment;
-        auto start = std::chrono::steady_clock::now();
-        if (write)
-          store->write(next, one, n, error);
-        else
-          store->read(next, one, n, error);
-        t.push_back(std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count());
-      }
-      std::sort(t.begin(), t.end());
-      return t[t.size() / 2];
+      return timeIt(
+          31,
+          [&] {
+            if (write)
+              store->write(next, one, n, error);
+            else
+              store->read(next, one, n, error);
+          },
+          [&] {
+            for (int k = 0; k < 4; ++k)
+              cpu::runKernel(add, {Xm, Ym}, {Zm}, error);
+            next = (next + (uint64_t(37) << 20) + hi) % (bytes - hi) /
+                   tiers::kIoAlignment * tiers::kIoAlignment;
+          });
     };
     double r4 = single(false, lo), r256 = single(false, hi);
     double w4 = single(true, lo), w256 = single(true, hi);
