@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How well the compiler's step-time prediction matches a measured step.
 
-Calibrates this machine (strata-calibrate, unless --profile is given),
-compiles a model -- the README's example (gpt2-tiny, batch 8x32) by default,
+Each repetition calibrates this machine (strata-calibrate, unless --profile
+is given: the drive's speed drifts over minutes), then compiles a model -- the README's example (gpt2-tiny, batch 8x32) by default,
 or a generated GPT-2 of --dim/--layers -- under three budgets (none; a device
 budget that pushes parameters and state to host; device and host budgets
 that push them and activations to SSD) and three forced placements, runs each
@@ -45,13 +45,6 @@ def main():
     ssd = args.ssd_dir or os.path.join(out, "ssd")
     bin_dir = os.path.join(args.build, "bin")
 
-    profile = args.profile
-    if profile is None:
-        profile = os.path.join(out, "profile.txt")
-        subprocess.run([os.path.join(bin_dir, "strata-calibrate"), "-o",
-                        profile, "--ssd-dir", ssd], check=True,
-                       stdout=subprocess.DEVNULL)
-
     model, data, shape = benchmodels.model_and_data(
         out, args.dim, args.layers, args.vocab)
 
@@ -66,8 +59,8 @@ def main():
         ("budget: device = 90% of the arena, host 1/4 of the rest",
          ["budget", None, 0.25]),
     ]
-    rows = []
-    for name, flags in configs:
+
+    def compile_config(name, flags, profile):
         art = os.path.join(out, re.sub(r"\W+", "-", name) + ".strata")
         base = [os.path.join(bin_dir, "strata-compile"), model,
                 "--input-shape", shape, "--optimizer", "adamw",
@@ -92,37 +85,62 @@ def main():
         if c.returncode != 0:
             print("%s: not compiled: %s" % (name, c.stderr.strip()),
                   file=sys.stderr)
-            continue
-        # Transfers beside the compute and in program order, alternated
-        # (the machine is noisy); medians of --repeat runs.
-        got = {"overlap": [], "serial": []}
-        predicted = {}
-        links = ""
-        for _ in range(args.repeat):
+            return None
+        return art
+
+    def run(art, flag):
+        shutil.rmtree(os.path.join(art, "checkpoint"), ignore_errors=True)
+        r = subprocess.run(
+            [os.path.join(bin_dir, "strata-run"), art, "--data", data,
+             "--steps", str(args.steps)] + flag,
+            capture_output=True, text=True, check=True)
+        m = re.search(r"measured median step ([\d.]+) s, "
+                      r"predicted ([\d.]+) s", r.stderr)
+        links = re.search(r"per step: (.*)", r.stderr).group(1)
+        return float(m.group(1)), float(m.group(2)), links
+
+    # This machine's drive and CPUs drift by tens of percent over minutes,
+    # so each repetition calibrates (unless --profile is given), compiles
+    # and runs every placement right away; the table gives medians over
+    # the repetitions, and the median of the per-repetition ratios.
+    results = {name: {"overlap": [], "serial": []} for name, _ in configs}
+    links = {}
+    for rep in range(args.repeat):
+        profile = args.profile
+        if profile is None:
+            profile = os.path.join(out, "profile.txt")
+            subprocess.run([os.path.join(bin_dir, "strata-calibrate"), "-o",
+                            profile, "--ssd-dir", ssd], check=True,
+                           stdout=subprocess.DEVNULL)
+        for name, flags in configs:
+            art = compile_config(name, flags, profile)
+            if art is None:
+                continue
+            # Transfers beside the compute and in program order, alternated.
             for mode, flag in (("overlap", []), ("serial", ["--no-overlap"])):
-                shutil.rmtree(os.path.join(art, "checkpoint"),
-                              ignore_errors=True)
-                run = subprocess.run(
-                    [os.path.join(bin_dir, "strata-run"), art, "--data", data,
-                     "--steps", str(args.steps)] + flag,
-                    capture_output=True, text=True, check=True)
-                m = re.search(r"measured median step ([\d.]+) s, "
-                              r"predicted ([\d.]+) s", run.stderr)
-                got[mode].append(float(m.group(1)))
-                predicted[mode] = float(m.group(2))
-                links = re.search(r"per step: (.*)", run.stderr).group(1)
-        rows.append((name, statistics.median(got["overlap"]),
-                     predicted["overlap"], statistics.median(got["serial"]),
-                     predicted["serial"], links))
+                measured, predicted, links[name] = run(art, flag)
+                results[name][mode].append((measured, predicted))
+    rows = []
+    for name, _ in configs:
+        r = results[name]
+        if not r["overlap"]:
+            continue
+
+        def summary(pairs):
+            return (statistics.median(m for m, _ in pairs),
+                    statistics.median(p for _, p in pairs),
+                    statistics.median(m / p for m, p in pairs))
+        rows.append((name,) + summary(r["overlap"]) + summary(r["serial"]) +
+                    (links[name],))
     print("| placement | measured step, overlapped (s) | predicted (s) "
           "| ratio | measured, in program order (s) | predicted (s) | ratio "
           "| traffic per step |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, mo, po, ms, ps, links in rows:
-        print("| %s | %.4f | %.4f | %.2f | %.4f | %.4f | %.2f | %s |" % (
-            name, mo, po, mo / po, ms, ps, ms / ps, links))
-    print("\n(ratio = measured / predicted; medians of %d runs of %d steps, "
-          "each run's figure the median step.)" % (args.repeat, args.steps))
+    for row in rows:
+        print("| %s | %.4f | %.4f | %.2f | %.4f | %.4f | %.2f | %s |" % row)
+    print("\n(ratio = measured / predicted, the median over %d repetitions "
+          "of calibrate, compile and run %d steps; each run's figure is its "
+          "median step.)" % (args.repeat, args.steps))
 
 
 if __name__ == "__main__":

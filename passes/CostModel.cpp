@@ -78,7 +78,8 @@ double transferSeconds(double bytes, StringRef tier, bool read,
     double rate = bytes < kSsdStripeBytes
                       ? (read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs)
                       : (read ? m.ssdReadGBs : m.ssdWriteGBs);
-    return m.ssdLatencyUs * 1e-6 + bytes / (rate * 1e9);
+    double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
+    return latencyUs * 1e-6 + bytes / (rate * 1e9);
   }
   return bytes / (m.copyGBs * 1e9);
 }

@@ -28,7 +28,8 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"ssd_write_gbs", &MachineProfile::ssdWriteGBs},
           {"ssd_small_read_gbs", &MachineProfile::ssdSmallReadGBs},
           {"ssd_small_write_gbs", &MachineProfile::ssdSmallWriteGBs},
-          {"ssd_latency_us", &MachineProfile::ssdLatencyUs}};
+          {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
+          {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs}};
 }
 
 } // namespace
@@ -69,6 +70,10 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
       return false;
     }
     bool known = false;
+    if (key == "ssd_latency_us") { // Profiles before reads and writes split.
+      ssdReadLatencyUs = ssdWriteLatencyUs = value;
+      known = true;
+    }
     for (auto &[name, member] : fields())
       if (key == name) {
         this->*member = value;

@@ -25,9 +25,10 @@ struct MachineProfile {
   /// threads (microseconds).
   double parallelLaunchUs = 10;
   /// Links: host<->device copies and SSD reads/writes in GB/s, and the
-  /// fixed cost of one SSD transfer (microseconds); transfers of a
-  /// stripe or more run at the bulk rates.
-  double copyGBs = 5, ssdReadGBs = 1.5, ssdWriteGBs = 1.0, ssdLatencyUs = 100;
+  /// fixed cost of one SSD read and one SSD write (microseconds);
+  /// transfers of a stripe or more run at the bulk rates.
+  double copyGBs = 5, ssdReadGBs = 1.5, ssdWriteGBs = 1.0,
+         ssdReadLatencyUs = 100, ssdWriteLatencyUs = 100;
   /// A single request smaller than a stripe gets no parallelism across
   /// requests: its own rate (GB/s).
   double ssdSmallReadGBs = 0.5, ssdSmallWriteGBs = 0.5;

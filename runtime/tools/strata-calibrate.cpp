@@ -149,42 +149,74 @@ int main(int argc, char **argv) {
     double r = timeIt(3, [&] { store->transfer(req, error); });
     p.ssdWriteGBs = bytes / w / 1e9;
     p.ssdReadGBs = bytes / r / 1e9;
-    // One request at a time (what a tensor smaller than a stripe costs): a
-    // line through 4 KiB and 256 KiB gives the latency and the rate.
-    // Into ordinary (unregistered) memory, as the runtime's arena is.
+    // One request at a time (what a tensor smaller than a stripe costs),
+    // into ordinary (unregistered) memory, as the runtime's arena is; a
+    // least-squares line through several sizes gives each direction's
+    // latency and rate. Offsets spread over the file, so no read hits a
+    // cache the previous one warmed, and a matrix product and streaming
+    // kernels run between requests, as in a training step (a drive polled
+    // back to back answers faster than one between kernels).
+    const uint64_t sizes[] = {4096, 32768, 131072, 524288};
+    const uint64_t largest = sizes[3];
     std::unique_ptr<void, decltype(&std::free)> arenaLike(
-        std::aligned_alloc(tiers::kIoAlignment, uint64_t(256) << 10),
-        &std::free);
+        std::aligned_alloc(tiers::kIoAlignment, largest), &std::free);
     void *one = arenaLike.get();
-    const uint64_t lo = 4096, hi = uint64_t(256) << 10;
-    // Offsets spread over the file, so no read hits a cache the previous
-    // one warmed; kernels run between transfers, as in a training step (a
-    // drive polled back to back answers faster than one between kernels).
+    const int64_t m = 128;
+    std::vector<float> ma(m * m, 0.5f), mb(m * m, 0.25f), mc(m * m);
+    artifact::Step matmul;
+    matmul.kernel = Kernel::MatMul;
     uint64_t next = 0;
-    auto single = [&](bool write, uint64_t n) {
-      return timeIt(
-          31,
-          [&] {
-            if (write)
-              store->write(next, one, n, error);
-            else
-              store->read(next, one, n, error);
-          },
-          [&] {
-            for (int k = 0; k < 4; ++k)
-              cpu::runKernel(add, {Xm, Ym}, {Zm}, error);
-            next = (next + (uint64_t(37) << 20) + hi) % (bytes - hi) /
-                   tiers::kIoAlignment * tiers::kIoAlignment;
-          });
+    auto between = [&] {
+      cpu::runKernel(matmul,
+                     {{DType::F32, {m, m}, ma.data()},
+                      {DType::F32, {m, m}, mb.data()}},
+                     {{DType::F32, {m, m}, mc.data()}}, error);
+      for (int k = 0; k < 4; ++k)
+        cpu::runKernel(add, {Xm, Ym}, {Zm}, error);
+      next = (next + (uint64_t(37) << 20) + largest) % (bytes - largest) /
+             tiers::kIoAlignment * tiers::kIoAlignment;
     };
-    double r4 = single(false, lo), r256 = single(false, hi);
-    double w4 = single(true, lo), w256 = single(true, hi);
-    p.ssdSmallReadGBs = (hi - lo) / std::max(r256 - r4, 1e-7) / 1e9;
-    p.ssdSmallWriteGBs = (hi - lo) / std::max(w256 - w4, 1e-7) / 1e9;
-    p.ssdLatencyUs = std::max(
-        1.0, 0.5 * ((r4 - lo / (p.ssdSmallReadGBs * 1e9)) +
-                    (w4 - lo / (p.ssdSmallWriteGBs * 1e9))) *
-                 1e6);
+    // A step's time is a sum of transfers, so the mean is what adds up;
+    // the slowest tenth (a stall of the machine, not of the drive) is
+    // left out.
+    auto meanSeconds = [&](bool write, uint64_t n) {
+      std::vector<double> t;
+      for (int i = 0; i < 40; ++i) {
+        between();
+        auto start = std::chrono::steady_clock::now();
+        if (write)
+          store->write(next, one, n, error);
+        else
+          store->read(next, one, n, error);
+        t.push_back(std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
+      }
+      std::sort(t.begin(), t.end());
+      t.resize(t.size() - t.size() / 10);
+      double sum = 0;
+      for (double v : t)
+        sum += v;
+      return sum / t.size();
+    };
+    // seconds = latency + bytes / rate, fitted by least squares.
+    auto fit = [&](bool write, double &latencyUs, double &gbs) {
+      double sx = 0, sy = 0, sxx = 0, sxy = 0, count = 0;
+      for (uint64_t n : sizes) {
+        double x = double(n), y = meanSeconds(write, n);
+        sx += x, sy += y, sxx += x * x, sxy += x * y, ++count;
+      }
+      double slope = (count * sxy - sx * sy) / (count * sxx - sx * sx);
+      slope = std::max(slope, 1e-12);
+      gbs = 1.0 / slope / 1e9;
+      latencyUs = std::max(1.0, (sy - slope * sx) / count * 1e6);
+    };
+    fit(false, p.ssdReadLatencyUs, p.ssdSmallReadGBs);
+    fit(true, p.ssdWriteLatencyUs, p.ssdSmallWriteGBs);
+    if (!error.empty()) {
+      std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
+      return 1;
+    }
   }
   std::string error;
   if (!p.write(output, error)) {

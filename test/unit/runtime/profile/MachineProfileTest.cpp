@@ -23,7 +23,7 @@ void writeText(const std::string &path, const std::string &text) {
 TEST(MachineProfileTest, RoundTripsEveryField) {
   MachineProfile p;
   p.matmulLargeGflops = 1234.5;
-  p.ssdLatencyUs = 17;
+  p.ssdReadLatencyUs = 17;
   p.copyGBs = 0.25;
   std::string path = tempPath("profile-roundtrip"), error;
   ASSERT_TRUE(p.write(path, error)) << error;
@@ -31,7 +31,7 @@ TEST(MachineProfileTest, RoundTripsEveryField) {
   ASSERT_TRUE(q.read(path, error)) << error;
   EXPECT_EQ(q.text(), p.text());
   EXPECT_DOUBLE_EQ(q.matmulLargeGflops, 1234.5);
-  EXPECT_DOUBLE_EQ(q.ssdLatencyUs, 17);
+  EXPECT_DOUBLE_EQ(q.ssdReadLatencyUs, 17);
   EXPECT_DOUBLE_EQ(q.copyGBs, 0.25);
   std::remove(path.c_str());
 }
