@@ -9,9 +9,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Debug.h"
 
 #include <algorithm>
+#include <limits>
 
 #define DEBUG_TYPE "strata-place-tiers"
 
@@ -88,6 +92,60 @@ Operation *earliestUser(ArrayRef<OpOperand *> uses,
   return first;
 }
 
+/// Where one stored tensor lives.
+enum class Tier : uint8_t { Device, Host, Ssd };
+
+StringRef tierName(Tier t) {
+  return t == Tier::Device ? "device" : t == Tier::Host ? "host" : "ssd";
+}
+
+Tier tierOf(StringRef name) {
+  return name == "host" ? Tier::Host : name == "ssd" ? Tier::Ssd : Tier::Device;
+}
+
+/// What happens to a forward activation the backward pass reads.
+enum class Act : uint8_t { Keep, Host, Ssd, Recompute };
+
+const char *actName(Act a) {
+  switch (a) {
+  case Act::Keep:
+    return "keep";
+  case Act::Host:
+    return "host";
+  case Act::Ssd:
+    return "ssd";
+  case Act::Recompute:
+    return "recompute";
+  }
+  return "?";
+}
+
+/// One placement of a function: the tier of each `exec.param` and the fate
+/// of each swap candidate, both in program order. Applying it to the same
+/// function always gives the same program, so the planner can compare
+/// placements on clones and apply the best one to the original.
+struct Placement {
+  std::string label;
+  SmallVector<Tier> tiers;
+  SmallVector<Act> acts;
+};
+
+/// How good a placement is: the bytes by which it misses the budgets (0
+/// when it fits), then the predicted step.
+struct Score {
+  uint64_t overBytes = std::numeric_limits<uint64_t>::max();
+  int64_t stepUs = std::numeric_limits<int64_t>::max();
+  bool fits() const { return overBytes == 0; }
+  bool operator<(const Score &o) const {
+    return overBytes != o.overBytes ? overBytes < o.overBytes
+                                    : stepUs < o.stepUs;
+  }
+};
+
+/// Greedy orders for activations: by the cost model, never recompute, or
+/// recompute wherever it is free.
+enum class Policy { Cost, Swap, Recompute };
+
 struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> {
   using PlaceTiersPassBase::PlaceTiersPassBase;
 
@@ -108,15 +166,24 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
           << acts << "' (auto, device, host, ssd or recompute)";
       return signalPassFailure();
     }
+    if (acts == "ssd" && !hasSsd) {
+      getOperation().emitError("activations on the SSD need --ssd-dir");
+      return signalPassFailure();
+    }
     std::string error;
     if (!profile.empty() && !machine.read(profile, error)) {
       getOperation().emitError(error);
       return signalPassFailure();
     }
-    for (auto func : getOperation().getOps<func::FuncOp>())
+    SmallVector<func::FuncOp> funcs(getOperation().getOps<func::FuncOp>());
+    for (auto func : funcs)
       if (failed(place(func)))
         return signalPassFailure();
   }
+
+  //===--------------------------------------------------------------------===//
+  // Estimates and helpers
+  //===--------------------------------------------------------------------===//
 
   /// Bytes the device arena needs, without any placement (a lower bound of
   /// the real plan's): the largest sum of live buffers at any op.
@@ -149,69 +216,25 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return static_cast<uint64_t>(peak);
   }
 
-  LogicalResult decide(func::FuncOp func, SmallVectorImpl<exec::ParamOp> &all) {
-    Block &body = func.getBody().front();
-    bool forced = params != "auto" || states != "auto";
-    for (exec::ParamOp p : all) {
-      if (p.getConstant())
-        continue;
-      StringRef choice = p.getState() ? StringRef(states) : StringRef(params);
-      if (choice != "auto")
-        p.setTier(choice);
-    }
-    for (exec::ParamOp p : all)
-      if (p.getTier() == "ssd" && !hasSsd)
-        return p.emitError("placed on the SSD, but no --ssd-dir was given");
-    if (gpuMem == 0)
-      return success();
-    // Automatic placement under the device budget: optimizer state first,
-    // then parameters, largest first; host while it fits, then SSD.
-    // With an SSD tier every arena buffer is 4 KiB-aligned and padded.
-    uint64_t arena = liveArenaEstimate(
-        body, hasSsd ? artifact::kParamAlignment : artifact::kArenaAlignment);
-    uint64_t resident = 0, largestMoved = 0, host = 0;
-    for (exec::ParamOp p : all)
-      if (p.getTier() == "device")
-        resident += artifact::pagePadded(storageBytes(p.getType()));
-    SmallVector<exec::ParamOp> candidates;
-    for (exec::ParamOp p : all)
-      if (!p.getConstant() && p.getTier() == "device" &&
-          (p.getState() ? states == "auto" : params == "auto"))
-        candidates.push_back(p);
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](exec::ParamOp a, exec::ParamOp b) {
-                       if (a.getState() != b.getState())
-                         return a.getState();
-                       return storageBytes(a.getType()) > storageBytes(b.getType());
-                     });
-    // A fetched tensor needs a device copy while in use: budget for two of
-    // the largest (the one in use and the next).
-    auto need = [&] { return arena + resident + 2 * largestMoved; };
-    for (exec::ParamOp p : candidates) {
-      if (need() <= gpuMem)
-        break;
-      uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
-      bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
-      if (!toHost && !hasSsd)
-        return func.emitError("the device budget (")
-               << gpuMem << " bytes) needs tensors off the device, the host "
-               << "budget is full and no --ssd-dir was given";
-      p.setTier(toHost ? "host" : "ssd");
-      host += toHost ? bytes : 0;
-      resident -= bytes;
-      largestMoved = std::max(largestMoved, bytes);
-    }
-    (void)forced;
-    return success();
+  uint64_t arenaAlignment() const {
+    return hasSsd ? artifact::kParamAlignment : artifact::kArenaAlignment;
+  }
+
+  /// Whether the planner may choose the tier of `p`.
+  bool isAuto(exec::ParamOp p) const {
+    return !p.getConstant() &&
+           (p.getState() ? states == "auto" : params == "auto");
   }
 
   /// Forward values the backward pass reads: the candidates for swapping.
+  /// Fetches are not (they sit right before their one use), so the list
+  /// does not depend on where parameters live.
   static SmallVector<Value> swappable(Block &body) {
     SmallVector<Value> out;
     for (Operation &op : body) {
       auto kernel = dyn_cast<exec::KernelOp>(op);
       if (!kernel || kernel->hasAttr("strata.backward") ||
-          kernel->hasAttr("strata.optimizer"))
+          kernel->hasAttr("strata.optimizer") || isTransferKernel(kernel))
         continue;
       for (Value r : kernel.getResults())
         if (!backwardUsesOf(r).empty())
@@ -220,9 +243,95 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return out;
   }
 
+  /// The position of the last user of `value` (through views).
+  static unsigned
+  lastUse(Value value, const llvm::DenseMap<Operation *, unsigned> &position) {
+    unsigned last = 0;
+    for (OpOperand *use : usesThroughViews(value))
+      last = std::max(last, position.lookup(use->getOwner()));
+    return last;
+  }
+
+  static bool isTransferKernel(exec::KernelOp k) {
+    StringRef name = k.getKernel();
+    return name == "copy" || name == "store" || name == "assign";
+  }
+
+  /// Points `uses` of `value` (possibly through views) at `replacement`,
+  /// rebuilding the views in between.
+  static void replaceUses(ArrayRef<OpOperand *> uses, Value value,
+                          Value replacement) {
+    for (OpOperand *use : uses) {
+      SmallVector<exec::ViewOp> chain;
+      for (Value v = use->get(); v != value;
+           v = v.getDefiningOp<exec::ViewOp>().getInput())
+        chain.push_back(v.getDefiningOp<exec::ViewOp>());
+      Value r = replacement;
+      OpBuilder vb(use->getOwner());
+      for (exec::ViewOp view : llvm::reverse(chain))
+        r = vb.create<exec::ViewOp>(view.getLoc(), view.getType(), r);
+      use->set(r);
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Rewrites: fetches for off-device tensors, swaps, recomputation
+  //===--------------------------------------------------------------------===//
+
+  /// Gives every read of an off-device parameter a fetch into the arena
+  /// right before it, and every in-place update of one a write-back.
+  void insertFetches(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    for (exec::ParamOp p : llvm::to_vector(body.getOps<exec::ParamOp>())) {
+      if (p.getTier() == "device")
+        continue;
+      // Uses through views are rebuilt on the fetched copy.
+      for (OpOperand *use : usesThroughViews(p.getResult())) {
+        Operation *user = use->getOwner();
+        OpBuilder b(user);
+        auto kernel = dyn_cast<exec::KernelOp>(user);
+        bool inPlace = false;
+        if (kernel)
+          for (unsigned k : inPlaceOperands(kernel))
+            inPlace |= kernel.getInputsMutable()[k].getOperandNumber() ==
+                       use->getOperandNumber();
+        if (kernel && kernel.getKernel() == "assign" &&
+            use->getOperandNumber() == 0)
+          continue; // Writes go to any tier directly.
+        Value fetched = b.create<exec::KernelOp>(
+                             user->getLoc(), TypeRange{p.getType()},
+                             b.getStringAttr("copy"), ValueRange{p.getResult()},
+                             b.getDenseI64ArrayAttr({}),
+                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                             DenseI64ArrayAttr())
+                            .getResult(0);
+        ++numFetches;
+        SmallVector<exec::ViewOp> chain;
+        for (Value v = use->get(); v != p.getResult();
+             v = v.getDefiningOp<exec::ViewOp>().getInput())
+          chain.push_back(v.getDefiningOp<exec::ViewOp>());
+        for (exec::ViewOp view : llvm::reverse(chain))
+          fetched = b.create<exec::ViewOp>(view.getLoc(), view.getType(),
+                                           fetched);
+        use->set(fetched);
+        if (inPlace) {
+          // The update ran on the copy: write it back.
+          b.setInsertionPointAfter(user);
+          b.create<exec::KernelOp>(user->getLoc(), TypeRange{},
+                                   b.getStringAttr("assign"),
+                                   ValueRange{p.getResult(), fetched},
+                                   b.getDenseI64ArrayAttr({}),
+                                   b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                                   DenseI64ArrayAttr());
+          ++numWritebacks;
+        }
+      }
+    }
+  }
+
   /// Swaps `value` out to `tier` after its last forward use and back in
-  /// before its first backward use.
-  void swap(Block &body, Value value, StringRef tier, unsigned index) {
+  /// before its first backward use. False when it cannot wait elsewhere.
+  bool swap(Block &body, Value value, StringRef tier, unsigned index) {
     llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> backwardUses;
     Operation *lastForward = value.getDefiningOp();
@@ -234,12 +343,12 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         lastForward = u;
     }
     if (backwardUses.empty())
-      return;
+      return false;
     Operation *firstBackward = earliestUser(backwardUses, position);
     // Only a value the forward pass is done with can wait elsewhere (an
     // output, read after the run, cannot).
     if (position[lastForward] >= position[firstBackward])
-      return;
+      return false;
     OpBuilder b(&body, body.begin());
     Location loc = value.getLoc();
     Value space = b.create<exec::SwapSpaceOp>(
@@ -259,21 +368,24 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     back->setAttr("strata.backward", b.getUnitAttr());
     replaceUses(backwardUses, value, back.getResult(0));
     ++numSwapped;
+    return true;
   }
 
-  /// Recomputes `value` right before its first backward use instead of
-  /// keeping it, when that costs no memory and gives the same bits: its
-  /// kernel has one result and reads only values the backward pass keeps
-  /// anyway (device parameters, step inputs, or activations the backward
-  /// pass reads later than this point and that are not themselves moved),
-  /// none of which is written in place before the recomputation. Returns the kernel's cost in seconds,
-  /// or a negative number when it cannot be recomputed.
-  double recomputeCost(Value value, const llvm::DenseSet<Value> &kept,
-                       const llvm::DenseMap<Operation *, unsigned> &position,
-                       Operation *firstBackward) {
+  /// The cost in seconds of recomputing `value` right before its first
+  /// backward use instead of keeping it, or a negative number when that
+  /// would cost memory or change bits: its kernel must have one result and
+  /// read only values the backward pass keeps anyway (device parameters,
+  /// step inputs, or activations in `kept` the backward pass reads later
+  /// than this point), none of which is written in place in between.
+  double recomputeCost(Block &body, Value value,
+                       const llvm::DenseSet<Value> &kept) {
+    SmallVector<OpOperand *> uses = backwardUsesOf(value);
     auto kernel = value.getDefiningOp<exec::KernelOp>();
-    if (!kernel || kernel.getNumResults() != 1 || isTransferKernel(kernel))
+    if (uses.empty() || !kernel || kernel.getNumResults() != 1 ||
+        isTransferKernel(kernel))
       return -1;
+    llvm::DenseMap<Operation *, unsigned> position = positions(body);
+    Operation *firstBackward = earliestUser(uses, position);
     for (Value in : kernel.getInputs()) {
       Value root = in;
       while (auto view = root.getDefiningOp<exec::ViewOp>())
@@ -289,7 +401,6 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
              lastUse(root, position) >= position.lookup(firstBackward);
       if (!ok)
         return -1;
-      // Nothing may write it in place between the two runs.
       for (OpOperand *use : usesThroughViews(root)) {
         auto k = dyn_cast<exec::KernelOp>(use->getOwner());
         unsigned at = position.lookup(use->getOwner());
@@ -299,20 +410,6 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       }
     }
     return kernelSeconds(kernel, machine);
-  }
-
-  /// The position of the last user of `value` (through views).
-  static unsigned
-  lastUse(Value value, const llvm::DenseMap<Operation *, unsigned> &position) {
-    unsigned last = 0;
-    for (OpOperand *use : usesThroughViews(value))
-      last = std::max(last, position.lookup(use->getOwner()));
-    return last;
-  }
-
-  static bool isTransferKernel(exec::KernelOp k) {
-    StringRef name = k.getKernel();
-    return name == "copy" || name == "store" || name == "assign";
   }
 
   /// Replaces the backward uses of `value` with a clone of its kernel
@@ -336,156 +433,250 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       value.getDefiningOp()->erase();
   }
 
-  /// Points `uses` of `value` (possibly through views) at `replacement`,
-  /// rebuilding the views in between.
-  static void replaceUses(ArrayRef<OpOperand *> uses, Value value,
-                          Value replacement) {
-    for (OpOperand *use : uses) {
-      SmallVector<exec::ViewOp> chain;
-      for (Value v = use->get(); v != value;
-           v = v.getDefiningOp<exec::ViewOp>().getInput())
-        chain.push_back(v.getDefiningOp<exec::ViewOp>());
-      Value r = replacement;
-      OpBuilder vb(use->getOwner());
-      for (exec::ViewOp view : llvm::reverse(chain))
-        r = vb.create<exec::ViewOp>(view.getLoc(), view.getType(), r);
-      use->set(r);
+  /// Applies `act` to `value`; returns what was done (a swap or a
+  /// recomputation that is not possible keeps the value).
+  Act applyAct(Block &body, Value value, Act act, llvm::DenseSet<Value> &kept,
+               unsigned &swaps) {
+    if (act == Act::Recompute) {
+      if (recomputeCost(body, value, kept) < 0)
+        return Act::Keep;
+      kept.erase(value);
+      recompute(body, value);
+      return act;
     }
+    if (act == Act::Host || act == Act::Ssd) {
+      if (!swap(body, value, act == Act::Host ? "host" : "ssd", swaps))
+        return Act::Keep;
+      ++swaps;
+      kept.erase(value);
+      return act;
+    }
+    return Act::Keep;
   }
 
-  LogicalResult placeActivations(func::FuncOp func) {
+  /// Rewrites `func` as `placement` says. The caller suppresses
+  /// diagnostics when this runs on a trial clone.
+  LogicalResult apply(func::FuncOp func, const Placement &placement) {
     Block &body = func.getBody().front();
+    SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
+    for (auto [p, tier] : llvm::zip(all, placement.tiers)) {
+      if (p.getConstant())
+        continue;
+      if (tier == Tier::Ssd && !hasSsd)
+        return p.emitError("placed on the SSD, but no --ssd-dir was given");
+      p.setTier(tierName(tier));
+    }
+    insertFetches(func);
     SmallVector<Value> candidates = swappable(body);
-    // Which candidates can be recomputed for free, and at what cost; the
-    // decision uses the plan as it stands (kept = read by the backward
-    // pass and not moved).
+    if (candidates.size() != placement.acts.size())
+      return func.emitError("internal error: ")
+             << candidates.size() << " swap candidates, the placement has "
+             << placement.acts.size();
     llvm::DenseSet<Value> kept(candidates.begin(), candidates.end());
-    auto costOf = [&](Value v) {
-      llvm::DenseMap<Operation *, unsigned> position = positions(body);
-      SmallVector<OpOperand *> uses = backwardUsesOf(v);
-      return uses.empty() ? -1.0
-                          : recomputeCost(v, kept, position,
-                                          earliestUser(uses, position));
-    };
-    if (activations == "recompute") {
-      // Every candidate that can be, in program order; what cannot stays
-      // on the device.
-      for (Value v : candidates) {
-        if (costOf(v) < 0)
-          continue;
+    for (auto [v, act] : llvm::zip(candidates, placement.acts))
+      if (act != Act::Keep)
         kept.erase(v);
-        recompute(body, v);
-      }
-      return success();
-    }
-    if (activations == "host" || activations == "ssd") {
-      if (activations == "ssd" && !hasSsd)
-        return func.emitError("activations on the SSD need --ssd-dir");
-      unsigned n = 0;
-      for (Value v : candidates)
-        swap(body, v, activations, n++);
-      return success();
-    }
-    if (activations == "device" || gpuMem == 0)
-      return success();
-    uint64_t alignment =
-        hasSsd ? artifact::kParamAlignment : artifact::kArenaAlignment;
-    uint64_t resident = 0;
-    for (auto p : body.getOps<exec::ParamOp>())
-      if (p.getTier() == "device")
-        resident += artifact::pagePadded(storageBytes(p.getType()));
-    // Largest first, until the estimate fits; swap space on the host while
-    // it fits the host budget (after the tensors already placed there).
-    uint64_t host = 0;
-    for (auto p : body.getOps<exec::ParamOp>())
-      if (p.getTier() == "host")
-        host += storageBytes(p.getType());
-    std::stable_sort(candidates.begin(), candidates.end(), [](Value a, Value b) {
-      return storageBytes(a.getType()) > storageBytes(b.getType());
-    });
-    // Largest first until the estimate fits: recompute when that is
-    // cheaper than the swap out and back (by the cost model), else swap.
-    unsigned n = 0;
-    for (Value v : candidates) {
-      if (liveArenaEstimate(body, alignment) + resident <= gpuMem)
-        break;
-      uint64_t bytes = storageBytes(v.getType());
-      bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
-      StringRef tier = toHost ? "host" : "ssd";
-      double again = costOf(v);
-      double moved = transferSeconds(bytes, tier, false, machine) +
-                     transferSeconds(bytes, tier, true, machine);
-      if (again >= 0 && again < moved) {
-        kept.erase(v);
-        recompute(body, v);
-        continue;
-      }
-      if (!toHost && !hasSsd)
-        continue;
-      host += toHost ? bytes : 0;
-      kept.erase(v);
-      swap(body, v, tier, n++);
-    }
+    // Swaps first, so that a recomputation sees the plan's final kept set.
+    unsigned swaps = 0;
+    for (auto [v, act] : llvm::zip(candidates, placement.acts))
+      if (act == Act::Host || act == Act::Ssd)
+        if (applyAct(body, v, act, kept, swaps) == Act::Keep)
+          kept.insert(v);
+    for (auto [v, act] : llvm::zip(candidates, placement.acts))
+      if (act == Act::Recompute)
+        if (applyAct(body, v, act, kept, swaps) == Act::Keep)
+          kept.insert(v);
     return success();
   }
 
+  //===--------------------------------------------------------------------===//
+  // Placements: forced, greedy, naive; scoring and search
+  //===--------------------------------------------------------------------===//
+
+  /// The placement the options force, with everything automatic kept on
+  /// the device.
+  Placement forced(func::FuncOp func, size_t numCandidates) {
+    Placement out;
+    out.label = "as forced";
+    for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
+      StringRef choice = p.getState() ? StringRef(states) : StringRef(params);
+      out.tiers.push_back(p.getConstant() || choice == "auto"
+                              ? tierOf(p.getTier())
+                              : tierOf(choice));
+    }
+    StringRef a = activations;
+    Act act = a == "host"        ? Act::Host
+              : a == "ssd"       ? Act::Ssd
+              : a == "recompute" ? Act::Recompute
+                                 : Act::Keep;
+    out.acts.assign(numCandidates, act);
+    return out;
+  }
+
+  /// A greedy placement, built on `func` (a clone: it is rewritten):
+  /// optimizer state leaves the device first, then parameters, largest
+  /// first, to the host while the host budget lasts and then to the SSD;
+  /// then activations, largest first, until the arena estimate fits, each
+  /// recomputed or swapped as `policy` says.
+  Placement greedy(func::FuncOp func, const Placement &start, Policy policy) {
+    Block &body = func.getBody().front();
+    Placement out = start;
+    out.label = policy == Policy::Cost   ? "greedy"
+                : policy == Policy::Swap ? "greedy, swaps only"
+                                         : "greedy, recomputation first";
+    SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
+    for (auto [p, tier] : llvm::zip(all, start.tiers))
+      if (!p.getConstant())
+        p.setTier(tierName(tier));
+    uint64_t arena = liveArenaEstimate(body, arenaAlignment());
+    uint64_t resident = 0, largestMoved = 0, host = 0;
+    for (exec::ParamOp p : all) {
+      uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
+      if (p.getTier() == "device")
+        resident += bytes;
+      else if (p.getTier() == "host")
+        host += bytes;
+    }
+    SmallVector<unsigned> order;
+    for (auto [i, p] : llvm::enumerate(all))
+      if (isAuto(p) && p.getTier() == "device")
+        order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) {
+      if (all[a].getState() != all[b].getState())
+        return bool(all[a].getState());
+      return storageBytes(all[a].getType()) > storageBytes(all[b].getType());
+    });
+    // A fetched tensor needs a device copy while in use: budget for two of
+    // the largest (the one in use and the next).
+    for (unsigned i : order) {
+      if (arena + resident + 2 * largestMoved <= gpuMem)
+        break;
+      uint64_t bytes = artifact::pagePadded(storageBytes(all[i].getType()));
+      bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
+      out.tiers[i] = toHost ? Tier::Host : Tier::Ssd;
+      all[i].setTier(tierName(out.tiers[i]));
+      host += toHost ? bytes : 0;
+      resident -= bytes;
+      largestMoved = std::max(largestMoved, bytes);
+    }
+    insertFetches(func);
+    if (activations != "auto")
+      return out;
+    SmallVector<Value> candidates = swappable(body);
+    assert(candidates.size() == out.acts.size() && "candidates changed");
+    llvm::DenseMap<Value, unsigned> indexOf;
+    for (auto [i, v] : llvm::enumerate(candidates))
+      indexOf[v] = i;
+    llvm::DenseSet<Value> kept(candidates.begin(), candidates.end());
+    SmallVector<Value> bySize = candidates;
+    std::stable_sort(bySize.begin(), bySize.end(), [](Value a, Value b) {
+      return storageBytes(a.getType()) > storageBytes(b.getType());
+    });
+    unsigned swaps = 0;
+    for (Value v : bySize) {
+      if (liveArenaEstimate(body, arenaAlignment()) + resident <= gpuMem)
+        break;
+      uint64_t bytes = storageBytes(v.getType());
+      bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
+      Act moved = toHost ? Act::Host : Act::Ssd;
+      double again = policy == Policy::Swap ? -1 : recomputeCost(body, v, kept);
+      double round = transferSeconds(bytes, actName(moved), false, machine) +
+                     transferSeconds(bytes, actName(moved), true, machine);
+      Act act = again >= 0 && (policy == Policy::Recompute || again < round)
+                    ? Act::Recompute
+                : moved == Act::Ssd && !hasSsd ? Act::Keep
+                                               : moved;
+      act = applyAct(body, v, act, kept, swaps);
+      out.acts[indexOf[v]] = act;
+      if (act == Act::Host)
+        host += bytes;
+    }
+    return out;
+  }
+
+  /// Applies `placement` to a clone of the module, plans its memory and
+  /// predicts its step.
+  Score score(func::FuncOp func, const Placement &placement) {
+    ++evaluated;
+    MLIRContext *ctx = &getContext();
+    ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+    OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+    auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+    int64_t savedCount = recomputedCount, savedBytes = recomputedBytes;
+    LogicalResult applied = apply(copy, placement);
+    recomputedCount = savedCount, recomputedBytes = savedBytes;
+    if (failed(applied))
+      return Score();
+    PassManager pm(ctx, ModuleOp::getOperationName());
+    PlanMemoryPassOptions memory;
+    memory.deviceBudget = static_cast<int64_t>(gpuMem);
+    pm.addPass(createPlanMemoryPass(memory));
+    pm.addPass(createScheduleTransfersPass());
+    PredictTimePassOptions predict;
+    predict.profile = profile;
+    pm.addPass(createPredictTimePass(predict));
+    if (failed(pm.run(*clone)))
+      return Score();
+    auto integer = [&](StringRef name) -> uint64_t {
+      auto attr = copy->getAttrOfType<IntegerAttr>(name);
+      return attr ? attr.getInt() : 0;
+    };
+    Score s;
+    uint64_t device = integer("exec.arena_bytes") + integer("exec.params_bytes");
+    uint64_t host = integer("exec.host_bytes");
+    s.overBytes = (gpuMem && device > gpuMem ? device - gpuMem : 0) +
+                  (cpuMem && host > cpuMem ? host - cpuMem : 0);
+    auto predicted = copy->getAttrOfType<DictionaryAttr>("exec.predicted");
+    s.stepUs = cast<IntegerAttr>(predicted.get("predicted_step_us")).getInt();
+    return s;
+  }
+
+  /// Plans `func` and rewrites it. With a device budget and something left
+  /// to the planner, it scores the greedy placements and the two naive
+  /// ones (every activation swapped, every one recomputed), then improves
+  /// the best by moving one tensor at a time while the predicted step
+  /// drops (or, over budget, while the excess does); each placement is
+  /// scored by planning its memory and replaying its schedule.
   LogicalResult place(func::FuncOp func) {
     Block &body = func.getBody().front();
-    SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
-    if (failed(decide(func, all)))
-      return failure();
-    for (exec::ParamOp p : all) {
-      if (p.getTier() == "device")
-        continue;
-      // Uses through views are rebuilt on the fetched copy.
-      for (OpOperand *use : usesThroughViews(p.getResult())) {
-        Operation *user = use->getOwner();
-        OpBuilder b(user);
-        auto kernel = dyn_cast<exec::KernelOp>(user);
-        bool inPlace = false;
-        if (kernel)
-          for (unsigned k : inPlaceOperands(kernel))
-            inPlace |= kernel.getInputsMutable()[k].getOperandNumber() ==
-                       use->getOperandNumber();
-        if (kernel && kernel.getKernel() == "assign" &&
-            use->getOperandNumber() == 0)
-          continue; // Writes go to any tier directly.
-        // Fetch: a copy into the device arena right before the use.
-        Value fetched = b.create<exec::KernelOp>(
-                             user->getLoc(), TypeRange{p.getType()},
-                             b.getStringAttr("copy"), ValueRange{p.getResult()},
-                             b.getDenseI64ArrayAttr({}),
-                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                             DenseI64ArrayAttr())
-                            .getResult(0);
-        ++numFetches;
-        // Re-apply the views between the parameter and this use.
-        SmallVector<exec::ViewOp> chain;
-        for (Value v = use->get(); v != p.getResult();
-             v = v.getDefiningOp<exec::ViewOp>().getInput())
-          chain.push_back(v.getDefiningOp<exec::ViewOp>());
-        for (exec::ViewOp view : llvm::reverse(chain))
-          fetched = b.create<exec::ViewOp>(view.getLoc(), view.getType(),
-                                           fetched);
-        use->set(fetched);
-        if (inPlace) {
-          // The update ran on the copy: write it back.
-          b.setInsertionPointAfter(user);
-          b.create<exec::KernelOp>(user->getLoc(), TypeRange{},
-                                   b.getStringAttr("assign"),
-                                   ValueRange{p.getResult(), fetched},
-                                   b.getDenseI64ArrayAttr({}),
-                                   b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                                   DenseI64ArrayAttr());
-          ++numWritebacks;
-        }
-      }
+    size_t numCandidates;
+    {
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      Placement forcedOnly = forced(copy, 0);
+      for (auto [p, tier] :
+           llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
+                     forcedOnly.tiers))
+        if (!p.getConstant())
+          p.setTier(tierName(tier));
+      insertFetches(copy);
+      numCandidates = swappable(copy.getBody().front()).size();
     }
+    numFetches = numWritebacks = 0;
+    Placement best = forced(func, numCandidates);
+    bool anyAuto = activations == "auto" || params == "auto" ||
+                   states == "auto";
+    evaluated = 0;
+    if (gpuMem > 0 && anyAuto) {
+      best = search(func, best);
+      // A device budget that cannot be met is reported after memory
+      // planning, with the minimum; a full host tier is reported here.
+      uint64_t host = 0;
+      for (auto [p, tier] : llvm::zip(body.getOps<exec::ParamOp>(), best.tiers))
+        if (tier == Tier::Host)
+          host += artifact::pagePadded(storageBytes(p.getType()));
+      if (cpuMem > 0 && host > cpuMem && !hasSsd)
+        return func.emitError("the device budget (")
+               << gpuMem << " bytes) needs " << host
+               << " bytes of tensors on the host, over the host budget ("
+               << cpuMem << " bytes), and no --ssd-dir was given";
+    }
+    numFetches = numWritebacks = numSwapped = numRecomputed = 0;
     recomputedCount = recomputedBytes = 0;
-    if (failed(placeActivations(func)))
+    if (failed(apply(func, best)))
       return failure();
-    if (recomputedCount > 0) {
-      Builder b(func.getContext());
+    Builder b(func.getContext());
+    if (recomputedCount > 0)
       func->setAttr("exec.recomputed",
                     b.getDictionaryAttr({
                         b.getNamedAttr("recomputed_activations",
@@ -493,9 +684,192 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                         b.getNamedAttr("recomputed_bytes",
                                        b.getI64IntegerAttr(recomputedBytes)),
                     }));
+    if (evaluated > 0) {
+      SmallVector<NamedAttribute> entries{b.getNamedAttr(
+          "planner_evaluated", b.getI64IntegerAttr(evaluated))};
+      for (auto &[key, s] : naive)
+        entries.push_back(b.getNamedAttr(
+            s.fits() ? key + "_us" : key + "_over_bytes",
+            b.getI64IntegerAttr(s.fits() ? s.stepUs
+                                         : static_cast<int64_t>(s.overBytes))));
+      func->setAttr("exec.planner", b.getDictionaryAttr(entries));
     }
     return success();
   }
+
+  Placement search(func::FuncOp func, const Placement &start) {
+    SmallVector<std::pair<Placement, Score>> tried;
+    auto consider = [&](Placement p) {
+      Score s = score(func, p);
+      LLVM_DEBUG(llvm::dbgs() << p.label << ": over " << s.overBytes
+                              << " B, " << s.stepUs << " us\n");
+      tried.push_back({std::move(p), s});
+    };
+    for (Policy policy : {Policy::Cost, Policy::Swap, Policy::Recompute}) {
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      int64_t savedCount = recomputedCount, savedBytes = recomputedBytes;
+      consider(greedy(copy, start, policy));
+      recomputedCount = savedCount, recomputedBytes = savedBytes;
+      if (activations != "auto")
+        break;
+    }
+    naive.clear();
+    naive.push_back({"planner_greedy", tried.front().second});
+    if (activations == "auto") {
+      // The naive plans, with the first greedy plan's parameters: every
+      // activation swapped (to the host while the host budget lasts), and
+      // every one that can be recomputed recomputed.
+      Placement swapAll = tried.front().first;
+      swapAll.label = "swap all activations";
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      SmallVector<exec::ParamOp> all(copy.getBody().front().getOps<exec::ParamOp>());
+      uint64_t host = 0;
+      for (auto [p, tier] : llvm::zip(all, swapAll.tiers))
+        if (tier == Tier::Host)
+          host += artifact::pagePadded(storageBytes(p.getType()));
+      for (auto [p, tier] : llvm::zip(all, swapAll.tiers))
+        if (!p.getConstant())
+          p.setTier(tierName(tier));
+      insertFetches(copy);
+      for (auto [i, v] :
+           llvm::enumerate(swappable(copy.getBody().front()))) {
+        uint64_t bytes = storageBytes(v.getType());
+        bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
+        swapAll.acts[i] = toHost ? Act::Host : Act::Ssd;
+        host += toHost ? bytes : 0;
+      }
+      Placement recomputeAll = tried.front().first;
+      recomputeAll.label = "recompute all activations";
+      recomputeAll.acts.assign(recomputeAll.acts.size(), Act::Recompute);
+      consider(swapAll);
+      naive.push_back({"planner_swap_all", tried.back().second});
+      consider(recomputeAll);
+      naive.push_back({"planner_recompute_all", tried.back().second});
+    }
+    // The least device memory the options allow: everything automatic off
+    // the device (to the host while the host budget lasts), every
+    // activation swapped. When nothing fits, this is the plan whose need
+    // the error reports as the minimum.
+    {
+      Placement least = tried.front().first;
+      least.label = "everything off the device";
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      SmallVector<exec::ParamOp> all(
+          copy.getBody().front().getOps<exec::ParamOp>());
+      uint64_t host = 0;
+      auto offDevice = [&](uint64_t bytes) {
+        bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
+        host += toHost ? bytes : 0;
+        return toHost;
+      };
+      for (auto [i, p] : llvm::enumerate(all)) {
+        if (isAuto(p))
+          least.tiers[i] =
+              offDevice(artifact::pagePadded(storageBytes(p.getType())))
+                  ? Tier::Host
+                  : Tier::Ssd;
+        else if (least.tiers[i] == Tier::Host)
+          host += artifact::pagePadded(storageBytes(p.getType()));
+        if (!p.getConstant())
+          p.setTier(tierName(least.tiers[i]));
+      }
+      if (activations == "auto") {
+        insertFetches(copy);
+        for (auto [i, v] : llvm::enumerate(swappable(copy.getBody().front())))
+          least.acts[i] =
+              offDevice(storageBytes(v.getType())) ? Act::Host : Act::Ssd;
+      }
+      consider(least);
+    }
+    auto bestIt = std::min_element(
+        tried.begin(), tried.end(),
+        [](auto &a, auto &b) { return a.second < b.second; });
+    Placement best = bestIt->first;
+    Score bestScore = bestIt->second;
+    // Local search: one tensor moved at a time, largest first; a move is
+    // kept when it lowers the score. Within the budgets only moves to a
+    // faster place can help; over them, only moves off the device.
+    SmallVector<exec::ParamOp> all(func.getBody().front().getOps<exec::ParamOp>());
+    SmallVector<std::pair<uint64_t, unsigned>> paramOrder, actOrder;
+    for (auto [i, p] : llvm::enumerate(all))
+      if (isAuto(p))
+        paramOrder.push_back({storageBytes(p.getType()), i});
+    if (activations == "auto") {
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      for (auto [p, tier] :
+           llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
+                     best.tiers))
+        if (!p.getConstant())
+          p.setTier(tierName(tier));
+      insertFetches(copy);
+      for (auto [i, v] : llvm::enumerate(swappable(copy.getBody().front())))
+        actOrder.push_back({storageBytes(v.getType()), i});
+    }
+    llvm::sort(paramOrder, std::greater<>());
+    llvm::sort(actOrder, std::greater<>());
+    auto rank = [](Act a) { return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3; };
+    bool improved = true;
+    while (improved && evaluated < maxEvaluations) {
+      improved = false;
+      auto attempt = [&](Placement trial) {
+        if (evaluated >= maxEvaluations)
+          return false;
+        Score s = score(func, trial);
+        if (!(s < bestScore))
+          return false;
+        best = std::move(trial);
+        bestScore = s;
+        improved = true;
+        return true;
+      };
+      for (auto [bytes, i] : actOrder) {
+        Act cur = best.acts[i];
+        for (Act alt : {Act::Keep, Act::Host, Act::Recompute, Act::Ssd}) {
+          if (alt == cur || (alt == Act::Ssd && !hasSsd))
+            continue;
+          // Within the budgets a move can only pay off toward the device
+          // (recomputing instead of a round trip counts); over them, only
+          // away from it.
+          bool useful =
+              alt == Act::Recompute
+                  ? (bestScore.fits() ? cur != Act::Keep : cur == Act::Keep)
+                  : bestScore.fits() == (rank(alt) < rank(cur));
+          if (!useful)
+            continue;
+          Placement trial = best;
+          trial.acts[i] = alt;
+          if (attempt(std::move(trial)))
+            break;
+        }
+      }
+      for (auto [bytes, i] : paramOrder) {
+        Tier cur = best.tiers[i];
+        for (Tier alt : {Tier::Device, Tier::Host, Tier::Ssd}) {
+          if (alt == cur || (alt == Tier::Ssd && !hasSsd))
+            continue;
+          if (bestScore.fits() != (alt < cur))
+            continue;
+          Placement trial = best;
+          trial.tiers[i] = alt;
+          if (attempt(std::move(trial)))
+            break;
+        }
+      }
+    }
+    chosen = bestScore;
+    LLVM_DEBUG(llvm::dbgs() << "chosen: over " << bestScore.overBytes
+                            << " B, " << bestScore.stepUs << " us after "
+                            << evaluated << " placements\n");
+    return best;
+  }
+
+  int64_t evaluated = 0;
+  Score chosen;
+  SmallVector<std::pair<std::string, Score>> naive;
 };
 
 } // namespace

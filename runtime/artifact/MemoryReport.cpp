@@ -7,6 +7,16 @@
 
 namespace strata::artifact {
 
+namespace {
+
+std::string formatMs(uint64_t us) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f ms", us / 1e3);
+  return buf;
+}
+
+} // namespace
+
 std::string formatMemoryReport(const Plan &plan) {
   std::string out;
   auto line = [&](const char *name, uint64_t bytes, const std::string &note) {
@@ -57,6 +67,32 @@ std::string formatMemoryReport(const Plan &plan) {
         plan.memoryOf("predicted_ssd_link_us") / 1e3,
         plan.memoryOf("predicted_lower_bound_us") / 1e3);
     out += buf;
+  }
+  if (uint64_t n = plan.memoryOf("planner_evaluated")) {
+    // The naive plans the planner scored beside its own.
+    auto naive = [&](const char *key, const char *what) -> std::string {
+      std::string k = key;
+      if (uint64_t us = plan.memoryOf(k + "_us"))
+        return std::string(what) + " " + formatMs(us);
+      if (uint64_t over = plan.memoryOf(k + "_over_bytes"))
+        return std::string(what) + " misses the budgets by " +
+               formatSize(over);
+      return "";
+    };
+    out += "planner: best of " + std::to_string(n) +
+           " placements scored (memory planned, step predicted)";
+    std::string sep = "; ";
+    for (auto [key, what] :
+         {std::pair{"planner_greedy", "the greedy start:"},
+         std::pair{"planner_swap_all", "swapping every activation:"},
+          std::pair{"planner_recompute_all", "recomputing every one:"}}) {
+      std::string s = naive(key, what);
+      if (!s.empty()) {
+        out += sep + s;
+        sep = ", ";
+      }
+    }
+    out += "\n";
   }
   return out;
 }
