@@ -21,7 +21,10 @@ void buildGraphCleanupPipeline(mlir::OpPassManager &pm);
 
 /// Where stored tensors may go (strata-compile's budget flags).
 struct TierOptions {
-  std::string params = "auto", states = "auto", activations = "auto";
+  std::string params = "auto", states = "auto", activations = "auto",
+              gradients = "auto";
+  /// How many placements the planner may score.
+  int64_t maxEvaluations = 200;
   uint64_t gpuMem = 0, cpuMem = 0;
   bool hasSsd = false;
   /// Machine profile for the cost model (empty: defaults).

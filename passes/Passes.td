@@ -185,6 +185,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
            "Where forward activations the backward pass reads wait: auto, "
            "device (kept), host or ssd (swapped out and back), or "
            "recompute (rerun before the backward pass where free)">,
+    Option<"gradients", "gradients", "std::string", /*default=*/"\"auto\"",
+           "Where gradients wait between the backward pass and the "
+           "optimizer step: auto, device, host or ssd">,
     Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
            "Device memory budget in bytes (0: unlimited)">,
     Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
@@ -202,7 +205,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Statistic<"numWritebacks", "writebacks", "Write-backs after updates">,
     Statistic<"numSwapped", "swapped", "Activations swapped out and back">,
     Statistic<"numRecomputed", "recomputed",
-              "Activations recomputed before the backward pass">
+              "Activations recomputed before the backward pass">,
+    Statistic<"numGradientsSwapped", "gradients-swapped",
+              "Gradients swapped out until the optimizer step">
   ];
 }
 

@@ -30,6 +30,8 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.params = tiers.params;
   place.states = tiers.states;
   place.activations = tiers.activations;
+  place.gradients = tiers.gradients;
+  place.maxEvaluations = tiers.maxEvaluations;
   place.gpuMem = tiers.gpuMem;
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;

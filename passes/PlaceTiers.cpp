@@ -12,6 +12,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Debug.h"
 
 #include <algorithm>
@@ -128,6 +129,8 @@ struct Placement {
   std::string label;
   SmallVector<Tier> tiers;
   SmallVector<Act> acts;
+  /// Per gradient candidate: Keep, Host or Ssd.
+  SmallVector<Act> grads;
 };
 
 /// How good a placement is: the bytes by which it misses the budgets (0
@@ -153,7 +156,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   int64_t recomputedCount = 0, recomputedBytes = 0;
 
   void runOnOperation() override {
-    for (StringRef opt : {StringRef(params), StringRef(states)})
+    for (StringRef opt :
+         {StringRef(params), StringRef(states), StringRef(gradients)})
       if (opt != "auto" && opt != "device" && opt != "host" && opt != "ssd") {
         getOperation().emitError("unknown tier '")
             << opt << "' (auto, device, host or ssd)";
@@ -166,10 +170,12 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
           << acts << "' (auto, device, host, ssd or recompute)";
       return signalPassFailure();
     }
-    if (acts == "ssd" && !hasSsd) {
-      getOperation().emitError("activations on the SSD need --ssd-dir");
-      return signalPassFailure();
-    }
+    for (auto [what, opt] : {std::pair{"activations", acts},
+                             std::pair{"gradients", StringRef(gradients)}})
+      if (opt == "ssd" && !hasSsd) {
+        getOperation().emitError(what) << " on the SSD need --ssd-dir";
+        return signalPassFailure();
+      }
     std::string error;
     if (!profile.empty() && !machine.read(profile, error)) {
       getOperation().emitError(error);
@@ -241,6 +247,126 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
           out.push_back(r);
     }
     return out;
+  }
+
+  /// Whether `op` runs after the backward pass, in the optimizer step.
+  static bool isOptimizerPhase(Operation *op) {
+    if (op->hasAttr("strata.optimizer"))
+      return true;
+    auto kernel = dyn_cast<exec::KernelOp>(op);
+    return kernel && kernel.getKernel().starts_with("update_");
+  }
+
+  /// Whether `use` writes its value in place.
+  static bool writesInPlace(OpOperand *use) {
+    auto kernel = dyn_cast<exec::KernelOp>(use->getOwner());
+    if (!kernel || kernel.getNumResults() != 0)
+      return false;
+    for (unsigned k : inPlaceOperands(kernel))
+      if (kernel.getInputsMutable()[k].getOperandNumber() ==
+          use->getOperandNumber())
+        return true;
+    return false;
+  }
+
+  /// Gradients the optimizer step reads after the backward pass is done
+  /// with them: results of backward kernels that an update kernel reads as
+  /// its gradient. Swapping one out between its last backward use and its
+  /// first use in the optimizer step frees its device memory meanwhile.
+  /// (The list does not depend on other placement choices, which only add
+  /// transfers and recomputations between those uses.)
+  static SmallVector<Value> gradientCandidates(Block &body) {
+    llvm::DenseMap<Operation *, unsigned> position = positions(body);
+    SmallVector<Value> out;
+    for (Operation &op : body) {
+      auto kernel = dyn_cast<exec::KernelOp>(op);
+      if (!kernel || !kernel->hasAttr("strata.backward") ||
+          isTransferKernel(kernel))
+        continue;
+      for (Value r : kernel.getResults()) {
+        bool isGradient = false;
+        unsigned lastBefore = position.lookup(kernel),
+                 firstAfter = std::numeric_limits<unsigned>::max();
+        for (OpOperand *use : usesThroughViews(r)) {
+          Operation *user = use->getOwner();
+          auto update = dyn_cast<exec::KernelOp>(user);
+          if (update && update.getKernel().starts_with("update_") &&
+              update.getInputsMutable()[1].getOperandNumber() ==
+                  use->getOperandNumber())
+            isGradient = true;
+          unsigned at = position.lookup(user);
+          if (isOptimizerPhase(user))
+            firstAfter = std::min(firstAfter, at);
+          else
+            lastBefore = std::max(lastBefore, at);
+        }
+        if (isGradient && firstAfter != std::numeric_limits<unsigned>::max() &&
+            lastBefore < firstAfter)
+          out.push_back(r);
+      }
+    }
+    return out;
+  }
+
+  /// Swaps gradient `value` out to `tier` after its last backward use and
+  /// fetches it before each use in the optimizer step (once, before the
+  /// first, when one of them writes it in place). False, and nothing
+  /// changed, when no kernel runs in between (a fused update).
+  bool swapGradient(Block &body, Value value, StringRef tier, unsigned index) {
+    llvm::DenseMap<Operation *, unsigned> position = positions(body);
+    SmallVector<OpOperand *> after;
+    Operation *lastBefore = value.getDefiningOp();
+    bool inPlace = false;
+    for (OpOperand *use : usesThroughViews(value)) {
+      Operation *u = use->getOwner();
+      if (isOptimizerPhase(u)) {
+        after.push_back(use);
+        inPlace |= writesInPlace(use);
+      } else if (position[u] > position[lastBefore]) {
+        lastBefore = u;
+      }
+    }
+    Operation *firstAfter = earliestUser(after, position);
+    bool work = false;
+    for (Operation *op = lastBefore->getNextNode(); op && op != firstAfter;
+         op = op->getNextNode())
+      if (auto k = dyn_cast<exec::KernelOp>(op))
+        work |= !isTransferKernel(k);
+    if (!work)
+      return false;
+    OpBuilder b(&body, body.begin());
+    Location loc = value.getLoc();
+    Value space = b.create<exec::SwapSpaceOp>(
+        loc, value.getType(), b.getStringAttr("grad." + std::to_string(index)),
+        b.getStringAttr(tier), IntegerAttr());
+    b.setInsertionPointAfter(lastBefore);
+    b.create<exec::KernelOp>(loc, TypeRange{}, b.getStringAttr("store"),
+                             ValueRange{space, value},
+                             b.getDenseI64ArrayAttr({}),
+                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                             DenseI64ArrayAttr());
+    auto fetchBefore = [&](Operation *user) {
+      b.setInsertionPoint(user);
+      return b
+          .create<exec::KernelOp>(loc, TypeRange{value.getType()},
+                                  b.getStringAttr("copy"), ValueRange{space},
+                                  b.getDenseI64ArrayAttr({}),
+                                  b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                                  DenseI64ArrayAttr())
+          .getResult(0);
+    };
+    if (inPlace) {
+      replaceUses(after, value, fetchBefore(firstAfter));
+    } else {
+      // One fetch per reading op (`mul(g, g)` reads it once).
+      llvm::MapVector<Operation *, SmallVector<OpOperand *>> byUser;
+      for (OpOperand *use : after)
+        byUser[use->getOwner()].push_back(use);
+      for (auto &[user, uses] : byUser)
+        replaceUses(uses, value, fetchBefore(user));
+    }
+    ++numGradientsSwapped;
+    return true;
   }
 
   /// The position of the last user of `value` (through views).
@@ -486,6 +612,18 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (act == Act::Recompute)
         if (applyAct(body, v, act, kept, swaps) == Act::Keep)
           kept.insert(v);
+    SmallVector<Value> gradients = gradientCandidates(body);
+    if (gradients.size() != placement.grads.size())
+      return func.emitError("internal error: ")
+             << gradients.size() << " gradient candidates, the placement has "
+             << placement.grads.size();
+    for (auto [i, g] : llvm::enumerate(gradients)) {
+      Act act = placement.grads[i];
+      if (act == Act::Ssd && !hasSsd)
+        return func.emitError("gradients on the SSD need --ssd-dir");
+      if (act == Act::Host || act == Act::Ssd)
+        swapGradient(body, g, act == Act::Host ? "host" : "ssd", i);
+    }
     return success();
   }
 
@@ -495,7 +633,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
 
   /// The placement the options force, with everything automatic kept on
   /// the device.
-  Placement forced(func::FuncOp func, size_t numCandidates) {
+  Placement forced(func::FuncOp func, size_t numCandidates,
+                   size_t numGradients) {
     Placement out;
     out.label = "as forced";
     for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
@@ -510,6 +649,10 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
               : a == "recompute" ? Act::Recompute
                                  : Act::Keep;
     out.acts.assign(numCandidates, act);
+    StringRef g = gradients;
+    out.grads.assign(numGradients, g == "host"  ? Act::Host
+                                   : g == "ssd" ? Act::Ssd
+                                                : Act::Keep);
     return out;
   }
 
@@ -560,8 +703,56 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       largestMoved = std::max(largestMoved, bytes);
     }
     insertFetches(func);
-    if (activations != "auto")
+    if (activations == "auto")
+      greedyActivations(func, out, policy, resident, host);
+    else
+      applyForcedActivations(func, out);
+    if (gradients != "auto")
       return out;
+    // Then gradients, largest first, until the estimate fits.
+    SmallVector<Value> grads = gradientCandidates(body);
+    auto byBytes = llvm::to_vector(llvm::seq<unsigned>(0, grads.size()));
+    std::stable_sort(byBytes.begin(), byBytes.end(), [&](unsigned a, unsigned b) {
+      return storageBytes(grads[a].getType()) > storageBytes(grads[b].getType());
+    });
+    for (unsigned i : byBytes) {
+      if (liveArenaEstimate(body, arenaAlignment()) + resident <= gpuMem)
+        break;
+      uint64_t bytes = storageBytes(grads[i].getType());
+      bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
+      if (!toHost && !hasSsd)
+        continue;
+      if (!swapGradient(body, grads[i], toHost ? "host" : "ssd", i))
+        continue;
+      out.grads[i] = toHost ? Act::Host : Act::Ssd;
+      host += toHost ? bytes : 0;
+    }
+    return out;
+  }
+
+  /// Rewrites `func` with the activation choices `out` already holds (the
+  /// forced ones), so that later greedy steps see them.
+  void applyForcedActivations(func::FuncOp func, const Placement &out) {
+    Block &body = func.getBody().front();
+    SmallVector<Value> candidates = swappable(body);
+    llvm::DenseSet<Value> kept;
+    for (auto [v, act] : llvm::zip(candidates, out.acts))
+      if (act == Act::Keep)
+        kept.insert(v);
+    unsigned swaps = 0;
+    for (auto [v, act] : llvm::zip(candidates, out.acts))
+      if (act == Act::Host || act == Act::Ssd)
+        applyAct(body, v, act, kept, swaps);
+    for (auto [v, act] : llvm::zip(candidates, out.acts))
+      if (act == Act::Recompute)
+        applyAct(body, v, act, kept, swaps);
+  }
+
+  /// The greedy activation step: largest first until the arena estimate
+  /// fits, each recomputed or swapped as `policy` says.
+  void greedyActivations(func::FuncOp func, Placement &out, Policy policy,
+                         uint64_t resident, uint64_t &host) {
+    Block &body = func.getBody().front();
     SmallVector<Value> candidates = swappable(body);
     assert(candidates.size() == out.acts.size() && "candidates changed");
     llvm::DenseMap<Value, unsigned> indexOf;
@@ -591,7 +782,6 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (act == Act::Host)
         host += bytes;
     }
-    return out;
   }
 
   /// Applies `placement` to a clone of the module, plans its memory and
@@ -639,11 +829,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// scored by planning its memory and replaying its schedule.
   LogicalResult place(func::FuncOp func) {
     Block &body = func.getBody().front();
-    size_t numCandidates;
+    size_t numCandidates, numGradients;
     {
       OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
       auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-      Placement forcedOnly = forced(copy, 0);
+      Placement forcedOnly = forced(copy, 0, 0);
       for (auto [p, tier] :
            llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
                      forcedOnly.tiers))
@@ -651,11 +841,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
           p.setTier(tierName(tier));
       insertFetches(copy);
       numCandidates = swappable(copy.getBody().front()).size();
+      numGradients = gradientCandidates(copy.getBody().front()).size();
     }
-    numFetches = numWritebacks = 0;
-    Placement best = forced(func, numCandidates);
+    Placement best = forced(func, numCandidates, numGradients);
     bool anyAuto = activations == "auto" || params == "auto" ||
-                   states == "auto";
+                   states == "auto" || gradients == "auto";
     evaluated = 0;
     if (gpuMem > 0 && anyAuto) {
       best = search(func, best);
@@ -672,6 +862,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                << cpuMem << " bytes), and no --ssd-dir was given";
     }
     numFetches = numWritebacks = numSwapped = numRecomputed = 0;
+    numGradientsSwapped = 0;
     recomputedCount = recomputedBytes = 0;
     if (failed(apply(func, best)))
       return failure();
@@ -782,6 +973,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
           least.acts[i] =
               offDevice(storageBytes(v.getType())) ? Act::Host : Act::Ssd;
       }
+      if (gradients == "auto")
+        for (auto [i, g] :
+             llvm::enumerate(gradientCandidates(copy.getBody().front())))
+          least.grads[i] =
+              offDevice(storageBytes(g.getType())) ? Act::Host : Act::Ssd;
       consider(least);
     }
     auto bestIt = std::min_element(
@@ -809,8 +1005,17 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       for (auto [i, v] : llvm::enumerate(swappable(copy.getBody().front())))
         actOrder.push_back({storageBytes(v.getType()), i});
     }
+    SmallVector<std::pair<uint64_t, unsigned>> gradOrder;
+    if (gradients == "auto") {
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      for (auto [i, g] :
+           llvm::enumerate(gradientCandidates(copy.getBody().front())))
+        gradOrder.push_back({storageBytes(g.getType()), i});
+    }
     llvm::sort(paramOrder, std::greater<>());
     llvm::sort(actOrder, std::greater<>());
+    llvm::sort(gradOrder, std::greater<>());
     auto rank = [](Act a) { return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3; };
     bool improved = true;
     while (improved && evaluated < maxEvaluations) {
@@ -842,6 +1047,18 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
             continue;
           Placement trial = best;
           trial.acts[i] = alt;
+          if (attempt(std::move(trial)))
+            break;
+        }
+      }
+      for (auto [bytes, i] : gradOrder) {
+        Act cur = best.grads[i];
+        for (Act alt : {Act::Keep, Act::Host, Act::Ssd}) {
+          if (alt == cur || (alt == Act::Ssd && !hasSsd) ||
+              bestScore.fits() != (rank(alt) < rank(cur)))
+            continue;
+          Placement trial = best;
+          trial.grads[i] = alt;
           if (attempt(std::move(trial)))
             break;
         }

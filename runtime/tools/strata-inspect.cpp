@@ -121,20 +121,25 @@ int main(int argc, char **argv) {
                 static_cast<unsigned long long>(byTier[c][0]),
                 static_cast<unsigned long long>(byTier[c][1]),
                 static_cast<unsigned long long>(byTier[c][2]));
-  // Activations swapped out between the forward and the backward pass: the
-  // stored slots that belong to no parameter.
+  // Activations swapped out between the forward and the backward pass, and
+  // gradients between the backward pass and the optimizer step: the stored
+  // slots that belong to no parameter (the compiler names the gradients'
+  // "grad.N").
   std::vector<bool> isParam(plan.slots.size(), false);
   for (const ParamEntry &p : plan.params)
     isParam[p.slot] = true;
-  uint64_t swapped[2] = {};
+  uint64_t swapped[2][2] = {};
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot &s = plan.slots[i];
     if (!isParam[i] && (s.region == Region::Host || s.region == Region::Ssd))
-      swapped[s.region == Region::Ssd] += s.bytes;
+      swapped[s.name.rfind("grad.", 0) == 0][s.region == Region::Ssd] +=
+          s.bytes;
   }
-  std::printf("  %-20s %14s %14llu %14llu\n", "activations swapped",
-              "in arena", static_cast<unsigned long long>(swapped[0]),
-              static_cast<unsigned long long>(swapped[1]));
+  for (int gradient : {0, 1})
+    std::printf("  %-20s %14s %14llu %14llu\n",
+                gradient ? "gradients swapped" : "activations swapped",
+                "in arena", static_cast<unsigned long long>(swapped[gradient][0]),
+                static_cast<unsigned long long>(swapped[gradient][1]));
   if (uint64_t n = plan.memoryOf("recomputed_activations"))
     std::printf("  activations recomputed before the backward pass: %llu "
                 "(%s), kept nowhere\n",

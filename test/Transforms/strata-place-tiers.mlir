@@ -1,6 +1,8 @@
 // RUN: strata-opt %s --split-input-file --strata-place-tiers="params=ssd states=host has-ssd=true" | FileCheck %s
 // RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=host" | FileCheck %s --check-prefix=SWAP
 // RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=recompute" | FileCheck %s --check-prefix=RECOMP
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=device gradients=host" | FileCheck %s --check-prefix=GRAD
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="gpu-mem=900 has-ssd=true" | FileCheck %s --check-prefix=PLAN
 
 // Tests that an off-device parameter is fetched into the arena before each
 // read, that an in-place update runs on a fetched copy written back after
@@ -35,6 +37,10 @@
 // RECOMP-NOT: exec.kernel "matmul"(%[[X]], %[[W]]) :
 // RECOMP: %[[Y2:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) {strata.backward, strata.recomputed}
 // RECOMP-NEXT: exec.kernel "exp"(%[[Y2]]) {strata.backward}
+// Tests that under a device budget the planner records how many placements
+// it scored and the naive plans' predicted steps beside its own.
+// PLAN-LABEL: func.func @main
+// PLAN-SAME: exec.planner = {planner_evaluated = {{[1-9][0-9]*}} : i64, planner_greedy_us = {{[0-9]+}} : i64, planner_recompute_all_us = {{[0-9]+}} : i64, planner_swap_all_us = {{[0-9]+}} : i64}
 func.func @main() {
   %x = exec.input "x" : tensor<2x4xf32>
   %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
@@ -44,5 +50,32 @@ func.func @main() {
   %gw = exec.kernel "matmul"(%x, %g) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
   exec.kernel "update_momentum"(%w, %gw, %m) {floats = array<f64: 0.1, 0.9, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   exec.output "g" %g : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a gradient the optimizer step reads after the rest of the
+// backward pass is stored after its last backward use and fetched before
+// each optimizer-step reader: once for `mul(g, g)`, once for the update.
+// GRAD-LABEL: func.func @gradients
+// GRAD: %[[S:.+]] = exec.swap_space "grad.0" {tier = "host"}
+// GRAD: %[[GW:.+]] = exec.kernel "matmul"({{.+}}) {ints = array<i64: 1, 0>, strata.backward}
+// GRAD-NEXT: exec.kernel "store"(%[[S]], %[[GW]])
+// GRAD-NEXT: exec.kernel "exp"
+// GRAD-NEXT: %[[F1:.+]] = exec.kernel "copy"(%[[S]])
+// GRAD-NEXT: exec.kernel "mul"(%[[F1]], %[[F1]]) {strata.optimizer}
+// GRAD-NEXT: %[[F2:.+]] = exec.kernel "copy"(%[[S]])
+// GRAD-NEXT: exec.kernel "update_sgd"(%{{.+}}, %[[F2]])
+func.func @gradients() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %gx = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %sq = exec.kernel "mul"(%gw, %gw) {strata.optimizer} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  exec.kernel "update_sgd"(%w, %gw) {floats = array<f64: 0.1>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.output "gx" %gx : tensor<2x4xf32>
+  exec.output "sq" %sq : tensor<4x4xf32>
   return
 }

@@ -464,25 +464,27 @@ class TrainParity(unittest.TestCase):
             rtol=1e-8)
 
     def test_tiers_give_identical_training(self):
-        """Parameters, optimizer state and swapped activations on the host
-        or the SSD train bit-identically to all-on-device, and survive
-        checkpoint/resume."""
+        """Parameters, optimizer state, swapped activations and swapped
+        gradients on the host or the SSD train bit-identically to
+        all-on-device, and survive checkpoint/resume."""
         name = "gpt2_dynamic"
         data = self.data[name][0]
         runs = {}
-        for params, states, acts in (("device", "device", "device"),
-                                     ("ssd", "host", "device"),
-                                     ("host", "ssd", "host"),
-                                     ("device", "device", "ssd"),
-                                     ("device", "ssd", "recompute"),
-                                     ("ssd", "ssd", "ssd")):
-            tag = "_".join((params, states, acts))
+        for params, states, acts, grads in (
+                ("device", "device", "device", "device"),
+                ("ssd", "host", "device", "host"),
+                ("host", "ssd", "host", "ssd"),
+                ("device", "device", "ssd", "device"),
+                ("device", "ssd", "recompute", "host"),
+                ("ssd", "ssd", "ssd", "ssd")):
+            tag = "_".join((params, states, acts, grads))
             art = os.path.join(ARGS.work, "tier_%s.strata" % tag)
             ssd = os.path.join(ARGS.work, "ssd_" + tag)
             os.makedirs(ssd, exist_ok=True)
             self.compile(name, art, "--optimizer", "adamw", "--lr", "0.01",
                          "--place-params", params, "--place-states", states,
-                         "--place-activations", acts, "--ssd-dir", ssd)
+                         "--place-activations", acts, "--place-gradients",
+                         grads, "--ssd-dir", ssd)
             log = art + ".log"
             run([tool("strata-run"), art, "--data", data, "--steps", "2",
                  "--log-json", log, "--quiet"])
@@ -518,8 +520,16 @@ class TrainParity(unittest.TestCase):
                     self.assertGreater(n, 0, tag)
                 else:
                     self.assertEqual(n, 0, tag)
+            row = re.search(r"gradients swapped +in arena +(\d+) +(\d+)",
+                            r.stdout)
+            swapped = {"host": int(row.group(1)), "ssd": int(row.group(2))}
+            for tier, n in swapped.items():
+                if tier == grads:
+                    self.assertGreater(n, 0, tag)
+                else:
+                    self.assertEqual(n, 0, tag)
         # Some fetches of the all-on-SSD plan start ahead of their place.
-        art = os.path.join(ARGS.work, "tier_ssd_ssd_ssd.strata")
+        art = os.path.join(ARGS.work, "tier_ssd_ssd_ssd_ssd.strata")
         r = run([tool("strata-inspect"), art])
         ahead = re.search(r"(\d+) fetches issued ahead", r.stdout)
         self.assertGreater(int(ahead.group(1)), 0, r.stdout)
@@ -531,11 +541,37 @@ class TrainParity(unittest.TestCase):
         with open(log) as f:
             runs["serial"] = ([json.loads(l)["loss"] for l in f],
                               self.exported_weights(art))
-        base = runs["device_device_device"]
+        base = runs["device_device_device_device"]
         for tag, (losses, weights) in runs.items():
             self.assertEqual(losses, base[0], tag)
             for k, w in base[1].items():
                 np.testing.assert_array_equal(weights[k], w, err_msg=tag + k)
+
+    def test_swapped_gradients_with_clipping(self):
+        """With clipping the optimizer step reads each gradient twice (the
+        norm, then the update): gradients swapped to the host or the SSD
+        give the same losses, norms and weights as keeping them."""
+        name = "gpt2_dynamic"
+        ssd = os.path.join(ARGS.work, "ssd_grad_clip")
+        os.makedirs(ssd, exist_ok=True)
+        runs = {}
+        for grads in ("device", "host", "ssd"):
+            art = os.path.join(ARGS.work, "grad_clip_%s.strata" % grads)
+            self.compile(name, art, "--optimizer", "adamw", "--lr", "0.01",
+                         "--clip-grad-norm", "0.5", "--place-gradients",
+                         grads, "--ssd-dir", ssd)
+            log = art + ".log"
+            run([tool("strata-run"), art, "--data", self.data[name][0],
+                 "--steps", "3", "--log-json", log, "--quiet"])
+            with open(log) as f:
+                lines = [json.loads(l) for l in f]
+            runs[grads] = ([(l["loss"], l["grad_norm"]) for l in lines],
+                           self.exported_weights(art))
+        for grads in ("host", "ssd"):
+            self.assertEqual(runs[grads][0], runs["device"][0], grads)
+            for k, w in runs["device"][1].items():
+                np.testing.assert_array_equal(runs[grads][1][k], w,
+                                              err_msg=grads + k)
 
     def test_activation_planner_beats_the_naive_plans(self):
         """Under a device budget that activations must make room for, the

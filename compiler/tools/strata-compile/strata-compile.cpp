@@ -218,6 +218,20 @@ static cl::opt<std::string> placeActivations(
              "(rerun before the backward pass where that costs no memory)"),
     cl::init("auto"), cl::cat(tierCategory));
 
+static cl::opt<std::string> placeGradients(
+    "place-gradients",
+    cl::desc("Where gradients wait between the backward pass and the "
+             "optimizer step: auto, device, host or ssd (swapped out after "
+             "their last backward use, fetched for the update)"),
+    cl::init("auto"), cl::cat(tierCategory));
+
+static cl::opt<int64_t> plannerEvaluations(
+    "planner-evaluations",
+    cl::desc("How many placements the planner may score under a budget "
+             "(each is memory planned and its step predicted; more can "
+             "find a faster plan, at compile time)"),
+    cl::init(200), cl::cat(tierCategory));
+
 static cl::opt<std::string> profileFile(
     "profile",
     cl::desc("Machine profile for the cost model (from strata-calibrate); "
@@ -518,6 +532,8 @@ int main(int argc, char **argv) {
   tiers.params = placeParams;
   tiers.states = placeStates;
   tiers.activations = placeActivations;
+  tiers.gradients = placeGradients;
+  tiers.maxEvaluations = plannerEvaluations;
   tiers.hasSsd = !ssdDirs.empty();
   tiers.profile = profileFile;
   for (auto [flag, text, out] :
