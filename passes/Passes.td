@@ -150,24 +150,31 @@ def FuseGradUpdatePass : Pass<"strata-fuse-grad-update", "mlir::ModuleOp"> {
 }
 
 def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
-  let summary = "Place stored tensors on the device, host or SSD tier";
+  let summary = "Place stored tensors, activations and gradients on tiers";
   let description = [{
-    Decides where each parameter and optimizer state lives: in the device
-    parameter region, in host memory, or in the SSD store, either as forced
-    per class (`params=ssd`, `states=host`) or automatically under the
-    device budget (`gpu-mem`): optimizer state leaves the device first, then
-    parameters, largest first; host memory is used while `cpu-mem` allows,
-    the SSD after that; if that is not enough, forward activations that the
-    backward pass reads are, largest first, either recomputed right before
-    their first backward use (when their kernel reads only what the
-    backward pass keeps anyway, so it costs no memory, and the cost model
-    says rerunning it is cheaper than the round trip) or swapped out after
-    their last forward use and fetched back before their first backward
-    use. Every read
-    of an off-device tensor gets a fetch into
-    the device arena just before it (`exec.kernel "copy"`), and every
-    in-place update of one runs on a fetched copy that is written back
-    (`exec.kernel "assign"`) right after.
+    Decides where each parameter and optimizer state lives (the device
+    parameter region, host memory or the SSD store), what happens to each
+    forward activation the backward pass reads (kept, swapped out to host
+    or SSD after its last forward use and fetched back before its first
+    backward use, or recomputed right before that use when its kernel reads
+    only values the backward pass keeps anyway), and whether each gradient
+    waits for the optimizer step on the device or is swapped out after its
+    last backward use and fetched before each optimizer-step reader.
+
+    Each class is forced (`params=ssd`, `activations=recompute`, ...) or
+    left to the planner (`auto`). Without a device budget `auto` keeps
+    everything on the device. With one (`gpu-mem`), the planner scores
+    whole placements -- each applied to a clone, memory planned with
+    `--strata-plan-memory`, scheduled and predicted with
+    `--strata-predict-time` -- starting from three greedy placements, the
+    naive swap-all and recompute-all plans and the least-device plan, then
+    moves one tensor at a time while the score (bytes over the budgets,
+    then predicted step) improves, up to `max-evaluations` scores. It
+    records what it scored in `exec.planner`.
+
+    Every read of an off-device tensor gets a fetch into the device arena
+    just before it (`exec.kernel "copy"`), and every in-place update of one
+    runs on a fetched copy that is written back (`exec.kernel "assign"`).
 
     ```mlir
     %w = exec.param "w" trainable {tier = "ssd", value = ...} : tensor<4x8xf32>
