@@ -105,8 +105,14 @@ struct PredictTimePass
       if (isTransfer(k)) {
         seconds = transferSeconds(k, m, links);
       } else {
-        seconds = kernelSeconds(k, m);
-        compute += seconds;
+        double work = kernelSeconds(k, m);
+        compute += work;
+        // While the queue is busy (until queueFree) the kernel runs
+        // 1 + overlapSlowdown times slower.
+        double slow = 1 + m.overlapSlowdown;
+        double busy = std::max(0.0, queueFree - start);
+        seconds = work * slow <= busy ? work * slow
+                                      : busy + (work - busy / slow);
       }
       clock = start + seconds;
       llvm::erase_if(queued, [&](const Job &j) { return j.end <= clock; });

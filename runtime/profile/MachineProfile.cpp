@@ -29,7 +29,8 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"ssd_small_read_gbs", &MachineProfile::ssdSmallReadGBs},
           {"ssd_small_write_gbs", &MachineProfile::ssdSmallWriteGBs},
           {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
-          {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs}};
+          {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs},
+          {"overlap_slowdown", &MachineProfile::overlapSlowdown}};
 }
 
 } // namespace
@@ -64,7 +65,9 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     std::istringstream ss(line);
     std::string key;
     double value;
-    if (!(ss >> key >> value) || !(value > 0)) {
+    // Rates and costs are positive; the overlap slowdown may be 0.
+    if (!(ss >> key >> value) || !(value > 0 || (key == "overlap_slowdown" &&
+                                                 value == 0))) {
       error = path + ":" + std::to_string(number) +
               ": expected 'key positive-number'";
       return false;

@@ -32,6 +32,9 @@ struct MachineProfile {
   /// A single request smaller than a stripe gets no parallelism across
   /// requests: its own rate (GB/s).
   double ssdSmallReadGBs = 0.5, ssdSmallWriteGBs = 0.5;
+  /// How much longer kernels take while the transfer queue is busy beside
+  /// them (0.25: 25% longer); the I/O thread competes for the CPU.
+  double overlapSlowdown = 0.1;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

@@ -12,6 +12,7 @@
 #include "runtime/tiers/SsdStore.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace strata;
@@ -213,6 +215,58 @@ int main(int argc, char **argv) {
     };
     fit(false, p.ssdReadLatencyUs, p.ssdSmallReadGBs);
     fit(true, p.ssdWriteLatencyUs, p.ssdSmallWriteGBs);
+    // Compute beside the transfer queue: a mix of matrix products and
+    // streaming kernels, alone and while another thread keeps the drive
+    // busy with 128 KiB requests, as the runtime's queue does. On a
+    // machine with few cores the I/O thread takes CPU from the kernels.
+    std::vector<float> ba(256 * 256, 0.5f), bb(256 * 256, 0.25f),
+        bc(256 * 256);
+    auto mix = [&] {
+      std::string e;
+      for (int i = 0; i < 8; ++i) {
+        cpu::runKernel(matmul,
+                       {{DType::F32, {256, 256}, ba.data()},
+                        {DType::F32, {256, 256}, bb.data()}},
+                       {{DType::F32, {256, 256}, bc.data()}}, e);
+        for (int k = 0; k < 4; ++k) {
+          cpu::runKernel(add, {Xm, Ym}, {Zm}, e);
+          cpu::runKernel(tanh, {Xm}, {Zm}, e);
+        }
+      }
+    };
+    // Alone and beside alternate, and the median ratio is kept: this
+    // machine's speed drifts more between seconds than the effect.
+    std::unique_ptr<void, decltype(&std::free)> ioBuffer(
+        std::aligned_alloc(tiers::kIoAlignment, 131072), &std::free);
+    auto seconds = [](const std::function<void()> &body) {
+      auto start = std::chrono::steady_clock::now();
+      body();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           start)
+          .count();
+    };
+    std::vector<double> ratios;
+    mix(); // Warm up.
+    for (int r = 0; r < 11; ++r) {
+      double alone = seconds(mix);
+      std::atomic<bool> stop{false};
+      std::thread io([&] {
+        std::string e;
+        uint64_t at = uint64_t(r) << 20;
+        while (!stop.load(std::memory_order_relaxed)) {
+          store->read(at, ioBuffer.get(), 131072, e);
+          at = (at + (uint64_t(37) << 20)) % (bytes - 131072) /
+               tiers::kIoAlignment * tiers::kIoAlignment;
+        }
+      });
+      double beside = seconds(mix);
+      stop = true;
+      io.join();
+      ratios.push_back(beside / alone);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    p.overlapSlowdown =
+        std::clamp(ratios[ratios.size() / 2] - 1.0, 0.0, 4.0);
     if (!error.empty()) {
       std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
       return 1;

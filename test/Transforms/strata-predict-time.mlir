@@ -1,4 +1,5 @@
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile.txt" | FileCheck %s
+// RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-contention.txt" | FileCheck %s --check-prefix=SLOW
 // RUN: not strata-opt %s --strata-predict-time="profile=%S/missing.txt" 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // Tests the cost model and its replay of the runtime's schedule against
@@ -27,6 +28,15 @@
 // CHECK-SAME: predicted_serial_us = 3037
 // CHECK-SAME: predicted_ssd_link_us = 1773
 // CHECK-SAME: predicted_step_us = 2376
+
+// Tests that kernels beside a busy transfer queue run 1 + overlap_slowdown
+// times slower (here twice as slow): k6 starts at 1227.232 with the queue
+// busy until 2375.808; 1148.576 of that at half speed does 574.288 of its
+// 661.360, the remaining 87.072 runs at full speed: k6 ends at 2462.880,
+// after the queue. Nothing else overlaps a busy queue (k1 waits for it).
+// SLOW: exec.predicted = {
+// SLOW-SAME: predicted_compute_us = 1002
+// SLOW-SAME: predicted_step_us = 2463
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
