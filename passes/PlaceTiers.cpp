@@ -83,12 +83,11 @@ SmallVector<OpOperand *> backwardUsesOf(Value value) {
   return uses;
 }
 
-/// The first (in program order) owner of `uses`.
-Operation *earliestUser(ArrayRef<OpOperand *> uses,
-                        const llvm::DenseMap<Operation *, unsigned> &position) {
+/// The first (in program order) owner of `uses` (all in one block).
+Operation *earliestUser(ArrayRef<OpOperand *> uses) {
   Operation *first = uses.front()->getOwner();
   for (OpOperand *use : uses)
-    if (position.lookup(use->getOwner()) < position.lookup(first))
+    if (use->getOwner()->isBeforeInBlock(first))
       first = use->getOwner();
   return first;
 }
@@ -313,7 +312,6 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// first, when one of them writes it in place). False, and nothing
   /// changed, when no kernel runs in between (a fused update).
   bool swapGradient(Block &body, Value value, StringRef tier, unsigned index) {
-    llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> after;
     Operation *lastBefore = value.getDefiningOp();
     bool inPlace = false;
@@ -322,11 +320,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (isOptimizerPhase(u)) {
         after.push_back(use);
         inPlace |= writesInPlace(use);
-      } else if (position[u] > position[lastBefore]) {
+      } else if (lastBefore->isBeforeInBlock(u)) {
         lastBefore = u;
       }
     }
-    Operation *firstAfter = earliestUser(after, position);
+    Operation *firstAfter = earliestUser(after);
     bool work = false;
     for (Operation *op = lastBefore->getNextNode(); op && op != firstAfter;
          op = op->getNextNode())
@@ -369,13 +367,12 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return true;
   }
 
-  /// The position of the last user of `value` (through views).
-  static unsigned
-  lastUse(Value value, const llvm::DenseMap<Operation *, unsigned> &position) {
-    unsigned last = 0;
+  /// Whether `value` (through views) is used at `op` or after it.
+  static bool usedFrom(Value value, Operation *op) {
     for (OpOperand *use : usesThroughViews(value))
-      last = std::max(last, position.lookup(use->getOwner()));
-    return last;
+      if (use->getOwner() == op || op->isBeforeInBlock(use->getOwner()))
+        return true;
+    return false;
   }
 
   static bool isTransferKernel(exec::KernelOp k) {
@@ -458,22 +455,21 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// Swaps `value` out to `tier` after its last forward use and back in
   /// before its first backward use. False when it cannot wait elsewhere.
   bool swap(Block &body, Value value, StringRef tier, unsigned index) {
-    llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> backwardUses;
     Operation *lastForward = value.getDefiningOp();
     for (OpOperand *use : usesThroughViews(value)) {
       Operation *u = use->getOwner();
       if (u->hasAttr("strata.backward"))
         backwardUses.push_back(use);
-      else if (position[u] > position[lastForward])
+      else if (lastForward->isBeforeInBlock(u))
         lastForward = u;
     }
     if (backwardUses.empty())
       return false;
-    Operation *firstBackward = earliestUser(backwardUses, position);
+    Operation *firstBackward = earliestUser(backwardUses);
     // Only a value the forward pass is done with can wait elsewhere (an
     // output, read after the run, cannot).
-    if (position[lastForward] >= position[firstBackward])
+    if (!lastForward->isBeforeInBlock(firstBackward))
       return false;
     OpBuilder b(&body, body.begin());
     Location loc = value.getLoc();
@@ -510,8 +506,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     if (uses.empty() || !kernel || kernel.getNumResults() != 1 ||
         isTransferKernel(kernel))
       return -1;
-    llvm::DenseMap<Operation *, unsigned> position = positions(body);
-    Operation *firstBackward = earliestUser(uses, position);
+    Operation *firstBackward = earliestUser(uses);
     for (Value in : kernel.getInputs()) {
       Value root = in;
       while (auto view = root.getDefiningOp<exec::ViewOp>())
@@ -523,15 +518,14 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       else if (isa_and_nonnull<exec::InputOp>(def))
         ok = true;
       else
-        ok = kept.contains(root) &&
-             lastUse(root, position) >= position.lookup(firstBackward);
+        ok = kept.contains(root) && usedFrom(root, firstBackward);
       if (!ok)
         return -1;
       for (OpOperand *use : usesThroughViews(root)) {
         auto k = dyn_cast<exec::KernelOp>(use->getOwner());
-        unsigned at = position.lookup(use->getOwner());
-        if (k && k.getNumResults() == 0 && at > position.lookup(kernel) &&
-            at < position.lookup(firstBackward))
+        Operation *at = use->getOwner();
+        if (k && k.getNumResults() == 0 && kernel->isBeforeInBlock(at) &&
+            at->isBeforeInBlock(firstBackward))
           return -1;
       }
     }
@@ -541,11 +535,10 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// Replaces the backward uses of `value` with a clone of its kernel
   /// placed right before the first of them.
   void recompute(Block &body, Value value) {
-    llvm::DenseMap<Operation *, unsigned> position = positions(body);
     SmallVector<OpOperand *> backwardUses = backwardUsesOf(value);
     if (backwardUses.empty())
       return;
-    Operation *firstBackward = earliestUser(backwardUses, position);
+    Operation *firstBackward = earliestUser(backwardUses);
     OpBuilder b(firstBackward);
     Operation *again = b.clone(*value.getDefiningOp());
     again->setAttr("strata.backward", b.getUnitAttr());

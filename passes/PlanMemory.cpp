@@ -11,6 +11,8 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 
 #define DEBUG_TYPE "strata-plan-memory"
 
@@ -133,17 +135,27 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
         return buffers[a].bytes > buffers[b].bytes;
       });
-      std::vector<size_t> placed;
+      // Placed buffers indexed by the time buckets their lifetime spans,
+      // so a buffer meets only those alive near it, not every one placed.
+      constexpr int64_t kBucket = 64;
+      int64_t horizon = 0;
+      for (const Buffer &b : buffers)
+        horizon = std::max(horizon, b.end);
+      std::vector<std::vector<size_t>> byTime(horizon / kBucket + 1);
+      std::vector<size_t> seenFor(buffers.size(), SIZE_MAX);
       uint64_t arena = 0;
       for (size_t i : order) {
         Buffer &b = buffers[i];
         // Conflicting intervals in the arena, sorted by offset.
         std::vector<std::pair<uint64_t, uint64_t>> busy;
-        for (size_t j : placed) {
-          const Buffer &o = buffers[j];
-          if (o.start <= b.end && b.start <= o.end)
+        for (int64_t t = b.start / kBucket; t <= b.end / kBucket; ++t)
+          for (size_t j : byTime[t]) {
+            const Buffer &o = buffers[j];
+            if (seenFor[j] == i || !(o.start <= b.end && b.start <= o.end))
+              continue;
+            seenFor[j] = i;
             busy.push_back({o.offset, o.offset + o.bytes});
-        }
+          }
         std::sort(busy.begin(), busy.end());
         uint64_t offset = 0;
         for (auto [lo, hi] : busy) {
@@ -152,7 +164,8 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
           offset = std::max(offset, artifact::alignUp(hi, alignment));
         }
         b.offset = offset;
-        placed.push_back(i);
+        for (int64_t t = b.start / kBucket; t <= b.end / kBucket; ++t)
+          byTime[t].push_back(i);
         arena = std::max(arena, offset + b.bytes);
       }
       return arena;
@@ -214,11 +227,17 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     for (const Buffer &b : buffers)
       if (b.kind == Kind::Gradient)
         largestGradient = std::max(largestGradient, b.bytes);
+    // Live bytes per class over time, by a sweep over start/end deltas.
+    std::vector<std::array<int64_t, 3>> delta(last + 3, {0, 0, 0});
+    for (const Buffer &b : buffers) {
+      int k = static_cast<int>(b.kind);
+      delta[b.start][k] += static_cast<int64_t>(b.bytes);
+      delta[b.end + 1][k] -= static_cast<int64_t>(b.bytes);
+    }
+    uint64_t live[3] = {0, 0, 0};
     for (int64_t t = 0; t <= last + 1; ++t) {
-      uint64_t live[3] = {0, 0, 0};
-      for (const Buffer &b : buffers)
-        if (b.start <= t && t <= b.end)
-          live[static_cast<int>(b.kind)] += b.bytes;
+      for (int k = 0; k < 3; ++k)
+        live[k] += delta[t][k];
       uint64_t total = live[0] + live[1] + live[2];
       for (int k = 0; k < 3; ++k)
         classPeak[k] = std::max(classPeak[k], live[k]);
