@@ -33,12 +33,20 @@ namespace {
 /// The operands an update-type kernel writes in place.
 SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel) {
   StringRef name = kernel.getKernel();
-  if (name == "update_sgd" || name == "accumulate")
+  // With gradient accumulation (ints[0] micro-batches) an update also
+  // zeroes its accumulator, operand 1, for the next step.
+  ArrayRef<int64_t> ints = kernel.getInts();
+  bool zeroes = !ints.empty() && ints[0] > 1;
+  if (name == "accumulate")
     return {0};
+  if (name == "update_sgd")
+    return zeroes ? SmallVector<unsigned>{0, 1} : SmallVector<unsigned>{0};
   if (name == "update_momentum")
-    return {0, 2};
+    return zeroes ? SmallVector<unsigned>{0, 1, 2}
+                  : SmallVector<unsigned>{0, 2};
   if (name == "update_adamw")
-    return {0, 2, 3};
+    return zeroes ? SmallVector<unsigned>{0, 1, 2, 3}
+                  : SmallVector<unsigned>{0, 2, 3};
   if (name == "update_adalomo") {
     SmallVector<unsigned> all{0};
     for (unsigned k = 2; k < kernel.getInputs().size(); ++k)
@@ -438,10 +446,14 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                                            fetched);
         use->set(fetched);
         if (inPlace) {
-          // The update ran on the copy: write it back.
+          // The update ran on the copy: write it back. An optimizer
+          // update's write-back ("assign") is skipped, like the update, on
+          // micro-batches that only accumulate; an accumulation's
+          // ("store") runs on every one.
           b.setInsertionPointAfter(user);
+          bool always = kernel.getKernel() == "accumulate";
           b.create<exec::KernelOp>(user->getLoc(), TypeRange{},
-                                   b.getStringAttr("assign"),
+                                   b.getStringAttr(always ? "store" : "assign"),
                                    ValueRange{p.getResult(), fetched},
                                    b.getDenseI64ArrayAttr({}),
                                    b.getDenseF64ArrayAttr({}), IntegerAttr(),

@@ -776,6 +776,25 @@ class TrainParity(unittest.TestCase):
         for k, w in results["large"][1].items():
             np.testing.assert_allclose(results["micro"][1][k], w, rtol=RTOL,
                                        atol=1e-3 * 3 * 0.003, err_msg=k)
+        # The accumulators are optimizer state: on the host or the SSD they
+        # must keep every micro-batch's sum and restart at zero each step.
+        ssd = os.path.join(ARGS.work, "ssd_accum")
+        for tier in ("host", "ssd"):
+            art = os.path.join(ARGS.work, "accum_micro_%s.strata" % tier)
+            run([tool("strata-compile"), meta["path"], "-o", art,
+                 "--input-shape", "input_ids=%dx%d" % (b, t), "--optimizer",
+                 "adamw", "--lr", "0.003", "--accumulate", "2",
+                 "--place-params", tier, "--place-states", tier, "--ssd-dir",
+                 ssd])
+            log = art + ".log"
+            run([tool("strata-run"), art, "--data", data, "--steps", "3",
+                 "--log-json", log, "--quiet"])
+            with open(log) as f:
+                losses = [json.loads(line)["loss"] for line in f]
+            self.assertEqual(losses, results["micro"][0], tier)
+            weights = self.exported_weights(art)
+            for k, w in results["micro"][1].items():
+                np.testing.assert_array_equal(weights[k], w, err_msg=tier + k)
 
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
