@@ -233,10 +233,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return hasSsd ? artifact::kParamAlignment : artifact::kArenaAlignment;
   }
 
-  /// Whether the planner may choose the tier of `p`.
+  /// Whether the planner may choose the tier of `p`. Constants (a forward
+  /// program's weights, masks) follow the parameters' option: they are
+  /// only read, so off the device they are fetched and never written back.
   bool isAuto(exec::ParamOp p) const {
-    return !p.getConstant() &&
-           (p.getState() ? states == "auto" : params == "auto");
+    return p.getState() ? states == "auto" : params == "auto";
   }
 
   /// Forward values the backward pass reads: the candidates for swapping.
@@ -591,8 +592,6 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     Block &body = func.getBody().front();
     SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
     for (auto [p, tier] : llvm::zip(all, placement.tiers)) {
-      if (p.getConstant())
-        continue;
       if (tier == Tier::Ssd && !hasSsd)
         return p.emitError("placed on the SSD, but no --ssd-dir was given");
       p.setTier(tierName(tier));
@@ -674,8 +673,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                                          : "greedy, recomputation first";
     SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
     for (auto [p, tier] : llvm::zip(all, start.tiers))
-      if (!p.getConstant())
-        p.setTier(tierName(tier));
+      p.setTier(tierName(tier));
     uint64_t arena = liveArenaEstimate(body, arenaAlignment());
     uint64_t resident = 0, largestMoved = 0, host = 0;
     for (exec::ParamOp p : all) {
@@ -842,8 +840,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       for (auto [p, tier] :
            llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
                      forcedOnly.tiers))
-        if (!p.getConstant())
-          p.setTier(tierName(tier));
+        p.setTier(tierName(tier));
       insertFetches(copy);
       numCandidates = swappable(copy.getBody().front()).size();
       numGradients = gradientCandidates(copy.getBody().front()).size();
@@ -926,8 +923,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         if (tier == Tier::Host)
           host += artifact::pagePadded(storageBytes(p.getType()));
       for (auto [p, tier] : llvm::zip(all, swapAll.tiers))
-        if (!p.getConstant())
-          p.setTier(tierName(tier));
+        p.setTier(tierName(tier));
       insertFetches(copy);
       for (auto [i, v] :
            llvm::enumerate(swappable(copy.getBody().front()))) {
@@ -969,8 +965,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                   : Tier::Ssd;
         else if (least.tiers[i] == Tier::Host)
           host += artifact::pagePadded(storageBytes(p.getType()));
-        if (!p.getConstant())
-          p.setTier(tierName(least.tiers[i]));
+        p.setTier(tierName(least.tiers[i]));
       }
       if (activations == "auto") {
         insertFetches(copy);
@@ -1004,8 +999,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       for (auto [p, tier] :
            llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
                      best.tiers))
-        if (!p.getConstant())
-          p.setTier(tierName(tier));
+        p.setTier(tierName(tier));
       insertFetches(copy);
       for (auto [i, v] : llvm::enumerate(swappable(copy.getBody().front())))
         actOrder.push_back({storageBytes(v.getType()), i});

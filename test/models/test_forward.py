@@ -156,6 +156,42 @@ class ForwardParity(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("bytes of device memory; the budget is 1024", r.stderr)
 
+    def test_weights_off_the_device_give_the_same_logits(self):
+        """Under a device budget below a forward program's weights the
+        planner moves them to the host and the SSD, and the logits are
+        bit-identical."""
+        meta = self.models["gpt2_static"]
+        base = os.path.join(ARGS.work, "offload_base.strata")
+        self.compile(meta, base)
+        with open(os.path.join(base, "manifest.txt")) as f:
+            device = re.search(r"\n  device: .*", f.read()).group(0)
+        need = sum(int(m) for m in re.findall(r"\((\d+) bytes\)", device))
+        ids = os.path.join(ARGS.work, "offload.ids.npy")
+        np.save(ids, np.random.default_rng(5).integers(
+            0, 96, size=meta["output_shape"][:2], dtype=np.int64))
+        outs = {}
+        for tag, extra in (("base", []),
+                           ("budget", ["--gpu-mem", str(need * 2 // 3),
+                                       "--cpu-mem", "8KiB", "--ssd-dir",
+                                       os.path.join(ARGS.work, "ssd_fwd")])):
+            art = os.path.join(ARGS.work, "offload_%s.strata" % tag)
+            cmd = [tool("strata-compile"), meta["path"], "-o", art,
+                   "--mode", "forward"] + extra
+            for b in meta["bind"]:
+                cmd += ["--input-shape", b]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = os.path.join(ARGS.work, "offload_%s.out" % tag)
+            r = self.run_artifact(art, {"input_ids": ids}, out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            outs[tag] = np.load(os.path.join(out, "logits.npy"))
+        np.testing.assert_array_equal(outs["budget"], outs["base"])
+        r = subprocess.run([tool("strata-inspect"),
+                            os.path.join(ARGS.work, "offload_budget.strata")],
+                           capture_output=True, text=True)
+        row = re.search(r"\n  parameters +(\d+) +(\d+) +(\d+)\n", r.stdout)
+        self.assertGreater(int(row.group(2)) + int(row.group(3)), 0, r.stdout)
+
     def test_damaged_artifacts_are_refused(self):
         meta = self.models["gpt2_static"]
         good = os.path.join(ARGS.work, "good.strata")
