@@ -41,9 +41,10 @@ struct PredictTimePass
       predict(func, machine);
   }
 
-  /// Busy time per link: each host copy direction and the SSD.
+  /// Busy time per link: each host copy direction and the SSD (in all,
+  /// and reads and writes apart).
   struct Links {
-    double toDevice = 0, toHost = 0, ssd = 0;
+    double toDevice = 0, toHost = 0, ssd = 0, ssdRead = 0, ssdWrite = 0;
   };
 
   static double transferSeconds(exec::KernelOp k, const MachineProfile &m,
@@ -54,15 +55,18 @@ struct PredictTimePass
     double s = strata::transferSeconds(storageBytes(stored.getType()),
                                        ssd ? "ssd" : "host", read, m);
     (ssd ? links.ssd : read ? links.toDevice : links.toHost) += s;
+    if (ssd)
+      (read ? links.ssdRead : links.ssdWrite) += s;
     return s;
   }
 
   /// Replays the runtime's schedule (runtime/exec/Executor.cpp): kernels
-  /// and host copies one after another on the compute thread, SSD
-  /// transfers in issue order on one transfer queue (a fetch with
-  /// `issue_after` right after that kernel, the rest at their place); the
-  /// compute thread waits for the queued transfers whose arena bytes it
-  /// conflicts with.
+  /// and host copies one after another on the compute thread, SSD reads
+  /// and writes each in issue order on their own queue (a fetch with
+  /// `issue_after` right after that kernel, the rest at their place), a
+  /// transfer after the other queue's transfers of the same stored tensor
+  /// or of arena bytes it conflicts with; the compute thread waits for the
+  /// queued transfers whose arena bytes it conflicts with.
   void predict(func::FuncOp func, const MachineProfile &m) {
     SmallVector<exec::KernelOp> kernels;
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
@@ -78,18 +82,33 @@ struct PredictTimePass
     struct Job {
       double end;
       size_t kernel;
+      bool read;
     };
     std::vector<Job> queued;
-    double clock = 0, queueFree = 0, compute = 0;
+    // When each queue (0: reads, 1: writes) is next free.
+    double clock = 0, queueFree[2] = {0, 0}, compute = 0;
     Links links;
-    auto submit = [&](size_t i) {
-      double start = std::max(queueFree, clock);
-      queueFree = start + transferSeconds(kernels[i], m, links);
-      queued.push_back({queueFree, i});
-    };
     auto conflicts = [&](size_t job, size_t i) {
       return artifact::accessesConflict(reads[job], writes[job], reads[i],
                                         writes[i]);
+    };
+    auto submit = [&](size_t i) {
+      bool read = kernels[i].getKernel() == "copy";
+      double start = std::max(queueFree[!read], clock);
+      for (const Job &job : queued)
+        if (job.read != read && job.end > start &&
+            (kernels[job.kernel].getInputs()[0] == kernels[i].getInputs()[0] ||
+             conflicts(job.kernel, i)))
+          start = job.end;
+      // While the other direction is busy the drives are shared: the
+      // transfer runs 1 + ssdDuplexSlowdown times slower.
+      double work = transferSeconds(kernels[i], m, links);
+      double slow = 1 + m.ssdDuplexSlowdown;
+      double busy = std::max(0.0, queueFree[read] - start);
+      double seconds =
+          work * slow <= busy ? work * slow : busy + (work - busy / slow);
+      queueFree[!read] = start + seconds;
+      queued.push_back({queueFree[!read], i, read});
     };
     // Kernels and host copies run on the compute thread, after the queued
     // transfers they conflict with; SSD transfers go on the queue.
@@ -110,7 +129,8 @@ struct PredictTimePass
         // While the queue is busy (until queueFree) the kernel runs
         // 1 + overlapSlowdown times slower.
         double slow = 1 + m.overlapSlowdown;
-        double busy = std::max(0.0, queueFree - start);
+        double busy =
+            std::max(0.0, std::max(queueFree[0], queueFree[1]) - start);
         seconds = work * slow <= busy ? work * slow
                                       : busy + (work - busy / slow);
       }
@@ -126,12 +146,12 @@ struct PredictTimePass
       for (size_t f : issueAt[i + 1])
         issue(f);
     }
-    double step = std::max(clock, queueFree);
+    double step = std::max({clock, queueFree[0], queueFree[1]});
     double hostLink = links.toDevice + links.toHost;
     double serial = compute + hostLink + links.ssd;
     // With perfect overlap the busiest resource sets the pace.
-    double bound =
-        std::max({compute, links.toDevice, links.toHost, links.ssd});
+    double bound = std::max({compute, links.toDevice, links.toHost,
+                             links.ssdRead, links.ssdWrite});
     OpBuilder b(func.getContext());
     auto us = [&](double s) {
       return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));

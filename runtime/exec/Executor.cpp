@@ -50,7 +50,8 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
       issueAt_[step.issueAfter + 1].push_back(i);
   }
   if (anyTransfer && overlap_)
-    queue_ = std::make_unique<TransferQueue>();
+    for (auto &queue : queues_)
+      queue = std::make_unique<TransferQueue>();
   return arena_.reserve(plan.arenaBytes, options.deviceBudget, error);
 }
 
@@ -95,7 +96,9 @@ bool Executor::transfer(size_t index, std::string &error) {
     trace_->add(stored.name,
                 ssd ? (fetch ? "ssd-read" : "ssd-write")
                     : (fetch ? "h2d" : "d2h"),
-                ssd ? Lane::Ssd : Lane::HostCopy, start, trace_->now(),
+                ssd ? (fetch ? Lane::SsdRead : Lane::SsdWrite)
+                    : Lane::HostCopy,
+                start, trace_->now(),
                 stored.bytes);
   }
   if (!ok)
@@ -130,29 +133,50 @@ bool Executor::submitTransfer(size_t index, const cpu::KernelContext &context,
   // on this thread (after the queued transfers they conflict with). SSD
   // transfers wait on the drive and go on the queue.
   if (!overlap_ || stored.region == Region::Host)
-    return (!queue_ || waitForConflicts(index, error)) &&
+    return (!queues_[kReads] || waitForConflicts(index, error)) &&
            transfer(index, error);
-  uint64_t id = queue_->submit(
-      [this, index](std::string &error) { return transfer(index, error); });
-  queued_.push_back({id, index});
+  // Each direction is first in, first out; across them a transfer waits
+  // (on its worker) for the other direction's queued transfers it depends
+  // on: the same stored tensor, or arena bytes one reads and the other
+  // writes.
+  int mine = fetch ? kReads : kWrites;
+  TransferQueue *other = queues_[1 - mine].get();
+  uint64_t otherDone = other->finished(), after = 0;
+  for (const Queued &q : queued_)
+    if (q.queue != mine && q.id > otherDone && q.id > after &&
+        (plan.steps[q.step].inputs[0] == step.inputs[0] ||
+         artifact::accessesConflict(reads_[q.step], writes_[q.step],
+                                    reads_[index], writes_[index])))
+      after = q.id;
+  uint64_t id = queues_[mine]->submit(
+      [this, index, other, after](std::string &error) {
+        return (!after || other->waitFor(after, error)) &&
+               transfer(index, error);
+      });
+  queued_.push_back({id, index, mine});
   return true;
 }
 
 bool Executor::waitForConflicts(size_t index, std::string &error) {
-  uint64_t finished = queue_->finished();
-  uint64_t wait = 0;
+  uint64_t finished[2], wait[2] = {0, 0};
+  for (int q : {kReads, kWrites})
+    finished[q] = queues_[q]->finished();
   for (const Queued &q : queued_) {
-    if (q.id <= finished || q.id <= wait)
+    if (q.id <= finished[q.queue] || q.id <= wait[q.queue])
       continue;
     if (artifact::accessesConflict(reads_[q.step], writes_[q.step],
                                    reads_[index], writes_[index]))
-      wait = q.id;
+      wait[q.queue] = q.id;
   }
-  if (wait && !queue_->waitFor(wait, error))
-    return false;
-  finished = std::max(finished, wait);
+  for (int q : {kReads, kWrites}) {
+    if (wait[q] && !queues_[q]->waitFor(wait[q], error))
+      return false;
+    finished[q] = std::max(finished[q], wait[q]);
+  }
   queued_.erase(std::remove_if(queued_.begin(), queued_.end(),
-                               [&](const Queued &q) { return q.id <= finished; }),
+                               [&](const Queued &q) {
+                                 return q.id <= finished[q.queue];
+                               }),
                 queued_.end());
   return true;
 }
@@ -196,9 +220,9 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
   bool ok = runSteps(error, context);
   // Outputs, checkpoints and the next step see every transfer finished;
   // after a failure too, so nothing is still writing.
-  if (queue_) {
+  for (auto &queue : queues_) {
     std::string queueError;
-    if (!queue_->drain(queueError) && ok) {
+    if (queue && !queue->drain(queueError) && ok) {
       error = queueError;
       ok = false;
     }
@@ -227,7 +251,7 @@ bool Executor::runSteps(std::string &error,
           !submitTransfer(i, context, error))
         return false;
     } else {
-      if (queue_ && !waitForConflicts(i, error))
+      if (queues_[kReads] && !waitForConflicts(i, error))
         return false;
       double start = trace_ ? trace_->now() : 0;
       ins.clear();

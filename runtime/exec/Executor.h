@@ -102,7 +102,10 @@ private:
   Trace *trace_ = nullptr;
 
   bool overlap_ = true;
-  std::unique_ptr<TransferQueue> queue_;
+  /// SSD reads (fetches) and writes (write-backs, swap-outs) each on their
+  /// own queue, so a fetch never waits behind unrelated write-backs.
+  enum { kReads = 0, kWrites = 1 };
+  std::unique_ptr<TransferQueue> queues_[2];
   /// Whether each step moves data between tiers (artifact::isTransfer).
   std::vector<bool> isTransfer_;
   /// Arena bytes each step reads and writes.
@@ -112,6 +115,7 @@ private:
   struct Queued {
     uint64_t id;
     size_t step;
+    int queue;
   };
   std::vector<Queued> queued_;
 };

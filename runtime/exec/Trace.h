@@ -12,7 +12,7 @@
 namespace strata::exec {
 
 /// The lanes events are drawn on.
-enum class Lane : int { Compute = 1, HostCopy = 2, Ssd = 3 };
+enum class Lane : int { Compute = 1, HostCopy = 2, SsdRead = 3, SsdWrite = 4 };
 
 class Trace {
 public:

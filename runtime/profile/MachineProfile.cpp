@@ -30,7 +30,8 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"ssd_small_write_gbs", &MachineProfile::ssdSmallWriteGBs},
           {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
           {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs},
-          {"overlap_slowdown", &MachineProfile::overlapSlowdown}};
+          {"overlap_slowdown", &MachineProfile::overlapSlowdown},
+          {"ssd_duplex_slowdown", &MachineProfile::ssdDuplexSlowdown}};
 }
 
 } // namespace
@@ -65,9 +66,10 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     std::istringstream ss(line);
     std::string key;
     double value;
-    // Rates and costs are positive; the overlap slowdown may be 0.
-    if (!(ss >> key >> value) || !(value > 0 || (key == "overlap_slowdown" &&
-                                                 value == 0))) {
+    // Rates and costs are positive; the slowdowns may be 0.
+    bool parsed = static_cast<bool>(ss >> key >> value);
+    bool slowdown = key == "overlap_slowdown" || key == "ssd_duplex_slowdown";
+    if (!parsed || !(value > 0 || (slowdown && value == 0))) {
       error = path + ":" + std::to_string(number) +
               ": expected 'key positive-number'";
       return false;

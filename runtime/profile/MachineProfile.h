@@ -35,6 +35,9 @@ struct MachineProfile {
   /// How much longer kernels take while the transfer queue is busy beside
   /// them (0.25: 25% longer); the I/O thread competes for the CPU.
   double overlapSlowdown = 0.1;
+  /// How much longer an SSD transfer takes while one in the other
+  /// direction runs (the read and write queues share the drives).
+  double ssdDuplexSlowdown = 0.5;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

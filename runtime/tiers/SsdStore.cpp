@@ -279,26 +279,31 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
       return nullptr;
     }
   }
-#ifdef STRATA_HAVE_LIBURING
-  if (!options.forceThreads) {
-    auto uring = std::make_unique<UringEngine>();
-    if (uring->init(*store, options.queueDepth))
-      store->engine_ = std::move(uring);
-  }
-#endif
-  if (!store->engine_)
-    store->engine_ = std::make_unique<ThreadEngine>(options.queueDepth);
+  std::unique_ptr<IoEngine> first = store->makeEngine();
+  store->engineName_ = first->name();
+  store->idle_.push_back(std::move(first));
   return store;
 }
 
+std::unique_ptr<IoEngine> SsdStore::makeEngine() {
+#ifdef STRATA_HAVE_LIBURING
+  if (!options_.forceThreads) {
+    auto uring = std::make_unique<UringEngine>();
+    if (uring->init(*this, options_.queueDepth))
+      return uring;
+  }
+#endif
+  return std::make_unique<ThreadEngine>(options_.queueDepth);
+}
+
 SsdStore::~SsdStore() {
-  engine_.reset();
+  idle_.clear();
   for (int fd : fds_)
     ::close(fd);
   std::free(staging_);
 }
 
-const char *SsdStore::engineName() const { return engine_->name(); }
+const char *SsdStore::engineName() const { return engineName_; }
 
 void *SsdStore::stagingBuffer(unsigned index) const {
   return staging_ + index * options_.stagingBytes;
@@ -372,7 +377,23 @@ bool SsdStore::transfer(const std::vector<IoRequest> &requests,
             "STRATA_SSD_FAIL_AFTER)";
     return false;
   }
-  return engine_->run(*this, requests, pieces, error);
+  // An engine (a ring and its requests in flight) serves one caller at a
+  // time; concurrent callers (the read and the write queue) each take one,
+  // made on first need.
+  std::unique_ptr<IoEngine> engine;
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    if (!idle_.empty()) {
+      engine = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!engine)
+    engine = makeEngine();
+  bool ok = engine->run(*this, requests, pieces, error);
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  idle_.push_back(std::move(engine));
+  return ok;
 }
 
 bool SsdStore::write(uint64_t offset, const void *buffer, uint64_t bytes,

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,8 @@ public:
 
   /// Runs the requests with up to queueDepth in flight; returns when all
   /// are done. Offsets, sizes and buffers must be 4 KiB-aligned. An I/O
-  /// error (ENOSPC, EIO, ...) is returned with the file and offset.
+  /// error (ENOSPC, EIO, ...) is returned with the file and offset. Safe
+  /// to call from several threads at once (each gets its own ring).
   bool transfer(const std::vector<IoRequest> &requests, std::string &error);
 
   bool write(uint64_t offset, const void *buffer, uint64_t bytes,
@@ -96,7 +98,11 @@ private:
   uint64_t capacity_ = 0;
   bool direct_ = true;
   char *staging_ = nullptr;
-  std::unique_ptr<IoEngine> engine_;
+  std::unique_ptr<IoEngine> makeEngine();
+  const char *engineName_ = "";
+  /// Engines not in use by a transfer.
+  std::mutex engineMutex_;
+  std::vector<std::unique_ptr<IoEngine>> idle_;
   friend class IoEngine;
   friend class UringEngine;
   friend class ThreadEngine;

@@ -267,6 +267,36 @@ int main(int argc, char **argv) {
     std::sort(ratios.begin(), ratios.end());
     p.overlapSlowdown =
         std::clamp(ratios[ratios.size() / 2] - 1.0, 0.0, 4.0);
+    // Reads beside writes: 128 KiB reads alone and while another thread
+    // writes 128 KiB requests elsewhere, alternated, median ratio.
+    std::vector<double> duplex;
+    std::unique_ptr<void, decltype(&std::free)> writeBuffer(
+        std::aligned_alloc(tiers::kIoAlignment, 131072), &std::free);
+    auto reads = [&] {
+      std::string e;
+      for (int k = 0; k < 16; ++k) {
+        store->read(next, one, 131072, e);
+        next = (next + (uint64_t(37) << 20) + largest) % (bytes - largest) /
+               tiers::kIoAlignment * tiers::kIoAlignment;
+      }
+    };
+    for (int r = 0; r < 9; ++r) {
+      double alone = seconds(reads);
+      std::atomic<bool> stop{false};
+      std::thread writer([&] {
+        std::string e;
+        uint64_t at = (bytes / 2) / tiers::kIoAlignment * tiers::kIoAlignment;
+        while (!stop.load(std::memory_order_relaxed))
+          store->write(at, writeBuffer.get(), 131072, e);
+      });
+      double beside = seconds(reads);
+      stop = true;
+      writer.join();
+      duplex.push_back(beside / alone);
+    }
+    std::sort(duplex.begin(), duplex.end());
+    p.ssdDuplexSlowdown =
+        std::clamp(duplex[duplex.size() / 2] - 1.0, 0.0, 4.0);
     if (!error.empty()) {
       std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
       return 1;

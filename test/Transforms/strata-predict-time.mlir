@@ -12,31 +12,35 @@
 //   k4 add over 65536 elements at 1 ns + 1 launch + 5 parallel   =  71.536
 //   k5 write-back of w, 256 KiB to SSD at 0.25 GB/s + 100        = 1148.576
 //   k6 exp over 65536 elements at 10 ns + 1 + 5                  = 661.360
-// Replay: k0 is issued at the start (issue_after = -1) and ends at 624.288;
-// k1 reads its bytes, so it waits: 624.288 -> 887.432; k2 -> 893.552; k3
-// (a host copy) runs on the compute thread -> 1155.696; k4 -> 1227.232;
-// k5 queues -> 2375.808 while k6 (no shared bytes) computes -> 1888.592. The step
-// ends with the queue at 2375.808; one after another it would be
-// compute 1002.160 + host 262.144 + SSD 1772.864 = 3037.168; the lower
-// bound is the busiest resource, the SSD.
+//   k7 fetch of w again, as k0                                   = 624.288
+// Replay: k0 is issued at the start (issue_after = -1) on the read queue
+// and ends at 624.288; k1 reads its bytes, so it waits: 624.288 -> 887.432;
+// k2 -> 893.552; k3 (a host copy) runs on the compute thread -> 1155.696;
+// k4 -> 1227.232; k5 goes on the write queue -> 2375.808 while k6 (no
+// shared bytes) computes -> 1888.592; k7, on the read queue, reads what k5
+// writes, so it starts when k5 ends: 2375.808 -> 3000.096, the step's end.
+// One after another it would be compute 1002.160 + host 262.144 + SSD
+// 2397.152 = 3661.456; the lower bound is the busiest resource, SSD reads
+// (k0 + k7 = 1248.576; writes are 1148.576).
 // CHECK: func.func @main() attributes {exec.predicted = {
 // CHECK-SAME: predicted_compute_us = 1002
 // CHECK-SAME: predicted_device_to_host_us = 0
 // CHECK-SAME: predicted_host_link_us = 262
 // CHECK-SAME: predicted_host_to_device_us = 262
-// CHECK-SAME: predicted_lower_bound_us = 1773
-// CHECK-SAME: predicted_serial_us = 3037
-// CHECK-SAME: predicted_ssd_link_us = 1773
-// CHECK-SAME: predicted_step_us = 2376
+// CHECK-SAME: predicted_lower_bound_us = 1249
+// CHECK-SAME: predicted_serial_us = 3661
+// CHECK-SAME: predicted_ssd_link_us = 2397
+// CHECK-SAME: predicted_step_us = 3000
 
 // Tests that kernels beside a busy transfer queue run 1 + overlap_slowdown
-// times slower (here twice as slow): k6 starts at 1227.232 with the queue
-// busy until 2375.808; 1148.576 of that at half speed does 574.288 of its
-// 661.360, the remaining 87.072 runs at full speed: k6 ends at 2462.880,
-// after the queue. Nothing else overlaps a busy queue (k1 waits for it).
+// times slower (here twice as slow): k6 starts at 1227.232 with the write
+// queue busy until 2375.808; 1148.576 of that at half speed does 574.288 of
+// its 661.360, the remaining 87.072 runs at full speed: k6 ends at
+// 2462.880, after k5, so k7 runs 2462.880 -> 3087.168. Nothing else
+// overlaps a busy queue (k1 waits for it).
 // SLOW: exec.predicted = {
 // SLOW-SAME: predicted_compute_us = 1002
-// SLOW-SAME: predicted_step_us = 2463
+// SLOW-SAME: predicted_step_us = 3087
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
@@ -50,7 +54,9 @@ func.func @main() {
   %s = exec.kernel "add"(%hf, %hf) {offset = 536576 : i64} : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
   exec.kernel "assign"(%w, %s) : (tensor<256x256xf32>, tensor<256x256xf32>) -> ()
   %u = exec.kernel "exp"(%hf) {offset = 798720 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %w2 = exec.kernel "copy"(%w) {offset = 1060864 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
   exec.output "e" %e : tensor<2x256xf32>
   exec.output "u" %u : tensor<256x256xf32>
+  exec.output "w2" %w2 : tensor<256x256xf32>
   return
 }

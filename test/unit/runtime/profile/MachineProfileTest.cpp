@@ -46,6 +46,18 @@ TEST(MachineProfileTest, MissingKeysKeepTheirDefaults) {
   std::remove(path.c_str());
 }
 
+TEST(MachineProfileTest, SlowdownsMayBeZeroRatesMayNot) {
+  std::string path = tempPath("profile-zero"), error;
+  MachineProfile q;
+  writeText(path, "overlap_slowdown 0\nssd_duplex_slowdown 0\n");
+  ASSERT_TRUE(q.read(path, error)) << error;
+  EXPECT_DOUBLE_EQ(q.overlapSlowdown, 0);
+  EXPECT_DOUBLE_EQ(q.ssdDuplexSlowdown, 0);
+  writeText(path, "copy_gbs 0\n");
+  EXPECT_FALSE(q.read(path, error));
+  std::remove(path.c_str());
+}
+
 TEST(MachineProfileTest, BadFilesNameTheFileAndLine) {
   std::string path = tempPath("profile-bad"), error;
   MachineProfile q;

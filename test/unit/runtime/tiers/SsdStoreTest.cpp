@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,6 +72,42 @@ TEST_P(SsdStoreTest, RoundTripsAcrossStripesAndDrives) {
   std::memset(staging, 0, 64 * 1024);
   ASSERT_TRUE(store->read(128 * 1024, staging, 64 * 1024, error)) << error;
   EXPECT_EQ(std::memcmp(staging, data.data + 4096, 64 * 1024), 0);
+}
+
+// The runtime's read and write queues call the store at the same time:
+// two threads, each writing then reading back its own half many times,
+// must each see their own data.
+TEST_P(SsdStoreTest, ServesTwoThreadsAtOnce) {
+  SsdOptions options;
+  options.forceThreads = GetParam();
+  options.stripeBytes = 64 * 1024;
+  options.queueDepth = 4;
+  std::string error;
+  auto store = SsdStore::open({tempDir("c")}, 1 << 20, options, error);
+  ASSERT_TRUE(store) << error;
+  std::string errors[2];
+  bool same[2] = {true, true};
+  auto worker = [&](int t) {
+    Aligned data(256 * 1024), back(256 * 1024);
+    std::mt19937 rng(t + 1);
+    uint64_t base = uint64_t(t) * 512 * 1024;
+    for (int round = 0; round < 20; ++round) {
+      for (size_t i = 0; i < data.size; ++i)
+        data.data[i] = static_cast<char>(rng());
+      uint64_t at = base + (round % 2) * data.size;
+      if (!store->write(at, data.data, data.size, errors[t]) ||
+          !store->read(at, back.data, back.size, errors[t]))
+        return;
+      same[t] = same[t] && std::memcmp(data.data, back.data, data.size) == 0;
+    }
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  for (int t : {0, 1}) {
+    EXPECT_EQ(errors[t], "");
+    EXPECT_TRUE(same[t]) << "thread " << t;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, SsdStoreTest, ::testing::Values(false, true),
