@@ -91,6 +91,30 @@ SmallVector<OpOperand *> backwardUsesOf(Value value) {
   return uses;
 }
 
+/// A transfer kernel (`copy`, `store`, `assign`): no ints, floats or
+/// offsets yet.
+exec::KernelOp createTransfer(OpBuilder &b, Location loc, StringRef kernel,
+                              TypeRange results, ValueRange operands) {
+  return b.create<exec::KernelOp>(loc, results, b.getStringAttr(kernel),
+                                  operands, b.getDenseI64ArrayAttr({}),
+                                  b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                                  DenseI64ArrayAttr());
+}
+
+/// A swap space `name` on `tier` for `value`, which is stored into it
+/// right after `after`. Returns the space.
+Value storeAfter(Block &body, Operation *after, Value value,
+                 const std::string &name, StringRef tier) {
+  OpBuilder b(&body, body.begin());
+  Value space = b.create<exec::SwapSpaceOp>(value.getLoc(), value.getType(),
+                                            b.getStringAttr(name),
+                                            b.getStringAttr(tier),
+                                            IntegerAttr());
+  b.setInsertionPointAfter(after);
+  createTransfer(b, value.getLoc(), "store", {}, {space, value});
+  return space;
+}
+
 /// The first (in program order) owner of `uses` (all in one block).
 Operation *earliestUser(ArrayRef<OpOperand *> uses) {
   Operation *first = uses.front()->getOwner();
@@ -341,25 +365,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         work |= !isTransferKernel(k);
     if (!work)
       return false;
-    OpBuilder b(&body, body.begin());
-    Location loc = value.getLoc();
-    Value space = b.create<exec::SwapSpaceOp>(
-        loc, value.getType(), b.getStringAttr("grad." + std::to_string(index)),
-        b.getStringAttr(tier), IntegerAttr());
-    b.setInsertionPointAfter(lastBefore);
-    b.create<exec::KernelOp>(loc, TypeRange{}, b.getStringAttr("store"),
-                             ValueRange{space, value},
-                             b.getDenseI64ArrayAttr({}),
-                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                             DenseI64ArrayAttr());
+    Value space = storeAfter(body, lastBefore, value,
+                             "grad." + std::to_string(index), tier);
     auto fetchBefore = [&](Operation *user) {
-      b.setInsertionPoint(user);
-      return b
-          .create<exec::KernelOp>(loc, TypeRange{value.getType()},
-                                  b.getStringAttr("copy"), ValueRange{space},
-                                  b.getDenseI64ArrayAttr({}),
-                                  b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                                  DenseI64ArrayAttr())
+      OpBuilder b(user);
+      return createTransfer(b, value.getLoc(), "copy", value.getType(), space)
           .getResult(0);
     };
     if (inPlace) {
@@ -430,12 +440,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         if (kernel && kernel.getKernel() == "assign" &&
             use->getOperandNumber() == 0)
           continue; // Writes go to any tier directly.
-        Value fetched = b.create<exec::KernelOp>(
-                             user->getLoc(), TypeRange{p.getType()},
-                             b.getStringAttr("copy"), ValueRange{p.getResult()},
-                             b.getDenseI64ArrayAttr({}),
-                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                             DenseI64ArrayAttr())
+        Value fetched = createTransfer(b, user->getLoc(), "copy",
+                                       p.getType(), p.getResult())
                             .getResult(0);
         ++numFetches;
         SmallVector<exec::ViewOp> chain;
@@ -453,12 +459,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
           // ("store") runs on every one.
           b.setInsertionPointAfter(user);
           bool always = kernel.getKernel() == "accumulate";
-          b.create<exec::KernelOp>(user->getLoc(), TypeRange{},
-                                   b.getStringAttr(always ? "store" : "assign"),
-                                   ValueRange{p.getResult(), fetched},
-                                   b.getDenseI64ArrayAttr({}),
-                                   b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                                   DenseI64ArrayAttr());
+          createTransfer(b, user->getLoc(), always ? "store" : "assign", {},
+                         {p.getResult(), fetched});
           ++numWritebacks;
         }
       }
@@ -484,22 +486,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     // output, read after the run, cannot).
     if (!lastForward->isBeforeInBlock(firstBackward))
       return false;
-    OpBuilder b(&body, body.begin());
-    Location loc = value.getLoc();
-    Value space = b.create<exec::SwapSpaceOp>(
-        loc, value.getType(), b.getStringAttr("swap." + std::to_string(index)),
-        b.getStringAttr(tier), IntegerAttr());
-    b.setInsertionPointAfter(lastForward);
-    b.create<exec::KernelOp>(loc, TypeRange{}, b.getStringAttr("store"),
-                             ValueRange{space, value},
-                             b.getDenseI64ArrayAttr({}),
-                             b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                             DenseI64ArrayAttr());
-    b.setInsertionPoint(firstBackward);
-    auto back = b.create<exec::KernelOp>(
-        loc, TypeRange{value.getType()}, b.getStringAttr("copy"),
-        ValueRange{space}, b.getDenseI64ArrayAttr({}),
-        b.getDenseF64ArrayAttr({}), IntegerAttr(), DenseI64ArrayAttr());
+    Value space = storeAfter(body, lastForward, value,
+                             "swap." + std::to_string(index), tier);
+    OpBuilder b(firstBackward);
+    auto back =
+        createTransfer(b, value.getLoc(), "copy", value.getType(), space);
     back->setAttr("strata.backward", b.getUnitAttr());
     replaceUses(backwardUses, value, back.getResult(0));
     ++numSwapped;
@@ -832,20 +823,15 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// scored by planning its memory and replaying its schedule.
   LogicalResult place(func::FuncOp func) {
     Block &body = func.getBody().front();
-    size_t numCandidates, numGradients;
-    {
-      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
-      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-      Placement forcedOnly = forced(copy, 0, 0);
-      for (auto [p, tier] :
-           llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
-                     forcedOnly.tiers))
-        p.setTier(tierName(tier));
-      insertFetches(copy);
-      numCandidates = swappable(copy.getBody().front()).size();
-      numGradients = gradientCandidates(copy.getBody().front()).size();
-    }
-    Placement best = forced(func, numCandidates, numGradients);
+    // The candidates do not depend on where parameters live, so they are
+    // listed once, on the unplaced program.
+    actBytes.clear();
+    gradBytes.clear();
+    for (Value v : swappable(body))
+      actBytes.push_back(storageBytes(v.getType()));
+    for (Value g : gradientCandidates(body))
+      gradBytes.push_back(storageBytes(g.getType()));
+    Placement best = forced(func, actBytes.size(), gradBytes.size());
     bool anyAuto = activations == "auto" || params == "auto" ||
                    states == "auto" || gradients == "auto";
     evaluated = 0;
@@ -853,10 +839,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       best = search(func, best);
       // A device budget that cannot be met is reported after memory
       // planning, with the minimum; a full host tier is reported here.
-      uint64_t host = 0;
-      for (auto [p, tier] : llvm::zip(body.getOps<exec::ParamOp>(), best.tiers))
-        if (tier == Tier::Host)
-          host += artifact::pagePadded(storageBytes(p.getType()));
+      uint64_t host = hostBytes(func, best);
       if (cpuMem > 0 && host > cpuMem && !hasSsd)
         return func.emitError("the device budget (")
                << gpuMem << " bytes) needs " << host
@@ -890,6 +873,28 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return success();
   }
 
+  /// Host bytes the stored tensors `placement` puts on the host take.
+  static uint64_t hostBytes(func::FuncOp func, const Placement &placement) {
+    uint64_t host = 0;
+    for (auto [p, tier] : llvm::zip(
+             func.getBody().front().getOps<exec::ParamOp>(), placement.tiers))
+      if (tier == Tier::Host)
+        host += artifact::pagePadded(storageBytes(p.getType()));
+    return host;
+  }
+
+  /// Moves `choices` (indexed like `bytes`) off the device: to the host
+  /// while `host` stays within the host budget, then to the SSD.
+  void offDevice(ArrayRef<uint64_t> bytes, SmallVectorImpl<Act> &choices,
+                 uint64_t &host) const {
+    for (auto [n, act] : llvm::zip(bytes, choices)) {
+      bool toHost = cpuMem == 0 || host + n <= cpuMem || !hasSsd;
+      act = toHost ? Act::Host : Act::Ssd;
+      host += toHost ? n : 0;
+    }
+  }
+
+  /// The planner's search (see place()).
   Placement search(func::FuncOp func, const Placement &start) {
     SmallVector<std::pair<Placement, Score>> tried;
     auto consider = [&](Placement p) {
@@ -915,23 +920,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       // every one that can be recomputed recomputed.
       Placement swapAll = tried.front().first;
       swapAll.label = "swap all activations";
-      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
-      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-      SmallVector<exec::ParamOp> all(copy.getBody().front().getOps<exec::ParamOp>());
-      uint64_t host = 0;
-      for (auto [p, tier] : llvm::zip(all, swapAll.tiers))
-        if (tier == Tier::Host)
-          host += artifact::pagePadded(storageBytes(p.getType()));
-      for (auto [p, tier] : llvm::zip(all, swapAll.tiers))
-        p.setTier(tierName(tier));
-      insertFetches(copy);
-      for (auto [i, v] :
-           llvm::enumerate(swappable(copy.getBody().front()))) {
-        uint64_t bytes = storageBytes(v.getType());
-        bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
-        swapAll.acts[i] = toHost ? Act::Host : Act::Ssd;
-        host += toHost ? bytes : 0;
-      }
+      uint64_t host = hostBytes(func, swapAll);
+      offDevice(actBytes, swapAll.acts, host);
       Placement recomputeAll = tried.front().first;
       recomputeAll.label = "recompute all activations";
       recomputeAll.acts.assign(recomputeAll.acts.size(), Act::Recompute);
@@ -942,139 +932,107 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     }
     // The least device memory the options allow: everything automatic off
     // the device (to the host while the host budget lasts), every
-    // activation swapped. When nothing fits, this is the plan whose need
-    // the error reports as the minimum.
-    {
-      Placement least = tried.front().first;
-      least.label = "everything off the device";
-      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
-      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-      SmallVector<exec::ParamOp> all(
-          copy.getBody().front().getOps<exec::ParamOp>());
-      uint64_t host = 0;
-      auto offDevice = [&](uint64_t bytes) {
+    // activation and gradient swapped. When nothing fits, this is the plan
+    // whose need the error reports as the minimum.
+    Placement least = tried.front().first;
+    least.label = "everything off the device";
+    SmallVector<exec::ParamOp> all(
+        func.getBody().front().getOps<exec::ParamOp>());
+    uint64_t host = 0;
+    for (auto [i, p] : llvm::enumerate(all)) {
+      uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
+      if (isAuto(p)) {
         bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
-        host += toHost ? bytes : 0;
-        return toHost;
-      };
-      for (auto [i, p] : llvm::enumerate(all)) {
-        if (isAuto(p))
-          least.tiers[i] =
-              offDevice(artifact::pagePadded(storageBytes(p.getType())))
-                  ? Tier::Host
-                  : Tier::Ssd;
-        else if (least.tiers[i] == Tier::Host)
-          host += artifact::pagePadded(storageBytes(p.getType()));
-        p.setTier(tierName(least.tiers[i]));
+        least.tiers[i] = toHost ? Tier::Host : Tier::Ssd;
       }
-      if (activations == "auto") {
-        insertFetches(copy);
-        for (auto [i, v] : llvm::enumerate(swappable(copy.getBody().front())))
-          least.acts[i] =
-              offDevice(storageBytes(v.getType())) ? Act::Host : Act::Ssd;
-      }
-      if (gradients == "auto")
-        for (auto [i, g] :
-             llvm::enumerate(gradientCandidates(copy.getBody().front())))
-          least.grads[i] =
-              offDevice(storageBytes(g.getType())) ? Act::Host : Act::Ssd;
-      consider(least);
+      host += least.tiers[i] == Tier::Host ? bytes : 0;
     }
+    if (activations == "auto")
+      offDevice(actBytes, least.acts, host);
+    if (gradients == "auto")
+      offDevice(gradBytes, least.grads, host);
+    consider(least);
     auto bestIt = std::min_element(
         tried.begin(), tried.end(),
         [](auto &a, auto &b) { return a.second < b.second; });
-    Placement best = bestIt->first;
-    Score bestScore = bestIt->second;
-    // Local search: one tensor moved at a time, largest first; a move is
-    // kept when it lowers the score. Within the budgets only moves to a
-    // faster place can help; over them, only moves off the device.
-    SmallVector<exec::ParamOp> all(func.getBody().front().getOps<exec::ParamOp>());
-    SmallVector<std::pair<uint64_t, unsigned>> paramOrder, actOrder;
-    for (auto [i, p] : llvm::enumerate(all))
-      if (isAuto(p))
-        paramOrder.push_back({storageBytes(p.getType()), i});
-    if (activations == "auto") {
-      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
-      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-      for (auto [p, tier] :
-           llvm::zip(copy.getBody().front().getOps<exec::ParamOp>(),
-                     best.tiers))
-        p.setTier(tierName(tier));
-      insertFetches(copy);
-      for (auto [i, v] : llvm::enumerate(swappable(copy.getBody().front())))
-        actOrder.push_back({storageBytes(v.getType()), i});
+    return improve(func, bestIt->first, bestIt->second);
+  }
+
+  /// Local search from `best`: one choice changed at a time, largest
+  /// tensor first, a change kept when it lowers the score, until a round
+  /// changes nothing or the evaluations run out. Within the budgets only
+  /// moves toward the device can pay off (recomputing instead of a round
+  /// trip counts); over them, only moves away from it.
+  Placement improve(func::FuncOp func, Placement best, Score bestScore) {
+    auto bySize = [](ArrayRef<uint64_t> bytes, bool enabled) {
+      SmallVector<std::pair<uint64_t, unsigned>> order;
+      if (enabled)
+        for (auto [i, n] : llvm::enumerate(bytes))
+          order.push_back({n, static_cast<unsigned>(i)});
+      llvm::sort(order, std::greater<>());
+      return order;
+    };
+    SmallVector<uint64_t> paramBytes;
+    SmallVector<bool> paramAuto;
+    for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
+      paramBytes.push_back(isAuto(p) ? storageBytes(p.getType()) : 0);
+      paramAuto.push_back(isAuto(p));
     }
-    SmallVector<std::pair<uint64_t, unsigned>> gradOrder;
-    if (gradients == "auto") {
-      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
-      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-      for (auto [i, g] :
-           llvm::enumerate(gradientCandidates(copy.getBody().front())))
-        gradOrder.push_back({storageBytes(g.getType()), i});
-    }
-    llvm::sort(paramOrder, std::greater<>());
-    llvm::sort(actOrder, std::greater<>());
-    llvm::sort(gradOrder, std::greater<>());
-    auto rank = [](Act a) { return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3; };
+    auto paramOrder = bySize(paramBytes, true);
+    llvm::erase_if(paramOrder, [&](auto &e) { return !paramAuto[e.second]; });
+    auto actOrder = bySize(actBytes, activations == "auto");
+    auto gradOrder = bySize(gradBytes, gradients == "auto");
+    // How far from the device each choice is.
+    auto rank = [](Act a) {
+      return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3;
+    };
     bool improved = true;
+    auto attempt = [&](Placement trial) {
+      if (evaluated >= maxEvaluations)
+        return false;
+      Score s = score(func, trial);
+      if (!(s < bestScore))
+        return false;
+      best = std::move(trial);
+      bestScore = s;
+      improved = true;
+      return true;
+    };
+    // Tries the alternatives of choice `i` of `field`, first improvement.
+    auto moves = [&](auto field, ArrayRef<std::pair<uint64_t, unsigned>> order,
+                     auto alternatives, auto useful) {
+      for (auto [bytes, i] : order)
+        for (auto alt : alternatives) {
+          auto cur = (best.*field)[i];
+          if (alt == cur || !useful(cur, alt))
+            continue;
+          Placement trial = best;
+          (trial.*field)[i] = alt;
+          if (attempt(std::move(trial)))
+            break;
+        }
+    };
+    auto towardIfFits = [&](auto cur, auto alt) {
+      return bestScore.fits() == (rank(alt) < rank(cur));
+    };
     while (improved && evaluated < maxEvaluations) {
       improved = false;
-      auto attempt = [&](Placement trial) {
-        if (evaluated >= maxEvaluations)
-          return false;
-        Score s = score(func, trial);
-        if (!(s < bestScore))
-          return false;
-        best = std::move(trial);
-        bestScore = s;
-        improved = true;
-        return true;
-      };
-      for (auto [bytes, i] : actOrder) {
-        Act cur = best.acts[i];
-        for (Act alt : {Act::Keep, Act::Host, Act::Recompute, Act::Ssd}) {
-          if (alt == cur || (alt == Act::Ssd && !hasSsd))
-            continue;
-          // Within the budgets a move can only pay off toward the device
-          // (recomputing instead of a round trip counts); over them, only
-          // away from it.
-          bool useful =
-              alt == Act::Recompute
-                  ? (bestScore.fits() ? cur != Act::Keep : cur == Act::Keep)
-                  : bestScore.fits() == (rank(alt) < rank(cur));
-          if (!useful)
-            continue;
-          Placement trial = best;
-          trial.acts[i] = alt;
-          if (attempt(std::move(trial)))
-            break;
-        }
+      SmallVector<Act> actAlternatives{Act::Keep, Act::Host, Act::Recompute};
+      SmallVector<Act> gradAlternatives{Act::Keep, Act::Host};
+      SmallVector<Tier> tierAlternatives{Tier::Device, Tier::Host};
+      if (hasSsd) {
+        actAlternatives.push_back(Act::Ssd);
+        gradAlternatives.push_back(Act::Ssd);
+        tierAlternatives.push_back(Tier::Ssd);
       }
-      for (auto [bytes, i] : gradOrder) {
-        Act cur = best.grads[i];
-        for (Act alt : {Act::Keep, Act::Host, Act::Ssd}) {
-          if (alt == cur || (alt == Act::Ssd && !hasSsd) ||
-              bestScore.fits() != (rank(alt) < rank(cur)))
-            continue;
-          Placement trial = best;
-          trial.grads[i] = alt;
-          if (attempt(std::move(trial)))
-            break;
-        }
-      }
-      for (auto [bytes, i] : paramOrder) {
-        Tier cur = best.tiers[i];
-        for (Tier alt : {Tier::Device, Tier::Host, Tier::Ssd}) {
-          if (alt == cur || (alt == Tier::Ssd && !hasSsd))
-            continue;
-          if (bestScore.fits() != (alt < cur))
-            continue;
-          Placement trial = best;
-          trial.tiers[i] = alt;
-          if (attempt(std::move(trial)))
-            break;
-        }
-      }
+      moves(&Placement::acts, actOrder, actAlternatives, [&](Act cur, Act alt) {
+        if (alt == Act::Recompute)
+          return bestScore.fits() ? cur != Act::Keep : cur == Act::Keep;
+        return towardIfFits(cur, alt);
+      });
+      moves(&Placement::grads, gradOrder, gradAlternatives, towardIfFits);
+      moves(&Placement::tiers, paramOrder, tierAlternatives,
+            [&](Tier cur, Tier alt) { return bestScore.fits() == (alt < cur); });
     }
     chosen = bestScore;
     LLVM_DEBUG(llvm::dbgs() << "chosen: over " << bestScore.overBytes
@@ -1083,6 +1041,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return best;
   }
 
+  /// Sizes of the activation and gradient swap candidates, by index.
+  SmallVector<uint64_t> actBytes, gradBytes;
   int64_t evaluated = 0;
   Score chosen;
   SmallVector<std::pair<std::string, Score>> naive;

@@ -57,6 +57,37 @@ double kernelSeconds(Kernel kernel, std::vector<cpu::TensorRef> in,
   return timeIt(repeat, [&] { cpu::runKernel(step, in, {out}, error); });
 }
 
+/// How much longer `body` takes while another thread runs `background`
+/// in a loop (its argument counts the iterations), as a fraction (0.25:
+/// 25% longer). Alone and beside alternate `rounds` times and the median
+/// ratio is kept: this machine's speed drifts more between seconds than
+/// the effect.
+double slowdownBeside(int rounds, const std::function<void()> &body,
+                      const std::function<void(uint64_t)> &background) {
+  auto seconds = [&] {
+    auto start = std::chrono::steady_clock::now();
+    body();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  std::vector<double> ratios;
+  for (int r = 0; r < rounds; ++r) {
+    double alone = seconds();
+    std::atomic<bool> stop{false};
+    std::thread other([&] {
+      for (uint64_t i = uint64_t(r) << 20; !stop.load(); ++i)
+        background(i);
+    });
+    double beside = seconds();
+    stop = true;
+    other.join();
+    ratios.push_back(beside / alone);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return std::clamp(ratios[ratios.size() / 2] - 1.0, 0.0, 4.0);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -234,44 +265,20 @@ int main(int argc, char **argv) {
         }
       }
     };
-    // Alone and beside alternate, and the median ratio is kept: this
-    // machine's speed drifts more between seconds than the effect.
     std::unique_ptr<void, decltype(&std::free)> ioBuffer(
         std::aligned_alloc(tiers::kIoAlignment, 131072), &std::free);
-    auto seconds = [](const std::function<void()> &body) {
-      auto start = std::chrono::steady_clock::now();
-      body();
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                           start)
-          .count();
+    // The i-th background request's offset: 37 MiB apart, wrapping.
+    auto strided = [&](uint64_t i) {
+      return i * (uint64_t(37) << 20) % (bytes - 131072) /
+             tiers::kIoAlignment * tiers::kIoAlignment;
     };
-    std::vector<double> ratios;
     mix(); // Warm up.
-    for (int r = 0; r < 11; ++r) {
-      double alone = seconds(mix);
-      std::atomic<bool> stop{false};
-      std::thread io([&] {
-        std::string e;
-        uint64_t at = uint64_t(r) << 20;
-        while (!stop.load(std::memory_order_relaxed)) {
-          store->read(at, ioBuffer.get(), 131072, e);
-          at = (at + (uint64_t(37) << 20)) % (bytes - 131072) /
-               tiers::kIoAlignment * tiers::kIoAlignment;
-        }
-      });
-      double beside = seconds(mix);
-      stop = true;
-      io.join();
-      ratios.push_back(beside / alone);
-    }
-    std::sort(ratios.begin(), ratios.end());
-    p.overlapSlowdown =
-        std::clamp(ratios[ratios.size() / 2] - 1.0, 0.0, 4.0);
+    p.overlapSlowdown = slowdownBeside(11, mix, [&](uint64_t at) {
+      std::string e;
+      store->read(strided(at), ioBuffer.get(), 131072, e);
+    });
     // Reads beside writes: 128 KiB reads alone and while another thread
-    // writes 128 KiB requests elsewhere, alternated, median ratio.
-    std::vector<double> duplex;
-    std::unique_ptr<void, decltype(&std::free)> writeBuffer(
-        std::aligned_alloc(tiers::kIoAlignment, 131072), &std::free);
+    // writes 128 KiB requests elsewhere.
     auto reads = [&] {
       std::string e;
       for (int k = 0; k < 16; ++k) {
@@ -280,23 +287,11 @@ int main(int argc, char **argv) {
                tiers::kIoAlignment * tiers::kIoAlignment;
       }
     };
-    for (int r = 0; r < 9; ++r) {
-      double alone = seconds(reads);
-      std::atomic<bool> stop{false};
-      std::thread writer([&] {
-        std::string e;
-        uint64_t at = (bytes / 2) / tiers::kIoAlignment * tiers::kIoAlignment;
-        while (!stop.load(std::memory_order_relaxed))
-          store->write(at, writeBuffer.get(), 131072, e);
-      });
-      double beside = seconds(reads);
-      stop = true;
-      writer.join();
-      duplex.push_back(beside / alone);
-    }
-    std::sort(duplex.begin(), duplex.end());
-    p.ssdDuplexSlowdown =
-        std::clamp(duplex[duplex.size() / 2] - 1.0, 0.0, 4.0);
+    p.ssdDuplexSlowdown = slowdownBeside(9, reads, [&](uint64_t) {
+      std::string e;
+      store->write((bytes / 2) / tiers::kIoAlignment * tiers::kIoAlignment,
+                   ioBuffer.get(), 131072, e);
+    });
     if (!error.empty()) {
       std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
       return 1;
