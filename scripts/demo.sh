@@ -50,6 +50,8 @@ echo "      1.5 MiB of device memory, 64 KiB of host memory, the rest on SSD"
   --gpu-mem 1.5MiB --cpu-mem 64KiB --ssd-dir "$OUT/ssd" \
   --profile "$OUT/machine-profile.txt" -o "$OUT/gpt2-tiny-ssd.strata"
 "$BIN/strata-inspect" "$OUT/gpt2-tiny-ssd.strata" | sed -n '/^memory:/,/^steps:/p'
+# What the planner weighed: its choice against the naive plans.
+grep -E '^(predicted step time|planner):' "$OUT/gpt2-tiny-ssd.strata/manifest.txt"
 "$BIN/strata-run" "$OUT/gpt2-tiny-ssd.strata" --data "$OUT/corpus.bin" \
   --steps 20 --log-json "$OUT/train-ssd.jsonl" \
   --trace "$OUT/trace-ssd.json" --trace-steps 2
