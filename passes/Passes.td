@@ -156,8 +156,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     parameter region, host memory or the SSD store), what happens to each
     forward activation the backward pass reads (kept, swapped out to host
     or SSD after its last forward use and fetched back before its first
-    backward use, or recomputed right before that use when its kernel reads
-    only values the backward pass keeps anyway), and whether each gradient
+    backward use, or recomputed right before that use by rerunning its
+    kernel and, for inputs the backward pass does not keep, their kernels in
+    turn, up to a chain of eight), and whether each gradient
     waits for the optimizer step on the device or is swapped out after its
     last backward use and fetched before each optimizer-step reader.
 
@@ -191,7 +192,8 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
            /*default=*/"\"auto\"",
            "Where forward activations the backward pass reads wait: auto, "
            "device (kept), host or ssd (swapped out and back), or "
-           "recompute (rerun before the backward pass where free)">,
+           "recompute (rerun before the backward pass, with the chain of "
+           "kernels that needs)">,
     Option<"gradients", "gradients", "std::string", /*default=*/"\"auto\"",
            "Where gradients wait between the backward pass and the "
            "optimizer step: auto, device, host or ssd">,

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
@@ -16,6 +17,7 @@
 #include "llvm/Support/Debug.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #define DEBUG_TYPE "strata-place-tiers"
@@ -497,57 +499,113 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return true;
   }
 
-  /// The cost in seconds of recomputing `value` right before its first
-  /// backward use instead of keeping it, or a negative number when that
-  /// would cost memory or change bits: its kernel must have one result and
-  /// read only values the backward pass keeps anyway (device parameters,
-  /// step inputs, or activations in `kept` the backward pass reads later
-  /// than this point), none of which is written in place in between.
-  double recomputeCost(Block &body, Value value,
-                       const llvm::DenseSet<Value> &kept) {
-    SmallVector<OpOperand *> uses = backwardUsesOf(value);
-    auto kernel = value.getDefiningOp<exec::KernelOp>();
-    if (uses.empty() || !kernel || kernel.getNumResults() != 1 ||
-        isTransferKernel(kernel))
-      return -1;
-    Operation *firstBackward = earliestUser(uses);
-    for (Value in : kernel.getInputs()) {
+  /// Longest chain of kernels one recomputation may rerun.
+  static constexpr unsigned kMaxChain = 8;
+
+  /// The forward ops to rerun, in an order that respects their operands,
+  /// so that `value` is available again right before `at`: its kernel and,
+  /// for each input not available there, that input's ops in turn. An
+  /// input is available when the backward pass keeps it anyway until `at`
+  /// (an activation in `kept` used at or after `at`), or it is a device
+  /// parameter or a step input, and nothing writes it in place between
+  /// its forward reader and `at`. Empty when the chain would need more
+  /// than kMaxChain kernels, a kernel that cannot rerun (a transfer, one
+  /// with several results), or a leaf written in place.
+  SmallVector<Operation *> recomputeChain(Value value, Operation *at,
+                                          const llvm::DenseSet<Value> &kept) {
+    SmallVector<Operation *> chain;
+    llvm::DenseSet<Operation *> inChain;
+    unsigned kernels = 0;
+    bool ok = true;
+    // Whether `in`, read by `reader`, can be read again at `at` as it is.
+    auto available = [&](Value in, Operation *reader) {
       Value root = in;
       while (auto view = root.getDefiningOp<exec::ViewOp>())
         root = view.getInput();
       Operation *def = root.getDefiningOp();
-      bool ok = false;
+      bool keptThere;
       if (auto p = dyn_cast_or_null<exec::ParamOp>(def))
-        ok = p.getTier() == "device";
-      else if (isa_and_nonnull<exec::InputOp>(def))
-        ok = true;
+        keptThere = p.getTier() == "device";
       else
-        ok = kept.contains(root) && usedFrom(root, firstBackward);
-      if (!ok)
-        return -1;
+        keptThere = isa_and_nonnull<exec::InputOp>(def) ||
+                    (kept.contains(root) && usedFrom(root, at));
+      if (!keptThere)
+        return false;
       for (OpOperand *use : usesThroughViews(root)) {
         auto k = dyn_cast<exec::KernelOp>(use->getOwner());
-        Operation *at = use->getOwner();
-        if (k && k.getNumResults() == 0 && kernel->isBeforeInBlock(at) &&
-            at->isBeforeInBlock(firstBackward))
-          return -1;
+        Operation *w = use->getOwner();
+        if (k && k.getNumResults() == 0 && reader->isBeforeInBlock(w) &&
+            w->isBeforeInBlock(at))
+          ok = false; // Changed in between: neither reusable nor rerun.
       }
-    }
-    return kernelSeconds(kernel, machine);
+      return true;
+    };
+    std::function<void(Value)> need = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (!ok || !def || inChain.contains(def))
+        return;
+      SmallVector<Value> inputs;
+      if (auto view = dyn_cast<exec::ViewOp>(def)) {
+        inputs.push_back(view.getInput());
+      } else {
+        auto k = dyn_cast<exec::KernelOp>(def);
+        if (!k || k.getNumResults() != 1 || isTransferKernel(k) ||
+            k->hasAttr("strata.backward") || k->hasAttr("strata.optimizer") ||
+            ++kernels > kMaxChain) {
+          ok = false;
+          return;
+        }
+        inputs.append(k.getInputs().begin(), k.getInputs().end());
+      }
+      for (Value in : inputs)
+        if (!available(in, def))
+          need(in);
+      inChain.insert(def);
+      chain.push_back(def);
+    };
+    need(value);
+    if (!ok)
+      chain.clear();
+    return chain;
   }
 
-  /// Replaces the backward uses of `value` with a clone of its kernel
-  /// placed right before the first of them.
-  void recompute(Block &body, Value value) {
+  /// The cost in seconds of recomputing `value` right before its first
+  /// backward use instead of keeping it (its recomputeChain), or a negative
+  /// number when it cannot be recomputed.
+  double recomputeCost(Value value, const llvm::DenseSet<Value> &kept) {
+    SmallVector<OpOperand *> uses = backwardUsesOf(value);
+    if (uses.empty())
+      return -1;
+    SmallVector<Operation *> chain =
+        recomputeChain(value, earliestUser(uses), kept);
+    if (chain.empty())
+      return -1;
+    double seconds = 0;
+    for (Operation *op : chain)
+      if (auto k = dyn_cast<exec::KernelOp>(op))
+        seconds += kernelSeconds(k, machine);
+    return seconds;
+  }
+
+  /// Replaces the backward uses of `value` with clones of its
+  /// recomputeChain placed right before the first of them.
+  void recompute(Value value, const llvm::DenseSet<Value> &kept) {
     SmallVector<OpOperand *> backwardUses = backwardUsesOf(value);
     if (backwardUses.empty())
       return;
     Operation *firstBackward = earliestUser(backwardUses);
+    SmallVector<Operation *> chain =
+        recomputeChain(value, firstBackward, kept);
+    if (chain.empty())
+      return;
     OpBuilder b(firstBackward);
-    Operation *again = b.clone(*value.getDefiningOp());
-    again->setAttr("strata.backward", b.getUnitAttr());
-    again->setAttr("strata.recomputed", b.getUnitAttr());
-    replaceUses(backwardUses, value, again->getResult(0));
+    IRMapping mapping;
+    for (Operation *op : chain) {
+      Operation *again = b.clone(*op, mapping);
+      again->setAttr("strata.backward", b.getUnitAttr());
+      again->setAttr("strata.recomputed", b.getUnitAttr());
+    }
+    replaceUses(backwardUses, value, mapping.lookup(value));
     ++numRecomputed;
     ++recomputedCount;
     recomputedBytes += storageBytes(value.getType());
@@ -561,10 +619,12 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   Act applyAct(Block &body, Value value, Act act, llvm::DenseSet<Value> &kept,
                unsigned &swaps) {
     if (act == Act::Recompute) {
-      if (recomputeCost(body, value, kept) < 0)
-        return Act::Keep;
       kept.erase(value);
-      recompute(body, value);
+      if (recomputeCost(value, kept) < 0) {
+        kept.insert(value);
+        return Act::Keep;
+      }
+      recompute(value, kept);
       return act;
     }
     if (act == Act::Host || act == Act::Ssd) {
@@ -764,7 +824,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       uint64_t bytes = storageBytes(v.getType());
       bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
       Act moved = toHost ? Act::Host : Act::Ssd;
-      double again = policy == Policy::Swap ? -1 : recomputeCost(body, v, kept);
+      double again = policy == Policy::Swap ? -1 : recomputeCost(v, kept);
       double round = transferSeconds(bytes, actName(moved), false, machine) +
                      transferSeconds(bytes, actName(moved), true, machine);
       Act act = again >= 0 && (policy == Policy::Recompute || again < round)

@@ -79,3 +79,31 @@ func.func @gradients() {
   exec.output "sq" %sq : tensor<4x4xf32>
   return
 }
+
+// -----
+
+// Tests that recomputation reruns a chain: %e, read by the backward pass,
+// needs %y, which the forward pass alone reads, so both kernels rerun, in
+// order, right before the first backward use; the originals of the chain
+// stay where the forward pass needs them.
+// RECOMP-LABEL: func.func @chain
+// RECOMP-SAME: exec.recomputed = {recomputed_activations = 1 : i64, recomputed_bytes = 32 : i64}
+// RECOMP: %[[X:.+]] = exec.input "x"
+// RECOMP: %[[W:.+]] = exec.param "w"
+// RECOMP: %[[Y:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) :
+// RECOMP-NEXT: %[[E:.+]] = exec.kernel "exp"(%[[Y]]) :
+// RECOMP-NEXT: exec.kernel "tanh"(%[[E]]) :
+// RECOMP-NEXT: %[[Y2:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) {strata.backward, strata.recomputed}
+// RECOMP-NEXT: %[[E2:.+]] = exec.kernel "exp"(%[[Y2]]) {strata.backward, strata.recomputed}
+// RECOMP-NEXT: exec.kernel "mul"(%[[E2]], %[[E2]]) {strata.backward}
+func.func @chain() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %e = exec.kernel "exp"(%y) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %t = exec.kernel "tanh"(%e) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %g = exec.kernel "mul"(%e, %e) {strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  exec.output "t" %t : tensor<2x4xf32>
+  exec.output "g" %g : tensor<2x4xf32>
+  return
+}

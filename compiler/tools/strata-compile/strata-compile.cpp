@@ -215,7 +215,8 @@ static cl::opt<std::string> placeActivations(
     "place-activations",
     cl::desc("Where forward activations wait for the backward pass: auto, "
              "device (kept), host or ssd (swapped out and back), recompute "
-             "(rerun before the backward pass where that costs no memory)"),
+             "(rerun before the backward pass, with the chain of up to 8 "
+             "kernels that needs, from values the backward pass keeps)"),
     cl::init("auto"), cl::cat(tierCategory));
 
 static cl::opt<std::string> placeGradients(
