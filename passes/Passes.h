@@ -25,6 +25,8 @@ struct TierOptions {
               gradients = "auto";
   /// How many placements the planner may score.
   int64_t maxEvaluations = 200;
+  /// Print the planner's progress when it runs long.
+  bool progress = false;
   uint64_t gpuMem = 0, cpuMem = 0;
   bool hasSsd = false;
   /// Machine profile for the cost model (empty: defaults).

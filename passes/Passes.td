@@ -207,7 +207,10 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
            "Machine profile for recompute-vs-swap costs (empty: defaults)">,
     Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
            "How many placements the planner may score (each one is memory "
-           "planned and its step predicted)">
+           "planned and its step predicted)">,
+    Option<"progress", "progress", "bool", /*default=*/"false",
+           "Print the planner's progress to stderr every few seconds when "
+           "it runs long">
   ];
   let statistics = [
     Statistic<"numFetches", "fetches", "Fetches into the device arena">,

@@ -32,6 +32,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.activations = tiers.activations;
   place.gradients = tiers.gradients;
   place.maxEvaluations = tiers.maxEvaluations;
+  place.progress = tiers.progress;
   place.gpuMem = tiers.gpuMem;
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;

@@ -15,8 +15,10 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <limits>
 
@@ -842,6 +844,22 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// predicts its step.
   Score score(func::FuncOp func, const Placement &placement) {
     ++evaluated;
+    if (progress) {
+      // A line every few seconds, only when planning runs that long.
+      auto now = std::chrono::steady_clock::now();
+      if (evaluated == 1)
+        lastReport = now;
+      else if (now - lastReport > std::chrono::seconds(3)) {
+        lastReport = now;
+        llvm::errs() << "strata-compile: planning placement: " << evaluated
+                     << "/" << maxEvaluations << " placements scored";
+        if (chosen.fits())
+          llvm::errs() << ", best so far "
+                       << llvm::format("%.2f", chosen.stepUs / 1e3)
+                       << " ms predicted";
+        llvm::errs() << "\n";
+      }
+    }
     MLIRContext *ctx = &getContext();
     ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
     OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
@@ -895,6 +913,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     bool anyAuto = activations == "auto" || params == "auto" ||
                    states == "auto" || gradients == "auto";
     evaluated = 0;
+    chosen = Score();
     if (gpuMem > 0 && anyAuto) {
       best = search(func, best);
       // A device budget that cannot be met is reported after memory
@@ -1024,6 +1043,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// moves toward the device can pay off (recomputing instead of a round
   /// trip counts); over them, only moves away from it.
   Placement improve(func::FuncOp func, Placement best, Score bestScore) {
+    chosen = bestScore;
     auto bySize = [](ArrayRef<uint64_t> bytes, bool enabled) {
       SmallVector<std::pair<uint64_t, unsigned>> order;
       if (enabled)
@@ -1054,7 +1074,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       if (!(s < bestScore))
         return false;
       best = std::move(trial);
-      bestScore = s;
+      bestScore = chosen = s;
       improved = true;
       return true;
     };
@@ -1105,6 +1125,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   SmallVector<uint64_t> actBytes, gradBytes;
   int64_t evaluated = 0;
   Score chosen;
+  std::chrono::steady_clock::time_point lastReport;
   SmallVector<std::pair<std::string, Score>> naive;
 };
 

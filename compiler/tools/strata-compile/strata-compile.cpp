@@ -535,6 +535,7 @@ int main(int argc, char **argv) {
   tiers.activations = placeActivations;
   tiers.gradients = placeGradients;
   tiers.maxEvaluations = plannerEvaluations;
+  tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();
   tiers.profile = profileFile;
   for (auto [flag, text, out] :
