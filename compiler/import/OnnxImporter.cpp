@@ -235,8 +235,8 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Dropout", {&Importer::dropout, 12}},
       {"MatMul", {&Importer::matmul, 1}},
       {"Gemm", {&Importer::gemm, 11}},
-      {"Softmax", {&Importer::softmax<SoftmaxOp>, 13}},
-      {"LogSoftmax", {&Importer::softmax<LogSoftmaxOp>, 13}},
+      {"Softmax", {&Importer::softmax<SoftmaxOp>, 1}},
+      {"LogSoftmax", {&Importer::softmax<LogSoftmaxOp>, 1}},
       {"LayerNormalization", {&Importer::layerNorm, 17}},
       {"ReduceSum", {&Importer::reduce<ReduceSumOp>, 1}},
       {"ReduceMean", {&Importer::reduce<ReduceMeanOp>, 1}},
@@ -839,13 +839,28 @@ LogicalResult Importer::softmax(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
   Value x = input(node, 0);
-  int64_t rank = shapeOf(x).size();
-  std::optional<int64_t> axis = normalizeAxis(intAttr(node, "axis", -1), rank);
+  Shape shape = shapeOf(x);
+  int64_t rank = shape.size();
+  // Before opset 13 the input is seen as 2-D, [dims before axis, dims from
+  // axis on] (axis 1 by default), and normalized over the second.
+  bool flattened = model_.opset < 13;
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", flattened ? 1 : -1), rank);
   if (!axis)
     return nodeError(node) << "axis out of range for rank " << rank;
-  define(node, 0,
-         builder_.create<OpT>(nodeLoc(node), x.getType(), x,
-                              builder_.getI64IntegerAttr(*axis)));
+  Location loc = nodeLoc(node);
+  if (!flattened || *axis == rank - 1) {
+    define(node, 0,
+           builder_.create<OpT>(loc, x.getType(), x,
+                                builder_.getI64IntegerAttr(*axis)));
+    return success();
+  }
+  int64_t outer = numElements(Shape(shape.begin(), shape.begin() + *axis));
+  int64_t inner = numElements(Shape(shape.begin() + *axis, shape.end()));
+  Value flat = reshape(x, {outer, inner}, loc);
+  Value y = builder_.create<OpT>(loc, flat.getType(), flat,
+                                 builder_.getI64IntegerAttr(1));
+  define(node, 0, reshape(y, shape, loc));
   return success();
 }
 

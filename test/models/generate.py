@@ -343,6 +343,10 @@ MODELS = {
                                  [2, 8, 96]),
     "llama_dynamic": _torch_entry(llama_module, 14, True, False,
                                   ["input_ids=1x24"], [1, 24, 96]),
+    # An older exporter setting: opset 11 (Softmax over a 2-D view, Split
+    # and Squeeze with attributes, Clip with inputs).
+    "gpt2_opset11": _torch_entry(gpt2_module, 11, True, False,
+                                 ["input_ids=2x12"], [2, 12, 96]),
     "helper_gemm_mlp": {"make": helper_gemm_mlp, "bind": ["x=5x4x4"],
                         "output_shape": [5, 10]},
     "helper_ln17": {"make": helper_ln17, "bind": ["batch=2", "seq=7"],

@@ -26,7 +26,8 @@ import harness  # noqa: E402
 from harness import tool  # noqa: E402
 
 ARGS = None
-TORCH_MODELS = ["gpt2_static", "gpt2_dynamic", "llama_static", "llama_dynamic"]
+TORCH_MODELS = ["gpt2_static", "gpt2_dynamic", "llama_static", "llama_dynamic",
+                "gpt2_opset11"]
 
 
 class ForwardParity(unittest.TestCase):
@@ -84,6 +85,9 @@ class ForwardParity(unittest.TestCase):
 
     def test_llama_dynamic(self):
         self.check_torch_model("llama_dynamic")
+
+    def test_gpt2_opset11(self):
+        self.check_torch_model("gpt2_opset11")
 
     def test_gemm_mlp_against_numpy(self):
         import onnx
