@@ -92,14 +92,17 @@ struct PredictTimePass
       return artifact::accessesConflict(reads[job], writes[job], reads[i],
                                         writes[i]);
     };
+    // A sleeping thread (an idle queue worker, the compute thread waiting
+    // for a transfer) takes half a queue round trip to wake up.
+    double wake = m.queueRoundTripUs * 0.5e-6;
     auto submit = [&](size_t i) {
       bool read = kernels[i].getKernel() == "copy";
-      double start = std::max(queueFree[!read], clock);
+      double start = queueFree[!read] > clock ? queueFree[!read] : clock + wake;
       for (const Job &job : queued)
         if (job.read != read && job.end > start &&
             (kernels[job.kernel].getInputs()[0] == kernels[i].getInputs()[0] ||
              conflicts(job.kernel, i)))
-          start = job.end;
+          start = job.end + wake;
       // While the other direction is busy the drives are shared: the
       // transfer runs 1 + ssdDuplexSlowdown times slower.
       double work = transferSeconds(kernels[i], m, links);
@@ -119,7 +122,7 @@ struct PredictTimePass
       double start = clock;
       for (const Job &job : queued)
         if (job.end > clock && conflicts(job.kernel, i))
-          start = std::max(start, job.end);
+          start = std::max(start, job.end + wake);
       double seconds;
       if (isTransfer(k)) {
         seconds = transferSeconds(k, m, links);

@@ -31,7 +31,8 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
           {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs},
           {"overlap_slowdown", &MachineProfile::overlapSlowdown},
-          {"ssd_duplex_slowdown", &MachineProfile::ssdDuplexSlowdown}};
+          {"ssd_duplex_slowdown", &MachineProfile::ssdDuplexSlowdown},
+          {"queue_round_trip_us", &MachineProfile::queueRoundTripUs}};
 }
 
 } // namespace
@@ -66,10 +67,12 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     std::istringstream ss(line);
     std::string key;
     double value;
-    // Rates and costs are positive; the slowdowns may be 0.
+    // Rates are positive; the slowdowns and the hand-off may be 0.
     bool parsed = static_cast<bool>(ss >> key >> value);
-    bool slowdown = key == "overlap_slowdown" || key == "ssd_duplex_slowdown";
-    if (!parsed || !(value > 0 || (slowdown && value == 0))) {
+    bool mayBeZero = key == "overlap_slowdown" ||
+                     key == "ssd_duplex_slowdown" ||
+                     key == "queue_round_trip_us";
+    if (!parsed || !(value > 0 || (mayBeZero && value == 0))) {
       error = path + ":" + std::to_string(number) +
               ": expected 'key positive-number'";
       return false;

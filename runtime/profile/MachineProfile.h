@@ -38,6 +38,10 @@ struct MachineProfile {
   /// How much longer an SSD transfer takes while one in the other
   /// direction runs (the read and write queues share the drives).
   double ssdDuplexSlowdown = 0.5;
+  /// Handing a transfer to an idle queue worker, and waking the compute
+  /// thread when a transfer it waits for ends, each cost about half of a
+  /// queue round trip (microseconds).
+  double queueRoundTripUs = 20;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

@@ -1,5 +1,6 @@
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile.txt" | FileCheck %s
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-contention.txt" | FileCheck %s --check-prefix=SLOW
+// RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-handoff.txt" | FileCheck %s --check-prefix=HANDOFF
 // RUN: not strata-opt %s --strata-predict-time="profile=%S/missing.txt" 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // Tests the cost model and its replay of the runtime's schedule against
@@ -41,6 +42,15 @@
 // SLOW: exec.predicted = {
 // SLOW-SAME: predicted_compute_us = 1002
 // SLOW-SAME: predicted_step_us = 3087
+
+// Tests the hand-offs: with a 100 us queue round trip, a transfer handed to
+// an idle worker starts 50 later, and so does one that waited for the other
+// queue, and so does a kernel that waited for a transfer. k0 runs 50 ->
+// 674.288; k1 starts 724.288 -> 987.432; k2 -> 993.552; k3 -> 1255.696;
+// k4 -> 1327.232; k5 starts 1377.232 -> 2525.808; k6 -> 1988.592; k7 waits
+// for k5: 2575.808 -> 3200.096, the step's end.
+// HANDOFF: exec.predicted = {
+// HANDOFF-SAME: predicted_step_us = 3200
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
