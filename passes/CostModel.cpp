@@ -73,11 +73,14 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
 double transferSeconds(double bytes, StringRef tier, bool read,
                        const MachineProfile &m) {
   if (tier == "ssd") {
-    // Below a stripe the store issues one request; above, many in flight
-    // across stripes and drives.
-    double rate = bytes < kSsdStripeBytes
-                      ? (read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs)
-                      : (read ? m.ssdReadGBs : m.ssdWriteGBs);
+    // The store splits a transfer at stripes and keeps the pieces in
+    // flight together: one piece moves at the single-request rate, several
+    // at up to that many times it, capped by the bulk (queue depth 32)
+    // rate.
+    double pieces = std::max(1.0, std::ceil(bytes / kSsdStripeBytes));
+    double single = read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs;
+    double bulk = read ? m.ssdReadGBs : m.ssdWriteGBs;
+    double rate = std::min(single * pieces, std::max(bulk, single));
     double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
     return latencyUs * 1e-6 + bytes / (rate * 1e9);
   }
