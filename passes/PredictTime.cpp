@@ -104,9 +104,10 @@ struct PredictTimePass
              conflicts(job.kernel, i)))
           start = job.end + wake;
       // While the other direction is busy the drives are shared: the
-      // transfer runs 1 + ssdDuplexSlowdown times slower.
+      // transfer runs 1 + its direction's duplex slowdown times slower.
       double work = transferSeconds(kernels[i], m, links);
-      double slow = 1 + m.ssdDuplexSlowdown;
+      double slow = 1 + (read ? m.ssdDuplexReadSlowdown
+                              : m.ssdDuplexWriteSlowdown);
       double busy = std::max(0.0, queueFree[read] - start);
       double seconds =
           work * slow <= busy ? work * slow : busy + (work - busy / slow);

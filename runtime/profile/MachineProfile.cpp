@@ -31,7 +31,9 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
           {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs},
           {"overlap_slowdown", &MachineProfile::overlapSlowdown},
-          {"ssd_duplex_slowdown", &MachineProfile::ssdDuplexSlowdown},
+          {"ssd_duplex_read_slowdown", &MachineProfile::ssdDuplexReadSlowdown},
+          {"ssd_duplex_write_slowdown",
+           &MachineProfile::ssdDuplexWriteSlowdown},
           {"queue_round_trip_us", &MachineProfile::queueRoundTripUs}};
 }
 
@@ -70,7 +72,7 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     // Rates are positive; the slowdowns and the hand-off may be 0.
     bool parsed = static_cast<bool>(ss >> key >> value);
     bool mayBeZero = key == "overlap_slowdown" ||
-                     key == "ssd_duplex_slowdown" ||
+                     key.rfind("ssd_duplex_", 0) == 0 ||
                      key == "queue_round_trip_us";
     if (!parsed || !(value > 0 || (mayBeZero && value == 0))) {
       error = path + ":" + std::to_string(number) +
@@ -78,8 +80,12 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
       return false;
     }
     bool known = false;
-    if (key == "ssd_latency_us") { // Profiles before reads and writes split.
+    // Keys of older profiles, before reads and writes were told apart.
+    if (key == "ssd_latency_us") {
       ssdReadLatencyUs = ssdWriteLatencyUs = value;
+      known = true;
+    } else if (key == "ssd_duplex_slowdown") {
+      ssdDuplexReadSlowdown = ssdDuplexWriteSlowdown = value;
       known = true;
     }
     for (auto &[name, member] : fields())

@@ -35,9 +35,9 @@ struct MachineProfile {
   /// How much longer kernels take while the transfer queue is busy beside
   /// them (0.25: 25% longer); the I/O thread competes for the CPU.
   double overlapSlowdown = 0.1;
-  /// How much longer an SSD transfer takes while one in the other
-  /// direction runs (the read and write queues share the drives).
-  double ssdDuplexSlowdown = 0.5;
+  /// How much longer an SSD read takes while a write runs, and a write
+  /// while a read runs (the read and write queues share the drives).
+  double ssdDuplexReadSlowdown = 0.5, ssdDuplexWriteSlowdown = 0.5;
   /// Handing a transfer to an idle queue worker, and waking the compute
   /// thread when a transfer it waits for ends, each cost about half of a
   /// queue round trip (microseconds).

@@ -58,13 +58,14 @@ double kernelSeconds(Kernel kernel, std::vector<cpu::TensorRef> in,
   return timeIt(repeat, [&] { cpu::runKernel(step, in, {out}, error); });
 }
 
-/// How much longer `body` takes while another thread runs `background`
-/// in a loop (its argument counts the iterations), as a fraction (0.25:
-/// 25% longer). Alone and beside alternate `rounds` times and the median
-/// ratio is kept: this machine's speed drifts more between seconds than
-/// the effect.
-double slowdownBeside(int rounds, const std::function<void()> &body,
-                      const std::function<void(uint64_t)> &background) {
+/// How much longer `body` takes while other threads each run one of
+/// `backgrounds` in a loop (its argument counts the iterations), as a
+/// fraction (0.25: 25% longer). Alone and beside alternate `rounds` times
+/// and the median ratio is kept: this machine's speed drifts more between
+/// seconds than the effect.
+double slowdownBeside(
+    int rounds, const std::function<void()> &body,
+    const std::vector<std::function<void(uint64_t)>> &backgrounds) {
   auto seconds = [&] {
     auto start = std::chrono::steady_clock::now();
     body();
@@ -76,13 +77,16 @@ double slowdownBeside(int rounds, const std::function<void()> &body,
   for (int r = 0; r < rounds; ++r) {
     double alone = seconds();
     std::atomic<bool> stop{false};
-    std::thread other([&] {
-      for (uint64_t i = uint64_t(r) << 20; !stop.load(); ++i)
-        background(i);
-    });
+    std::vector<std::thread> others;
+    for (const auto &background : backgrounds)
+      others.emplace_back([&] {
+        for (uint64_t i = uint64_t(r) << 20; !stop.load(); ++i)
+          background(i);
+      });
     double beside = seconds();
     stop = true;
-    other.join();
+    for (std::thread &other : others)
+      other.join();
     ratios.push_back(beside / alone);
   }
   std::sort(ratios.begin(), ratios.end());
@@ -266,52 +270,64 @@ int main(int argc, char **argv) {
     };
     fit(false, p.ssdReadLatencyUs, p.ssdSmallReadGBs);
     fit(true, p.ssdWriteLatencyUs, p.ssdSmallWriteGBs);
-    // Compute beside the transfer queue: a mix of matrix products and
-    // streaming kernels, alone and while another thread keeps the drive
-    // busy with 128 KiB requests, as the runtime's queue does. On a
-    // machine with few cores the I/O thread takes CPU from the kernels.
-    std::vector<float> ba(256 * 256, 0.5f), bb(256 * 256, 0.25f),
-        bc(256 * 256);
+    // Compute beside the transfer queues: a mix of matrix products and
+    // streaming kernels, alone and while a reading and a writing thread
+    // keep the drive busy, as the runtime's queues do. On a machine with
+    // few cores the I/O threads take CPU and memory bandwidth from the
+    // kernels.
+    const int64_t d = 512;
+    std::vector<float> ba(d * d, 0.5f), bb(d * d, 0.25f), bc(d * d);
     auto mix = [&] {
       std::string e;
       for (int i = 0; i < 8; ++i) {
         cpu::runKernel(matmul,
-                       {{DType::F32, {256, 256}, ba.data()},
-                        {DType::F32, {256, 256}, bb.data()}},
-                       {{DType::F32, {256, 256}, bc.data()}}, e);
+                       {{DType::F32, {d, d}, ba.data()},
+                        {DType::F32, {d, d}, bb.data()}},
+                       {{DType::F32, {d, d}, bc.data()}}, e);
         for (int k = 0; k < 4; ++k) {
           cpu::runKernel(add, {Xm, Ym}, {Zm}, e);
           cpu::runKernel(tanh, {Xm}, {Zm}, e);
         }
       }
     };
-    std::unique_ptr<void, decltype(&std::free)> ioBuffer(
-        std::aligned_alloc(tiers::kIoAlignment, 131072), &std::free);
-    // The i-th background request's offset: 37 MiB apart, wrapping.
-    auto strided = [&](uint64_t i) {
-      return i * (uint64_t(37) << 20) % (bytes - 131072) /
-             tiers::kIoAlignment * tiers::kIoAlignment;
+    // Traffic as a training step makes it: 128 KiB and 1 MiB requests in
+    // turn, at spread file offsets, into and out of 16 MiB of ordinary
+    // memory at changing addresses (each thread its own).
+    const uint64_t span = uint64_t(16) << 20;
+    std::unique_ptr<void, decltype(&std::free)> foreground(
+        std::aligned_alloc(tiers::kIoAlignment, span), &std::free),
+        background(std::aligned_alloc(tiers::kIoAlignment, span), &std::free);
+    auto request = [&](void *memory, uint64_t i, bool write) {
+      uint64_t n = i % 2 ? uint64_t(1) << 20 : uint64_t(128) << 10;
+      uint64_t at = i * (uint64_t(37) << 20) % (bytes - n) /
+                    tiers::kIoAlignment * tiers::kIoAlignment;
+      char *buffer =
+          static_cast<char *>(memory) + i * (uint64_t(3) << 20) % (span - n);
+      std::string e;
+      if (write)
+        store->write(at, buffer, n, e);
+      else
+        store->read(at, buffer, n, e);
     };
     mix(); // Warm up.
-    p.overlapSlowdown = slowdownBeside(11, mix, [&](uint64_t at) {
-      std::string e;
-      store->read(strided(at), ioBuffer.get(), 131072, e);
-    });
-    // Reads beside writes: 128 KiB reads alone and while another thread
-    // writes 128 KiB requests elsewhere.
-    auto reads = [&] {
-      std::string e;
-      for (int k = 0; k < 16; ++k) {
-        store->read(next, one, 131072, e);
-        next = (next + (uint64_t(37) << 20) + largest) % (bytes - largest) /
-               tiers::kIoAlignment * tiers::kIoAlignment;
-      }
+    // Beside both queues, as the runtime runs them.
+    p.overlapSlowdown = slowdownBeside(
+        11, mix,
+        {[&](uint64_t i) { request(background.get(), i, false); },
+         [&](uint64_t i) { request(foreground.get(), i + 3, true); }});
+    // Each direction alone and while another thread runs the other one.
+    auto direction = [&](bool write) {
+      return [&, write] {
+        for (uint64_t k = 0; k < 16; ++k)
+          request(foreground.get(), k + 7, write);
+      };
     };
-    p.ssdDuplexSlowdown = slowdownBeside(9, reads, [&](uint64_t) {
-      std::string e;
-      store->write((bytes / 2) / tiers::kIoAlignment * tiers::kIoAlignment,
-                   ioBuffer.get(), 131072, e);
-    });
+    p.ssdDuplexReadSlowdown = slowdownBeside(
+        9, direction(false),
+        {[&](uint64_t i) { request(background.get(), i, true); }});
+    p.ssdDuplexWriteSlowdown = slowdownBeside(
+        9, direction(true),
+        {[&](uint64_t i) { request(background.get(), i, false); }});
     if (!error.empty()) {
       std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
       return 1;

@@ -49,11 +49,12 @@ TEST(MachineProfileTest, MissingKeysKeepTheirDefaults) {
 TEST(MachineProfileTest, SlowdownsMayBeZeroRatesMayNot) {
   std::string path = tempPath("profile-zero"), error;
   MachineProfile q;
-  writeText(path, "overlap_slowdown 0\nssd_duplex_slowdown 0\n"
-                  "queue_round_trip_us 0\n");
+  writeText(path, "overlap_slowdown 0\nssd_duplex_read_slowdown 0\n"
+                  "ssd_duplex_write_slowdown 0\nqueue_round_trip_us 0\n");
   ASSERT_TRUE(q.read(path, error)) << error;
   EXPECT_DOUBLE_EQ(q.overlapSlowdown, 0);
-  EXPECT_DOUBLE_EQ(q.ssdDuplexSlowdown, 0);
+  EXPECT_DOUBLE_EQ(q.ssdDuplexReadSlowdown, 0);
+  EXPECT_DOUBLE_EQ(q.ssdDuplexWriteSlowdown, 0);
   EXPECT_DOUBLE_EQ(q.queueRoundTripUs, 0);
   writeText(path, "copy_gbs 0\n");
   EXPECT_FALSE(q.read(path, error));
