@@ -123,47 +123,73 @@ int main(int argc, char **argv) {
         {DType::F32, {n, n}, c.data()}, {}, n >= 1024 ? 3 : 20);
     return 2.0 * n * n * n / s / 1e9;
   };
-  p.matmulSmallGflops = matmulRate(64);
-  p.matmulMediumGflops = matmulRate(256);
-  p.matmulLargeGflops = matmulRate(1024);
   const int64_t n = int64_t(1) << 22;
   std::vector<float> x(n, 0.5f), y(n, 0.25f), z(n);
   cpu::TensorRef X{DType::F32, {n}, x.data()}, Y{DType::F32, {n}, y.data()},
       Z{DType::F32, {n}, z.data()};
-  p.simpleNsPerElement =
-      kernelSeconds(Kernel::Add, {X, Y}, Z, {}, 10) / n * 1e9;
-  p.transcendentalNsPerElement =
-      kernelSeconds(Kernel::Tanh, {X}, Z, {}, 10) / n * 1e9;
-  p.movementNsPerElement =
-      kernelSeconds(Kernel::Transpose, {{DType::F32, {2048, 2048}, x.data()}},
-                    {DType::F32, {2048, 2048}, z.data()}, {1, 0}, 10) /
-      n * 1e9;
-  // Mid-sized kernels (in cache, split across threads) pay a dispatch cost
-  // on top of their elements. One sample is 64 of them back to back, as a
-  // program runs them (a lone kernel sees the pool's threads asleep or
-  // spinning by chance); the dispatch cost is what the elements leave.
-  const int64_t mid = 65536;
-  cpu::TensorRef Xm{DType::F32, {mid}, x.data()},
-      Ym{DType::F32, {mid}, y.data()}, Zm{DType::F32, {mid}, z.data()};
   artifact::Step add, tanh;
   add.kernel = Kernel::Add;
   tanh.kernel = Kernel::Tanh;
-  double burst = timeIt(15, [&] {
-    std::string error;
-    for (int i = 0; i < 32; ++i) {
-      cpu::runKernel(add, {Xm, Ym}, {Zm}, error);
-      cpu::runKernel(tanh, {Xm}, {Zm}, error);
-    }
-  });
-  double elements = 32 * mid *
-                    (p.simpleNsPerElement + p.transcendentalNsPerElement) *
-                    1e-9;
-  p.parallelLaunchUs = std::max(0.01, (burst - elements) / 64 * 1e6);
+  // Mid-sized kernels (in cache, split across threads) pay a dispatch cost
+  // on top of their elements. A sample is 64 of them back to back, as a
+  // program runs them (a lone kernel sees the pool's threads asleep or
+  // spinning by chance); samples at two sizes give a line whose intercept
+  // is that cost.
+  auto perKernelInBurst = [&](int64_t m) {
+    cpu::TensorRef Xs{DType::F32, {m}, x.data()},
+        Ys{DType::F32, {m}, y.data()}, Zs{DType::F32, {m}, z.data()};
+    return timeIt(15, [&] {
+             std::string error;
+             for (int i = 0; i < 32; ++i) {
+               cpu::runKernel(add, {Xs, Ys}, {Zs}, error);
+               cpu::runKernel(tanh, {Xs}, {Zs}, error);
+             }
+           }) /
+           64;
+  };
   float tiny[16] = {}, tinyOut[16];
-  p.launchUs = kernelSeconds(Kernel::Add,
-                             {{DType::F32, {16}, tiny}, {DType::F32, {16}, tiny}},
-                             {DType::F32, {16}, tinyOut}, {}, 2000) *
-               1e6;
+  // This machine's speed drifts (a product ran at 165 or 101 GFLOP/s in
+  // runs a second apart), so the compute probes run three times and each
+  // figure is the median.
+  std::vector<MachineProfile> rounds(3);
+  for (MachineProfile &r : rounds) {
+    r.matmulSmallGflops = matmulRate(64);
+    r.matmulMediumGflops = matmulRate(256);
+    r.matmulLargeGflops = matmulRate(1024);
+    r.simpleNsPerElement =
+        kernelSeconds(Kernel::Add, {X, Y}, Z, {}, 10) / n * 1e9;
+    r.transcendentalNsPerElement =
+        kernelSeconds(Kernel::Tanh, {X}, Z, {}, 10) / n * 1e9;
+    r.movementNsPerElement =
+        kernelSeconds(Kernel::Transpose,
+                      {{DType::F32, {2048, 2048}, x.data()}},
+                      {DType::F32, {2048, 2048}, z.data()}, {1, 0}, 10) /
+        n * 1e9;
+    const int64_t m1 = 32768, m2 = 131072;
+    double t1 = perKernelInBurst(m1), t2 = perKernelInBurst(m2);
+    double slope = std::max(0.0, (t2 - t1) / double(m2 - m1));
+    r.parallelLaunchUs = std::max(0.01, (t1 - slope * m1) * 1e6);
+    r.launchUs =
+        kernelSeconds(Kernel::Add,
+                      {{DType::F32, {16}, tiny}, {DType::F32, {16}, tiny}},
+                      {DType::F32, {16}, tinyOut}, {}, 2000) *
+        1e6;
+  }
+  for (double MachineProfile::*field :
+       {&MachineProfile::matmulSmallGflops, &MachineProfile::matmulMediumGflops,
+        &MachineProfile::matmulLargeGflops, &MachineProfile::simpleNsPerElement,
+        &MachineProfile::transcendentalNsPerElement,
+        &MachineProfile::movementNsPerElement,
+        &MachineProfile::parallelLaunchUs, &MachineProfile::launchUs}) {
+    std::vector<double> values;
+    for (const MachineProfile &r : rounds)
+      values.push_back(r.*field);
+    std::sort(values.begin(), values.end());
+    p.*field = values[values.size() / 2];
+  }
+  const int64_t mid = 65536;
+  cpu::TensorRef Xm{DType::F32, {mid}, x.data()},
+      Ym{DType::F32, {mid}, y.data()}, Zm{DType::F32, {mid}, z.data()};
   // A job handed to an idle transfer queue and waited for: the worker's
   // and then the waiter's wake-up, as the runtime pays them (a kernel runs
   // before each, so the worker has gone to sleep).
