@@ -3,9 +3,12 @@
 //   strata-calibrate -o profile.txt [--ssd-dir DIR ...]
 //
 // Times the runtime's own kernels (matrix products at three sizes, simple,
-// transcendental and data-movement kernels, the fixed cost of a launch),
-// host copies, and, with --ssd-dir, the SSD store's read and write
-// bandwidth; writes a profile strata-compile reads with --profile.
+// transcendental and data-movement kernels, the fixed costs of a launch and
+// of a thread-pool dispatch), the transfer queue's hand-off, host copies,
+// and, with --ssd-dir, the SSD store: bulk and single-request read and
+// write rates and fixed costs, how much kernels slow down beside busy
+// transfer queues, and how much each direction slows down beside the
+// other. Writes a profile strata-compile reads with --profile.
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/TransferQueue.h"
