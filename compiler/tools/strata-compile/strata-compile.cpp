@@ -230,7 +230,8 @@ static cl::opt<int64_t> plannerEvaluations(
     "planner-evaluations",
     cl::desc("How many placements the planner may score under a budget "
              "(each is memory planned and its step predicted; more can "
-             "find a faster plan, at compile time)"),
+             "find a faster plan, at compile time; its up to six starting "
+             "placements are always scored)"),
     cl::init(200), cl::cat(tierCategory));
 
 static cl::opt<std::string> profileFile(
