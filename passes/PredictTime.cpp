@@ -60,6 +60,12 @@ struct PredictTimePass
     return s;
   }
 
+  /// How long `work` seconds of work take when, for its first `busy`
+  /// seconds, it runs `slow` times slower.
+  static double stretched(double work, double slow, double busy) {
+    return work * slow <= busy ? work * slow : busy + (work - busy / slow);
+  }
+
   /// Replays the runtime's schedule (runtime/exec/Executor.cpp): kernels
   /// and host copies one after another on the compute thread, SSD reads
   /// and writes each in issue order on their own queue (a fetch with
@@ -109,9 +115,7 @@ struct PredictTimePass
       double slow = 1 + (read ? m.ssdDuplexReadSlowdown
                               : m.ssdDuplexWriteSlowdown);
       double busy = std::max(0.0, queueFree[read] - start);
-      double seconds =
-          work * slow <= busy ? work * slow : busy + (work - busy / slow);
-      queueFree[!read] = start + seconds;
+      queueFree[!read] = start + stretched(work, slow, busy);
       queued.push_back({queueFree[!read], i, read});
     };
     // Kernels and host copies run on the compute thread, after the queued
@@ -135,8 +139,7 @@ struct PredictTimePass
         double slow = 1 + m.overlapSlowdown;
         double busy =
             std::max(0.0, std::max(queueFree[0], queueFree[1]) - start);
-        seconds = work * slow <= busy ? work * slow
-                                      : busy + (work - busy / slow);
+        seconds = stretched(work, slow, busy);
       }
       clock = start + seconds;
       llvm::erase_if(queued, [&](const Job &j) { return j.end <= clock; });
