@@ -14,6 +14,8 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/profile/MachineProfile.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
 namespace strata {
 
 /// Seconds one compute kernel takes.
@@ -23,6 +25,11 @@ double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
 /// "ssd"); `read` is towards the device.
 double transferSeconds(double bytes, llvm::StringRef tier, bool read,
                        const MachineProfile &m);
+
+/// Replays the planned `func` (memory planned, transfers scheduled) on the
+/// runtime's schedule and records the predicted step in `exec.predicted`:
+/// what --strata-predict-time does for each function.
+void predictStepTime(mlir::func::FuncOp func, const MachineProfile &m);
 
 } // namespace strata
 

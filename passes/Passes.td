@@ -204,7 +204,8 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"hasSsd", "has-ssd", "bool", /*default=*/"false",
            "Whether an SSD store is available (--ssd-dir)">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "Machine profile for recompute-vs-swap costs (empty: defaults)">,
+           "Machine profile for the cost model: recompute vs swap, and "
+           "the predicted step of each scored placement (empty: defaults)">,
     Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
            "How many placements the planner may score (each one is memory "
            "planned and its step predicted)">,

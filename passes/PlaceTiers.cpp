@@ -457,13 +457,13 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                                            fetched);
         use->set(fetched);
         if (inPlace) {
-          // The update ran on the copy: write it back. An optimizer
-          // update's write-back ("assign") is skipped, like the update, on
-          // micro-batches that only accumulate; an accumulation's
-          // ("store") runs on every one.
+          // The kernel ran on the copy: write it back. After an optimizer
+          // update that is an "assign", skipped like the update itself on
+          // micro-batches that only accumulate; after any other in-place
+          // kernel (an accumulation) a "store", which runs on every one.
           b.setInsertionPointAfter(user);
-          bool always = kernel.getKernel() == "accumulate";
-          createTransfer(b, user->getLoc(), always ? "store" : "assign", {},
+          bool skipped = kernel.getKernel().starts_with("update_");
+          createTransfer(b, user->getLoc(), skipped ? "assign" : "store", {},
                          {p.getResult(), fetched});
           ++numWritebacks;
         }
@@ -571,17 +571,18 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return chain;
   }
 
-  /// The cost in seconds of recomputing `value` right before its first
-  /// backward use instead of keeping it (its recomputeChain), or a negative
-  /// number when it cannot be recomputed.
-  double recomputeCost(Value value, const llvm::DenseSet<Value> &kept) {
+  /// The recomputeChain of `value` before its first backward use (empty
+  /// when the backward pass does not read it or it cannot be recomputed).
+  SmallVector<Operation *> chainFor(Value value,
+                                    const llvm::DenseSet<Value> &kept) {
     SmallVector<OpOperand *> uses = backwardUsesOf(value);
     if (uses.empty())
-      return -1;
-    SmallVector<Operation *> chain =
-        recomputeChain(value, earliestUser(uses), kept);
-    if (chain.empty())
-      return -1;
+      return {};
+    return recomputeChain(value, earliestUser(uses), kept);
+  }
+
+  /// The cost in seconds of rerunning `chain`.
+  double chainSeconds(ArrayRef<Operation *> chain) {
     double seconds = 0;
     for (Operation *op : chain)
       if (auto k = dyn_cast<exec::KernelOp>(op))
@@ -589,18 +590,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     return seconds;
   }
 
-  /// Replaces the backward uses of `value` with clones of its
-  /// recomputeChain placed right before the first of them.
-  void recompute(Value value, const llvm::DenseSet<Value> &kept) {
+  /// Replaces the backward uses of `value` with clones of `chain` (its
+  /// recomputeChain) placed right before the first of them.
+  void recompute(Value value, ArrayRef<Operation *> chain) {
     SmallVector<OpOperand *> backwardUses = backwardUsesOf(value);
-    if (backwardUses.empty())
-      return;
-    Operation *firstBackward = earliestUser(backwardUses);
-    SmallVector<Operation *> chain =
-        recomputeChain(value, firstBackward, kept);
-    if (chain.empty())
-      return;
-    OpBuilder b(firstBackward);
+    OpBuilder b(earliestUser(backwardUses));
     IRMapping mapping;
     for (Operation *op : chain) {
       Operation *again = b.clone(*op, mapping);
@@ -618,15 +612,19 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
 
   /// Applies `act` to `value`; returns what was done (a swap or a
   /// recomputation that is not possible keeps the value).
+  /// `chain`, when given, is `value`'s recomputeChain, already found.
   Act applyAct(Block &body, Value value, Act act, llvm::DenseSet<Value> &kept,
-               unsigned &swaps) {
+               unsigned &swaps, ArrayRef<Operation *> chain = {}) {
     if (act == Act::Recompute) {
       kept.erase(value);
-      if (recomputeCost(value, kept) < 0) {
+      SmallVector<Operation *> found(chain);
+      if (found.empty())
+        found = chainFor(value, kept);
+      if (found.empty()) {
         kept.insert(value);
         return Act::Keep;
       }
-      recompute(value, kept);
+      recompute(value, found);
       return act;
     }
     if (act == Act::Host || act == Act::Ssd) {
@@ -826,14 +824,17 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       uint64_t bytes = storageBytes(v.getType());
       bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
       Act moved = toHost ? Act::Host : Act::Ssd;
-      double again = policy == Policy::Swap ? -1 : recomputeCost(v, kept);
+      SmallVector<Operation *> chain;
+      if (policy != Policy::Swap)
+        chain = chainFor(v, kept);
+      double again = chain.empty() ? -1 : chainSeconds(chain);
       double round = transferSeconds(bytes, actName(moved), false, machine) +
                      transferSeconds(bytes, actName(moved), true, machine);
       Act act = again >= 0 && (policy == Policy::Recompute || again < round)
                     ? Act::Recompute
                 : moved == Act::Ssd && !hasSsd ? Act::Keep
                                                : moved;
-      act = applyAct(body, v, act, kept, swaps);
+      act = applyAct(body, v, act, kept, swaps, chain);
       out.acts[indexOf[v]] = act;
       if (act == Act::Host)
         host += bytes;
@@ -874,11 +875,10 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     memory.deviceBudget = static_cast<int64_t>(gpuMem);
     pm.addPass(createPlanMemoryPass(memory));
     pm.addPass(createScheduleTransfersPass());
-    PredictTimePassOptions predict;
-    predict.profile = profile;
-    pm.addPass(createPredictTimePass(predict));
     if (failed(pm.run(*clone)))
       return Score();
+    // The profile this pass read already, not the file again per score.
+    predictStepTime(copy, machine);
     auto integer = [&](StringRef name) -> uint64_t {
       auto attr = copy->getAttrOfType<IntegerAttr>(name);
       return attr ? attr.getInt() : 0;

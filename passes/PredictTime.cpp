@@ -73,7 +73,7 @@ struct PredictTimePass
   /// transfer after the other queue's transfers of the same stored tensor
   /// or of arena bytes it conflicts with; the compute thread waits for the
   /// queued transfers whose arena bytes it conflicts with.
-  void predict(func::FuncOp func, const MachineProfile &m) {
+  static void predict(func::FuncOp func, const MachineProfile &m) {
     SmallVector<exec::KernelOp> kernels;
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
       kernels.push_back(k);
@@ -180,3 +180,7 @@ struct PredictTimePass
 };
 
 } // namespace
+
+void strata::predictStepTime(func::FuncOp func, const MachineProfile &m) {
+  PredictTimePass::predict(func, m);
+}

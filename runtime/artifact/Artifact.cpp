@@ -163,46 +163,46 @@ bool Artifact::writeSlot(const Slot &slot, const char *in, std::string &error) {
   return ssd_->write(slot.offset, bounce.data(), padded, error);
 }
 
+namespace {
+
+/// Calls `each(offset, bytes, buffer)` for the SSD store's `total` bytes in
+/// chunks of up to 64 MiB through one aligned buffer; stops at the first
+/// false.
+template <typename F> bool forEachSsdChunk(uint64_t total, F &&each) {
+  const uint64_t chunk = uint64_t(64) << 20;
+  AlignedBuffer buffer(std::min<uint64_t>(chunk, total));
+  for (uint64_t off = 0; off < total; off += chunk)
+    if (!each(off, std::min(chunk, total - off), buffer.data()))
+      return false;
+  return true;
+}
+
+} // namespace
+
 bool Artifact::readState(
     const std::function<bool(const char *, size_t)> &sink, std::string &error) {
+  auto failed = [&] { return (error = "cannot write the state", false); };
   if (!sink(params_.data(), plan_.paramsBytes) ||
-      !sink(host_.data(), plan_.hostBytes)) {
-    error = "cannot write the state";
-    return false;
-  }
-  const uint64_t chunk = uint64_t(64) << 20;
-  AlignedBuffer buffer(std::min<uint64_t>(chunk, plan_.ssdBytes));
-  for (uint64_t off = 0; off < plan_.ssdBytes; off += chunk) {
-    uint64_t n = std::min(chunk, plan_.ssdBytes - off);
-    if (!ssd_->read(off, buffer.data(), n, error))
-      return false;
-    if (!sink(buffer.data(), n)) {
-      error = "cannot write the state";
-      return false;
-    }
-  }
-  return true;
+      !sink(host_.data(), plan_.hostBytes))
+    return failed();
+  return forEachSsdChunk(plan_.ssdBytes, [&](uint64_t off, uint64_t n,
+                                             char *buffer) {
+    return ssd_->read(off, buffer, n, error) &&
+           (sink(buffer, n) || failed());
+  });
 }
 
 bool Artifact::writeState(const std::function<bool(char *, size_t)> &source,
                           std::string &error) {
+  auto failed = [&] { return (error = "cannot read the state", false); };
   if (!source(params_.data(), plan_.paramsBytes) ||
-      !source(host_.data(), plan_.hostBytes)) {
-    error = "cannot read the state";
-    return false;
-  }
-  const uint64_t chunk = uint64_t(64) << 20;
-  AlignedBuffer buffer(std::min<uint64_t>(chunk, plan_.ssdBytes));
-  for (uint64_t off = 0; off < plan_.ssdBytes; off += chunk) {
-    uint64_t n = std::min(chunk, plan_.ssdBytes - off);
-    if (!source(buffer.data(), n)) {
-      error = "cannot read the state";
-      return false;
-    }
-    if (!ssd_->write(off, buffer.data(), n, error))
-      return false;
-  }
-  return true;
+      !source(host_.data(), plan_.hostBytes))
+    return failed();
+  return forEachSsdChunk(plan_.ssdBytes, [&](uint64_t off, uint64_t n,
+                                             char *buffer) {
+    return (source(buffer, n) || failed()) &&
+           ssd_->write(off, buffer, n, error);
+  });
 }
 
 } // namespace strata::artifact

@@ -847,30 +847,28 @@ bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
   int64_t n = logits.shape[0], v = logits.shape[1], count;
   if (!checkLabels(labels, v, count, error))
     return false;
-  dispatch(logits.dtype, [&](auto tag) {
+  dispatchFloat(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      using C = typename Traits<T>::C;
-      const T *x = static_cast<const T *>(logits.data);
-      std::vector<double> rowLoss(n, 0.0);
-      parallelFor(n, rowsPerTask(v, 4096),
-                  [&](int64_t b, int64_t e) {
-                    for (int64_t i = b; i < e; ++i) {
-                      int64_t l = labelAt(labels, i);
-                      if (l < 0)
-                        continue;
-                      const T *row = x + i * v;
-                      auto [mx, sum] = rowMaxAndExpSum(row, v);
-                      rowLoss[i] = mx + std::log(sum) -
-                                   double(Traits<T>::load(row[l]));
-                    }
-                  });
-      double total = 0;
-      for (double r : rowLoss)
-        total += r;
-      double mean = count ? total / count : std::nan("");
-      *static_cast<T *>(out.data) = Traits<T>::store(static_cast<C>(mean));
-    }
+    using C = typename Traits<T>::C;
+    const T *x = static_cast<const T *>(logits.data);
+    std::vector<double> rowLoss(n, 0.0);
+    parallelFor(n, rowsPerTask(v, 4096),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i) {
+                    int64_t l = labelAt(labels, i);
+                    if (l < 0)
+                      continue;
+                    const T *row = x + i * v;
+                    auto [mx, sum] = rowMaxAndExpSum(row, v);
+                    rowLoss[i] = mx + std::log(sum) -
+                                 double(Traits<T>::load(row[l]));
+                  }
+                });
+    double total = 0;
+    for (double r : rowLoss)
+      total += r;
+    double mean = count ? total / count : std::nan("");
+    *static_cast<T *>(out.data) = Traits<T>::store(static_cast<C>(mean));
   });
   return true;
 }
@@ -881,66 +879,62 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
   int64_t n = logits.shape[0], v = logits.shape[1], count;
   if (!checkLabels(labels, v, count, error))
     return false;
-  dispatch(logits.dtype, [&](auto tag) {
+  dispatchFloat(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      using C = typename Traits<T>::C;
-      const T *x = static_cast<const T *>(logits.data);
-      T *dx = static_cast<T *>(out.data);
-      double g = double(Traits<T>::load(*static_cast<const T *>(grad.data)));
-      double scale = count ? g / count : 0.0;
-      parallelFor(n, rowsPerTask(v, 4096),
-                  [&](int64_t b, int64_t e) {
-                    for (int64_t i = b; i < e; ++i) {
-                      int64_t l = labelAt(labels, i);
-                      const T *row = x + i * v;
-                      T *drow = dx + i * v;
-                      if (l < 0) {
-                        for (int64_t j = 0; j < v; ++j)
-                          drow[j] = Traits<T>::store(C(0));
-                        continue;
-                      }
-                      auto [mx, sum] = rowMaxAndExpSum(row, v);
-                      double inv = 1.0 / sum;
-                      for (int64_t j = 0; j < v; ++j) {
-                        double p =
-                            std::exp(double(Traits<T>::load(row[j])) - mx) * inv;
-                        drow[j] = Traits<T>::store(
-                            static_cast<C>((p - (j == l ? 1.0 : 0.0)) * scale));
-                      }
+    using C = typename Traits<T>::C;
+    const T *x = static_cast<const T *>(logits.data);
+    T *dx = static_cast<T *>(out.data);
+    double g = double(Traits<T>::load(*static_cast<const T *>(grad.data)));
+    double scale = count ? g / count : 0.0;
+    parallelFor(n, rowsPerTask(v, 4096),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i) {
+                    int64_t l = labelAt(labels, i);
+                    const T *row = x + i * v;
+                    T *drow = dx + i * v;
+                    if (l < 0) {
+                      for (int64_t j = 0; j < v; ++j)
+                        drow[j] = Traits<T>::store(C(0));
+                      continue;
                     }
-                  });
-    }
+                    auto [mx, sum] = rowMaxAndExpSum(row, v);
+                    double inv = 1.0 / sum;
+                    for (int64_t j = 0; j < v; ++j) {
+                      double p =
+                          std::exp(double(Traits<T>::load(row[j])) - mx) * inv;
+                      drow[j] = Traits<T>::store(
+                          static_cast<C>((p - (j == l ? 1.0 : 0.0)) * scale));
+                    }
+                  }
+                });
   });
   return true;
 }
 
 void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
               bool tanhForm) {
-  dispatch(x.dtype, [&](auto tag) {
+  dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      using C = typename Traits<T>::C;
-      const T *px = static_cast<const T *>(x.data);
-      const T *pg = static_cast<const T *>(g.data);
-      T *po = static_cast<T *>(out.data);
-      parallelFor(x.numElements(), 8192, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          C v = Traits<T>::load(px[i]), d;
-          if (tanhForm) {
-            const C k0 = C(0.7978845608028654), k1 = C(0.044715);
-            C t = std::tanh(k0 * (v + k1 * v * v * v));
-            d = C(0.5) * (C(1) + t) +
-                C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
-          } else {
-            C cdf = C(0.5) * (C(1) + std::erf(v * C(0.7071067811865476)));
-            C pdf = std::exp(C(-0.5) * v * v) * C(0.3989422804014327);
-            d = cdf + v * pdf;
-          }
-          po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));
+    using C = typename Traits<T>::C;
+    const T *px = static_cast<const T *>(x.data);
+    const T *pg = static_cast<const T *>(g.data);
+    T *po = static_cast<T *>(out.data);
+    parallelFor(x.numElements(), 8192, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        C v = Traits<T>::load(px[i]), d;
+        if (tanhForm) {
+          const C k0 = C(0.7978845608028654), k1 = C(0.044715);
+          C t = std::tanh(k0 * (v + k1 * v * v * v));
+          d = C(0.5) * (C(1) + t) +
+              C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
+        } else {
+          C cdf = C(0.5) * (C(1) + std::erf(v * C(0.7071067811865476)));
+          C pdf = std::exp(C(-0.5) * v * v) * C(0.3989422804014327);
+          d = cdf + v * pdf;
         }
-      });
-    }
+        po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));
+      }
+    });
   });
 }
 
@@ -953,59 +947,57 @@ void layerNormGrad(const std::vector<TensorRef> &in,
   std::vector<double> scale = expandTo(in[1], normalized);
   std::vector<double> dscale(inner, 0.0), dbias(inner, 0.0);
   std::mutex merge;
-  dispatch(x.dtype, [&](auto tag) {
+  dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      using C = typename Traits<T>::C;
-      const T *px = static_cast<const T *>(x.data);
-      const T *pdy = static_cast<const T *>(dy.data);
-      T *pdx = static_cast<T *>(out[0].data);
-      parallelFor(rows, rowsPerTask(inner, 4096),
-                  [&](int64_t b, int64_t e) {
-        std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner),
-            dxhat(inner);
-        for (int64_t r = b; r < e; ++r) {
-          const T *xr = px + r * inner;
-          const T *dyr = pdy + r * inner;
-          double mean = 0, var = 0;
-          for (int64_t i = 0; i < inner; ++i)
-            mean += double(Traits<T>::load(xr[i]));
-          mean /= inner;
-          for (int64_t i = 0; i < inner; ++i) {
-            double d = double(Traits<T>::load(xr[i])) - mean;
-            var += d * d;
-          }
-          var /= inner;
-          double inv = 1.0 / std::sqrt(var + epsilon);
-          double meanDxhat = 0, meanDxhatXhat = 0;
-          for (int64_t i = 0; i < inner; ++i) {
-            double g = double(Traits<T>::load(dyr[i]));
-            xhat[i] = (double(Traits<T>::load(xr[i])) - mean) * inv;
-            dxhat[i] = g * scale[i];
-            meanDxhat += dxhat[i];
-            meanDxhatXhat += dxhat[i] * xhat[i];
-            ds[i] += g * xhat[i];
-            db[i] += g;
-          }
-          meanDxhat /= inner;
-          meanDxhatXhat /= inner;
-          T *dxr = pdx + r * inner;
-          for (int64_t i = 0; i < inner; ++i)
-            dxr[i] = Traits<T>::store(static_cast<C>(
-                inv * (dxhat[i] - meanDxhat - xhat[i] * meanDxhatXhat)));
-        }
-        std::lock_guard<std::mutex> lock(merge);
+    using C = typename Traits<T>::C;
+    const T *px = static_cast<const T *>(x.data);
+    const T *pdy = static_cast<const T *>(dy.data);
+    T *pdx = static_cast<T *>(out[0].data);
+    parallelFor(rows, rowsPerTask(inner, 4096),
+                [&](int64_t b, int64_t e) {
+      std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner),
+          dxhat(inner);
+      for (int64_t r = b; r < e; ++r) {
+        const T *xr = px + r * inner;
+        const T *dyr = pdy + r * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          mean += double(Traits<T>::load(xr[i]));
+        mean /= inner;
         for (int64_t i = 0; i < inner; ++i) {
-          dscale[i] += ds[i];
-          dbias[i] += db[i];
+          double d = double(Traits<T>::load(xr[i])) - mean;
+          var += d * d;
         }
-      });
-      T *pds = static_cast<T *>(out[1].data);
-      T *pdb = static_cast<T *>(out[2].data);
-      for (int64_t i = 0; i < inner; ++i) {
-        pds[i] = Traits<T>::store(static_cast<C>(dscale[i]));
-        pdb[i] = Traits<T>::store(static_cast<C>(dbias[i]));
+        var /= inner;
+        double inv = 1.0 / std::sqrt(var + epsilon);
+        double meanDxhat = 0, meanDxhatXhat = 0;
+        for (int64_t i = 0; i < inner; ++i) {
+          double g = double(Traits<T>::load(dyr[i]));
+          xhat[i] = (double(Traits<T>::load(xr[i])) - mean) * inv;
+          dxhat[i] = g * scale[i];
+          meanDxhat += dxhat[i];
+          meanDxhatXhat += dxhat[i] * xhat[i];
+          ds[i] += g * xhat[i];
+          db[i] += g;
+        }
+        meanDxhat /= inner;
+        meanDxhatXhat /= inner;
+        T *dxr = pdx + r * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          dxr[i] = Traits<T>::store(static_cast<C>(
+              inv * (dxhat[i] - meanDxhat - xhat[i] * meanDxhatXhat)));
       }
+      std::lock_guard<std::mutex> lock(merge);
+      for (int64_t i = 0; i < inner; ++i) {
+        dscale[i] += ds[i];
+        dbias[i] += db[i];
+      }
+    });
+    T *pds = static_cast<T *>(out[1].data);
+    T *pdb = static_cast<T *>(out[2].data);
+    for (int64_t i = 0; i < inner; ++i) {
+      pds[i] = Traits<T>::store(static_cast<C>(dscale[i]));
+      pdb[i] = Traits<T>::store(static_cast<C>(dbias[i]));
     }
   });
 }
@@ -1025,23 +1017,21 @@ bool gatherGrad(const TensorRef &g, const TensorRef &indices,
     }
     idx[i] = v < 0 ? v + dim : v;
   }
-  dispatch(out.dtype, [&](auto tag) {
+  dispatchFloat(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      const T *pg = static_cast<const T *>(g.data);
-      T *po = static_cast<T *>(out.data);
-      // Parallel over the inner dimension: repeated indices never race.
-      parallelFor(inner, 256, [&](int64_t b, int64_t e) {
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < n; ++i) {
-            const T *src = pg + (o * n + i) * inner;
-            T *dst = po + (o * dim + idx[i]) * inner;
-            for (int64_t k = b; k < e; ++k)
-              dst[k] = Traits<T>::store(Traits<T>::load(dst[k]) +
-                                        Traits<T>::load(src[k]));
-          }
-      });
-    }
+    const T *pg = static_cast<const T *>(g.data);
+    T *po = static_cast<T *>(out.data);
+    // Parallel over the inner dimension: repeated indices never race.
+    parallelFor(inner, 256, [&](int64_t b, int64_t e) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < n; ++i) {
+          const T *src = pg + (o * n + i) * inner;
+          T *dst = po + (o * dim + idx[i]) * inner;
+          for (int64_t k = b; k < e; ++k)
+            dst[k] = Traits<T>::store(Traits<T>::load(dst[k]) +
+                                      Traits<T>::load(src[k]));
+        }
+    });
   });
   return true;
 }
@@ -1075,17 +1065,15 @@ void sliceGrad(const TensorRef &g, const TensorRef &out,
 //===----------------------------------------------------------------------===//
 
 void accumulate(const TensorRef &acc, const TensorRef &g) {
-  dispatch(acc.dtype, [&](auto tag) {
+  dispatchFloat(acc.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      T *pa = static_cast<T *>(acc.data);
-      const T *pg = static_cast<const T *>(g.data);
-      parallelFor(acc.numElements(), 16384, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          pa[i] = Traits<T>::store(Traits<T>::load(pa[i]) +
-                                   Traits<T>::load(pg[i]));
-      });
-    }
+    T *pa = static_cast<T *>(acc.data);
+    const T *pg = static_cast<const T *>(g.data);
+    parallelFor(acc.numElements(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        pa[i] = Traits<T>::store(Traits<T>::load(pa[i]) +
+                                 Traits<T>::load(pg[i]));
+    });
   });
 }
 
@@ -1102,76 +1090,74 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
   double lr = hp[0] * ctx.lrFactor, wd = hp[1];
   double beta2 = 1.0 - std::pow(static_cast<double>(ctx.step), -0.8);
   const double eps1 = 1e-30, eps2 = 1e-3, clip = 1.0;
-  dispatch(w.dtype, [&](auto tag) {
+  dispatchFloat(w.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      using C = typename Traits<T>::C;
-      T *pw = static_cast<T *>(w.data);
-      const T *pg = static_cast<const T *>(g.data);
-      // The normalised update u is computed twice (for its RMS, then to
-      // apply it) instead of being stored: no memory outside the plan.
-      std::vector<double> rowFactor, colFactor;
-      if (factored) {
-        T *row = static_cast<T *>(in[2].data);
-        T *col = static_cast<T *>(in[3].data);
-        std::vector<double> colMean(cols, 0.0);
-        double rowMeanSum = 0;
-        for (int64_t i = 0; i < rows; ++i) {
-          double s = 0;
-          for (int64_t j = 0; j < cols; ++j) {
-            double gij = Traits<T>::load(pg[i * cols + j]);
-            double g2 = gij * gij + eps1;
-            s += g2;
-            colMean[j] += g2;
-          }
-          double r = beta2 * Traits<T>::load(row[i]) +
-                     (1 - beta2) * (s / cols);
-          row[i] = Traits<T>::store(static_cast<C>(r));
-          rowMeanSum += double(Traits<T>::load(row[i]));
-        }
+    using C = typename Traits<T>::C;
+    T *pw = static_cast<T *>(w.data);
+    const T *pg = static_cast<const T *>(g.data);
+    // The normalised update u is computed twice (for its RMS, then to
+    // apply it) instead of being stored: no memory outside the plan.
+    std::vector<double> rowFactor, colFactor;
+    if (factored) {
+      T *row = static_cast<T *>(in[2].data);
+      T *col = static_cast<T *>(in[3].data);
+      std::vector<double> colMean(cols, 0.0);
+      double rowMeanSum = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        double s = 0;
         for (int64_t j = 0; j < cols; ++j) {
-          double c = beta2 * Traits<T>::load(col[j]) +
-                     (1 - beta2) * (colMean[j] / rows);
-          col[j] = Traits<T>::store(static_cast<C>(c));
+          double gij = Traits<T>::load(pg[i * cols + j]);
+          double g2 = gij * gij + eps1;
+          s += g2;
+          colMean[j] += g2;
         }
-        double rowMean = rowMeanSum / rows;
-        rowFactor.resize(rows);
-        colFactor.resize(cols);
-        for (int64_t i = 0; i < rows; ++i)
-          rowFactor[i] = 1.0 / std::sqrt(Traits<T>::load(row[i]) / rowMean);
-        for (int64_t j = 0; j < cols; ++j)
-          colFactor[j] = 1.0 / std::sqrt(double(Traits<T>::load(col[j])));
-      } else {
-        T *v = static_cast<T *>(in[2].data);
-        for (int64_t i = 0; i < n; ++i) {
-          double gi = Traits<T>::load(pg[i]);
-          double vi = beta2 * Traits<T>::load(v[i]) +
-                      (1 - beta2) * (gi * gi + eps1);
-          v[i] = Traits<T>::store(static_cast<C>(vi));
-        }
+        double r = beta2 * Traits<T>::load(row[i]) +
+                   (1 - beta2) * (s / cols);
+        row[i] = Traits<T>::store(static_cast<C>(r));
+        rowMeanSum += double(Traits<T>::load(row[i]));
       }
-      const T *pv = factored ? nullptr : static_cast<const T *>(in[2].data);
-      auto u = [&](int64_t i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        double c = beta2 * Traits<T>::load(col[j]) +
+                   (1 - beta2) * (colMean[j] / rows);
+        col[j] = Traits<T>::store(static_cast<C>(c));
+      }
+      double rowMean = rowMeanSum / rows;
+      rowFactor.resize(rows);
+      colFactor.resize(cols);
+      for (int64_t i = 0; i < rows; ++i)
+        rowFactor[i] = 1.0 / std::sqrt(Traits<T>::load(row[i]) / rowMean);
+      for (int64_t j = 0; j < cols; ++j)
+        colFactor[j] = 1.0 / std::sqrt(double(Traits<T>::load(col[j])));
+    } else {
+      T *v = static_cast<T *>(in[2].data);
+      for (int64_t i = 0; i < n; ++i) {
         double gi = Traits<T>::load(pg[i]);
-        if (factored)
-          return gi * rowFactor[i / cols] * colFactor[i % cols];
-        return gi / std::sqrt(double(Traits<T>::load(pv[i])));
-      };
+        double vi = beta2 * Traits<T>::load(v[i]) +
+                    (1 - beta2) * (gi * gi + eps1);
+        v[i] = Traits<T>::store(static_cast<C>(vi));
+      }
+    }
+    const T *pv = factored ? nullptr : static_cast<const T *>(in[2].data);
+    auto u = [&](int64_t i) {
+      double gi = Traits<T>::load(pg[i]);
+      if (factored)
+        return gi * rowFactor[i / cols] * colFactor[i % cols];
+      return gi / std::sqrt(double(Traits<T>::load(pv[i])));
+    };
 // Grouped update normalisation: per parameter tensor.
-      double su = 0, sw = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        double ui = u(i);
-        su += ui * ui;
-        double wi = Traits<T>::load(pw[i]);
-        sw += wi * wi;
-      }
-      double rmsU = std::sqrt(su / n), rmsW = std::sqrt(sw / n);
-      double step = lr * std::max(eps2, rmsW) / std::max(1.0, rmsU / clip);
-      double decay = 1.0 - lr * wd;
-      for (int64_t i = 0; i < n; ++i) {
-        double wi = double(Traits<T>::load(pw[i])) * decay;
-        pw[i] = Traits<T>::store(static_cast<C>(wi - step * u(i)));
-      }
+    double su = 0, sw = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double ui = u(i);
+      su += ui * ui;
+      double wi = Traits<T>::load(pw[i]);
+      sw += wi * wi;
+    }
+    double rmsU = std::sqrt(su / n), rmsW = std::sqrt(sw / n);
+    double step = lr * std::max(eps2, rmsW) / std::max(1.0, rmsU / clip);
+    double decay = 1.0 - lr * wd;
+    for (int64_t i = 0; i < n; ++i) {
+      double wi = double(Traits<T>::load(pw[i])) * decay;
+      pw[i] = Traits<T>::store(static_cast<C>(wi - step * u(i)));
     }
   });
 }
@@ -1183,72 +1169,70 @@ void update(Kernel k, const std::vector<TensorRef> &in,
     return;
   size_t needed = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3 : 4;
   const TensorRef *scaleRef = in.size() > needed ? &in[needed] : nullptr;
-  dispatch(in[0].dtype, [&](auto tag) {
+  dispatchFloat(in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (kIsFloat<T>) {
-      using C = typename Traits<T>::C;
-      C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
-                         : C(1);
-      // Zero or NaN: an overflowed step under loss scaling, skipped whole.
-      if (!(scale > C(0)))
-        return;
-      // An accumulated gradient is the sum over `micro` micro-batches.
-      if (micro > 1)
-        scale = scale / static_cast<C>(micro);
-      T *w = static_cast<T *>(in[0].data);
-      const T *g = static_cast<const T *>(in[1].data);
-      int64_t n = in[0].numElements();
-      C lr = static_cast<C>(hp[0] * ctx.lrFactor);
-      if (k == Kernel::UpdateSgd) {
-        C wd = static_cast<C>(hp[1]);
-        parallelFor(n, 16384, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) {
-            C wi = Traits<T>::load(w[i]);
-            C d = Traits<T>::load(g[i]) * scale;
-            if (wd != 0)
-              d = d + wd * wi;
-            w[i] = Traits<T>::store(wi - lr * d);
-          }
-        });
-      } else if (k == Kernel::UpdateMomentum) {
-        C mom = static_cast<C>(hp[1]), wd = static_cast<C>(hp[2]);
-        T *buf = static_cast<T *>(in[2].data);
-        bool first = ctx.step == 1;
-        parallelFor(n, 16384, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) {
-            C wi = Traits<T>::load(w[i]);
-            C d = Traits<T>::load(g[i]) * scale;
-            if (wd != 0)
-              d = d + wd * wi;
-            C bi = first ? d : Traits<T>::load(buf[i]) * mom + d;
-            buf[i] = Traits<T>::store(bi);
-            w[i] = Traits<T>::store(wi - lr * bi);
-          }
-        });
-      } else {
-        C b1 = static_cast<C>(hp[1]), b2 = static_cast<C>(hp[2]);
-        C eps = static_cast<C>(hp[3]);
-        double lrd = hp[0] * ctx.lrFactor;
-        C decay = static_cast<C>(1.0 - lrd * hp[4]);
-        double bc1 = 1.0 - std::pow(hp[1], double(ctx.step));
-        double bc2 = 1.0 - std::pow(hp[2], double(ctx.step));
-        C stepSize = static_cast<C>(lrd / bc1);
-        C bc2Sqrt = static_cast<C>(std::sqrt(bc2));
-        T *m = static_cast<T *>(in[2].data);
-        T *v = static_cast<T *>(in[3].data);
-        parallelFor(n, 16384, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) {
-            C gi = Traits<T>::load(g[i]) * scale;
-            C wi = Traits<T>::load(w[i]) * decay;
-            C mi = Traits<T>::load(m[i]) * b1 + gi * (C(1) - b1);
-            C vi = Traits<T>::load(v[i]) * b2 + gi * gi * (C(1) - b2);
-            C denom = std::sqrt(vi) / bc2Sqrt + eps;
-            m[i] = Traits<T>::store(mi);
-            v[i] = Traits<T>::store(vi);
-            w[i] = Traits<T>::store(wi - stepSize * (mi / denom));
-          }
-        });
-      }
+    using C = typename Traits<T>::C;
+    C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
+                       : C(1);
+    // Zero or NaN: an overflowed step under loss scaling, skipped whole.
+    if (!(scale > C(0)))
+      return;
+    // An accumulated gradient is the sum over `micro` micro-batches.
+    if (micro > 1)
+      scale = scale / static_cast<C>(micro);
+    T *w = static_cast<T *>(in[0].data);
+    const T *g = static_cast<const T *>(in[1].data);
+    int64_t n = in[0].numElements();
+    C lr = static_cast<C>(hp[0] * ctx.lrFactor);
+    if (k == Kernel::UpdateSgd) {
+      C wd = static_cast<C>(hp[1]);
+      parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          C wi = Traits<T>::load(w[i]);
+          C d = Traits<T>::load(g[i]) * scale;
+          if (wd != 0)
+            d = d + wd * wi;
+          w[i] = Traits<T>::store(wi - lr * d);
+        }
+      });
+    } else if (k == Kernel::UpdateMomentum) {
+      C mom = static_cast<C>(hp[1]), wd = static_cast<C>(hp[2]);
+      T *buf = static_cast<T *>(in[2].data);
+      bool first = ctx.step == 1;
+      parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          C wi = Traits<T>::load(w[i]);
+          C d = Traits<T>::load(g[i]) * scale;
+          if (wd != 0)
+            d = d + wd * wi;
+          C bi = first ? d : Traits<T>::load(buf[i]) * mom + d;
+          buf[i] = Traits<T>::store(bi);
+          w[i] = Traits<T>::store(wi - lr * bi);
+        }
+      });
+    } else {
+      C b1 = static_cast<C>(hp[1]), b2 = static_cast<C>(hp[2]);
+      C eps = static_cast<C>(hp[3]);
+      double lrd = hp[0] * ctx.lrFactor;
+      C decay = static_cast<C>(1.0 - lrd * hp[4]);
+      double bc1 = 1.0 - std::pow(hp[1], double(ctx.step));
+      double bc2 = 1.0 - std::pow(hp[2], double(ctx.step));
+      C stepSize = static_cast<C>(lrd / bc1);
+      C bc2Sqrt = static_cast<C>(std::sqrt(bc2));
+      T *m = static_cast<T *>(in[2].data);
+      T *v = static_cast<T *>(in[3].data);
+      parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          C gi = Traits<T>::load(g[i]) * scale;
+          C wi = Traits<T>::load(w[i]) * decay;
+          C mi = Traits<T>::load(m[i]) * b1 + gi * (C(1) - b1);
+          C vi = Traits<T>::load(v[i]) * b2 + gi * gi * (C(1) - b2);
+          C denom = std::sqrt(vi) / bc2Sqrt + eps;
+          m[i] = Traits<T>::store(mi);
+          v[i] = Traits<T>::store(vi);
+          w[i] = Traits<T>::store(wi - stepSize * (mi / denom));
+        }
+      });
     }
   });
 }

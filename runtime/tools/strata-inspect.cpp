@@ -88,18 +88,14 @@ int main(int argc, char **argv) {
               static_cast<unsigned long long>(states),
               static_cast<unsigned long long>(constants));
   std::printf("memory:\n");
-  std::printf("  device arena (activations, workspace): %s (%llu bytes)\n",
-              formatSize(plan.arenaBytes).c_str(),
-              static_cast<unsigned long long>(plan.arenaBytes));
-  std::printf("  device parameter region:               %s (%llu bytes)\n",
-              formatSize(plan.paramsBytes).c_str(),
-              static_cast<unsigned long long>(plan.paramsBytes));
-  std::printf("  host region:                           %s (%llu bytes)\n",
-              formatSize(plan.hostBytes).c_str(),
-              static_cast<unsigned long long>(plan.hostBytes));
-  std::printf("  ssd store:                             %s (%llu bytes)",
-              formatSize(plan.ssdBytes).c_str(),
-              static_cast<unsigned long long>(plan.ssdBytes));
+  auto region = [](const char *label, uint64_t bytes, const char *end) {
+    std::printf("  %-39s%s (%llu bytes)%s", label, formatSize(bytes).c_str(),
+                static_cast<unsigned long long>(bytes), end);
+  };
+  region("device arena (activations, workspace):", plan.arenaBytes, "\n");
+  region("device parameter region:", plan.paramsBytes, "\n");
+  region("host region:", plan.hostBytes, "\n");
+  region("ssd store:", plan.ssdBytes, "");
   for (const std::string &d : plan.ssdDirs)
     std::printf(" %s", d.c_str());
   std::printf("\n");

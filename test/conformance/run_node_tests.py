@@ -62,6 +62,17 @@ def opset_of(model):
     return None
 
 
+def load_tensor(path):
+    """The array in a TensorProto file, or None for an element type without
+    a .npy form (with that type's number)."""
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    if t.data_type not in NPY_TYPES:
+        return None, t.data_type
+    return numpy_helper.to_array(t), t.data_type
+
+
 def run_case(args, case_dir, supported_ops, opset_range):
     """Returns (status, detail)."""
     model = onnx.load(os.path.join(case_dir, "model.onnx"))
@@ -96,13 +107,12 @@ def run_case(args, case_dir, supported_ops, opset_range):
             ds = os.path.join(case_dir, data_set)
             arrays = []
             for k in range(len(inputs)):
-                t = onnx.TensorProto()
-                with open(os.path.join(ds, "input_%d.pb" % k), "rb") as f:
-                    t.ParseFromString(f.read())
-                if t.data_type not in NPY_TYPES:
+                array, dtype = load_tensor(
+                    os.path.join(ds, "input_%d.pb" % k))
+                if array is None:
                     return "unsupported", "input type %d has no .npy form" % (
-                        t.data_type)
-                arrays.append(numpy_helper.to_array(t))
+                        dtype)
+                arrays.append(array)
             paths = []
             for k, array in enumerate(arrays):
                 paths.append(os.path.join(work, "in%d.npy" % k))
@@ -148,13 +158,11 @@ def run_case(args, case_dir, supported_ops, opset_range):
             if r.returncode != 0:
                 return "failed", "run: " + r.stderr.strip()[:300]
             for k, info in enumerate(outputs):
-                t = onnx.TensorProto()
-                with open(os.path.join(ds, "output_%d.pb" % k), "rb") as f:
-                    t.ParseFromString(f.read())
-                if t.data_type not in NPY_TYPES:
+                expected, dtype = load_tensor(
+                    os.path.join(ds, "output_%d.pb" % k))
+                if expected is None:
                     return "unsupported", "output type %d has no .npy form" % (
-                        t.data_type)
-                expected = numpy_helper.to_array(t)
+                        dtype)
                 name = info.name.replace("/", "_")
                 got = np.load(os.path.join(work, "out", name + ".npy"))
                 if got.shape != expected.shape:
