@@ -1,5 +1,6 @@
 //===- AttachOptimizer.cpp - Gradients to in-place optimizer updates ------===//
 
+#include "runtime/support/Checked.h"
 #include "passes/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -114,7 +115,7 @@ struct AttachOptimizerPass
         double fixed = 0;
         if (llvm::StringRef(lossScale).getAsDouble(fixed))
           fixed = 0;
-        if (!(fixed > 0))
+        if (!(fixed > 0) || !std::isfinite(fixed))
           return func.emitError("--loss-scale must be none, dynamic or a "
                                 "positive number, not '")
                  << lossScale << "'";

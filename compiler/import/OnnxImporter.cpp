@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/Checked.h"
 #include "compiler/import/OnnxImporter.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -51,16 +52,23 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
   while (true) {
     size_t x = rest.find('x', pos);
     std::string part = rest.substr(pos, x == std::string::npos ? x : x - pos);
+    int64_t dim;
     if (part.empty() ||
-        part.find_first_not_of("0123456789") != std::string::npos) {
+        part.find_first_not_of("0123456789") != std::string::npos ||
+        !strata::parseInt64(part, dim, 0)) {
       error = "invalid dimension '" + part + "' in '" + spec +
-              "' (dimensions are non-negative integers joined by 'x')";
+              "' (dimensions are non-negative integers joined by 'x', each "
+              "below 2^63)";
       return false;
     }
-    dims.push_back(std::stoll(part));
+    dims.push_back(dim);
     if (x == std::string::npos)
       break;
     pos = x + 1;
+  }
+  if (!strata::checkedNumElements(dims)) {
+    error = "the shape in '" + spec + "' has more than 2^63 elements";
+    return false;
   }
   return true;
 }

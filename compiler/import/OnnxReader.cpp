@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/Checked.h"
+#include "runtime/support/FileUtil.h"
 #include "compiler/import/OnnxModel.h"
 
 #include <onnx/defs/parser.h>
@@ -60,20 +62,15 @@ std::string dataTypeName(int32_t dataType) {
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string &path,
                                              std::string &error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+  uint64_t size = 0;
+  strata::UniqueFd owned =
+      strata::openRegularFile(path, "external data", size, error);
+  if (owned.get() < 0)
     return nullptr;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    error = "cannot stat '" + path + "': " + std::strerror(errno);
-    ::close(fd);
-    return nullptr;
-  }
+  int fd = owned.release();
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
-  file->size_ = static_cast<size_t>(st.st_size);
+  file->size_ = static_cast<size_t>(size);
   if (file->size_ > 0) {
     void *p = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -155,16 +152,17 @@ bool Converter::convertExternal(const ::onnx::TensorProto &t, TensorData &out,
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &entry : t.external_data()) {
-    try {
-      if (entry.key() == "location")
-        location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::stoll(entry.value());
-      else if (entry.key() == "length")
-        length = std::stoll(entry.value());
-    } catch (const std::exception &) {
+    bool ok = true;
+    if (entry.key() == "location")
+      location = entry.value();
+    else if (entry.key() == "offset")
+      ok = strata::parseInt64(entry.value(), offset, 0);
+    else if (entry.key() == "length")
+      ok = strata::parseInt64(entry.value(), length, 0);
+    if (!ok) {
       error = "tensor '" + t.name() + "': invalid external data " +
-              entry.key() + " '" + entry.value() + "'";
+              entry.key() + " '" + entry.value() +
+              "' (a non-negative integer)";
       return false;
     }
   }
@@ -189,7 +187,8 @@ bool Converter::convertExternal(const ::onnx::TensorProto &t, TensorData &out,
     }
   }
   if (length < 0)
-    length = static_cast<int64_t>(file->size()) - offset;
+    length = static_cast<int64_t>(file->size()) -
+             std::min<int64_t>(offset, file->size());
   if (offset < 0 || length < 0 ||
       static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) >
           file->size()) {
@@ -404,15 +403,14 @@ std::string directoryOf(const std::string &path) {
 } // namespace
 
 bool readModelFile(const std::string &path, Model &model, std::string &error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+  uint64_t size = 0;
+  strata::UniqueFd owned = strata::openRegularFile(path, "model", size, error);
+  if (owned.get() < 0)
     return false;
-  }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_size >= INT_MAX) {
+  int fd = owned.release();
+  if (size >= INT_MAX) {
     ::close(fd);
-    error = "'" + path + "' is " + std::to_string(st.st_size) +
+    error = "'" + path + "' is " + std::to_string(size) +
             " bytes; a protobuf cannot exceed 2 GiB. Save the model with its "
             "tensors as external data (onnx.save_model(..., "
             "save_as_external_data=True))";
@@ -469,14 +467,20 @@ bool loadModel(const std::string &path, Model &model, std::string &error) {
   };
   if (!endsWith(".onnxtext") && !endsWith(".txt"))
     return readModelFile(path, model, error);
-  std::ifstream in(path);
-  if (!in) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+  uint64_t size = 0;
+  strata::UniqueFd fd = strata::openRegularFile(path, "model", size, error);
+  if (fd.get() < 0)
+    return false;
+  if (size > (uint64_t(1) << 30)) {
+    error = "'" + path + "' is too large for an ONNX text model";
     return false;
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (!parseModelText(buffer.str(), directoryOf(path), model, error)) {
+  std::string text(size, '\0');
+  if (!strata::preadAll(fd.get(), text.data(), size, 0)) {
+    error = "cannot read '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  if (!parseModelText(text, directoryOf(path), model, error)) {
     error = path + ": " + error;
     return false;
   }

@@ -206,6 +206,8 @@ bool isUpdateKernel(Kernel kernel);
 
 /// Writes plan.bin atomically (temporary file, fsync, rename).
 bool writePlan(const std::string &path, const Plan &plan, std::string &error);
+/// The bytes of plan.bin for `plan` (validated first).
+bool serializePlan(const Plan &plan, std::string &file, std::string &error);
 
 /// A byte range [begin, end) of the device arena.
 struct ArenaRange {
@@ -236,6 +238,9 @@ bool accessesConflict(const std::vector<ArenaRange> &readsA,
 /// Reads and validates plan.bin: magic, version, checksums, and that every
 /// slot, binding and step refers to something that exists and fits.
 bool readPlan(const std::string &path, Plan &plan, std::string &error);
+/// readPlan on bytes already in memory; `path` names them in errors.
+bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
+               std::string &error);
 
 /// Checks a plan's internal consistency (used by readPlan and before write).
 bool validatePlan(const Plan &plan, std::string &error);

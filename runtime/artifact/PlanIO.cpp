@@ -477,6 +477,12 @@ void arenaAccesses(const Plan &plan, const Step &step,
 }
 
 bool writePlan(const std::string &path, const Plan &plan, std::string &error) {
+  std::string file;
+  return serializePlan(plan, file, error) &&
+         writeFileAtomically(path, file.data(), file.size(), error);
+}
+
+bool serializePlan(const Plan &plan, std::string &file, std::string &error) {
   if (!validatePlan(plan, error))
     return false;
   std::string payload = encodePayload(plan);
@@ -487,19 +493,30 @@ bool writePlan(const std::string &path, const Plan &plan, std::string &error) {
   header.u64(payload.size());
   header.u32(crc32c(payload.data(), payload.size()));
   header.u32(crc32c(header.bytes().data(), header.bytes().size()));
-  std::string file = std::move(header.bytes());
+  file = std::move(header.bytes());
   file += payload;
-  return writeFileAtomically(path, file.data(), file.size(), error);
+  return true;
 }
 
 bool readPlan(const std::string &path, Plan &plan, std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open '" + path + "'";
+  uint64_t size = 0;
+  UniqueFd fd = openRegularFile(path, "plan", size, error);
+  if (fd.get() < 0)
     return false;
-  }
-  std::string file((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
+  if (size > (uint64_t(1) << 32))
+    return (error = "'" + path + "': " + std::to_string(size) +
+                    " bytes is too large for a plan",
+            false);
+  std::string file(size, '\0');
+  if (!preadAll(fd.get(), file.data(), size, 0))
+    return (error = "cannot read '" + path + "': " +
+                    (errno ? std::strerror(errno) : "it shrank while read"),
+            false);
+  return parsePlan(file, path, plan, error);
+}
+
+bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
+               std::string &error) {
   auto fail = [&](const std::string &why) {
     error = "'" + path + "': " + why;
     return false;

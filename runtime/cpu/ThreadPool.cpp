@@ -1,5 +1,6 @@
 // ThreadPool.cpp - A fixed pool of worker threads.
 
+#include "runtime/support/Checked.h"
 #include "runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -93,9 +94,9 @@ private:
 
 int configuredThreads() {
   if (const char *env = std::getenv("STRATA_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0)
-      return n;
+    int64_t n = 0;
+    if (parseInt64(env, n, 1, 4096))
+      return static_cast<int>(n);
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }

@@ -25,6 +25,57 @@ bool writeAll(int fd, const void *data, size_t size) {
   return true;
 }
 
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = fd;
+}
+
+bool preadAll(int fd, void *out, size_t size, uint64_t offset) {
+  char *p = static_cast<char *>(out);
+  while (size > 0) {
+    ssize_t r = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        errno = 0;
+      return false;
+    }
+    p += r;
+    size -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+UniqueFd openRegularFile(const std::string &path, const std::string &what,
+                         uint64_t &size, std::string &error) {
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) {
+    error = "cannot open " + what + " '" + path + "': " + std::strerror(errno);
+    return UniqueFd();
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    error = "cannot read " + what + " '" + path + "': " + std::strerror(errno);
+    return UniqueFd();
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = what + " '" + path + "' is not a regular file" +
+            (S_ISDIR(st.st_mode)    ? " (a directory)"
+             : S_ISFIFO(st.st_mode) ? " (a FIFO; save the data to a file)"
+                                    : "");
+    return UniqueFd();
+  }
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags >= 0)
+    ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
 static std::string parentOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);

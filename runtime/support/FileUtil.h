@@ -4,6 +4,7 @@
 #define STRATA_RUNTIME_SUPPORT_FILEUTIL_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,43 @@ bool writeFileAtomically(const std::string &path,
 
 /// Writes all of `size` bytes to `fd`, retrying on EINTR/short writes.
 bool writeAll(int fd, const void *data, size_t size);
+
+/// Owns a file descriptor: closes it when destroyed.
+class UniqueFd {
+public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd &&other) noexcept : fd_(other.release()) {}
+  UniqueFd &operator=(UniqueFd &&other) noexcept {
+    if (this != &other)
+      reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd &) = delete;
+  UniqueFd &operator=(const UniqueFd &) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+private:
+  int fd_ = -1;
+};
+
+/// Reads exactly `size` bytes at `offset`; false on an error or a short
+/// file (errno 0 then).
+bool preadAll(int fd, void *out, size_t size, uint64_t offset);
+
+/// Opens `path` for reading when it is a regular file (not a FIFO, device
+/// or directory, which would block or mislead a reader); `size` gets its
+/// length. An invalid UniqueFd with `error` naming `what` and the path
+/// otherwise.
+UniqueFd openRegularFile(const std::string &path, const std::string &what,
+                         uint64_t &size, std::string &error);
 
 /// Creates `path` and its parents; false with `error` set on failure.
 bool makeDirectories(const std::string &path, std::string &error);

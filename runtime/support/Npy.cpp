@@ -1,6 +1,7 @@
 // Npy.cpp - Reading and writing NumPy .npy files.
 
 #include "runtime/support/Npy.h"
+#include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
 
 #include <cerrno>
@@ -67,10 +68,8 @@ std::string dtypeDescr(DType dtype) {
 }
 
 int64_t Array::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+  // Arrays are built from checked shapes; an unchecked one counts as -1.
+  return checkedNumElements(shape).value_or(-1);
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {
@@ -81,28 +80,34 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 }
 
 bool readFile(const std::string &path, Array &array, std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+  uint64_t fileSize = 0;
+  UniqueFd fd = openRegularFile(path, "array file", fileSize, error);
+  if (fd.get() < 0)
     return false;
-  }
   auto fail = [&](const std::string &why) {
     error = "'" + path + "' is not a readable .npy file: " + why;
     return false;
   };
+  uint64_t pos = 0;
+  auto read = [&](void *out, size_t n) {
+    if (!preadAll(fd.get(), out, n, pos))
+      return false;
+    pos += n;
+    return true;
+  };
   char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+  if (!read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
     return fail("bad magic (not an .npy file)");
   int major = static_cast<unsigned char>(magic[6]);
   uint32_t headerLen = 0;
   if (major == 1) {
     unsigned char len[2];
-    if (!in.read(reinterpret_cast<char *>(len), 2))
+    if (!read(len, 2))
       return fail("truncated header");
     headerLen = len[0] | (len[1] << 8);
   } else if (major == 2 || major == 3) {
     unsigned char len[4];
-    if (!in.read(reinterpret_cast<char *>(len), 4))
+    if (!read(len, 4))
       return fail("truncated header");
     headerLen = len[0] | (len[1] << 8) | (len[2] << 16) |
                 (static_cast<uint32_t>(len[3]) << 24);
@@ -112,7 +117,7 @@ bool readFile(const std::string &path, Array &array, std::string &error) {
   if (headerLen > (1u << 20))
     return fail("header too large");
   std::string header(headerLen, '\0');
-  if (!in.read(header.data(), headerLen))
+  if (!read(header.data(), headerLen))
     return fail("truncated header");
 
   std::string descr, order, shape;
@@ -143,6 +148,8 @@ bool readFile(const std::string &path, Array &array, std::string &error) {
                 "' (big-endian or not a numeric type)");
 
   array.shape.clear();
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')')
+    return fail("bad shape '" + shape + "'");
   std::string dims = shape.substr(1, shape.size() - 2);
   std::stringstream ss(dims);
   std::string part;
@@ -152,16 +159,27 @@ bool readFile(const std::string &path, Array &array, std::string &error) {
       continue;
     size_t b = part.find_last_not_of(' ');
     std::string num = part.substr(a, b - a + 1);
-    if (num.find_first_not_of("0123456789") != std::string::npos)
-      return fail("bad shape '" + shape + "'");
-    array.shape.push_back(std::stoll(num));
+    int64_t dim;
+    if (!parseInt64(num, dim, 0))
+      return fail("bad shape '" + shape + "' (dimension '" + num + "')");
+    array.shape.push_back(dim);
   }
-  size_t bytes = static_cast<size_t>(array.numElements()) * dtypeSize(array.dtype);
-  array.data.resize(bytes);
-  if (bytes && !in.read(array.data.data(), bytes))
-    return fail("truncated data: expected " + std::to_string(bytes) +
+  // The size is checked against the file before anything is allocated: a
+  // header may claim any shape.
+  std::optional<uint64_t> bytes =
+      checkedByteSize(array.shape, dtypeSize(array.dtype));
+  if (!bytes)
+    return fail("shape " + shapeString(array.shape) + " of " +
+                dtypeName(array.dtype) + " overflows a 64-bit byte count");
+  if (*bytes > fileSize - std::min(fileSize, pos))
+    return fail("truncated data: expected " + std::to_string(*bytes) +
                 " bytes for " + dtypeName(array.dtype) + " " +
-                shapeString(array.shape));
+                shapeString(array.shape) + ", the file has " +
+                std::to_string(fileSize - std::min(fileSize, pos)));
+  array.data.resize(*bytes);
+  if (*bytes && !read(array.data.data(), *bytes))
+    return fail("cannot read the data: " +
+                std::string(errno ? std::strerror(errno) : "end of file"));
   return true;
 }
 
@@ -189,11 +207,12 @@ bool writeFile(const std::string &path, const Array &array,
     error = "header too large for .npy version 1.0";
     return false;
   }
-  size_t expected =
-      static_cast<size_t>(array.numElements()) * dtypeSize(array.dtype);
-  if (array.data.size() != expected) {
+  std::optional<uint64_t> expected =
+      checkedByteSize(array.shape, dtypeSize(array.dtype));
+  if (!expected || array.data.size() != *expected) {
     error = "array data has " + std::to_string(array.data.size()) +
-            " bytes, expected " + std::to_string(expected);
+            " bytes, expected " +
+            (expected ? std::to_string(*expected) : "(overflow)");
     return false;
   }
 

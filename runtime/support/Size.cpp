@@ -1,6 +1,7 @@
 // Size.cpp - Byte sizes as people write them.
 
 #include "runtime/support/Size.h"
+#include "runtime/support/Checked.h"
 
 #include <cctype>
 #include <cmath>
@@ -15,12 +16,10 @@ bool parseSize(const std::string &text, uint64_t &bytes) {
     ++i;
   if (i == 0)
     return false;
+  // All of the number, not its longest valid prefix: "1.5.3GiB" is refused.
   double value;
-  try {
-    value = std::stod(text.substr(0, i));
-  } catch (...) {
+  if (!parseFiniteDouble(text.substr(0, i), value))
     return false;
-  }
   std::string unit = text.substr(i);
   while (!unit.empty() && unit.front() == ' ')
     unit.erase(unit.begin());

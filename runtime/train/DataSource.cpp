@@ -1,6 +1,7 @@
 // DataSource.cpp - Token batches for training steps.
 
 #include "runtime/train/DataSource.h"
+#include "runtime/support/FileUtil.h"
 #include "runtime/support/Npy.h"
 
 #include <cerrno>
@@ -18,13 +19,15 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
     return path.size() >= n && path.compare(path.size() - n, n, suffix) == 0;
   };
   if (endsWith(".bin")) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      error = "cannot open data '" + path + "': " + std::strerror(errno);
+    uint64_t size = 0;
+    UniqueFd fd = openRegularFile(path, "data", size, error);
+    if (fd.get() < 0)
+      return false;
+    std::vector<char> bytes(size);
+    if (!preadAll(fd.get(), bytes.data(), size, 0)) {
+      error = "cannot read data '" + path + "': " + std::strerror(errno);
       return false;
     }
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                            std::istreambuf_iterator<char>());
     if (bytes.size() % 2 != 0) {
       error = "data '" + path + "' has an odd number of bytes; a .bin is a "
               "stream of uint16 tokens";
@@ -80,6 +83,16 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
       tokens_[i] = v;
     }
   }
+  // A token id is never negative (an index from the end to a gather, an
+  // ignored position to the loss): refuse the data rather than guess.
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] < 0) {
+      error = "data '" + path + "' holds the negative token id " +
+              std::to_string(tokens_[i]) + " at row " +
+              std::to_string(i / (seq + 1)) + ", column " +
+              std::to_string(i % (seq + 1));
+      return false;
+    }
   description_ = std::to_string(rows_) + " rows of " +
                  std::to_string(seq + 1) + " tokens";
   return true;
