@@ -6,6 +6,7 @@
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/artifact/Plan.h"
 #include "runtime/support/Crc32c.h"
+#include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
 
@@ -15,7 +16,11 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mlir;
@@ -90,6 +95,110 @@ std::string slotName(Operation *op, size_t index) {
         return name.getName().str();
   return "t" + std::to_string(index);
 }
+
+/// The directory an artifact is written into, replaced file by file.
+///
+/// Compiling never deletes anything but the files of a previous artifact:
+/// a target that exists and is not an artifact (a model file, a directory of
+/// other things) is refused, and everything else inside a previous artifact
+/// (its checkpoints above all) stays where it is. Each file is first staged
+/// complete and fsynced beside its final name, then all are renamed into
+/// place; a failure removes what was staged (and the directory, when this
+/// compile created it), never anything that was there before. The directory
+/// is locked for the whole time, so a compile cannot replace the plan of a
+/// job that is training from it.
+class ArtifactDirectory {
+public:
+  ~ArtifactDirectory() {
+    if (committed_)
+      return;
+    for (const auto &[staged, final] : files_)
+      ::unlink(staged.c_str());
+    if (created_) {
+      lock_.release();
+      ::unlink((dir_ + "/" + kLockFileName).c_str());
+      ::rmdir(dir_.c_str());
+    }
+  }
+
+  bool open(const std::string &dir, std::string &error) {
+    dir_ = dir;
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        error = "'" + dir + "' exists and is not a directory; refusing to "
+                "replace it with an artifact (an artifact is a directory)";
+        return false;
+      }
+      struct stat plan;
+      if (::stat((dir + "/plan.bin").c_str(), &plan) != 0 && !isEmpty(dir)) {
+        error = "'" + dir + "' is a directory that holds no Strata artifact "
+                "(no plan.bin); refusing to write into it. Name a new "
+                "directory, or an artifact to replace";
+        return false;
+      }
+    } else if (errno == ENOENT) {
+      if (!makeDirectories(dir, error))
+        return false;
+      created_ = true;
+    } else {
+      error = "cannot use '" + dir + "': " + std::strerror(errno);
+      return false;
+    }
+    if (!lock_.lockDirectory(dir, FileLock::Mode::Exclusive,
+                             "compiling into it", error)) {
+      error = "artifact " + error;
+      return false;
+    }
+    return true;
+  }
+
+  /// Writes `name`'s new contents beside it, complete and fsynced.
+  bool stage(const std::string &name, const std::vector<FilePiece> &pieces,
+             std::string &error) {
+    std::string staged = dir_ + "/." + name + ".new";
+    files_.emplace_back(staged, dir_ + "/" + name);
+    return writeFileAtomically(staged, pieces, error);
+  }
+
+  /// Renames every staged file into place (the plan after the parameters:
+  /// a reader between the two sees a plan whose parameter file does not
+  /// match and refuses it, never a wrong model).
+  bool commit(std::string &error) {
+    for (const auto &[staged, final] : files_)
+      if (::rename(staged.c_str(), final.c_str()) != 0) {
+        error = "cannot move '" + staged + "' to '" + final +
+                "': " + std::strerror(errno);
+        return false;
+      }
+    syncDirectory(dir_);
+    committed_ = true;
+    return true;
+  }
+
+private:
+  static bool isEmpty(const std::string &dir) {
+    DIR *d = ::opendir(dir.c_str());
+    if (!d)
+      return false;
+    bool empty = true;
+    while (dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != ".." && name != kLockFileName) {
+        empty = false;
+        break;
+      }
+    }
+    ::closedir(d);
+    return empty;
+  }
+
+  std::string dir_;
+  bool created_ = false;
+  bool committed_ = false;
+  FileLock lock_;
+  std::vector<std::pair<std::string, std::string>> files_;
+};
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s;
@@ -259,14 +368,16 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   }
 
   plan.paramsFileBytes = params.size();
-  // Write into a fresh directory, then swap it in.
   std::string error;
-  std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-  llvm::sys::fs::remove_directories(tmp);
-  if (!makeDirectories(tmp, error) ||
-      !writeFileAtomically(tmp + "/params.bin", params.data(), params.size(),
-                           error) ||
-      !artifact::writePlan(tmp + "/plan.bin", plan, error))
+  ArtifactDirectory target;
+  if (!target.open(dir, error))
+    return module.emitError(error);
+  if (!target.stage("params.bin", {{params.data(), params.size()}}, error))
+    return module.emitError(error);
+  std::string planBytes;
+  if (!artifact::serializePlan(plan, planBytes, error) ||
+      !target.stage("plan.bin", {{planBytes.data(), planBytes.size()}},
+                    error))
     return module.emitError(error);
 
   uint64_t trainable = 0, frozen = 0, constants = 0;
@@ -311,17 +422,9 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   if (!plan.memory.empty())
     os << artifact::formatMemoryReport(plan);
   os.flush();
-  if (!writeFileAtomically(tmp + "/manifest.txt", manifest.data(),
-                           manifest.size(), error))
+  if (!target.stage("manifest.txt", {{manifest.data(), manifest.size()}},
+                    error) ||
+      !target.commit(error))
     return module.emitError(error);
-
-  std::string old = dir + ".old-" + std::to_string(::getpid());
-  bool hadOld = llvm::sys::fs::exists(dir);
-  if (hadOld && ::rename(dir.c_str(), old.c_str()) != 0)
-    return module.emitError("cannot replace '") << dir << "'";
-  if (::rename(tmp.c_str(), dir.c_str()) != 0)
-    return module.emitError("cannot move the artifact into '") << dir << "'";
-  if (hadOld)
-    llvm::sys::fs::remove_directories(old);
   return success();
 }

@@ -17,6 +17,10 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
     return;
   data_ = static_cast<char *>(
       std::aligned_alloc(kParamAlignment, pagePadded(bytes)));
+  // Zeroed, so the gaps between tensors are deterministic: two runs that
+  // reach the same state write byte-identical checkpoints.
+  if (data_)
+    std::memset(data_, 0, pagePadded(bytes));
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }
@@ -39,8 +43,9 @@ AlignedBuffer &AlignedBuffer::operator=(AlignedBuffer &&other) noexcept {
 }
 
 bool Artifact::open(const std::string &dir, std::string &error,
-                    const std::vector<std::string> &ssdDirs) {
+                    const std::vector<std::string> &ssdDirs, Access access) {
   dir_ = dir;
+  access_ = access;
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     error = "'" + dir + "' is not an artifact directory (compile one with "
@@ -72,7 +77,8 @@ bool Artifact::open(const std::string &dir, std::string &error,
             std::to_string(plan_.paramsBytes + plan_.hostBytes) + " bytes)";
     return false;
   }
-  if (plan_.ssdBytes > 0) {
+  ssdFileOffset_.assign(plan_.slots.size(), UINT64_MAX);
+  if (plan_.ssdBytes > 0 && access == Access::ReadWrite) {
     const std::vector<std::string> &dirs =
         ssdDirs.empty() ? plan_.ssdDirs : ssdDirs;
     ssd_ = tiers::SsdStore::open(dirs, plan_.ssdBytes, tiers::SsdOptions(),
@@ -114,6 +120,12 @@ bool Artifact::open(const std::string &dir, std::string &error,
               "' is corrupted (checksum mismatch)";
       return false;
     }
+    if (slot.region == Region::Ssd && !ssd_) {
+      ssdFileOffset_[p.slot] = p.fileOffset; // ReadOnly: read it from here.
+      if (ssdImage_.get() < 0)
+        ssdImage_.reset(::dup(fd));
+      continue;
+    }
     if (slot.region == Region::Ssd &&
         !ssd_->write(slot.offset, dst, padded, error)) {
       ::close(fd);
@@ -139,6 +151,8 @@ bool Artifact::readSlot(const Slot &slot, char *out, std::string &error) {
     std::memcpy(out, memoryOf(slot), slot.bytes);
     return true;
   }
+  if (readOnly())
+    return readSsdImage(slot, out, error);
   uint64_t padded = pagePadded(slot.bytes);
   AlignedBuffer bounce(padded);
   if (!ssd_ || !ssd_->read(slot.offset, bounce.data(), padded, error))
@@ -154,6 +168,10 @@ bool Artifact::writeSlot(const Slot &slot, const char *in, std::string &error) {
     std::memcpy(memoryOf(slot), in, slot.bytes);
     return true;
   }
+  if (readOnly())
+    return (error = "'" + dir_ + "' is open read-only: cannot change '" +
+                    slot.name + "' on the SSD tier",
+            false);
   uint64_t padded = pagePadded(slot.bytes);
   AlignedBuffer bounce(padded);
   std::memset(bounce.data(), 0, padded);
@@ -179,8 +197,30 @@ template <typename F> bool forEachSsdChunk(uint64_t total, F &&each) {
 
 } // namespace
 
+bool Artifact::readSsdImage(const Slot &slot, char *out, std::string &error) {
+  uint64_t offset = ssdImageBase_ + slot.offset;
+  if (ssdImageIsParams_) {
+    size_t index = static_cast<size_t>(&slot - plan_.slots.data());
+    if (index >= ssdFileOffset_.size() || ssdFileOffset_[index] == UINT64_MAX)
+      return (error = "'" + slot.name + "' lives on the SSD tier and is not "
+                      "a stored tensor; it is only readable during a run",
+              false);
+    offset = ssdFileOffset_[index];
+  }
+  if (!preadAll(ssdImage_.get(), out, slot.bytes, offset))
+    return (error = "cannot read '" + slot.name + "' (SSD tier) from " +
+                    (ssdImageIsParams_ ? "'" + dir_ + "/params.bin'"
+                                       : std::string("the checkpoint")) +
+                    ": " +
+                    (errno ? std::strerror(errno) : "unexpected end of file"),
+            false);
+  return true;
+}
+
 bool Artifact::readState(
     const std::function<bool(const char *, size_t)> &sink, std::string &error) {
+  if (readOnly() && plan_.ssdBytes > 0)
+    return (error = "'" + dir_ + "' is open read-only (no SSD store)", false);
   auto failed = [&] { return (error = "cannot write the state", false); };
   if (!sink(params_.data(), plan_.paramsBytes) ||
       !sink(host_.data(), plan_.hostBytes))
@@ -200,8 +240,10 @@ bool Artifact::writeState(const std::function<bool(char *, size_t)> &source,
     return failed();
   return forEachSsdChunk(plan_.ssdBytes, [&](uint64_t off, uint64_t n,
                                              char *buffer) {
+    // ReadOnly: the bytes are only checked (the caller's checksum); reads
+    // of SSD slots then go to the file they came from (setSsdImage).
     return (source(buffer, n) || failed()) &&
-           ssd_->write(off, buffer, n, error);
+           (readOnly() || ssd_->write(off, buffer, n, error));
   });
 }
 

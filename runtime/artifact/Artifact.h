@@ -4,6 +4,7 @@
 #define STRATA_RUNTIME_ARTIFACT_ARTIFACT_H
 
 #include "runtime/artifact/Plan.h"
+#include "runtime/support/FileUtil.h"
 #include "runtime/tiers/SsdStore.h"
 
 #include <functional>
@@ -38,11 +39,30 @@ private:
 /// them in: the device parameter region, the host region, the SSD store.
 class Artifact {
 public:
+  /// ReadWrite opens the SSD store (creating, locking and filling its
+  /// files): for running the plan. ReadOnly never touches the SSD
+  /// directories: SSD-resident tensors are read where they are stored
+  /// (params.bin, or the checkpoint last loaded), so inspecting or
+  /// exporting beside a training job cannot disturb it.
+  enum class Access { ReadWrite, ReadOnly };
+
   /// Opens `dir`; false with `error` naming the file and the problem
   /// (missing, truncated, corrupted, other format version). `ssdDirs`, when
   /// given, replaces the SSD directories the plan was compiled with.
   bool open(const std::string &dir, std::string &error,
-            const std::vector<std::string> &ssdDirs = {});
+            const std::vector<std::string> &ssdDirs = {},
+            Access access = Access::ReadWrite);
+  bool readOnly() const { return access_ == Access::ReadOnly; }
+
+  /// ReadOnly: the SSD region's bytes now come from the open file `fd`
+  /// (owned from now on), starting at byte `base`: a checkpoint just loaded
+  /// and verified. The descriptor keeps that very file readable even if a
+  /// training job replaces the checkpoint meanwhile.
+  void setSsdImage(UniqueFd fd, uint64_t base) {
+    ssdImage_ = std::move(fd);
+    ssdImageBase_ = base;
+    ssdImageIsParams_ = false;
+  }
 
   const Plan &plan() const { return plan_; }
   const std::string &dir() const { return dir_; }
@@ -75,6 +95,14 @@ private:
   AlignedBuffer params_;
   AlignedBuffer host_;
   std::unique_ptr<tiers::SsdStore> ssd_;
+  Access access_ = Access::ReadWrite;
+  /// ReadOnly: where SSD-resident bytes are read from: params.bin at each
+  /// stored tensor's file offset (ssdFileOffset_, by slot), or a checkpoint.
+  UniqueFd ssdImage_;
+  bool ssdImageIsParams_ = true;
+  uint64_t ssdImageBase_ = 0;
+  std::vector<uint64_t> ssdFileOffset_;
+  bool readSsdImage(const Slot &slot, char *out, std::string &error);
 };
 
 } // namespace strata::artifact

@@ -1,5 +1,6 @@
 // SsdStore.cpp - The SSD tier: striped files, io_uring or threads.
 
+#include "runtime/support/Checked.h"
 #include "runtime/tiers/SsdStore.h"
 #include "runtime/support/Size.h"
 
@@ -231,15 +232,35 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
   uint64_t perDrive = (stripes + dirs.size() - 1) / dirs.size();
   uint64_t fileBytes = perDrive * options.stripeBytes;
   store->capacity_ = fileBytes * dirs.size();
+  std::vector<std::pair<dev_t, ino_t>> seen;
   for (size_t i = 0; i < dirs.size(); ++i) {
     // Create the directory (and its parents) when it is missing.
     std::error_code ec;
     std::filesystem::create_directories(dirs[i], ec);
     struct statvfs vfs;
-    if (::statvfs(dirs[i].c_str(), &vfs) != 0) {
+    struct stat dirStat;
+    if (::statvfs(dirs[i].c_str(), &vfs) != 0 ||
+        ::stat(dirs[i].c_str(), &dirStat) != 0) {
       error = "SSD directory '" + dirs[i] + "': " + std::strerror(errno);
       return nullptr;
     }
+    if (!S_ISDIR(dirStat.st_mode)) {
+      error = "SSD directory '" + dirs[i] + "' is not a directory";
+      return nullptr;
+    }
+    for (const auto &[dev, ino] : seen)
+      if (dev == dirStat.st_dev && ino == dirStat.st_ino) {
+        error = "SSD directory '" + dirs[i] + "' is given twice";
+        return nullptr;
+      }
+    seen.emplace_back(dirStat.st_dev, dirStat.st_ino);
+    FileLock lock;
+    if (!lock.lockDirectory(dirs[i], FileLock::Mode::Exclusive,
+                            "its SSD store", error)) {
+      error = "SSD directory: " + error;
+      return nullptr;
+    }
+    store->locks_.push_back(std::move(lock));
     std::string path = dirs[i] + "/strata-ssd-" + std::to_string(i) + ".bin";
     struct stat st;
     uint64_t existing = ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
@@ -368,7 +389,8 @@ bool SsdStore::transfer(const std::vector<IoRequest> &requests,
   // first N fails as a drive error would.
   static const long long failAfter = [] {
     const char *v = std::getenv("STRATA_SSD_FAIL_AFTER");
-    return v ? std::atoll(v) : -1LL;
+    int64_t n = -1;
+    return v && parseInt64(v, n, 0) ? static_cast<long long>(n) : -1LL;
   }();
   static std::atomic<long long> transfers{0};
   if (failAfter >= 0 && transfers++ >= failAfter) {

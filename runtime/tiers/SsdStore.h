@@ -11,6 +11,8 @@
 #ifndef STRATA_RUNTIME_TIERS_SSDSTORE_H
 #define STRATA_RUNTIME_TIERS_SSDSTORE_H
 
+#include "runtime/support/FileLock.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,8 +50,9 @@ class SsdStore {
 public:
   /// Creates (or reuses) one file per directory and allocates `capacity`
   /// bytes in total (rounded up to whole stripes per drive). Fails with a
-  /// message naming the directory when it is missing, not writable, or
-  /// lacks the free space.
+  /// message naming the directory when it is missing, not writable, lacks
+  /// the free space, is given twice, or is in use by another process (each
+  /// directory is locked while the store is open).
   static std::unique_ptr<SsdStore> open(const std::vector<std::string> &dirs,
                                         uint64_t capacity,
                                         const SsdOptions &options,
@@ -95,6 +98,9 @@ private:
   SsdOptions options_;
   std::vector<std::string> paths_;
   std::vector<int> fds_;
+  /// One exclusive lock per directory, held while the store is open: two
+  /// processes never share the same SSD files.
+  std::vector<FileLock> locks_;
   uint64_t capacity_ = 0;
   bool direct_ = true;
   char *staging_ = nullptr;

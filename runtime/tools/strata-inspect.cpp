@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     showPlan = showOps = true;
   Artifact art;
   std::string error;
-  if (!art.open(dir, error)) {
+  if (!art.open(dir, error, {}, Artifact::Access::ReadOnly)) {
     std::fprintf(stderr, "strata-inspect: error: %s\n", error.c_str());
     return 1;
   }

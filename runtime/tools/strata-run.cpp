@@ -6,6 +6,7 @@
 
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Trainer.h"
+#include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
 
@@ -52,7 +53,14 @@ static void usage(FILE *out) {
                "ARTIFACT/checkpoint)\n"
                "  --resume               continue from the last checkpoint\n"
                "  --log-json FILE        one JSON object per step (step, "
-               "loss, lr, grad_norm, tokens_per_s)\n"
+               "loss, lr, grad_norm, tokens_per_s); a write error stops "
+               "the run\n"
+               "  --on-nan stop|skip     a non-finite loss or gradient norm "
+               "stops the run\n"
+               "                         without saving (stop, default) or "
+               "skips the step (skip;\n"
+               "                         plans compiled with --loss-scale "
+               "only)\n"
                "  --trace FILE           Chrome-trace JSON of every kernel, "
                "copy and I/O (chrome://tracing, Perfetto)\n"
                "  --trace-steps N        training steps to trace (default 2)\n"
@@ -112,7 +120,7 @@ int main(int argc, char **argv) {
       outputDir = value("--output-dir");
     } else if (arg == "--device-mem" || arg.rfind("--device-mem=", 0) == 0) {
       std::string text = value("--device-mem");
-      if (!parseSize(text, budget)) {
+      if (!parseSize(text, budget) || budget == 0) {
         std::fprintf(stderr,
                      "strata-run: error: invalid size '%s' (e.g. 512MiB, "
                      "2GiB)\n",
@@ -127,9 +135,8 @@ int main(int argc, char **argv) {
                arg == "--save-every" || arg.rfind("--save-every=", 0) == 0) {
       bool steps = arg.rfind("--steps", 0) == 0;
       std::string text = value(steps ? "--steps" : "--save-every");
-      char *end = nullptr;
-      long long n = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || n < 0) {
+      int64_t n = 0;
+      if (!parseInt64(text, n, 0)) {
         std::fprintf(stderr, "strata-run: error: %s expects a non-negative "
                              "integer, got '%s'\n",
                      steps ? "--steps" : "--save-every", text.c_str());
@@ -143,7 +150,25 @@ int main(int argc, char **argv) {
     } else if (arg == "--trace" || arg.rfind("--trace=", 0) == 0) {
       tracePath = value("--trace");
     } else if (arg == "--trace-steps" || arg.rfind("--trace-steps=", 0) == 0) {
-      trainOptions.traceSteps = std::atoll(value("--trace-steps").c_str());
+      std::string text = value("--trace-steps");
+      if (!parseInt64(text, trainOptions.traceSteps, 0)) {
+        std::fprintf(stderr, "strata-run: error: --trace-steps expects a "
+                             "non-negative integer, got '%s'\n",
+                     text.c_str());
+        return 2;
+      }
+    } else if (arg == "--on-nan" || arg.rfind("--on-nan=", 0) == 0) {
+      std::string text = value("--on-nan");
+      if (text == "stop")
+        trainOptions.onNan = train::TrainerOptions::OnNan::Stop;
+      else if (text == "skip")
+        trainOptions.onNan = train::TrainerOptions::OnNan::Skip;
+      else {
+        std::fprintf(stderr, "strata-run: error: --on-nan expects stop or "
+                             "skip, got '%s'\n",
+                     text.c_str());
+        return 2;
+      }
     } else if (arg == "--ssd-dir" || arg.rfind("--ssd-dir=", 0) == 0) {
       ssdDirs.push_back(value("--ssd-dir"));
     } else if (arg == "--no-overlap") {

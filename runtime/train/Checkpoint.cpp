@@ -132,13 +132,15 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
       error);
   if (!ok)
     return fail(truncated ? "truncated" : error);
-  ::close(fd);
-  if (crc != h.regionCrc) {
-    error = "checkpoint '" + path + "': corrupted (checksum mismatch)";
-    return false;
-  }
+  if (crc != h.regionCrc)
+    return fail("corrupted (checksum mismatch)");
   info.planCrc = h.planCrc;
   info.step = h.step;
+  if (art.readOnly())
+    art.setSsdImage(UniqueFd(::dup(fd)), sizeof(Header) +
+                                             art.plan().paramsBytes +
+                                             art.plan().hostBytes);
+  ::close(fd);
   return true;
 }
 

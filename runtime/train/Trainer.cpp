@@ -1,6 +1,7 @@
 // Trainer.cpp - The training loop of strata-run.
 
 #include "runtime/train/Trainer.h"
+#include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSource.h"
@@ -12,7 +13,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace strata::train {
 
@@ -54,6 +57,33 @@ npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
     }
   }
   return a;
+}
+
+/// Removes the temporaries of saves that a crash or kill interrupted. Only
+/// the holder of the checkpoint directory's lock writes there, so any
+/// temporary found while holding it is stale.
+void removeStaleTemporaries(const std::string &dir, const std::string &ckpt,
+                            bool quiet) {
+  std::string prefix = ckpt.substr(ckpt.find_last_of('/') + 1) + ".tmp.";
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    std::string path = dir + "/" + name;
+    if (::unlink(path.c_str()) == 0 && !quiet)
+      std::fprintf(stderr,
+                   "strata-run: removed %s, left by an interrupted save\n",
+                   path.c_str());
+  }
+  ::closedir(d);
+}
+
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
 }
 
 bool scalarOutput(const exec::Executor &executor, const std::string &name,
@@ -106,10 +136,32 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     if (!executor.setInput(name, array, error))
       return false;
 
+  bool lossScaling = false;
+  for (const Binding &b : plan.outputs)
+    lossScaling |= b.name == "loss_scale";
+  if (options.onNan == TrainerOptions::OnNan::Skip && !lossScaling) {
+    error = "--on-nan skip needs a plan compiled with --loss-scale (its "
+            "updates are skipped when the gradients overflow); this plan "
+            "applies every update, so a diverged step cannot be undone";
+    return false;
+  }
+
+  // One training job per artifact and per checkpoint directory: a second
+  // one would overwrite the first one's checkpoints (and its SSD tensors,
+  // which the SSD store's own locks also guard).
+  FileLock artifactLock, checkpointLock;
+  if (!artifactLock.lockDirectory(art.dir(), FileLock::Mode::Exclusive,
+                                  "training it", error))
+    return (error = "artifact " + error, false);
   std::string ckptDir = options.checkpointDir;
   if (!makeDirectories(ckptDir, error))
     return false;
+  if (!checkpointLock.lockDirectory(ckptDir, FileLock::Mode::Exclusive,
+                                    "writing checkpoints of " + art.dir(),
+                                    error))
+    return (error = "checkpoint directory " + error, false);
   std::string ckpt = checkpointPath(ckptDir);
+  removeStaleTemporaries(ckptDir, ckpt, options.quiet);
   int64_t start = 0;
   if (options.resume) {
     CheckpointInfo info;
@@ -162,6 +214,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     context.lrFactor = plan.schedule.factor(step + 1);
     auto stepStart = std::chrono::steady_clock::now();
     double loss = 0, norm = NAN, lossScale = NAN;
+    bool hasNorm = false;
     // Micro-batch j of step k is batch k * micro + j of the data.
     for (int64_t j = 0; j < micro; ++j) {
       if (!options.dataPath.empty()) {
@@ -184,11 +237,29 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       double microLoss = NAN;
       scalarOutput(executor, "loss", microLoss);
       loss += microLoss / static_cast<double>(micro);
-      scalarOutput(executor, "grad_norm", norm);
+      hasNorm |= scalarOutput(executor, "grad_norm", norm);
       scalarOutput(executor, "loss_scale", lossScale);
     }
     if (!ok)
       break;
+    // Divergence: with loss scaling, an overflowing step was skipped by the
+    // plan itself; otherwise the update is in and must not be saved.
+    bool lossDiverged = !std::isfinite(loss);
+    bool normDiverged = hasNorm && !std::isfinite(norm) && !lossScaling;
+    bool diverged = lossDiverged || normDiverged;
+    if (diverged && options.onNan == TrainerOptions::OnNan::Stop) {
+      error = "training diverged at step " + std::to_string(step + 1) + ": " +
+              (lossDiverged ? "the loss is " + std::to_string(loss)
+                            : "the gradient norm is " + std::to_string(norm)) +
+              "; stopped without saving this step (" +
+              (fileExists(ckpt) ? "the last checkpoint, " + ckpt +
+                                      ", is intact"
+                                : std::string("no checkpoint was saved yet")) +
+              "). Lower --lr, clip gradients (--clip-grad-norm), or compile "
+              "with --loss-scale and run with --on-nan skip";
+      ok = false;
+      break;
+    }
     auto now = std::chrono::steady_clock::now();
     double stepSeconds = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - runStart).count();
@@ -225,7 +296,17 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                    static_cast<long long>(step + 1), number(loss).c_str(),
                    number(lr).c_str(), number(norm).c_str(), tokensPerSecond,
                    stepSeconds, scaleField.c_str());
-      std::fflush(log);
+      if (std::fflush(log) != 0 || std::ferror(log)) {
+        error = "cannot write --log-json file '" + options.logJson +
+                "': " + std::strerror(errno) + "; stopped at step " +
+                std::to_string(step + 1) + " (" +
+                (fileExists(ckpt) ? "the last checkpoint, " + ckpt +
+                                        ", is intact"
+                                  : std::string("no checkpoint saved yet")) +
+                ")";
+        ok = false;
+        break;
+      }
     }
     bool last = step + 1 == options.steps;
     if (!options.quiet &&
@@ -251,7 +332,11 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       info.step = static_cast<uint64_t>(step + 1);
       if (!saveCheckpoint(ckpt, info, art, error)) {
         error = "saving the checkpoint at step " + std::to_string(step + 1) +
-                " failed (the previous checkpoint is intact): " + error;
+                " failed (" +
+                (fileExists(ckpt) ? "the previous checkpoint is intact"
+                                  : std::string("there is no earlier "
+                                                "checkpoint")) +
+                "): " + error;
         ok = false;
         break;
       }
@@ -260,8 +345,11 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                      static_cast<long long>(step + 1), ckpt.c_str());
     }
   }
-  if (log)
-    std::fclose(log);
+  if (log && std::fclose(log) != 0 && ok) {
+    error = "cannot write --log-json file '" + options.logJson +
+            "': " + std::strerror(errno);
+    ok = false;
+  }
   executor.setTrace(nullptr);
   if (ok && !options.quiet) {
     std::fprintf(stderr, "strata-run: done; checkpoint %s\n", ckpt.c_str());

@@ -15,6 +15,7 @@
 #include <tuple>
 #include "runtime/artifact/MemoryReport.h"
 
+#include <cmath>
 #include <sstream>
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/Passes.h"
@@ -326,6 +327,52 @@ private:
 
 } // namespace
 
+/// Every hyperparameter's domain, checked before any work: an out-of-domain
+/// value would otherwise train with meaningless numbers. Empty when fine.
+static std::string checkTrainingOptions() {
+  auto finite = [](double v) { return std::isfinite(v); };
+  struct Range {
+    const char *flag;
+    double value;
+    bool ok;
+    const char *domain;
+  };
+  const Range ranges[] = {
+      {"--lr", lr, finite(lr) && lr > 0, "a positive number"},
+      {"--momentum", momentum, finite(momentum) && momentum >= 0 &&
+                                   momentum < 1,
+       "in [0, 1)"},
+      {"--beta1", beta1, finite(beta1) && beta1 >= 0 && beta1 < 1,
+       "in [0, 1)"},
+      {"--beta2", beta2, finite(beta2) && beta2 >= 0 && beta2 < 1,
+       "in [0, 1)"},
+      {"--eps", eps, finite(eps) && eps > 0, "a positive number"},
+      {"--weight-decay", weightDecay, finite(weightDecay) && weightDecay >= 0,
+       "a non-negative number"},
+      {"--clip-grad-norm", clipGradNorm,
+       finite(clipGradNorm) && clipGradNorm >= 0,
+       "a non-negative number (0: off)"},
+      {"--min-lr-ratio", minLrRatio,
+       finite(minLrRatio) && minLrRatio >= 0 && minLrRatio <= 1, "in [0, 1]"},
+      {"--loss-scale-init", lossScaleInit,
+       finite(lossScaleInit) && lossScaleInit > 0, "a positive number"},
+  };
+  for (const Range &r : ranges)
+    if (!r.ok)
+      return std::string(r.flag) + " must be " + r.domain + ", not " +
+             std::to_string(r.value);
+  if (warmupSteps < 0 || totalSteps < 0)
+    return "--warmup-steps and --total-steps must be non-negative";
+  if (accumulate < 1 || accumulate > (int64_t(1) << 31))
+    return "--accumulate must be between 1 and 2^31, not " +
+           std::to_string(accumulate);
+  if (lossScaleWindow < 1)
+    return "--loss-scale-window must be at least 1";
+  if (plannerEvaluations < 1)
+    return "--planner-evaluations must be at least 1";
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&category, &trainCategory, &tierCategory});
@@ -345,6 +392,19 @@ int main(int argc, char **argv) {
       argc, argv,
       "Strata: ahead-of-time training compiler for ONNX transformers\n\n"
       "  strata-compile model.onnx --input-shape input_ids=4x128 --emit=graph\n");
+
+  // Nothing the user did not name as the output is ever overwritten.
+  if (outputFile != "-" && llvm::sys::fs::exists(outputFile) &&
+      llvm::sys::fs::equivalent(inputFile, outputFile)) {
+    llvm::errs() << "strata-compile: error: -o '" << outputFile
+                 << "' is the input model; refusing to overwrite it (name "
+                    "a new artifact directory)\n";
+    return 1;
+  }
+  if (std::string why = checkTrainingOptions(); !why.empty()) {
+    llvm::errs() << "strata-compile: error: " << why << "\n";
+    return 1;
+  }
 
   strata::ImportOptions options;
   for (const std::string &spec : inputShapes) {
@@ -547,6 +607,12 @@ int main(int argc, char **argv) {
                    << *text << "' (e.g. 24GiB)\n";
       return 1;
     }
+    // 0 would read as "no budget" downstream: say so instead of guessing.
+    if (!text->empty() && *out == 0) {
+      llvm::errs() << "strata-compile: error: " << flag
+                   << " must be positive (leave it out for no limit)\n";
+      return 1;
+    }
   }
   if (what == Emit::Exec || what == Emit::Artifact)
     strata::buildForwardToExecPipeline(pm, tiers);
@@ -578,7 +644,14 @@ int main(int argc, char **argv) {
   }
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
-    info.ssdDirs.assign(ssdDirs.begin(), ssdDirs.end());
+    // Recorded absolute: every tool finds the same SSD directory, whatever
+    // its working directory.
+    for (const std::string &d : ssdDirs) {
+      llvm::SmallString<256> path(d);
+      llvm::sys::fs::make_absolute(path);
+      llvm::sys::path::remove_dots(path, /*remove_dot_dot=*/true);
+      info.ssdDirs.push_back(path.str().str());
+    }
 
     if (auto producer = (*module)->getAttrOfType<StringAttr>("graph.producer"))
       info.producer = producer.getValue().str();

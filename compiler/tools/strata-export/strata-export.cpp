@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/support/Checked.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
@@ -20,6 +21,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -93,14 +95,27 @@ bool initializerBytes(const onnx::TensorProto &t, const std::string &baseDir,
                       std::string &bytes, std::string &error) {
   if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     std::string location;
-    long long offset = 0, length = -1;
+    int64_t offset = 0, length = -1;
     for (const auto &e : t.external_data()) {
+      bool ok = true;
       if (e.key() == "location")
         location = e.value();
       else if (e.key() == "offset")
-        offset = std::stoll(e.value());
+        ok = parseInt64(e.value(), offset, 0);
       else if (e.key() == "length")
-        length = std::stoll(e.value());
+        ok = parseInt64(e.value(), length, 0);
+      if (!ok) {
+        error = "initializer '" + t.name() + "': invalid external data " +
+                e.key() + " '" + e.value() + "'";
+        return false;
+      }
+    }
+    if (location.empty() || location.front() == '/' ||
+        location.find("..") != std::string::npos) {
+      error = "initializer '" + t.name() + "': external data location '" +
+              location + "' must be a relative path inside the model's "
+              "directory";
+      return false;
     }
     std::string path = baseDir + "/" + location;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -109,10 +124,22 @@ bool initializerBytes(const onnx::TensorProto &t, const std::string &baseDir,
               "': " + std::strerror(errno);
       return false;
     }
-    if (length < 0) {
-      struct stat st;
-      ::fstat(fd, &st);
-      length = st.st_size - offset;
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      error = "external data '" + path + "' of '" + t.name() +
+              "' is not a regular file";
+      return false;
+    }
+    if (length < 0)
+      length = st.st_size - std::min<int64_t>(offset, st.st_size);
+    if (static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) >
+        static_cast<uint64_t>(st.st_size)) {
+      ::close(fd);
+      error = "external data '" + path + "' of '" + t.name() + "' is " +
+              std::to_string(st.st_size) + " bytes, too short for offset " +
+              std::to_string(offset) + " + length " + std::to_string(length);
+      return false;
     }
     bytes.resize(static_cast<size_t>(length));
     size_t done = 0;
@@ -193,7 +220,9 @@ int main(int argc, char **argv) {
 
   std::string error;
   artifact::Artifact art;
-  if (!art.open(options.artifact, error))
+  // Read-only: never touches the SSD store a training job may be using.
+  if (!art.open(options.artifact, error, {},
+                artifact::Artifact::Access::ReadOnly))
     return fail(error);
   const artifact::Plan &plan = art.plan();
   std::string ckpt = options.checkpoint.empty()
@@ -258,6 +287,17 @@ int main(int argc, char **argv) {
       bytes.resize(p.bytes);
       if (!art.readSlot(slot, bytes.data(), error))
         return fail(error);
+      // A diverged run must not pass for a trained model.
+      if (slot.dtype == DType::F32)
+        for (size_t k = 0; k + 4 <= bytes.size(); k += 4) {
+          float v;
+          std::memcpy(&v, bytes.data() + k, 4);
+          if (!std::isfinite(v))
+            return fail("parameter '" + t.name() + "' holds a non-finite "
+                        "value (element " + std::to_string(k / 4) +
+                        " is " + std::to_string(v) +
+                        "); the run diverged, export an earlier checkpoint");
+        }
       ++replaced;
     } else if (!initializerBytes(t, baseDir, bytes, error)) {
       if (!error.empty())
