@@ -18,6 +18,8 @@ def parse_args():
     parser.add_argument("--bin", required=True)
     parser.add_argument("--work", required=True)
     ARGS, ARGS.unittest_argv = parser.parse_known_args()
+    ARGS.bin = os.path.abspath(ARGS.bin)
+    ARGS.work = os.path.abspath(ARGS.work)
     os.makedirs(ARGS.work, exist_ok=True)
     return ARGS
 

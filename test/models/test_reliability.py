@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Reliability: what a careless or hostile user can do must not lose data,
+crash a tool or train on nonsense.
+
+* Compiling never deletes the model, a directory that is not an artifact, or
+  the checkpoints of a previous artifact; a failed compile leaves nothing.
+* A second process on the same artifact, checkpoint directory or SSD
+  directory is refused with a clear error; strata-inspect and strata-export
+  beside a training job leave its numbers untouched.
+* Checkpoints are byte-identical for identical states; the temporaries of an
+  interrupted save are removed by the next run; a --log-json write error
+  stops the run.
+* A diverged run (non-finite loss) stops without saving, and export refuses
+  non-finite weights.
+* Malformed numbers, sizes and hyperparameters are errors, never crashes.
+
+    test_reliability.py --bin BUILD/bin --work DIR
+"""
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import generate  # noqa: E402
+import harness  # noqa: E402
+from harness import run, tool  # noqa: E402
+
+ARGS = None
+
+
+def fails(cmd, timeout=60, **kw):
+    """Runs `cmd`, which must exit non-zero without a signal; returns its
+    stderr."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       **kw)
+    if r.returncode <= 0:
+        raise AssertionError("%s exited %d (expected an error):\n%s" %
+                             (" ".join(cmd), r.returncode, r.stderr))
+    return r.stderr
+
+
+def read(path, mode="rb"):
+    with open(path, mode) as fh:
+        return fh.read()
+
+
+def tree(path):
+    """Every file under `path` with its bytes."""
+    out = {}
+    for root, _, files in os.walk(path):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, path)] = read(p)
+    return out
+
+
+class Reliability(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        meta = generate.generate(ARGS.work, ["gpt2_dynamic"])[0]
+        cls.model = meta["path"]
+        cls.bind = meta["bind"]
+        b, t = meta["output_shape"][:2]
+        rng = np.random.default_rng(5)
+        cls.data = os.path.join(ARGS.work, "rel.data.npy")
+        np.save(cls.data, rng.integers(0, 96, size=(4 * b, t + 1),
+                                       dtype=np.int64))
+
+    def work(self, name):
+        path = os.path.join(ARGS.work, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.unlink(path)
+        return path
+
+    def compile_cmd(self, out, *flags):
+        cmd = [tool("strata-compile"), self.model, "-o", out]
+        for b in self.bind:
+            cmd += ["--input-shape", b]
+        return cmd + list(flags)
+
+    def compile(self, out, *flags):
+        return run(self.compile_cmd(out, *flags))
+
+    def start_training(self, art, *flags):
+        """A long training job, returned once it has taken its locks (its
+        first step is logged)."""
+        log = art + ".bg.log"
+        if os.path.exists(log):
+            os.unlink(log)
+        proc = subprocess.Popen(
+            [tool("strata-run"), art, "--data", self.data, "--steps",
+             "1000000", "--log-json", log, "--quiet"] + list(flags),
+            stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if os.path.exists(log) and os.path.getsize(log) > 0:
+                return proc
+            if proc.poll() is not None:
+                raise AssertionError("the job exited: " + proc.stderr.read())
+            time.sleep(0.01)
+        proc.kill()
+        raise AssertionError("the training job did not start")
+
+    @staticmethod
+    def stop(proc):
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+
+    # -- compiling never deletes what it was not asked to ----------------
+
+    def test_output_onto_the_model_is_refused(self):
+        copy = self.work("victim.onnx")
+        shutil.copy(self.model, copy)
+        before = read(copy)
+        cmd = self.compile_cmd(copy)
+        cmd[1] = copy
+        err = fails(cmd)
+        self.assertIn("is the input model", err)
+        self.assertEqual(read(copy), before)
+
+    def test_output_onto_a_file_or_foreign_directory_is_refused(self):
+        f = self.work("some-file.txt")
+        with open(f, "w") as fh:
+            fh.write("keep me")
+        self.assertIn("not a directory", fails(self.compile_cmd(f)))
+        self.assertEqual(read(f, "r"), "keep me")
+        d = self.work("some-dir")
+        os.makedirs(os.path.join(d, "sub"))
+        with open(os.path.join(d, "sub", "notes"), "w") as fh:
+            fh.write("keep me too")
+        self.assertIn("holds no Strata artifact", fails(self.compile_cmd(d)))
+        self.assertEqual(tree(d), {"sub/notes": b"keep me too"})
+
+    def test_recompiling_keeps_checkpoints(self):
+        art = self.work("recompile.strata")
+        self.compile(art, "--lr", "0.01")
+        run([tool("strata-run"), art, "--data", self.data, "--steps", "2",
+             "--quiet"])
+        ckpt = os.path.join(art, "checkpoint", "checkpoint.bin")
+        saved = read(ckpt)
+        self.compile(art, "--lr", "0.02")
+        self.assertEqual(read(ckpt), saved,
+                         "recompiling lost the checkpoint")
+        # It belongs to the old plan: --resume says so instead of using it.
+        err = fails([tool("strata-run"), art, "--data", self.data,
+                     "--steps", "3", "--resume"])
+        self.assertIn("belongs to another plan", err)
+        self.assertEqual([n for n in os.listdir(ARGS.work)
+                          if n.startswith("recompile.strata.")], [],
+                         "temporary directories left beside the artifact")
+
+    def test_failed_compile_leaves_nothing_behind(self):
+        # A target whose plan.bin cannot be replaced (it is a directory):
+        # the compile fails at the last moment and must remove what it
+        # staged, and keep what was there.
+        art = self.work("blocked.strata")
+        os.makedirs(os.path.join(art, "plan.bin"))
+        with open(os.path.join(art, "plan.bin", "x"), "w") as fh:
+            fh.write("x")
+        fails(self.compile_cmd(art))
+        self.assertEqual([n for n in os.listdir(art) if n.endswith(".new")],
+                         [], "staged files left behind")
+        self.assertEqual(tree(art)["plan.bin/x"], b"x")
+        # A compile that fails before writing creates no directory.
+        fresh = self.work("never.strata")
+        fails(self.compile_cmd(fresh, "--gpu-mem", "1KiB"))
+        self.assertFalse(os.path.exists(fresh))
+
+    # -- locks between processes -----------------------------------------
+
+    def test_second_process_on_the_same_files_is_refused(self):
+        art = self.work("locked.strata")
+        ssd = self.work("locked.ssd")
+        self.compile(art, "--place-states", "ssd", "--ssd-dir", ssd)
+        job = self.start_training(art)
+        try:
+            # The same artifact.
+            err = fails([tool("strata-run"), art, "--data", self.data,
+                         "--steps", "3", "--checkpoint-dir",
+                         self.work("other.ckpt")])
+            self.assertIn("in use by another Strata process", err)
+            # Another artifact on the same SSD directory.
+            other = self.work("other.strata")
+            self.compile(other, "--place-states", "ssd", "--ssd-dir", ssd)
+            err = fails([tool("strata-run"), other, "--data", self.data,
+                         "--steps", "3"])
+            self.assertIn("in use by another Strata process", err)
+            self.assertIn(ssd, err)
+            # Another artifact writing into the job's checkpoint directory.
+            third = self.work("third.strata")
+            self.compile(third)
+            err = fails([tool("strata-run"), third, "--data", self.data,
+                         "--steps", "3", "--checkpoint-dir",
+                         os.path.join(art, "checkpoint")])
+            self.assertIn("in use by another Strata process", err)
+            # Recompiling into the artifact being trained.
+            err = fails(self.compile_cmd(art, "--place-states", "ssd",
+                                         "--ssd-dir", ssd))
+            self.assertIn("in use by another Strata process", err)
+            # Read-only tools work beside it.
+            run([tool("strata-inspect"), art])
+        finally:
+            self.stop(job)
+        # Once the job is gone, its files are free again.
+        run([tool("strata-run"), other, "--data", self.data, "--steps", "1",
+             "--quiet"])
+
+    def test_inspect_and_export_do_not_disturb_a_job(self):
+        art = self.work("busy.strata")
+        ssd = self.work("busy.ssd")
+        self.compile(art, "--place-params", "ssd", "--place-states", "ssd",
+                     "--ssd-dir", ssd, "--lr", "0.01")
+        ref = self.work("quiet.strata")
+        ref_ssd = self.work("quiet.ssd")
+        self.compile(ref, "--place-params", "ssd", "--place-states", "ssd",
+                     "--ssd-dir", ref_ssd, "--lr", "0.01")
+        steps = "40"
+        run([tool("strata-run"), ref, "--data", self.data, "--steps", steps,
+             "--log-json", ref + ".log", "--quiet"])
+        proc = subprocess.Popen(
+            [tool("strata-run"), art, "--data", self.data, "--steps", steps,
+             "--log-json", art + ".log", "--save-every", "5", "--quiet"],
+            stderr=subprocess.PIPE, text=True)
+        exported = 0
+        while proc.poll() is None:
+            run([tool("strata-inspect"), art])
+            r = subprocess.run([tool("strata-export"), art, "-o",
+                                art + ".onnx"], capture_output=True,
+                               text=True)
+            exported += r.returncode == 0
+        err = proc.stderr.read()
+        proc.stderr.close()
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertGreater(exported, 0)
+
+        def losses(path):
+            return [json.loads(line)["loss"]
+                    for line in read(path, "r").splitlines()]
+        self.assertEqual(losses(art + ".log"), losses(ref + ".log"))
+
+    # -- checkpoints ------------------------------------------------------
+
+    def test_checkpoints_are_deterministic_and_stale_temporaries_go(self):
+        files = []
+        for i in range(2):
+            art = self.work("det%d.strata" % i)
+            self.compile(art, "--place-states", "host", "--lr", "0.01")
+            ckdir = os.path.join(art, "checkpoint")
+            os.makedirs(ckdir)
+            stale = os.path.join(ckdir, "checkpoint.bin.tmp.999999")
+            with open(stale, "wb") as fh:
+                fh.write(b"\0" * 100000)
+            run([tool("strata-run"), art, "--data", self.data, "--steps",
+                 "3", "--quiet"])
+            self.assertFalse(os.path.exists(stale),
+                             "the stale temporary was not removed")
+            files.append(read(os.path.join(ckdir, "checkpoint.bin")))
+        self.assertEqual(files[0], files[1],
+                         "identical runs wrote different checkpoints")
+
+    def test_log_write_error_stops_the_run(self):
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        art = self.work("fulllog.strata")
+        self.compile(art)
+        err = fails([tool("strata-run"), art, "--data", self.data,
+                     "--steps", "3", "--log-json", "/dev/full"])
+        self.assertIn("--log-json", err)
+
+    def test_relative_ssd_dir_is_the_same_from_every_directory(self):
+        base = self.work("reldirs")
+        os.makedirs(os.path.join(base, "a"))
+        os.makedirs(os.path.join(base, "b"))
+        art = os.path.join(base, "rel.strata")
+        cmd = self.compile_cmd(art, "--place-states", "ssd", "--ssd-dir",
+                               "ssd-here")
+        run_in = lambda c, d: subprocess.run(c, cwd=d, capture_output=True,
+                                            text=True)
+        r = run_in(cmd, os.path.join(base, "a"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run_in([tool("strata-run"), art, "--data", self.data, "--steps",
+                    "1", "--quiet"], os.path.join(base, "b"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.isdir(os.path.join(base, "a", "ssd-here")))
+        self.assertFalse(os.path.exists(os.path.join(base, "b", "ssd-here")))
+
+    # -- divergence -------------------------------------------------------
+
+    def test_divergence_stops_without_saving(self):
+        art = self.work("diverge.strata")
+        self.compile(art, "--optimizer", "sgd", "--lr", "1e30")
+        err = fails([tool("strata-run"), art, "--data", self.data,
+                     "--steps", "20", "--save-every", "1"])
+        self.assertIn("diverged", err)
+        ckpt = os.path.join(art, "checkpoint", "checkpoint.bin")
+        if os.path.exists(ckpt):
+            # Whatever was saved holds finite weights: export takes it.
+            run([tool("strata-export"), art, "-o", art + ".onnx"])
+        # --on-nan skip cannot undo an applied update: refused up front.
+        err = fails([tool("strata-run"), art, "--data", self.data,
+                     "--steps", "2", "--on-nan", "skip"])
+        self.assertIn("--loss-scale", err)
+
+    # -- malformed numbers and hyperparameters -----------------------------
+
+    def test_bad_numbers_are_errors(self):
+        art = self.work("numbers.strata")
+        huge = "123456789012345678901"
+        err = fails([tool("strata-compile"), self.model, "-o", art,
+                     "--input-shape", "input_ids=%sx4" % huge])
+        self.assertIn("invalid dimension", err)
+        err = fails([tool("strata-compile"), self.model, "-o", art,
+                     "--input-shape", "input_ids=4611686018427387968x4"])
+        self.assertIn("2^63", err)
+        for flags, text in [
+                (["--beta1", "2"], "--beta1"), (["--eps", "-1"], "--eps"),
+                (["--lr", "nan"], "--lr"), (["--lr", "inf"], "--lr"),
+                (["--momentum", "1.5"], "--momentum"),
+                (["--weight-decay", "-0.1"], "--weight-decay"),
+                (["--gpu-mem", "0"], "--gpu-mem"),
+                (["--gpu-mem", "1.5.3GiB"], "--gpu-mem"),
+                (["--loss-scale", "inf"], "--loss-scale")]:
+            err = fails(self.compile_cmd(art, *flags))
+            self.assertIn(text, err, flags)
+        self.assertFalse(os.path.exists(art))
+        self.compile(art)
+        for flags in (["--steps", huge], ["--steps", "12abc"],
+                      ["--trace-steps", "x"], ["--device-mem", "0"],
+                      ["--on-nan", "maybe"]):
+            fails([tool("strata-run"), art, "--data", self.data] + flags)
+
+    def test_bad_npy_headers_are_errors(self):
+        art = self.work("npy.strata")
+        self.compile(art)
+        cases = {
+            "huge-dim": "(123456789012345678901, 4)",
+            "overflow": "(4611686018427387904, 4611686018427387904)",
+            "too-big": "(1099511627776, 33)",
+            "negative": "(-4, 33)",
+            "not-a-tuple": "4, 33",
+        }
+        for name, shape in cases.items():
+            header = ("{'descr': '<i8', 'fortran_order': False, 'shape': %s, }"
+                      % shape)
+            header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+            path = os.path.join(ARGS.work, "bad-%s.npy" % name)
+            with open(path, "wb") as fh:
+                fh.write(b"\x93NUMPY\x01\x00" +
+                         len(header).to_bytes(2, "little") +
+                         header.encode() + b"\0" * 64)
+            err = fails([tool("strata-run"), art, "--data", path, "--steps",
+                         "1"])
+            self.assertIn("npy", err, name)
+
+    def test_fifo_paths_are_errors_not_hangs(self):
+        fifo = self.work("model.fifo")
+        os.mkfifo(fifo)
+        err = fails([tool("strata-compile"), fifo, "-o", self.work("f.o"),
+                     "--input-shape", "input_ids=2x8"], timeout=20)
+        self.assertIn("not a regular file", err)
+        art = self.work("fifo.strata")
+        self.compile(art)
+        err = fails([tool("strata-run"), art, "--data", fifo, "--steps", "1"],
+                    timeout=20)
+        self.assertIn("not a regular file", err)
+
+
+def main():
+    global ARGS
+    ARGS = harness.parse_args()
+    harness.run_tests(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
