@@ -1,6 +1,8 @@
 // PlanIO.cpp - Serialization of plan.bin.
 
 #include "runtime/artifact/Plan.h"
+#include "runtime/artifact/KernelContract.h"
+#include "runtime/support/Checked.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileUtil.h"
 
@@ -234,10 +236,8 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
 } // namespace
 
 int64_t Slot::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+  // Plans are validated (checked shapes) before anything counts elements.
+  return checkedNumElements(shape).value_or(-1);
 }
 
 const char *kernelName(Kernel kernel) {
@@ -305,10 +305,13 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (s.region != Region::Arena && s.region != Region::Params &&
         s.region != Region::Host && s.region != Region::Ssd)
       return fail(where + " has an unknown region");
-    for (int64_t d : s.shape)
-      if (d < 0)
-        return fail(where + " has a negative dimension");
-    if (s.bytes != static_cast<uint64_t>(s.numElements()) * dtypeSize(s.dtype))
+    if (!isValidDType(static_cast<uint8_t>(s.dtype)))
+      return fail(where + " has an unknown element type");
+    std::optional<uint64_t> bytes = checkedByteSize(s.shape, dtypeSize(s.dtype));
+    if (!bytes)
+      return fail(where + " has a negative dimension or more bytes than "
+                          "int64 can count");
+    if (s.bytes != *bytes)
       return fail(where + " has the wrong byte size or element type");
     uint64_t limit = s.region == Region::Arena    ? plan.arenaBytes
                      : s.region == Region::Params ? plan.paramsBytes
@@ -385,6 +388,9 @@ bool validatePlan(const Plan &plan, std::string &error) {
       if (plan.slots[slot].region != Region::Arena)
         return fail(where + " writes outside the arena");
     }
+    std::string why;
+    if (!checkKernelContract(plan, s, why))
+      return fail(where + " (" + kernelName(s.kernel) + ") " + why);
   }
   // A fetch scheduled ahead must not overtake anything that touches its
   // destination or writes its source.

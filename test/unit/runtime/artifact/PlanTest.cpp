@@ -31,7 +31,7 @@ Plan samplePlan() {
   s.kernel = Kernel::MatMul;
   s.inputs = {0, 1};
   s.outputs = {2};
-  s.ints = {-3};
+  s.ints = {0, -3};
   s.floats = {0.5};
   p.steps.push_back(s);
   return p;
@@ -60,7 +60,7 @@ TEST(Plan, RoundTrips) {
   EXPECT_EQ(p.slots[1].shape, (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(p.params[0].crc, 1234u);
   EXPECT_EQ(p.steps[0].kernel, Kernel::MatMul);
-  EXPECT_EQ(p.steps[0].ints, (std::vector<int64_t>{-3}));
+  EXPECT_EQ(p.steps[0].ints, (std::vector<int64_t>{0, -3}));
   EXPECT_EQ(p.steps[0].floats, (std::vector<double>{0.5}));
   std::remove(path.c_str());
 }

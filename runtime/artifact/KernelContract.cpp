@@ -1,0 +1,486 @@
+// KernelContract.cpp - What each kernel requires of its operands.
+
+#include "runtime/artifact/KernelContract.h"
+#include "runtime/support/Checked.h"
+
+#include <algorithm>
+
+namespace strata::artifact {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t count(const Shape &shape) {
+  return checkedNumElements(shape).value_or(-1);
+}
+
+std::string shapeText(const Shape &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Checks one step; each rule returns false with `why` set.
+class StepChecker {
+public:
+  StepChecker(const Plan &plan, const Step &step, std::string &why)
+      : plan_(plan), step_(step), why_(why) {}
+
+  bool check();
+
+private:
+  const Slot &in(size_t k) const { return plan_.slots[step_.inputs[k]]; }
+  const Slot &out(size_t k) const { return plan_.slots[step_.outputs[k]]; }
+
+  bool fail(const std::string &why) {
+    why_ = why;
+    return false;
+  }
+  bool operands(size_t minIn, size_t maxIn, size_t outs) {
+    if (step_.inputs.size() < minIn || step_.inputs.size() > maxIn)
+      return fail("takes " + std::to_string(minIn) +
+                  (maxIn != minIn ? "-" + std::to_string(maxIn) : "") +
+                  " inputs, has " + std::to_string(step_.inputs.size()));
+    if (step_.outputs.size() != outs)
+      return fail("has " + std::to_string(outs) + " outputs, not " +
+                  std::to_string(step_.outputs.size()));
+    return true;
+  }
+  bool attributes(size_t ints, size_t floats) {
+    if (step_.ints.size() < ints || step_.floats.size() < floats)
+      return fail("needs " + std::to_string(ints) + " integer and " +
+                  std::to_string(floats) + " float attributes");
+    return true;
+  }
+  bool sameType(const Slot &a, const Slot &b) {
+    if (a.dtype != b.dtype)
+      return fail("mixes " + std::string(dtypeName(a.dtype)) + " '" + a.name +
+                  "' and " + dtypeName(b.dtype) + " '" + b.name + "'");
+    return true;
+  }
+  bool floating(const Slot &s) {
+    if (!isFloatDType(s.dtype))
+      return fail("needs a floating-point '" + s.name + "', it is " +
+                  dtypeName(s.dtype));
+    return true;
+  }
+  bool indexType(const Slot &s) {
+    if (s.dtype != DType::I32 && s.dtype != DType::I64)
+      return fail("needs int32 or int64 '" + s.name + "', it is " +
+                  dtypeName(s.dtype));
+    return true;
+  }
+  bool sameCount(const Slot &a, const Slot &b) {
+    if (count(a.shape) != count(b.shape))
+      return fail("'" + a.name + "' " + shapeText(a.shape) + " and '" +
+                  b.name + "' " + shapeText(b.shape) +
+                  " differ in element count");
+    return true;
+  }
+  bool sameShape(const Slot &a, const Slot &b) {
+    if (a.shape != b.shape)
+      return fail("'" + a.name + "' " + shapeText(a.shape) + " and '" +
+                  b.name + "' " + shapeText(b.shape) + " differ in shape");
+    return true;
+  }
+  bool elementCount(const Slot &s, int64_t expected) {
+    if (count(s.shape) != expected)
+      return fail("'" + s.name + "' " + shapeText(s.shape) + " should have " +
+                  std::to_string(expected) + " elements");
+    return true;
+  }
+  /// `from` reads right-aligned into `to`: each dimension equal or 1.
+  bool broadcastsTo(const Shape &from, const Shape &to, const std::string &n) {
+    if (from.size() > to.size())
+      return fail("'" + n + "' " + shapeText(from) + " does not broadcast to " +
+                  shapeText(to));
+    size_t offset = to.size() - from.size();
+    for (size_t d = 0; d < from.size(); ++d)
+      if (from[d] != 1 && from[d] != to[offset + d])
+        return fail("'" + n + "' " + shapeText(from) +
+                    " does not broadcast to " + shapeText(to));
+    return true;
+  }
+  bool axis(int64_t a, size_t rank, bool inclusive = false) {
+    if (a < 0 || a > static_cast<int64_t>(rank) ||
+        (!inclusive && a == static_cast<int64_t>(rank)))
+      return fail("axis " + std::to_string(a) + " is out of range for rank " +
+                  std::to_string(rank));
+    return true;
+  }
+  /// A strided window: ints = offsets (rank), then strides (rank), of
+  /// `window` inside `whole`; every index it touches must be in bounds.
+  bool window(const Shape &whole, const Shape &window) {
+    size_t rank = whole.size();
+    if (window.size() != rank || step_.ints.size() != 2 * rank)
+      return fail("needs offsets and strides for each of " +
+                  std::to_string(rank) + " dimensions");
+    if (count(window) == 0)
+      return true;
+    for (size_t d = 0; d < rank; ++d) {
+      __int128 first = step_.ints[d];
+      __int128 last = first + static_cast<__int128>(window[d] - 1) *
+                                  step_.ints[rank + d];
+      if (first < 0 || first >= whole[d] || last < 0 || last >= whole[d])
+        return fail("window " + shapeText(window) + " at offsets/strides " +
+                    shapeText(step_.ints) + " leaves " + shapeText(whole) +
+                    " in dimension " + std::to_string(d));
+    }
+    return true;
+  }
+
+  bool elementwise();
+  bool matmul();
+  bool reduce();
+  bool layerNorm();
+  bool concat();
+  bool gather(const Slot &data, const Slot &indices, const Slot &result,
+              bool grad);
+  bool update();
+
+  const Plan &plan_;
+  const Step &step_;
+  std::string &why_;
+};
+
+bool StepChecker::elementwise() {
+  Kernel k = step_.kernel;
+  bool binary = k <= Kernel::Greater;
+  bool compare = k == Kernel::Equal || k == Kernel::Less ||
+                 k == Kernel::Greater;
+  if (k == Kernel::Select) {
+    if (!operands(3, 3, 1) || !sameType(in(1), in(2)) ||
+        !sameType(in(1), out(0)))
+      return false;
+    if (in(0).dtype != DType::Bool)
+      return fail("needs a bool condition");
+    for (size_t i = 0; i < 3; ++i)
+      if (!broadcastsTo(in(i).shape, out(0).shape, in(i).name))
+        return false;
+    return true;
+  }
+  if (binary) {
+    if (!operands(2, 2, 1) || !sameType(in(0), in(1)))
+      return false;
+    if (compare ? out(0).dtype != DType::Bool : out(0).dtype != in(0).dtype)
+      return fail("has the wrong result type " +
+                  std::string(dtypeName(out(0).dtype)));
+    return broadcastsTo(in(0).shape, out(0).shape, in(0).name) &&
+           broadcastsTo(in(1).shape, out(0).shape, in(1).name);
+  }
+  // Unary kernels, gelu and cast: one value in, the same count out.
+  if (!operands(1, 1, 1) || !sameCount(in(0), out(0)))
+    return false;
+  if (k != Kernel::Cast && !sameType(in(0), out(0)))
+    return false;
+  return true;
+}
+
+bool StepChecker::matmul() {
+  if (!operands(2, 2, 1) || !sameType(in(0), in(1)) ||
+      !sameType(in(0), out(0)))
+    return false;
+  Shape as = in(0).shape, bs = in(1).shape;
+  if (as.empty() || bs.empty())
+    return fail("multiplies a scalar");
+  bool ta = step_.ints.size() > 0 && step_.ints[0] != 0;
+  bool tb = step_.ints.size() > 1 && step_.ints[1] != 0;
+  if (as.size() == 1) {
+    as.insert(as.begin(), 1);
+    ta = false;
+  }
+  if (bs.size() == 1) {
+    bs.push_back(1);
+    tb = false;
+  }
+  int64_t m = ta ? as.back() : as[as.size() - 2];
+  int64_t ka = ta ? as[as.size() - 2] : as.back();
+  int64_t kb = tb ? bs.back() : bs[bs.size() - 2];
+  int64_t n = tb ? bs[bs.size() - 2] : bs.back();
+  if (ka != kb)
+    return fail("multiplies " + shapeText(in(0).shape) + " by " +
+                shapeText(in(1).shape) + ": inner dimensions differ");
+  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(aBatch.size(), bBatch.size());
+  Shape batch(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t da = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank]
+                                           : 1;
+    int64_t db = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank]
+                                           : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail("batch dimensions of " + shapeText(in(0).shape) + " and " +
+                  shapeText(in(1).shape) + " do not broadcast");
+    batch[d] = da == 1 ? db : da;
+  }
+  batch.push_back(m);
+  batch.push_back(n);
+  std::optional<int64_t> expected = checkedNumElements(batch);
+  if (!expected)
+    return fail("result size overflows");
+  return elementCount(out(0), *expected);
+}
+
+bool StepChecker::reduce() {
+  if (!operands(1, 1, 1) || !sameType(in(0), out(0)))
+    return false;
+  if (step_.ints.empty())
+    return fail("has no keepdims attribute");
+  const Shape &s = in(0).shape;
+  std::vector<bool> reduced(s.size(), false);
+  for (size_t i = 0; i + 1 < step_.ints.size(); ++i) {
+    int64_t a = step_.ints[i];
+    if (!axis(a, s.size()))
+      return false;
+    if (reduced[a])
+      return fail("reduces axis " + std::to_string(a) + " twice");
+    reduced[a] = true;
+  }
+  Shape kept;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (!reduced[d])
+      kept.push_back(s[d]);
+  std::optional<int64_t> n = checkedNumElements(kept);
+  if (!n)
+    return fail("result size overflows");
+  return elementCount(out(0), *n);
+}
+
+bool StepChecker::layerNorm() {
+  bool grad = step_.kernel == Kernel::LayerNormGrad;
+  if (grad ? !operands(3, 3, 3) : !operands(2, 3, 1))
+    return false;
+  if (!attributes(grad ? 1 : 2, 1) || !floating(in(0)))
+    return false;
+  const Shape &x = in(0).shape;
+  if (!axis(step_.ints[0], x.size(), /*inclusive=*/true))
+    return false;
+  Shape normalized(x.begin() + step_.ints[0], x.end());
+  if (!broadcastsTo(in(1).shape, normalized, in(1).name))
+    return false;
+  if (grad) {
+    int64_t inner = count(normalized);
+    return sameShape(in(2), in(0)) && sameType(in(2), in(0)) &&
+           sameShape(out(0), in(0)) && sameType(out(0), in(0)) &&
+           sameType(out(1), in(0)) && sameType(out(2), in(0)) &&
+           elementCount(out(1), inner) && elementCount(out(2), inner);
+  }
+  bool hasBias = step_.ints[1] != 0;
+  if (hasBias != (step_.inputs.size() == 3))
+    return fail("bias flag and operands disagree");
+  if (hasBias && !broadcastsTo(in(2).shape, normalized, in(2).name))
+    return false;
+  return sameShape(out(0), in(0)) && sameType(out(0), in(0));
+}
+
+bool StepChecker::concat() {
+  if (step_.inputs.empty() || !operands(1, SIZE_MAX, 1) || !attributes(1, 0))
+    return false;
+  const Shape &o = out(0).shape;
+  int64_t a = step_.ints[0];
+  if (!axis(a, o.size()))
+    return false;
+  int64_t total = 0;
+  for (size_t k = 0; k < step_.inputs.size(); ++k) {
+    const Shape &s = in(k).shape;
+    if (!sameType(in(k), out(0)))
+      return false;
+    if (s.size() != o.size())
+      return fail("joins '" + in(k).name + "' of another rank");
+    for (size_t d = 0; d < s.size(); ++d)
+      if (static_cast<int64_t>(d) != a && s[d] != o[d])
+        return fail("joins '" + in(k).name + "' " + shapeText(s) +
+                    " into " + shapeText(o));
+    std::optional<int64_t> sum = checkedAdd(total, s[a]);
+    if (!sum)
+      return fail("joined sizes overflow");
+    total = *sum;
+  }
+  if (total != o[a])
+    return fail("joined sizes add up to " + std::to_string(total) + ", not " +
+                std::to_string(o[a]));
+  return true;
+}
+
+bool StepChecker::gather(const Slot &data, const Slot &indices,
+                         const Slot &result, bool grad) {
+  if (!operands(2, 2, 1) || !attributes(1, 0) || !indexType(indices) ||
+      !sameType(data, result))
+    return false;
+  if (grad && !floating(result))
+    return false;
+  const Shape &s = data.shape;
+  int64_t a = step_.ints[0];
+  if (!axis(a, s.size()))
+    return false;
+  Shape expected(s.begin(), s.begin() + a);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), s.begin() + a + 1, s.end());
+  std::optional<int64_t> n = checkedNumElements(expected);
+  if (!n)
+    return fail("result size overflows");
+  // Forward: data -> result; gradient: `result` is the incoming gradient
+  // laid out like the forward result.
+  return elementCount(grad ? in(0) : result, *n);
+}
+
+bool StepChecker::update() {
+  Kernel k = step_.kernel;
+  if (k == Kernel::Accumulate || k == Kernel::Assign || k == Kernel::Store) {
+    if (!operands(2, 2, 0))
+      return false;
+    return sameType(in(0), in(1)) && sameCount(in(0), in(1)) &&
+           (k != Kernel::Accumulate || floating(in(0)));
+  }
+  if (k == Kernel::UpdateAdaLomo) {
+    if (!operands(3, 4, 0) || !attributes(0, 2) || !floating(in(0)))
+      return false;
+    for (size_t i = 1; i < step_.inputs.size(); ++i)
+      if (!sameType(in(i), in(0)))
+        return false;
+    if (!sameCount(in(0), in(1)))
+      return false;
+    int64_t n = count(in(0).shape);
+    if (step_.inputs.size() == 3)
+      return elementCount(in(2), n);
+    int64_t cols = in(0).shape.empty() ? 1 : in(0).shape.back();
+    if (cols == 0)
+      return fail("factors a parameter with no columns");
+    return elementCount(in(2), n / cols) && elementCount(in(3), cols);
+  }
+  size_t needed = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3
+                                                                           : 4;
+  size_t hyper = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3
+                                                                          : 5;
+  if (!operands(needed, needed + 1, 0) || !attributes(0, hyper) ||
+      !floating(in(0)))
+    return false;
+  for (size_t i = 1; i < step_.inputs.size(); ++i)
+    if (!sameType(in(i), in(0)))
+      return false;
+  for (size_t i = 1; i < needed; ++i)
+    if (!sameCount(in(i), in(0)))
+      return false;
+  if (step_.inputs.size() > needed && !elementCount(in(needed), 1))
+    return false;
+  if (!step_.ints.empty() && step_.ints[0] < 1)
+    return fail("accumulates " + std::to_string(step_.ints[0]) +
+                " micro-batches");
+  return true;
+}
+
+bool StepChecker::check() {
+  for (uint32_t s : step_.inputs)
+    if (count(plan_.slots[s].shape) < 0)
+      return fail("operand '" + plan_.slots[s].name + "' has an invalid shape");
+  for (uint32_t s : step_.outputs)
+    if (count(plan_.slots[s].shape) < 0)
+      return fail("result '" + plan_.slots[s].name + "' has an invalid shape");
+  switch (step_.kernel) {
+  case Kernel::MatMul:
+    return matmul();
+  case Kernel::ReduceSum:
+  case Kernel::ReduceMean:
+  case Kernel::ReduceMax:
+    return reduce();
+  case Kernel::Softmax:
+  case Kernel::LogSoftmax:
+    return operands(1, 1, 1) && attributes(1, 0) && floating(in(0)) &&
+           axis(step_.ints[0], in(0).shape.size()) &&
+           sameShape(in(0), out(0)) && sameType(in(0), out(0));
+  case Kernel::LayerNorm:
+  case Kernel::LayerNormGrad:
+    return layerNorm();
+  case Kernel::Transpose: {
+    if (!operands(1, 1, 1) || !sameType(in(0), out(0)))
+      return false;
+    const Shape &s = in(0).shape;
+    if (step_.ints.size() != s.size())
+      return fail("permutation has " + std::to_string(step_.ints.size()) +
+                  " entries for rank " + std::to_string(s.size()));
+    std::vector<bool> seen(s.size(), false);
+    Shape permuted;
+    for (int64_t p : step_.ints) {
+      if (p < 0 || p >= static_cast<int64_t>(s.size()) || seen[p])
+        return fail("is not a permutation: " + shapeText(step_.ints));
+      seen[p] = true;
+      permuted.push_back(s[p]);
+    }
+    if (permuted != out(0).shape)
+      return fail("result " + shapeText(out(0).shape) + " is not " +
+                  shapeText(s) + " permuted");
+    return true;
+  }
+  case Kernel::Slice:
+    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+           window(in(0).shape, out(0).shape);
+  case Kernel::SliceGrad:
+    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+           window(out(0).shape, in(0).shape);
+  case Kernel::Concat:
+    return concat();
+  case Kernel::Broadcast:
+    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+           broadcastsTo(in(0).shape, out(0).shape, in(0).name);
+  case Kernel::Gather:
+    return operands(2, 2, 1) && gather(in(0), in(1), out(0), false);
+  case Kernel::GatherGrad:
+    return operands(2, 2, 1) && sameType(in(0), out(0)) &&
+           gather(out(0), in(1), out(0), true);
+  case Kernel::Trilu:
+    if (!operands(1, 1, 1) || !attributes(2, 0) || !sameType(in(0), out(0)) ||
+        !sameShape(in(0), out(0)))
+      return false;
+    if (in(0).shape.size() < 2)
+      return fail("needs a matrix");
+    return true;
+  case Kernel::Copy:
+    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+           sameCount(in(0), out(0));
+  case Kernel::CrossEntropy:
+  case Kernel::CrossEntropyGrad: {
+    bool grad = step_.kernel == Kernel::CrossEntropyGrad;
+    if (!operands(grad ? 3 : 2, grad ? 3 : 2, 1) || !floating(in(0)) ||
+        !indexType(in(1)) || !sameType(in(0), out(0)))
+      return false;
+    if (in(0).shape.size() != 2)
+      return fail("needs logits [rows, classes]");
+    if (!elementCount(in(1), in(0).shape[0]))
+      return false;
+    if (grad)
+      return sameType(in(2), in(0)) && elementCount(in(2), 1) &&
+             sameShape(out(0), in(0));
+    return elementCount(out(0), 1);
+  }
+  case Kernel::GeluGrad:
+    return operands(2, 2, 1) && floating(in(0)) && sameShape(in(0), in(1)) &&
+           sameType(in(0), in(1)) && sameShape(in(0), out(0)) &&
+           sameType(in(0), out(0));
+  case Kernel::UpdateSgd:
+  case Kernel::UpdateMomentum:
+  case Kernel::UpdateAdamW:
+  case Kernel::Accumulate:
+  case Kernel::UpdateAdaLomo:
+  case Kernel::Assign:
+  case Kernel::Store:
+    return update();
+  default:
+    break;
+  }
+  if ((step_.kernel >= Kernel::Add && step_.kernel <= Kernel::Cast) ||
+      step_.kernel == Kernel::Abs || step_.kernel == Kernel::Sin ||
+      step_.kernel == Kernel::Cos)
+    return elementwise();
+  return fail("has no contract");
+}
+
+} // namespace
+
+bool checkKernelContract(const Plan &plan, const Step &step,
+                         std::string &why) {
+  return StepChecker(plan, step, why).check();
+}
+
+} // namespace strata::artifact

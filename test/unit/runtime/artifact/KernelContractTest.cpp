@@ -1,0 +1,157 @@
+// KernelContractTest.cpp - The plan validator refuses steps whose operands
+// do not fit their kernel, so that no checksummed but inconsistent plan can
+// make a kernel read or write out of bounds.
+
+#include "runtime/artifact/Plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata;
+using namespace strata::artifact;
+
+namespace {
+
+/// A plan with one step of `kernel` over arena slots of the given shapes
+/// (inputs first, then outputs), all float32 unless `dtypes` says otherwise.
+Plan onePlan(Kernel kernel, const std::vector<std::vector<int64_t>> &ins,
+             const std::vector<std::vector<int64_t>> &outs,
+             std::vector<int64_t> ints = {}, std::vector<double> floats = {},
+             std::vector<DType> dtypes = {}) {
+  Plan p;
+  uint64_t offset = 0;
+  Step s;
+  s.kernel = kernel;
+  s.ints = std::move(ints);
+  s.floats = std::move(floats);
+  size_t k = 0;
+  auto add = [&](const std::vector<int64_t> &shape) {
+    Slot slot;
+    slot.name = "s" + std::to_string(k);
+    slot.dtype = k < dtypes.size() ? dtypes[k] : DType::F32;
+    ++k;
+    slot.shape = shape;
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    slot.bytes = n * dtypeSize(slot.dtype);
+    slot.offset = offset;
+    offset += alignUp(slot.bytes, kArenaAlignment);
+    p.slots.push_back(slot);
+    return static_cast<uint32_t>(p.slots.size() - 1);
+  };
+  for (const auto &shape : ins)
+    s.inputs.push_back(add(shape));
+  for (const auto &shape : outs)
+    s.outputs.push_back(add(shape));
+  p.arenaBytes = offset;
+  p.steps.push_back(s);
+  return p;
+}
+
+std::string validate(const Plan &p) {
+  std::string error;
+  return validatePlan(p, error) ? "" : error;
+}
+
+TEST(KernelContract, AcceptsWellFormedSteps) {
+  EXPECT_EQ(validate(onePlan(Kernel::MatMul, {{2, 3}, {3, 5}}, {{2, 5}})), "");
+  EXPECT_EQ(validate(onePlan(Kernel::MatMul, {{4, 2, 3}, {5, 3}}, {{4, 2, 5}},
+                             {0, 1})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::Add, {{2, 3}, {3}}, {{2, 3}})), "");
+  EXPECT_EQ(validate(onePlan(Kernel::Slice, {{4, 6}}, {{2, 3}},
+                             {1, 5, 2, -2})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::ReduceSum, {{2, 3, 4}}, {{2, 4}},
+                             {1, 0})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::Gather, {{10, 4}, {2, 3}}, {{2, 3, 4}},
+                             {0}, {}, {DType::F32, DType::I64, DType::F32})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::Concat, {{2, 3}, {2, 5}}, {{2, 8}},
+                             {1})),
+            "");
+}
+
+TEST(KernelContract, RefusesWhatWouldReadOrWriteOutOfBounds) {
+  struct Case {
+    const char *what;
+    Plan plan;
+    const char *expected;
+  };
+  std::vector<Case> cases = {
+      {"matmul inner mismatch", onePlan(Kernel::MatMul, {{2, 3}, {4, 5}},
+                                        {{2, 5}}),
+       "inner dimensions"},
+      {"matmul result too small", onePlan(Kernel::MatMul, {{2, 3}, {3, 5}},
+                                          {{2, 4}}),
+       "elements"},
+      {"matmul batches", onePlan(Kernel::MatMul, {{3, 2, 3}, {2, 3, 5}},
+                                 {{3, 2, 5}}),
+       "broadcast"},
+      {"add shapes", onePlan(Kernel::Add, {{2, 3}, {4}}, {{2, 3}}),
+       "broadcast"},
+      {"too few operands", onePlan(Kernel::Add, {{2, 3}}, {{2, 3}}),
+       "inputs"},
+      {"too many operands", onePlan(Kernel::Neg, {{2}, {2}}, {{2}}),
+       "inputs"},
+      {"slice past the end", onePlan(Kernel::Slice, {{4, 6}}, {{2, 3}},
+                                     {3, 0, 1, 2}),
+       "window"},
+      {"slice negative stride", onePlan(Kernel::Slice, {{4, 6}}, {{2, 3}},
+                                        {0, 1, 1, -1}),
+       "window"},
+      {"slice attributes", onePlan(Kernel::Slice, {{4, 6}}, {{2, 3}}, {0}),
+       "offsets and strides"},
+      {"reduce axis", onePlan(Kernel::ReduceSum, {{2, 3}}, {{2}}, {5, 0}),
+       "axis"},
+      {"reduce result", onePlan(Kernel::ReduceSum, {{2, 3}}, {{6}}, {1, 0}),
+       "elements"},
+      {"softmax attributes", onePlan(Kernel::Softmax, {{2, 3}}, {{2, 3}}),
+       "attributes"},
+      {"transpose permutation", onePlan(Kernel::Transpose, {{2, 3}}, {{3, 2}},
+                                        {0, 0}),
+       "permutation"},
+      {"gather result", onePlan(Kernel::Gather, {{10, 4}, {2, 3}}, {{2, 4}},
+                                {0}, {}, {DType::F32, DType::I64, DType::F32}),
+       "elements"},
+      {"gather index type", onePlan(Kernel::Gather, {{10, 4}, {2}}, {{2, 4}},
+                                    {0}),
+       "int32 or int64"},
+      {"concat sizes", onePlan(Kernel::Concat, {{2, 3}, {2, 5}}, {{2, 9}},
+                               {1}),
+       "add up"},
+      {"copy sizes", onePlan(Kernel::Copy, {{2}}, {{3}}), "element count"},
+      {"cross-entropy labels", onePlan(Kernel::CrossEntropy, {{4, 10}, {3}},
+                                       {{}}, {}, {},
+                                       {DType::F32, DType::I64, DType::F32}),
+       "elements"},
+      {"layer norm axis", onePlan(Kernel::LayerNorm, {{2, 4}, {4}}, {{2, 4}},
+                                  {3, 0}, {1e-5}),
+       "axis"},
+      {"adamw states", onePlan(Kernel::UpdateAdamW, {{4}, {4}, {4}, {3}}, {},
+                               {}, {1e-3, 0.9, 0.999, 1e-8, 0}),
+       "element count"},
+      {"adamw hyperparameters", onePlan(Kernel::UpdateAdamW,
+                                        {{4}, {4}, {4}, {4}}, {}, {}, {1e-3}),
+       "attributes"},
+      {"mixed types", onePlan(Kernel::Mul, {{2}, {2}}, {{2}}, {}, {},
+                              {DType::F32, DType::F64, DType::F32}),
+       "mixes"},
+  };
+  for (Case &c : cases) {
+    std::string error = validate(c.plan);
+    EXPECT_NE(error.find(c.expected), std::string::npos)
+        << c.what << ": " << (error.empty() ? "accepted" : error);
+  }
+}
+
+TEST(KernelContract, RefusesShapesWhoseSizeOverflows) {
+  Plan p = onePlan(Kernel::Neg, {{2}}, {{2}});
+  p.slots[0].shape = {int64_t(1) << 62, 4};
+  p.slots[0].bytes = 0; // What a wrapped product would give.
+  std::string error = validate(p);
+  EXPECT_NE(error.find("more bytes than"), std::string::npos) << error;
+}
+
+} // namespace
