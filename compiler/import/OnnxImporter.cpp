@@ -57,8 +57,14 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
         part.find_first_not_of("0123456789") != std::string::npos ||
         !strata::parseInt64(part, dim, 0)) {
       error = "invalid dimension '" + part + "' in '" + spec +
-              "' (dimensions are non-negative integers joined by 'x', each "
+              "' (dimensions are positive integers joined by 'x', each "
               "below 2^63)";
+      return false;
+    }
+    // An empty batch or sequence trains on nothing (a NaN loss): refuse it.
+    if (dim == 0) {
+      error = "dimension 0 in '" + spec + "' is an empty dimension; bind "
+              "it to a positive size";
       return false;
     }
     dims.push_back(dim);
@@ -74,6 +80,12 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
 }
 
 namespace {
+
+/// The largest tensor the compiler accepts (256 TiB): far above any real
+/// model's, and low enough that sums of sizes cannot overflow int64.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+/// The longest sequence a Range folds into a constant at import.
+constexpr int64_t kMaxRangeElements = int64_t(1) << 24;
 
 class Importer;
 using HandlerFn = LogicalResult (Importer::*)(const Node &);
@@ -143,6 +155,7 @@ private:
   Value scalarConstant(Type elementType, double value, Location loc);
   static Shape shapeOf(Value v);
   static Type elementTypeOf(Value v);
+  LogicalResult checkSizes(func::FuncOp func);
   RankedTensorType tensorType(const Shape &shape, Type elementType) {
     return RankedTensorType::get(shape, elementType);
   }
@@ -1382,14 +1395,27 @@ LogicalResult Importer::range(const Node &node) {
                              << " must be a compile-time scalar constant";
   }
   Type et = attrs[0].getElementType();
+  if (attrs[1].getElementType() != et || attrs[2].getElementType() != et)
+    return nodeError(node) << "start, limit and delta have different types ("
+                           << et << ", " << attrs[1].getElementType() << ", "
+                           << attrs[2].getElementType() << ")";
   Location loc = nodeLoc(node);
+  // The folded sequence is materialised: bound it as other folds are.
+  auto tooLong = [&](double n) {
+    return n > static_cast<double>(kMaxRangeElements);
+  };
   if (auto ft = dyn_cast<FloatType>(et)) {
     double start = attrs[0].getSplatValue<APFloat>().convertToDouble();
     double limit = attrs[1].getSplatValue<APFloat>().convertToDouble();
     double delta = attrs[2].getSplatValue<APFloat>().convertToDouble();
     if (delta == 0)
       return nodeError(node) << "delta is zero";
-    int64_t n = std::max<int64_t>(0, std::ceil((limit - start) / delta));
+    double count = std::ceil((limit - start) / delta);
+    if (!std::isfinite(count) || tooLong(count))
+      return nodeError(node) << "the range [" << start << ", " << limit
+                             << ") by " << delta << " has more than "
+                             << kMaxRangeElements << " elements";
+    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
     SmallVector<APFloat> values;
     for (int64_t k = 0; k < n; ++k) {
       APFloat v(start + k * delta);
@@ -1408,8 +1434,14 @@ LogicalResult Importer::range(const Node &node) {
   int64_t delta = attrs[2].getSplatValue<APInt>().getSExtValue();
   if (delta == 0)
     return nodeError(node) << "delta is zero";
-  int64_t n = std::max<int64_t>(
-      0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+  // In 128 bits: limit - start overflows int64 for extreme values.
+  __int128 span = static_cast<__int128>(limit) - start;
+  __int128 count128 = (span + delta + (delta > 0 ? -1 : 1)) / delta;
+  if (count128 > kMaxRangeElements)
+    return nodeError(node) << "the range [" << start << ", " << limit
+                           << ") by " << delta << " has more than "
+                           << kMaxRangeElements << " elements";
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count128));
   SmallVector<APInt> values;
   for (int64_t k = 0; k < n; ++k)
     values.push_back(
@@ -1739,6 +1771,46 @@ LogicalResult Importer::finishOutputs(func::FuncOp func) {
   return success();
 }
 
+/// Every tensor of the imported graph has a size the rest of the compiler
+/// and the runtime can count in int64 bytes, with room to add them up.
+LogicalResult Importer::checkSizes(func::FuncOp func) {
+  auto check = [&](Value v, Location loc, const std::string &what) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape())
+      return success();
+    int64_t n = graph::numElements(Shape(type.getShape()));
+    unsigned bits = type.getElementType().isIntOrFloat()
+                        ? type.getElementType().getIntOrFloatBitWidth()
+                        : 64;
+    int64_t bytes = 0;
+    if (n < 0 || __builtin_mul_overflow(n, int64_t((bits + 7) / 8), &bytes) ||
+        bytes > kMaxTensorBytes)
+      return LogicalResult(emitError(loc)
+                           << what << " " << type
+                           << " is larger than Strata supports for one tensor "
+                              "(2^48 bytes)");
+    return success();
+  };
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::string name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name")
+            .getValue()
+            .str();
+    (void)type;
+    if (failed(check(arg, func.getLoc(), "input '" + name + "'")))
+      return failure();
+  }
+  WalkResult walk = func.walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      if (failed(check(r, op->getLoc(), "the result of " +
+                                            op->getName().getStringRef().str())))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   context_.loadDialect<GraphDialect, func::FuncDialect>();
   for (const std::string &glob : options_.freezeGlobs) {
@@ -1808,7 +1880,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     (*module)->setAttr("graph.producer",
                        builder_.getStringAttr(model_.producer));
   (*module)->setAttr("graph.opset", builder_.getI64IntegerAttr(model_.opset));
-  if (failed(verify(*module)))
+  if (failed(checkSizes(func)) || failed(verify(*module)))
     return nullptr;
   return module;
 }

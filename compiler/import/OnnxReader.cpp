@@ -11,6 +11,7 @@
 #include "compiler/import/OnnxModel.h"
 
 #include <onnx/defs/parser.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -90,10 +91,8 @@ MappedFile::~MappedFile() {
 }
 
 int64_t TensorData::numElements() const {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
+  // The reader refuses tensors whose count overflows (convertTensor).
+  return strata::checkedNumElements(dims).value_or(-1);
 }
 
 const Attribute *Node::attribute(const std::string &attrName) const {
@@ -267,7 +266,14 @@ bool Converter::convertTensor(const ::onnx::TensorProto &t, TensorData &out,
       return false;
     }
   }
-  size_t expected = static_cast<size_t>(out.numElements()) * elementSize;
+  std::optional<uint64_t> bytes =
+      strata::checkedByteSize(out.dims, elementSize);
+  if (!bytes) {
+    error = "tensor '" + t.name() + "' has dimensions " +
+            dimsString(out.dims) + " whose size overflows 64 bits";
+    return false;
+  }
+  size_t expected = *bytes;
   if (out.size != expected) {
     error = "tensor '" + t.name() + "' has " + std::to_string(out.size) +
             " bytes of data, expected " + std::to_string(expected) + " for " +
@@ -335,6 +341,63 @@ void Converter::convertValueInfo(const ::onnx::ValueInfoProto &v,
   }
 }
 
+/// Checks a node of a standard domain against ONNX's own operator schema
+/// for the model's opset: input and output counts, and the type of every
+/// attribute it sets (a FLOAT where an INT is expected would otherwise be
+/// replaced by the default without a word).
+static bool checkAgainstSchema(const ::onnx::NodeProto &n, const Model &model,
+                               std::string &error) {
+  bool standard = n.domain().empty() || n.domain() == "ai.onnx";
+  if (!standard || model.opset <= 0)
+    return true; // Custom domains have no schema; the importer decides.
+  // ONNX's library knows the opsets up to its release; a later opset may
+  // have changed the op, so its nodes are left to the importer's checks.
+  const auto &ranges =
+      ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto range = ranges.find(::onnx::ONNX_DOMAIN);
+  if (range == ranges.end() || model.opset > range->second.second)
+    return true;
+  const ::onnx::OpSchema *schema = ::onnx::OpSchemaRegistry::Schema(
+      n.op_type(), static_cast<int>(model.opset), "");
+  if (!schema)
+    return true; // Unknown ops are reported, all at once, by the importer.
+  if (n.input_size() > schema->max_input() ||
+      n.input_size() < schema->min_input()) {
+    error = "has " + std::to_string(n.input_size()) + " inputs; " +
+            n.op_type() + " (opset " + std::to_string(model.opset) +
+            ") takes " + std::to_string(schema->min_input()) +
+            (schema->max_input() == schema->min_input()
+                 ? ""
+                 : schema->max_input() > 1000
+                       ? " or more"
+                       : " to " + std::to_string(schema->max_input()));
+    return false;
+  }
+  if (n.output_size() > schema->max_output()) {
+    error = "has " + std::to_string(n.output_size()) + " outputs; " +
+            n.op_type() + " has at most " +
+            std::to_string(schema->max_output());
+    return false;
+  }
+  const auto &attributes = schema->attributes();
+  for (const auto &a : n.attribute()) {
+    auto it = attributes.find(a.name());
+    if (it == attributes.end()) {
+      error = "has attribute '" + a.name() + "', which " + n.op_type() +
+              " does not define";
+      return false;
+    }
+    if (a.type() != it->second.type) {
+      error = "attribute '" + a.name() + "' is " +
+              ::onnx::AttributeProto_AttributeType_Name(a.type()) + ", " +
+              n.op_type() + " expects " +
+              ::onnx::AttributeProto_AttributeType_Name(it->second.type);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Converter::convert(Model &model, std::string &error) {
   const ::onnx::ModelProto &proto = *proto_;
   if (!proto.has_graph()) {
@@ -373,6 +436,37 @@ bool Converter::convert(Model &model, std::string &error) {
     ValueInfo info;
     convertValueInfo(v, info);
     model.outputs.push_back(std::move(info));
+  }
+  // Names are SSA values: one definition each. A duplicate initializer, or
+  // a node output redefining an input, initializer or earlier output, would
+  // otherwise silently pick one of the two.
+  std::map<std::string, std::string> defined; // name -> what defines it
+  auto define = [&](const std::string &name, const std::string &what) {
+    if (name.empty())
+      return true; // An omitted optional output.
+    auto [it, inserted] = defined.emplace(name, what);
+    if (inserted)
+      return true;
+    error = "'" + name + "' is defined twice: by " + it->second + " and by " +
+            what;
+    return false;
+  };
+  for (const auto &t : graph.initializer())
+    if (!define(t.name(), "an initializer"))
+      return false;
+  for (const auto &v : graph.input())
+    // An input may name an initializer (its default value, IR < 4 style).
+    if (!defined.count(v.name()) && !define(v.name(), "a graph input"))
+      return false;
+  for (const auto &n : graph.node()) {
+    std::string what = "node '" + n.name() + "' (" + n.op_type() + ")";
+    for (const auto &o : n.output())
+      if (!define(o, what))
+        return false;
+    if (!checkAgainstSchema(n, model, error)) {
+      error = what + ": " + error;
+      return false;
+    }
   }
   for (const auto &n : graph.node()) {
     Node node;

@@ -444,7 +444,7 @@ LogicalResult SoftmaxOp::buildGradients(OpBuilder &b, Value g,
   GradBuilder gb(b, getLoc());
   // dx = y * (g - sum(g * y)).
   Value gy = gb.mul(g, getResult());
-  Value s = gb.reduceSum(gy, {getAxis()}, true);
+  Value s = gb.reduceSum(gy, {static_cast<int64_t>(getAxis())}, true);
   grads.push_back(gb.mul(getResult(), gb.sub(g, s)));
   return success();
 }
@@ -453,7 +453,7 @@ LogicalResult LogSoftmaxOp::buildGradients(OpBuilder &b, Value g,
                                            SmallVectorImpl<Value> &grads) {
   GradBuilder gb(b, getLoc());
   // dx = g - exp(y) * sum(g).
-  Value s = gb.reduceSum(g, {getAxis()}, true);
+  Value s = gb.reduceSum(g, {static_cast<int64_t>(getAxis())}, true);
   grads.push_back(gb.sub(g, gb.mul(gb.unary<ExpOp>(getResult()), s)));
   return success();
 }

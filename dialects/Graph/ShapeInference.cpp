@@ -99,9 +99,15 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
 
 int64_t numElements(const Shape &shape) {
   int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+  bool overflow = false, empty = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return -1;
+    empty |= d == 0;
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  // -1 never equals a real count, so a wrapped product cannot pass for one.
+  return empty ? 0 : overflow ? -1 : n;
 }
 
 } // namespace strata::graph

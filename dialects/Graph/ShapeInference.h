@@ -43,6 +43,8 @@ Shape gatherShape(const Shape &data, const Shape &indices, int64_t axis);
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
 /// Number of elements.
+/// The product of the dimensions; -1 when one is negative (dynamic) or the
+/// product overflows int64.
 int64_t numElements(const Shape &shape);
 
 } // namespace strata::graph

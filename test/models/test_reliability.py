@@ -365,6 +365,80 @@ class Reliability(unittest.TestCase):
                          "1"])
             self.assertIn("npy", err, name)
 
+    # -- malformed models ---------------------------------------------------
+
+    def import_error(self, name, nodes, inits=(), inputs=None, shape=None,
+                     flags=()):
+        """Compiles a small opset-17 graph that must be refused; returns the
+        error."""
+        import onnx
+        from onnx import TensorProto, helper
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+        graph = helper.make_graph(nodes, name, inputs or [x], [y],
+                                  list(inits))
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)])
+        path = self.work(name + ".onnx")
+        onnx.save(model, path)
+        return fails([tool("strata-compile"), path, "--emit=graph"] +
+                     list(flags), timeout=60)
+
+    def test_malformed_graphs_are_refused_with_the_node_named(self):
+        from onnx import TensorProto, helper as h, numpy_helper
+        i64 = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)
+        f32 = lambda n, v: numpy_helper.from_array(np.array(v, np.float32), n)
+        const = lambda n, t: h.make_node("Constant", [], [n], value=t)
+        w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+        to_y = h.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT)
+        cases = [
+            ("attr-type", [h.make_node("Softmax", ["x"], ["y"], name="sm",
+                                       axis=1.0)], [],
+             ["attribute 'axis' is FLOAT", "sm"]),
+            ("too-many-inputs", [h.make_node("Relu", ["x", "x"], ["y"],
+                                             name="r")], [],
+             ["has 2 inputs"]),
+            ("dup-init", [h.make_node("Add", ["x", "w"], ["y"])], [w, w],
+             ["defined twice"]),
+            ("shadow", [h.make_node("Relu", ["x"], ["x"], name="again"),
+                        h.make_node("Relu", ["x"], ["y"])], [],
+             ["defined twice"]),
+            ("range-mixed", [const("s", i64("s", 0)),
+                             const("l", f32("l", 4.0)),
+                             const("d", i64("d", 1)),
+                             h.make_node("Range", ["s", "l", "d"], ["r"]),
+                             to_y], [],
+             ["different types"]),
+            ("range-huge", [const("s", i64("s", 0)),
+                            const("l", i64("l", 1 << 40)),
+                            const("d", i64("d", 1)),
+                            h.make_node("Range", ["s", "l", "d"], ["r"]),
+                            to_y], [],
+             ["elements"]),
+            ("reshape-overflow", [h.make_node("Reshape", ["x", "shape"],
+                                              ["y"])],
+             [i64("shape", [(1 << 62) + 2, 4])], ["Reshape"]),
+        ]
+        for name, nodes, inits, expected in cases:
+            with self.subTest(name):
+                err = self.import_error(name, nodes, inits=inits)
+                for text in expected:
+                    self.assertIn(text, err)
+        with self.subTest("zero batch"):
+            err = fails([tool("strata-compile"), self.model, "--emit=graph",
+                         "--input-shape", "input_ids=0x8"])
+            self.assertIn("empty dimension", err)
+
+    def test_negative_token_ids_are_refused(self):
+        art = self.work("negtok.strata")
+        self.compile(art)
+        rows = np.load(self.data)
+        rows[1, 3] = -5
+        path = self.work("negtok.npy")
+        np.save(path, rows)
+        err = fails([tool("strata-run"), art, "--data", path, "--steps", "1"])
+        self.assertIn("negative token id", err)
+
     def test_fifo_paths_are_errors_not_hangs(self):
         fifo = self.work("model.fifo")
         os.mkfifo(fifo)

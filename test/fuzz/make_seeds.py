@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target (run by scripts/fuzz.sh):
+
+  onnx-import/  the importer's lit inputs (.onnxtext) as binary models, and
+                small onnx.helper graphs (shape sub-graphs, Range, Reshape)
+  npy/          arrays of every dtype and rank NumPy writes
+  plan/         plan.bin of forward and training artifacts compiled by
+                --compiler (a regular build's strata-compile)
+  checkpoint/   a valid checkpoint of fuzz-checkpoint's own artifact
+
+    make_seeds.py --out DIR --compiler BIN/strata-compile --fuzz-bin DIR
+"""
+
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, parser
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def onnx_seeds(out):
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    for path in sorted(glob.glob(os.path.join(ROOT, "test", "Import",
+                                              "*.onnxtext"))):
+        text = open(path).read()
+        # A lit file holds one model after its RUN/CHECK comment lines.
+        body = "\n".join(l for l in text.splitlines()
+                         if not l.lstrip().startswith("#"))
+        try:
+            model = parser.parse_model(body)
+        except Exception:
+            continue
+        with open(os.path.join(out, os.path.basename(path) + ".onnx"),
+                  "wb") as f:
+            f.write(model.SerializeToString())
+        n += 1
+    # Shape arithmetic the importer folds: Range, Shape, Reshape, Gather.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    start = numpy_helper.from_array(np.array(0, np.int64), "start")
+    limit = numpy_helper.from_array(np.array(4, np.int64), "limit")
+    delta = numpy_helper.from_array(np.array(1, np.int64), "delta")
+    nodes = [
+        helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
+        helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Reshape", ["x", "s"], ["xr"]),
+        helper.make_node("Add", ["xr", "rf"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y],
+                              [start, limit, delta])
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    with open(os.path.join(out, "range-shape.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    return n + 1
+
+
+def npy_seeds(out):
+    os.makedirs(out, exist_ok=True)
+    arrays = {
+        "f32-2d": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "i64-rows": np.arange(18, dtype=np.int64).reshape(2, 9),
+        "i32": np.arange(5, dtype=np.int32),
+        "f16": np.ones((2, 2), np.float16),
+        "bool": np.array([True, False]),
+        "scalar": np.array(3.5, np.float64),
+        "empty": np.zeros((0, 3), np.float32),
+        "u8-3d": np.zeros((2, 1, 3), np.uint8),
+    }
+    for name, a in arrays.items():
+        np.save(os.path.join(out, name + ".npy"), a)
+    return len(arrays)
+
+
+def plan_seeds(out, compiler):
+    """Plans of a small regression model: forward, training (AdamW) with
+    state in host memory, and with state and activations on the SSD."""
+    os.makedirs(out, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 2])
+    loss = helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((4, 8), np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((8, 2), np.float32), "w2")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Tanh", ["h"], ["a"]),
+        helper.make_node("MatMul", ["a", "w2"], ["y"]),
+        helper.make_node("Sub", ["y", "t"], ["d"]),
+        helper.make_node("Mul", ["d", "d"], ["d2"]),
+        helper.make_node("ReduceMean", ["d2"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(nodes, "mlp", [x, t], [loss], [w1, w2])
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    n = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "mlp.onnx")
+        onnx.save(model, path)
+        ssd = os.path.join(tmp, "ssd")
+        variants = {
+            "forward": ["--mode", "forward"],
+            "train-adamw-host": ["--loss", "output", "--place-states", "host"],
+            "train-sgd-ssd": ["--loss", "output", "--optimizer", "momentum",
+                              "--place-states", "ssd",
+                              "--place-activations", "ssd", "--ssd-dir", ssd],
+        }
+        for name, flags in variants.items():
+            art = os.path.join(tmp, name + ".strata")
+            subprocess.run([compiler, path, "-o", art] + flags, check=True,
+                           capture_output=True)
+            shutil.copy(os.path.join(art, "plan.bin"),
+                        os.path.join(out, name + ".plan"))
+            n += 1
+    return n
+
+
+def checkpoint_seeds(out, fuzz_bin):
+    os.makedirs(out, exist_ok=True)
+    seed = os.path.join(out, "valid.ckpt")
+    env = dict(os.environ, STRATA_FUZZ_WRITE_SEED=seed)
+    subprocess.run([os.path.join(fuzz_bin, "fuzz-checkpoint"), "-runs=0"],
+                   env=env, check=True, capture_output=True)
+    return 1
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--compiler", required=True)
+    p.add_argument("--fuzz-bin", required=True)
+    a = p.parse_args()
+    counts = {
+        "onnx-import": onnx_seeds(os.path.join(a.out, "onnx-import")),
+        "npy": npy_seeds(os.path.join(a.out, "npy")),
+        "plan": plan_seeds(os.path.join(a.out, "plan"), a.compiler),
+        "checkpoint": checkpoint_seeds(os.path.join(a.out, "checkpoint"),
+                                       a.fuzz_bin),
+    }
+    print("make_seeds: " + ", ".join("%s %d" % kv for kv in counts.items()))
+
+
+if __name__ == "__main__":
+    main()
