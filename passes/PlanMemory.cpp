@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
+#include <set>
 
 #define DEBUG_TYPE "strata-plan-memory"
 
@@ -39,6 +41,177 @@ struct Buffer {
   int64_t end;
   uint64_t offset = 0;
 };
+
+/// Pairs of buffers whose lifetimes overlap, as adjacency lists; empty
+/// (and false) when there are more than `limit` pairs. A sweep over start
+/// times: O(n log n + pairs).
+bool overlappingPairs(const std::vector<Buffer> &buffers, uint64_t limit,
+                      std::vector<std::vector<uint32_t>> &adjacent) {
+  size_t n = buffers.size();
+  // Count first (binary searches over sorted starts and ends), so a graph
+  // whose buffers all overlap never builds its quadratic lists.
+  std::vector<int64_t> starts(n), ends(n);
+  for (size_t i = 0; i < n; ++i) {
+    starts[i] = buffers[i].start;
+    ends[i] = buffers[i].end;
+  }
+  std::sort(starts.begin(), starts.end());
+  std::sort(ends.begin(), ends.end());
+  uint64_t pairs = 0;
+  for (const Buffer &b : buffers) {
+    // Overlapping: not ended before b starts and not starting after b ends.
+    uint64_t endedBefore =
+        std::lower_bound(ends.begin(), ends.end(), b.start) - ends.begin();
+    uint64_t startAfter =
+        starts.end() - std::upper_bound(starts.begin(), starts.end(), b.end);
+    pairs += n - endedBefore - startAfter - 1;
+    if (pairs / 2 > limit)
+      return false;
+  }
+  adjacent.assign(n, {});
+  std::vector<uint32_t> order(n);
+  for (size_t i = 0; i < n; ++i)
+    order[i] = static_cast<uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return buffers[a].start < buffers[b].start;
+  });
+  // Active buffers by end time; each newly started one overlaps all of
+  // them that end at or after its start.
+  std::multimap<int64_t, uint32_t> active;
+  for (uint32_t i : order) {
+    const Buffer &b = buffers[i];
+    active.erase(active.begin(), active.lower_bound(b.start));
+    for (const auto &[end, j] : active) {
+      adjacent[i].push_back(j);
+      adjacent[j].push_back(i);
+    }
+    active.emplace(b.end, i);
+  }
+  return true;
+}
+
+/// Largest first, each at the lowest offset free for its lifetime (the
+/// better packing when buffers differ in size). Cost: the overlapping pairs.
+uint64_t placeBySize(std::vector<Buffer> &buffers, uint64_t alignment,
+                     const std::vector<std::vector<uint32_t>> &adjacent) {
+  std::vector<size_t> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  std::vector<bool> placed(buffers.size(), false);
+  std::vector<std::pair<uint64_t, uint64_t>> busy;
+  uint64_t arena = 0;
+  for (size_t i : order) {
+    Buffer &b = buffers[i];
+    busy.clear();
+    for (uint32_t j : adjacent[i])
+      if (placed[j])
+        busy.push_back({buffers[j].offset, buffers[j].offset + buffers[j].bytes});
+    std::sort(busy.begin(), busy.end());
+    uint64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + b.bytes <= lo)
+        break;
+      offset = std::max(offset, artifact::alignUp(hi, alignment));
+    }
+    b.offset = offset;
+    placed[i] = true;
+    arena = std::max(arena, offset + b.bytes);
+  }
+  return arena;
+}
+
+/// In time order: a buffer takes the smallest free gap that holds it (the
+/// lowest such gap on ties) when it starts and returns it when it ends.
+/// O(n log n) whatever the lifetimes; stack-like (nested) lifetimes, as a
+/// forward and backward pass make, pack perfectly.
+uint64_t placeInTimeOrder(std::vector<Buffer> &buffers, uint64_t alignment) {
+  size_t n = buffers.size();
+  std::vector<uint32_t> byStart(n), byEnd(n);
+  for (size_t i = 0; i < n; ++i)
+    byStart[i] = byEnd[i] = static_cast<uint32_t>(i);
+  std::sort(byStart.begin(), byStart.end(), [&](uint32_t a, uint32_t b) {
+    if (buffers[a].start != buffers[b].start)
+      return buffers[a].start < buffers[b].start;
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  std::sort(byEnd.begin(), byEnd.end(), [&](uint32_t a, uint32_t b) {
+    return buffers[a].end < buffers[b].end;
+  });
+  // Free gaps below `top`, by offset (for merging) and by (size, offset).
+  std::map<uint64_t, uint64_t> gapAt;
+  std::set<std::pair<uint64_t, uint64_t>> gapBySize;
+  uint64_t top = 0, arena = 0;
+  auto addGap = [&](uint64_t lo, uint64_t hi) {
+    auto next = gapAt.lower_bound(lo);
+    if (next != gapAt.end() && next->first == hi) { // Merge with the next.
+      hi = next->first + next->second;
+      gapBySize.erase({next->second, next->first});
+      next = gapAt.erase(next);
+    }
+    if (next != gapAt.begin()) { // Merge with the previous.
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == lo) {
+        lo = prev->first;
+        gapBySize.erase({prev->second, prev->first});
+        gapAt.erase(prev);
+      }
+    }
+    if (hi == top) { // A gap at the top lowers it.
+      top = lo;
+      return;
+    }
+    gapAt[lo] = hi - lo;
+    gapBySize.insert({hi - lo, lo});
+  };
+  size_t e = 0;
+  for (uint32_t i : byStart) {
+    Buffer &b = buffers[i];
+    // Lifetimes are inclusive: what ended before this start is free.
+    for (; e < n && buffers[byEnd[e]].end < b.start; ++e) {
+      const Buffer &done = buffers[byEnd[e]]; // Placed: it started earlier.
+      addGap(done.offset, done.offset + done.bytes);
+    }
+    uint64_t size = artifact::alignUp(b.bytes, alignment);
+    auto fit = gapBySize.lower_bound({size, 0});
+    if (fit != gapBySize.end()) {
+      auto [gapSize, lo] = *fit;
+      gapBySize.erase(fit);
+      gapAt.erase(lo);
+      b.offset = lo;
+      if (gapSize > size) {
+        gapAt[lo + size] = gapSize - size;
+        gapBySize.insert({gapSize - size, lo + size});
+      }
+    } else {
+      b.offset = top;
+      top += size;
+    }
+    arena = std::max(arena, b.offset + b.bytes);
+  }
+  return arena;
+}
+
+/// Places every buffer (sets `offset`) and returns the arena size: the
+/// size-ordered placement when the lifetimes overlap little enough for it
+/// to be cheap, the time-ordered one otherwise or when it packs tighter.
+uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
+  // Up to this many overlapping pairs, both placements run (well under a
+  // second) and the smaller arena wins.
+  constexpr uint64_t kPairLimit = uint64_t(4) << 20;
+  std::vector<Buffer> inTime = buffers;
+  uint64_t timeArena = placeInTimeOrder(inTime, alignment);
+  std::vector<std::vector<uint32_t>> adjacent;
+  if (overlappingPairs(buffers, kPairLimit, adjacent)) {
+    uint64_t sizeArena = placeBySize(buffers, alignment, adjacent);
+    if (sizeArena <= timeArena)
+      return sizeArena;
+  }
+  buffers = std::move(inTime);
+  return timeArena;
+}
 
 struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
@@ -127,48 +300,8 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         buffers[it->second].end = last + 1;
     }
 
-    // Largest first, each at the lowest offset free for its lifetime.
     auto place = [&] {
-      std::vector<size_t> order(buffers.size());
-      for (size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return buffers[a].bytes > buffers[b].bytes;
-      });
-      // Placed buffers indexed by the time buckets their lifetime spans,
-      // so a buffer meets only those alive near it, not every one placed.
-      constexpr int64_t kBucket = 64;
-      int64_t horizon = 0;
-      for (const Buffer &b : buffers)
-        horizon = std::max(horizon, b.end);
-      std::vector<std::vector<size_t>> byTime(horizon / kBucket + 1);
-      std::vector<size_t> seenFor(buffers.size(), SIZE_MAX);
-      uint64_t arena = 0;
-      for (size_t i : order) {
-        Buffer &b = buffers[i];
-        // Conflicting intervals in the arena, sorted by offset.
-        std::vector<std::pair<uint64_t, uint64_t>> busy;
-        for (int64_t t = b.start / kBucket; t <= b.end / kBucket; ++t)
-          for (size_t j : byTime[t]) {
-            const Buffer &o = buffers[j];
-            if (seenFor[j] == i || !(o.start <= b.end && b.start <= o.end))
-              continue;
-            seenFor[j] = i;
-            busy.push_back({o.offset, o.offset + o.bytes});
-          }
-        std::sort(busy.begin(), busy.end());
-        uint64_t offset = 0;
-        for (auto [lo, hi] : busy) {
-          if (offset + b.bytes <= lo)
-            break;
-          offset = std::max(offset, artifact::alignUp(hi, alignment));
-        }
-        b.offset = offset;
-        for (int64_t t = b.start / kBucket; t <= b.end / kBucket; ++t)
-          byTime[t].push_back(i);
-        arena = std::max(arena, offset + b.bytes);
-      }
-      return arena;
+      return placeBuffers(buffers, alignment);
     };
     // Fetch destinations reserved up to `window` ops before their fetch, so
     // the fetch can run while those compute; halved until the arena and

@@ -439,6 +439,33 @@ class Reliability(unittest.TestCase):
         err = fails([tool("strata-run"), art, "--data", path, "--steps", "1"])
         self.assertIn("negative token id", err)
 
+    def test_memory_planning_of_a_long_chain_is_not_quadratic(self):
+        """A 10,000-op chain trained with SGD: every forward activation
+        lives until its backward use, so all of them overlap. The planner
+        took ~20 s here when placement was quadratic; now well under one.
+        The bound is loose (10 s for the whole compile) so that a slow CI
+        machine does not fail it, yet a quadratic planner does."""
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        n = 10000
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+        w = numpy_helper.from_array(np.full(8, 0.5, np.float32), "w")
+        nodes = [helper.make_node("Mul", ["x", "w"], ["h0"])]
+        for i in range(n):
+            nodes.append(helper.make_node("Tanh" if i % 2 else "Sigmoid",
+                                          ["h%d" % i], ["h%d" % (i + 1)]))
+        nodes.append(helper.make_node("ReduceMean", ["h%d" % n], ["y"],
+                                      keepdims=0))
+        graph = helper.make_graph(nodes, "chain", [x], [y], [w])
+        path = self.work("chain.onnx")
+        onnx.save(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        start = time.monotonic()
+        run([tool("strata-compile"), path, "-o", self.work("chain.strata"),
+             "--loss", "output", "--optimizer", "sgd"])
+        self.assertLess(time.monotonic() - start, 10.0)
+
     def test_fifo_paths_are_errors_not_hangs(self):
         fifo = self.work("model.fifo")
         os.mkfifo(fifo)
