@@ -16,6 +16,8 @@ PACKAGES=(
   fio
   # tests (PyTorch and onnx are reference oracles and model generators only)
   libgtest-dev python3 python3-numpy python3-onnx python3-torch
+  # fuzzing (scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang)
+  clang libclang-rt-14-dev
 )
 
 missing=()

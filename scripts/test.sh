@@ -9,3 +9,9 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja
 cmake --build "$BUILD_DIR"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+# Every reader of untrusted bytes under libFuzzer, ASan and UBSan, for a
+# bounded time (STRATA_FUZZ_SECONDS=0 skips it).
+FUZZ_SECONDS=${STRATA_FUZZ_SECONDS:-60}
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  STRATA_BUILD_DIR="$BUILD_DIR" ./scripts/fuzz.sh "$FUZZ_SECONDS"
+fi

@@ -160,6 +160,22 @@ private:
     return RankedTensorType::get(shape, elementType);
   }
   int64_t intAttr(const Node &node, const char *name, int64_t dflt);
+  /// Records that attribute `a` is not of the `expected` kind; the node
+  /// then fails with that error once its handler returns, whatever default
+  /// the handler went on with.
+  void wrongAttribute(const onnx::Attribute &a, const char *expected) {
+    if (attributeError_.empty())
+      attributeError_ = "attribute '" + a.name + "' must be " + expected +
+                        ", not " + kindName(a.kind);
+  }
+  static const char *kindName(int kind) {
+    static const char *names[] = {"a float",   "an integer",
+                                  "a string",  "a tensor",
+                                  "floats",    "integers",
+                                  "strings",   "another kind"};
+    return names[std::clamp(kind, 0, 7)];
+  }
+  std::string attributeError_;
   float floatAttr(const Node &node, const char *name, float dflt);
   std::string stringAttr(const Node &node, const char *name,
                          const std::string &dflt);
@@ -459,8 +475,11 @@ Importer::axesOf(const Node &node, size_t inputIndex, LogicalResult &status) {
     }
     return *axes;
   }
-  if (const onnx::Attribute *a = node.attribute("axes"))
+  if (const onnx::Attribute *a = node.attribute("axes")) {
+    if (a->kind != onnx::Attribute::Ints)
+      wrongAttribute(*a, "a list of integers");
     return SmallVector<int64_t>(a->ints.begin(), a->ints.end());
+  }
   return std::nullopt;
 }
 
@@ -482,17 +501,24 @@ Value Importer::scalarConstant(Type elementType, double value, Location loc) {
 
 int64_t Importer::intAttr(const Node &node, const char *name, int64_t dflt) {
   const onnx::Attribute *a = node.attribute(name);
+  if (a && a->kind != onnx::Attribute::Int)
+    wrongAttribute(*a, "an integer");
   return a && a->kind == onnx::Attribute::Int ? a->i : dflt;
 }
 
 float Importer::floatAttr(const Node &node, const char *name, float dflt) {
   const onnx::Attribute *a = node.attribute(name);
+  // ONNX writes integral floats as floats; an INT here is a type error too.
+  if (a && a->kind != onnx::Attribute::Float)
+    wrongAttribute(*a, "a float");
   return a && a->kind == onnx::Attribute::Float ? a->f : dflt;
 }
 
 std::string Importer::stringAttr(const Node &node, const char *name,
                                  const std::string &dflt) {
   const onnx::Attribute *a = node.attribute(name);
+  if (a && a->kind != onnx::Attribute::String)
+    wrongAttribute(*a, "a string");
   return a && a->kind == onnx::Attribute::String ? a->s : dflt;
 }
 
@@ -1072,6 +1098,8 @@ LogicalResult Importer::transpose(const Node &node) {
   Shape in = shapeOf(x);
   SmallVector<int64_t> perm;
   if (const onnx::Attribute *a = node.attribute("perm")) {
+    if (a->kind != onnx::Attribute::Ints)
+      wrongAttribute(*a, "a list of integers");
     perm.assign(a->ints.begin(), a->ints.end());
   } else {
     for (int64_t d = in.size(); d-- > 0;)
@@ -1115,8 +1143,12 @@ LogicalResult Importer::split(const Node &node) {
       return failure();
     sizes = *s;
   } else if (const onnx::Attribute *a = node.attribute("split")) {
+    if (a->kind != onnx::Attribute::Ints)
+      wrongAttribute(*a, "a list of integers");
     sizes.assign(a->ints.begin(), a->ints.end());
   } else if (const onnx::Attribute *a = node.attribute("num_outputs")) {
+    if (a->kind != onnx::Attribute::Int)
+      wrongAttribute(*a, "an integer");
     int64_t n = a->i;
     if (n <= 0 || n != outputs)
       return nodeError(node) << "num_outputs " << n << " does not match the "
@@ -1737,7 +1769,11 @@ LogicalResult Importer::importNodes() {
                                   "initializer or graph input";
     }
     const Handler &handler = handlers().at(handlerKey(node));
-    if (failed((this->*handler.fn)(node)))
+    attributeError_.clear();
+    LogicalResult status = (this->*handler.fn)(node);
+    if (!attributeError_.empty())
+      return nodeError(node) << attributeError_;
+    if (failed(status))
       return failure();
   }
   return success();

@@ -368,9 +368,8 @@ class Reliability(unittest.TestCase):
     # -- malformed models ---------------------------------------------------
 
     def import_error(self, name, nodes, inits=(), inputs=None, shape=None,
-                     flags=()):
-        """Compiles a small opset-17 graph that must be refused; returns the
-        error."""
+                     flags=(), opset=17):
+        """Compiles a small graph that must be refused; returns the error."""
         import onnx
         from onnx import TensorProto, helper
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
@@ -378,7 +377,7 @@ class Reliability(unittest.TestCase):
         graph = helper.make_graph(nodes, name, inputs or [x], [y],
                                   list(inits))
         model = helper.make_model(
-            graph, opset_imports=[helper.make_opsetid("", 17)])
+            graph, opset_imports=[helper.make_opsetid("", opset)])
         path = self.work(name + ".onnx")
         onnx.save(model, path)
         return fails([tool("strata-compile"), path, "--emit=graph"] +
@@ -424,6 +423,13 @@ class Reliability(unittest.TestCase):
                 err = self.import_error(name, nodes, inits=inits)
                 for text in expected:
                     self.assertIn(text, err)
+        # Past the opsets ONNX's installed schemas know, the importer's own
+        # attribute accessors refuse the wrong kind.
+        with self.subTest("attr-type opset 20"):
+            err = self.import_error("attr-type-20", [h.make_node(
+                "Softmax", ["x"], ["y"], name="sm20", axis=1.0)], opset=20)
+            self.assertIn("attribute 'axis' must be an integer", err)
+            self.assertIn("sm20", err)
         with self.subTest("zero batch"):
             err = fails([tool("strata-compile"), self.model, "--emit=graph",
                          "--input-shape", "input_ids=0x8"])
