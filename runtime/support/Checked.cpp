@@ -39,8 +39,8 @@ std::optional<uint64_t> checkedAddU(uint64_t a, uint64_t b) {
 std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &shape,
                                           int64_t limit) {
   int64_t n = 1;
-  // A zero dimension makes the product 0 whatever follows, but the other
-  // dimensions must still be valid on their own.
+  // A zero dimension makes the count 0, but does not excuse the others:
+  // strides over them are products too and must fit.
   bool zero = false;
   for (int64_t d : shape) {
     if (d < 0 || d > limit)

@@ -6,30 +6,65 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
+#include <mutex>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 namespace strata {
 
+namespace {
+
+/// The flocks this process holds: lock file identity -> (fd, holders).
+struct HeldLocks {
+  std::mutex mutex;
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<int, int>> byFile;
+  /// The process the entries belong to: a forked child inherits the map
+  /// but not the right to the parent's locks.
+  pid_t owner = 0;
+};
+
+HeldLocks &heldLocks() {
+  static HeldLocks *locks = new HeldLocks(); // Never destroyed: used at exit.
+  return *locks;
+}
+
+} // namespace
+
 FileLock::~FileLock() { release(); }
 
-FileLock::FileLock(FileLock &&other) noexcept : fd_(other.fd_) {
-  other.fd_ = -1;
+FileLock::FileLock(FileLock &&other) noexcept
+    : device_(other.device_), inode_(other.inode_), held_(other.held_) {
+  other.held_ = false;
 }
 
 FileLock &FileLock::operator=(FileLock &&other) noexcept {
   if (this != &other) {
     release();
-    fd_ = other.fd_;
-    other.fd_ = -1;
+    device_ = other.device_;
+    inode_ = other.inode_;
+    held_ = other.held_;
+    other.held_ = false;
   }
   return *this;
 }
 
 void FileLock::release() {
-  if (fd_ >= 0)
-    ::close(fd_); // Closing the descriptor drops the flock.
-  fd_ = -1;
+  if (!held_)
+    return;
+  held_ = false;
+  HeldLocks &locks = heldLocks();
+  std::lock_guard<std::mutex> guard(locks.mutex);
+  if (locks.owner != ::getpid())
+    return; // Held by the parent this process was forked from.
+  auto it = locks.byFile.find({device_, inode_});
+  if (it == locks.byFile.end())
+    return;
+  if (--it->second.second == 0) {
+    ::close(it->second.first); // Closing the descriptor drops the flock.
+    locks.byFile.erase(it);
+  }
 }
 
 bool FileLock::lockDirectory(const std::string &dir, Mode mode,
@@ -44,6 +79,29 @@ bool FileLock::lockDirectory(const std::string &dir, Mode mode,
     error = "cannot lock '" + dir + "' (" + path + "): " +
             std::strerror(errno);
     return false;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    error = "cannot lock '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    return false;
+  }
+  HeldLocks &locks = heldLocks();
+  std::lock_guard<std::mutex> guard(locks.mutex);
+  if (locks.owner != ::getpid()) {
+    locks.byFile.clear();
+    locks.owner = ::getpid();
+  }
+  auto key = std::make_pair(static_cast<uint64_t>(st.st_dev),
+                            static_cast<uint64_t>(st.st_ino));
+  auto known = locks.byFile.find(key);
+  if (known != locks.byFile.end()) { // This process holds it already.
+    ::close(fd);
+    ++known->second.second;
+    device_ = key.first;
+    inode_ = key.second;
+    held_ = true;
+    return true;
   }
   int op = (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
   int rc;
@@ -79,7 +137,10 @@ bool FileLock::lockDirectory(const std::string &dir, Mode mode,
     if (::ftruncate(fd, 0) == 0)
       (void)!::pwrite(fd, who.data(), who.size(), 0);
   }
-  fd_ = fd;
+  locks.byFile[key] = {fd, 1};
+  device_ = key.first;
+  inode_ = key.second;
+  held_ = true;
   return true;
 }
 

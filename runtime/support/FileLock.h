@@ -11,6 +11,7 @@
 #ifndef STRATA_RUNTIME_SUPPORT_FILELOCK_H
 #define STRATA_RUNTIME_SUPPORT_FILELOCK_H
 
+#include <cstdint>
 #include <string>
 
 namespace strata {
@@ -34,11 +35,16 @@ public:
   bool lockDirectory(const std::string &dir, Mode mode,
                      const std::string &purpose, std::string &error);
 
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return held_; }
   void release();
 
 private:
-  int fd_ = -1;
+  /// The lock file's identity. Locks are per process: a directory this
+  /// process holds already (an SSD directory that is also the checkpoint
+  /// directory) is shared, not refused; the flock goes when the last holder
+  /// releases it.
+  uint64_t device_ = 0, inode_ = 0;
+  bool held_ = false;
 };
 
 /// The name of the lock file inside a locked directory.

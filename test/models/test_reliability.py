@@ -214,6 +214,12 @@ class Reliability(unittest.TestCase):
             run([tool("strata-inspect"), art])
         finally:
             self.stop(job)
+        # Checkpoints and SSD files in the artifact directory itself: one
+        # process may hold the same directory for several purposes.
+        fourth = self.work("fourth.strata")
+        self.compile(fourth, "--place-states", "ssd", "--ssd-dir", fourth)
+        run([tool("strata-run"), fourth, "--data", self.data, "--steps", "1",
+             "--checkpoint-dir", fourth, "--quiet"])
         # Once the job is gone, its files are free again.
         run([tool("strata-run"), other, "--data", self.data, "--steps", "1",
              "--quiet"])
