@@ -15,6 +15,8 @@ namespace strata::artifact {
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0)
     return;
+  if (bytes > kMaxRegionBytes)
+    return; // Padding would wrap; left empty, so not valid().
   data_ = static_cast<char *>(
       std::aligned_alloc(kParamAlignment, pagePadded(bytes)));
   // Zeroed, so the gaps between tensors are deterministic: two runs that

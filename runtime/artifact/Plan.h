@@ -48,6 +48,9 @@ namespace strata::artifact {
 constexpr uint32_t kPlanFormatVersion = 4;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
+/// The largest region (arena, parameters, host, SSD) a plan may claim:
+/// 64 PiB, far above any machine, and far from wrapping when padded.
+constexpr uint64_t kMaxRegionBytes = uint64_t(1) << 56;
 
 /// `bytes` rounded up to a multiple of `alignment`.
 constexpr uint64_t alignUp(uint64_t bytes, uint64_t alignment) {

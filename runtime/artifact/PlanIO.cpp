@@ -299,6 +299,17 @@ bool validatePlan(const Plan &plan, std::string &error) {
     error = "invalid plan: " + why;
     return false;
   };
+  // Region sizes bound every allocation and offset the runtime makes; a
+  // claim near 2^64 would wrap when padded to pages.
+  for (auto [name, bytes] :
+       {std::pair<const char *, uint64_t>{"device arena", plan.arenaBytes},
+        {"parameter region", plan.paramsBytes},
+        {"host region", plan.hostBytes},
+        {"SSD store", plan.ssdBytes},
+        {"params.bin", plan.paramsFileBytes}})
+    if (bytes > kMaxRegionBytes)
+      return fail(std::string("the ") + name + " claims " +
+                  std::to_string(bytes) + " bytes, more than 2^56");
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot &s = plan.slots[i];
     std::string where = "slot " + std::to_string(i) + " ('" + s.name + "')";

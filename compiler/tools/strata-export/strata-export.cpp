@@ -277,9 +277,9 @@ int main(int argc, char **argv) {
     if (it != params.end()) {
       const artifact::ParamEntry &p = *it->second;
       const artifact::Slot &slot = plan.slots[p.slot];
-      int64_t n = 1;
-      for (int64_t d : t.dims())
-        n *= d;
+      int64_t n = checkedNumElements(std::vector<int64_t>(
+                                         t.dims().begin(), t.dims().end()))
+                      .value_or(-1);
       if (n != slot.numElements())
         return fail("initializer '" + t.name() + "' has " +
                     std::to_string(n) + " elements in the source model, " +

@@ -155,3 +155,14 @@ TEST(KernelContract, RefusesShapesWhoseSizeOverflows) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(KernelContract, RefusesRegionsThatWouldWrapWhenPadded) {
+  Plan p = onePlan(Kernel::Neg, {{2}}, {{2}});
+  p.hostBytes = ~uint64_t(0) - 100; // pagePadded() would wrap to 0.
+  std::string error = validate(p);
+  EXPECT_NE(error.find("host region"), std::string::npos) << error;
+}
+
+} // namespace
