@@ -230,7 +230,10 @@ struct AttachOptimizerPass
     }
 
     OpBuilder stateBuilder(&body, body.begin());
-    for (auto &[param, g] : updates) {
+    for (auto &update : updates) {
+      // Named, not a structured binding: lambdas below capture it.
+      auto &param = update.first;
+      auto &g = update.second;
       Location ploc = param.getLoc();
       Type t = param.getType();
       auto stateOf = [&](const std::string &suffix, Type type) {

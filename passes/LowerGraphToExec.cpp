@@ -59,11 +59,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([](auto op) {
         return KernelSpec{op->getName().stripDialect().str(),
-                          {op.getAxis()}, {}};
+                          {static_cast<int64_t>(op.getAxis())}, {}};
       })
       .Case<LayerNormOp>([](LayerNormOp op) {
         return KernelSpec{"layer_norm",
-                          {op.getAxis(), op.getBias() ? 1 : 0},
+                          {static_cast<int64_t>(op.getAxis()),
+                           op.getBias() ? 1 : 0},
                           {static_cast<double>(
                               op.getEpsilon().convertToFloat())}};
       })
@@ -79,13 +80,16 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
         return spec;
       })
       .Case<ConcatOp>([](ConcatOp op) {
-        return KernelSpec{"concat", {op.getAxis()}, {}};
+        return KernelSpec{"concat", {static_cast<int64_t>(op.getAxis())}, {}};
       })
       .Case<GatherOp>([](GatherOp op) {
-        return KernelSpec{"gather", {op.getAxis()}, {}};
+        return KernelSpec{"gather", {static_cast<int64_t>(op.getAxis())}, {}};
       })
       .Case<TriluOp>([](TriluOp op) {
-        return KernelSpec{"trilu", {op.getUpper() ? 1 : 0, op.getK()}, {}};
+        return KernelSpec{"trilu",
+                          {op.getUpper() ? 1 : 0,
+                           static_cast<int64_t>(op.getK())},
+                          {}};
       })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([](Operation *op) {
         return KernelSpec{op->getName().stripDialect().str(), {}, {}};
@@ -96,11 +100,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<LayerNormGradOp>([](LayerNormGradOp op) {
         return KernelSpec{
             "layer_norm_grad",
-            {op.getAxis()},
+            {static_cast<int64_t>(op.getAxis())},
             {static_cast<double>(op.getEpsilon().convertToFloat())}};
       })
       .Case<GatherGradOp>([](GatherGradOp op) {
-        return KernelSpec{"gather_grad", {op.getAxis()}, {}};
+        return KernelSpec{"gather_grad", {static_cast<int64_t>(op.getAxis())},
+                          {}};
       })
       .Case<SliceGradOp>([](SliceGradOp op) {
         KernelSpec spec{"slice_grad", {}, {}};

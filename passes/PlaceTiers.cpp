@@ -925,8 +925,10 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
                << " bytes of tensors on the host, over the host budget ("
                << cpuMem << " bytes), and no --ssd-dir was given";
     }
-    numFetches = numWritebacks = numSwapped = numRecomputed = 0;
-    numGradientsSwapped = 0;
+    // One statement each: a Statistic cannot be assigned from another.
+    for (Statistic *s : {&numFetches, &numWritebacks, &numSwapped,
+                         &numRecomputed, &numGradientsSwapped})
+      *s = 0;
     recomputedCount = recomputedBytes = 0;
     if (failed(apply(func, best)))
       return failure();

@@ -2,7 +2,9 @@
 """Writes the seed corpus of every fuzz target (run by scripts/fuzz.sh):
 
   onnx-import/  the importer's lit inputs (.onnxtext) as binary models, and
-                small onnx.helper graphs (shape sub-graphs, Range, Reshape)
+                small onnx.helper graphs (shape sub-graphs, Range, a model
+                whose output is its loss)
+  compile/      the same models, for the whole compile
   npy/          arrays of every dtype and rank NumPy writes
   plan/         plan.bin of forward and training artifacts compiled by
                 --compiler (a regular build's strata-compile)
@@ -63,7 +65,9 @@ def onnx_seeds(out):
                               opset_imports=[helper.make_opsetid("", 17)])
     with open(os.path.join(out, "range-shape.onnx"), "wb") as f:
         f.write(model.SerializeToString())
-    return n + 1
+    with open(os.path.join(out, "mlp-loss.onnx"), "wb") as f:
+        f.write(mlp_model().SerializeToString())
+    return n + 2
 
 
 def npy_seeds(out):
@@ -83,10 +87,8 @@ def npy_seeds(out):
     return len(arrays)
 
 
-def plan_seeds(out, compiler):
-    """Plans of a small regression model: forward, training (AdamW) with
-    state in host memory, and with state and activations on the SSD."""
-    os.makedirs(out, exist_ok=True)
+def mlp_model():
+    """A two-layer regression model whose first output is its loss."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
     t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 2])
     loss = helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])
@@ -102,8 +104,15 @@ def plan_seeds(out, compiler):
         helper.make_node("ReduceMean", ["d2"], ["loss"], keepdims=0),
     ]
     graph = helper.make_graph(nodes, "mlp", [x, t], [loss], [w1, w2])
-    model = helper.make_model(graph,
-                              opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph,
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+def plan_seeds(out, compiler):
+    """Plans of a small regression model: forward, training (AdamW) with
+    state in host memory, and with state and activations on the SSD."""
+    os.makedirs(out, exist_ok=True)
+    model = mlp_model()
     n = 0
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mlp.onnx")
@@ -143,6 +152,8 @@ def main():
     a = p.parse_args()
     counts = {
         "onnx-import": onnx_seeds(os.path.join(a.out, "onnx-import")),
+        # The whole compile starts from the same models.
+        "compile": onnx_seeds(os.path.join(a.out, "compile")),
         "npy": npy_seeds(os.path.join(a.out, "npy")),
         "plan": plan_seeds(os.path.join(a.out, "plan"), a.compiler),
         "checkpoint": checkpoint_seeds(os.path.join(a.out, "checkpoint"),
