@@ -1038,7 +1038,7 @@ LogicalResult Importer::reshapeNode(const Node &node) {
   Shape in = shapeOf(x);
   bool allowZero = intAttr(node, "allowzero", 0) != 0;
   Shape out;
-  int64_t inferred = -1, known = 1;
+  int64_t inferred = -1;
   for (size_t i = 0; i < target->size(); ++i) {
     int64_t d = (*target)[i];
     if (d == 0 && !allowZero) {
@@ -1057,8 +1057,11 @@ LogicalResult Importer::reshapeNode(const Node &node) {
     if (d < 0)
       return nodeError(node) << "invalid shape entry " << d;
     out.push_back(d);
-    known *= d;
   }
+  // The product of the given entries (the -1 counts as 1), checked.
+  int64_t known = numElements(out);
+  if (known < 0)
+    return nodeError(node) << "the target shape has more than 2^63 elements";
   int64_t total = numElements(in);
   if (inferred >= 0) {
     if (known == 0 || total % known != 0)

@@ -129,6 +129,14 @@ static Attribute pack(const HostTensor &t, Type type) {
   return DenseElementsAttr::get(shaped, values);
 }
 
+/// Two's-complement integer arithmetic, as the runtime kernels compute it
+/// (signed overflow is undefined in C++, so go through unsigned).
+static int64_t wrapping(int64_t x, int64_t y, char op) {
+  uint64_t a = static_cast<uint64_t>(x), b = static_cast<uint64_t>(y);
+  uint64_t r = op == '+' ? a + b : op == '-' ? a - b : a * b;
+  return static_cast<int64_t>(r);
+}
+
 /// For each element of `out`, the linear index of the element of `in` that
 /// NumPy broadcasting reads.
 static std::vector<int64_t> broadcastSources(const Shape &in,
@@ -289,19 +297,19 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       *this, adaptor.getOperands(), [](double x, double y) { return x + y; },
-      [](int64_t x, int64_t y) { return x + y; });
+      [](int64_t x, int64_t y) { return wrapping(x, y, '+'); });
 }
 
 OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       *this, adaptor.getOperands(), [](double x, double y) { return x - y; },
-      [](int64_t x, int64_t y) { return x - y; });
+      [](int64_t x, int64_t y) { return wrapping(x, y, '-'); });
 }
 
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       *this, adaptor.getOperands(), [](double x, double y) { return x * y; },
-      [](int64_t x, int64_t y) { return x * y; });
+      [](int64_t x, int64_t y) { return wrapping(x, y, '*'); });
 }
 
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
@@ -309,7 +317,9 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
       *this, adaptor.getOperands(), [](double x, double y) { return x / y; },
       [](int64_t x, int64_t y) -> std::optional<int64_t> {
         if (y == 0)
-          return std::nullopt; // Leave the trap to the runtime.
+          return std::nullopt; // Leave the error to the runtime.
+        if (y == -1)
+          return wrapping(0, x, '-'); // INT64_MIN / -1 would trap.
         return x / y;
       });
 }
@@ -321,9 +331,13 @@ OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
       [](int64_t x, int64_t y) -> std::optional<int64_t> {
         if (y < 0)
           return std::nullopt;
+        // By squaring, wrapping: y may be as large as 2^63 - 1.
         int64_t r = 1;
-        for (int64_t k = 0; k < y; ++k)
-          r *= x;
+        for (; y > 0; y >>= 1) {
+          if (y & 1)
+            r = wrapping(r, x, '*');
+          x = wrapping(x, x, '*');
+        }
         return r;
       });
 }

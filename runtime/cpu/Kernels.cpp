@@ -150,11 +150,26 @@ void forEachRow(const Shape &out, const std::array<Shape, N> &strides,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Integer +, - and * wrap (two's complement), as on every GPU; in C++
+/// signed overflow is undefined, so compute in the unsigned type.
+template <typename C> C wrap(C a, C b, char op) {
+  if constexpr (std::is_integral_v<C> && std::is_signed_v<C> &&
+                !std::is_same_v<C, bool>) {
+    using U = std::make_unsigned_t<C>;
+    U x = static_cast<U>(a), y = static_cast<U>(b);
+    return static_cast<C>(op == '+'   ? static_cast<U>(x + y)
+                          : op == '-' ? static_cast<U>(x - y)
+                                      : static_cast<U>(x * y));
+  } else {
+    return op == '+' ? a + b : op == '-' ? a - b : a * b;
+  }
+}
+
 template <typename C> C applyBinary(Kernel k, C a, C b, bool &divByZero) {
   switch (k) {
-  case Kernel::Add: return a + b;
-  case Kernel::Sub: return a - b;
-  case Kernel::Mul: return a * b;
+  case Kernel::Add: return wrap(a, b, '+');
+  case Kernel::Sub: return wrap(a, b, '-');
+  case Kernel::Mul: return wrap(a, b, '*');
   case Kernel::Div:
     if constexpr (std::is_integral_v<C>) {
       if (b == 0) {
@@ -221,12 +236,12 @@ bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
                  bool localDivByZero = false;
                  if (k == Kernel::Add && s[0] == 1 && s[1] == 1) {
                    for (int64_t i = 0; i < n; ++i)
-                     ro[i] = Traits<T>::store(Traits<T>::load(ra[i]) +
-                                              Traits<T>::load(rb[i]));
+                     ro[i] = Traits<T>::store(wrap<C>(
+                         Traits<T>::load(ra[i]), Traits<T>::load(rb[i]), '+'));
                  } else if (k == Kernel::Mul && s[0] == 1 && s[1] == 1) {
                    for (int64_t i = 0; i < n; ++i)
-                     ro[i] = Traits<T>::store(Traits<T>::load(ra[i]) *
-                                              Traits<T>::load(rb[i]));
+                     ro[i] = Traits<T>::store(wrap<C>(
+                         Traits<T>::load(ra[i]), Traits<T>::load(rb[i]), '*'));
                  } else {
                    for (int64_t i = 0; i < n; ++i)
                      ro[i] = Traits<T>::store(applyBinary<C>(

@@ -441,6 +441,37 @@ class Reliability(unittest.TestCase):
                          "--input-shape", "input_ids=0x8"])
             self.assertIn("empty dimension", err)
 
+    def test_integer_folds_neither_hang_nor_overflow(self):
+        """Pow(2, 2^62) on integer constants folded at import: the fold
+        multiplied 2^62 times (a hang); now it squares, wrapping as the
+        runtime does, and so do +, - and * (undefined behaviour before)."""
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        c = lambda n, v: helper.make_node("Constant", [], [n],
+                                          value=numpy_helper.from_array(
+                                              np.array(v, np.int64), n))
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+        nodes = [c("a", [2, 3]), c("b", [1 << 62, 5]),
+                 c("big", [(1 << 63) - 1, -(1 << 63)]),
+                 helper.make_node("Pow", ["a", "b"], ["p"]),
+                 helper.make_node("Mul", ["big", "big"], ["m"]),
+                 helper.make_node("Add", ["p", "m"], ["s"]),
+                 helper.make_node("Cast", ["s"], ["sf"],
+                                  to=TensorProto.FLOAT),
+                 helper.make_node("Add", ["x", "sf"], ["y"])]
+        path = self.work("int-folds.onnx")
+        onnx.save(helper.make_model(
+            helper.make_graph(nodes, "g", [x], [y]),
+            opset_imports=[helper.make_opsetid("", 17)]), path)
+        r = subprocess.run([tool("strata-compile"), path, "--emit=graph"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # 2^(2^62) wraps to 0, 3^5 = 243; (2^63-1)^2 wraps to 1, (-2^63)^2
+        # to 0: the folded constant is [1, 243].
+        self.assertIn("graph.constant dense<[1.000000e+00, 2.430000e+02]>",
+                      r.stdout)
+
     def test_negative_token_ids_are_refused(self):
         art = self.work("negtok.strata")
         self.compile(art)
