@@ -9,9 +9,11 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja
 cmake --build "$BUILD_DIR"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
-# Every reader of untrusted bytes under libFuzzer, ASan and UBSan, for a
-# bounded time (STRATA_FUZZ_SECONDS=0 skips it).
+# The sanitizer leg: the same suites against ASan+UBSan tools, then every
+# reader of untrusted bytes under libFuzzer for a bounded time
+# (STRATA_FUZZ_SECONDS=0 skips both).
 FUZZ_SECONDS=${STRATA_FUZZ_SECONDS:-60}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  ./scripts/asan-tests.sh
   STRATA_BUILD_DIR="$BUILD_DIR" ./scripts/fuzz.sh "$FUZZ_SECONDS"
 fi

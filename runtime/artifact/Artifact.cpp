@@ -3,6 +3,7 @@
 #include "runtime/artifact/Artifact.h"
 #include "runtime/support/Crc32c.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,16 +14,16 @@
 namespace strata::artifact {
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
-  if (bytes == 0)
-    return;
   if (bytes > kMaxRegionBytes)
     return; // Padding would wrap; left empty, so not valid().
-  data_ = static_cast<char *>(
-      std::aligned_alloc(kParamAlignment, pagePadded(bytes)));
+  // At least one page, even for 0 bytes: kernels of empty tensors get a
+  // real pointer (memcpy and memset must never see null, even for 0 bytes).
+  size_t allocated = std::max<size_t>(pagePadded(bytes), kParamAlignment);
+  data_ = static_cast<char *>(std::aligned_alloc(kParamAlignment, allocated));
   // Zeroed, so the gaps between tensors are deterministic: two runs that
   // reach the same state write byte-identical checkpoints.
   if (data_)
-    std::memset(data_, 0, pagePadded(bytes));
+    std::memset(data_, 0, allocated);
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

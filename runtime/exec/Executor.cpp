@@ -194,7 +194,8 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
               dtypeName(array.dtype) + " " + npy::shapeString(array.shape);
       return false;
     }
-    std::memcpy(arena_.base() + s.offset, array.data.data(), s.bytes);
+    if (s.bytes > 0) // An empty array may have no storage at all.
+      std::memcpy(arena_.base() + s.offset, array.data.data(), s.bytes);
     arena_.touch(s.offset, s.bytes);
     inputSet_[i] = true;
     return true;
@@ -296,7 +297,8 @@ bool Executor::getOutput(const std::string &name, npy::Array &array,
     array.data.resize(s.bytes);
     if (s.region == Region::Arena) {
       const char *base = const_cast<DeviceArena &>(arena_).base() + s.offset;
-      std::memcpy(array.data.data(), base, s.bytes);
+      if (s.bytes > 0)
+        std::memcpy(array.data.data(), base, s.bytes);
       return true;
     }
     return artifact_.readSlot(s, array.data.data(), error);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs the runtime's unit tests and the end-to-end suites (reliability,
+# forward and training parity, ONNX conformance) against tools built with
+# AddressSanitizer and UndefinedBehaviorSanitizer (clang, in the fuzzing
+# build directory). Any sanitizer report fails the run.
+#
+#   scripts/asan-tests.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_BUILD=${STRATA_FUZZ_BUILD_DIR:-build-fuzz}
+
+CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON > /dev/null
+cmake --build "$FUZZ_BUILD" --target strata-compile strata-run strata-export \
+  strata-inspect strata-unit-tests
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+BIN="$FUZZ_BUILD/bin"
+WORK="$FUZZ_BUILD/asan-tests"
+rm -rf "$WORK"
+status=0
+"$BIN/strata-unit-tests" --gtest_brief=1 || status=1
+for suite in test/models/test_reliability.py test/models/test_forward.py \
+             test/models/test_train.py; do
+  name=$(basename "$suite" .py)
+  if /usr/bin/python3 "$suite" --bin "$BIN" --work "$WORK/$name" \
+      > "$WORK.$name.log" 2>&1; then
+    echo "asan-tests: $name: passed"
+  else
+    echo "asan-tests: $name: FAILED" >&2
+    grep -E 'FAIL|ERROR|runtime error|Sanitizer' "$WORK.$name.log" | head -20 >&2
+    status=1
+  fi
+done
+if /usr/bin/python3 test/conformance/run_node_tests.py --bin "$BIN" \
+    --work "$WORK/conformance" \
+    --expect test/conformance/expected-supported.txt > "$WORK.conformance.log" 2>&1; then
+  echo "asan-tests: conformance: $(tail -1 "$WORK.conformance.log")"
+else
+  echo "asan-tests: conformance: FAILED" >&2
+  grep -E 'REGRESSION' "$WORK.conformance.log" | head -20 >&2
+  status=1
+fi
+exit $status
