@@ -1451,17 +1451,25 @@ LogicalResult Importer::range(const Node &node) {
                              << ") by " << delta << " has more than "
                              << kMaxRangeElements << " elements";
     int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
-    SmallVector<APFloat> values;
-    for (int64_t k = 0; k < n; ++k) {
-      APFloat v(start + k * delta);
-      bool lost;
-      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
-      values.push_back(v);
-    }
     auto type = tensorType({n}, et);
-    define(node, 0,
-           builder_.create<ConstantOp>(loc, type,
-                                       DenseElementsAttr::get(type, values)));
+    DenseElementsAttr attr;
+    if (ft.isF32()) {
+      std::vector<float> values(n);
+      for (int64_t k = 0; k < n; ++k)
+        values[k] = static_cast<float>(start + k * delta);
+      attr = DenseElementsAttr::get(type, ArrayRef<float>(values));
+    } else {
+      SmallVector<APFloat> values;
+      for (int64_t k = 0; k < n; ++k) {
+        APFloat v(start + k * delta);
+        bool lost;
+        v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                  &lost);
+        values.push_back(v);
+      }
+      attr = DenseElementsAttr::get(type, values);
+    }
+    define(node, 0, builder_.create<ConstantOp>(loc, type, attr));
     return success();
   }
   int64_t start = attrs[0].getSplatValue<APInt>().getSExtValue();
@@ -1477,14 +1485,28 @@ LogicalResult Importer::range(const Node &node) {
                            << ") by " << delta << " has more than "
                            << kMaxRangeElements << " elements";
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count128));
-  SmallVector<APInt> values;
-  for (int64_t k = 0; k < n; ++k)
-    values.push_back(
-        APInt(et.getIntOrFloatBitWidth(), start + k * delta, true));
   auto type = tensorType({n}, et);
-  define(node, 0,
-         builder_.create<ConstantOp>(loc, type,
-                                     DenseElementsAttr::get(type, values)));
+  DenseElementsAttr attr;
+  // Plain arrays for the usual types: one APInt per element is slow for
+  // the millions of positions a long context folds.
+  if (et.isInteger(64) || et.isInteger(32)) {
+    std::vector<int64_t> wide(n);
+    for (int64_t k = 0; k < n; ++k)
+      wide[k] = start + k * delta; // Between start and limit: no overflow.
+    if (et.isInteger(64)) {
+      attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(wide));
+    } else {
+      std::vector<int32_t> narrow(wide.begin(), wide.end());
+      attr = DenseElementsAttr::get(type, ArrayRef<int32_t>(narrow));
+    }
+  } else {
+    SmallVector<APInt> values;
+    for (int64_t k = 0; k < n; ++k)
+      values.push_back(
+          APInt(et.getIntOrFloatBitWidth(), start + k * delta, true));
+    attr = DenseElementsAttr::get(type, values);
+  }
+  define(node, 0, builder_.create<ConstantOp>(loc, type, attr));
   return success();
 }
 
