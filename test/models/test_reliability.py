@@ -320,6 +320,69 @@ class Reliability(unittest.TestCase):
                      "--steps", "2", "--on-nan", "skip"])
         self.assertIn("--loss-scale", err)
 
+    def test_nan_weights_stop_skip_and_export(self):
+        """A model whose weights hold a NaN has a NaN loss from step 1:
+        the default stops without a checkpoint; a loss-scaled plan with
+        --on-nan skip skips every step and finishes; export refuses the
+        weights, naming the parameter."""
+        import onnx
+        from onnx import numpy_helper
+        model = onnx.load(self.model)
+        init = next(t for t in model.graph.initializer
+                    if t.data_type == onnx.TensorProto.FLOAT)
+        values = numpy_helper.to_array(init).copy()
+        values.flat[0] = np.nan
+        init.CopyFrom(numpy_helper.from_array(values, init.name))
+        path = self.work("nan-model.onnx")
+        onnx.save(model, path)
+        art = self.work("nan.strata")
+        cmd = self.compile_cmd(art)
+        cmd[1] = path
+        run(cmd)
+        err = fails([tool("strata-run"), art, "--data", self.data, "--steps",
+                     "3", "--save-every", "1"])
+        self.assertIn("diverged at step 1", err)
+        self.assertFalse(os.path.exists(os.path.join(art, "checkpoint",
+                                                     "checkpoint.bin")))
+        err = fails([tool("strata-export"), art, "-o", art + ".onnx"])
+        self.assertIn("non-finite", err)
+        self.assertIn(init.name, err)
+        scaled = self.work("nan-scaled.strata")
+        cmd = self.compile_cmd(scaled, "--loss-scale", "dynamic")
+        cmd[1] = path
+        run(cmd)
+        log = scaled + ".log"
+        run([tool("strata-run"), scaled, "--data", self.data, "--steps", "3",
+             "--on-nan", "skip", "--log-json", log, "--quiet"])
+        entries = [json.loads(l) for l in read(log, "r").splitlines()]
+        self.assertEqual(len(entries), 3)
+        self.assertTrue(all(e["skipped"] for e in entries), entries)
+
+    def test_external_data_offsets_are_parsed_whole(self):
+        import onnx
+        from onnx import numpy_helper
+        model = onnx.load(self.model)
+        ext = self.work("ext-model")
+        os.makedirs(ext)
+        path = os.path.join(ext, "m.onnx")
+        onnx.save(model, path, save_as_external_data=True,
+                  all_tensors_to_one_file=True, location="m.data",
+                  size_threshold=0)
+        model = onnx.load(path, load_external_data=False)
+        tensor = next(t for t in model.graph.initializer
+                      if t.data_location == onnx.TensorProto.EXTERNAL)
+        for entry in tensor.external_data:
+            if entry.key == "offset":
+                entry.value = entry.value + "abc"
+                break
+        else:
+            entry = tensor.external_data.add()
+            entry.key, entry.value = "offset", "0abc"
+        onnx.save(model, path)
+        err = fails([tool("strata-compile"), path, "--emit=graph"] +
+                    [a for b in self.bind for a in ("--input-shape", b)])
+        self.assertIn("invalid external data offset", err)
+
     # -- malformed numbers and hyperparameters -----------------------------
 
     def test_bad_numbers_are_errors(self):
