@@ -85,7 +85,7 @@ namespace {
 /// model's, and low enough that sums of sizes cannot overflow int64.
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
 /// The longest sequence a Range folds into a constant at import.
-constexpr int64_t kMaxRangeElements = int64_t(1) << 24;
+constexpr int64_t kMaxRangeElements = int64_t(1) << 22;
 
 class Importer;
 using HandlerFn = LogicalResult (Importer::*)(const Node &);
