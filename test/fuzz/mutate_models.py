@@ -170,6 +170,8 @@ def run(cmd, timeout):
                            timeout=timeout)
     except subprocess.TimeoutExpired:
         return "hang", ""
+    except OSError as e:  # The tool itself is missing or being rebuilt.
+        sys.exit("mutate_models: cannot run %s: %s" % (cmd[0], e))
     bad = r.returncode < 0 or "Sanitizer" in r.stderr or \
         "runtime error:" in r.stderr
     return ("crash" if bad else "ok" if r.returncode == 0 else "refused",
@@ -241,6 +243,9 @@ def main():
                 if status == "refused":
                     status = "ok"  # A data-dependent refusal is fine.
         stats[status] += 1
+        if (i + 1) % 500 == 0:
+            print("mutate_models: %d/%d, %s" % (i + 1, a.count, stats))
+            sys.stdout.flush()
         if status in ("crash", "hang"):
             keep = os.path.join(work, "failures", "%05d.onnx" % i)
             shutil.copy(path, keep)
