@@ -171,8 +171,12 @@ public:
                 "': " + std::strerror(errno);
         return false;
       }
-    syncDirectory(dir_);
-    committed_ = true;
+    committed_ = true; // In place now, whatever the sync says.
+    if (!syncDirectory(dir_)) {
+      error = "wrote the artifact '" + dir_ +
+              "' but cannot make it durable (fsync): " + std::strerror(errno);
+      return false;
+    }
     return true;
   }
 

@@ -85,8 +85,11 @@ bool syncDirectory(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return false;
-  bool ok = ::fsync(fd) == 0;
+  // Some file systems cannot fsync a directory (EINVAL): nothing to do.
+  bool ok = ::fsync(fd) == 0 || errno == EINVAL;
+  int saved = errno;
   ::close(fd);
+  errno = saved;
   return ok;
 }
 
@@ -121,7 +124,11 @@ bool writeFileAtomically(const std::string &path,
     ::unlink(tmp.c_str());
     return false;
   }
-  syncDirectory(parentOf(path));
+  if (!syncDirectory(parentOf(path))) {
+    error = "wrote '" + path + "' but cannot make it durable (fsync of " +
+            parentOf(path) + "): " + std::strerror(errno);
+    return false;
+  }
   return true;
 }
 

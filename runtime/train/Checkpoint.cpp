@@ -87,7 +87,12 @@ bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
     return false;
   }
   size_t slash = path.find_last_of('/');
-  syncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (!syncDirectory(dir)) {
+    error = "wrote checkpoint '" + path + "' but cannot make it durable " +
+            "(fsync of " + dir + "): " + std::strerror(errno);
+    return false;
+  }
   return true;
 }
 
