@@ -1489,10 +1489,16 @@ LogicalResult Importer::range(const Node &node) {
   DenseElementsAttr attr;
   // Plain arrays for the usual types: one APInt per element is slow for
   // the millions of positions a long context folds.
+  // Element k is start + k * delta, which lies between start and limit;
+  // the product alone may not fit int64, so compute in 128 bits.
+  auto element = [&](int64_t k) {
+    return static_cast<int64_t>(static_cast<__int128>(start) +
+                                static_cast<__int128>(k) * delta);
+  };
   if (et.isInteger(64) || et.isInteger(32)) {
     std::vector<int64_t> wide(n);
     for (int64_t k = 0; k < n; ++k)
-      wide[k] = start + k * delta; // Between start and limit: no overflow.
+      wide[k] = element(k);
     if (et.isInteger(64)) {
       attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(wide));
     } else {
@@ -1502,8 +1508,7 @@ LogicalResult Importer::range(const Node &node) {
   } else {
     SmallVector<APInt> values;
     for (int64_t k = 0; k < n; ++k)
-      values.push_back(
-          APInt(et.getIntOrFloatBitWidth(), start + k * delta, true));
+      values.push_back(APInt(et.getIntOrFloatBitWidth(), element(k), true));
     attr = DenseElementsAttr::get(type, values);
   }
   define(node, 0, builder_.create<ConstantOp>(loc, type, attr));

@@ -515,8 +515,13 @@ class Reliability(unittest.TestCase):
                                               np.array(v, np.int64), n))
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
         y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+        # A Range whose k * delta alone overflows int64 (start + k * delta
+        # does not): found by the importer fuzzer under UBSan.
         nodes = [c("a", [2, 3]), c("b", [1 << 62, 5]),
                  c("big", [(1 << 63) - 1, -(1 << 63)]),
+                 c("rs", -(1 << 63) + 1), c("rl", (1 << 63) - 1),
+                 c("rd", 71033325875101696),
+                 helper.make_node("Range", ["rs", "rl", "rd"], ["r"]),
                  helper.make_node("Pow", ["a", "b"], ["p"]),
                  helper.make_node("Mul", ["big", "big"], ["m"]),
                  helper.make_node("Add", ["p", "m"], ["s"]),
