@@ -1139,6 +1139,8 @@ LogicalResult Importer::split(const Node &node) {
     return nodeError(node) << "axis out of range for rank " << in.size();
   int64_t dim = in[*axis];
   int64_t outputs = node.outputs.size();
+  if (outputs == 0)
+    return nodeError(node) << "has no outputs";
   SmallVector<int64_t> sizes;
   if (input(node, 1)) {
     FailureOr<SmallVector<int64_t>> s = constInts(node, 1, "split");
@@ -1170,7 +1172,8 @@ LogicalResult Importer::split(const Node &node) {
                            << " outputs";
   int64_t sum = 0;
   for (int64_t s : sizes)
-    sum += s;
+    if (s < 0 || __builtin_add_overflow(sum, s, &sum))
+      return nodeError(node) << "invalid split size " << s;
   if (sum != dim)
     return nodeError(node) << "split sizes add up to " << sum
                            << ", the dimension is " << dim;

@@ -373,10 +373,13 @@ static bool checkAgainstSchema(const ::onnx::NodeProto &n, const Model &model,
                        : " to " + std::to_string(schema->max_input()));
     return false;
   }
-  if (n.output_size() > schema->max_output()) {
+  if (n.output_size() > schema->max_output() ||
+      n.output_size() < schema->min_output()) {
     error = "has " + std::to_string(n.output_size()) + " outputs; " +
-            n.op_type() + " has at most " +
-            std::to_string(schema->max_output());
+            n.op_type() + " has " + std::to_string(schema->min_output()) +
+            (schema->max_output() == schema->min_output()
+                 ? ""
+                 : " to " + std::to_string(schema->max_output()));
     return false;
   }
   const auto &attributes = schema->attributes();
