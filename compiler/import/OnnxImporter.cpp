@@ -456,6 +456,14 @@ FailureOr<SmallVector<int64_t>> Importer::constInts(const Node &node,
            << what << " (input '" << node.inputs[index]
            << "') must be a compile-time integer constant; Strata needs "
               "static shapes (bind dynamic inputs with --input-shape)";
+  // Every such list (a shape, axes, split sizes, slice bounds) has one
+  // entry per dimension or output; a constant of millions is hostile.
+  constexpr int64_t kMaxListEntries = 1024;
+  if (attr.getNumElements() > kMaxListEntries)
+    return nodeError(node) << what << " (input '" << node.inputs[index]
+                           << "') has " << attr.getNumElements()
+                           << " values; at most " << kMaxListEntries
+                           << " are allowed";
   SmallVector<int64_t> result;
   for (const APInt &i : attr.getValues<APInt>())
     result.push_back(i.getSExtValue());
