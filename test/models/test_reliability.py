@@ -486,6 +486,15 @@ class Reliability(unittest.TestCase):
             ("reshape-overflow", [h.make_node("Reshape", ["x", "shape"],
                                               ["y"])],
              [i64("shape", [(1 << 62) + 2, 4])], ["Reshape"]),
+            # A shape list of millions of entries (an importer-fuzzer
+            # timeout): refused before it is read.
+            ("huge-shape-list", [const("s", i64("s", 0)),
+                                 const("l", i64("l", 2000)),
+                                 const("d", i64("d", 1)),
+                                 h.make_node("Range", ["s", "l", "d"],
+                                             ["r"]),
+                                 h.make_node("Reshape", ["x", "r"], ["y"])],
+             [], ["at most 1024"]),
         ]
         for name, nodes, inits, expected in cases:
             with self.subTest(name):
