@@ -2,6 +2,9 @@
 
 #include "passes/ArenaRanges.h"
 
+#include "runtime/artifact/KernelTable.h"
+#include "runtime/artifact/StepOrder.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -42,6 +45,16 @@ bool isTransfer(exec::KernelOp kernel) {
   return tierOf(kernel.getInputs()[0]) != "device";
 }
 
+std::vector<unsigned> writtenInputs(exec::KernelOp kernel) {
+  const artifact::KernelInfo *info =
+      artifact::kernelInfoByName(kernel.getKernel());
+  if (!info)
+    return {};
+  return artifact::writtenInputs(
+      info->kernel, kernel.getInputs().size(),
+      std::vector<int64_t>(kernel.getInts().begin(), kernel.getInts().end()));
+}
+
 std::optional<artifact::ArenaRange> arenaRange(Value v, bool pageAligned) {
   uint64_t bytes = storageBytes(v.getType());
   while (auto view = v.getDefiningOp<exec::ViewOp>())
@@ -63,24 +76,96 @@ std::optional<artifact::ArenaRange> arenaRange(Value v, bool pageAligned) {
                    static_cast<uint64_t>(offset) + bytes};
 }
 
-void arenaAccesses(exec::KernelOp kernel,
-                   std::vector<artifact::ArenaRange> &reads,
-                   std::vector<artifact::ArenaRange> &writes) {
+void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
+                  std::vector<artifact::Access> &reads,
+                  std::vector<artifact::Access> &writes) {
   reads.clear();
   writes.clear();
   bool ssd = isTransfer(kernel) && tierOf(kernel.getInputs()[0]) == "ssd";
-  bool update = kernel.getNumResults() == 0;
-  for (Value v : kernel.getInputs()) {
-    std::optional<artifact::ArenaRange> r = arenaRange(v, ssd);
-    if (!r)
+  // Stored buffers never overlap each other: each is one unit of a region
+  // of its own (the plan places them; only their identity matters here).
+  auto access = [&](Value v) -> std::optional<artifact::Access> {
+    if (std::optional<artifact::ArenaRange> r = arenaRange(v, ssd))
+      return artifact::Access{artifact::Region::Arena, *r};
+    Operation *root = storedRoot(v);
+    if (!root)
+      return std::nullopt;
+    uint64_t id = ids.try_emplace(root, ids.size()).first->second;
+    return artifact::Access{artifact::Region::Host, {id, id + 1}};
+  };
+  std::vector<unsigned> written = writtenInputs(kernel);
+  bool writesBack = kernel.getKernel() == "assign" ||
+                    kernel.getKernel() == "store";
+  for (auto [k, v] : llvm::enumerate(kernel.getInputs())) {
+    std::optional<artifact::Access> a = access(v);
+    if (!a)
       continue;
-    reads.push_back(*r);
-    if (update)
-      writes.push_back(*r);
+    bool isWritten = llvm::is_contained(written, k);
+    if (!isWritten || !writesBack)
+      reads.push_back(*a);
+    if (isWritten)
+      writes.push_back(*a);
   }
   for (Value v : kernel.getResults())
-    if (std::optional<artifact::ArenaRange> r = arenaRange(v, ssd))
-      writes.push_back(*r);
+    if (std::optional<artifact::Access> a = access(v))
+      writes.push_back(*a);
+}
+
+namespace {
+artifact::Queue naturalQueue(exec::KernelOp k) {
+  if (!isTransfer(k))
+    return artifact::Queue::Compute;
+  bool fetch = k.getKernel() == "copy";
+  if (tierOf(k.getInputs()[0]) == "ssd")
+    return fetch ? artifact::Queue::SsdRead : artifact::Queue::SsdWrite;
+  return fetch ? artifact::Queue::HostToDevice : artifact::Queue::DeviceToHost;
+}
+} // namespace
+
+StepOrdering orderSteps(ArrayRef<exec::KernelOp> kernels) {
+  StepOrdering o;
+  std::vector<int64_t> issueAfter;
+  bool given = !kernels.empty();
+  for (exec::KernelOp k : kernels) {
+    auto after = k->getAttrOfType<IntegerAttr>("issue_after");
+    issueAfter.push_back(after ? after.getInt() : artifact::kInProgramOrder);
+    artifact::Queue q = naturalQueue(k);
+    auto name = k->getAttrOfType<StringAttr>("queue");
+    if (!name || !artifact::queueByName(name.str(), q))
+      given = false;
+    o.queues.push_back(q);
+    std::vector<uint32_t> w;
+    if (auto waits = k->getAttrOfType<DenseI64ArrayAttr>("waits"))
+      for (int64_t i : waits.asArrayRef())
+        if (i >= 0 && static_cast<size_t>(i) < kernels.size())
+          w.push_back(static_cast<uint32_t>(i));
+    o.waits.push_back(std::move(w));
+  }
+  o.order = artifact::issueOrder(issueAfter);
+  if (!given) {
+    StoredIds ids;
+    std::vector<artifact::StepAccesses> accesses(kernels.size());
+    for (auto [i, k] : llvm::enumerate(kernels))
+      stepAccesses(k, ids, accesses[i].reads, accesses[i].writes);
+    o.waits = artifact::deriveWaits(o.queues, accesses, o.order);
+  }
+  return o;
+}
+
+void arenaAccesses(exec::KernelOp kernel,
+                   std::vector<artifact::ArenaRange> &reads,
+                   std::vector<artifact::ArenaRange> &writes) {
+  StoredIds ids;
+  std::vector<artifact::Access> r, w;
+  stepAccesses(kernel, ids, r, w);
+  reads.clear();
+  writes.clear();
+  for (const artifact::Access &a : r)
+    if (a.region == artifact::Region::Arena)
+      reads.push_back(a.range);
+  for (const artifact::Access &a : w)
+    if (a.region == artifact::Region::Arena)
+      writes.push_back(a.range);
 }
 
 } // namespace strata

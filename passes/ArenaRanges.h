@@ -3,8 +3,9 @@
 // After --strata-plan-memory every buffer in the device arena has an
 // offset. The transfer scheduler and the cost model need the byte ranges
 // each kernel reads and writes, with the runtime's rules
-// (runtime/artifact/PlanIO.cpp, arenaAccesses): update kernels write every
-// arena operand in place, and SSD transfers move whole 4 KiB pages.
+// (runtime/artifact/PlanIO.cpp, stepAccesses): update kernels write the
+// operands the kernel table names in place, and SSD transfers move whole
+// 4 KiB pages.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "runtime/artifact/Plan.h"
 
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -35,9 +37,32 @@ llvm::StringRef tierOf(mlir::Value v);
 /// fetch ("copy" of a stored value) or a write-back ("assign"/"store").
 bool isTransfer(exec::KernelOp kernel);
 
+/// The inputs `kernel` writes in place (runtime/artifact/KernelTable).
+std::vector<unsigned> writtenInputs(exec::KernelOp kernel);
+
 /// The arena range of `v`, if it lives in the arena.
 std::optional<artifact::ArenaRange> arenaRange(mlir::Value v,
                                               bool pageAligned = false);
+
+/// Numbers for stored buffers (exec.param, exec.swap_space) in accesses.
+using StoredIds = llvm::DenseMap<mlir::Operation *, uint64_t>;
+
+/// Everything `kernel` reads and writes: arena ranges, and each stored
+/// buffer as a unit (numbered in `ids`), with the runtime's rules
+/// (artifact::stepAccesses).
+void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
+                  std::vector<artifact::Access> &reads,
+                  std::vector<artifact::Access> &writes);
+
+/// How the runtime orders `kernels` (a function's, in program order): each
+/// one's queue and waits (from --strata-assign-queues' `queue` and `waits`
+/// when present, else derived by the same rule), and the issue order.
+struct StepOrdering {
+  std::vector<artifact::Queue> queues;
+  std::vector<std::vector<uint32_t>> waits;
+  std::vector<size_t> order;
+};
+StepOrdering orderSteps(llvm::ArrayRef<exec::KernelOp> kernels);
 
 /// The arena ranges `kernel` reads and writes.
 void arenaAccesses(exec::KernelOp kernel,

@@ -3,7 +3,7 @@
 #include "passes/CostModel.h"
 
 #include "mlir/IR/BuiltinTypes.h"
-#include "llvm/ADT/StringSet.h"
+#include "runtime/artifact/KernelTable.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,17 +41,12 @@ double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
 } // namespace
 
 double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
-  static const llvm::StringSet<> transcendental = {
-      "exp", "log", "tanh", "erf", "sigmoid", "gelu", "gelu_grad",
-      "softmax", "log_softmax", "cross_entropy", "cross_entropy_grad",
-      "pow", "sin", "cos", "update_adamw", "update_adalomo", "layer_norm",
-      "layer_norm_grad"};
-  static const llvm::StringSet<> movement = {
-      "transpose", "slice", "slice_grad", "concat", "broadcast", "gather",
-      "gather_grad", "trilu"};
-  StringRef name = k.getKernel();
+  const artifact::KernelInfo *info =
+      artifact::kernelInfoByName(k.getKernel());
+  artifact::CostClass cost =
+      info ? info->cost : artifact::CostClass::Simple;
   double seconds = m.launchUs * 1e-6;
-  if (name == "matmul")
+  if (cost == artifact::CostClass::MatMul)
     return seconds + matmulSeconds(k, m);
   // Streaming kernels: the larger of what they read and write.
   int64_t n = 0;
@@ -59,10 +54,11 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     n = std::max(n, elements(v.getType()));
   for (Value v : k.getResults())
     n = std::max(n, elements(v.getType()));
-  double perElement = transcendental.contains(name)
+  double perElement = cost == artifact::CostClass::Transcendental
                           ? m.transcendentalNsPerElement
-                      : movement.contains(name) ? m.movementNsPerElement
-                                                : m.simpleNsPerElement;
+                      : cost == artifact::CostClass::Movement
+                          ? m.movementNsPerElement
+                          : m.simpleNsPerElement;
   seconds += n * perElement * 1e-9;
   // Kernels past the runtime's grain are split across threads.
   if (n > kParallelGrain)

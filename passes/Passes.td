@@ -241,6 +241,25 @@ def ScheduleTransfersPass : Pass<"strata-schedule-transfers", "mlir::ModuleOp"> 
   ];
 }
 
+def AssignQueuesPass : Pass<"strata-assign-queues", "mlir::ModuleOp"> {
+  let summary = "Put every step on a queue and order the queues with waits";
+  let description = [{
+    After transfer scheduling, gives each `exec.kernel` the queue it runs on
+    (`queue`: compute, h2d, d2h, ssd-read, ssd-write, cpu) and the steps on
+    other queues it must wait for (`waits`: kernel indices, issued before
+    it). The waits are the fewest that order every pair of steps whose
+    accesses conflict (one writes bytes of the arena, or a stored buffer,
+    that the other reads or writes), in the runtime's issue order (fetches
+    with `issue_after` right after that kernel). The runtime and the cost
+    model follow these edges; the plan validator proves them race-free.
+
+    ```mlir
+    %f = exec.kernel "copy"(%w) {issue_after = -1 : i64, queue = "ssd-read", offset = 0 : i64} : ...
+    %y = exec.kernel "matmul"(%x, %f) {queue = "compute", waits = array<i64: 0>, offset = 4096 : i64} : ...
+    ```
+  }];
+}
+
 def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
   let summary = "Predict the step time of the planned program";
   let description = [{

@@ -42,6 +42,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createScheduleTransfersPass());
+  pm.addPass(createAssignQueuesPass());
   PredictTimePassOptions predict;
   predict.profile = tiers.profile;
   pm.addPass(createPredictTimePass(predict));

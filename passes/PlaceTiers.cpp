@@ -34,30 +34,13 @@ using namespace strata;
 
 namespace {
 
-/// The operands an update-type kernel writes in place.
+/// The operands an update-type kernel writes in place (not counting the
+/// destinations of transfers: assign and store).
 SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel) {
-  StringRef name = kernel.getKernel();
-  // With gradient accumulation (ints[0] micro-batches) an update also
-  // zeroes its accumulator, operand 1, for the next step.
-  ArrayRef<int64_t> ints = kernel.getInts();
-  bool zeroes = !ints.empty() && ints[0] > 1;
-  if (name == "accumulate")
-    return {0};
-  if (name == "update_sgd")
-    return zeroes ? SmallVector<unsigned>{0, 1} : SmallVector<unsigned>{0};
-  if (name == "update_momentum")
-    return zeroes ? SmallVector<unsigned>{0, 1, 2}
-                  : SmallVector<unsigned>{0, 2};
-  if (name == "update_adamw")
-    return zeroes ? SmallVector<unsigned>{0, 1, 2, 3}
-                  : SmallVector<unsigned>{0, 2, 3};
-  if (name == "update_adalomo") {
-    SmallVector<unsigned> all{0};
-    for (unsigned k = 2; k < kernel.getInputs().size(); ++k)
-      all.push_back(k);
-    return all;
-  }
-  return {};
+  if (kernel.getKernel() == "assign" || kernel.getKernel() == "store")
+    return {};
+  std::vector<unsigned> written = writtenInputs(kernel);
+  return SmallVector<unsigned>(written.begin(), written.end());
 }
 
 /// Each op's index in `body`.

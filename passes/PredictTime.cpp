@@ -9,7 +9,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <cmath>
@@ -66,75 +65,57 @@ struct PredictTimePass
     return work * slow <= busy ? work * slow : busy + (work - busy / slow);
   }
 
-  /// Replays the runtime's schedule (runtime/exec/Executor.cpp): kernels
-  /// and host copies one after another on the compute thread, SSD reads
-  /// and writes each in issue order on their own queue (a fetch with
-  /// `issue_after` right after that kernel, the rest at their place), a
-  /// transfer after the other queue's transfers of the same stored tensor
-  /// or of arena bytes it conflicts with; the compute thread waits for the
-  /// queued transfers whose arena bytes it conflicts with.
+  /// Replays the runtime's schedule (runtime/exec/Executor.cpp on the CPU
+  /// backend) with the plan's queues and waits (orderSteps): steps issued
+  /// in issue order; kernels and host copies one after another on the
+  /// compute thread, SSD reads and writes each in order on their own queue
+  /// thread; a step starts once its queue is free and the steps it waits
+  /// for have finished.
   static void predict(func::FuncOp func, const MachineProfile &m) {
     SmallVector<exec::KernelOp> kernels;
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
       kernels.push_back(k);
     size_t n = kernels.size();
-    std::vector<std::vector<artifact::ArenaRange>> reads(n), writes(n);
-    std::vector<SmallVector<size_t, 2>> issueAt(n + 1);
-    for (auto [i, k] : llvm::enumerate(kernels)) {
-      arenaAccesses(k, reads[i], writes[i]);
-      if (auto after = k->getAttrOfType<IntegerAttr>("issue_after"))
-        issueAt[after.getInt() + 1].push_back(i);
-    }
-    struct Job {
-      double end;
-      size_t kernel;
-      bool read;
-    };
-    std::vector<Job> queued;
-    // When each queue (0: reads, 1: writes) is next free.
+    StepOrdering ordering = orderSteps(kernels);
+    std::vector<double> end(n, 0.0);
+    // When each SSD queue (0: reads, 1: writes) is next free.
     double clock = 0, queueFree[2] = {0, 0}, compute = 0;
     Links links;
-    auto conflicts = [&](size_t job, size_t i) {
-      return artifact::accessesConflict(reads[job], writes[job], reads[i],
-                                        writes[i]);
-    };
     // A sleeping thread (an idle queue worker, the compute thread waiting
     // for a transfer) takes half a queue round trip to wake up.
     double wake = m.queueRoundTripUs * 0.5e-6;
-    auto submit = [&](size_t i) {
-      bool read = kernels[i].getKernel() == "copy";
-      double start = queueFree[!read] > clock ? queueFree[!read] : clock + wake;
-      for (const Job &job : queued)
-        if (job.read != read && job.end > start &&
-            (kernels[job.kernel].getInputs()[0] == kernels[i].getInputs()[0] ||
-             conflicts(job.kernel, i)))
-          start = job.end + wake;
-      // While the other direction is busy the drives are shared: the
-      // transfer runs 1 + its direction's duplex slowdown times slower.
-      double work = transferSeconds(kernels[i], m, links);
-      double slow = 1 + (read ? m.ssdDuplexReadSlowdown
-                              : m.ssdDuplexWriteSlowdown);
-      double busy = std::max(0.0, queueFree[read] - start);
-      queueFree[!read] = start + stretched(work, slow, busy);
-      queued.push_back({queueFree[!read], i, read});
+    auto waited = [&](size_t i, double start) {
+      for (uint32_t w : ordering.waits[i])
+        if (end[w] > start)
+          start = end[w] + wake;
+      return start;
     };
-    // Kernels and host copies run on the compute thread, after the queued
-    // transfers they conflict with; SSD transfers go on the queue.
-    auto issue = [&](size_t i) {
+    for (size_t i : ordering.order) {
       exec::KernelOp k = kernels[i];
-      if (isTransfer(k) && tierOf(k.getInputs()[0]) == "ssd")
-        return submit(i);
-      double start = clock;
-      for (const Job &job : queued)
-        if (job.end > clock && conflicts(job.kernel, i))
-          start = std::max(start, job.end + wake);
+      artifact::Queue q = ordering.queues[i];
+      if (q == artifact::Queue::SsdRead || q == artifact::Queue::SsdWrite) {
+        int mine = q == artifact::Queue::SsdRead ? 0 : 1;
+        double start = queueFree[mine] > clock ? queueFree[mine]
+                                               : clock + wake;
+        start = waited(i, start);
+        // While the other direction is busy the drives are shared: the
+        // transfer runs 1 + its direction's duplex slowdown times slower.
+        double work = transferSeconds(k, m, links);
+        double slow = 1 + (mine == 0 ? m.ssdDuplexReadSlowdown
+                                     : m.ssdDuplexWriteSlowdown);
+        double busy = std::max(0.0, queueFree[1 - mine] - start);
+        queueFree[mine] = start + stretched(work, slow, busy);
+        end[i] = queueFree[mine];
+        continue;
+      }
+      double start = waited(i, clock);
       double seconds;
       if (isTransfer(k)) {
         seconds = transferSeconds(k, m, links);
       } else {
         double work = kernelSeconds(k, m);
         compute += work;
-        // While the queue is busy (until queueFree) the kernel runs
+        // While a queue is busy (until queueFree) the kernel runs
         // 1 + overlapSlowdown times slower.
         double slow = 1 + m.overlapSlowdown;
         double busy =
@@ -142,16 +123,7 @@ struct PredictTimePass
         seconds = stretched(work, slow, busy);
       }
       clock = start + seconds;
-      llvm::erase_if(queued, [&](const Job &j) { return j.end <= clock; });
-    };
-    for (size_t i : issueAt[0])
-      issue(i);
-    for (size_t i = 0; i < n; ++i) {
-      exec::KernelOp k = kernels[i];
-      if (!isTransfer(k) || !k->hasAttr("issue_after"))
-        issue(i);
-      for (size_t f : issueAt[i + 1])
-        issue(f);
+      end[i] = clock;
     }
     double step = std::max({clock, queueFree[0], queueFree[1]});
     double hostLink = links.toDevice + links.toHost;

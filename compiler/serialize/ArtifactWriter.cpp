@@ -5,6 +5,7 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/artifact/Plan.h"
+#include "runtime/artifact/StepOrder.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
@@ -277,6 +278,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     return static_cast<uint64_t>(attr.getInt());
   };
 
+  bool scheduled = false;
   for (Operation &op : func.getBody().front()) {
     if (auto input = dyn_cast<exec::InputOp>(op)) {
       FailureOr<uint64_t> offset = offsetOf(&op);
@@ -362,6 +364,21 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       step.floats.assign(kernel.getFloats().begin(), kernel.getFloats().end());
       if (auto after = op.getAttrOfType<IntegerAttr>("issue_after"))
         step.issueAfter = after.getInt();
+      // Queues and waits come from --strata-assign-queues; a program
+      // without them (strata-opt output of earlier stages) gets the
+      // runtime's own derivation below.
+      if (auto queue = op.getAttrOfType<StringAttr>("queue")) {
+        if (!artifact::queueByName(queue.str(), step.queue))
+          return kernel.emitError("unknown queue '") << queue.getValue()
+                                                      << "'";
+        scheduled = true;
+      }
+      if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("waits"))
+        for (int64_t w : waits.asArrayRef()) {
+          if (w < 0 || w > UINT32_MAX)
+            return kernel.emitError("wait on a step that does not exist");
+          step.waits.push_back(static_cast<uint32_t>(w));
+        }
       plan.steps.push_back(std::move(step));
     } else if (auto output = dyn_cast<exec::OutputOp>(op)) {
       plan.outputs.push_back(
@@ -372,6 +389,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   }
 
   plan.paramsFileBytes = params.size();
+  if (!scheduled)
+    artifact::scheduleSteps(plan);
   std::string error;
   ArtifactDirectory target;
   if (!target.open(dir, error))

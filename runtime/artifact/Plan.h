@@ -23,7 +23,8 @@
 //                                  u64 file_offset, u64 bytes, u32 crc32c)
 //            vec<Step>   steps    (u16 kernel, vec<u32> inputs,
 //                                  vec<u32> outputs, vec<i64> ints,
-//                                  vec<f64> floats, i64 issue_after)
+//                                  vec<f64> floats, i64 issue_after,
+//                                  u8 queue, vec<u32> waits)
 //            u8 schedule_kind, i64 warmup_steps, i64 total_steps,
 //            f64 min_ratio, str optimizer, u32 accumulate,
 //            vec<(str class, u64 bytes)> memory,
@@ -45,7 +46,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 4;
+constexpr uint32_t kPlanFormatVersion = 5;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 /// The largest region (arena, parameters, host, SSD) a plan may claim:
@@ -121,6 +122,26 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   (floats), and ints [accumulate] (micro-batches summed into the gradient
 ///   input); accumulate: -. Update kernels have no outputs: they write their
 ///   parameter and state inputs (in the parameter region) in place.
+/// The queue a step runs on. Each queue runs its steps one after another in
+/// issue order (see issueOrder); across queues only the steps' waits order
+/// them. The numbers are part of the format.
+enum class Queue : uint8_t {
+  /// Kernels on the device.
+  Compute = 0,
+  /// Copies from host memory to the device, and back.
+  HostToDevice = 1,
+  DeviceToHost = 2,
+  /// Reads from and writes to the SSD store.
+  SsdRead = 3,
+  SsdWrite = 4,
+  /// Work of the host CPU (an optimizer update on host memory).
+  Cpu = 5,
+};
+constexpr size_t kNumQueues = 6;
+const char *queueName(Queue queue);
+/// Looks a queue up by name; false if there is none.
+bool queueByName(const std::string &name, Queue &queue);
+
 /// Step::issueAfter of a step issued at its place in the program.
 constexpr int64_t kInProgramOrder = -2;
 
@@ -135,6 +156,11 @@ struct Step {
   /// starts), so it runs while the steps in between compute. Those steps
   /// never touch its destination or write its source.
   int64_t issueAfter = kInProgramOrder;
+  /// Where the step runs, and the steps (on other queues, issued before it)
+  /// that must finish before it starts; decided by the compiler, checked
+  /// race-free by validatePlan.
+  Queue queue = Queue::Compute;
+  std::vector<uint32_t> waits;
 };
 
 struct Binding {
@@ -230,6 +256,23 @@ bool isTransfer(const Plan &plan, const Step &step);
 void arenaAccesses(const Plan &plan, const Step &step,
                    std::vector<ArenaRange> &reads,
                    std::vector<ArenaRange> &writes);
+
+/// Bytes of one region a step reads or writes (SSD: offsets in the store,
+/// whole pages).
+struct Access {
+  Region region = Region::Arena;
+  ArenaRange range;
+  bool overlaps(const Access &o) const {
+    return region == o.region && range.overlaps(o.range);
+  }
+};
+
+/// The bytes of every region a step reads and writes: its inputs (the ones
+/// the kernel table says it writes in place are written; assign and store
+/// only write their destination) and its outputs. A transfer from or to the
+/// SSD moves whole pages on both sides.
+void stepAccesses(const Plan &plan, const Step &step,
+                  std::vector<Access> &reads, std::vector<Access> &writes);
 
 /// Whether two steps' arena accesses conflict, so one must finish before
 /// the other starts: either writes bytes the other reads or writes.

@@ -2,10 +2,13 @@
 
 #include "runtime/artifact/Plan.h"
 #include "runtime/artifact/KernelContract.h"
+#include "runtime/artifact/KernelTable.h"
+#include "runtime/artifact/StepOrder.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -17,24 +20,6 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'P', 'L', 'A', 'N'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 4 + 4;
-
-const char *const kKernelNames[] = {
-    nullptr,      "add",         "sub",        "mul",       "div",
-    "pow",        "max",         "min",        "and",       "or",
-    "equal",      "less",        "greater",    "select",    "neg",
-    "exp",        "log",         "sqrt",       "reciprocal", "tanh",
-    "erf",        "sigmoid",     "relu",       "gelu",      "not",
-    "cast",       "matmul",      "reduce_sum", "reduce_mean", "reduce_max",
-    "softmax",    "log_softmax", "layer_norm", "transpose", "slice",
-    "concat",     "broadcast",   "gather",     "trilu",     "copy",
-    "abs",        "cross_entropy", "cross_entropy_grad", "gelu_grad",
-    "layer_norm_grad", "gather_grad", "slice_grad", "update_sgd",
-    "update_momentum", "update_adamw", "accumulate", "update_adalomo",
-    "assign",     "sin",         "cos",        "store",
-};
-static_assert(sizeof(kKernelNames) / sizeof(kKernelNames[0]) ==
-                  static_cast<size_t>(Kernel::NumKernels),
-              "every kernel needs a name");
 
 class Writer {
 public:
@@ -147,6 +132,8 @@ std::string encodePayload(const Plan &plan) {
     w.vec(s.ints, [&](int64_t i) { w.i64(i); });
     w.vec(s.floats, [&](double f) { w.f64(f); });
     w.i64(s.issueAfter);
+    w.u8(static_cast<uint8_t>(s.queue));
+    w.vec(s.waits, [&](uint32_t i) { w.u32(i); });
   });
   w.u8(plan.schedule.kind);
   w.i64(plan.schedule.warmupSteps);
@@ -213,6 +200,10 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     s.ints = r.vec<int64_t>([&] { return r.i64(); });
     s.floats = r.vec<double>([&] { return r.f64(); });
     s.issueAfter = r.i64();
+    uint8_t queue = r.u8();
+    // An unknown queue is caught by validation.
+    s.queue = static_cast<Queue>(queue < kNumQueues ? queue : 255);
+    s.waits = r.vec<uint32_t>([&] { return r.u32(); });
     return s;
   });
   uint8_t kind = r.u8();
@@ -244,16 +235,34 @@ const char *kernelName(Kernel kernel) {
   auto k = static_cast<size_t>(kernel);
   if (k == 0 || k >= static_cast<size_t>(Kernel::NumKernels))
     return "invalid";
-  return kKernelNames[k];
+  return kernelInfo(kernel).name;
 }
 
 bool kernelByName(const std::string &name, Kernel &kernel) {
-  for (size_t k = 1; k < static_cast<size_t>(Kernel::NumKernels); ++k) {
-    if (name == kKernelNames[k]) {
-      kernel = static_cast<Kernel>(k);
+  const KernelInfo *info = kernelInfoByName(name);
+  if (info)
+    kernel = info->kernel;
+  return info != nullptr;
+}
+
+const char *queueName(Queue queue) {
+  switch (queue) {
+  case Queue::Compute: return "compute";
+  case Queue::HostToDevice: return "h2d";
+  case Queue::DeviceToHost: return "d2h";
+  case Queue::SsdRead: return "ssd-read";
+  case Queue::SsdWrite: return "ssd-write";
+  case Queue::Cpu: return "cpu";
+  }
+  return "invalid";
+}
+
+bool queueByName(const std::string &name, Queue &queue) {
+  for (size_t q = 0; q < kNumQueues; ++q)
+    if (name == queueName(static_cast<Queue>(q))) {
+      queue = static_cast<Queue>(q);
       return true;
     }
-  }
   return false;
 }
 
@@ -275,10 +284,7 @@ uint64_t Plan::memoryOf(const std::string &name) const {
 }
 
 bool isUpdateKernel(Kernel kernel) {
-  return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
-         kernel == Kernel::UpdateAdamW || kernel == Kernel::Accumulate ||
-         kernel == Kernel::UpdateAdaLomo || kernel == Kernel::Assign ||
-         kernel == Kernel::Store;
+  return kernelInfo(kernel).outputs == 0;
 }
 
 double Schedule::factor(int64_t step) const {
@@ -360,35 +366,42 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (static_cast<uint16_t>(s.kernel) == 0 ||
         s.kernel >= Kernel::NumKernels)
       return fail(where + " has an unknown kernel");
-    if (s.outputs.empty() != isUpdateKernel(s.kernel))
-      return fail(where + (s.outputs.empty() ? " has no output"
-                                             : " is an update with outputs"));
-    if (isUpdateKernel(s.kernel)) {
-      size_t needed = s.kernel == Kernel::UpdateSgd ||
-                              s.kernel == Kernel::Accumulate ||
-                              s.kernel == Kernel::Assign ||
-                              s.kernel == Kernel::Store
-                          ? 2
-                      : s.kernel == Kernel::UpdateAdaLomo ? 3
-                      : s.kernel == Kernel::UpdateMomentum ? 3
-                                                           : 4;
-      if (s.inputs.size() < needed)
-        return fail(where + " has too few operands");
-      for (size_t k = 0; k < needed; ++k) {
-        bool writes = s.kernel == Kernel::Assign || s.kernel == Kernel::Store;
-        if (k == 1 && !writes)
-          continue;
-        if (s.inputs[k] >= plan.slots.size())
-          continue;
-        Region r = plan.slots[s.inputs[k]].region;
-        // Assign writes back to any stored region; updates work on device
-        // memory (the parameter region or a fetched copy in the arena).
-        bool ok = writes ? (k == 0 ? r != Region::Arena
-                                   : r != Region::Ssd && r != Region::Host)
-                         : (r == Region::Params || r == Region::Arena);
-        if (!ok)
-          return fail(where + " updates a value in the wrong region");
-      }
+    const KernelInfo &info = kernelInfo(s.kernel);
+    if (s.inputs.size() < info.minInputs ||
+        (info.maxInputs != kVariadic && s.inputs.size() > info.maxInputs) ||
+        s.outputs.size() != info.outputs)
+      return fail(where + " (" + info.name + ") has " +
+                  std::to_string(s.inputs.size()) + " inputs and " +
+                  std::to_string(s.outputs.size()) + " outputs; it takes " +
+                  std::to_string(info.minInputs) +
+                  (info.maxInputs == info.minInputs ? ""
+                   : info.maxInputs == kVariadic
+                       ? " or more"
+                       : "-" + std::to_string(info.maxInputs)) +
+                  " inputs and " + std::to_string(info.outputs) + " outputs");
+    if (s.ints.size() < info.minInts || s.floats.size() < info.minFloats)
+      return fail(where + " (" + info.name + ") needs " +
+                  std::to_string(info.minInts) + " integer and " +
+                  std::to_string(info.minFloats) + " float attributes");
+    for (uint32_t slot : s.inputs)
+      if (!checkSlot(slot, where))
+        return false;
+    // Assign and store write back to any stored region from the device;
+    // updates work on device memory (the parameter region or a fetched
+    // copy in the arena).
+    bool writesBack = info.inPlace == InPlace::First &&
+                      s.kernel != Kernel::Accumulate;
+    for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
+      Region r = plan.slots[s.inputs[k]].region;
+      bool ok = writesBack ? r != Region::Arena
+                           : (r == Region::Params || r == Region::Arena);
+      if (!ok)
+        return fail(where + " updates a value in the wrong region");
+    }
+    if (writesBack) {
+      Region r = plan.slots[s.inputs[1]].region;
+      if (r == Region::Ssd || r == Region::Host)
+        return fail(where + " writes back from outside the device");
     }
     for (uint32_t slot : s.inputs)
       if (!checkSlot(slot, where))
@@ -433,6 +446,22 @@ bool validatePlan(const Plan &plan, std::string &error) {
                     ", which it conflicts with");
     }
   }
+  // Each step on the queue that can run it; the waits order every pair of
+  // conflicting accesses.
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step &s = plan.steps[i];
+    if (static_cast<size_t>(s.queue) >= kNumQueues)
+      return fail("step " + std::to_string(i) + " is on an unknown queue");
+    Queue natural = naturalQueue(plan, s);
+    if (s.queue != natural)
+      return fail("step " + std::to_string(i) + " (" + kernelName(s.kernel) +
+                  ") is on the " + queueName(s.queue) +
+                  " queue; this runtime runs it on the " +
+                  queueName(natural) + " queue");
+  }
+  std::string why;
+  if (!checkPlanRaceFree(plan, why))
+    return fail(why);
   return true;
 }
 
@@ -462,35 +491,52 @@ bool isTransfer(const Plan &plan, const Step &step) {
                     step.kernel == Kernel::Store);
 }
 
+void stepAccesses(const Plan &plan, const Step &step,
+                  std::vector<Access> &reads, std::vector<Access> &writes) {
+  reads.clear();
+  writes.clear();
+  // A transfer from or to the SSD moves whole pages, on both sides.
+  bool ssd = isTransfer(plan, step) &&
+             plan.slots[step.inputs[0]].region == Region::Ssd;
+  auto access = [&](uint32_t slot) {
+    const Slot &s = plan.slots[slot];
+    uint64_t bytes = ssd || s.region == Region::Ssd ? pagePadded(s.bytes)
+                                                    : s.bytes;
+    return Access{s.region, {s.offset, s.offset + bytes}};
+  };
+  std::vector<unsigned> written =
+      writtenInputs(step.kernel, step.inputs.size(), step.ints);
+  for (size_t k = 0; k < step.inputs.size(); ++k) {
+    uint32_t slot = step.inputs[k];
+    if (slot >= plan.slots.size())
+      continue;
+    bool writes_ = std::find(written.begin(), written.end(), k) !=
+                   written.end();
+    // Assign and store only write their destination.
+    if (!writes_ || kernelInfo(step.kernel).inPlace != InPlace::First ||
+        step.kernel == Kernel::Accumulate)
+      reads.push_back(access(slot));
+    if (writes_)
+      writes.push_back(access(slot));
+  }
+  for (uint32_t slot : step.outputs)
+    if (slot < plan.slots.size())
+      writes.push_back(access(slot));
+}
+
 void arenaAccesses(const Plan &plan, const Step &step,
                    std::vector<ArenaRange> &reads,
                    std::vector<ArenaRange> &writes) {
+  std::vector<Access> r, w;
+  stepAccesses(plan, step, r, w);
   reads.clear();
   writes.clear();
-  bool ssd = isTransfer(plan, step) &&
-             plan.slots[step.inputs[0]].region == Region::Ssd;
-  auto range = [&](uint32_t slot) {
-    const Slot &s = plan.slots[slot];
-    uint64_t bytes = s.bytes;
-    if (ssd)
-      bytes = pagePadded(bytes);
-    return ArenaRange{s.offset, s.offset + bytes};
-  };
-  // Update kernels write their first operand (and an optimizer's state
-  // operands) in place.
-  bool update = isUpdateKernel(step.kernel);
-  for (size_t k = 0; k < step.inputs.size(); ++k) {
-    uint32_t slot = step.inputs[k];
-    if (slot >= plan.slots.size() ||
-        plan.slots[slot].region != Region::Arena)
-      continue;
-    reads.push_back(range(slot));
-    if (update)
-      writes.push_back(range(slot));
-  }
-  for (uint32_t slot : step.outputs)
-    if (slot < plan.slots.size() && plan.slots[slot].region == Region::Arena)
-      writes.push_back(range(slot));
+  for (const Access &a : r)
+    if (a.region == Region::Arena)
+      reads.push_back(a.range);
+  for (const Access &a : w)
+    if (a.region == Region::Arena)
+      writes.push_back(a.range);
 }
 
 bool writePlan(const std::string &path, const Plan &plan, std::string &error) {

@@ -198,9 +198,17 @@ int main(int argc, char **argv) {
       std::string ins;
       for (uint32_t s : step.inputs)
         ins += (ins.empty() ? "" : ", ") + plan.slots[s].name;
+      // Where it runs and what it waits for: "[h2d, after 3 12]".
+      std::string order = std::string("  [") + queueName(step.queue);
+      if (!step.waits.empty()) {
+        order += ", after";
+        for (uint32_t w : step.waits)
+          order += " " + std::to_string(w);
+      }
+      order += "]";
       if (step.outputs.empty()) {
-        std::printf("  %4zu %-12s (%s)  [in place]\n", i,
-                    kernelName(step.kernel), ins.c_str());
+        std::printf("  %4zu %-12s (%s)  [in place]%s\n", i,
+                    kernelName(step.kernel), ins.c_str(), order.c_str());
         continue;
       }
       std::string outs;
@@ -213,8 +221,8 @@ int main(int argc, char **argv) {
                     ? "  [issued at the start of the step]"
                     : "  [issued after step " +
                           std::to_string(step.issueAfter) + "]";
-      std::printf("  %4zu %-12s %s = (%s)%s\n", i, kernelName(step.kernel),
-                  outs.c_str(), ins.c_str(), ahead.c_str());
+      std::printf("  %4zu %-12s %s = (%s)%s%s\n", i, kernelName(step.kernel),
+                  outs.c_str(), ins.c_str(), order.c_str(), ahead.c_str());
     }
   }
   return 0;

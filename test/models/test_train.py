@@ -79,6 +79,9 @@ class TrainParity(unittest.TestCase):
 
     def compile(self, name, out, *flags):
         meta = self.models[name]
+        # A recompile keeps an artifact's checkpoints; a test starts clean
+        # (its work folder outlives earlier runs).
+        shutil.rmtree(out, ignore_errors=True)
         cmd = [tool("strata-compile"), meta["path"], "-o", out]
         for b in meta["bind"]:
             cmd += ["--input-shape", b]

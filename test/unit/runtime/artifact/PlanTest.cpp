@@ -1,6 +1,7 @@
 // PlanTest.cpp - plan.bin round trip and refusal of damaged plans.
 
 #include "runtime/artifact/Plan.h"
+#include "runtime/artifact/StepOrder.h"
 
 #include <gtest/gtest.h>
 
@@ -134,6 +135,7 @@ Plan fetchPlan(int64_t issueAfter, uint64_t fetchOffset) {
   mul.inputs = {1, 3};
   mul.outputs = {4};
   p.steps = {exp, fetch, mul};
+  scheduleSteps(p);
   return p;
 }
 

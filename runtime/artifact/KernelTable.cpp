@@ -1,0 +1,135 @@
+// KernelTable.cpp - Every kernel's contract, in one table.
+
+#include "runtime/artifact/KernelTable.h"
+
+namespace strata::artifact {
+
+namespace {
+
+using K = Kernel;
+using C = CostClass;
+using P = InPlace;
+constexpr uint8_t V = kVariadic;
+
+// kernel, name, inputs min/max, outputs, ints, floats, in place, states,
+// cost. Rows in kernel-number order (checked at first use).
+const std::vector<KernelInfo> kTable = {
+    {K::Add, "add", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Sub, "sub", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Mul, "mul", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Div, "div", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Pow, "pow", 2, 2, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Max, "max", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Min, "min", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::And, "and", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Or, "or", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Equal, "equal", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Less, "less", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Greater, "greater", 2, 2, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Select, "select", 3, 3, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Neg, "neg", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Exp, "exp", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Log, "log", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Sqrt, "sqrt", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Reciprocal, "reciprocal", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Tanh, "tanh", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Erf, "erf", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Sigmoid, "sigmoid", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Relu, "relu", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Gelu, "gelu", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Not, "not", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Cast, "cast", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::MatMul, "matmul", 2, 2, 1, 0, 0, P::None, 0, C::MatMul},
+    {K::ReduceSum, "reduce_sum", 1, 1, 1, 1, 0, P::None, 0, C::Simple},
+    {K::ReduceMean, "reduce_mean", 1, 1, 1, 1, 0, P::None, 0, C::Simple},
+    {K::ReduceMax, "reduce_max", 1, 1, 1, 1, 0, P::None, 0, C::Simple},
+    {K::Softmax, "softmax", 1, 1, 1, 1, 0, P::None, 0, C::Transcendental},
+    {K::LogSoftmax, "log_softmax", 1, 1, 1, 1, 0, P::None, 0,
+     C::Transcendental},
+    {K::LayerNorm, "layer_norm", 2, 3, 1, 2, 1, P::None, 0, C::Transcendental},
+    {K::Transpose, "transpose", 1, 1, 1, 0, 0, P::None, 0, C::Movement},
+    {K::Slice, "slice", 1, 1, 1, 0, 0, P::None, 0, C::Movement},
+    {K::Concat, "concat", 1, V, 1, 1, 0, P::None, 0, C::Movement},
+    {K::Broadcast, "broadcast", 1, 1, 1, 0, 0, P::None, 0, C::Movement},
+    {K::Gather, "gather", 2, 2, 1, 1, 0, P::None, 0, C::Movement},
+    {K::Trilu, "trilu", 1, 1, 1, 2, 0, P::None, 0, C::Movement},
+    {K::Copy, "copy", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::Abs, "abs", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
+    {K::CrossEntropy, "cross_entropy", 2, 2, 1, 0, 0, P::None, 0,
+     C::Transcendental},
+    {K::CrossEntropyGrad, "cross_entropy_grad", 3, 3, 1, 0, 0, P::None, 0,
+     C::Transcendental},
+    {K::GeluGrad, "gelu_grad", 2, 2, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::LayerNormGrad, "layer_norm_grad", 3, 3, 3, 1, 1, P::None, 0,
+     C::Transcendental},
+    {K::GatherGrad, "gather_grad", 2, 2, 1, 1, 0, P::None, 0, C::Movement},
+    {K::SliceGrad, "slice_grad", 1, 1, 1, 0, 0, P::None, 0, C::Movement},
+    // Updates: (w, g, states..., [scale]); scale is read only.
+    {K::UpdateSgd, "update_sgd", 2, 3, 0, 0, 2, P::ParamAndStates, 0,
+     C::Simple},
+    {K::UpdateMomentum, "update_momentum", 3, 4, 0, 0, 3, P::ParamAndStates,
+     1, C::Simple},
+    {K::UpdateAdamW, "update_adamw", 4, 5, 0, 0, 5, P::ParamAndStates, 2,
+     C::Transcendental},
+    {K::Accumulate, "accumulate", 2, 2, 0, 0, 0, P::First, 0, C::Simple},
+    {K::UpdateAdaLomo, "update_adalomo", 3, 4, 0, 0, 2, P::ParamAndStates, V,
+     C::Transcendental},
+    {K::Assign, "assign", 2, 2, 0, 0, 0, P::First, 0, C::Simple},
+    {K::Sin, "sin", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Cos, "cos", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
+    {K::Store, "store", 2, 2, 0, 0, 0, P::First, 0, C::Simple},
+};
+
+bool tableInOrder() {
+  if (kTable.size() + 1 != static_cast<size_t>(Kernel::NumKernels))
+    return false;
+  for (size_t i = 0; i < kTable.size(); ++i)
+    if (static_cast<size_t>(kTable[i].kernel) != i + 1)
+      return false;
+  return true;
+}
+
+} // namespace
+
+const std::vector<KernelInfo> &kernelTable() {
+  static const bool ordered = tableInOrder();
+  if (!ordered)
+    __builtin_trap(); // A row out of place is a build mistake, not input.
+  return kTable;
+}
+
+const KernelInfo &kernelInfo(Kernel kernel) {
+  return kernelTable()[static_cast<size_t>(kernel) - 1];
+}
+
+const KernelInfo *kernelInfoByName(std::string_view name) {
+  for (const KernelInfo &k : kernelTable())
+    if (name == k.name)
+      return &k;
+  return nullptr;
+}
+
+std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
+                                    const std::vector<int64_t> &ints) {
+  const KernelInfo &k = kernelInfo(kernel);
+  switch (k.inPlace) {
+  case InPlace::None:
+    return {};
+  case InPlace::First:
+    return {0};
+  case InPlace::ParamAndStates: {
+    std::vector<unsigned> written{0};
+    if (!ints.empty() && ints[0] > 1 && numInputs > 1)
+      written.push_back(1); // The gradient accumulator, zeroed.
+    size_t end = k.states == kVariadic
+                     ? numInputs
+                     : std::min(numInputs, size_t(2) + k.states);
+    for (size_t i = 2; i < end; ++i)
+      written.push_back(static_cast<unsigned>(i));
+    return written;
+  }
+  }
+  return {};
+}
+
+} // namespace strata::artifact

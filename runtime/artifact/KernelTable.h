@@ -1,0 +1,78 @@
+// KernelTable.h - Every kernel's contract, in one table.
+//
+// The plan format (names, numbers), the validator (operand and attribute
+// counts), the compiler's lowering, placement and cost model (in-place
+// operands, cost class) and every backend (what it implements) read this
+// table; nothing else spells a kernel's name or operand rules out. A new
+// kernel is one row here (appended: the numbers are part of the format),
+// its shape rule in KernelContract.cpp and its implementations.
+//
+// The table is plain C++ without LLVM or MLIR so the runtime shares it.
+
+#ifndef STRATA_RUNTIME_ARTIFACT_KERNELTABLE_H
+#define STRATA_RUNTIME_ARTIFACT_KERNELTABLE_H
+
+#include "runtime/artifact/Plan.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace strata::artifact {
+
+/// How the cost model prices a kernel.
+enum class CostClass : uint8_t {
+  /// One cheap operation per element (add, select, copy, cast).
+  Simple,
+  /// exp/log/tanh-class math or several passes per element.
+  Transcendental,
+  /// Data movement with index arithmetic (transpose, gather, slice).
+  Movement,
+  /// FLOPs of a matrix product.
+  MatMul,
+};
+
+/// Which inputs a kernel writes in place (kernels without outputs).
+enum class InPlace : uint8_t {
+  None,
+  /// Input 0 (accumulate, assign, store).
+  First,
+  /// Input 0 and every optimizer state after the gradient: inputs
+  /// 2..(2 + states) (update_momentum: 1 state, update_adamw: 2,
+  /// update_adalomo: all the rest). With gradient accumulation (ints[0] >
+  /// 1) the gradient accumulator, input 1, is zeroed for the next step too.
+  ParamAndStates,
+};
+
+constexpr uint8_t kVariadic = 255;
+
+struct KernelInfo {
+  Kernel kernel;
+  /// The name the compiler and strata-inspect use ("matmul").
+  const char *name;
+  uint8_t minInputs, maxInputs;
+  uint8_t outputs;
+  /// Attributes every step of the kernel carries at least.
+  uint8_t minInts, minFloats;
+  InPlace inPlace;
+  /// Optimizer states after the gradient (ParamAndStates); kVariadic: all
+  /// remaining inputs.
+  uint8_t states;
+  CostClass cost;
+};
+
+/// The row of a valid kernel (Kernel::Add .. NumKernels - 1).
+const KernelInfo &kernelInfo(Kernel kernel);
+/// The row named `name`, or null.
+const KernelInfo *kernelInfoByName(std::string_view name);
+/// Every row, in kernel-number order.
+const std::vector<KernelInfo> &kernelTable();
+
+/// The inputs of a step of `kernel` (with `numInputs` inputs and `ints`)
+/// that it writes in place.
+std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
+                                    const std::vector<int64_t> &ints);
+
+} // namespace strata::artifact
+
+#endif // STRATA_RUNTIME_ARTIFACT_KERNELTABLE_H

@@ -1,0 +1,72 @@
+// StepOrder.h - Queues, waits and the race check of a plan's steps.
+//
+// The runtime issues a plan's steps in issue order (program order, with
+// each fetch scheduled ahead moved to right after its `issueAfter` step).
+// Each queue runs its own steps in that order; a step on one queue is
+// ordered after a step on another only through a wait (or a chain of them).
+// The compiler picks each step's queue and the fewest waits that order
+// every pair of conflicting accesses (deriveWaits); the plan validator
+// proves that the waits a plan carries do (checkRaceFree), so a plan with
+// a missing wait is refused before anything runs, naming the two steps.
+//
+// The accesses are plain (region, byte range) pairs so that the compiler's
+// exec IR and the runtime's Plan share one algorithm.
+
+#ifndef STRATA_RUNTIME_ARTIFACT_STEPORDER_H
+#define STRATA_RUNTIME_ARTIFACT_STEPORDER_H
+
+#include "runtime/artifact/Plan.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace strata::artifact {
+
+/// What one step touches.
+struct StepAccesses {
+  std::vector<Access> reads, writes;
+};
+
+/// The order the runtime issues steps in: program order, with the fetches
+/// scheduled ahead right after step `issueAfter` (or first, for -1).
+/// `issueAfter[i]` is kInProgramOrder for steps issued at their place.
+std::vector<size_t> issueOrder(const std::vector<int64_t> &issueAfter);
+std::vector<size_t> issueOrder(const Plan &plan);
+
+/// The queue a step runs on when the plan does not move it elsewhere:
+/// fetches and write-backs by their tier and direction, kernels on Compute.
+Queue naturalQueue(const Plan &plan, const Step &step);
+
+/// For each step (indexed by step number), the fewest waits (step numbers
+/// on other queues, issued before it) that order it after every earlier
+/// issued step it conflicts with (one writes bytes the other reads or
+/// writes) and that queue order and other waits do not already order.
+std::vector<std::vector<uint32_t>>
+deriveWaits(const std::vector<Queue> &queues,
+            const std::vector<StepAccesses> &accesses,
+            const std::vector<size_t> &order);
+
+/// Whether `waits` order every pair of conflicting accesses. False with
+/// `why` naming the first two steps that race (or a wait that is not on an
+/// earlier issued step); `describe(i)` names step i in it.
+bool checkRaceFree(const std::vector<Queue> &queues,
+                   const std::vector<std::vector<uint32_t>> &waits,
+                   const std::vector<StepAccesses> &accesses,
+                   const std::vector<size_t> &order,
+                   const std::function<std::string(size_t)> &describe,
+                   std::string &why);
+
+/// The accesses of every step of `plan` (stepAccesses).
+std::vector<StepAccesses> planAccesses(const Plan &plan);
+
+/// Sets every step's queue to its natural queue and its waits to
+/// deriveWaits' (for plans built outside the compiler: tests, tools).
+void scheduleSteps(Plan &plan);
+
+/// checkRaceFree on the plan's own queues and waits.
+bool checkPlanRaceFree(const Plan &plan, std::string &why);
+
+} // namespace strata::artifact
+
+#endif // STRATA_RUNTIME_ARTIFACT_STEPORDER_H
