@@ -1,6 +1,7 @@
-// Executor.cpp - Runs a forward plan on the CPU backend.
+// Executor.cpp - Runs a plan's steps on a backend.
 
 #include "runtime/exec/Executor.h"
+#include "runtime/artifact/StepOrder.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +12,12 @@ using artifact::Plan;
 using artifact::Region;
 using artifact::Slot;
 
-bool DeviceArena::reserve(uint64_t bytes, uint64_t budget,
+namespace {
+/// Bytes of each host staging buffer for SSD transfers (whole pages).
+constexpr uint64_t kStagingBytes = 8 << 20;
+} // namespace
+
+bool DeviceArena::reserve(Backend &backend, uint64_t bytes, uint64_t budget,
                           std::string &error) {
   if (budget != 0 && bytes > budget) {
     error = "the plan needs " + std::to_string(bytes) +
@@ -19,40 +25,126 @@ bool DeviceArena::reserve(uint64_t bytes, uint64_t budget,
             std::to_string(budget);
     return false;
   }
-  buffer_ = artifact::AlignedBuffer(bytes);
-  if (!buffer_.valid()) {
+  release();
+  backend_ = &backend;
+  base_ = static_cast<char *>(backend.allocDevice(bytes, error));
+  if (!base_) {
     error = "cannot allocate the " + std::to_string(bytes) +
-            "-byte device arena";
+            "-byte device arena: " + error;
     return false;
   }
+  size_ = bytes;
   peak_ = 0;
   return true;
 }
 
+void DeviceArena::release() {
+  if (base_)
+    backend_->freeDevice(base_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+Executor::~Executor() {
+  if (backend_) {
+    std::string ignored;
+    backend_->synchronize(ignored);
+    arena_.release();
+    if (ownsParams_)
+      backend_->freeDevice(params_);
+    if (hostRegistered_)
+      backend_->unregisterHost(artifact_.host());
+    for (auto &s : staging_)
+      if (s.size())
+        backend_->unregisterHost(s.data());
+  }
+}
+
 bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   const Plan &plan = artifact_.plan();
+  backend_ = makeBackend(options.backend, error);
+  if (!backend_)
+    return false;
+  std::string why;
+  if (!backend_->supports(plan, why)) {
+    error = "the " + std::string(backend_->name()) +
+            " backend cannot run this plan: " + why;
+    return false;
+  }
   inputSet_.assign(plan.inputs.size(), false);
   arena_.setAlignment(plan.ssdBytes > 0 ? artifact::kParamAlignment
                                         : artifact::kArenaAlignment);
   overlap_ = options.overlapTransfers;
   size_t n = plan.steps.size();
-  reads_.assign(n, {});
-  writes_.assign(n, {});
-  issueAt_.assign(n + 1, {});
   isTransfer_.assign(n, false);
-  bool anyTransfer = false;
+  waitedFor_.assign(n, false);
+  labels_.assign(n, StepLabel());
   for (size_t i = 0; i < n; ++i) {
     const artifact::Step &step = plan.steps[i];
-    artifact::arenaAccesses(plan, step, reads_[i], writes_[i]);
     isTransfer_[i] = artifact::isTransfer(plan, step);
-    anyTransfer |= isTransfer_[i];
-    if (overlap_ && step.issueAfter != artifact::kInProgramOrder)
-      issueAt_[step.issueAfter + 1].push_back(i);
+    for (uint32_t w : step.waits)
+      waitedFor_[w] = true;
+    StepLabel &label = labels_[i];
+    label.index = i;
+    const Slot &named = plan.slots[step.outputs.empty() ? step.inputs[0]
+                                                        : step.outputs[0]];
+    label.target = named.name;
+    label.text = std::string(artifact::kernelName(step.kernel)) + " -> '" +
+                 named.name + "'";
+    label.bytes = step.outputs.empty() ? 0 : named.bytes;
   }
-  if (anyTransfer && overlap_)
-    for (auto &queue : queues_)
-      queue = std::make_unique<TransferQueue>();
-  return arena_.reserve(plan.arenaBytes, options.deviceBudget, error);
+  // Without overlap every step goes in program order, which the waits
+  // allow too: a step never waits for one after it in the program.
+  if (overlap_) {
+    order_ = artifact::issueOrder(plan);
+  } else {
+    order_.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      order_[i] = i;
+  }
+  backend_->setEventCount(n);
+  backend_->setTrace(trace_);
+  if (!arena_.reserve(*backend_, plan.arenaBytes, options.deviceBudget,
+                      error))
+    return false;
+  // The parameter region lives on the device.
+  if (backend_->deviceIsHost()) {
+    params_ = artifact_.params();
+  } else {
+    params_ = static_cast<char *>(
+        backend_->allocDevice(plan.paramsBytes, error));
+    if (!params_) {
+      error = "cannot allocate the " + std::to_string(plan.paramsBytes) +
+              "-byte device parameter region: " + error;
+      return false;
+    }
+    ownsParams_ = true;
+    if (!parametersToDevice(error))
+      return false;
+    if (plan.hostBytes > 0)
+      hostRegistered_ = backend_->registerHost(artifact_.host(),
+                                               plan.hostBytes);
+    if (plan.ssdBytes > 0)
+      for (auto &s : staging_) {
+        s = artifact::AlignedBuffer(kStagingBytes);
+        if (!s.valid()) {
+          error = "cannot allocate SSD staging buffers";
+          return false;
+        }
+        backend_->registerHost(s.data(), s.size());
+      }
+  }
+  return true;
+}
+
+void Executor::setTrace(Trace *trace) {
+  trace_ = trace;
+  if (backend_)
+    backend_->setTrace(trace);
+}
+
+char *Executor::deviceMemory(const Slot &s) {
+  return (s.region == Region::Arena ? arena_.base() : params_) + s.offset;
 }
 
 cpu::TensorRef Executor::ref(uint32_t slot) {
@@ -60,125 +152,115 @@ cpu::TensorRef Executor::ref(uint32_t slot) {
   cpu::TensorRef t;
   t.dtype = s.dtype;
   t.shape = s.shape;
-  // SSD slots have no memory: only copies (fetch) and assigns (write back)
-  // touch them, and run() serves those with the store.
-  t.data = s.region == Region::Arena ? arena_.base() + s.offset
-                                     : artifact_.memoryOf(s);
+  // Kernels only see device memory (arena and parameter region): stored
+  // tensors elsewhere reach them through transfers.
+  t.data = deviceMemory(s);
   return t;
 }
 
-bool Executor::transfer(size_t index, std::string &error) {
+bool Executor::parametersToHost(std::string &error) {
+  if (!ownsParams_)
+    return true;
+  return backend_->synchronize(error) &&
+         backend_->copyFromDevice(artifact_.params(), params_,
+                                  artifact_.plan().paramsBytes, error);
+}
+
+bool Executor::parametersToDevice(std::string &error) {
+  if (!ownsParams_)
+    return true;
+  return backend_->synchronize(error) &&
+         backend_->copyToDevice(params_, artifact_.params(),
+                                artifact_.plan().paramsBytes, error);
+}
+
+bool Executor::ssdTransfer(size_t index, bool fetch, std::string &error) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
   const Slot &stored = plan.slots[step.inputs[0]];
-  bool fetch = step.kernel == artifact::Kernel::Copy;
   const Slot &device = plan.slots[fetch ? step.outputs[0] : step.inputs[1]];
   double start = trace_ ? trace_->now() : 0;
+  uint64_t padded = artifact::pagePadded(stored.bytes);
+  char *dst = deviceMemory(device);
   bool ok = true;
-  if (device.region != Region::Arena) {
-    error = "a transfer must go to or from the device arena";
-    ok = false;
-  } else if (stored.region == Region::Ssd) {
-    uint64_t padded = artifact::pagePadded(stored.bytes);
-    char *arena = arena_.base() + device.offset;
-    ok = fetch ? artifact_.ssd()->read(stored.offset, arena, padded, error)
-               : artifact_.ssd()->write(stored.offset, arena, padded, error);
+  if (backend_->deviceIsHost()) {
+    ok = fetch ? artifact_.ssd()->read(stored.offset, dst, padded, error)
+               : artifact_.ssd()->write(stored.offset, dst, padded, error);
   } else {
-    char *host = artifact_.memoryOf(stored);
-    char *arena = arena_.base() + device.offset;
-    if (fetch)
-      std::memcpy(arena, host, device.bytes);
-    else
-      std::memcpy(host, arena, stored.bytes);
+    // SSD -> host staging -> device, a staging buffer at a time.
+    artifact::AlignedBuffer &stage = staging_[fetch ? 0 : 1];
+    for (uint64_t done = 0; ok && done < padded; done += stage.size()) {
+      uint64_t n = std::min<uint64_t>(stage.size(), padded - done);
+      ok = fetch ? artifact_.ssd()->read(stored.offset + done, stage.data(),
+                                         n, error) &&
+                       backend_->copyToDevice(dst + done, stage.data(), n,
+                                              error)
+                 : backend_->copyFromDevice(stage.data(), dst + done, n,
+                                            error) &&
+                       artifact_.ssd()->write(stored.offset + done,
+                                              stage.data(), n, error);
+    }
   }
-  if (trace_) {
-    bool ssd = stored.region == Region::Ssd;
-    trace_->add(stored.name,
-                ssd ? (fetch ? "ssd-read" : "ssd-write")
-                    : (fetch ? "h2d" : "d2h"),
-                ssd ? (fetch ? Lane::SsdRead : Lane::SsdWrite)
-                    : Lane::HostCopy,
-                start, trace_->now(),
+  if (trace_)
+    trace_->add(stored.name, fetch ? "ssd-read" : "ssd-write",
+                fetch ? Lane::SsdRead : Lane::SsdWrite, start, trace_->now(),
                 stored.bytes);
-  }
   if (!ok)
-    error = "step " + std::to_string(index) + " (" +
-            (stored.region == Region::Ssd ? "SSD" : "host") +
-            " transfer of '" + stored.name + "'): " + error;
+    error = "step " + std::to_string(index) + " (SSD transfer of '" +
+            stored.name + "'): " + error;
   return ok;
 }
 
-bool Executor::submitTransfer(size_t index, const cpu::KernelContext &context,
-                              std::string &error) {
+bool Executor::issueTransfer(size_t index, const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
   // Without updates (gradient-only micro-batches) nothing is written back.
   if (step.kernel == artifact::Kernel::Assign && !context.applyUpdates)
     return true;
   const Slot &stored = plan.slots[step.inputs[0]];
-  uint64_t bytes = stored.region == Region::Ssd
-                       ? artifact::pagePadded(stored.bytes)
-                       : stored.bytes;
   bool fetch = step.kernel == artifact::Kernel::Copy;
-  if (fetch) {
-    const Slot &dst = plan.slots[step.outputs[0]];
-    arena_.touch(dst.offset, dst.bytes);
-  }
-  uint64_t &link = stored.region == Region::Ssd
-                       ? (fetch ? links_.ssdToDevice : links_.deviceToSsd)
-                       : (fetch ? links_.hostToDevice : links_.deviceToHost);
-  link += bytes;
-  // Host copies are memcpy on the CPU backend, which shares the memory
-  // system with its "device": a queue would only add hand-offs, so they run
-  // on this thread (after the queued transfers they conflict with). SSD
-  // transfers wait on the drive and go on the queue.
-  if (!overlap_ || stored.region == Region::Host)
-    return (!queues_[kReads] || waitForConflicts(index, error)) &&
-           transfer(index, error);
-  // Each direction is first in, first out; across them a transfer waits
-  // (on its worker) for the other direction's queued transfers it depends
-  // on: the same stored tensor, or arena bytes one reads and the other
-  // writes.
-  int mine = fetch ? kReads : kWrites;
-  TransferQueue *other = queues_[1 - mine].get();
-  uint64_t otherDone = other->finished(), after = 0;
-  for (const Queued &q : queued_)
-    if (q.queue != mine && q.id > otherDone && q.id > after &&
-        (plan.steps[q.step].inputs[0] == step.inputs[0] ||
-         artifact::accessesConflict(reads_[q.step], writes_[q.step],
-                                    reads_[index], writes_[index])))
-      after = q.id;
-  uint64_t id = queues_[mine]->submit(
-      [this, index, other, after](std::string &error) {
-        return (!after || other->waitFor(after, error)) &&
-               transfer(index, error);
-      });
-  queued_.push_back({id, index, mine});
-  return true;
+  const Slot &device = plan.slots[fetch ? step.outputs[0] : step.inputs[1]];
+  if (fetch)
+    arena_.touch(device.offset, device.bytes);
+  bool ssd = stored.region == Region::Ssd;
+  uint64_t bytes = ssd ? artifact::pagePadded(stored.bytes) : stored.bytes;
+  (ssd ? (fetch ? links_.ssdToDevice : links_.deviceToSsd)
+       : (fetch ? links_.hostToDevice : links_.deviceToHost)) += bytes;
+  if (ssd)
+    return backend_->hostTask(step.queue,
+                              [this, index, fetch](std::string &error) {
+                                return ssdTransfer(index, fetch, error);
+                              });
+  char *host = artifact_.memoryOf(stored);
+  char *dev = deviceMemory(device);
+  return fetch ? backend_->copy(step.queue, dev, host, device.bytes, true,
+                                labels_[index])
+               : backend_->copy(step.queue, host, dev, stored.bytes, false,
+                                labels_[index]);
 }
 
-bool Executor::waitForConflicts(size_t index, std::string &error) {
-  uint64_t finished[2], wait[2] = {0, 0};
-  for (int q : {kReads, kWrites})
-    finished[q] = queues_[q]->finished();
-  for (const Queued &q : queued_) {
-    if (q.id <= finished[q.queue] || q.id <= wait[q.queue])
-      continue;
-    if (artifact::accessesConflict(reads_[q.step], writes_[q.step],
-                                   reads_[index], writes_[index]))
-      wait[q.queue] = q.id;
+bool Executor::issue(size_t index, const cpu::KernelContext &context) {
+  const Plan &plan = artifact_.plan();
+  const artifact::Step &step = plan.steps[index];
+  for (uint32_t w : step.waits)
+    backend_->wait(step.queue, w);
+  bool ok;
+  if (isTransfer_[index]) {
+    ok = issueTransfer(index, context);
+  } else {
+    std::vector<cpu::TensorRef> ins, outs;
+    for (uint32_t s : step.inputs)
+      ins.push_back(ref(s));
+    for (uint32_t s : step.outputs) {
+      outs.push_back(ref(s));
+      arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
+    }
+    ok = backend_->launch(step.queue, step, std::move(ins), std::move(outs),
+                          context, labels_[index]);
   }
-  for (int q : {kReads, kWrites}) {
-    if (wait[q] && !queues_[q]->waitFor(wait[q], error))
-      return false;
-    finished[q] = std::max(finished[q], wait[q]);
-  }
-  queued_.erase(std::remove_if(queued_.begin(), queued_.end(),
-                               [&](const Queued &q) {
-                                 return q.id <= finished[q.queue];
-                               }),
-                queued_.end());
-  return true;
+  if (waitedFor_[index])
+    backend_->record(step.queue, static_cast<uint32_t>(index));
+  return ok;
 }
 
 bool Executor::setInput(const std::string &name, const npy::Array &array,
@@ -194,8 +276,11 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
               dtypeName(array.dtype) + " " + npy::shapeString(array.shape);
       return false;
     }
-    if (s.bytes > 0) // An empty array may have no storage at all.
-      std::memcpy(arena_.base() + s.offset, array.data.data(), s.bytes);
+    // An empty array may have no storage at all.
+    if (s.bytes > 0 &&
+        !backend_->copyToDevice(deviceMemory(s), array.data.data(), s.bytes,
+                                error))
+      return false;
     arena_.touch(s.offset, s.bytes);
     inputSet_[i] = true;
     return true;
@@ -217,76 +302,19 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
       return false;
     }
   }
-  queued_.clear();
-  bool ok = runSteps(error, context);
-  // Outputs, checkpoints and the next step see every transfer finished;
-  // after a failure too, so nothing is still writing.
-  for (auto &queue : queues_) {
-    std::string queueError;
-    if (queue && !queue->drain(queueError) && ok) {
-      error = queueError;
-      ok = false;
-    }
+  for (size_t i : order_) {
+    if (!issue(i, context))
+      break; // The backend has the failure; synchronize reports it.
+    if (!overlap_ && isTransfer_[i] && !backend_->synchronize(error))
+      break;
   }
-  queued_.clear();
-  return ok;
-}
-
-bool Executor::runSteps(std::string &error,
-                        const cpu::KernelContext &context) {
-  const Plan &plan = artifact_.plan();
-  std::vector<cpu::TensorRef> ins, outs;
-  // The fetches scheduled to start after step `i - 1` (0: at the start).
-  auto issueAhead = [&](size_t i) {
-    for (size_t f : issueAt_[i])
-      if (!submitTransfer(f, context, error))
-        return false;
-    return true;
-  };
-  if (!issueAhead(0))
-    return false;
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const artifact::Step &step = plan.steps[i];
-    if (isTransfer_[i]) {
-      if ((!overlap_ || step.issueAfter == artifact::kInProgramOrder) &&
-          !submitTransfer(i, context, error))
-        return false;
-    } else {
-      if (queues_[kReads] && !waitForConflicts(i, error))
-        return false;
-      double start = trace_ ? trace_->now() : 0;
-      ins.clear();
-      outs.clear();
-      for (uint32_t s : step.inputs)
-        ins.push_back(ref(s));
-      for (uint32_t s : step.outputs) {
-        outs.push_back(ref(s));
-        arena_.touch(plan.slots[s].offset, plan.slots[s].bytes);
-      }
-      bool ok = cpu::runKernel(step, ins, outs, context, error);
-      const std::string &target = step.outputs.empty()
-                                      ? plan.slots[step.inputs[0]].name
-                                      : plan.slots[step.outputs[0]].name;
-      if (trace_)
-        trace_->add(target, artifact::kernelName(step.kernel), Lane::Compute,
-                    start, trace_->now(),
-                    step.outputs.empty() ? 0
-                                         : plan.slots[step.outputs[0]].bytes);
-      if (!ok) {
-        error = "step " + std::to_string(i) + " (" +
-                artifact::kernelName(step.kernel) + " -> '" + target +
-                "'): " + error;
-        return false;
-      }
-    }
-    if (!issueAhead(i + 1))
-      return false;
-  }
-  return true;
+  // Outputs, checkpoints and the next step see all work finished; after a
+  // failure too, so nothing is still writing.
+  return backend_->synchronize(error);
 }
 
 bool Executor::getOutput(const std::string &name, npy::Array &array,
-                         std::string &error) const {
+                         std::string &error) {
   const Plan &plan = artifact_.plan();
   for (const artifact::Binding &b : plan.outputs) {
     if (b.name != name)
@@ -295,12 +323,10 @@ bool Executor::getOutput(const std::string &name, npy::Array &array,
     array.dtype = s.dtype;
     array.shape = s.shape;
     array.data.resize(s.bytes);
-    if (s.region == Region::Arena) {
-      const char *base = const_cast<DeviceArena &>(arena_).base() + s.offset;
-      if (s.bytes > 0)
-        std::memcpy(array.data.data(), base, s.bytes);
-      return true;
-    }
+    if (s.region == Region::Arena || s.region == Region::Params)
+      return s.bytes == 0 ||
+             backend_->copyFromDevice(array.data.data(), deviceMemory(s),
+                                      s.bytes, error);
     return artifact_.readSlot(s, array.data.data(), error);
   }
   error = "the model has no output '" + name + "'";

@@ -1,12 +1,17 @@
-// Executor.h - Runs a forward plan on the CPU backend.
+// Executor.h - Runs a plan's steps on a backend.
+//
+// The executor resolves slots to memory, issues the steps in issue order to
+// the queues the plan gives them, turns the plan's waits into events, and
+// keeps the budgets and traffic figures. It has no code path of its own for
+// any machine: the backend (runtime/exec/Backend.h) runs the work.
 
 #ifndef STRATA_RUNTIME_EXEC_EXECUTOR_H
 #define STRATA_RUNTIME_EXEC_EXECUTOR_H
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/exec/Backend.h"
 #include "runtime/exec/Trace.h"
-#include "runtime/exec/TransferQueue.h"
 #include "runtime/support/Npy.h"
 
 #include <memory>
@@ -15,14 +20,17 @@
 
 namespace strata::exec {
 
-/// The device tier on the CPU backend: a host arena with the same budget
-/// accounting a GPU's memory gets. It records the highest byte any slot
-/// reaches, which must equal the plan's arena size.
+/// The device tier's arena, with the budget accounting a GPU's memory gets.
+/// It records the highest byte any slot reaches, which must equal the
+/// plan's arena size.
 class DeviceArena {
 public:
-  /// Fails (false, `error`) when `bytes` exceeds `budget`.
-  bool reserve(uint64_t bytes, uint64_t budget, std::string &error);
-  char *base() { return buffer_.data(); }
+  /// Fails (false, `error`) when `bytes` exceeds `budget` or the backend
+  /// has not that much device memory.
+  bool reserve(Backend &backend, uint64_t bytes, uint64_t budget,
+               std::string &error);
+  void release();
+  char *base() { return base_; }
   /// Records that [offset, offset + bytes) is in use; buffers are counted
   /// with the plan's padding (64 bytes, or 4 KiB with an SSD tier).
   void touch(uint64_t offset, uint64_t bytes) {
@@ -31,10 +39,12 @@ public:
   }
   void setAlignment(uint64_t alignment) { alignment_ = alignment; }
   uint64_t peak() const { return peak_; }
-  uint64_t size() const { return buffer_.size(); }
+  uint64_t size() const { return size_; }
 
 private:
-  artifact::AlignedBuffer buffer_;
+  Backend *backend_ = nullptr;
+  char *base_ = nullptr;
+  uint64_t size_ = 0;
   uint64_t peak_ = 0;
   uint64_t alignment_ = artifact::kArenaAlignment;
 };
@@ -42,31 +52,44 @@ private:
 struct ExecutorOptions {
   /// Device-memory budget in bytes; 0 means unlimited.
   uint64_t deviceBudget = 0;
-  /// Run transfers between the tiers on a queue beside the compute, with
-  /// the fetches the compiler scheduled ahead issued early. Off: every
-  /// transfer runs in program order and completes before the next step.
+  /// Run transfers between the tiers on their queues beside the compute,
+  /// with the fetches the compiler scheduled ahead issued early. Off: every
+  /// step is issued in program order and a transfer completes before the
+  /// next step.
   bool overlapTransfers = true;
+  /// The backend: "cpu", "async-test", "cuda" (see backendNames()).
+  std::string backend = "cpu";
 };
 
 class Executor {
 public:
   explicit Executor(artifact::Artifact &artifact) : artifact_(artifact) {}
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
 
-  /// Allocates the arena within the budget.
+  /// Starts the backend, checks it can run every step, allocates the arena
+  /// within the budget and puts the parameter region on the device.
   bool prepare(const ExecutorOptions &options, std::string &error);
 
   /// Copies an input in, checking its element type and shape.
   bool setInput(const std::string &name, const npy::Array &array,
                 std::string &error);
 
-  /// Runs every step in order; all inputs must have been set. `context`
-  /// feeds the update kernels of training plans.
+  /// Runs every step; all inputs must have been set. `context` feeds the
+  /// update kernels of training plans. Returns once all work is done.
   bool run(std::string &error,
            const cpu::KernelContext &context = cpu::KernelContext());
 
   /// Copies an output out.
   bool getOutput(const std::string &name, npy::Array &array,
-                 std::string &error) const;
+                 std::string &error);
+
+  /// The device's parameter region to the artifact's copy (before a
+  /// checkpoint reads it), and back (after one was loaded into it). No-ops
+  /// when the device is host memory.
+  bool parametersToHost(std::string &error);
+  bool parametersToDevice(std::string &error);
 
   /// Bytes moved so far on each link between the tiers.
   struct LinkBytes {
@@ -76,48 +99,45 @@ public:
   const LinkBytes &linkBytes() const { return links_; }
 
   /// Records an event per step into `trace` (null: stop recording).
-  void setTrace(Trace *trace) { trace_ = trace; }
+  void setTrace(Trace *trace);
 
   uint64_t arenaPeak() const { return arena_.peak(); }
   bool overlapsTransfers() const { return overlap_; }
+  const Backend &backend() const { return *backend_; }
 
 private:
   cpu::TensorRef ref(uint32_t slot);
-  bool runSteps(std::string &error, const cpu::KernelContext &context);
-  /// Starts step `index`, a transfer (see artifact::isTransfer): on the
-  /// queue, or here for host copies and without overlap; false with
-  /// `error` when one run here fails.
-  bool submitTransfer(size_t index, const cpu::KernelContext &context,
-                      std::string &error);
-  /// Waits for the queued transfers step `index` conflicts with.
-  bool waitForConflicts(size_t index, std::string &error);
-  /// Runs one transfer (on the queue's thread).
-  bool transfer(size_t index, std::string &error);
+  /// Device memory of an arena or parameter slot.
+  char *deviceMemory(const artifact::Slot &slot);
+  /// Gives step `index` to its queue; false once the backend failed.
+  bool issue(size_t index, const cpu::KernelContext &context);
+  bool issueTransfer(size_t index, const cpu::KernelContext &context);
+  /// An SSD transfer (run on the SSD queue's thread).
+  bool ssdTransfer(size_t index, bool fetch, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;
 
   artifact::Artifact &artifact_;
+  std::unique_ptr<Backend> backend_;
   DeviceArena arena_;
+  /// The parameter region on the device (the artifact's own memory when
+  /// the device is host memory).
+  char *params_ = nullptr;
+  bool ownsParams_ = false;
+  bool hostRegistered_ = false;
   std::vector<bool> inputSet_;
   LinkBytes links_;
   Trace *trace_ = nullptr;
 
   bool overlap_ = true;
-  /// SSD reads (fetches) and writes (write-backs, swap-outs) each on their
-  /// own queue, so a fetch never waits behind unrelated write-backs.
-  enum { kReads = 0, kWrites = 1 };
-  std::unique_ptr<TransferQueue> queues_[2];
-  /// Whether each step moves data between tiers (artifact::isTransfer).
-  std::vector<bool> isTransfer_;
-  /// Arena bytes each step reads and writes.
-  std::vector<std::vector<artifact::ArenaRange>> reads_, writes_;
-  /// Fetches to issue after step i - 1 (index 0: at the start).
-  std::vector<std::vector<size_t>> issueAt_;
-  struct Queued {
-    uint64_t id;
-    size_t step;
-    int queue;
-  };
-  std::vector<Queued> queued_;
+  /// The order steps are issued in, their labels, whether each moves data
+  /// between tiers, and whether some step waits for it (it records an
+  /// event).
+  std::vector<size_t> order_;
+  std::vector<StepLabel> labels_;
+  std::vector<bool> isTransfer_, waitedFor_;
+  /// Host staging for SSD transfers when the device is not host memory:
+  /// one buffer per SSD queue.
+  artifact::AlignedBuffer staging_[2];
 };
 
 } // namespace strata::exec

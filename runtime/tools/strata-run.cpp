@@ -11,6 +11,7 @@
 #include "runtime/support/Size.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <sys/resource.h>
 #include <cstdio>
 #include <cstring>
@@ -68,6 +69,11 @@ static void usage(FILE *out) {
                "compiled; repeatable)\n"
                "  --no-overlap           run transfers between tiers in "
                "program order, not beside the compute\n"
+               "  --backend NAME         cpu, async-test (the CPU kernels "
+               "with a GPU's asynchrony,\n"
+               "                         for testing) or cuda; default: "
+               "$STRATA_BACKEND, else cuda when\n"
+               "                         a GPU is present, else cpu\n"
                "  --help                 this text\n");
 }
 
@@ -90,6 +96,7 @@ int main(int argc, char **argv) {
   std::string tracePath;
   std::vector<std::string> ssdDirs;
   bool overlap = true;
+  std::string backendName;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *flag) -> std::string {
@@ -171,6 +178,8 @@ int main(int argc, char **argv) {
       }
     } else if (arg == "--ssd-dir" || arg.rfind("--ssd-dir=", 0) == 0) {
       ssdDirs.push_back(value("--ssd-dir"));
+    } else if (arg == "--backend" || arg.rfind("--backend=", 0) == 0) {
+      backendName = value("--backend");
     } else if (arg == "--no-overlap") {
       overlap = false;
     } else if (arg == "--resume") {
@@ -205,6 +214,11 @@ int main(int argc, char **argv) {
   exec::ExecutorOptions options;
   options.deviceBudget = budget;
   options.overlapTransfers = overlap;
+  if (backendName.empty()) {
+    const char *env = std::getenv("STRATA_BACKEND");
+    backendName = env && *env ? env : exec::defaultBackendName();
+  }
+  options.backend = backendName;
   if (!executor.prepare(options, error)) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;

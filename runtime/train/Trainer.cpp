@@ -86,7 +86,7 @@ bool fileExists(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-bool scalarOutput(const exec::Executor &executor, const std::string &name,
+bool scalarOutput(exec::Executor &executor, const std::string &name,
                   double &value) {
   npy::Array a;
   std::string ignored;
@@ -165,7 +165,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   int64_t start = 0;
   if (options.resume) {
     CheckpointInfo info;
-    if (!loadCheckpoint(ckpt, art, info, error))
+    if (!loadCheckpoint(ckpt, art, info, error) ||
+        !executor.parametersToDevice(error))
       return false;
     start = static_cast<int64_t>(info.step);
     if (!options.quiet)
@@ -330,7 +331,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       CheckpointInfo info;
       info.planCrc = plan.payloadCrc;
       info.step = static_cast<uint64_t>(step + 1);
-      if (!saveCheckpoint(ckpt, info, art, error)) {
+      if (!executor.parametersToHost(error) ||
+          !saveCheckpoint(ckpt, info, art, error)) {
         error = "saving the checkpoint at step " + std::to_string(step + 1) +
                 " failed (" +
                 (fileExists(ckpt) ? "the previous checkpoint is intact"

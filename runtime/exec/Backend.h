@@ -1,0 +1,118 @@
+// Backend.h - What the executor needs from a machine: memory, work on
+// queues, and the events that order the queues.
+//
+// The executor issues a plan's steps in issue order from one thread. Work
+// given to a queue runs in the order given; `record` and `wait` order the
+// queues with CUDA's event semantics: a wait binds to the latest record of
+// the event made before the wait is issued (a wait on an event never
+// recorded is satisfied at once). Errors are sticky: after the first
+// failure every later call may do nothing, and `synchronize` reports it.
+//
+// Device memory is only for kernels and copies: on the CUDA backend and the
+// async test backend the host cannot read it (the test backend faults when
+// the host tries). The CPU backend's device memory is host memory.
+//
+// This header includes no CUDA or MLIR headers.
+
+#ifndef STRATA_RUNTIME_EXEC_BACKEND_H
+#define STRATA_RUNTIME_EXEC_BACKEND_H
+
+#include "runtime/artifact/Plan.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::exec {
+
+class Trace;
+using artifact::Queue;
+
+/// How a step is named in errors and traces, fixed at prepare.
+struct StepLabel {
+  size_t index = 0;
+  /// "matmul -> 'h.0.attn'".
+  std::string text;
+  /// The slot named in traces.
+  std::string target;
+  uint64_t bytes = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  /// "cpu", "async-test" or "cuda".
+  virtual const char *name() const = 0;
+  /// False with `why` listing every kernel and element type of `plan` this
+  /// backend cannot run, all at once, before anything runs.
+  virtual bool supports(const artifact::Plan &plan, std::string &why) const;
+  /// Whether device memory is ordinary host memory (the CPU backend).
+  virtual bool deviceIsHost() const { return false; }
+
+  // -- memory ----------------------------------------------------------------
+  /// Zeroed device memory; null with `error` when there is not enough.
+  virtual void *allocDevice(uint64_t bytes, std::string &error) = 0;
+  virtual void freeDevice(void *p) = 0;
+  /// Asks for [p, p + bytes) of host memory to be usable by asynchronous
+  /// copies (pinned); returns false when it is not (copies still work,
+  /// slower).
+  virtual bool registerHost(void *p, uint64_t bytes) {
+    (void)p;
+    (void)bytes;
+    return true;
+  }
+  virtual void unregisterHost(void *p) { (void)p; }
+
+  /// Synchronous copies between host memory and device memory; safe to call
+  /// from host tasks (each waits only for itself).
+  virtual bool copyToDevice(void *device, const void *host, uint64_t bytes,
+                            std::string &error) = 0;
+  virtual bool copyFromDevice(void *host, const void *device, uint64_t bytes,
+                              std::string &error) = 0;
+
+  // -- work --------------------------------------------------------------------
+  /// How many events the plan uses (step numbers index them).
+  virtual void setEventCount(size_t events) = 0;
+  /// Where kernels and copies record trace events (null: nowhere).
+  virtual void setTrace(Trace *trace) { trace_ = trace; }
+
+  /// A kernel on `queue` over device memory. False once a failure is known.
+  virtual bool launch(Queue queue, const artifact::Step &step,
+                      std::vector<cpu::TensorRef> inputs,
+                      std::vector<cpu::TensorRef> outputs,
+                      const cpu::KernelContext &context,
+                      const StepLabel &label) = 0;
+  /// A copy on `queue` between host memory and device memory.
+  virtual bool copy(Queue queue, void *dst, const void *src, uint64_t bytes,
+                    bool toDevice, const StepLabel &label) = 0;
+  /// Host work on `queue` (SSD I/O): returns false with an error to fail.
+  using HostTask = std::function<bool(std::string &error)>;
+  virtual bool hostTask(Queue queue, HostTask task) = 0;
+
+  /// Marks the point in `queue` that `wait(other, event)` orders after.
+  virtual void record(Queue queue, uint32_t event) = 0;
+  /// Work given to `queue` after this waits for the event's latest record.
+  virtual void wait(Queue queue, uint32_t event) = 0;
+  /// Waits for all work given so far; false with the first failure.
+  virtual bool synchronize(std::string &error) = 0;
+
+protected:
+  Trace *trace_ = nullptr;
+};
+
+/// The backends this build has, by name ("cpu", "async-test", and "cuda"
+/// when built with the CUDA toolkit).
+std::vector<std::string> backendNames();
+/// The backend `name`; null with `error` when it is unknown, or cannot
+/// start (no GPU: the CUDA driver's message).
+std::unique_ptr<Backend> makeBackend(const std::string &name,
+                                     std::string &error);
+/// "cuda" when a GPU is present and this build has CUDA, else "cpu".
+std::string defaultBackendName();
+
+} // namespace strata::exec
+
+#endif // STRATA_RUNTIME_EXEC_BACKEND_H

@@ -1,0 +1,69 @@
+// CpuBackend.h - The CPU backend: the "device" is host memory.
+//
+// Kernels and host copies run on the thread that issues them (a copy
+// between two parts of the same memory gains nothing from a queue); SSD
+// reads and writes each run on a worker thread, so they overlap the
+// compute. Events on the issuing thread are complete when recorded; events
+// on a worker are its job numbers.
+
+#ifndef STRATA_RUNTIME_EXEC_CPUBACKEND_H
+#define STRATA_RUNTIME_EXEC_CPUBACKEND_H
+
+#include "runtime/artifact/Artifact.h"
+#include "runtime/exec/Backend.h"
+#include "runtime/exec/TransferQueue.h"
+
+#include <map>
+
+namespace strata::exec {
+
+class CpuBackend : public Backend {
+public:
+  const char *name() const override { return "cpu"; }
+  bool deviceIsHost() const override { return true; }
+
+  void *allocDevice(uint64_t bytes, std::string &error) override;
+  void freeDevice(void *p) override;
+  bool copyToDevice(void *device, const void *host, uint64_t bytes,
+                    std::string &error) override;
+  bool copyFromDevice(void *host, const void *device, uint64_t bytes,
+                      std::string &error) override;
+
+  void setEventCount(size_t events) override;
+  bool launch(Queue queue, const artifact::Step &step,
+              std::vector<cpu::TensorRef> inputs,
+              std::vector<cpu::TensorRef> outputs,
+              const cpu::KernelContext &context,
+              const StepLabel &label) override;
+  bool copy(Queue queue, void *dst, const void *src, uint64_t bytes,
+            bool toDevice, const StepLabel &label) override;
+  bool hostTask(Queue queue, HostTask task) override;
+  void record(Queue queue, uint32_t event) override;
+  void wait(Queue queue, uint32_t event) override;
+  bool synchronize(std::string &error) override;
+
+private:
+  /// The worker of an SSD queue (created on first use); null for the
+  /// queues that run on the issuing thread.
+  TransferQueue *worker(Queue queue);
+  static bool onWorker(Queue q) {
+    return q == Queue::SsdRead || q == Queue::SsdWrite;
+  }
+  void fail(const std::string &error);
+
+  std::map<char *, artifact::AlignedBuffer> memory_;
+  std::unique_ptr<TransferQueue> workers_[artifact::kNumQueues];
+  uint64_t lastJob_[artifact::kNumQueues] = {};
+  /// Per event: the worker queue and job it marks (queue -1: complete).
+  struct Mark {
+    int queue = -1;
+    uint64_t job = 0;
+  };
+  std::vector<Mark> events_;
+  bool failed_ = false;
+  std::string error_;
+};
+
+} // namespace strata::exec
+
+#endif // STRATA_RUNTIME_EXEC_CPUBACKEND_H

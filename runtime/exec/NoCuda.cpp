@@ -1,0 +1,15 @@
+// NoCuda.cpp - The CUDA backend's entry points in builds without CUDA.
+
+#include "runtime/exec/Backend.h"
+
+namespace strata::exec {
+
+bool cudaBuilt() { return false; }
+
+std::unique_ptr<Backend> makeCudaBackend(std::string &error) {
+  error = "this build has no CUDA backend (nvcc was not found when it was "
+          "configured)";
+  return nullptr;
+}
+
+} // namespace strata::exec
