@@ -7,6 +7,7 @@
 // Matrix products use OpenBLAS when it is available.
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -150,64 +151,10 @@ void forEachRow(const Shape &out, const std::array<Shape, N> &strides,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-/// Integer +, - and * wrap (two's complement), as on every GPU; in C++
-/// signed overflow is undefined, so compute in the unsigned type.
-template <typename C> C wrap(C a, C b, char op) {
-  if constexpr (std::is_integral_v<C> && std::is_signed_v<C> &&
-                !std::is_same_v<C, bool>) {
-    using U = std::make_unsigned_t<C>;
-    U x = static_cast<U>(a), y = static_cast<U>(b);
-    return static_cast<C>(op == '+'   ? static_cast<U>(x + y)
-                          : op == '-' ? static_cast<U>(x - y)
-                                      : static_cast<U>(x * y));
-  } else {
-    return op == '+' ? a + b : op == '-' ? a - b : a * b;
-  }
-}
-
-template <typename C> C applyBinary(Kernel k, C a, C b, bool &divByZero) {
-  switch (k) {
-  case Kernel::Add: return wrap(a, b, '+');
-  case Kernel::Sub: return wrap(a, b, '-');
-  case Kernel::Mul: return wrap(a, b, '*');
-  case Kernel::Div:
-    if constexpr (std::is_integral_v<C>) {
-      if (b == 0) {
-        divByZero = true;
-        return 0;
-      }
-      if constexpr (std::is_signed_v<C>)
-        if (b == -1)
-          return static_cast<C>(0 - a); // Avoids INT_MIN / -1 trapping.
-    }
-    return a / b;
-  case Kernel::Pow:
-    return static_cast<C>(std::pow(static_cast<double>(a),
-                                   static_cast<double>(b)));
-  case Kernel::Max:
-    if constexpr (std::is_floating_point_v<C>)
-      if (std::isnan(a) || std::isnan(b))
-        return std::numeric_limits<C>::quiet_NaN();
-    return a > b ? a : b;
-  case Kernel::Min:
-    if constexpr (std::is_floating_point_v<C>)
-      if (std::isnan(a) || std::isnan(b))
-        return std::numeric_limits<C>::quiet_NaN();
-    return a < b ? a : b;
-  case Kernel::And: return a && b;
-  case Kernel::Or: return a || b;
-  default: return a;
-  }
-}
-
-template <typename C> bool applyCompare(Kernel k, C a, C b) {
-  switch (k) {
-  case Kernel::Equal: return a == b;
-  case Kernel::Less: return a < b;
-  case Kernel::Greater: return a > b;
-  default: return false;
-  }
-}
+using math::applyBinary;
+using math::applyCompare;
+using math::applyUnary;
+using math::wrap;
 
 bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
             const TensorRef &out, std::string &error) {
@@ -280,46 +227,6 @@ bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
                }
              });
   return true;
-}
-
-template <typename C> C applyUnary(Kernel k, C x, bool tanhGelu) {
-  if constexpr (std::is_floating_point_v<C>) {
-    switch (k) {
-    case Kernel::Neg: return -x;
-    case Kernel::Abs: return std::fabs(x);
-    case Kernel::Exp: return std::exp(x);
-    case Kernel::Log: return std::log(x);
-    case Kernel::Sqrt: return std::sqrt(x);
-    case Kernel::Reciprocal: return C(1) / x;
-    case Kernel::Tanh: return std::tanh(x);
-    case Kernel::Sin: return std::sin(x);
-    case Kernel::Cos: return std::cos(x);
-    case Kernel::Erf: return std::erf(x);
-    case Kernel::Sigmoid:
-      // Stable for large |x|.
-      return x >= 0 ? C(1) / (C(1) + std::exp(-x))
-                    : std::exp(x) / (C(1) + std::exp(x));
-    case Kernel::Relu: return x > 0 ? x : C(0);
-    case Kernel::Gelu:
-      if (tanhGelu) {
-        const C k0 = C(0.7978845608028654); // sqrt(2/pi)
-        return C(0.5) * x * (C(1) + std::tanh(k0 * (x + C(0.044715) * x * x * x)));
-      }
-      return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
-    default: return x;
-    }
-  } else {
-    if (k == Kernel::Neg)
-      return static_cast<C>(0 - x);
-    if (k == Kernel::Abs) {
-      if constexpr (std::is_signed_v<C>)
-        return x < 0 ? static_cast<C>(0 - x) : x;
-      return x;
-    }
-    if (k == Kernel::Not)
-      return !x;
-    return x;
-  }
 }
 
 void unary(Kernel k, const TensorRef &in, const TensorRef &out,
@@ -1189,63 +1096,40 @@ void update(Kernel k, const std::vector<TensorRef> &in,
     using C = typename Traits<T>::C;
     C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
                        : C(1);
-    // Zero or NaN: an overflowed step under loss scaling, skipped whole.
-    if (!(scale > C(0)))
-      return;
-    // An accumulated gradient is the sum over `micro` micro-batches.
-    if (micro > 1)
-      scale = scale / static_cast<C>(micro);
+    math::UpdateCoefficients<C> c;
+    if (!math::updateCoefficients<C>(k, hp.data(), scale, micro, ctx.step,
+                                     ctx.lrFactor, c))
+      return; // An overflowed step under loss scaling, skipped whole.
     T *w = static_cast<T *>(in[0].data);
     const T *g = static_cast<const T *>(in[1].data);
     int64_t n = in[0].numElements();
-    C lr = static_cast<C>(hp[0] * ctx.lrFactor);
     if (k == Kernel::UpdateSgd) {
-      C wd = static_cast<C>(hp[1]);
       parallelFor(n, 16384, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          C wi = Traits<T>::load(w[i]);
-          C d = Traits<T>::load(g[i]) * scale;
-          if (wd != 0)
-            d = d + wd * wi;
-          w[i] = Traits<T>::store(wi - lr * d);
-        }
+        for (int64_t i = b; i < e; ++i)
+          w[i] = Traits<T>::store(math::sgdElement<C>(
+              Traits<T>::load(w[i]), Traits<T>::load(g[i]), c));
       });
     } else if (k == Kernel::UpdateMomentum) {
-      C mom = static_cast<C>(hp[1]), wd = static_cast<C>(hp[2]);
       T *buf = static_cast<T *>(in[2].data);
-      bool first = ctx.step == 1;
       parallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
-          C wi = Traits<T>::load(w[i]);
-          C d = Traits<T>::load(g[i]) * scale;
-          if (wd != 0)
-            d = d + wd * wi;
-          C bi = first ? d : Traits<T>::load(buf[i]) * mom + d;
+          C wi = Traits<T>::load(w[i]), bi = Traits<T>::load(buf[i]);
+          math::momentumElement<C>(wi, Traits<T>::load(g[i]), bi, c);
           buf[i] = Traits<T>::store(bi);
-          w[i] = Traits<T>::store(wi - lr * bi);
+          w[i] = Traits<T>::store(wi);
         }
       });
     } else {
-      C b1 = static_cast<C>(hp[1]), b2 = static_cast<C>(hp[2]);
-      C eps = static_cast<C>(hp[3]);
-      double lrd = hp[0] * ctx.lrFactor;
-      C decay = static_cast<C>(1.0 - lrd * hp[4]);
-      double bc1 = 1.0 - std::pow(hp[1], double(ctx.step));
-      double bc2 = 1.0 - std::pow(hp[2], double(ctx.step));
-      C stepSize = static_cast<C>(lrd / bc1);
-      C bc2Sqrt = static_cast<C>(std::sqrt(bc2));
       T *m = static_cast<T *>(in[2].data);
       T *v = static_cast<T *>(in[3].data);
       parallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
-          C gi = Traits<T>::load(g[i]) * scale;
-          C wi = Traits<T>::load(w[i]) * decay;
-          C mi = Traits<T>::load(m[i]) * b1 + gi * (C(1) - b1);
-          C vi = Traits<T>::load(v[i]) * b2 + gi * gi * (C(1) - b2);
-          C denom = std::sqrt(vi) / bc2Sqrt + eps;
+          C wi = Traits<T>::load(w[i]), mi = Traits<T>::load(m[i]),
+            vi = Traits<T>::load(v[i]);
+          math::adamwElement<C>(wi, Traits<T>::load(g[i]), mi, vi, c);
           m[i] = Traits<T>::store(mi);
           v[i] = Traits<T>::store(vi);
-          w[i] = Traits<T>::store(wi - stepSize * (mi / denom));
+          w[i] = Traits<T>::store(wi);
         }
       });
     }

@@ -1,14 +1,11 @@
 // Backend.cpp - The backends this build has.
 
 #include "runtime/exec/Backend.h"
+#include "runtime/cuda/CudaBackend.h"
 #include "runtime/exec/AsyncTestBackend.h"
 #include "runtime/exec/CpuBackend.h"
 
 namespace strata::exec {
-
-// runtime/cuda/CudaBackend.cpp, or NoCuda.cpp in builds without CUDA.
-std::unique_ptr<Backend> makeCudaBackend(std::string &error);
-bool cudaBuilt();
 
 bool Backend::supports(const artifact::Plan &, std::string &) const {
   return true;

@@ -1,6 +1,7 @@
 // NoCuda.cpp - The CUDA backend's entry points in builds without CUDA.
 
 #include "runtime/exec/Backend.h"
+#include "runtime/cuda/CudaBackend.h"
 
 namespace strata::exec {
 

@@ -1,0 +1,240 @@
+// SharedMath.h - Element arithmetic both backends run: the same source on
+// the CPU (runtime/cpu/Kernels.cpp) and the GPU (runtime/cuda/Kernels.cu),
+// so the CPU tests cover what the GPU computes.
+//
+// The optimizer updates are written so both give the same bits: every
+// operation is a single IEEE-rounded float operation (sqrt and division
+// included; nvcc's defaults), in the same order, and neither compiler may
+// contract a multiply and an add into an FMA (the CPU build has no FMA
+// instruction at its baseline, and runtime/cuda builds with -fmad=false).
+// The transcendental functions (exp, tanh, erf, ...) are each platform's
+// own and may differ in the last bits.
+
+#ifndef STRATA_RUNTIME_CPU_SHAREDMATH_H
+#define STRATA_RUNTIME_CPU_SHAREDMATH_H
+
+#include "runtime/artifact/Plan.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define STRATA_HD __host__ __device__
+#else
+#define STRATA_HD
+#endif
+
+namespace strata::math {
+
+using artifact::Kernel;
+
+// One spelling for each function on both sides.
+#if defined(__CUDA_ARCH__)
+#define STRATA_MATH1(name, f, d)                                               \
+  STRATA_HD inline float name(float x) { return f(x); }                        \
+  STRATA_HD inline double name(double x) { return d(x); }
+#else
+#define STRATA_MATH1(name, f, d)                                               \
+  STRATA_HD inline float name(float x) { return std::d(x); }                   \
+  STRATA_HD inline double name(double x) { return std::d(x); }
+#endif
+STRATA_MATH1(exp_, expf, exp)
+STRATA_MATH1(log_, logf, log)
+STRATA_MATH1(sqrt_, sqrtf, sqrt)
+STRATA_MATH1(tanh_, tanhf, tanh)
+STRATA_MATH1(sin_, sinf, sin)
+STRATA_MATH1(cos_, cosf, cos)
+STRATA_MATH1(erf_, erff, erf)
+STRATA_MATH1(fabs_, fabsf, fabs)
+#undef STRATA_MATH1
+
+STRATA_HD inline double pow_(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return ::pow(a, b);
+#else
+  return std::pow(a, b);
+#endif
+}
+
+/// Integer +, - and * wrap (two's complement), as on every GPU; in C++
+/// signed overflow is undefined, so compute in the unsigned type.
+template <typename C> STRATA_HD C wrap(C a, C b, char op) {
+  if constexpr (std::is_integral_v<C> && std::is_signed_v<C> &&
+                !std::is_same_v<C, bool>) {
+    using U = std::make_unsigned_t<C>;
+    U x = static_cast<U>(a), y = static_cast<U>(b);
+    return static_cast<C>(op == '+'   ? static_cast<U>(x + y)
+                          : op == '-' ? static_cast<U>(x - y)
+                                      : static_cast<U>(x * y));
+  } else {
+    return op == '+' ? a + b : op == '-' ? a - b : a * b;
+  }
+}
+
+/// A binary elementwise kernel's value; sets `divByZero` for an integer
+/// division by zero (the result is then 0).
+template <typename C>
+STRATA_HD C applyBinary(Kernel k, C a, C b, bool &divByZero) {
+  switch (k) {
+  case Kernel::Add: return wrap(a, b, '+');
+  case Kernel::Sub: return wrap(a, b, '-');
+  case Kernel::Mul: return wrap(a, b, '*');
+  case Kernel::Div:
+    if constexpr (std::is_integral_v<C>) {
+      if (b == 0) {
+        divByZero = true;
+        return 0;
+      }
+      if constexpr (std::is_signed_v<C>)
+        if (b == -1)
+          return static_cast<C>(0 - a); // Avoids INT_MIN / -1 trapping.
+    }
+    return a / b;
+  case Kernel::Pow:
+    return static_cast<C>(
+        pow_(static_cast<double>(a), static_cast<double>(b)));
+  case Kernel::Max:
+    if constexpr (std::is_floating_point_v<C>)
+      if (a != a || b != b)
+        return a + b; // NaN.
+    return a > b ? a : b;
+  case Kernel::Min:
+    if constexpr (std::is_floating_point_v<C>)
+      if (a != a || b != b)
+        return a + b;
+    return a < b ? a : b;
+  case Kernel::And: return a && b;
+  case Kernel::Or: return a || b;
+  default: return a;
+  }
+}
+
+template <typename C> STRATA_HD bool applyCompare(Kernel k, C a, C b) {
+  switch (k) {
+  case Kernel::Equal: return a == b;
+  case Kernel::Less: return a < b;
+  case Kernel::Greater: return a > b;
+  default: return false;
+  }
+}
+
+template <typename C> STRATA_HD C applyUnary(Kernel k, C x, bool tanhGelu) {
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (k) {
+    case Kernel::Neg: return -x;
+    case Kernel::Abs: return fabs_(x);
+    case Kernel::Exp: return exp_(x);
+    case Kernel::Log: return log_(x);
+    case Kernel::Sqrt: return sqrt_(x);
+    case Kernel::Reciprocal: return C(1) / x;
+    case Kernel::Tanh: return tanh_(x);
+    case Kernel::Sin: return sin_(x);
+    case Kernel::Cos: return cos_(x);
+    case Kernel::Erf: return erf_(x);
+    case Kernel::Sigmoid:
+      // Stable for large |x|.
+      return x >= 0 ? C(1) / (C(1) + exp_(-x)) : exp_(x) / (C(1) + exp_(x));
+    case Kernel::Relu: return x > 0 ? x : C(0);
+    case Kernel::Gelu:
+      if (tanhGelu) {
+        const C k0 = C(0.7978845608028654); // sqrt(2/pi)
+        return C(0.5) * x * (C(1) + tanh_(k0 * (x + C(0.044715) * x * x * x)));
+      }
+      return C(0.5) * x * (C(1) + erf_(x * C(0.7071067811865476)));
+    default: return x;
+    }
+  } else {
+    if (k == Kernel::Neg)
+      return static_cast<C>(0 - x);
+    if (k == Kernel::Abs) {
+      if constexpr (std::is_signed_v<C>)
+        return x < 0 ? static_cast<C>(0 - x) : x;
+      return x;
+    }
+    if (k == Kernel::Not)
+      return !x;
+    return x;
+  }
+}
+
+/// Per-step constants of the updates, computed once on the host.
+template <typename C> struct UpdateCoefficients {
+  C scale;    // Loss-scale/clip factor (and 1/micro-batches).
+  C lr;       // Base rate times the schedule's factor.
+  C wd;       // SGD/momentum weight decay.
+  C momentum; // Momentum.
+  bool first; // Momentum's first step: the buffer starts at the gradient.
+  C b1, b2, eps, decay, stepSize, bc2Sqrt; // AdamW.
+};
+
+template <typename C>
+STRATA_HD inline C sgdElement(C w, C g, const UpdateCoefficients<C> &c) {
+  C d = g * c.scale;
+  if (c.wd != 0)
+    d = d + c.wd * w;
+  return w - c.lr * d;
+}
+
+template <typename C>
+STRATA_HD inline void momentumElement(C &w, C g, C &buf,
+                                      const UpdateCoefficients<C> &c) {
+  C d = g * c.scale;
+  if (c.wd != 0)
+    d = d + c.wd * w;
+  C b = c.first ? d : buf * c.momentum + d;
+  buf = b;
+  w = w - c.lr * b;
+}
+
+template <typename C>
+STRATA_HD inline void adamwElement(C &w, C g, C &m, C &v,
+                                   const UpdateCoefficients<C> &c) {
+  C gi = g * c.scale;
+  C wi = w * c.decay;
+  C mi = m * c.b1 + gi * (C(1) - c.b1);
+  C vi = v * c.b2 + gi * gi * (C(1) - c.b2);
+  C denom = sqrt_(vi) / c.bc2Sqrt + c.eps;
+  m = mi;
+  v = vi;
+  w = wi - c.stepSize * (mi / denom);
+}
+
+/// The coefficients of update kernel `k` (floats `hp`) for this step;
+/// false when the step is skipped (scale zero or NaN: an overflow under loss
+/// scaling).
+template <typename C>
+inline bool updateCoefficients(Kernel k, const double *hp, C scale,
+                               int64_t micro, int64_t step, double lrFactor,
+                               UpdateCoefficients<C> &c) {
+  if (!(scale > C(0)))
+    return false;
+  // An accumulated gradient is the sum over `micro` micro-batches.
+  if (micro > 1)
+    scale = scale / static_cast<C>(micro);
+  c = UpdateCoefficients<C>();
+  c.scale = scale;
+  c.lr = static_cast<C>(hp[0] * lrFactor);
+  c.first = step == 1;
+  if (k == Kernel::UpdateSgd) {
+    c.wd = static_cast<C>(hp[1]);
+  } else if (k == Kernel::UpdateMomentum) {
+    c.momentum = static_cast<C>(hp[1]);
+    c.wd = static_cast<C>(hp[2]);
+  } else {
+    c.b1 = static_cast<C>(hp[1]);
+    c.b2 = static_cast<C>(hp[2]);
+    c.eps = static_cast<C>(hp[3]);
+    double lrd = hp[0] * lrFactor;
+    c.decay = static_cast<C>(1.0 - lrd * hp[4]);
+    double bc1 = 1.0 - std::pow(hp[1], double(step));
+    double bc2 = 1.0 - std::pow(hp[2], double(step));
+    c.stepSize = static_cast<C>(lrd / bc1);
+    c.bc2Sqrt = static_cast<C>(std::sqrt(bc2));
+  }
+  return true;
+}
+
+} // namespace strata::math
+
+#endif // STRATA_RUNTIME_CPU_SHAREDMATH_H

@@ -1,0 +1,312 @@
+// CudaBackend.cpp - The CUDA backend.
+
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/Kernels.h"
+#include "runtime/exec/Trace.h"
+#include "runtime/exec/TransferQueue.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <set>
+
+namespace strata::exec {
+
+namespace {
+
+constexpr uint64_t kWorkspaceBytes = 32 << 20;
+
+bool cudaOk(cudaError_t e, const std::string &what, std::string &error) {
+  if (e == cudaSuccess)
+    return true;
+  error = what + ": " + cudaGetErrorString(e);
+  return false;
+}
+
+bool onDevice(Queue q) {
+  return q == Queue::Compute || q == Queue::HostToDevice ||
+         q == Queue::DeviceToHost;
+}
+
+class CudaBackend : public Backend {
+public:
+  ~CudaBackend() override {
+    std::string ignored;
+    synchronize(ignored);
+    for (auto &w : workers_)
+      w.reset();
+    for (cudaEvent_t e : events_)
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaStream_t s : streams_)
+      if (s)
+        cudaStreamDestroy(s);
+    if (launch_.workspace)
+      cudaFree(launch_.workspace);
+    if (launch_.errorFlag)
+      cudaFree(launch_.errorFlag);
+    if (launch_.cublasLt)
+      cublasLtDestroy(static_cast<cublasLtHandle_t>(launch_.cublasLt));
+  }
+
+  bool start(std::string &error) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      error = std::string("no GPU: ") +
+              (e != cudaSuccess ? cudaGetErrorString(e)
+                                : "no CUDA device found");
+      return false;
+    }
+    if (!cudaOk(cudaSetDevice(0), "cudaSetDevice", error))
+      return false;
+    for (Queue q : {Queue::Compute, Queue::HostToDevice, Queue::DeviceToHost})
+      if (!cudaOk(cudaStreamCreateWithFlags(&streams_[static_cast<size_t>(q)],
+                                            cudaStreamNonBlocking),
+                  "cudaStreamCreate", error))
+        return false;
+    cublasLtHandle_t handle;
+    if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+      error = "no GPU: cuBLASLt cannot start";
+      return false;
+    }
+    launch_.cublasLt = handle;
+    launch_.stream = streams_[0];
+    launch_.workspaceBytes = kWorkspaceBytes;
+    return cudaOk(cudaMalloc(&launch_.workspace, kWorkspaceBytes),
+                  "the cuBLASLt workspace", error) &&
+           cudaOk(cudaMalloc(&launch_.errorFlag, sizeof(int)),
+                  "the device error flag", error) &&
+           cudaOk(cudaMemset(launch_.errorFlag, 0, sizeof(int)),
+                  "the device error flag", error);
+  }
+
+  const char *name() const override { return "cuda"; }
+
+  bool supports(const artifact::Plan &plan, std::string &why) const override {
+    std::set<std::string> missing;
+    for (const artifact::Step &step : plan.steps) {
+      if (artifact::isTransfer(plan, step))
+        continue;
+      std::string reason;
+      if (!cuda::supportsStep(plan, step, reason))
+        missing.insert(reason);
+    }
+    for (const std::string &m : missing)
+      why += (why.empty() ? "no kernel for " : ", ") + m;
+    return missing.empty();
+  }
+
+  void *allocDevice(uint64_t bytes, std::string &error) override {
+    void *p = nullptr;
+    if (!cudaOk(cudaMalloc(&p, std::max<uint64_t>(bytes, 1)),
+                "cudaMalloc of " + std::to_string(bytes) + " bytes", error) ||
+        !cudaOk(cudaMemset(p, 0, bytes), "cudaMemset", error))
+      return nullptr;
+    return p;
+  }
+  void freeDevice(void *p) override { cudaFree(p); }
+  bool registerHost(void *p, uint64_t bytes) override {
+    return bytes > 0 &&
+           cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess;
+  }
+  void unregisterHost(void *p) override { cudaHostUnregister(p); }
+
+  bool copyToDevice(void *device, const void *host, uint64_t bytes,
+                    std::string &error) override {
+    return bytes == 0 ||
+           cudaOk(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice),
+                  "copy to the device", error);
+  }
+  bool copyFromDevice(void *host, const void *device, uint64_t bytes,
+                      std::string &error) override {
+    return bytes == 0 ||
+           cudaOk(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost),
+                  "copy from the device", error);
+  }
+
+  void setEventCount(size_t events) override {
+    for (cudaEvent_t e : events_)
+      if (e)
+        cudaEventDestroy(e);
+    events_.assign(events, nullptr);
+    marks_.assign(events, Mark());
+  }
+
+  bool launch(Queue queue, const artifact::Step &step,
+              std::vector<cpu::TensorRef> inputs,
+              std::vector<cpu::TensorRef> outputs,
+              const cpu::KernelContext &context,
+              const StepLabel &label) override {
+    if (failed_)
+      return false;
+    cuda::LaunchContext l = launch_;
+    l.stream = stream(queue);
+    std::string error;
+    if (!cuda::launchKernel(step, inputs, outputs, context, l, error))
+      fail("step " + std::to_string(label.index) + " (" + label.text +
+           "): " + error);
+    return !failed_;
+  }
+
+  bool copy(Queue queue, void *dst, const void *src, uint64_t bytes,
+            bool toDevice, const StepLabel &label) override {
+    if (failed_)
+      return false;
+    std::string error;
+    if (bytes &&
+        !cudaOk(cudaMemcpyAsync(dst, src, bytes,
+                                toDevice ? cudaMemcpyHostToDevice
+                                         : cudaMemcpyDeviceToHost,
+                                stream(queue)),
+                "copy", error))
+      fail("step " + std::to_string(label.index) + " (" + label.text +
+           "): " + error);
+    return !failed_;
+  }
+
+  bool hostTask(Queue queue, HostTask task) override {
+    if (failed_)
+      return false;
+    if (onDevice(queue)) { // Not used by plans; kept correct anyway.
+      std::string error;
+      if (!cudaOk(cudaStreamSynchronize(stream(queue)), "synchronize",
+                  error) ||
+          !task(error))
+        fail(error);
+      return !failed_;
+    }
+    auto q = static_cast<size_t>(queue);
+    if (!workers_[q])
+      workers_[q] = std::make_unique<TransferQueue>();
+    lastJob_[q] = workers_[q]->submit(std::move(task));
+    return true;
+  }
+
+  void record(Queue queue, uint32_t event) override {
+    Mark &m = marks_[event];
+    auto q = static_cast<size_t>(queue);
+    m.queue = static_cast<int>(queue);
+    if (onDevice(queue)) {
+      std::string error;
+      if (!events_[event] &&
+          !cudaOk(cudaEventCreateWithFlags(&events_[event],
+                                           cudaEventDisableTiming),
+                  "cudaEventCreate", error)) {
+        fail(error);
+        return;
+      }
+      if (!cudaOk(cudaEventRecord(events_[event], stream(queue)),
+                  "cudaEventRecord", error))
+        fail(error);
+    } else {
+      m.job = lastJob_[q];
+    }
+  }
+
+  void wait(Queue queue, uint32_t event) override {
+    Mark m = marks_[event];
+    if (m.queue < 0 || m.queue == static_cast<int>(queue) || failed_)
+      return;
+    Queue from = static_cast<Queue>(m.queue);
+    std::string error;
+    if (onDevice(from)) {
+      cudaEvent_t e = events_[event];
+      if (onDevice(queue)) {
+        if (!cudaOk(cudaStreamWaitEvent(stream(queue), e, 0),
+                    "cudaStreamWaitEvent", error))
+          fail(error);
+        return;
+      }
+      hostTask(queue, [e](std::string &error) {
+        return cudaOk(cudaEventSynchronize(e), "waiting for the device",
+                      error);
+      });
+      return;
+    }
+    TransferQueue *other = workers_[static_cast<size_t>(from)].get();
+    if (!other || m.job == 0)
+      return;
+    if (onDevice(queue)) {
+      // The stream must not start what follows before the host work is
+      // done: hold the issuing thread until then.
+      if (!other->waitFor(m.job, error))
+        fail(error);
+      return;
+    }
+    uint64_t job = m.job;
+    hostTask(queue, [other, job](std::string &error) {
+      return other->waitFor(job, error);
+    });
+  }
+
+  bool synchronize(std::string &error) override {
+    for (cudaStream_t s : streams_) {
+      std::string e;
+      if (s && !cudaOk(cudaStreamSynchronize(s), "the GPU", e))
+        fail(e);
+    }
+    for (auto &w : workers_) {
+      std::string e;
+      if (w && !w->drain(e))
+        fail(e);
+    }
+    int flag = 0;
+    std::string e;
+    if (launch_.errorFlag &&
+        cudaOk(cudaMemcpy(&flag, launch_.errorFlag, sizeof(int),
+                          cudaMemcpyDeviceToHost),
+               "the device error flag", e) &&
+        flag) {
+      fail(std::string("a kernel met bad data: ") +
+           (flag & cuda::kIndexOutOfRange ? "a gather index out of range "
+                                          : "") +
+           (flag & cuda::kLabelOutOfRange ? "a label out of range " : "") +
+           (flag & cuda::kIntegerDivisionByZero ? "integer division by zero"
+                                                : ""));
+      cudaMemset(launch_.errorFlag, 0, sizeof(int));
+    }
+    if (failed_)
+      error = error_;
+    return !failed_;
+  }
+
+private:
+  cudaStream_t stream(Queue q) {
+    cudaStream_t s = streams_[static_cast<size_t>(q)];
+    return s ? s : streams_[0];
+  }
+  void fail(const std::string &error) {
+    if (!failed_) {
+      failed_ = true;
+      error_ = error;
+    }
+  }
+
+  cudaStream_t streams_[artifact::kNumQueues] = {};
+  std::unique_ptr<TransferQueue> workers_[artifact::kNumQueues];
+  uint64_t lastJob_[artifact::kNumQueues] = {};
+  struct Mark {
+    int queue = -1;
+    uint64_t job = 0;
+  };
+  std::vector<Mark> marks_;
+  std::vector<cudaEvent_t> events_;
+  cuda::LaunchContext launch_;
+  bool failed_ = false;
+  std::string error_;
+};
+
+} // namespace
+
+bool cudaBuilt() { return true; }
+
+std::unique_ptr<Backend> makeCudaBackend(std::string &error) {
+  auto backend = std::make_unique<CudaBackend>();
+  if (!backend->start(error))
+    return nullptr;
+  return backend;
+}
+
+} // namespace strata::exec

@@ -1,0 +1,32 @@
+// CudaBackend.h - The CUDA backend.
+//
+// Device memory from cudaMalloc (one allocation per region: the arena, the
+// parameter region, the cuBLASLt workspace; none in the step), a stream per
+// device queue (compute, host-to-device, device-to-host), host threads for
+// the SSD queues, one CUDA event per step that is waited for, and kernels
+// from runtime/cuda/Kernels.cu. A device queue waiting for host work blocks
+// the issuing thread until that work is done (the GPU keeps running what
+// was already given to it); host work waiting for device work synchronizes
+// on the event.
+//
+// Only runtime/cuda and this backend's .cpp include CUDA headers.
+
+#ifndef STRATA_RUNTIME_CUDA_CUDABACKEND_H
+#define STRATA_RUNTIME_CUDA_CUDABACKEND_H
+
+#include "runtime/exec/Backend.h"
+
+#include <memory>
+#include <string>
+
+namespace strata::exec {
+
+/// Whether this build has the CUDA backend.
+bool cudaBuilt();
+/// The CUDA backend on device 0; null with the driver's message when there
+/// is no usable GPU ("no GPU: ...").
+std::unique_ptr<Backend> makeCudaBackend(std::string &error);
+
+} // namespace strata::exec
+
+#endif // STRATA_RUNTIME_CUDA_CUDABACKEND_H

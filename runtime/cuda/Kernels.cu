@@ -1,0 +1,1252 @@
+// Kernels.cu - The CUDA backend's kernels.
+//
+// One kernel (or cuBLASLt call) per plan step, on the step's stream. Every
+// kernel is deterministic: reductions have a fixed order (a block per
+// output with a fixed tree, or a thread per output walking its inputs in
+// order), and no result depends on atomics. The element arithmetic shared
+// with the CPU lives in runtime/cpu/SharedMath.h. This file is built with
+// -fmad=false so the updates round like the CPU's.
+
+#include "runtime/cuda/Kernels.h"
+#include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/SharedMath.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace strata::cuda {
+
+namespace {
+
+using artifact::Kernel;
+using artifact::Step;
+using cpu::TensorRef;
+using Shape = std::vector<int64_t>;
+
+constexpr int kMaxRank = 8;
+constexpr int kThreads = 256;
+
+//===----------------------------------------------------------------------===//
+// Element types: storage T computes in DT<T>::C
+//===----------------------------------------------------------------------===//
+
+struct F16 { uint16_t bits; };
+struct BF16 { uint16_t bits; };
+
+template <typename T> struct DT {
+  using C = T;
+  __device__ static C load(T v) { return v; }
+  __device__ static T store(C v) { return v; }
+};
+template <> struct DT<F16> {
+  using C = float;
+  __device__ static float load(F16 v) {
+    return __half2float(__ushort_as_half(v.bits));
+  }
+  __device__ static F16 store(float v) {
+    return F16{__half_as_ushort(__float2half_rn(v))};
+  }
+};
+template <> struct DT<BF16> {
+  using C = float;
+  __device__ static float load(BF16 v) {
+    return __bfloat162float(__ushort_as_bfloat16(v.bits));
+  }
+  __device__ static BF16 store(float v) {
+    return BF16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+  }
+};
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<typename DT<T>::C>;
+
+/// Calls f(T{}) for the element types the backend runs; false for others.
+template <typename F> bool dispatch(DType dtype, F &&f) {
+  switch (dtype) {
+  case DType::F32: f(float{}); return true;
+  case DType::F64: f(double{}); return true;
+  case DType::F16: f(F16{}); return true;
+  case DType::BF16: f(BF16{}); return true;
+  case DType::I64: f(int64_t{}); return true;
+  case DType::I32: f(int32_t{}); return true;
+  case DType::I8: f(int8_t{}); return true;
+  case DType::U8: f(uint8_t{}); return true;
+  case DType::Bool: f(bool{}); return true;
+  default: return false;
+  }
+}
+template <typename F> bool dispatchFloat(DType dtype, F &&f) {
+  switch (dtype) {
+  case DType::F32: f(float{}); return true;
+  case DType::F64: f(double{}); return true;
+  case DType::F16: f(F16{}); return true;
+  case DType::BF16: f(BF16{}); return true;
+  default: return false;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Index arithmetic
+//===----------------------------------------------------------------------===//
+
+/// Row-major dimensions of an output and, per operand, the element stride
+/// of each of them (0 where the operand is broadcast).
+template <int N> struct Indexer {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[N][kMaxRank] = {};
+  __device__ void offsets(int64_t i, int64_t (&out)[N]) const {
+    for (int k = 0; k < N; ++k)
+      out[k] = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t q = i % dims[d];
+      i /= dims[d];
+      for (int k = 0; k < N; ++k)
+        out[k] += q * strides[k][d];
+    }
+  }
+};
+
+Shape contiguousStrides(const Shape &shape) {
+  Shape s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+/// Strides of `in` read as `out` (right-aligned broadcasting).
+Shape broadcastStrides(const Shape &in, const Shape &out) {
+  Shape contiguous = contiguousStrides(in), s(out.size(), 0);
+  size_t offset = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    s[offset + d] = in[d] == 1 ? 0 : contiguous[d];
+  return s;
+}
+
+int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
+  int64_t n = 1;
+  end = std::min(end, s.size());
+  for (auto it = s.begin() + std::min(begin, end); it != s.begin() + end; ++it)
+    n *= *it;
+  return n;
+}
+
+template <int N>
+Indexer<N> makeIndexer(const Shape &out, const std::array<Shape, N> &strides) {
+  Indexer<N> ix;
+  ix.rank = static_cast<int>(out.size());
+  for (int d = 0; d < ix.rank; ++d) {
+    ix.dims[d] = out[d];
+    for (int k = 0; k < N; ++k)
+      ix.strides[k][d] = strides[k][d];
+  }
+  return ix;
+}
+
+unsigned blocksFor(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 1 << 20)));
+}
+
+#define STRATA_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void binaryKernel(Kernel k, const T *a, const T *b, T *out,
+                             bool *cmp, int64_t n, Indexer<2> ix,
+                             int *errorFlag) {
+  using C = typename DT<T>::C;
+  STRATA_GRID_LOOP(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    C x = DT<T>::load(a[off[0]]), y = DT<T>::load(b[off[1]]);
+    if (cmp) {
+      cmp[i] = math::applyCompare<C>(k, x, y);
+    } else {
+      bool divByZero = false;
+      out[i] = DT<T>::store(math::applyBinary<C>(k, x, y, divByZero));
+      if (divByZero)
+        atomicOr(errorFlag, static_cast<int>(kIntegerDivisionByZero));
+    }
+  }
+}
+
+template <typename T>
+__global__ void selectKernel(const bool *c, const T *a, const T *b, T *out,
+                             int64_t n, Indexer<3> ix) {
+  STRATA_GRID_LOOP(i, n) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    out[i] = c[off[0]] ? a[off[1]] : b[off[2]];
+  }
+}
+
+template <typename T>
+__global__ void unaryKernel(Kernel k, const T *in, T *out, int64_t n,
+                            bool tanhGelu) {
+  using C = typename DT<T>::C;
+  STRATA_GRID_LOOP(i, n) {
+    out[i] = DT<T>::store(math::applyUnary<C>(k, DT<T>::load(in[i]), tanhGelu));
+  }
+}
+
+template <typename To, typename From>
+__global__ void castKernel(const From *in, To *out, int64_t n) {
+  using CFrom = typename DT<From>::C;
+  using CTo = typename DT<To>::C;
+  STRATA_GRID_LOOP(i, n) {
+    CFrom x = DT<From>::load(in[i]);
+    if constexpr (std::is_same_v<CTo, bool>) {
+      out[i] = DT<To>::store(x != CFrom(0));
+    } else if constexpr (std::is_floating_point_v<CFrom> &&
+                         std::is_integral_v<CTo>) {
+      out[i] = DT<To>::store(x != x ? CTo(0) : static_cast<CTo>(trunc(x)));
+    } else {
+      out[i] = DT<To>::store(static_cast<CTo>(x));
+    }
+  }
+}
+
+/// out[i] = in[offset(i)] for any strided view (transpose, slice,
+/// broadcast); bytes of `size` per element.
+template <typename W>
+__global__ void gatherView(const W *in, W *out, int64_t n, Indexer<1> ix,
+                           int64_t base) {
+  STRATA_GRID_LOOP(i, n) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    out[i] = in[base + off[0]];
+  }
+}
+
+/// out[base + offset(i)] = in[i] (slice_grad, concat).
+template <typename W>
+__global__ void scatterView(const W *in, W *out, int64_t n, Indexer<1> ix,
+                            int64_t base) {
+  STRATA_GRID_LOOP(i, n) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    out[base + off[0]] = in[i];
+  }
+}
+
+template <typename W>
+__global__ void triluKernel(const W *in, W *out, int64_t n, int64_t rows,
+                            int64_t cols, bool upper, int64_t k) {
+  STRATA_GRID_LOOP(i, n) {
+    int64_t j = i % cols, r = (i / cols) % rows;
+    bool keep = upper ? j >= r + k : j <= r + k;
+    out[i] = keep ? in[i] : W{};
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, softmax, norms: a block per row, a fixed tree
+//===----------------------------------------------------------------------===//
+
+/// Sums (or maxes) `v` over the block in a fixed order; every thread gets
+/// the result.
+template <typename A> __device__ A blockCombine(A v, bool isMax, A *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) {
+      A o = shared[threadIdx.x + s], m = shared[threadIdx.x];
+      shared[threadIdx.x] =
+          isMax ? ((o != o || m != m) ? o + m : (o > m ? o : m)) : m + o;
+    }
+    __syncthreads();
+  }
+  A r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+template <typename T, typename A>
+__global__ void reduceKernel(const T *in, T *out, Indexer<1> keptIx,
+                             Indexer<1> reducedIx, int64_t count, bool isMax,
+                             bool mean, A init) {
+  __shared__ A shared[kThreads];
+  int64_t o = blockIdx.x;
+  int64_t base[1];
+  keptIx.offsets(o, base);
+  A acc = init;
+  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+    int64_t off[1];
+    reducedIx.offsets(r, off);
+    A v = static_cast<A>(DT<T>::load(in[base[0] + off[0]]));
+    acc = isMax ? ((v != v || acc != acc) ? v + acc : (v > acc ? v : acc))
+                : acc + v;
+  }
+  acc = blockCombine<A>(acc, isMax, shared);
+  if (threadIdx.x == 0) {
+    if (mean && count > 0)
+      acc = acc / static_cast<A>(count);
+    out[o] = DT<T>::store(static_cast<typename DT<T>::C>(acc));
+  }
+}
+
+template <typename T>
+__global__ void softmaxKernel(const T *in, T *out, int64_t dim, int64_t inner,
+                              bool logSoftmax) {
+  using C = typename DT<T>::C;
+  __shared__ double shared[kThreads];
+  int64_t row = blockIdx.x, o = row / inner, i = row % inner;
+  const T *x = in + o * dim * inner + i;
+  T *y = out + o * dim * inner + i;
+  double mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    double v = double(DT<T>::load(x[j * inner]));
+    mx = v > mx ? v : mx;
+  }
+  mx = blockCombine<double>(mx, true, shared);
+  C m = static_cast<C>(mx);
+  if (isinf(double(m)) && m < 0)
+    m = 0;
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    sum += exp(double(DT<T>::load(x[j * inner]) - m));
+  sum = blockCombine<double>(sum, false, shared);
+  C logSum = static_cast<C>(log(sum)), invSum = static_cast<C>(1.0 / sum);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    C v = DT<T>::load(x[j * inner]) - m;
+    y[j * inner] = DT<T>::store(logSoftmax ? v - logSum
+                                           : math::exp_(v) * invSum);
+  }
+}
+
+/// Mean and 1/sqrt(var + eps) of a row, in double.
+template <typename T>
+__device__ void rowMoments(const T *row, int64_t n, double eps, double *shared,
+                           double &mean, double &inv) {
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += double(DT<T>::load(row[i]));
+  mean = blockCombine<double>(s, false, shared) / double(n);
+  double v = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    double d = double(DT<T>::load(row[i])) - mean;
+    v += d * d;
+  }
+  double var = blockCombine<double>(v, false, shared) / double(n);
+  inv = 1.0 / sqrt(var + eps);
+}
+
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
+                                T *y, int64_t inner, Indexer<2> paramIx,
+                                double eps) {
+  __shared__ double shared[kThreads];
+  const T *row = x + blockIdx.x * inner;
+  double mean, inv;
+  rowMoments(row, inner, eps, shared, mean, inv);
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    int64_t off[2];
+    paramIx.offsets(i, off);
+    double g = double(DT<T>::load(scale[off[0]]));
+    double b = bias ? double(DT<T>::load(bias[off[1]])) : 0.0;
+    double v = (double(DT<T>::load(row[i])) - mean) * inv;
+    y[blockIdx.x * inner + i] =
+        DT<T>::store(static_cast<typename DT<T>::C>(v * g + b));
+  }
+}
+
+template <typename T>
+__global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
+                                  T *dx, int64_t inner, Indexer<1> paramIx,
+                                  double eps) {
+  __shared__ double shared[kThreads];
+  const T *xr = x + blockIdx.x * inner;
+  const T *dyr = dy + blockIdx.x * inner;
+  double mean, inv;
+  rowMoments(xr, inner, eps, shared, mean, inv);
+  double a = 0, b = 0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    int64_t off[1];
+    paramIx.offsets(i, off);
+    double xhat = (double(DT<T>::load(xr[i])) - mean) * inv;
+    double dxhat = double(DT<T>::load(dyr[i])) * double(DT<T>::load(scale[off[0]]));
+    a += dxhat;
+    b += dxhat * xhat;
+  }
+  double meanDxhat = blockCombine<double>(a, false, shared) / double(inner);
+  double meanDxhatXhat = blockCombine<double>(b, false, shared) / double(inner);
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    int64_t off[1];
+    paramIx.offsets(i, off);
+    double xhat = (double(DT<T>::load(xr[i])) - mean) * inv;
+    double dxhat = double(DT<T>::load(dyr[i])) * double(DT<T>::load(scale[off[0]]));
+    dx[blockIdx.x * inner + i] = DT<T>::store(static_cast<typename DT<T>::C>(
+        inv * (dxhat - meanDxhat - xhat * meanDxhatXhat)));
+  }
+}
+
+/// dscale and dbias: a thread per column walks the rows in order.
+template <typename T>
+__global__ void layerNormGradColumns(const T *x, const T *dy, T *dscale,
+                                     T *dbias, int64_t rows, int64_t inner,
+                                     double eps) {
+  STRATA_GRID_LOOP(c, inner) {
+    double ds = 0, db = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = x + r * inner;
+      // The row's moments again, in the row kernel's order would need a
+      // block; the column pass recomputes them serially per row instead.
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        mean += double(DT<T>::load(xr[i]));
+      mean /= double(inner);
+      for (int64_t i = 0; i < inner; ++i) {
+        double d = double(DT<T>::load(xr[i])) - mean;
+        var += d * d;
+      }
+      var /= double(inner);
+      double inv = 1.0 / sqrt(var + eps);
+      double g = double(DT<T>::load(dy[r * inner + c]));
+      ds += g * ((double(DT<T>::load(xr[c])) - mean) * inv);
+      db += g;
+    }
+    dscale[c] = DT<T>::store(static_cast<typename DT<T>::C>(ds));
+    dbias[c] = DT<T>::store(static_cast<typename DT<T>::C>(db));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gather, cross-entropy
+//===----------------------------------------------------------------------===//
+
+template <typename I>
+__device__ int64_t indexAt(const I *idx, int64_t i, int64_t dim, int *flag) {
+  int64_t v = static_cast<int64_t>(idx[i]);
+  if (v < -dim || v >= dim) {
+    atomicOr(flag, static_cast<int>(kIndexOutOfRange));
+    return 0;
+  }
+  return v < 0 ? v + dim : v;
+}
+
+template <typename W, typename I>
+__global__ void gatherKernel(const W *data, const I *idx, W *out, int64_t n,
+                             int64_t count, int64_t dim, int64_t inner,
+                             int *flag) {
+  STRATA_GRID_LOOP(e, n) {
+    int64_t k = e % inner, r = e / inner, i = r % count, o = r / count;
+    out[e] = data[(o * dim + indexAt(idx, i, dim, flag)) * inner + k];
+  }
+}
+
+/// A thread per (outer, inner) column adds the gradient rows in index
+/// order: repeated indices never race, and the order is fixed.
+template <typename T, typename I>
+__global__ void gatherGradKernel(const T *g, const I *idx, T *out,
+                                 int64_t outer, int64_t count, int64_t dim,
+                                 int64_t inner, int *flag) {
+  STRATA_GRID_LOOP(c, outer * inner) {
+    int64_t o = c / inner, k = c % inner;
+    for (int64_t i = 0; i < count; ++i) {
+      T *dst = out + (o * dim + indexAt(idx, i, dim, flag)) * inner + k;
+      *dst = DT<T>::store(DT<T>::load(*dst) +
+                          DT<T>::load(g[(o * count + i) * inner + k]));
+    }
+  }
+}
+
+template <typename T, typename I>
+__global__ void crossEntropyRows(const T *x, const I *labels, double *rowLoss,
+                                 double *rowSum, double *rowMax, int64_t v,
+                                 int *flag) {
+  __shared__ double shared[kThreads];
+  int64_t i = blockIdx.x;
+  int64_t l = static_cast<int64_t>(labels[i]);
+  if (l >= v) {
+    if (threadIdx.x == 0)
+      atomicOr(flag, static_cast<int>(kLabelOutOfRange));
+    l = -1;
+  }
+  const T *row = x + i * v;
+  double mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+    double a = double(DT<T>::load(row[j]));
+    mx = a > mx ? a : mx;
+  }
+  mx = blockCombine<double>(mx, true, shared);
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+    s += exp(double(DT<T>::load(row[j])) - mx);
+  s = blockCombine<double>(s, false, shared);
+  if (threadIdx.x == 0) {
+    rowMax[i] = mx;
+    rowSum[i] = s;
+    rowLoss[i] = l < 0 ? 0.0 : mx + log(s) - double(DT<T>::load(row[l]));
+  }
+}
+
+template <typename T, typename I>
+__global__ void crossEntropyMean(const double *rowLoss, const I *labels,
+                                 T *out, int64_t n) {
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    total += rowLoss[i];
+    count += static_cast<int64_t>(labels[i]) >= 0;
+  }
+  double mean = count ? total / double(count) : NAN;
+  *out = DT<T>::store(static_cast<typename DT<T>::C>(mean));
+}
+
+template <typename T, typename I>
+__global__ void crossEntropyGradKernel(const T *x, const I *labels,
+                                       const T *grad, const double *rowSum,
+                                       const double *rowMax, T *dx, int64_t n,
+                                       int64_t v) {
+  // The count of labelled rows, once per block (cheap next to the rows).
+  __shared__ int64_t count;
+  if (threadIdx.x == 0) {
+    count = 0;
+    for (int64_t i = 0; i < n; ++i)
+      count += static_cast<int64_t>(labels[i]) >= 0;
+  }
+  __syncthreads();
+  double g = double(DT<T>::load(*grad));
+  double scale = count ? g / double(count) : 0.0;
+  STRATA_GRID_LOOP(e, n * v) {
+    int64_t i = e / v, j = e % v;
+    int64_t l = static_cast<int64_t>(labels[i]);
+    if (l < 0 || l >= v) {
+      dx[e] = DT<T>::store(typename DT<T>::C(0));
+      continue;
+    }
+    double p = exp(double(DT<T>::load(x[e])) - rowMax[i]) * (1.0 / rowSum[i]);
+    dx[e] = DT<T>::store(static_cast<typename DT<T>::C>(
+        (p - (j == l ? 1.0 : 0.0)) * scale));
+  }
+}
+
+template <typename T>
+__global__ void geluGradKernel(const T *x, const T *g, T *out, int64_t n,
+                               bool tanhForm) {
+  using C = typename DT<T>::C;
+  STRATA_GRID_LOOP(i, n) {
+    C v = DT<T>::load(x[i]), d;
+    if (tanhForm) {
+      const C k0 = C(0.7978845608028654), k1 = C(0.044715);
+      C t = math::tanh_(k0 * (v + k1 * v * v * v));
+      d = C(0.5) * (C(1) + t) +
+          C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
+    } else {
+      C cdf = C(0.5) * (C(1) + math::erf_(v * C(0.7071067811865476)));
+      C pdf = math::exp_(C(-0.5) * v * v) * C(0.3989422804014327);
+      d = cdf + v * pdf;
+    }
+    out[i] = DT<T>::store(d * DT<T>::load(g[i]));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Updates (in place), the CPU's arithmetic (SharedMath.h)
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void updateKernel(Kernel k, T *w, T *g, T *s1, T *s2,
+                             const T *scalePtr, int64_t micro, int64_t n,
+                             math::UpdateCoefficients<typename DT<T>::C> c,
+                             bool zeroGradient) {
+  using C = typename DT<T>::C;
+  C scale = scalePtr ? DT<T>::load(*scalePtr) : C(1);
+  // Zero or NaN: an overflowed step under loss scaling, skipped whole.
+  if (!(scale > C(0)))
+    return;
+  if (micro > 1)
+    scale = scale / static_cast<C>(micro);
+  c.scale = scale;
+  STRATA_GRID_LOOP(i, n) {
+    C wi = DT<T>::load(w[i]), gi = DT<T>::load(g[i]);
+    if (k == Kernel::UpdateSgd) {
+      wi = math::sgdElement<C>(wi, gi, c);
+    } else if (k == Kernel::UpdateMomentum) {
+      C b = DT<T>::load(s1[i]);
+      math::momentumElement<C>(wi, gi, b, c);
+      s1[i] = DT<T>::store(b);
+    } else {
+      C m = DT<T>::load(s1[i]), v = DT<T>::load(s2[i]);
+      math::adamwElement<C>(wi, gi, m, v, c);
+      s1[i] = DT<T>::store(m);
+      s2[i] = DT<T>::store(v);
+    }
+    w[i] = DT<T>::store(wi);
+    if (zeroGradient)
+      g[i] = DT<T>::store(C(0));
+  }
+}
+
+template <typename T>
+__global__ void accumulateKernel(T *acc, const T *g, int64_t n) {
+  STRATA_GRID_LOOP(i, n) {
+    acc[i] = DT<T>::store(DT<T>::load(acc[i]) + DT<T>::load(g[i]));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Host side
+//===----------------------------------------------------------------------===//
+
+bool check(cudaError_t e, const char *what, std::string &error) {
+  if (e == cudaSuccess)
+    return true;
+  error = std::string(what) + ": " + cudaGetErrorString(e);
+  return false;
+}
+
+/// Launch errors (bad configuration) surface here; execution errors at the
+/// next synchronization.
+bool launched(const char *what, std::string &error) {
+  return check(cudaGetLastError(), what, error);
+}
+
+cudaStream_t streamOf(LaunchContext &l) {
+  return static_cast<cudaStream_t>(l.stream);
+}
+
+/// Copies of `bytes`-sized elements by the widest word that divides them.
+template <typename F> void byWord(size_t bytes, F &&f) {
+  switch (bytes) {
+  case 8: f(uint64_t{}); break;
+  case 4: f(uint32_t{}); break;
+  case 2: f(uint16_t{}); break;
+  default: f(uint8_t{}); break;
+  }
+}
+
+bool viewCopy(const TensorRef &in, const TensorRef &out,
+              const Shape &inStrides, int64_t base, LaunchContext &l,
+              std::string &error) {
+  int64_t n = out.numElements();
+  if (n == 0)
+    return true;
+  auto ix = makeIndexer<1>(out.shape, {inStrides});
+  byWord(dtypeSize(out.dtype), [&](auto w) {
+    using W = decltype(w);
+    gatherView<W><<<blocksFor(n), kThreads, 0, streamOf(l)>>>(
+        static_cast<const W *>(in.data), static_cast<W *>(out.data), n, ix,
+        base);
+  });
+  return launched("strided copy", error);
+}
+
+bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
+            const TensorRef &out, LaunchContext &l, std::string &error);
+
+} // namespace
+
+bool supportsStep(const artifact::Plan &plan, const Step &step,
+                  std::string &why) {
+  auto slotOf = [&](uint32_t s) -> const artifact::Slot & {
+    return plan.slots[s];
+  };
+  for (uint32_t s : step.inputs)
+    if (slotOf(s).shape.size() > static_cast<size_t>(kMaxRank)) {
+      why = std::string(artifact::kernelName(step.kernel)) + " of rank > 8";
+      return false;
+    }
+  for (uint32_t s : step.outputs)
+    if (slotOf(s).shape.size() > static_cast<size_t>(kMaxRank)) {
+      why = std::string(artifact::kernelName(step.kernel)) + " of rank > 8";
+      return false;
+    }
+  DType t = step.inputs.empty() ? DType::F32 : slotOf(step.inputs[0]).dtype;
+  auto on = [&](const char *what) {
+    why = std::string(artifact::kernelName(step.kernel)) + " on " + what;
+    return false;
+  };
+  bool anyType = dispatch(t, [](auto) {});
+  switch (step.kernel) {
+  case Kernel::UpdateAdaLomo:
+    why = "update_adalomo";
+    return false;
+  case Kernel::MatMul:
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      return on(dtypeName(t));
+    return true;
+  case Kernel::Cast:
+    if (!anyType || !dispatch(slotOf(step.outputs[0]).dtype, [](auto) {}))
+      return on(dtypeName(anyType ? slotOf(step.outputs[0]).dtype : t));
+    return true;
+  default:
+    return anyType ? true : on(dtypeName(t));
+  }
+}
+
+bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
+                  const std::vector<TensorRef> &out,
+                  const cpu::KernelContext &ctx, LaunchContext &l,
+                  std::string &error) {
+  cudaStream_t stream = streamOf(l);
+  const char *name = artifact::kernelName(step.kernel);
+  bool typed = true;
+  switch (step.kernel) {
+  case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
+  case Kernel::Pow: case Kernel::Max: case Kernel::Min: case Kernel::And:
+  case Kernel::Or: case Kernel::Equal: case Kernel::Less:
+  case Kernel::Greater: {
+    bool compare = step.kernel == Kernel::Equal ||
+                   step.kernel == Kernel::Less ||
+                   step.kernel == Kernel::Greater;
+    int64_t n = out[0].numElements();
+    auto ix = makeIndexer<2>(out[0].shape,
+                             {broadcastStrides(in[0].shape, out[0].shape),
+                              broadcastStrides(in[1].shape, out[0].shape)});
+    typed = dispatch(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (n)
+        binaryKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+            step.kernel, static_cast<const T *>(in[0].data),
+            static_cast<const T *>(in[1].data),
+            compare ? nullptr : static_cast<T *>(out[0].data),
+            compare ? static_cast<bool *>(out[0].data) : nullptr, n, ix,
+            l.errorFlag);
+    });
+    break;
+  }
+  case Kernel::Select: {
+    int64_t n = out[0].numElements();
+    auto ix = makeIndexer<3>(out[0].shape,
+                             {broadcastStrides(in[0].shape, out[0].shape),
+                              broadcastStrides(in[1].shape, out[0].shape),
+                              broadcastStrides(in[2].shape, out[0].shape)});
+    byWord(dtypeSize(out[0].dtype), [&](auto w) {
+      using W = decltype(w);
+      if (n)
+        selectKernel<W><<<blocksFor(n), kThreads, 0, stream>>>(
+            static_cast<const bool *>(in[0].data),
+            static_cast<const W *>(in[1].data),
+            static_cast<const W *>(in[2].data), static_cast<W *>(out[0].data),
+            n, ix);
+    });
+    break;
+  }
+  case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
+  case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
+  case Kernel::Sin: case Kernel::Cos: case Kernel::Sigmoid: case Kernel::Relu:
+  case Kernel::Not: case Kernel::Abs: case Kernel::Gelu: {
+    int64_t n = out[0].numElements();
+    bool tanhGelu = step.kernel == Kernel::Gelu && !step.ints.empty() &&
+                    step.ints[0] != 0;
+    typed = dispatch(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (n)
+        unaryKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+            step.kernel, static_cast<const T *>(in[0].data),
+            static_cast<T *>(out[0].data), n, tanhGelu);
+    });
+    break;
+  }
+  case Kernel::Cast: {
+    int64_t n = out[0].numElements();
+    typed = dispatch(in[0].dtype, [&](auto from) {
+      using From = decltype(from);
+      typed = dispatch(out[0].dtype, [&](auto to) {
+        using To = decltype(to);
+        if (n)
+          castKernel<To, From><<<blocksFor(n), kThreads, 0, stream>>>(
+              static_cast<const From *>(in[0].data),
+              static_cast<To *>(out[0].data), n);
+      });
+    }) && typed;
+    break;
+  }
+  case Kernel::Copy:
+    return check(cudaMemcpyAsync(out[0].data, in[0].data,
+                                 out[0].numElements() * dtypeSize(out[0].dtype),
+                                 cudaMemcpyDeviceToDevice, stream),
+                 "copy", error);
+  case Kernel::Broadcast:
+    return viewCopy(in[0], out[0], broadcastStrides(in[0].shape, out[0].shape),
+                    0, l, error);
+  case Kernel::Transpose: {
+    Shape src = contiguousStrides(in[0].shape), strides;
+    for (int64_t p : step.ints)
+      strides.push_back(src[p]);
+    return viewCopy(in[0], out[0], strides, 0, l, error);
+  }
+  case Kernel::Slice: {
+    size_t rank = in[0].shape.size();
+    Shape src = contiguousStrides(in[0].shape), strides(rank);
+    int64_t base = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      base += step.ints[d] * src[d];
+      strides[d] = step.ints[rank + d] * src[d];
+    }
+    return viewCopy(in[0], out[0], strides, base, l, error);
+  }
+  case Kernel::SliceGrad: {
+    size_t rank = out[0].shape.size();
+    uint64_t bytes = out[0].numElements() * dtypeSize(out[0].dtype);
+    if (!check(cudaMemsetAsync(out[0].data, 0, bytes, stream), "slice_grad",
+               error))
+      return false;
+    Shape dst = contiguousStrides(out[0].shape), strides(rank);
+    int64_t base = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      base += step.ints[d] * dst[d];
+      strides[d] = step.ints[rank + d] * dst[d];
+    }
+    int64_t n = in[0].numElements();
+    auto ix = makeIndexer<1>(in[0].shape, {strides});
+    byWord(dtypeSize(out[0].dtype), [&](auto w) {
+      using W = decltype(w);
+      if (n)
+        scatterView<W><<<blocksFor(n), kThreads, 0, stream>>>(
+            static_cast<const W *>(in[0].data), static_cast<W *>(out[0].data),
+            n, ix, base);
+    });
+    break;
+  }
+  case Kernel::Concat: {
+    int64_t axis = step.ints[0], at = 0;
+    Shape dst = contiguousStrides(out[0].shape);
+    for (const TensorRef &t : in) {
+      int64_t n = t.numElements();
+      auto ix = makeIndexer<1>(t.shape, {dst});
+      byWord(dtypeSize(out[0].dtype), [&](auto w) {
+        using W = decltype(w);
+        if (n)
+          scatterView<W><<<blocksFor(n), kThreads, 0, stream>>>(
+              static_cast<const W *>(t.data), static_cast<W *>(out[0].data),
+              n, ix, at * dst[axis]);
+      });
+      at += t.shape[axis];
+    }
+    break;
+  }
+  case Kernel::Trilu: {
+    const Shape &s = in[0].shape;
+    int64_t n = in[0].numElements();
+    byWord(dtypeSize(in[0].dtype), [&](auto w) {
+      using W = decltype(w);
+      if (n)
+        triluKernel<W><<<blocksFor(n), kThreads, 0, stream>>>(
+            static_cast<const W *>(in[0].data), static_cast<W *>(out[0].data),
+            n, s[s.size() - 2], s.back(), step.ints[0] != 0, step.ints[1]);
+    });
+    break;
+  }
+  case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax: {
+    const Shape &s = in[0].shape;
+    std::vector<bool> reduced(s.size(), false);
+    for (size_t i = 0; i + 1 < step.ints.size(); ++i)
+      reduced[step.ints[i]] = true;
+    Shape strides = contiguousStrides(s), keptDims, keptStrides, redDims,
+          redStrides;
+    for (size_t d = 0; d < s.size(); ++d) {
+      (reduced[d] ? redDims : keptDims).push_back(s[d]);
+      (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+    }
+    int64_t outCount = product(keptDims), count = product(redDims);
+    auto keptIx = makeIndexer<1>(keptDims, {keptStrides});
+    auto redIx = makeIndexer<1>(redDims, {redStrides});
+    bool isMax = step.kernel == Kernel::ReduceMax;
+    bool mean = step.kernel == Kernel::ReduceMean;
+    typed = dispatch(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      using C = typename DT<T>::C;
+      using A = std::conditional_t<
+          std::is_floating_point_v<C>, double,
+          std::conditional_t<std::is_signed_v<C>, int64_t, uint64_t>>;
+      A init = isMax ? (std::is_floating_point_v<A>
+                            ? static_cast<A>(-INFINITY)
+                            : std::numeric_limits<A>::lowest())
+                     : A(0);
+      if (outCount)
+        reduceKernel<T, A><<<static_cast<unsigned>(outCount), kThreads, 0,
+                             stream>>>(static_cast<const T *>(in[0].data),
+                                       static_cast<T *>(out[0].data), keptIx,
+                                       redIx, count, isMax, mean, init);
+    });
+    break;
+  }
+  case Kernel::Softmax: case Kernel::LogSoftmax: {
+    const Shape &s = in[0].shape;
+    int64_t axis = step.ints[0];
+    int64_t outer = product(s, 0, axis), dim = s[axis],
+            inner = product(s, axis + 1);
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (outer * inner != 0 && dim != 0)
+        softmaxKernel<T><<<static_cast<unsigned>(outer * inner), kThreads, 0,
+                           stream>>>(static_cast<const T *>(in[0].data),
+                                     static_cast<T *>(out[0].data), dim,
+                                     inner,
+                                     step.kernel == Kernel::LogSoftmax);
+    });
+    break;
+  }
+  case Kernel::LayerNorm: {
+    const Shape &x = in[0].shape;
+    int64_t axis = step.ints[0];
+    Shape normalized(x.begin() + axis, x.end());
+    int64_t rows = product(x, 0, axis), inner = product(normalized);
+    bool hasBias = step.ints[1] != 0;
+    auto ix = makeIndexer<2>(
+        normalized, {broadcastStrides(in[1].shape, normalized),
+                     hasBias ? broadcastStrides(in[2].shape, normalized)
+                             : Shape(normalized.size(), 0)});
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (rows && inner)
+        layerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0,
+                             stream>>>(
+            static_cast<const T *>(in[0].data),
+            static_cast<const T *>(in[1].data),
+            hasBias ? static_cast<const T *>(in[2].data) : nullptr,
+            static_cast<T *>(out[0].data), inner, ix, step.floats[0]);
+    });
+    break;
+  }
+  case Kernel::LayerNormGrad: {
+    const Shape &x = in[0].shape;
+    int64_t axis = step.ints[0];
+    Shape normalized(x.begin() + axis, x.end());
+    int64_t rows = product(x, 0, axis), inner = product(normalized);
+    auto ix = makeIndexer<1>(normalized,
+                             {broadcastStrides(in[1].shape, normalized)});
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (!rows || !inner)
+        return;
+      layerNormGradRows<T><<<static_cast<unsigned>(rows), kThreads, 0,
+                             stream>>>(
+          static_cast<const T *>(in[0].data),
+          static_cast<const T *>(in[1].data),
+          static_cast<const T *>(in[2].data), static_cast<T *>(out[0].data),
+          inner, ix, step.floats[0]);
+      layerNormGradColumns<T><<<blocksFor(inner), kThreads, 0, stream>>>(
+          static_cast<const T *>(in[0].data),
+          static_cast<const T *>(in[2].data), static_cast<T *>(out[1].data),
+          static_cast<T *>(out[2].data), rows, inner, step.floats[0]);
+    });
+    break;
+  }
+  case Kernel::Gather: {
+    const Shape &s = in[0].shape;
+    int64_t axis = step.ints[0];
+    int64_t outer = product(s, 0, axis), dim = s[axis],
+            inner = product(s, axis + 1), count = in[1].numElements();
+    int64_t n = outer * count * inner;
+    byWord(dtypeSize(in[0].dtype), [&](auto w) {
+      using W = decltype(w);
+      auto go = [&](auto idx) {
+        using I = decltype(idx);
+        if (n)
+          gatherKernel<W, I><<<blocksFor(n), kThreads, 0, stream>>>(
+              static_cast<const W *>(in[0].data),
+              static_cast<const I *>(in[1].data),
+              static_cast<W *>(out[0].data), n, count, dim, inner,
+              l.errorFlag);
+      };
+      in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
+    });
+    break;
+  }
+  case Kernel::GatherGrad: {
+    const Shape &s = out[0].shape;
+    int64_t axis = step.ints[0];
+    int64_t outer = product(s, 0, axis), dim = s[axis],
+            inner = product(s, axis + 1), count = in[1].numElements();
+    if (!check(cudaMemsetAsync(out[0].data, 0,
+                               out[0].numElements() * dtypeSize(out[0].dtype),
+                               stream),
+               "gather_grad", error))
+      return false;
+    typed = dispatchFloat(out[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      auto go = [&](auto idx) {
+        using I = decltype(idx);
+        if (outer * inner != 0)
+          gatherGradKernel<T, I><<<blocksFor(outer * inner), kThreads, 0,
+                                   stream>>>(
+              static_cast<const T *>(in[0].data),
+              static_cast<const I *>(in[1].data),
+              static_cast<T *>(out[0].data), outer, count, dim, inner,
+              l.errorFlag);
+      };
+      in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
+    });
+    break;
+  }
+  case Kernel::CrossEntropy:
+  case Kernel::CrossEntropyGrad: {
+    int64_t n = in[0].shape[0], v = in[0].shape[1];
+    // Per-row scratch in the workspace's tail: loss, sum, max.
+    uint64_t need = 3 * n * sizeof(double);
+    if (need > l.workspaceBytes) {
+      error = "cross-entropy over " + std::to_string(n) +
+              " rows needs more scratch than the workspace has";
+      return false;
+    }
+    double *rowLoss = static_cast<double *>(l.workspace);
+    double *rowSum = rowLoss + n, *rowMax = rowSum + n;
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      auto go = [&](auto idx) {
+        using I = decltype(idx);
+        const T *x = static_cast<const T *>(in[0].data);
+        const I *labels = static_cast<const I *>(in[1].data);
+        if (n == 0)
+          return;
+        crossEntropyRows<T, I><<<static_cast<unsigned>(n), kThreads, 0,
+                                 stream>>>(x, labels, rowLoss, rowSum, rowMax,
+                                           v, l.errorFlag);
+        if (step.kernel == Kernel::CrossEntropy)
+          crossEntropyMean<T, I><<<1, 1, 0, stream>>>(
+              rowLoss, labels, static_cast<T *>(out[0].data), n);
+        else
+          crossEntropyGradKernel<T, I><<<blocksFor(n * v), kThreads, 0,
+                                         stream>>>(
+              x, labels, static_cast<const T *>(in[2].data), rowSum, rowMax,
+              static_cast<T *>(out[0].data), n, v);
+      };
+      in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
+    });
+    break;
+  }
+  case Kernel::GeluGrad: {
+    int64_t n = in[0].numElements();
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (n)
+        geluGradKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+            static_cast<const T *>(in[0].data),
+            static_cast<const T *>(in[1].data), static_cast<T *>(out[0].data),
+            n, !step.ints.empty() && step.ints[0] != 0);
+    });
+    break;
+  }
+  case Kernel::MatMul:
+    return matmul(step, in[0], in[1], out[0], l, error);
+  case Kernel::UpdateSgd: case Kernel::UpdateMomentum:
+  case Kernel::UpdateAdamW: {
+    if (!ctx.applyUpdates)
+      return true;
+    size_t needed = step.kernel == Kernel::UpdateSgd ? 2
+                    : step.kernel == Kernel::UpdateMomentum ? 3 : 4;
+    int64_t micro = step.ints.empty() ? 1 : step.ints[0];
+    int64_t n = in[0].numElements();
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      using C = typename DT<T>::C;
+      math::UpdateCoefficients<C> c;
+      // The scale is read on the device; 1 here stands in for it.
+      math::updateCoefficients<C>(step.kernel, step.floats.data(), C(1), 1,
+                                  ctx.step, ctx.lrFactor, c);
+      if (n)
+        updateKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+            step.kernel, static_cast<T *>(in[0].data),
+            static_cast<T *>(in[1].data),
+            needed > 2 ? static_cast<T *>(in[2].data) : nullptr,
+            needed > 3 ? static_cast<T *>(in[3].data) : nullptr,
+            in.size() > needed ? static_cast<const T *>(in[needed].data)
+                               : nullptr,
+            micro, n, c, micro > 1);
+    });
+    // A skipped step still zeroes the accumulator, as on the CPU.
+    if (typed && micro > 1 &&
+        !check(cudaMemsetAsync(in[1].data, 0,
+                               in[1].numElements() * dtypeSize(in[1].dtype),
+                               stream),
+               name, error))
+      return false;
+    break;
+  }
+  case Kernel::Accumulate: {
+    int64_t n = in[0].numElements();
+    typed = dispatchFloat(in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (n)
+        accumulateKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+            static_cast<T *>(in[0].data), static_cast<const T *>(in[1].data),
+            n);
+    });
+    break;
+  }
+  case Kernel::Assign:
+    if (!ctx.applyUpdates)
+      return true;
+    [[fallthrough]];
+  case Kernel::Store:
+    return check(cudaMemcpyAsync(in[0].data, in[1].data,
+                                 in[0].numElements() * dtypeSize(in[0].dtype),
+                                 cudaMemcpyDeviceToDevice, stream),
+                 name, error);
+  default:
+    error = std::string("the CUDA backend has no ") + name + " kernel";
+    return false;
+  }
+  if (!typed) {
+    error = std::string("the CUDA backend has no ") + name + " kernel for " +
+            dtypeName(in[0].dtype);
+    return false;
+  }
+  return launched(name, error);
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products through cuBLASLt
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool lt(cublasStatus_t s, const char *what, std::string &error) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return true;
+  error = std::string("cuBLASLt ") + what + " failed (status " +
+          std::to_string(static_cast<int>(s)) + ")";
+  return false;
+}
+
+/// One algorithm per shape, picked once by the heuristic and kept.
+struct PlanKey {
+  int64_t m, n, k, batch, strideA, strideB;
+  bool ta, tb;
+  int type;
+  bool operator<(const PlanKey &o) const {
+    return std::tie(m, n, k, batch, strideA, strideB, ta, tb, type) <
+           std::tie(o.m, o.n, o.k, o.batch, o.strideA, o.strideB, o.ta, o.tb,
+                    o.type);
+  }
+};
+struct CachedPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+std::mutex planMutex;
+std::map<PlanKey, CachedPlan> plans;
+
+} // namespace
+
+namespace {
+bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
+            const TensorRef &out, LaunchContext &l, std::string &error) {
+  Shape as = a.shape, bs = b.shape;
+  bool ta = step.ints.size() > 0 && step.ints[0] != 0;
+  bool tb = step.ints.size() > 1 && step.ints[1] != 0;
+  if (as.size() == 1) {
+    as.insert(as.begin(), 1);
+    ta = false;
+  }
+  if (bs.size() == 1) {
+    bs.push_back(1);
+    tb = false;
+  }
+  int64_t m = ta ? as.back() : as[as.size() - 2];
+  int64_t k = ta ? as[as.size() - 2] : as.back();
+  int64_t n = tb ? bs[bs.size() - 2] : bs.back();
+  int64_t batchA = product(as, 0, as.size() - 2);
+  int64_t batchB = product(bs, 0, bs.size() - 2);
+  int64_t batch = std::max(batchA, batchB);
+  // Strided batches: each operand is either a full batch or one matrix
+  // read by all (general batch broadcasting is left to the plan).
+  if ((batchA != batch && batchA != 1) || (batchB != batch && batchB != 1) ||
+      out.numElements() != batch * m * n) {
+    error = "matmul: batch dimensions that broadcast other than all-or-one "
+            "are not supported by the CUDA backend";
+    return false;
+  }
+  if (m == 0 || n == 0)
+    return true;
+  cudaDataType_t type = a.dtype == DType::F32   ? CUDA_R_32F
+                        : a.dtype == DType::F16 ? CUDA_R_16F
+                                                : CUDA_R_16BF;
+  int64_t strideA = batchA == 1 ? 0 : m * k, strideB = batchB == 1 ? 0 : k * n;
+  // Row-major C[m,n] = A B is column-major C^T[n,m] = B^T A^T: cuBLASLt
+  // multiplies B (as the first operand) by A.
+  PlanKey key{m, n, k, batch, strideA, strideB, ta, tb, static_cast<int>(type)};
+  CachedPlan plan;
+  {
+    std::lock_guard<std::mutex> lock(planMutex);
+    auto it = plans.find(key);
+    if (it != plans.end())
+      plan = it->second;
+  }
+  auto handle = static_cast<cublasLtHandle_t>(l.cublasLt);
+  if (!plan.desc) {
+    // fp32 accumulate always (no TF32: parity runs compare with the CPU).
+    if (!lt(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F,
+                                     CUDA_R_32F),
+            "descriptor", error))
+      return false;
+    cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                   &opB, sizeof(opB));
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                   &opA, sizeof(opA));
+    // Column-major views of the row-major operands.
+    uint64_t rowsB = tb ? k : n, colsB = tb ? n : k; // B^T as stored
+    uint64_t rowsA = ta ? m : k, colsA = ta ? k : m;
+    if (!lt(cublasLtMatrixLayoutCreate(&plan.a, type, rowsB, colsB, rowsB),
+            "layout", error) ||
+        !lt(cublasLtMatrixLayoutCreate(&plan.b, type, rowsA, colsA, rowsA),
+            "layout", error) ||
+        !lt(cublasLtMatrixLayoutCreate(&plan.c, type, n, m, n), "layout",
+            error))
+      return false;
+    int32_t count = static_cast<int32_t>(batch);
+    int64_t strideC = m * n;
+    for (auto [layout, stride] :
+         {std::pair{plan.a, strideB}, {plan.b, strideA}, {plan.c, strideC}}) {
+      cublasLtMatrixLayoutSetAttribute(layout,
+                                       CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                       &count, sizeof(count));
+      cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+          sizeof(stride));
+    }
+    cublasLtMatmulPreference_t pref;
+    if (!lt(cublasLtMatmulPreferenceCreate(&pref), "preference", error))
+      return false;
+    uint64_t ws = l.workspaceBytes;
+    cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+        handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
+        &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!lt(s, "heuristic", error))
+      return false;
+    if (found == 0) {
+      error = "cuBLASLt has no algorithm for this matmul";
+      return false;
+    }
+    plan.algo = result.algo;
+    std::lock_guard<std::mutex> lock(planMutex);
+    plans[key] = plan;
+  }
+  float alpha = 1.0f, beta = 0.0f;
+  return lt(cublasLtMatmul(handle, plan.desc, &alpha, b.data, plan.a, a.data,
+                           plan.b, &beta, out.data, plan.c, out.data, plan.c,
+                           &plan.algo, l.workspace, l.workspaceBytes,
+                           streamOf(l)),
+            "matmul", error);
+}
+} // namespace
+
+} // namespace strata::cuda
