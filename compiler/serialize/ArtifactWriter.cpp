@@ -4,6 +4,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/artifact/MemoryReport.h"
+#include "runtime/cpu/Half.h"
 #include "runtime/artifact/Plan.h"
 #include "runtime/artifact/StepOrder.h"
 #include "runtime/support/Crc32c.h"
@@ -12,6 +13,9 @@
 #include "runtime/support/Size.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+#include <cstring>
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FileSystem.h"
@@ -52,6 +56,21 @@ std::optional<DType> dtypeOf(Type type) {
 
 /// The bytes of an elements attribute as the runtime lays them out: dense
 /// row-major, one byte per bool, splats expanded.
+/// A float element of `dtype` at `p`, as a double.
+double elementAsDouble(DType dtype, const char *p) {
+  switch (dtype) {
+  case DType::F64: { double d; std::memcpy(&d, p, 8); return d; }
+  case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
+  case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); return cpu::Half::toFloat(h); }
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return cpu::BFloat16::toFloat(h);
+  }
+  default: return 0;
+  }
+}
+
 FailureOr<std::vector<char>> bytesOf(ElementsAttr attr, Operation *op) {
   auto type = cast<ShapedType>(attr.getType());
   int64_t n = type.getNumElements();
@@ -308,11 +327,32 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       if (data->size() != s.bytes)
         return param.emitError("stored value has ")
                << data->size() << " bytes, expected " << s.bytes;
-      uint64_t fileOffset = params.size();
-      params.insert(params.end(), data->begin(), data->end());
-      params.resize(artifact::pagePadded(params.size()),
-                    '\0');
       artifact::ParamEntry entry;
+      bool synthetic = info.syntheticParams &&
+                       (param.getTrainable() || param.getState()) &&
+                       isFloatDType(s.dtype) && s.bytes > 0;
+      uint64_t fileOffset = synthetic ? 0 : params.size();
+      if (synthetic) {
+        // Keep the values' mean and spread, so LayerNorm scales stay near
+        // one and biases near zero.
+        double sum = 0, squares = 0;
+        size_t n = data->size() / dtypeSize(s.dtype);
+        for (size_t i = 0; i < n; ++i) {
+          double v = elementAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
+          sum += v;
+          squares += v * v;
+        }
+        entry.mean = n ? sum / double(n) : 0.0;
+        entry.stddev =
+            n ? std::sqrt(std::max(0.0, squares / double(n) -
+                                            entry.mean * entry.mean))
+              : 0.0;
+        if (!std::isfinite(entry.mean) || !std::isfinite(entry.stddev))
+          entry.mean = entry.stddev = 0;
+      } else {
+        params.insert(params.end(), data->begin(), data->end());
+        params.resize(artifact::pagePadded(params.size()), '\0');
+      }
       entry.name = s.name;
       entry.slot = *slot;
       entry.flags = (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
@@ -320,7 +360,9 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
                     (param.getState() ? artifact::ParamEntry::State : 0);
       entry.fileOffset = fileOffset;
       entry.bytes = s.bytes;
-      entry.crc = crc32c(data->data(), data->size());
+      entry.crc = synthetic ? 0 : crc32c(data->data(), data->size());
+      if (synthetic)
+        entry.flags |= artifact::ParamEntry::Synthetic;
       plan.params.push_back(entry);
     } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
       FailureOr<uint64_t> offset = offsetOf(&op);
@@ -389,6 +431,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   }
 
   plan.paramsFileBytes = params.size();
+  if (info.syntheticParams)
+    plan.syntheticSeed = 1;
   if (!scheduled)
     artifact::scheduleSteps(plan);
   std::string error;

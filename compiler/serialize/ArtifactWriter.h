@@ -21,6 +21,10 @@ struct ArtifactInfo {
   uint32_t accumulate = 1;
   /// Directories of the SSD store, when the plan uses one.
   std::vector<std::string> ssdDirs;
+  /// Store trainable float parameters as synthetic (mean, deviation and a
+  /// seed; generated at load) instead of their values: a plan-only
+  /// artifact small enough to carry to another machine.
+  bool syntheticParams = false;
 };
 
 /// Serializes the planned exec function `@main` of `module` into the

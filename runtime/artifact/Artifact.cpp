@@ -81,6 +81,7 @@ bool Artifact::open(const std::string &dir, std::string &error,
     return false;
   }
   ssdFileOffset_.assign(plan_.slots.size(), UINT64_MAX);
+  ssdSynthetic_.assign(plan_.slots.size(), -1);
   if (plan_.ssdBytes > 0 && access == Access::ReadWrite) {
     const std::vector<std::string> &dirs =
         ssdDirs.empty() ? plan_.ssdDirs : ssdDirs;
@@ -93,7 +94,8 @@ bool Artifact::open(const std::string &dir, std::string &error,
   }
   // Each stored tensor goes from params.bin to its region.
   AlignedBuffer bounce;
-  for (const ParamEntry &p : plan_.params) {
+  for (size_t index = 0; index < plan_.params.size(); ++index) {
+    const ParamEntry &p = plan_.params[index];
     const Slot &slot = plan_.slots[p.slot];
     uint64_t padded = pagePadded(p.bytes);
     char *dst = slot.region == Region::Ssd ? nullptr : memoryOf(slot);
@@ -103,7 +105,10 @@ bool Artifact::open(const std::string &dir, std::string &error,
       std::memset(bounce.data(), 0, padded);
       dst = bounce.data();
     }
-    size_t done = 0;
+    bool synthetic = p.flags & ParamEntry::Synthetic;
+    if (synthetic)
+      fillSynthetic(plan_, index, dst);
+    size_t done = synthetic ? p.bytes : 0;
     while (done < p.bytes) {
       ssize_t r = ::pread(fd, dst + done, p.bytes - done,
                           static_cast<off_t>(p.fileOffset + done));
@@ -117,14 +122,18 @@ bool Artifact::open(const std::string &dir, std::string &error,
       }
       done += static_cast<size_t>(r);
     }
-    if (crc32c(dst, p.bytes) != p.crc) {
+    if (!synthetic && crc32c(dst, p.bytes) != p.crc) {
       ::close(fd);
       error = "'" + path + "': parameter '" + p.name +
               "' is corrupted (checksum mismatch)";
       return false;
     }
     if (slot.region == Region::Ssd && !ssd_) {
-      ssdFileOffset_[p.slot] = p.fileOffset; // ReadOnly: read it from here.
+      // ReadOnly: read it from here (synthetic: generate it again).
+      if (synthetic)
+        ssdSynthetic_[p.slot] = static_cast<int64_t>(index);
+      else
+        ssdFileOffset_[p.slot] = p.fileOffset;
       if (ssdImage_.get() < 0)
         ssdImage_.reset(::dup(fd));
       continue;
@@ -204,6 +213,10 @@ bool Artifact::readSsdImage(const Slot &slot, char *out, std::string &error) {
   uint64_t offset = ssdImageBase_ + slot.offset;
   if (ssdImageIsParams_) {
     size_t index = static_cast<size_t>(&slot - plan_.slots.data());
+    if (index < ssdSynthetic_.size() && ssdSynthetic_[index] >= 0) {
+      fillSynthetic(plan_, static_cast<size_t>(ssdSynthetic_[index]), out);
+      return true;
+    }
     if (index >= ssdFileOffset_.size() || ssdFileOffset_[index] == UINT64_MAX)
       return (error = "'" + slot.name + "' lives on the SSD tier and is not "
                       "a stored tensor; it is only readable during a run",

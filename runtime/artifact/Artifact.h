@@ -102,6 +102,8 @@ private:
   bool ssdImageIsParams_ = true;
   uint64_t ssdImageBase_ = 0;
   std::vector<uint64_t> ssdFileOffset_;
+  /// ReadOnly: the synthetic parameter (index) behind an SSD slot, or -1.
+  std::vector<int64_t> ssdSynthetic_;
   bool readSsdImage(const Slot &slot, char *out, std::string &error);
 };
 

@@ -20,7 +20,8 @@
 //            vec<Bind>   inputs   (str name, u32 slot)
 //            vec<Bind>   outputs  (str name, u32 slot)
 //            vec<Param>  params   (str name, u32 slot, u8 flags,
-//                                  u64 file_offset, u64 bytes, u32 crc32c)
+//                                  u64 file_offset, u64 bytes, u32 crc32c,
+//                                  f64 mean, f64 stddev)
 //            vec<Step>   steps    (u16 kernel, vec<u32> inputs,
 //                                  vec<u32> outputs, vec<i64> ints,
 //                                  vec<f64> floats, i64 issue_after,
@@ -29,7 +30,7 @@
 //            f64 min_ratio, str optimizer, u32 accumulate,
 //            vec<(str class, u64 bytes)> memory,
 //            u64 host_bytes, u64 ssd_bytes, u64 params_file_bytes,
-//            vec<str> ssd_dirs
+//            vec<str> ssd_dirs, u64 synthetic_seed
 //
 // Regions: 1 arena (device), 2 device parameters, 3 host, 4 SSD.
 //
@@ -171,13 +172,23 @@ struct Binding {
 /// A parameter or constant stored in params.bin, at `fileOffset` there;
 /// its slot says where it lives at run time (device, host or SSD region).
 struct ParamEntry {
-  enum Flags : uint8_t { Trainable = 1, Constant = 2, State = 4 };
+  enum Flags : uint8_t {
+    Trainable = 1,
+    Constant = 2,
+    State = 4,
+    /// Not stored: generated at load from the plan's seed with `mean` and
+    /// `stddev` (plan-only artifacts, strata-compile --synthetic-params).
+    Synthetic = 8,
+  };
   std::string name;
   uint32_t slot = 0;
   uint8_t flags = 0;
   uint64_t fileOffset = 0;
   uint64_t bytes = 0;
   uint32_t crc = 0;
+  /// Synthetic values: uniform with this mean and standard deviation (the
+  /// model's own values' figures).
+  double mean = 0, stddev = 0;
 };
 
 /// The learning-rate schedule of a training plan: the factor the base rate
@@ -226,6 +237,8 @@ struct Plan {
 
   /// The report's value for `name`, 0 if absent.
   uint64_t memoryOf(const std::string &name) const;
+  /// The seed of synthetic parameters (ParamEntry::Synthetic).
+  uint64_t syntheticSeed = 0;
   /// Set by readPlan: the payload's checksum, which identifies the plan.
   uint32_t payloadCrc = 0;
 };
@@ -290,6 +303,10 @@ bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
 
 /// Checks a plan's internal consistency (used by readPlan and before write).
 bool validatePlan(const Plan &plan, std::string &error);
+
+/// Fills `out` (the entry's bytes) with synthetic parameter `index` of
+/// `plan`: counter-based, so every machine generates the same values.
+void fillSynthetic(const Plan &plan, size_t index, char *out);
 
 } // namespace strata::artifact
 

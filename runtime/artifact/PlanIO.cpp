@@ -4,6 +4,7 @@
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/StepOrder.h"
+#include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileUtil.h"
@@ -124,6 +125,8 @@ std::string encodePayload(const Plan &plan) {
     w.u64(p.fileOffset);
     w.u64(p.bytes);
     w.u32(p.crc);
+    w.f64(p.mean);
+    w.f64(p.stddev);
   });
   w.vec(plan.steps, [&](const Step &s) {
     w.u16(static_cast<uint16_t>(s.kernel));
@@ -149,6 +152,7 @@ std::string encodePayload(const Plan &plan) {
   w.u64(plan.ssdBytes);
   w.u64(plan.paramsFileBytes);
   w.vec(plan.ssdDirs, [&](const std::string &d) { w.str(d); });
+  w.u64(plan.syntheticSeed);
   return std::move(w.bytes());
 }
 
@@ -190,6 +194,8 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     e.fileOffset = r.u64();
     e.bytes = r.u64();
     e.crc = r.u32();
+    e.mean = r.f64();
+    e.stddev = r.f64();
     return e;
   });
   plan.steps = r.vec<Step>([&] {
@@ -221,6 +227,7 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
   plan.ssdBytes = r.u64();
   plan.paramsFileBytes = r.u64();
   plan.ssdDirs = r.vec<std::string>([&] { return r.str(); });
+  plan.syntheticSeed = r.u64();
   return r.ok() && r.atEnd() && kind <= 2 && plan.accumulate >= 1;
 }
 
@@ -353,6 +360,16 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (!checkSlot(p.slot, "parameter '" + p.name + "'"))
       return false;
     const Slot &s = plan.slots[p.slot];
+    if (p.flags & ParamEntry::Synthetic) {
+      if (s.region == Region::Arena || s.bytes != p.bytes ||
+          !isFloatDType(s.dtype) || !std::isfinite(p.mean) ||
+          !std::isfinite(p.stddev) || p.stddev < 0 ||
+          (s.region == Region::Ssd && s.offset % kParamAlignment != 0))
+        return fail("synthetic parameter '" + p.name +
+                    "' is not a float tensor in its slot, or has a bad mean "
+                    "or deviation");
+      continue;
+    }
     if (s.region == Region::Arena || s.bytes != p.bytes ||
         p.fileOffset % kParamAlignment != 0 ||
         p.fileOffset > plan.paramsFileBytes ||
@@ -615,6 +632,44 @@ bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
     return false;
   }
   return true;
+}
+
+void fillSynthetic(const Plan &plan, size_t index, char *out) {
+  const ParamEntry &p = plan.params[index];
+  const Slot &s = plan.slots[p.slot];
+  uint64_t n = p.bytes / dtypeSize(s.dtype);
+  // Uniform on [-sqrt(3), sqrt(3)): unit variance.
+  double spread = p.stddev * 1.7320508075688772;
+  uint64_t stream = plan.syntheticSeed * 0x9E3779B97F4A7C15ull +
+                    (uint64_t(index) + 1) * 0xD1B54A32D192ED03ull;
+  for (uint64_t i = 0; i < n; ++i) {
+    // splitmix64 of (stream, i): any element is computable on its own.
+    uint64_t z = stream + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+    double v = p.mean + spread * u;
+    switch (s.dtype) {
+    case DType::F64: std::memcpy(out + i * 8, &v, 8); break;
+    case DType::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(out + i * 4, &f, 4);
+      break;
+    }
+    case DType::F16: {
+      uint16_t h = cpu::Half::fromFloat(static_cast<float>(v));
+      std::memcpy(out + i * 2, &h, 2);
+      break;
+    }
+    case DType::BF16: {
+      uint16_t h = cpu::BFloat16::fromFloat(static_cast<float>(v));
+      std::memcpy(out + i * 2, &h, 2);
+      break;
+    }
+    default: break; // Validation admits float types only.
+    }
+  }
 }
 
 } // namespace strata::artifact

@@ -87,6 +87,15 @@ int main(int argc, char **argv) {
               static_cast<unsigned long long>(frozen),
               static_cast<unsigned long long>(states),
               static_cast<unsigned long long>(constants));
+  size_t synthetic = 0;
+  for (const artifact::ParamEntry &p : plan.params)
+    synthetic += (p.flags & artifact::ParamEntry::Synthetic) != 0;
+  if (synthetic)
+    std::printf("synthetic: %zu stored tensors are generated at load (seed "
+                "%llu) from their mean and deviation: a plan-only artifact, "
+                "not the model's weights\n",
+                synthetic,
+                static_cast<unsigned long long>(plan.syntheticSeed));
   std::printf("memory:\n");
   auto region = [](const char *label, uint64_t bytes, const char *end) {
     std::printf("  %-39s%s (%llu bytes)%s", label, formatSize(bytes).c_str(),

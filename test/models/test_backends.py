@@ -133,6 +133,50 @@ class Backends(unittest.TestCase):
             with self.subTest(plan=tag):
                 self.assert_identical(self.train_everywhere(tag, flags))
 
+    def test_plan_only_artifact_with_synthetic_parameters(self):
+        """--synthetic-params stores each trainable tensor's mean and
+        deviation instead of its values; every machine generates the same
+        values at load, with the source's statistics, and trains the same
+        on every backend."""
+        import onnx
+        from onnx import numpy_helper
+        real = os.path.join(ARGS.work, "real.strata")
+        self.compile(real)
+        results = self.train_everywhere("synthetic", ["--synthetic-params"])
+        self.assert_identical(results)
+        syn = os.path.join(ARGS.work, "synthetic.cpu.strata")
+        self.assertLess(os.path.getsize(os.path.join(syn, "params.bin")),
+                        0.1 * os.path.getsize(os.path.join(real,
+                                                           "params.bin")))
+        r = run([tool("strata-inspect"), syn])
+        self.assertIn("synthetic:", r.stdout)
+        for row in results[0][1]:
+            self.assertTrue(np.isfinite(row["loss"]))
+        # Before training: the generated values follow the source's.
+        fresh = os.path.join(ARGS.work, "fresh.strata")
+        self.compile(fresh, "--synthetic-params")
+        out = fresh + ".onnx"
+        r = run([tool("strata-export"), fresh, "-o", out])
+        self.assertIn("--synthetic-params", r.stderr)
+        src = {i.name: numpy_helper.to_array(i) for i in
+               onnx.load(self.model["path"]).graph.initializer}
+        gen = {i.name: numpy_helper.to_array(i) for i in
+               onnx.load(out).graph.initializer}
+        checked = 0
+        for name, want in src.items():
+            if name not in gen or want.dtype != np.float32 or want.size < 64:
+                continue
+            got = gen[name]
+            self.assertFalse(np.array_equal(got, want), name)
+            # Within four standard errors of a sample of this size.
+            sd, n = float(want.std()), want.size
+            self.assertAlmostEqual(float(got.mean()), float(want.mean()),
+                                   delta=4 * sd / np.sqrt(n) + 1e-6)
+            self.assertAlmostEqual(float(got.std()), sd,
+                                   delta=4 * sd / np.sqrt(n) + 1e-6)
+            checked += 1
+        self.assertGreater(checked, 3)
+
     def test_forward_outputs(self):
         import onnx
         name = onnx.load(self.model["path"],

@@ -131,6 +131,13 @@ static cl::opt<int64_t> lossScaleWindow(
     "loss-scale-window",
     cl::desc("Good steps before the dynamic loss scale doubles"),
     cl::init(2000), cl::cat(trainCategory));
+static cl::opt<bool> syntheticParams(
+    "synthetic-params",
+    cl::desc("Do not store trainable parameters: record each one's mean and "
+             "deviation and generate values at load (deterministic, seed 1). "
+             "A plan-only artifact to carry to another machine; not the "
+             "model's weights"),
+    cl::init(false));
 static cl::opt<int64_t> accumulate(
     "accumulate",
     cl::desc("Accumulate gradients over N micro-batches (of the bound input "
@@ -663,6 +670,7 @@ int main(int argc, char **argv) {
     info.schedule = schedule;
     info.optimizer = optimizerText;
     info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
+    info.syntheticParams = syntheticParams;
     if (failed(strata::writeArtifact(*module, outputFile, info)))
       return 1;
     if (report) {

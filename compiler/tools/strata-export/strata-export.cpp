@@ -225,6 +225,15 @@ int main(int argc, char **argv) {
                 artifact::Artifact::Access::ReadOnly))
     return fail(error);
   const artifact::Plan &plan = art.plan();
+  for (const artifact::ParamEntry &p : plan.params)
+    if (p.flags & artifact::ParamEntry::Synthetic) {
+      std::fprintf(stderr,
+                   "strata-export: warning: '%s' was compiled with "
+                   "--synthetic-params: its starting weights were generated, "
+                   "not the source model's\n",
+                   options.artifact.c_str());
+      break;
+    }
   std::string ckpt = options.checkpoint.empty()
                          ? train::checkpointPath(options.artifact +
                                                  "/checkpoint")
