@@ -80,7 +80,11 @@ double transferSeconds(double bytes, StringRef tier, bool read,
     double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
     return latencyUs * 1e-6 + bytes / (rate * 1e9);
   }
-  return bytes / (m.copyGBs * 1e9);
+  // A GPU's pinned copies have a rate per direction.
+  double rate = read && m.h2dGBs > 0    ? m.h2dGBs
+                : !read && m.d2hGBs > 0 ? m.d2hGBs
+                                        : m.copyGBs;
+  return bytes / (rate * 1e9);
 }
 
 } // namespace strata

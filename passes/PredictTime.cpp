@@ -90,9 +90,20 @@ struct PredictTimePass
           start = end[w] + wake;
       return start;
     };
+    // On a GPU (a profile from strata-calibrate --backend cuda) host copies
+    // run on their own copy engines beside the kernels.
+    double copyFree[2] = {0, 0};
     for (size_t i : ordering.order) {
       exec::KernelOp k = kernels[i];
       artifact::Queue q = ordering.queues[i];
+      if (m.gpu > 0 && (q == artifact::Queue::HostToDevice ||
+                        q == artifact::Queue::DeviceToHost)) {
+        double &free = copyFree[q == artifact::Queue::HostToDevice ? 0 : 1];
+        double start = waited(i, std::max(free, clock));
+        free = start + transferSeconds(k, m, links);
+        end[i] = free;
+        continue;
+      }
       if (q == artifact::Queue::SsdRead || q == artifact::Queue::SsdWrite) {
         int mine = q == artifact::Queue::SsdRead ? 0 : 1;
         double start = queueFree[mine] > clock ? queueFree[mine]
@@ -125,7 +136,8 @@ struct PredictTimePass
       clock = start + seconds;
       end[i] = clock;
     }
-    double step = std::max({clock, queueFree[0], queueFree[1]});
+    double step = std::max({clock, queueFree[0], queueFree[1], copyFree[0],
+                            copyFree[1]});
     double hostLink = links.toDevice + links.toHost;
     double serial = compute + hostLink + links.ssd;
     // With perfect overlap the busiest resource sets the pace.

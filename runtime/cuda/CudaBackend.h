@@ -15,6 +15,7 @@
 #define STRATA_RUNTIME_CUDA_CUDABACKEND_H
 
 #include "runtime/exec/Backend.h"
+#include "runtime/profile/MachineProfile.h"
 
 #include <memory>
 #include <string>
@@ -26,6 +27,12 @@ bool cudaBuilt();
 /// The CUDA backend on device 0; null with the driver's message when there
 /// is no usable GPU ("no GPU: ...").
 std::unique_ptr<Backend> makeCudaBackend(std::string &error);
+
+/// Measures the GPU (matrix rates by size and type, streaming kernels,
+/// launch cost, pinned copies each way and both at once) into `profile`,
+/// with a readable `report`; false with `error` without a usable GPU.
+bool calibrateCuda(MachineProfile &profile, std::string &report,
+                   std::string &error);
 
 } // namespace strata::exec
 

@@ -13,4 +13,9 @@ std::unique_ptr<Backend> makeCudaBackend(std::string &error) {
   return nullptr;
 }
 
+bool calibrateCuda(MachineProfile &, std::string &, std::string &error) {
+  error = "this build has no CUDA backend";
+  return false;
+}
+
 } // namespace strata::exec

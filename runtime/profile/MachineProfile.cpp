@@ -34,7 +34,13 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"ssd_duplex_read_slowdown", &MachineProfile::ssdDuplexReadSlowdown},
           {"ssd_duplex_write_slowdown",
            &MachineProfile::ssdDuplexWriteSlowdown},
-          {"queue_round_trip_us", &MachineProfile::queueRoundTripUs}};
+          {"queue_round_trip_us", &MachineProfile::queueRoundTripUs},
+          {"gpu", &MachineProfile::gpu},
+          {"h2d_gbs", &MachineProfile::h2dGBs},
+          {"d2h_gbs", &MachineProfile::d2hGBs},
+          {"duplex_gbs", &MachineProfile::duplexGBs},
+          {"gemm_peak_f32_gflops", &MachineProfile::gemmPeakF32Gflops},
+          {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops}};
 }
 
 } // namespace
@@ -73,7 +79,9 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     bool parsed = static_cast<bool>(ss >> key >> value);
     bool mayBeZero = key == "overlap_slowdown" ||
                      key.rfind("ssd_duplex_", 0) == 0 ||
-                     key == "queue_round_trip_us";
+                     key == "queue_round_trip_us" || key == "gpu" ||
+                     key == "h2d_gbs" || key == "d2h_gbs" ||
+                     key == "duplex_gbs" || key.rfind("gemm_peak_", 0) == 0;
     if (!parsed || !(value > 0 || (mayBeZero && value == 0))) {
       error = path + ":" + std::to_string(number) +
               ": expected 'key positive-number'";

@@ -42,6 +42,16 @@ struct MachineProfile {
   /// thread when a transfer it waits for ends, each cost about half of a
   /// queue round trip (microseconds).
   double queueRoundTripUs = 20;
+  /// 1 when the figures above describe a GPU (strata-calibrate --backend
+  /// cuda): host copies then run on their own copy engines (streams) beside
+  /// the kernels instead of on the compute thread.
+  double gpu = 0;
+  /// GPU only: pinned host->device and device->host GB/s, the two together
+  /// (GB/s moved in both directions at once), and the largest measured
+  /// matrix-product rates (GFLOP/s, fp32 and bf16 with fp32 accumulate):
+  /// the peak a step's rate is quoted against.
+  double h2dGBs = 0, d2hGBs = 0, duplexGBs = 0;
+  double gemmPeakF32Gflops = 0, gemmPeakBf16Gflops = 0;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);
