@@ -50,6 +50,8 @@ static void usage(FILE *out) {
                "  --steps N              train until step N\n"
                "  --save-every K         checkpoint every K steps (and at the "
                "end)\n"
+               "  --no-checkpoint        save no checkpoint, not even at the "
+               "end (benchmarks)\n"
                "  --checkpoint-dir DIR   where checkpoints go (default: "
                "ARTIFACT/checkpoint)\n"
                "  --resume               continue from the last checkpoint\n"
@@ -182,6 +184,8 @@ int main(int argc, char **argv) {
       backendName = value("--backend");
     } else if (arg == "--no-overlap") {
       overlap = false;
+    } else if (arg == "--no-checkpoint") {
+      trainOptions.checkpoints = false;
     } else if (arg == "--resume") {
       trainOptions.resume = true;
     } else if (arg == "--log-json" || arg.rfind("--log-json=", 0) == 0) {

@@ -327,7 +327,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                    "strata-run: step %lld overflowed at loss scale %g: "
                    "skipped, scale halved\n",
                    static_cast<long long>(step + 1), lossScale);
-    if (last || (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0)) {
+    if (options.checkpoints &&
+        (last || (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0))) {
       CheckpointInfo info;
       info.planCrc = plan.payloadCrc;
       info.step = static_cast<uint64_t>(step + 1);
@@ -354,7 +355,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   }
   executor.setTrace(nullptr);
   if (ok && !options.quiet) {
-    std::fprintf(stderr, "strata-run: done; checkpoint %s\n", ckpt.c_str());
+    std::fprintf(stderr, "strata-run: done; checkpoint %s\n",
+                 options.checkpoints ? ckpt.c_str() : "not saved (--no-checkpoint)");
     std::vector<double> sorted = stepTimes;
     std::sort(sorted.begin(), sorted.end());
     const exec::Executor::LinkBytes &l = executor.linkBytes();

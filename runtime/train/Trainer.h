@@ -19,6 +19,8 @@ struct TrainerOptions {
   int64_t steps = 0;
   /// Save a checkpoint every this many steps (0: only at the end).
   int64_t saveEvery = 0;
+  /// False: save no checkpoint at all (benchmarks).
+  bool checkpoints = true;
   std::string checkpointDir;
   bool resume = false;
   /// Append one JSON object per step here (empty: no log).

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The one GPU check (issue: the CUDA backend). Runs on the GPU machine
+# (CUDA toolkit, CMake, Ninja, PyTorch; no LLVM/MLIR, liburing or protobuf;
+# no network) in under 8 minutes, each stage under its own time limit, and
+# writes one summary. Prepare its inputs on a development machine first:
+#
+#   scripts/gpu-prepare.sh                       # -> gpu-inputs/ (git-ignored)
+#   (device tool) run command="scripts/gpu-check.sh" carry=["gpu-inputs"]
+#                  timeout_s=540
+#
+# Stages (a killed run still leaves what it has under $OUT):
+#   env        nvidia-smi, nvcc, CPU flags (AVX-512?), memory, disk
+#   build      the runtime alone with CUDA for sm_90 (SKIP_BUILD=1 reuses it)
+#   kernels    strata-kernel-check: every kernel against the CPU backend
+#   memcheck   compute-sanitizer memcheck and racecheck on the small cases
+#   calibrate  strata-calibrate --backend cuda -> $OUT/h200.profile
+#   parity     GPT-2-tiny (device, host, SSD placements): 5 steps on cuda,
+#              losses against the CPU backend's (rtol 1e-4), and twice on
+#              cuda bit for bit
+#   big-*      the ~1B-parameter plan all on the device, then with optimizer
+#              state on the host: step time, TFLOP/s of the step against the
+#              measured fp32 GEMM peak, measured vs predicted, bytes per link
+#
+# Output: $OUT (default $OUT from the device tool, else ./gpu-results) holds
+# summary.md (commit it as bench/results/gpu-check-DATE.md), the profile
+# and one log per stage.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-results}
+IN=$ROOT/gpu-inputs
+BUILD=${BUILD:-$ROOT/build-gpu}
+BIN=$BUILD/bin
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.md
+WORK=$(mktemp -d /tmp/strata-gpu-check.XXXXXX)
+START=$(date +%s)
+{
+  echo "# GPU check, $(date -u +%Y-%m-%d) ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo
+  echo "| stage | result | seconds |"
+  echo "|---|---|---|"
+} > "$SUMMARY"
+FIGURES=$WORK/figures.md
+: > "$FIGURES"
+
+# stage NAME SECONDS COMMAND...: runs it under `timeout`, logs to
+# $OUT/NAME.log, adds a summary row.
+stage() {
+  local name=$1 cap=$2
+  shift 2
+  local t0 rc
+  t0=$(date +%s.%N)
+  timeout --kill-after=5 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  local secs
+  secs=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
+  local verdict=ok
+  [ $rc -eq 124 ] && verdict="TIMEOUT (${cap}s)"
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && verdict="FAILED (exit $rc)"
+  grep -q '^skipped:' "$OUT/$name.log" && verdict="skipped: $(grep -m1 '^skipped:' "$OUT/$name.log" | cut -c10-)"
+  echo "| $name | $verdict | $secs |" >> "$SUMMARY"
+  echo "[gpu-check] $name: $verdict (${secs}s)"
+  return $rc
+}
+
+env_stage() {
+  nvidia-smi || true
+  nvcc --version | tail -2
+  lscpu | grep -E 'Model name|^CPU\(s\)|Flags' | sed 's/Flags:.*/&/' |
+    awk '/Flags/ {print "avx512f:", (index($0, "avx512f") ? "yes" : "no"); next} {print}'
+  free -g | head -2
+  df -h "$ROOT" /tmp | tail -2
+}
+stage env 20 env_stage
+
+build_stage() {
+  if [ "${SKIP_BUILD:-0}" = 1 ] && [ -x "$BIN/strata-run" ]; then
+    echo "reusing $BUILD"
+    return 0
+  fi
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DSTRATA_BUILD_COMPILER=OFF \
+    -DSTRATA_BUILD_TESTS=OFF -DSTRATA_CUDA_ARCHITECTURES=90 &&
+    cmake --build "$BUILD" -j "$(nproc)"
+}
+if ! stage build 240 build_stage; then
+  echo "build failed: see build.log" >> "$FIGURES"
+  cat "$FIGURES" >> "$SUMMARY"
+  exit 1
+fi
+
+stage kernels 60 "$BIN/strata-kernel-check" --backend cuda
+grep -E '^FAIL|kernel cases match' "$OUT/kernels.log" | sed 's/^/    /' >> "$FIGURES"
+
+sanitize() {
+  if ! command -v compute-sanitizer > /dev/null; then
+    echo "skipped: compute-sanitizer not installed"
+    return 0
+  fi
+  compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$BIN/strata-kernel-check" --backend cuda --small | tail -3 &&
+    compute-sanitizer --tool racecheck --error-exitcode 9 \
+      "$BIN/strata-kernel-check" --backend cuda --small | tail -3
+}
+stage memcheck 90 sanitize
+
+stage calibrate 60 "$BIN/strata-calibrate" --backend cuda -o "$OUT/h200.profile"
+grep -E '^(gpu|matmul|streaming|launch|pinned)' "$OUT/calibrate.log" | sed 's/^/    /' >> "$FIGURES"
+PEAK=$(awk '$1 == "gemm_peak_f32_gflops" {print $2}' "$OUT/h200.profile" 2>/dev/null)
+
+# parity NAME: 5 steps on cuda twice; losses vs the CPU backend's.
+parity() {
+  local name=$1
+  for run in 1 2; do
+    rm -rf "$WORK/$name.$run" && cp -r "$IN/$name.strata" "$WORK/$name.$run" &&
+      "$BIN/strata-run" "$WORK/$name.$run" --backend cuda \
+        --data "$IN/corpus.bin" --steps 5 --quiet \
+        --log-json "$WORK/$name.$run.jsonl" --ssd-dir "$WORK/ssd-$name" ||
+      return 1
+  done
+  python3 - "$IN/$name.expected.jsonl" "$WORK/$name.1.jsonl" "$WORK/$name.2.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return [json.loads(l)["loss"] for l in open(p)]
+cpu, a, b = (losses(p) for p in sys.argv[1:])
+worst = max(abs(x - y) / abs(y) for x, y in zip(a, cpu))
+print("cpu  ", cpu)
+print("cuda ", a)
+print("max relative loss difference vs cpu: %.2e (rtol 1e-4)" % worst)
+print("cuda run to run:", "bit-identical" if a == b else "DIFFERENT")
+sys.exit(0 if worst <= 1e-4 and a == b and len(a) == len(cpu) == 5 else 1)
+PY
+}
+for p in tiny-device tiny-host tiny-ssd; do
+  stage "parity-$p" 60 parity "$p"
+  echo "    $p: $(grep -E 'max relative|run to run' "$OUT/parity-$p.log" | tr '\n' ' ')" >> "$FIGURES"
+done
+
+# big NAME: 6 steps of the ~1B plan; the step's rate against the peak.
+big() {
+  local name=$1
+  rm -rf "$WORK/$name" && cp -r "$IN/$name.strata" "$WORK/$name" || return 1
+  "$BIN/strata-run" "$WORK/$name" --backend cuda --data "$IN/big-data.npy" \
+    --steps 6 --log-json "$WORK/$name.jsonl" --no-checkpoint || return 1
+  python3 - "$WORK/$name.jsonl" "${PEAK:-0}" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+peak = float(sys.argv[2])
+times = sorted(r.get("step_s", 0) for r in rows[1:])
+step = times[len(times) // 2]
+# 6 N T for the matrices (forward + backward) plus attention scores:
+# 18 layers, width 2048, 4 x 512 tokens, 0.973e9 parameters.
+layers, dim, batch, seq, n = 18, 2048, 4, 512, 0.973e9
+tokens = batch * seq
+flops = 6 * n * tokens + 12 * layers * batch * seq * seq * dim
+tflops = flops / step / 1e12
+print("losses:", [round(r["loss"], 4) for r in rows])
+print("median step (steps 2-6): %.4f s; %.1f TFLOP/s" % (step, tflops))
+if peak > 0:
+    print("fp32 GEMM peak %.1f TFLOP/s: the step runs at %.0f%% of it"
+          % (peak / 1e3, 100 * tflops / (peak / 1e3)))
+PY
+}
+stage big-device 120 big big-device
+stage big-hoststates 120 big big-hoststates
+for b in big-device big-hoststates; do
+  echo "    $b: $(grep -E 'median step|GEMM peak|measured median|per step' "$OUT/$b.log" | tr '\n' ' ')" >> "$FIGURES"
+done
+
+{
+  echo
+  echo "Total $(( $(date +%s) - START )) s."
+  echo
+  echo "## Figures"
+  echo
+  cat "$FIGURES"
+} >> "$SUMMARY"
+rm -rf "$WORK"
+cat "$SUMMARY"
