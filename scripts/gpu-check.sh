@@ -43,6 +43,7 @@ START=$(date +%s)
 } > "$SUMMARY"
 FIGURES=$WORK/figures.md
 : > "$FIGURES"
+export ROOT OUT IN BUILD BIN WORK
 
 # stage NAME SECONDS COMMAND...: runs it under `timeout`, logs to
 # $OUT/NAME.log, adds a summary row.
@@ -51,7 +52,14 @@ stage() {
   shift 2
   local t0 rc
   t0=$(date +%s.%N)
-  timeout --kill-after=5 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  if [ "$(type -t "$1")" = function ]; then
+    # timeout runs programs: a stage written as a function runs in a bash
+    # that has it (the functions and variables are exported).
+    timeout --kill-after=5 "$cap" bash -c "$1 \"\$@\"" _ "${@:2}" \
+      > "$OUT/$name.log" 2>&1
+  else
+    timeout --kill-after=5 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  fi
   rc=$?
   local secs
   secs=$(python3 -c "import time; print('%.1f' % (time.time() - $t0))")
@@ -72,6 +80,7 @@ env_stage() {
   free -g | head -2
   df -h "$ROOT" /tmp | tail -2
 }
+export -f env_stage
 stage env 20 env_stage
 
 build_stage() {
@@ -83,6 +92,7 @@ build_stage() {
     -DSTRATA_BUILD_TESTS=OFF -DSTRATA_CUDA_ARCHITECTURES=90 &&
     cmake --build "$BUILD" -j "$(nproc)"
 }
+export -f build_stage
 if ! stage build 240 build_stage; then
   echo "build failed: see build.log" >> "$FIGURES"
   cat "$FIGURES" >> "$SUMMARY"
@@ -102,11 +112,13 @@ sanitize() {
     compute-sanitizer --tool racecheck --error-exitcode 9 \
       "$BIN/strata-kernel-check" --backend cuda --small | tail -3
 }
+export -f sanitize
 stage memcheck 90 sanitize
 
 stage calibrate 60 "$BIN/strata-calibrate" --backend cuda -o "$OUT/h200.profile"
 grep -E '^(gpu|matmul|streaming|launch|pinned)' "$OUT/calibrate.log" | sed 's/^/    /' >> "$FIGURES"
 PEAK=$(awk '$1 == "gemm_peak_f32_gflops" {print $2}' "$OUT/h200.profile" 2>/dev/null)
+export PEAK
 
 # parity NAME: 5 steps on cuda twice; losses vs the CPU backend's.
 parity() {
@@ -131,6 +143,7 @@ print("cuda run to run:", "bit-identical" if a == b else "DIFFERENT")
 sys.exit(0 if worst <= 1e-4 and a == b and len(a) == len(cpu) == 5 else 1)
 PY
 }
+export -f parity
 for p in tiny-device tiny-host tiny-ssd; do
   stage "parity-$p" 60 parity "$p"
   echo "    $p: $(grep -E 'max relative|run to run' "$OUT/parity-$p.log" | tr '\n' ' ')" >> "$FIGURES"
@@ -161,6 +174,7 @@ if peak > 0:
           % (peak / 1e3, 100 * tflops / (peak / 1e3)))
 PY
 }
+export -f big
 stage big-device 120 big big-device
 stage big-hoststates 120 big big-hoststates
 for b in big-device big-hoststates; do

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -642,34 +643,52 @@ void fillSynthetic(const Plan &plan, size_t index, char *out) {
   double spread = p.stddev * 1.7320508075688772;
   uint64_t stream = plan.syntheticSeed * 0x9E3779B97F4A7C15ull +
                     (uint64_t(index) + 1) * 0xD1B54A32D192ED03ull;
-  for (uint64_t i = 0; i < n; ++i) {
-    // splitmix64 of (stream, i): any element is computable on its own.
-    uint64_t z = stream + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-    double v = p.mean + spread * u;
-    switch (s.dtype) {
-    case DType::F64: std::memcpy(out + i * 8, &v, 8); break;
-    case DType::F32: {
-      float f = static_cast<float>(v);
-      std::memcpy(out + i * 4, &f, 4);
-      break;
+  auto fill = [&](uint64_t begin, uint64_t end) {
+    for (uint64_t i = begin; i < end; ++i) {
+      // splitmix64 of (stream, i): any element is computable on its own.
+      uint64_t z = stream + (i + 1) * 0x9E3779B97F4A7C15ull;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+      double v = p.mean + spread * u;
+      switch (s.dtype) {
+      case DType::F64: std::memcpy(out + i * 8, &v, 8); break;
+      case DType::F32: {
+        float f = static_cast<float>(v);
+        std::memcpy(out + i * 4, &f, 4);
+        break;
+      }
+      case DType::F16: {
+        uint16_t h = cpu::Half::fromFloat(static_cast<float>(v));
+        std::memcpy(out + i * 2, &h, 2);
+        break;
+      }
+      case DType::BF16: {
+        uint16_t h = cpu::BFloat16::fromFloat(static_cast<float>(v));
+        std::memcpy(out + i * 2, &h, 2);
+        break;
+      }
+      default: break; // Validation admits float types only.
+      }
     }
-    case DType::F16: {
-      uint16_t h = cpu::Half::fromFloat(static_cast<float>(v));
-      std::memcpy(out + i * 2, &h, 2);
-      break;
-    }
-    case DType::BF16: {
-      uint16_t h = cpu::BFloat16::fromFloat(static_cast<float>(v));
-      std::memcpy(out + i * 2, &h, 2);
-      break;
-    }
-    default: break; // Validation admits float types only.
-    }
+  };
+  // Large tensors on every core: each element depends only on its index.
+  const uint64_t grain = uint64_t(1) << 20;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (n < 2 * grain || threads == 1) {
+    fill(0, n);
+    return;
   }
+  std::vector<std::thread> pool;
+  uint64_t per = (n + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t) {
+    uint64_t begin = t * per, end = std::min(n, begin + per);
+    if (begin < end)
+      pool.emplace_back(fill, begin, end);
+  }
+  for (std::thread &t : pool)
+    t.join();
 }
 
 } // namespace strata::artifact
