@@ -368,12 +368,16 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
 template <typename T>
 __global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
                                   T *dx, int64_t inner, Indexer<1> paramIx,
-                                  double eps) {
+                                  double eps, double *moments) {
   __shared__ double shared[kThreads];
   const T *xr = x + blockIdx.x * inner;
   const T *dyr = dy + blockIdx.x * inner;
   double mean, inv;
   rowMoments(xr, inner, eps, shared, mean, inv);
+  if (threadIdx.x == 0) {
+    moments[2 * blockIdx.x] = mean;
+    moments[2 * blockIdx.x + 1] = inv;
+  }
   double a = 0, b = 0;
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
     int64_t off[1];
@@ -395,29 +399,18 @@ __global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
   }
 }
 
-/// dscale and dbias: a thread per column walks the rows in order.
+/// dscale and dbias: a thread per column walks the rows in order, with
+/// each row's moments from the row kernel.
 template <typename T>
 __global__ void layerNormGradColumns(const T *x, const T *dy, T *dscale,
                                      T *dbias, int64_t rows, int64_t inner,
-                                     double eps) {
+                                     const double *moments) {
   STRATA_GRID_LOOP(c, inner) {
     double ds = 0, db = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      const T *xr = x + r * inner;
-      // The row's moments again, in the row kernel's order would need a
-      // block; the column pass recomputes them serially per row instead.
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < inner; ++i)
-        mean += double(DT<T>::load(xr[i]));
-      mean /= double(inner);
-      for (int64_t i = 0; i < inner; ++i) {
-        double d = double(DT<T>::load(xr[i])) - mean;
-        var += d * d;
-      }
-      var /= double(inner);
-      double inv = 1.0 / sqrt(var + eps);
+      double mean = moments[2 * r], inv = moments[2 * r + 1];
       double g = double(DT<T>::load(dy[r * inner + c]));
-      ds += g * ((double(DT<T>::load(xr[c])) - mean) * inv);
+      ds += g * ((double(DT<T>::load(x[r * inner + c])) - mean) * inv);
       db += g;
     }
     dscale[c] = DT<T>::store(static_cast<typename DT<T>::C>(ds));
@@ -495,36 +488,33 @@ __global__ void crossEntropyRows(const T *x, const I *labels, double *rowLoss,
   }
 }
 
+/// The labelled rows' count (and, for the loss, their mean) in row order.
 template <typename T, typename I>
 __global__ void crossEntropyMean(const double *rowLoss, const I *labels,
-                                 T *out, int64_t n) {
+                                 T *out, int64_t n, double *count) {
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
   double total = 0;
-  int64_t count = 0;
+  int64_t c = 0;
   for (int64_t i = 0; i < n; ++i) {
-    total += rowLoss[i];
-    count += static_cast<int64_t>(labels[i]) >= 0;
+    if (rowLoss)
+      total += rowLoss[i];
+    c += static_cast<int64_t>(labels[i]) >= 0;
   }
-  double mean = count ? total / double(count) : NAN;
-  *out = DT<T>::store(static_cast<typename DT<T>::C>(mean));
+  *count = double(c);
+  if (out) {
+    double mean = c ? total / double(c) : NAN;
+    *out = DT<T>::store(static_cast<typename DT<T>::C>(mean));
+  }
 }
 
 template <typename T, typename I>
 __global__ void crossEntropyGradKernel(const T *x, const I *labels,
                                        const T *grad, const double *rowSum,
                                        const double *rowMax, T *dx, int64_t n,
-                                       int64_t v) {
-  // The count of labelled rows, once per block (cheap next to the rows).
-  __shared__ int64_t count;
-  if (threadIdx.x == 0) {
-    count = 0;
-    for (int64_t i = 0; i < n; ++i)
-      count += static_cast<int64_t>(labels[i]) >= 0;
-  }
-  __syncthreads();
+                                       int64_t v, const double *count) {
   double g = double(DT<T>::load(*grad));
-  double scale = count ? g / double(count) : 0.0;
+  double scale = *count != 0 ? g / *count : 0.0;
   STRATA_GRID_LOOP(e, n * v) {
     int64_t i = e / v, j = e % v;
     int64_t l = static_cast<int64_t>(labels[i]);
@@ -925,6 +915,13 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
     int64_t rows = product(x, 0, axis), inner = product(normalized);
     auto ix = makeIndexer<1>(normalized,
                              {broadcastStrides(in[1].shape, normalized)});
+    // Each row's mean and 1/std, in the workspace.
+    if (uint64_t(rows) * 2 * sizeof(double) > l.workspaceBytes) {
+      error = "layer_norm_grad over " + std::to_string(rows) +
+              " rows needs more scratch than the workspace has";
+      return false;
+    }
+    double *moments = static_cast<double *>(l.workspace);
     typed = dispatchFloat(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       if (!rows || !inner)
@@ -934,11 +931,11 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
           static_cast<const T *>(in[0].data),
           static_cast<const T *>(in[1].data),
           static_cast<const T *>(in[2].data), static_cast<T *>(out[0].data),
-          inner, ix, step.floats[0]);
+          inner, ix, step.floats[0], moments);
       layerNormGradColumns<T><<<blocksFor(inner), kThreads, 0, stream>>>(
           static_cast<const T *>(in[0].data),
           static_cast<const T *>(in[2].data), static_cast<T *>(out[1].data),
-          static_cast<T *>(out[2].data), rows, inner, step.floats[0]);
+          static_cast<T *>(out[2].data), rows, inner, moments);
     });
     break;
   }
@@ -992,15 +989,15 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
     int64_t n = in[0].shape[0], v = in[0].shape[1];
-    // Per-row scratch in the workspace's tail: loss, sum, max.
-    uint64_t need = 3 * n * sizeof(double);
+    // Per-row scratch in the workspace: loss, sum, max; then the count.
+    uint64_t need = (3 * n + 1) * sizeof(double);
     if (need > l.workspaceBytes) {
       error = "cross-entropy over " + std::to_string(n) +
               " rows needs more scratch than the workspace has";
       return false;
     }
     double *rowLoss = static_cast<double *>(l.workspace);
-    double *rowSum = rowLoss + n, *rowMax = rowSum + n;
+    double *rowSum = rowLoss + n, *rowMax = rowSum + n, *count = rowMax + n;
     typed = dispatchFloat(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       auto go = [&](auto idx) {
@@ -1012,14 +1009,15 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
         crossEntropyRows<T, I><<<static_cast<unsigned>(n), kThreads, 0,
                                  stream>>>(x, labels, rowLoss, rowSum, rowMax,
                                            v, l.errorFlag);
-        if (step.kernel == Kernel::CrossEntropy)
-          crossEntropyMean<T, I><<<1, 1, 0, stream>>>(
-              rowLoss, labels, static_cast<T *>(out[0].data), n);
-        else
+        bool loss = step.kernel == Kernel::CrossEntropy;
+        crossEntropyMean<T, I><<<1, 1, 0, stream>>>(
+            loss ? rowLoss : nullptr, labels,
+            loss ? static_cast<T *>(out[0].data) : nullptr, n, count);
+        if (!loss)
           crossEntropyGradKernel<T, I><<<blocksFor(n * v), kThreads, 0,
                                          stream>>>(
               x, labels, static_cast<const T *>(in[2].data), rowSum, rowMax,
-              static_cast<T *>(out[0].data), n, v);
+              static_cast<T *>(out[0].data), n, v, count);
       };
       in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
     });
