@@ -98,8 +98,10 @@ struct PredictTimePass
       artifact::Queue q = ordering.queues[i];
       if (m.gpu > 0 && (q == artifact::Queue::HostToDevice ||
                         q == artifact::Queue::DeviceToHost)) {
+        // The issuing thread runs ahead of the GPU: a copy starts when its
+        // engine is free and what it waits for is done.
         double &free = copyFree[q == artifact::Queue::HostToDevice ? 0 : 1];
-        double start = waited(i, std::max(free, clock));
+        double start = waited(i, free);
         free = start + transferSeconds(k, m, links);
         end[i] = free;
         continue;

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 FUZZ_BUILD=${STRATA_FUZZ_BUILD_DIR:-build-fuzz}
 
 CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON > /dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
 cmake --build "$FUZZ_BUILD" --target strata-compile strata-run strata-export \
   strata-inspect strata-unit-tests
 
@@ -22,7 +22,7 @@ rm -rf "$WORK"
 status=0
 "$BIN/strata-unit-tests" --gtest_brief=1 || status=1
 for suite in test/models/test_reliability.py test/models/test_forward.py \
-             test/models/test_train.py; do
+             test/models/test_train.py test/models/test_backends.py; do
   name=$(basename "$suite" .py)
   if /usr/bin/python3 "$suite" --bin "$BIN" --work "$WORK/$name" \
       > "$WORK.$name.log" 2>&1; then

@@ -25,7 +25,7 @@ if [ ! -x "$MAIN_BUILD/bin/strata-compile" ]; then
   exit 1
 fi
 CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON > /dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
 cmake --build "$FUZZ_BUILD" --target strata-fuzz-all
 
 SEEDS="$FUZZ_BUILD/seeds"

@@ -9,7 +9,7 @@ bool cudaBuilt() { return false; }
 
 std::unique_ptr<Backend> makeCudaBackend(std::string &error) {
   error = "this build has no CUDA backend (nvcc was not found when it was "
-          "configured)";
+          "configured, or -DSTRATA_ENABLE_CUDA=OFF)";
   return nullptr;
 }
 

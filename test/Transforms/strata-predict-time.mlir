@@ -1,6 +1,7 @@
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile.txt" | FileCheck %s
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-contention.txt" | FileCheck %s --check-prefix=SLOW
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-handoff.txt" | FileCheck %s --check-prefix=HANDOFF
+// RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-gpu.txt" | FileCheck %s --check-prefix=GPU
 // RUN: not strata-opt %s --strata-predict-time="profile=%S/missing.txt" 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // Tests the cost model and its replay of the runtime's schedule against
@@ -52,6 +53,15 @@
 // for k5: 2575.808 -> 3200.096, the step's end.
 // HANDOFF: exec.predicted = {
 // HANDOFF-SAME: predicted_step_us = 3200
+
+// Tests a GPU profile: the host copy k3 runs on the host-to-device copy
+// engine at its own rate (2 GB/s: 131.072) from the start, beside the
+// compute; k4 waits for it but starts later anyway (893.552 -> 965.088);
+// k5 on the write queue 965.088 -> 2113.664; k6 -> 1626.448; k7 waits for
+// k5: 2113.664 -> 2737.952, the step's end.
+// GPU: exec.predicted = {
+// GPU-SAME: predicted_host_to_device_us = 131
+// GPU-SAME: predicted_step_us = 2738
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
