@@ -585,6 +585,136 @@ __global__ void updateKernel(Kernel k, T *w, T *g, T *s1, T *s2,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// AdaLomo: factored (or full) second moments, then a step normalised by the
+// update's and the weights' RMS over the tensor. Sums have a fixed order: a
+// block per row, a thread per column walking the rows, and the tensor-wide
+// sums as fixed per-block partials combined by one block.
+//===----------------------------------------------------------------------===//
+
+constexpr int kPartials = 1024;
+
+struct AdaLomoScratch {
+  double rowMean;      // Mean of the updated row statistics (factored).
+  double step, decay;  // The final step size and weight decay factor.
+  double partials[2 * kPartials];
+};
+
+template <typename T>
+__global__ void adaLomoRows(const T *g, T *row, int64_t cols, double beta2) {
+  __shared__ double shared[kThreads];
+  int64_t i = blockIdx.x;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double gij = double(DT<T>::load(g[i * cols + j]));
+    s += gij * gij + 1e-30;
+  }
+  s = blockCombine<double>(s, false, shared);
+  if (threadIdx.x == 0)
+    row[i] = DT<T>::store(static_cast<typename DT<T>::C>(
+        beta2 * double(DT<T>::load(row[i])) + (1 - beta2) * (s / cols)));
+}
+
+template <typename T>
+__global__ void adaLomoColumns(const T *g, T *col, int64_t rows, int64_t cols,
+                               double beta2) {
+  STRATA_GRID_LOOP(j, cols) {
+    double s = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      double gij = double(DT<T>::load(g[i * cols + j]));
+      s += gij * gij + 1e-30;
+    }
+    col[j] = DT<T>::store(static_cast<typename DT<T>::C>(
+        beta2 * double(DT<T>::load(col[j])) + (1 - beta2) * (s / rows)));
+  }
+}
+
+template <typename T>
+__global__ void adaLomoRowMean(const T *row, int64_t rows,
+                               AdaLomoScratch *scratch) {
+  __shared__ double shared[kThreads];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x)
+    s += double(DT<T>::load(row[i]));
+  s = blockCombine<double>(s, false, shared);
+  if (threadIdx.x == 0)
+    scratch->rowMean = s / rows;
+}
+
+template <typename T>
+__global__ void adaLomoSecondMoment(const T *g, T *v, int64_t n,
+                                    double beta2) {
+  STRATA_GRID_LOOP(i, n) {
+    double gi = double(DT<T>::load(g[i]));
+    v[i] = DT<T>::store(static_cast<typename DT<T>::C>(
+        beta2 * double(DT<T>::load(v[i])) + (1 - beta2) * (gi * gi + 1e-30)));
+  }
+}
+
+/// The normalised update of element i.
+template <typename T>
+__device__ double adaLomoU(const T *g, const T *v, const T *row, const T *col,
+                           int64_t cols, const AdaLomoScratch *scratch,
+                           int64_t i) {
+  double gi = double(DT<T>::load(g[i]));
+  if (v)
+    return gi / sqrt(double(DT<T>::load(v[i])));
+  double r = 1.0 / sqrt(double(DT<T>::load(row[i / cols])) / scratch->rowMean);
+  double c = 1.0 / sqrt(double(DT<T>::load(col[i % cols])));
+  return gi * r * c;
+}
+
+/// Per-block partial sums of u^2 and w^2 (grid of kPartials blocks).
+template <typename T>
+__global__ void adaLomoPartials(const T *w, const T *g, const T *v,
+                                const T *row, const T *col, int64_t n,
+                                int64_t cols, AdaLomoScratch *scratch) {
+  __shared__ double shared[kThreads];
+  double su = 0, sw = 0;
+  STRATA_GRID_LOOP(i, n) {
+    double u = adaLomoU(g, v, row, col, cols, scratch, i);
+    double wi = double(DT<T>::load(w[i]));
+    su += u * u;
+    sw += wi * wi;
+  }
+  su = blockCombine<double>(su, false, shared);
+  sw = blockCombine<double>(sw, false, shared);
+  if (threadIdx.x == 0) {
+    scratch->partials[blockIdx.x] = su;
+    scratch->partials[kPartials + blockIdx.x] = sw;
+  }
+}
+
+__global__ void adaLomoStep(int64_t n, double lr, double wd,
+                            AdaLomoScratch *scratch) {
+  __shared__ double shared[kThreads];
+  double su = 0, sw = 0;
+  for (int k = threadIdx.x; k < kPartials; k += blockDim.x) {
+    su += scratch->partials[k];
+    sw += scratch->partials[kPartials + k];
+  }
+  su = blockCombine<double>(su, false, shared);
+  sw = blockCombine<double>(sw, false, shared);
+  if (threadIdx.x == 0) {
+    double rmsU = sqrt(su / n), rmsW = sqrt(sw / n);
+    double clip = 1.0, eps2 = 1e-3;
+    scratch->step = lr * (rmsW > eps2 ? rmsW : eps2) /
+                    (rmsU / clip > 1.0 ? rmsU / clip : 1.0);
+    scratch->decay = 1.0 - lr * wd;
+  }
+}
+
+template <typename T>
+__global__ void adaLomoApply(T *w, const T *g, const T *v, const T *row,
+                             const T *col, int64_t n, int64_t cols,
+                             const AdaLomoScratch *scratch) {
+  STRATA_GRID_LOOP(i, n) {
+    double wi = double(DT<T>::load(w[i])) * scratch->decay;
+    w[i] = DT<T>::store(static_cast<typename DT<T>::C>(
+        wi - scratch->step * adaLomoU(g, v, row, col, cols, scratch, i)));
+  }
+}
+
 template <typename T>
 __global__ void accumulateKernel(T *acc, const T *g, int64_t n) {
   STRATA_GRID_LOOP(i, n) {
@@ -666,13 +796,22 @@ bool supportsStep(const artifact::Plan &plan, const Step &step,
   };
   bool anyType = dispatch(t, [](auto) {});
   switch (step.kernel) {
-  case Kernel::UpdateAdaLomo:
-    why = "update_adalomo";
-    return false;
-  case Kernel::MatMul:
+  case Kernel::MatMul: {
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       return on(dtypeName(t));
+    // Batches: each operand a full batch or one matrix for all.
+    auto batchOf = [&](uint32_t s) {
+      const Shape &shape = slotOf(s).shape;
+      int64_t b = 1;
+      for (size_t d = 0; d + 2 < shape.size(); ++d)
+        b *= shape[d];
+      return b;
+    };
+    int64_t a = batchOf(step.inputs[0]), b = batchOf(step.inputs[1]);
+    if (a != b && a != 1 && b != 1)
+      return on("batches that broadcast other than all-or-one");
     return true;
+  }
   case Kernel::Cast:
     if (!anyType || !dispatch(slotOf(step.outputs[0]).dtype, [](auto) {}))
       return on(dtypeName(anyType ? slotOf(step.outputs[0]).dtype : t));
@@ -1069,6 +1208,48 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
                                stream),
                name, error))
       return false;
+    break;
+  }
+  case Kernel::UpdateAdaLomo: {
+    if (!ctx.applyUpdates)
+      return true;
+    if (sizeof(AdaLomoScratch) > l.workspaceBytes) {
+      error = "update_adalomo needs more scratch than the workspace has";
+      return false;
+    }
+    auto *scratch = static_cast<AdaLomoScratch *>(l.workspace);
+    const TensorRef &w = in[0];
+    int64_t n = w.numElements();
+    int64_t cols = w.shape.empty() ? 1 : std::max<int64_t>(w.shape.back(), 1);
+    int64_t rows = n / cols;
+    bool factored = in.size() == 4;
+    double lr = step.floats[0] * ctx.lrFactor, wd = step.floats[1];
+    double beta2 = 1.0 - std::pow(static_cast<double>(ctx.step), -0.8);
+    typed = dispatchFloat(w.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (n == 0)
+        return;
+      T *pw = static_cast<T *>(w.data);
+      const T *pg = static_cast<const T *>(in[1].data);
+      T *v = factored ? nullptr : static_cast<T *>(in[2].data);
+      T *row = factored ? static_cast<T *>(in[2].data) : nullptr;
+      T *col = factored ? static_cast<T *>(in[3].data) : nullptr;
+      if (factored) {
+        adaLomoRows<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+            pg, row, cols, beta2);
+        adaLomoColumns<T><<<blocksFor(cols), kThreads, 0, stream>>>(
+            pg, col, rows, cols, beta2);
+        adaLomoRowMean<T><<<1, kThreads, 0, stream>>>(row, rows, scratch);
+      } else {
+        adaLomoSecondMoment<T><<<blocksFor(n), kThreads, 0, stream>>>(
+            pg, v, n, beta2);
+      }
+      adaLomoPartials<T><<<kPartials, kThreads, 0, stream>>>(
+          pw, pg, v, row, col, n, cols, scratch);
+      adaLomoStep<<<1, kThreads, 0, stream>>>(n, lr, wd, scratch);
+      adaLomoApply<T><<<blocksFor(n), kThreads, 0, stream>>>(
+          pw, pg, v, row, col, n, cols, scratch);
+    });
     break;
   }
   case Kernel::Accumulate: {

@@ -275,6 +275,13 @@ std::vector<Case> cases(bool small) {
   add("update_adamw bf16", step(Kernel::UpdateAdamW, {}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
       {{B, {500}}, {B, {500}}, {B, {500}, 'p'}, {B, {500}, 'p'}}, {}, true);
   add("accumulate", step(Kernel::Accumulate), {{F, {300}}, {F, {300}}}, {}, true);
+  // AdaLomo sums over rows, columns and the tensor: a fixed order, but not
+  // the CPU's serial one.
+  add("update_adalomo factored", step(Kernel::UpdateAdaLomo, {}, {0.01, 0.01}),
+      {{F, {24, 40}}, {F, {24, 40}}, {F, {24}, 'p'}, {F, {40}, 'p'}}, {});
+  all.back().context.step = 2;
+  add("update_adalomo full", step(Kernel::UpdateAdaLomo, {}, {0.01, 0.0}),
+      {{F, {300}}, {F, {300}}, {F, {300}, 'p'}}, {});
   return all;
 }
 

@@ -168,4 +168,17 @@ TEST(Backends, UnknownNamesAreErrorsListingWhatExists) {
   ASSERT_NE(makeBackend("async-test", error), nullptr);
 }
 
+TEST(Backends, CudaStartsOrSaysWhyNot) {
+  std::string error;
+  std::unique_ptr<Backend> cuda = makeBackend("cuda", error);
+  if (cuda) {
+    EXPECT_STREQ(cuda->name(), "cuda");
+    return;
+  }
+  // Without a GPU (or without CUDA in the build) the reason is given.
+  EXPECT_TRUE(error.rfind("no GPU: ", 0) == 0 ||
+              error.find("no CUDA backend") != std::string::npos)
+      << error;
+}
+
 } // namespace
