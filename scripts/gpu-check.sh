@@ -19,7 +19,8 @@
 #              cuda bit for bit
 #   big-*      the ~1B-parameter plan all on the device, then with optimizer
 #              state on the host: step time, TFLOP/s of the step against the
-#              measured fp32 GEMM peak, measured vs predicted, bytes per link
+#              measured fp32 GEMM peak, measured vs predicted, bytes per link,
+#              and a trace of its first two steps (chrome://tracing)
 #
 # Output: $OUT (default $OUT from the device tool, else ./gpu-results) holds
 # summary.md (commit it as bench/results/gpu-check-DATE.md), the profile
@@ -154,7 +155,8 @@ big() {
   local name=$1
   rm -rf "$WORK/$name" && cp -r "$IN/$name.strata" "$WORK/$name" || return 1
   "$BIN/strata-run" "$WORK/$name" --backend cuda --data "$IN/big-data.npy" \
-    --steps 6 --log-json "$WORK/$name.jsonl" --no-checkpoint || return 1
+    --steps 6 --log-json "$WORK/$name.jsonl" --no-checkpoint \
+    --trace "$OUT/$name.trace.json" --trace-steps 2 || return 1
   python3 - "$WORK/$name.jsonl" "${PEAK:-0}" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

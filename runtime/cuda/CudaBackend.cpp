@@ -36,6 +36,8 @@ public:
     synchronize(ignored);
     for (auto &w : workers_)
       w.reset();
+    if (anchor_)
+      cudaEventDestroy(anchor_);
     for (cudaEvent_t e : events_)
       if (e)
         cudaEventDestroy(e);
@@ -83,6 +85,14 @@ public:
   }
 
   const char *name() const override { return "cuda"; }
+
+  void setTrace(Trace *trace) override {
+    flushTrace();
+    if (anchor_)
+      cudaEventDestroy(anchor_);
+    anchor_ = nullptr; // Re-anchored on the new trace's clock.
+    trace_ = trace;
+  }
 
   bool supports(const artifact::Plan &plan, std::string &why) const override {
     std::set<std::string> missing;
@@ -144,9 +154,12 @@ public:
     cuda::LaunchContext l = launch_;
     l.stream = stream(queue);
     std::string error;
+    cudaEvent_t begin = traceBegin(queue);
     if (!cuda::launchKernel(step, inputs, outputs, context, l, error))
       fail("step " + std::to_string(label.index) + " (" + label.text +
            "): " + error);
+    traceEnd(queue, begin, label.target, artifact::kernelName(step.kernel),
+             Lane::Compute, label.bytes);
     return !failed_;
   }
 
@@ -155,6 +168,7 @@ public:
     if (failed_)
       return false;
     std::string error;
+    cudaEvent_t begin = traceBegin(queue);
     if (bytes &&
         !cudaOk(cudaMemcpyAsync(dst, src, bytes,
                                 toDevice ? cudaMemcpyHostToDevice
@@ -163,6 +177,8 @@ public:
                 "copy", error))
       fail("step " + std::to_string(label.index) + " (" + label.text +
            "): " + error);
+    traceEnd(queue, begin, label.target, toDevice ? "h2d" : "d2h",
+             Lane::HostCopy, bytes);
     return !failed_;
   }
 
@@ -252,6 +268,7 @@ public:
       if (w && !w->drain(e))
         fail(e);
     }
+    flushTrace();
     int flag = 0;
     std::string e;
     if (launch_.errorFlag &&
@@ -273,6 +290,55 @@ public:
   }
 
 private:
+  // Tracing: a pair of events around each kernel and copy while a trace is
+  // on; their times become trace events (on the host clock, anchored at an
+  // event recorded with the first of them) when the backend synchronizes.
+  struct Traced {
+    cudaEvent_t begin, end;
+    std::string name;
+    const char *category;
+    Lane lane;
+    uint64_t bytes;
+  };
+  cudaEvent_t traceBegin(Queue queue) {
+    if (!trace_)
+      return nullptr;
+    if (!anchor_) {
+      cudaEventCreate(&anchor_);
+      cudaEventRecord(anchor_, stream(queue));
+      cudaEventSynchronize(anchor_);
+      anchorUs_ = trace_->now();
+    }
+    cudaEvent_t e = nullptr;
+    cudaEventCreate(&e);
+    cudaEventRecord(e, stream(queue));
+    return e;
+  }
+  void traceEnd(Queue queue, cudaEvent_t begin, const std::string &name,
+                const char *category, Lane lane, uint64_t bytes) {
+    if (!begin)
+      return;
+    cudaEvent_t e = nullptr;
+    cudaEventCreate(&e);
+    cudaEventRecord(e, stream(queue));
+    traced_.push_back({begin, e, name, category, lane, bytes});
+  }
+  void flushTrace() {
+    for (Traced &t : traced_) {
+      float a = 0, b = 0;
+      if (trace_ && cudaEventElapsedTime(&a, anchor_, t.begin) == cudaSuccess &&
+          cudaEventElapsedTime(&b, anchor_, t.end) == cudaSuccess)
+        trace_->add(t.name, t.category, t.lane, anchorUs_ + a * 1e3,
+                    anchorUs_ + b * 1e3, t.bytes);
+      cudaEventDestroy(t.begin);
+      cudaEventDestroy(t.end);
+    }
+    traced_.clear();
+  }
+  std::vector<Traced> traced_;
+  cudaEvent_t anchor_ = nullptr;
+  double anchorUs_ = 0;
+
   cudaStream_t stream(Queue q) {
     cudaStream_t s = streams_[static_cast<size_t>(q)];
     return s ? s : streams_[0];
