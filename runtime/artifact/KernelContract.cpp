@@ -182,41 +182,13 @@ bool StepChecker::matmul() {
   if (!operands(2, 2, 1) || !sameType(in(0), in(1)) ||
       !sameType(in(0), out(0)))
     return false;
-  Shape as = in(0).shape, bs = in(1).shape;
-  if (as.empty() || bs.empty())
-    return fail("multiplies a scalar");
-  bool ta = step_.ints.size() > 0 && step_.ints[0] != 0;
-  bool tb = step_.ints.size() > 1 && step_.ints[1] != 0;
-  if (as.size() == 1) {
-    as.insert(as.begin(), 1);
-    ta = false;
-  }
-  if (bs.size() == 1) {
-    bs.push_back(1);
-    tb = false;
-  }
-  int64_t m = ta ? as.back() : as[as.size() - 2];
-  int64_t ka = ta ? as[as.size() - 2] : as.back();
-  int64_t kb = tb ? bs.back() : bs[bs.size() - 2];
-  int64_t n = tb ? bs[bs.size() - 2] : bs.back();
-  if (ka != kb)
-    return fail("multiplies " + shapeText(in(0).shape) + " by " +
-                shapeText(in(1).shape) + ": inner dimensions differ");
-  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
-  size_t rank = std::max(aBatch.size(), bBatch.size());
-  Shape batch(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t da = d + aBatch.size() >= rank ? aBatch[d + aBatch.size() - rank]
-                                           : 1;
-    int64_t db = d + bBatch.size() >= rank ? bBatch[d + bBatch.size() - rank]
-                                           : 1;
-    if (da != db && da != 1 && db != 1)
-      return fail("batch dimensions of " + shapeText(in(0).shape) + " and " +
-                  shapeText(in(1).shape) + " do not broadcast");
-    batch[d] = da == 1 ? db : da;
-  }
-  batch.push_back(m);
-  batch.push_back(n);
+  MatMulShape s;
+  std::string why;
+  if (!matmulShape(in(0).shape, in(1).shape, step_.ints, s, why))
+    return fail(why);
+  Shape batch = s.batch;
+  batch.push_back(s.m);
+  batch.push_back(s.n);
   std::optional<int64_t> expected = checkedNumElements(batch);
   if (!expected)
     return fail("result size overflows");
@@ -477,6 +449,49 @@ bool StepChecker::check() {
 }
 
 } // namespace
+
+bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
+                 const std::vector<int64_t> &ints, MatMulShape &s,
+                 std::string &why) {
+  Shape as = a, bs = b;
+  if (as.empty() || bs.empty())
+    return (why = "multiplies a scalar", false);
+  s.ta = ints.size() > 0 && ints[0] != 0;
+  s.tb = ints.size() > 1 && ints[1] != 0;
+  if (as.size() == 1) {
+    as.insert(as.begin(), 1);
+    s.ta = false;
+  }
+  if (bs.size() == 1) {
+    bs.push_back(1);
+    s.tb = false;
+  }
+  s.m = s.ta ? as.back() : as[as.size() - 2];
+  s.k = s.ta ? as[as.size() - 2] : as.back();
+  int64_t kb = s.tb ? bs.back() : bs[bs.size() - 2];
+  s.n = s.tb ? bs[bs.size() - 2] : bs.back();
+  if (s.k != kb)
+    return (why = "multiplies " + shapeText(a) + " by " + shapeText(b) +
+                  ": inner dimensions differ",
+            false);
+  size_t rank = std::max(as.size(), bs.size()) - 2;
+  s.batch.assign(rank, 1);
+  s.batchA.assign(rank, 1);
+  s.batchB.assign(rank, 1);
+  for (size_t d = 0; d + 2 < as.size(); ++d)
+    s.batchA[rank - (as.size() - 2) + d] = as[d];
+  for (size_t d = 0; d + 2 < bs.size(); ++d)
+    s.batchB[rank - (bs.size() - 2) + d] = bs[d];
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t da = s.batchA[d], db = s.batchB[d];
+    if (da != db && da != 1 && db != 1)
+      return (why = "batch dimensions of " + shapeText(a) + " and " +
+                    shapeText(b) + " do not broadcast",
+              false);
+    s.batch[d] = da == 1 ? db : da;
+  }
+  return true;
+}
 
 bool checkKernelContract(const Plan &plan, const Step &step,
                          std::string &why) {

@@ -12,9 +12,27 @@
 
 #include "runtime/artifact/Plan.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace strata::artifact {
+
+/// The dimensions of a matrix product (Kernel::MatMul, ints [transpose a,
+/// transpose b]) as the validator and every backend read them: a vector
+/// operand is a 1xK (left) or Kx1 (right) matrix and is never transposed;
+/// batch dimensions broadcast, right-aligned.
+struct MatMulShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  /// The result's batch dimensions, and each operand's padded to their rank
+  /// with leading 1s.
+  std::vector<int64_t> batch, batchA, batchB;
+};
+/// False with `why` when the shapes do not multiply.
+bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
+                 const std::vector<int64_t> &ints, MatMulShape &shape,
+                 std::string &why);
 
 /// Checks `step` (whose operand slot indices are already known to exist)
 /// against its kernel's contract; false with `why` saying what is wrong.

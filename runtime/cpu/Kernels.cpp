@@ -7,6 +7,7 @@
 // Matrix products use OpenBLAS when it is available.
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
@@ -304,29 +305,18 @@ void gemmReference(const T *a, const T *b, T *c, int64_t M, int64_t N,
 
 void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
             bool ta, bool tb) {
-  Shape as = a.shape, bs = b.shape;
-  if (as.size() == 1) {
-    as.insert(as.begin(), 1);
-    ta = false;
-  }
-  if (bs.size() == 1) {
-    bs.push_back(1);
-    tb = false;
-  }
-  int64_t M = ta ? as.back() : as[as.size() - 2];
-  int64_t K = ta ? as[as.size() - 2] : as.back();
-  int64_t N = tb ? bs[bs.size() - 2] : bs.back();
-  Shape aBatch(as.begin(), as.end() - 2), bBatch(bs.begin(), bs.end() - 2);
-  size_t batchRank = std::max(aBatch.size(), bBatch.size());
-  Shape batch(batchRank, 1);
-  for (size_t d = 0; d < batchRank; ++d) {
-    int64_t da = d + aBatch.size() >= batchRank
-                     ? aBatch[d + aBatch.size() - batchRank] : 1;
-    int64_t db = d + bBatch.size() >= batchRank
-                     ? bBatch[d + bBatch.size() - batchRank] : 1;
-    batch[d] = std::max(da, db);
-  }
-  Shape sa = broadcastStrides(aBatch, batch), sb = broadcastStrides(bBatch, batch);
+  // The validator checked the shapes (artifact::matmulShape).
+  artifact::MatMulShape s;
+  std::string ignored;
+  artifact::matmulShape(a.shape, b.shape, {ta ? 1 : 0, tb ? 1 : 0}, s,
+                        ignored);
+  ta = s.ta;
+  tb = s.tb;
+  int64_t M = s.m, K = s.k, N = s.n;
+  const Shape &batch = s.batch;
+  size_t batchRank = batch.size();
+  Shape sa = broadcastStrides(s.batchA, batch),
+        sb = broadcastStrides(s.batchB, batch);
   int64_t batches = product(batch);
   auto batchOffsets = [&](int64_t index, int64_t &oa, int64_t &ob) {
     oa = ob = 0;
@@ -843,17 +833,7 @@ void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
     T *po = static_cast<T *>(out.data);
     parallelFor(x.numElements(), 8192, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        C v = Traits<T>::load(px[i]), d;
-        if (tanhForm) {
-          const C k0 = C(0.7978845608028654), k1 = C(0.044715);
-          C t = std::tanh(k0 * (v + k1 * v * v * v));
-          d = C(0.5) * (C(1) + t) +
-              C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
-        } else {
-          C cdf = C(0.5) * (C(1) + std::erf(v * C(0.7071067811865476)));
-          C pdf = std::exp(C(-0.5) * v * v) * C(0.3989422804014327);
-          d = cdf + v * pdf;
-        }
+        C d = math::geluDerivative<C>(Traits<T>::load(px[i]), tanhForm);
         po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));
       }
     });

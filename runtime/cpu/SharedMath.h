@@ -158,6 +158,19 @@ template <typename C> STRATA_HD C applyUnary(Kernel k, C x, bool tanhGelu) {
   }
 }
 
+/// d gelu(x) / dx (the tanh approximation or the exact erf form).
+template <typename C> STRATA_HD C geluDerivative(C v, bool tanhForm) {
+  if (tanhForm) {
+    const C k0 = C(0.7978845608028654), k1 = C(0.044715);
+    C t = tanh_(k0 * (v + k1 * v * v * v));
+    return C(0.5) * (C(1) + t) +
+           C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
+  }
+  C cdf = C(0.5) * (C(1) + erf_(v * C(0.7071067811865476)));
+  C pdf = exp_(C(-0.5) * v * v) * C(0.3989422804014327);
+  return cdf + v * pdf;
+}
+
 /// Per-step constants of the updates, computed once on the host.
 template <typename C> struct UpdateCoefficients {
   C scale;    // Loss-scale/clip factor (and 1/micro-batches).

@@ -8,6 +8,7 @@
 // -fmad=false so the updates round like the CPU's.
 
 #include "runtime/cuda/Kernels.h"
+#include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/cpu/SharedMath.h"
 
@@ -533,17 +534,7 @@ __global__ void geluGradKernel(const T *x, const T *g, T *out, int64_t n,
                                bool tanhForm) {
   using C = typename DT<T>::C;
   STRATA_GRID_LOOP(i, n) {
-    C v = DT<T>::load(x[i]), d;
-    if (tanhForm) {
-      const C k0 = C(0.7978845608028654), k1 = C(0.044715);
-      C t = math::tanh_(k0 * (v + k1 * v * v * v));
-      d = C(0.5) * (C(1) + t) +
-          C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
-    } else {
-      C cdf = C(0.5) * (C(1) + math::erf_(v * C(0.7071067811865476)));
-      C pdf = math::exp_(C(-0.5) * v * v) * C(0.3989422804014327);
-      d = cdf + v * pdf;
-    }
+    C d = math::geluDerivative<C>(DT<T>::load(x[i]), tanhForm);
     out[i] = DT<T>::store(d * DT<T>::load(g[i]));
   }
 }
@@ -800,15 +791,15 @@ bool supportsStep(const artifact::Plan &plan, const Step &step,
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       return on(dtypeName(t));
     // Batches: each operand a full batch or one matrix for all.
-    auto batchOf = [&](uint32_t s) {
-      const Shape &shape = slotOf(s).shape;
-      int64_t b = 1;
-      for (size_t d = 0; d + 2 < shape.size(); ++d)
-        b *= shape[d];
-      return b;
-    };
-    int64_t a = batchOf(step.inputs[0]), b = batchOf(step.inputs[1]);
-    if (a != b && a != 1 && b != 1)
+    artifact::MatMulShape shape;
+    std::string ignored;
+    if (!artifact::matmulShape(slotOf(step.inputs[0]).shape,
+                               slotOf(step.inputs[1]).shape, step.ints, shape,
+                               ignored))
+      return on("shapes that do not multiply");
+    int64_t a = product(shape.batchA), b = product(shape.batchB),
+            all = product(shape.batch);
+    if ((a != all && a != 1) || (b != all && b != 1))
       return on("batches that broadcast other than all-or-one");
     return true;
   }
@@ -1322,23 +1313,13 @@ std::map<PlanKey, CachedPlan> plans;
 namespace {
 bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
             const TensorRef &out, LaunchContext &l, std::string &error) {
-  Shape as = a.shape, bs = b.shape;
-  bool ta = step.ints.size() > 0 && step.ints[0] != 0;
-  bool tb = step.ints.size() > 1 && step.ints[1] != 0;
-  if (as.size() == 1) {
-    as.insert(as.begin(), 1);
-    ta = false;
-  }
-  if (bs.size() == 1) {
-    bs.push_back(1);
-    tb = false;
-  }
-  int64_t m = ta ? as.back() : as[as.size() - 2];
-  int64_t k = ta ? as[as.size() - 2] : as.back();
-  int64_t n = tb ? bs[bs.size() - 2] : bs.back();
-  int64_t batchA = product(as, 0, as.size() - 2);
-  int64_t batchB = product(bs, 0, bs.size() - 2);
-  int64_t batch = std::max(batchA, batchB);
+  artifact::MatMulShape shape;
+  if (!artifact::matmulShape(a.shape, b.shape, step.ints, shape, error))
+    return false;
+  bool ta = shape.ta, tb = shape.tb;
+  int64_t m = shape.m, k = shape.k, n = shape.n;
+  int64_t batchA = product(shape.batchA), batchB = product(shape.batchB);
+  int64_t batch = product(shape.batch);
   // Strided batches: each operand is either a full batch or one matrix
   // read by all (general batch broadcasting is left to the plan).
   if ((batchA != batch && batchA != 1) || (batchB != batch && batchB != 1) ||

@@ -61,6 +61,16 @@ TEST(Kernels, BatchedMatMulWithBroadcastMatchesLoops) {
         }
 }
 
+TEST(Kernels, MatMulWithAnEmptyBatchWritesNothing) {
+  // [0,2,3] x [1,3,4] -> [0,2,4]: the batch of 1 broadcasts to 0, so no
+  // product is written (a zero-element result owns no bytes).
+  std::vector<float> a(1), b = randomFloats(12, 3), c(8, -7.0f);
+  run(Kernel::MatMul, {ref(a, {0, 2, 3}, DType::F32), ref(b, {1, 3, 4}, DType::F32)},
+      ref(c, {0, 2, 4}, DType::F32));
+  for (float x : c)
+    EXPECT_EQ(x, -7.0f);
+}
+
 TEST(Kernels, IntegerMatMulIsExact) {
   std::vector<int64_t> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9}, c(2);
   run(Kernel::MatMul, {ref(a, {2, 3}, DType::I64), ref(b, {3}, DType::I64)},
