@@ -1,6 +1,7 @@
 // KernelContract.cpp - What each kernel requires of its operands.
 
 #include "runtime/artifact/KernelContract.h"
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/support/Checked.h"
 
 #include <algorithm>
@@ -38,13 +39,19 @@ private:
     why_ = why;
     return false;
   }
-  bool operands(size_t minIn, size_t maxIn, size_t outs) {
-    if (step_.inputs.size() < minIn || step_.inputs.size() > maxIn)
-      return fail("takes " + std::to_string(minIn) +
-                  (maxIn != minIn ? "-" + std::to_string(maxIn) : "") +
+  /// The operand counts of the kernel table (validatePlan checks them
+  /// first; kept here so the contract check stands alone).
+  bool operands() {
+    const KernelInfo &k = kernelInfo(step_.kernel);
+    size_t maxIn = k.maxInputs == kVariadic ? SIZE_MAX : k.maxInputs;
+    if (step_.inputs.size() < k.minInputs || step_.inputs.size() > maxIn)
+      return fail("takes " + std::to_string(k.minInputs) +
+                  (maxIn == SIZE_MAX           ? " or more"
+                   : maxIn != k.minInputs ? "-" + std::to_string(maxIn)
+                                          : "") +
                   " inputs, has " + std::to_string(step_.inputs.size()));
-    if (step_.outputs.size() != outs)
-      return fail("has " + std::to_string(outs) + " outputs, not " +
+    if (step_.outputs.size() != k.outputs)
+      return fail("has " + std::to_string(k.outputs) + " outputs, not " +
                   std::to_string(step_.outputs.size()));
     return true;
   }
@@ -151,7 +158,7 @@ bool StepChecker::elementwise() {
   bool compare = k == Kernel::Equal || k == Kernel::Less ||
                  k == Kernel::Greater;
   if (k == Kernel::Select) {
-    if (!operands(3, 3, 1) || !sameType(in(1), in(2)) ||
+    if (!operands() || !sameType(in(1), in(2)) ||
         !sameType(in(1), out(0)))
       return false;
     if (in(0).dtype != DType::Bool)
@@ -162,7 +169,7 @@ bool StepChecker::elementwise() {
     return true;
   }
   if (binary) {
-    if (!operands(2, 2, 1) || !sameType(in(0), in(1)))
+    if (!operands() || !sameType(in(0), in(1)))
       return false;
     if (compare ? out(0).dtype != DType::Bool : out(0).dtype != in(0).dtype)
       return fail("has the wrong result type " +
@@ -171,7 +178,7 @@ bool StepChecker::elementwise() {
            broadcastsTo(in(1).shape, out(0).shape, in(1).name);
   }
   // Unary kernels, gelu and cast: one value in, the same count out.
-  if (!operands(1, 1, 1) || !sameCount(in(0), out(0)))
+  if (!operands() || !sameCount(in(0), out(0)))
     return false;
   if (k != Kernel::Cast && !sameType(in(0), out(0)))
     return false;
@@ -179,7 +186,7 @@ bool StepChecker::elementwise() {
 }
 
 bool StepChecker::matmul() {
-  if (!operands(2, 2, 1) || !sameType(in(0), in(1)) ||
+  if (!operands() || !sameType(in(0), in(1)) ||
       !sameType(in(0), out(0)))
     return false;
   MatMulShape s;
@@ -196,7 +203,7 @@ bool StepChecker::matmul() {
 }
 
 bool StepChecker::reduce() {
-  if (!operands(1, 1, 1) || !sameType(in(0), out(0)))
+  if (!operands() || !sameType(in(0), out(0)))
     return false;
   if (step_.ints.empty())
     return fail("has no keepdims attribute");
@@ -222,7 +229,7 @@ bool StepChecker::reduce() {
 
 bool StepChecker::layerNorm() {
   bool grad = step_.kernel == Kernel::LayerNormGrad;
-  if (grad ? !operands(3, 3, 3) : !operands(2, 3, 1))
+  if (!operands())
     return false;
   if (!attributes(grad ? 1 : 2, 1) || !floating(in(0)))
     return false;
@@ -248,7 +255,7 @@ bool StepChecker::layerNorm() {
 }
 
 bool StepChecker::concat() {
-  if (step_.inputs.empty() || !operands(1, SIZE_MAX, 1) || !attributes(1, 0))
+  if (step_.inputs.empty() || !operands() || !attributes(1, 0))
     return false;
   const Shape &o = out(0).shape;
   int64_t a = step_.ints[0];
@@ -278,7 +285,7 @@ bool StepChecker::concat() {
 
 bool StepChecker::gather(const Slot &data, const Slot &indices,
                          const Slot &result, bool grad) {
-  if (!operands(2, 2, 1) || !attributes(1, 0) || !indexType(indices) ||
+  if (!operands() || !attributes(1, 0) || !indexType(indices) ||
       !sameType(data, result))
     return false;
   if (grad && !floating(result))
@@ -301,13 +308,13 @@ bool StepChecker::gather(const Slot &data, const Slot &indices,
 bool StepChecker::update() {
   Kernel k = step_.kernel;
   if (k == Kernel::Accumulate || k == Kernel::Assign || k == Kernel::Store) {
-    if (!operands(2, 2, 0))
+    if (!operands())
       return false;
     return sameType(in(0), in(1)) && sameCount(in(0), in(1)) &&
            (k != Kernel::Accumulate || floating(in(0)));
   }
   if (k == Kernel::UpdateAdaLomo) {
-    if (!operands(3, 4, 0) || !attributes(0, 2) || !floating(in(0)))
+    if (!operands() || !attributes(0, 2) || !floating(in(0)))
       return false;
     for (size_t i = 1; i < step_.inputs.size(); ++i)
       if (!sameType(in(i), in(0)))
@@ -326,7 +333,7 @@ bool StepChecker::update() {
                                                                            : 4;
   size_t hyper = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3
                                                                           : 5;
-  if (!operands(needed, needed + 1, 0) || !attributes(0, hyper) ||
+  if (!operands() || !attributes(0, hyper) ||
       !floating(in(0)))
     return false;
   for (size_t i = 1; i < step_.inputs.size(); ++i)
@@ -359,14 +366,14 @@ bool StepChecker::check() {
     return reduce();
   case Kernel::Softmax:
   case Kernel::LogSoftmax:
-    return operands(1, 1, 1) && attributes(1, 0) && floating(in(0)) &&
+    return operands() && attributes(1, 0) && floating(in(0)) &&
            axis(step_.ints[0], in(0).shape.size()) &&
            sameShape(in(0), out(0)) && sameType(in(0), out(0));
   case Kernel::LayerNorm:
   case Kernel::LayerNormGrad:
     return layerNorm();
   case Kernel::Transpose: {
-    if (!operands(1, 1, 1) || !sameType(in(0), out(0)))
+    if (!operands() || !sameType(in(0), out(0)))
       return false;
     const Shape &s = in(0).shape;
     if (step_.ints.size() != s.size())
@@ -386,35 +393,35 @@ bool StepChecker::check() {
     return true;
   }
   case Kernel::Slice:
-    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+    return operands() && sameType(in(0), out(0)) &&
            window(in(0).shape, out(0).shape);
   case Kernel::SliceGrad:
-    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+    return operands() && sameType(in(0), out(0)) &&
            window(out(0).shape, in(0).shape);
   case Kernel::Concat:
     return concat();
   case Kernel::Broadcast:
-    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+    return operands() && sameType(in(0), out(0)) &&
            broadcastsTo(in(0).shape, out(0).shape, in(0).name);
   case Kernel::Gather:
-    return operands(2, 2, 1) && gather(in(0), in(1), out(0), false);
+    return operands() && gather(in(0), in(1), out(0), false);
   case Kernel::GatherGrad:
-    return operands(2, 2, 1) && sameType(in(0), out(0)) &&
+    return operands() && sameType(in(0), out(0)) &&
            gather(out(0), in(1), out(0), true);
   case Kernel::Trilu:
-    if (!operands(1, 1, 1) || !attributes(2, 0) || !sameType(in(0), out(0)) ||
+    if (!operands() || !attributes(2, 0) || !sameType(in(0), out(0)) ||
         !sameShape(in(0), out(0)))
       return false;
     if (in(0).shape.size() < 2)
       return fail("needs a matrix");
     return true;
   case Kernel::Copy:
-    return operands(1, 1, 1) && sameType(in(0), out(0)) &&
+    return operands() && sameType(in(0), out(0)) &&
            sameCount(in(0), out(0));
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
     bool grad = step_.kernel == Kernel::CrossEntropyGrad;
-    if (!operands(grad ? 3 : 2, grad ? 3 : 2, 1) || !floating(in(0)) ||
+    if (!operands() || !floating(in(0)) ||
         !indexType(in(1)) || !sameType(in(0), out(0)))
       return false;
     if (in(0).shape.size() != 2)
@@ -427,7 +434,7 @@ bool StepChecker::check() {
     return elementCount(out(0), 1);
   }
   case Kernel::GeluGrad:
-    return operands(2, 2, 1) && floating(in(0)) && sameShape(in(0), in(1)) &&
+    return operands() && floating(in(0)) && sameShape(in(0), in(1)) &&
            sameType(in(0), in(1)) && sameShape(in(0), out(0)) &&
            sameType(in(0), out(0));
   case Kernel::UpdateSgd:
