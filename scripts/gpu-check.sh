@@ -75,7 +75,7 @@ stage() {
 
 env_stage() {
   nvidia-smi || true
-  nvcc --version | tail -2
+  (nvcc --version || /usr/local/cuda/bin/nvcc --version) | tail -2
   lscpu | grep -E 'Model name|^CPU\(s\)|Flags' | sed 's/Flags:.*/&/' |
     awk '/Flags/ {print "avx512f:", (index($0, "avx512f") ? "yes" : "no"); next} {print}'
   free -g | head -2
@@ -104,13 +104,15 @@ stage kernels 60 "$BIN/strata-kernel-check" --backend cuda
 grep -E '^FAIL|kernel cases match' "$OUT/kernels.log" | sed 's/^/    /' >> "$FIGURES"
 
 sanitize() {
-  if ! command -v compute-sanitizer > /dev/null; then
+  local san
+  san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [ ! -x "$san" ]; then
     echo "skipped: compute-sanitizer not installed"
     return 0
   fi
-  compute-sanitizer --tool memcheck --error-exitcode 9 \
+  "$san" --tool memcheck --error-exitcode 9 \
     "$BIN/strata-kernel-check" --backend cuda --small | tail -3 &&
-    compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$san" --tool racecheck --error-exitcode 9 \
       "$BIN/strata-kernel-check" --backend cuda --small | tail -3
 }
 export -f sanitize
