@@ -104,6 +104,7 @@ stage kernels 60 "$BIN/strata-kernel-check" --backend cuda
 grep -E '^FAIL|kernel cases match' "$OUT/kernels.log" | sed 's/^/    /' >> "$FIGURES"
 
 sanitize() {
+  set -o pipefail # A sanitizer's report must fail the stage through `tail`.
   local san
   san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   if [ ! -x "$san" ]; then
