@@ -4,6 +4,8 @@
 #include "runtime/exec/Trace.h"
 
 #include <chrono>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -13,8 +15,18 @@
 namespace strata::exec {
 
 AsyncTestBackend::AsyncTestBackend() {
-  if (const char *seed = std::getenv("STRATA_ASYNC_CHAOS"))
-    chaosSeed_ = std::strtoull(seed, nullptr, 10);
+  if (const char *seed = std::getenv("STRATA_ASYNC_CHAOS")) {
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(seed, &end, 10);
+    if (errno == 0 && end != seed && *end == '\0')
+      chaosSeed_ = v;
+    else
+      std::fprintf(stderr,
+                   "strata: warning: STRATA_ASYNC_CHAOS='%s' is not a number; "
+                   "using seed 1\n",
+                   seed);
+  }
 }
 
 AsyncTestBackend::~AsyncTestBackend() {
