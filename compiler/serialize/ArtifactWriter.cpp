@@ -56,21 +56,6 @@ std::optional<DType> dtypeOf(Type type) {
 
 /// The bytes of an elements attribute as the runtime lays them out: dense
 /// row-major, one byte per bool, splats expanded.
-/// A float element of `dtype` at `p`, as a double.
-double elementAsDouble(DType dtype, const char *p) {
-  switch (dtype) {
-  case DType::F64: { double d; std::memcpy(&d, p, 8); return d; }
-  case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
-  case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); return cpu::Half::toFloat(h); }
-  case DType::BF16: {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return cpu::BFloat16::toFloat(h);
-  }
-  default: return 0;
-  }
-}
-
 FailureOr<std::vector<char>> bytesOf(ElementsAttr attr, Operation *op) {
   auto type = cast<ShapedType>(attr.getType());
   int64_t n = type.getNumElements();
@@ -338,7 +323,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         double sum = 0, squares = 0;
         size_t n = data->size() / dtypeSize(s.dtype);
         for (size_t i = 0; i < n; ++i) {
-          double v = elementAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
+          double v = cpu::loadAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
           sum += v;
           squares += v * v;
         }

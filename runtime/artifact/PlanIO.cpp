@@ -638,7 +638,8 @@ bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
 void fillSynthetic(const Plan &plan, size_t index, char *out) {
   const ParamEntry &p = plan.params[index];
   const Slot &s = plan.slots[p.slot];
-  uint64_t n = p.bytes / dtypeSize(s.dtype);
+  size_t size = dtypeSize(s.dtype);
+  uint64_t n = p.bytes / size;
   // Uniform on [-sqrt(3), sqrt(3)): unit variance.
   double spread = p.stddev * 1.7320508075688772;
   uint64_t stream = plan.syntheticSeed * 0x9E3779B97F4A7C15ull +
@@ -651,26 +652,8 @@ void fillSynthetic(const Plan &plan, size_t index, char *out) {
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
       z ^= z >> 31;
       double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-      double v = p.mean + spread * u;
-      switch (s.dtype) {
-      case DType::F64: std::memcpy(out + i * 8, &v, 8); break;
-      case DType::F32: {
-        float f = static_cast<float>(v);
-        std::memcpy(out + i * 4, &f, 4);
-        break;
-      }
-      case DType::F16: {
-        uint16_t h = cpu::Half::fromFloat(static_cast<float>(v));
-        std::memcpy(out + i * 2, &h, 2);
-        break;
-      }
-      case DType::BF16: {
-        uint16_t h = cpu::BFloat16::fromFloat(static_cast<float>(v));
-        std::memcpy(out + i * 2, &h, 2);
-        break;
-      }
-      default: break; // Validation admits float types only.
-      }
+      // Validation admits float types only.
+      cpu::storeFromDouble(s.dtype, p.mean + spread * u, out + i * size);
     }
   };
   // Large tensors on every core: each element depends only on its index.

@@ -3,6 +3,8 @@
 #ifndef STRATA_RUNTIME_CPU_HALF_H
 #define STRATA_RUNTIME_CPU_HALF_H
 
+#include "runtime/support/DType.h"
+
 #include <cstdint>
 #include <cstring>
 
@@ -84,6 +86,46 @@ struct BFloat16 {
     return static_cast<uint16_t>((x + rounding) >> 16);
   }
 };
+
+/// One element of a floating-point `dtype` at `p`, as a double; 0 for
+/// other types.
+inline double loadAsDouble(DType dtype, const char *p) {
+  switch (dtype) {
+  case DType::F64: { double d; std::memcpy(&d, p, 8); return d; }
+  case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
+  case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); return Half::toFloat(h); }
+  case DType::BF16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return BFloat16::toFloat(h);
+  }
+  default: return 0;
+  }
+}
+
+/// Stores `v` as one element of a floating-point `dtype` at `p` (rounded
+/// to nearest even); other types are left alone.
+inline void storeFromDouble(DType dtype, double v, char *p) {
+  switch (dtype) {
+  case DType::F64: std::memcpy(p, &v, 8); break;
+  case DType::F32: {
+    float f = static_cast<float>(v);
+    std::memcpy(p, &f, 4);
+    break;
+  }
+  case DType::F16: {
+    uint16_t h = Half::fromFloat(static_cast<float>(v));
+    std::memcpy(p, &h, 2);
+    break;
+  }
+  case DType::BF16: {
+    uint16_t h = BFloat16::fromFloat(static_cast<float>(v));
+    std::memcpy(p, &h, 2);
+    break;
+  }
+  default: break;
+  }
+}
 
 } // namespace strata::cpu
 

@@ -6,6 +6,7 @@
 
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/cpu/Half.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -79,17 +80,8 @@ bool randomFill(void *p, DType dtype, int64_t n) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<char> host(n * dtypeSize(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    float f = u(rng);
-    if (dtype == DType::F32) {
-      std::memcpy(host.data() + i * 4, &f, 4);
-    } else { // bf16: the top half of the float.
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      uint16_t h = static_cast<uint16_t>(bits >> 16);
-      std::memcpy(host.data() + i * 2, &h, 2);
-    }
-  }
+  for (int64_t i = 0; i < n; ++i)
+    cpu::storeFromDouble(dtype, u(rng), host.data() + i * dtypeSize(dtype));
   return cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice) ==
          cudaSuccess;
 }

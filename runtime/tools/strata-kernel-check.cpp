@@ -72,18 +72,9 @@ void fill(const Operand &o, std::vector<char> &bytes, std::mt19937_64 &rng) {
       v = static_cast<double>(static_cast<int64_t>(rng() % (o.limit + 1)) - 1);
     char *p = bytes.data() + i * dtypeSize(o.dtype);
     switch (o.dtype) {
-    case DType::F32: { float f = float(v); std::memcpy(p, &f, 4); break; }
-    case DType::F64: std::memcpy(p, &v, 8); break;
-    case DType::F16: {
-      uint16_t h = cpu::Half::fromFloat(float(v));
-      std::memcpy(p, &h, 2);
+    case DType::F32: case DType::F64: case DType::F16: case DType::BF16:
+      cpu::storeFromDouble(o.dtype, v, p);
       break;
-    }
-    case DType::BF16: {
-      uint16_t h = cpu::BFloat16::fromFloat(float(v));
-      std::memcpy(p, &h, 2);
-      break;
-    }
     case DType::I64: {
       int64_t x = o.fill == 'n' ? int64_t(v * 1000) : int64_t(v);
       std::memcpy(p, &x, 8);
@@ -102,10 +93,8 @@ void fill(const Operand &o, std::vector<char> &bytes, std::mt19937_64 &rng) {
 
 double valueAt(DType t, const char *p) {
   switch (t) {
-  case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
-  case DType::F64: { double d; std::memcpy(&d, p, 8); return d; }
-  case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); return cpu::Half::toFloat(h); }
-  case DType::BF16: { uint16_t h; std::memcpy(&h, p, 2); return cpu::BFloat16::toFloat(h); }
+  case DType::F32: case DType::F64: case DType::F16: case DType::BF16:
+    return cpu::loadAsDouble(t, p);
   case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return double(x); }
   case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return double(x); }
   case DType::Bool: return *p ? 1 : 0;
