@@ -3,7 +3,7 @@
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/exec/Trace.h"
-#include "runtime/exec/TransferQueue.h"
+#include "runtime/exec/HostQueues.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -33,9 +33,7 @@ class CudaBackend : public Backend {
 public:
   ~CudaBackend() override {
     std::string ignored;
-    synchronize(ignored);
-    for (auto &w : workers_)
-      w.reset();
+    synchronize(ignored); // No host job is left to use an event.
     if (anchor_)
       cudaEventDestroy(anchor_);
     for (cudaEvent_t e : events_)
@@ -141,7 +139,8 @@ public:
       if (e)
         cudaEventDestroy(e);
     events_.assign(events, nullptr);
-    marks_.assign(events, Mark());
+    deviceQueue_.assign(events, -1);
+    host_.setEventCount(events);
   }
 
   bool launch(Queue queue, const artifact::Step &step,
@@ -193,67 +192,54 @@ public:
         fail(error);
       return !failed_;
     }
-    auto q = static_cast<size_t>(queue);
-    if (!workers_[q])
-      workers_[q] = std::make_unique<TransferQueue>();
-    lastJob_[q] = workers_[q]->submit(std::move(task));
+    host_.submit(queue, std::move(task));
     return true;
   }
 
   void record(Queue queue, uint32_t event) override {
-    Mark &m = marks_[event];
-    auto q = static_cast<size_t>(queue);
-    m.queue = static_cast<int>(queue);
-    if (onDevice(queue)) {
-      std::string error;
-      if (!events_[event] &&
-          !cudaOk(cudaEventCreateWithFlags(&events_[event],
-                                           cudaEventDisableTiming),
-                  "cudaEventCreate", error)) {
-        fail(error);
-        return;
-      }
-      if (!cudaOk(cudaEventRecord(events_[event], stream(queue)),
-                  "cudaEventRecord", error))
-        fail(error);
-    } else {
-      m.job = lastJob_[q];
+    if (!onDevice(queue)) {
+      deviceQueue_[event] = -1;
+      host_.record(queue, event);
+      return;
     }
+    deviceQueue_[event] = static_cast<int>(queue);
+    host_.clear(event);
+    std::string error;
+    if (!events_[event] &&
+        !cudaOk(cudaEventCreateWithFlags(&events_[event],
+                                         cudaEventDisableTiming),
+                "cudaEventCreate", error)) {
+      fail(error);
+      return;
+    }
+    if (!cudaOk(cudaEventRecord(events_[event], stream(queue)),
+                "cudaEventRecord", error))
+      fail(error);
   }
 
   void wait(Queue queue, uint32_t event) override {
-    Mark m = marks_[event];
-    if (m.queue < 0 || m.queue == static_cast<int>(queue) || failed_)
+    if (failed_)
       return;
-    Queue from = static_cast<Queue>(m.queue);
     std::string error;
-    if (onDevice(from)) {
-      cudaEvent_t e = events_[event];
-      if (onDevice(queue)) {
-        if (!cudaOk(cudaStreamWaitEvent(stream(queue), e, 0),
-                    "cudaStreamWaitEvent", error))
-          fail(error);
-        return;
-      }
-      hostTask(queue, [e](std::string &error) {
-        return cudaOk(cudaEventSynchronize(e), "waiting for the device",
-                      error);
-      });
-      return;
-    }
-    TransferQueue *other = workers_[static_cast<size_t>(from)].get();
-    if (!other || m.job == 0)
-      return;
-    if (onDevice(queue)) {
-      // The stream must not start what follows before the host work is
-      // done: hold the issuing thread until then.
-      if (!other->waitFor(m.job, error))
+    if (deviceQueue_[event] < 0) {
+      // Host work (an SSD read): a job on another host queue, or the
+      // issuing thread held until it is done (the GPU keeps running what
+      // it was given).
+      if (!host_.wait(queue, event, error))
         fail(error);
       return;
     }
-    uint64_t job = m.job;
-    hostTask(queue, [other, job](std::string &error) {
-      return other->waitFor(job, error);
+    if (deviceQueue_[event] == static_cast<int>(queue))
+      return; // Earlier on the same stream.
+    cudaEvent_t e = events_[event];
+    if (onDevice(queue)) {
+      if (!cudaOk(cudaStreamWaitEvent(stream(queue), e, 0),
+                  "cudaStreamWaitEvent", error))
+        fail(error);
+      return;
+    }
+    hostTask(queue, [e](std::string &error) {
+      return cudaOk(cudaEventSynchronize(e), "waiting for the device", error);
     });
   }
 
@@ -263,9 +249,9 @@ public:
       if (s && !cudaOk(cudaStreamSynchronize(s), "the GPU", e))
         fail(e);
     }
-    for (auto &w : workers_) {
+    {
       std::string e;
-      if (w && !w->drain(e))
+      if (!host_.drain(e))
         fail(e);
     }
     flushTrace();
@@ -351,13 +337,11 @@ private:
   }
 
   cudaStream_t streams_[artifact::kNumQueues] = {};
-  std::unique_ptr<TransferQueue> workers_[artifact::kNumQueues];
-  uint64_t lastJob_[artifact::kNumQueues] = {};
-  struct Mark {
-    int queue = -1;
-    uint64_t job = 0;
-  };
-  std::vector<Mark> marks_;
+  /// The SSD (and CPU) queues: host threads.
+  HostQueues host_{[](Queue q) { return !onDevice(q); }};
+  /// The device queue (stream) each event was last recorded on, -1 when on
+  /// a host queue (host_) or never.
+  std::vector<int> deviceQueue_;
   std::vector<cudaEvent_t> events_;
   cuda::LaunchContext launch_;
   bool failed_ = false;

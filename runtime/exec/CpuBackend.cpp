@@ -35,18 +35,7 @@ bool CpuBackend::copyFromDevice(void *host, const void *device,
   return true;
 }
 
-void CpuBackend::setEventCount(size_t events) {
-  events_.assign(events, Mark());
-}
-
-TransferQueue *CpuBackend::worker(Queue queue) {
-  auto q = static_cast<size_t>(queue);
-  if (!onWorker(queue))
-    return nullptr;
-  if (!workers_[q])
-    workers_[q] = std::make_unique<TransferQueue>();
-  return workers_[q].get();
-}
+void CpuBackend::setEventCount(size_t events) { host_.setEventCount(events); }
 
 void CpuBackend::fail(const std::string &error) {
   if (!failed_) {
@@ -90,49 +79,34 @@ bool CpuBackend::copy(Queue, void *dst, const void *src, uint64_t bytes,
 bool CpuBackend::hostTask(Queue queue, HostTask task) {
   if (failed_)
     return false;
-  TransferQueue *w = worker(queue);
-  if (!w) {
-    std::string error;
-    if (!task(error))
-      fail(error);
-    return !failed_;
+  if (host_.onHost(queue)) {
+    host_.submit(queue, std::move(task));
+    return true;
   }
-  lastJob_[static_cast<size_t>(queue)] = w->submit(std::move(task));
-  return true;
+  std::string error;
+  if (!task(error))
+    fail(error);
+  return !failed_;
 }
 
 void CpuBackend::record(Queue queue, uint32_t event) {
-  Mark &m = events_[event];
-  if (onWorker(queue) && workers_[static_cast<size_t>(queue)]) {
-    m.queue = static_cast<int>(queue);
-    m.job = lastJob_[static_cast<size_t>(queue)];
-  } else {
-    m.queue = -1; // Work on this thread is done when it returns.
-  }
+  // Work on the issuing thread is done when it returns.
+  if (host_.onHost(queue))
+    host_.record(queue, event);
+  else
+    host_.clear(event);
 }
 
 void CpuBackend::wait(Queue queue, uint32_t event) {
-  Mark m = events_[event];
-  if (m.queue < 0 || m.queue == static_cast<int>(queue) || m.job == 0)
-    return; // Complete, or earlier on the same first-in-first-out queue.
-  TransferQueue *other = workers_[m.queue].get();
-  if (!onWorker(queue)) {
-    std::string error;
-    if (!other->waitFor(m.job, error))
-      fail(error);
-    return;
-  }
-  uint64_t job = m.job;
-  lastJob_[static_cast<size_t>(queue)] = worker(queue)->submit(
-      [other, job](std::string &error) { return other->waitFor(job, error); });
+  std::string error;
+  if (!host_.wait(queue, event, error))
+    fail(error);
 }
 
 bool CpuBackend::synchronize(std::string &error) {
-  for (auto &w : workers_) {
-    std::string queueError;
-    if (w && !w->drain(queueError))
-      fail(queueError);
-  }
+  std::string queueError;
+  if (!host_.drain(queueError))
+    fail(queueError);
   if (failed_)
     error = error_;
   return !failed_;

@@ -11,7 +11,7 @@
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/exec/Backend.h"
-#include "runtime/exec/TransferQueue.h"
+#include "runtime/exec/HostQueues.h"
 
 #include <map>
 
@@ -43,23 +43,13 @@ public:
   bool synchronize(std::string &error) override;
 
 private:
-  /// The worker of an SSD queue (created on first use); null for the
-  /// queues that run on the issuing thread.
-  TransferQueue *worker(Queue queue);
-  static bool onWorker(Queue q) {
-    return q == Queue::SsdRead || q == Queue::SsdWrite;
-  }
   void fail(const std::string &error);
 
   std::map<char *, artifact::AlignedBuffer> memory_;
-  std::unique_ptr<TransferQueue> workers_[artifact::kNumQueues];
-  uint64_t lastJob_[artifact::kNumQueues] = {};
-  /// Per event: the worker queue and job it marks (queue -1: complete).
-  struct Mark {
-    int queue = -1;
-    uint64_t job = 0;
-  };
-  std::vector<Mark> events_;
+  /// The SSD queues' workers; everything else runs on the issuing thread.
+  HostQueues host_{[](Queue q) {
+    return q == Queue::SsdRead || q == Queue::SsdWrite;
+  }};
   bool failed_ = false;
   std::string error_;
 };
