@@ -115,10 +115,8 @@ namespace {
 artifact::Queue naturalQueue(exec::KernelOp k) {
   if (!isTransfer(k))
     return artifact::Queue::Compute;
-  bool fetch = k.getKernel() == "copy";
-  if (tierOf(k.getInputs()[0]) == "ssd")
-    return fetch ? artifact::Queue::SsdRead : artifact::Queue::SsdWrite;
-  return fetch ? artifact::Queue::HostToDevice : artifact::Queue::DeviceToHost;
+  return artifact::transferQueue(tierOf(k.getInputs()[0]) == "ssd",
+                                 k.getKernel() == "copy");
 }
 } // namespace
 

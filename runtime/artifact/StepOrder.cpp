@@ -76,9 +76,11 @@ using Clock = std::array<uint32_t, kNumQueues>;
 class Sweep {
 public:
   Sweep(const std::vector<Queue> &queues, const std::vector<size_t> &order)
-      : queues_(queues), pos_(queues.size()), clock_(queues.size()),
-        byQueue_(kNumQueues) {
-    for (size_t s : order) {
+      : queues_(queues), pos_(queues.size()), issued_(queues.size()),
+        clock_(queues.size()), byQueue_(kNumQueues) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      size_t s = order[k];
+      issued_[s] = k;
       auto q = static_cast<size_t>(queues[s]);
       pos_[s] = static_cast<uint32_t>(byQueue_[q].size());
       byQueue_[q].push_back(s);
@@ -108,6 +110,8 @@ public:
   }
   size_t stepAt(size_t q, uint32_t pos) const { return byQueue_[q][pos]; }
   uint32_t pos(size_t s) const { return pos_[s]; }
+  /// Where step s stands in the issue order.
+  size_t issued(size_t s) const { return issued_[s]; }
   const Clock &clock(size_t s) const { return clock_[s]; }
 
   /// Calls `fn(p, access)` for each earlier step p that conflicts with `s`.
@@ -144,6 +148,7 @@ public:
 private:
   const std::vector<Queue> &queues_;
   std::vector<uint32_t> pos_;
+  std::vector<size_t> issued_;
   std::vector<Clock> clock_;
   std::vector<std::vector<size_t>> byQueue_;
   History history_;
@@ -186,13 +191,17 @@ std::vector<size_t> issueOrder(const Plan &plan) {
   return issueOrder(after);
 }
 
+Queue transferQueue(bool ssd, bool fetch) {
+  if (ssd)
+    return fetch ? Queue::SsdRead : Queue::SsdWrite;
+  return fetch ? Queue::HostToDevice : Queue::DeviceToHost;
+}
+
 Queue naturalQueue(const Plan &plan, const Step &step) {
   if (!isTransfer(plan, step))
     return Queue::Compute;
-  bool fetch = step.kernel == Kernel::Copy;
-  if (plan.slots[step.inputs[0]].region == Region::Ssd)
-    return fetch ? Queue::SsdRead : Queue::SsdWrite;
-  return fetch ? Queue::HostToDevice : Queue::DeviceToHost;
+  return transferQueue(plan.slots[step.inputs[0]].region == Region::Ssd,
+                       step.kernel == Kernel::Copy);
 }
 
 std::vector<std::vector<uint32_t>>
@@ -200,9 +209,6 @@ deriveWaits(const std::vector<Queue> &queues,
             const std::vector<StepAccesses> &accesses,
             const std::vector<size_t> &order) {
   std::vector<std::vector<uint32_t>> waits(queues.size());
-  std::vector<size_t> issued(queues.size());
-  for (size_t k = 0; k < order.size(); ++k)
-    issued[order[k]] = k;
   Sweep sweep(queues, order);
   for (size_t s : order) {
     sweep.begin(s);
@@ -224,7 +230,9 @@ deriveWaits(const std::vector<Queue> &queues,
       if (q != own && need[q] != kNone)
         candidates.push_back(sweep.stepAt(q, static_cast<uint32_t>(need[q])));
     std::sort(candidates.begin(), candidates.end(),
-              [&](size_t a, size_t b) { return issued[a] > issued[b]; });
+              [&](size_t a, size_t b) {
+                return sweep.issued(a) > sweep.issued(b);
+              });
     for (size_t w : candidates) {
       if (sweep.ordered(w, s))
         continue;
@@ -243,14 +251,11 @@ bool checkRaceFree(const std::vector<Queue> &queues,
                    const std::vector<size_t> &order,
                    const std::function<std::string(size_t)> &describe,
                    std::string &why) {
-  std::vector<size_t> issued(queues.size());
-  for (size_t k = 0; k < order.size(); ++k)
-    issued[order[k]] = k;
   Sweep sweep(queues, order);
   for (size_t s : order) {
     sweep.begin(s);
     for (uint32_t w : waits[s]) {
-      if (w >= queues.size() || issued[w] >= issued[s]) {
+      if (w >= queues.size() || sweep.issued(w) >= sweep.issued(s)) {
         why = describe(s) + " waits for " +
               (w >= queues.size() ? "step " + std::to_string(w) +
                                         ", which does not exist"

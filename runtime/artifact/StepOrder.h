@@ -34,6 +34,10 @@ struct StepAccesses {
 std::vector<size_t> issueOrder(const std::vector<int64_t> &issueAfter);
 std::vector<size_t> issueOrder(const Plan &plan);
 
+/// The queue of a transfer: by its tier (SSD or host) and direction (a fetch
+/// to the device or a write-back from it).
+Queue transferQueue(bool ssd, bool fetch);
+
 /// The queue a step runs on when the plan does not move it elsewhere:
 /// fetches and write-backs by their tier and direction, kernels on Compute.
 Queue naturalQueue(const Plan &plan, const Step &step);
