@@ -385,18 +385,6 @@ bool validatePlan(const Plan &plan, std::string &error) {
         s.kernel >= Kernel::NumKernels)
       return fail(where + " has an unknown kernel");
     const KernelInfo &info = kernelInfo(s.kernel);
-    if (s.inputs.size() < info.minInputs ||
-        (info.maxInputs != kVariadic && s.inputs.size() > info.maxInputs) ||
-        s.outputs.size() != info.outputs)
-      return fail(where + " (" + info.name + ") has " +
-                  std::to_string(s.inputs.size()) + " inputs and " +
-                  std::to_string(s.outputs.size()) + " outputs; it takes " +
-                  std::to_string(info.minInputs) +
-                  (info.maxInputs == info.minInputs ? ""
-                   : info.maxInputs == kVariadic
-                       ? " or more"
-                       : "-" + std::to_string(info.maxInputs)) +
-                  " inputs and " + std::to_string(info.outputs) + " outputs");
     if (s.ints.size() < info.minInts || s.floats.size() < info.minFloats)
       return fail(where + " (" + info.name + ") needs " +
                   std::to_string(info.minInts) + " integer and " +
@@ -404,6 +392,16 @@ bool validatePlan(const Plan &plan, std::string &error) {
     for (uint32_t slot : s.inputs)
       if (!checkSlot(slot, where))
         return false;
+    for (uint32_t slot : s.outputs) {
+      if (!checkSlot(slot, where))
+        return false;
+      if (plan.slots[slot].region != Region::Arena)
+        return fail(where + " writes outside the arena");
+    }
+    // Operand counts (from the kernel table), types and shapes.
+    std::string why;
+    if (!checkKernelContract(plan, s, why))
+      return fail(where + " (" + info.name + ") " + why);
     // Assign and store write back to any stored region from the device;
     // updates work on device memory (the parameter region or a fetched
     // copy in the arena).
@@ -421,18 +419,6 @@ bool validatePlan(const Plan &plan, std::string &error) {
       if (r == Region::Ssd || r == Region::Host)
         return fail(where + " writes back from outside the device");
     }
-    for (uint32_t slot : s.inputs)
-      if (!checkSlot(slot, where))
-        return false;
-    for (uint32_t slot : s.outputs) {
-      if (!checkSlot(slot, where))
-        return false;
-      if (plan.slots[slot].region != Region::Arena)
-        return fail(where + " writes outside the arena");
-    }
-    std::string why;
-    if (!checkKernelContract(plan, s, why))
-      return fail(where + " (" + kernelName(s.kernel) + ") " + why);
   }
   // A fetch scheduled ahead must not overtake anything that touches its
   // destination or writes its source.
