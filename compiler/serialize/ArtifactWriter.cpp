@@ -6,7 +6,6 @@
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/artifact/Plan.h"
-#include "runtime/artifact/StepOrder.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
@@ -282,7 +281,6 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     return static_cast<uint64_t>(attr.getInt());
   };
 
-  bool scheduled = false;
   for (Operation &op : func.getBody().front()) {
     if (auto input = dyn_cast<exec::InputOp>(op)) {
       FailureOr<uint64_t> offset = offsetOf(&op);
@@ -391,15 +389,12 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       step.floats.assign(kernel.getFloats().begin(), kernel.getFloats().end());
       if (auto after = op.getAttrOfType<IntegerAttr>("issue_after"))
         step.issueAfter = after.getInt();
-      // Queues and waits come from --strata-assign-queues; a program
-      // without them (strata-opt output of earlier stages) gets the
-      // runtime's own derivation below.
-      if (auto queue = op.getAttrOfType<StringAttr>("queue")) {
+      // Queues and waits come from --strata-assign-queues (the plan
+      // validator refuses a program without the waits it needs).
+      if (auto queue = op.getAttrOfType<StringAttr>("queue"))
         if (!artifact::queueByName(queue.str(), step.queue))
           return kernel.emitError("unknown queue '") << queue.getValue()
                                                       << "'";
-        scheduled = true;
-      }
       if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("waits"))
         for (int64_t w : waits.asArrayRef()) {
           if (w < 0 || w > UINT32_MAX)
@@ -418,8 +413,6 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.paramsFileBytes = params.size();
   if (info.syntheticParams)
     plan.syntheticSeed = 1;
-  if (!scheduled)
-    artifact::scheduleSteps(plan);
   std::string error;
   ArtifactDirectory target;
   if (!target.open(dir, error))
