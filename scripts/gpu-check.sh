@@ -5,12 +5,14 @@
 # writes one summary. Prepare its inputs on a development machine first:
 #
 #   scripts/gpu-prepare.sh                       # -> gpu-inputs/ (git-ignored)
-#   (device tool) run command="scripts/gpu-check.sh" carry=["gpu-inputs"]
+#   (device tool) run command="scripts/gpu-check.sh"
+#                  carry=["gpu-inputs", "build-gpu/bin"]
 #                  timeout_s=540
 #
 # Stages (a killed run still leaves what it has under $OUT):
 #   env        nvidia-smi, nvcc, CPU flags (AVX-512?), memory, disk
-#   build      the runtime alone with CUDA for sm_90 (SKIP_BUILD=1 reuses it)
+#   build      the runtime alone with CUDA for sm_90, unless the carried
+#              build-gpu/bin from gpu-prepare.sh runs here
 #   kernels    strata-kernel-check: every kernel against the CPU backend
 #   memcheck   compute-sanitizer memcheck and racecheck on the small cases
 #   calibrate  strata-calibrate --backend cuda -> $OUT/h200.profile
@@ -23,8 +25,8 @@
 #              and a trace of its first two steps (chrome://tracing)
 #
 # Output: $OUT (default $OUT from the device tool, else ./gpu-results) holds
-# summary.md (commit it as bench/results/gpu-check-DATE.md), the profile
-# and one log per stage.
+# summary.md (commit it as bench/results/gpu-check-DATE.md), the profile,
+# stages.log (every stage's output in turn) and the two traces.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -44,10 +46,14 @@ START=$(date +%s)
 } > "$SUMMARY"
 FIGURES=$WORK/figures.md
 : > "$FIGURES"
-export ROOT OUT IN BUILD BIN WORK
+# Stage logs go to $LOGS and, each in turn, into $OUT/stages.log: the device
+# tool brings back at most 8 files.
+LOGS=$WORK/logs
+mkdir -p "$LOGS"
+export ROOT OUT IN BUILD BIN WORK LOGS
 
 # stage NAME SECONDS COMMAND...: runs it under `timeout`, logs to
-# $OUT/NAME.log, adds a summary row.
+# $LOGS/NAME.log (and $OUT/stages.log), adds a summary row.
 stage() {
   local name=$1 cap=$2
   shift 2
@@ -57,9 +63,9 @@ stage() {
     # timeout runs programs: a stage written as a function runs in a bash
     # that has it (the functions and variables are exported).
     timeout --kill-after=5 "$cap" bash -c "$1 \"\$@\"" _ "${@:2}" \
-      > "$OUT/$name.log" 2>&1
+      > "$LOGS/$name.log" 2>&1
   else
-    timeout --kill-after=5 "$cap" "$@" > "$OUT/$name.log" 2>&1
+    timeout --kill-after=5 "$cap" "$@" > "$LOGS/$name.log" 2>&1
   fi
   rc=$?
   local secs
@@ -67,8 +73,9 @@ stage() {
   local verdict=ok
   [ $rc -eq 124 ] && verdict="TIMEOUT (${cap}s)"
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && verdict="FAILED (exit $rc)"
-  grep -q '^skipped:' "$OUT/$name.log" && verdict="skipped: $(grep -m1 '^skipped:' "$OUT/$name.log" | cut -c10-)"
+  grep -q '^skipped:' "$LOGS/$name.log" && verdict="skipped: $(grep -m1 '^skipped:' "$LOGS/$name.log" | cut -c10-)"
   echo "| $name | $verdict | $secs |" >> "$SUMMARY"
+  { echo "===== $name: $verdict (${secs}s)"; cat "$LOGS/$name.log"; } >> "$OUT/stages.log"
   echo "[gpu-check] $name: $verdict (${secs}s)"
   return $rc
 }
@@ -85,8 +92,9 @@ export -f env_stage
 stage env 20 env_stage
 
 build_stage() {
-  if [ "${SKIP_BUILD:-0}" = 1 ] && [ -x "$BIN/strata-run" ]; then
-    echo "reusing $BUILD"
+  if [ "$PREBUILT" = 1 ]; then
+    echo "reusing the prebuilt $BIN (carried; it runs here)"
+    ldd "$BIN/strata-run"
     return 0
   fi
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DSTRATA_BUILD_COMPILER=OFF \
@@ -94,14 +102,25 @@ build_stage() {
     cmake --build "$BUILD" -j "$(nproc)"
 }
 export -f build_stage
+# A runtime build made on the development machine without OpenBLAS or
+# liburing (scripts/gpu-prepare.sh makes it) is carried as build-gpu/bin;
+# when it runs here it saves the build's minutes, else build here.
+PREBUILT=0
+if [ -x "$BIN/strata-run" ] && "$BIN/strata-run" --help > /dev/null 2>&1; then
+  PREBUILT=1
+elif [ -d "$BIN" ]; then
+  BUILD=$ROOT/build-gpu-here
+  BIN=$BUILD/bin
+fi
+export PREBUILT BUILD BIN
 if ! stage build 240 build_stage; then
-  echo "build failed: see build.log" >> "$FIGURES"
+  echo "build failed: see stages.log" >> "$FIGURES"
   cat "$FIGURES" >> "$SUMMARY"
   exit 1
 fi
 
 stage kernels 60 "$BIN/strata-kernel-check" --backend cuda
-grep -E '^FAIL|kernel cases match' "$OUT/kernels.log" | sed 's/^/    /' >> "$FIGURES"
+grep -E '^FAIL|kernel cases match' "$LOGS/kernels.log" | sed 's/^/    /' >> "$FIGURES"
 
 sanitize() {
   set -o pipefail # A sanitizer's report must fail the stage through `tail`.
@@ -120,7 +139,7 @@ export -f sanitize
 stage memcheck 90 sanitize
 
 stage calibrate 60 "$BIN/strata-calibrate" --backend cuda -o "$OUT/h200.profile"
-grep -E '^(gpu|matmul|streaming|launch|pinned)' "$OUT/calibrate.log" | sed 's/^/    /' >> "$FIGURES"
+grep -E '^(gpu|matmul|streaming|launch|pinned)' "$LOGS/calibrate.log" | sed 's/^/    /' >> "$FIGURES"
 PEAK=$(awk '$1 == "gemm_peak_f32_gflops" {print $2}' "$OUT/h200.profile" 2>/dev/null)
 export PEAK
 
@@ -150,7 +169,7 @@ PY
 export -f parity
 for p in tiny-device tiny-host tiny-ssd; do
   stage "parity-$p" 60 parity "$p"
-  echo "    $p: $(grep -E 'max relative|run to run' "$OUT/parity-$p.log" | tr '\n' ' ')" >> "$FIGURES"
+  echo "    $p: $(grep -E 'max relative|run to run' "$LOGS/parity-$p.log" | tr '\n' ' ')" >> "$FIGURES"
 done
 
 # big NAME: 6 steps of the ~1B plan; the step's rate against the peak.
@@ -180,10 +199,10 @@ if peak > 0:
 PY
 }
 export -f big
-stage big-device 120 big big-device
-stage big-hoststates 120 big big-hoststates
+stage big-device 90 big big-device
+stage big-hoststates 90 big big-hoststates
 for b in big-device big-hoststates; do
-  echo "    $b: $(grep -E 'median step|GEMM peak|measured median|per step' "$OUT/$b.log" | tr '\n' ' ')" >> "$FIGURES"
+  echo "    $b: $(grep -E 'median step|GEMM peak|measured median|per step' "$LOGS/$b.log" | tr '\n' ' ')" >> "$FIGURES"
 done
 
 {

@@ -14,6 +14,10 @@
 #                                  and optimizer state in host memory
 #   corpus.bin, big-data.npy       training data
 #
+# Where nvcc is installed it also builds the runtime with CUDA for sm_90,
+# without OpenBLAS or liburing (which the GPU machine lacks), in build-gpu/
+# (git-ignored): carry build-gpu/bin too and the check skips its build.
+#
 # With bench/results/h200.profile present (from an earlier GPU check) the
 # big plans are compiled against it, so the check compares measured and
 # predicted step times.
@@ -66,5 +70,14 @@ rng = np.random.default_rng(0)
 np.save(sys.argv[1], rng.integers(0, 32000, size=(64, 513), dtype=np.int64))
 PY
 "$BIN/strata-inspect" "$OUT/big-device.strata" | sed -n '1,/^memory:/p'
+if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "== the runtime with CUDA, as the GPU machine would build it"
+  cmake -S . -B build-gpu -G Ninja -DSTRATA_BUILD_COMPILER=OFF \
+    -DSTRATA_BUILD_TESTS=OFF -DSTRATA_CUDA_ARCHITECTURES=90 \
+    -DSTRATA_OPENBLAS=STRATA_OPENBLAS-NOTFOUND \
+    -DSTRATA_LIBURING=STRATA_LIBURING-NOTFOUND > /dev/null
+  cmake --build build-gpu
+  du -sh build-gpu/bin
+fi
 du -sh "$OUT"
-echo "gpu-prepare: done; run scripts/gpu-check.sh on the GPU machine with carry=[\"$OUT\"]"
+echo "gpu-prepare: done; run scripts/gpu-check.sh on the GPU machine with carry=[\"$OUT\", \"build-gpu/bin\"]"

@@ -202,7 +202,10 @@ bool calibrateCuda(MachineProfile &profile, std::string &report,
         cuda::launchKernel(s, in, out, cpu::KernelContext(), d.launch, e);
     });
     profile.launchUs = sec / 1000 * 1e6;
-    profile.parallelLaunchUs = 0;
+    // A GPU kernel is not split across host threads: no extra cost, but
+    // the profile admits positive numbers only (as strata-calibrate's
+    // floor).
+    profile.parallelLaunchUs = 0.01;
     say("launch: %.2f us per kernel (1000 back to back)\n", profile.launchUs);
   }
 

@@ -277,22 +277,54 @@ template <typename A> __device__ A blockCombine(A v, bool isMax, A *shared) {
   return r;
 }
 
+template <typename A> __device__ A combine(A acc, A v, bool isMax) {
+  return isMax ? ((v != v || acc != acc) ? v + acc : (v > acc ? v : acc))
+               : acc + v;
+}
+
+/// Block b reduces, for output b / chunks, the reduced elements of chunk
+/// b % chunks ([c * chunk, (c + 1) * chunk) of `count`). With one chunk it
+/// writes the output itself; else its partial goes to `partial[b]` for
+/// reduceFinish. The chunk size follows from the shape alone, never the
+/// GPU, so the order of the sum, and its bits, are the same on every card.
 template <typename T, typename A>
-__global__ void reduceKernel(const T *in, T *out, Indexer<1> keptIx,
-                             Indexer<1> reducedIx, int64_t count, bool isMax,
-                             bool mean, A init) {
+__global__ void reduceKernel(const T *in, T *out, A *partial,
+                             Indexer<1> keptIx, Indexer<1> reducedIx,
+                             int64_t count, int64_t chunk, int64_t chunks,
+                             bool isMax, bool mean, A init) {
   __shared__ A shared[kThreads];
-  int64_t o = blockIdx.x;
+  int64_t o = blockIdx.x / chunks, c = blockIdx.x % chunks;
   int64_t base[1];
   keptIx.offsets(o, base);
+  int64_t end = c * chunk + chunk < count ? c * chunk + chunk : count;
   A acc = init;
-  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+  for (int64_t r = c * chunk + threadIdx.x; r < end; r += blockDim.x) {
     int64_t off[1];
     reducedIx.offsets(r, off);
-    A v = static_cast<A>(DT<T>::load(in[base[0] + off[0]]));
-    acc = isMax ? ((v != v || acc != acc) ? v + acc : (v > acc ? v : acc))
-                : acc + v;
+    acc = combine(acc, static_cast<A>(DT<T>::load(in[base[0] + off[0]])),
+                  isMax);
   }
+  acc = blockCombine<A>(acc, isMax, shared);
+  if (threadIdx.x != 0)
+    return;
+  if (chunks > 1) {
+    partial[blockIdx.x] = acc;
+    return;
+  }
+  if (mean && count > 0)
+    acc = acc / static_cast<A>(count);
+  out[o] = DT<T>::store(static_cast<typename DT<T>::C>(acc));
+}
+
+/// Block o combines output o's `chunks` partials in a fixed order.
+template <typename T, typename A>
+__global__ void reduceFinish(const A *partial, T *out, int64_t count,
+                             int64_t chunks, bool isMax, bool mean, A init) {
+  __shared__ A shared[kThreads];
+  int64_t o = blockIdx.x;
+  A acc = init;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x)
+    acc = combine(acc, partial[o * chunks + c], isMax);
   acc = blockCombine<A>(acc, isMax, shared);
   if (threadIdx.x == 0) {
     if (mean && count > 0)
@@ -992,11 +1024,29 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
                             ? static_cast<A>(-INFINITY)
                             : std::numeric_limits<A>::lowest())
                      : A(0);
-      if (outCount)
-        reduceKernel<T, A><<<static_cast<unsigned>(outCount), kThreads, 0,
-                             stream>>>(static_cast<const T *>(in[0].data),
-                                       static_cast<T *>(out[0].data), keptIx,
-                                       redIx, count, isMax, mean, init);
+      if (!outCount)
+        return;
+      // Few outputs over many elements (a gradient norm's sum of squares
+      // over a whole embedding): one block each would leave the GPU idle,
+      // so each output's elements split into chunks of at least 64 Ki, a
+      // block per chunk, and a second pass combines the partials.
+      constexpr int64_t kChunk = int64_t(1) << 16;
+      int64_t chunks = 1, chunk = count;
+      int64_t room = int64_t(l.workspaceBytes / sizeof(A)) / outCount;
+      if (outCount < 1024 && count >= 2 * kChunk && room >= 2) {
+        chunks = std::min((count + kChunk - 1) / kChunk, room);
+        chunk = (count + chunks - 1) / chunks;
+        chunks = (count + chunk - 1) / chunk;
+      }
+      A *partial = static_cast<A *>(l.workspace);
+      reduceKernel<T, A><<<static_cast<unsigned>(outCount * chunks),
+                           kThreads, 0, stream>>>(
+          static_cast<const T *>(in[0].data), static_cast<T *>(out[0].data),
+          partial, keptIx, redIx, count, chunk, chunks, isMax, mean, init);
+      if (chunks > 1)
+        reduceFinish<T, A><<<static_cast<unsigned>(outCount), kThreads, 0,
+                             stream>>>(partial, static_cast<T *>(out[0].data),
+                                       count, chunks, isMax, mean, init);
     });
     break;
   }

@@ -204,6 +204,15 @@ std::vector<Case> cases(bool small) {
       true);
   add("reduce_sum i64", step(Kernel::ReduceSum, {0, 0}), {{DType::I64, {50, 3}}},
       {{DType::I64, {3}}}, true);
+  // Few outputs over many elements take the chunked two-pass path.
+  add("reduce_sum all, chunked", step(Kernel::ReduceSum, {0, 1, 0}),
+      {{F, {3 * big, 100003}}}, {{F, {}}});
+  add("reduce_mean strided, chunked", step(Kernel::ReduceMean, {0, 0}),
+      {{F, {140001, 3}}}, {{F, {3}}});
+  add("reduce_max chunked", step(Kernel::ReduceMax, {1, 0}),
+      {{F, {2, 270000}}}, {{F, {2}}}, true);
+  add("reduce_sum i64 chunked", step(Kernel::ReduceSum, {0, 0}),
+      {{DType::I64, {131073}}}, {{DType::I64, {}}}, true);
   add("softmax last", step(Kernel::Softmax, {2}), {{F, {2, 3, 500}}},
       {{F, {2, 3, 500}}});
   add("softmax middle", step(Kernel::Softmax, {1}), {{F, {2, 9, 4}}},

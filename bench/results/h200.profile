@@ -1,0 +1,26 @@
+# Strata machine profile (strata-calibrate)
+matmul_small_gflops 35.7729
+matmul_medium_gflops 1744.72
+matmul_large_gflops 50946.3
+simple_ns_per_element 0.00570965
+transcendental_ns_per_element 0.00340652
+movement_ns_per_element 0.00770187
+launch_us 5.15594
+parallel_launch_us 0.01
+copy_gbs 55.1955
+ssd_read_gbs 1.5
+ssd_write_gbs 1
+ssd_small_read_gbs 0.5
+ssd_small_write_gbs 0.5
+ssd_read_latency_us 100
+ssd_write_latency_us 100
+overlap_slowdown 0.02
+ssd_duplex_read_slowdown 0.5
+ssd_duplex_write_slowdown 0.5
+queue_round_trip_us 14.957
+gpu 1
+h2d_gbs 55.2424
+d2h_gbs 55.1955
+duplex_gbs 93.3032
+gemm_peak_f32_gflops 50946.3
+gemm_peak_bf16_gflops 772285
