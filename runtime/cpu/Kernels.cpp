@@ -9,6 +9,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/SharedMath.h"
+#include "runtime/cpu/StreamingUpdates.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -1083,6 +1084,17 @@ void update(Kernel k, const std::vector<TensorRef> &in,
     T *w = static_cast<T *>(in[0].data);
     const T *g = static_cast<const T *>(in[1].data);
     int64_t n = in[0].numElements();
+    if constexpr (std::is_same_v<T, float>) {
+      // fp32: the vectorised single pass, same bits as the loops below.
+      if (k == Kernel::UpdateSgd)
+        sgdF32(w, g, n, c);
+      else if (k == Kernel::UpdateMomentum)
+        momentumF32(w, g, static_cast<float *>(in[2].data), n, c);
+      else
+        adamwF32(w, g, static_cast<float *>(in[2].data),
+                 static_cast<float *>(in[3].data), n, c);
+      return;
+    }
     if (k == Kernel::UpdateSgd) {
       parallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)

@@ -1,0 +1,149 @@
+//===- StreamingUpdates.cpp - Vectorised, threaded fp32 updates -----------===//
+
+#include "runtime/cpu/StreamingUpdates.h"
+
+#include "runtime/cpu/StreamingUpdatesIsa.h"
+#include "runtime/cpu/ThreadPool.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#ifndef STRATA_HAVE_UPDATE_ISAS
+// Not x86-64: no vector loops (cpuSupports says so); the scalar code does
+// every element.
+namespace strata::cpu::detail {
+#define STRATA_NO_LOOPS(isa)                                                  \
+  namespace isa {                                                             \
+  int64_t sgd(float *, const float *, int64_t, const UpdateScalars &) {       \
+    return 0;                                                                 \
+  }                                                                           \
+  int64_t momentum(float *, const float *, float *, int64_t,                  \
+                   const UpdateScalars &) {                                   \
+    return 0;                                                                 \
+  }                                                                           \
+  int64_t adamw(float *, const float *, float *, float *, int64_t,            \
+                const UpdateScalars &) {                                      \
+    return 0;                                                                 \
+  }                                                                           \
+  }
+STRATA_NO_LOOPS(avx2)
+STRATA_NO_LOOPS(avx512)
+#undef STRATA_NO_LOOPS
+} // namespace strata::cpu::detail
+#endif
+
+namespace strata::cpu {
+
+namespace {
+
+/// Elements per parallel chunk: 64 Ki floats, 256 KiB of each array.
+constexpr int64_t kGrain = int64_t(1) << 16;
+
+UpdateIsa detectIsa() {
+  UpdateIsa best = cpuSupports(UpdateIsa::Avx512) ? UpdateIsa::Avx512
+                   : cpuSupports(UpdateIsa::Avx2) ? UpdateIsa::Avx2
+                                                  : UpdateIsa::Scalar;
+  const char *want = std::getenv("STRATA_CPU_ISA");
+  if (!want || !*want)
+    return best;
+  for (UpdateIsa isa : {UpdateIsa::Scalar, UpdateIsa::Avx2, UpdateIsa::Avx512}) {
+    if (std::strcmp(want, updateIsaName(isa)) != 0)
+      continue;
+    if (cpuSupports(isa))
+      return isa;
+    std::fprintf(stderr,
+                 "strata: STRATA_CPU_ISA=%s: this CPU does not have it; "
+                 "using %s\n",
+                 want, updateIsaName(best));
+    return best;
+  }
+  std::fprintf(stderr,
+               "strata: STRATA_CPU_ISA=%s is not one of scalar, avx2, "
+               "avx512; using %s\n",
+               want, updateIsaName(best));
+  return best;
+}
+
+detail::UpdateScalars scalars(const math::UpdateCoefficients<float> &c) {
+  return {c.scale, c.lr,    c.wd,    c.momentum, c.b1,   c.b2,
+          c.eps,   c.decay, c.stepSize, c.bc2Sqrt, c.first};
+}
+
+} // namespace
+
+bool cpuSupports(UpdateIsa isa) {
+  if (isa == UpdateIsa::Scalar)
+    return true;
+#ifdef STRATA_HAVE_UPDATE_ISAS
+  if (isa == UpdateIsa::Avx2)
+    return __builtin_cpu_supports("avx2");
+  if (isa == UpdateIsa::Avx512)
+    return __builtin_cpu_supports("avx512f");
+#endif
+  return false;
+}
+
+const char *updateIsaName(UpdateIsa isa) {
+  switch (isa) {
+  case UpdateIsa::Scalar:
+    return "scalar";
+  case UpdateIsa::Avx2:
+    return "avx2";
+  case UpdateIsa::Avx512:
+    return "avx512";
+  }
+  return "?";
+}
+
+UpdateIsa updateIsa() {
+  static const UpdateIsa isa = detectIsa();
+  return isa;
+}
+
+// Each chunk: the vector loop over its whole vectors, then the scalar
+// element function (the same operations) over the rest.
+
+void sgdF32(float *w, const float *g, int64_t n,
+            const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
+  detail::UpdateScalars s = scalars(c);
+  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+    if (isa == UpdateIsa::Avx512)
+      i += detail::avx512::sgd(w + b, g + b, e - b, s);
+    else if (isa == UpdateIsa::Avx2)
+      i += detail::avx2::sgd(w + b, g + b, e - b, s);
+    for (; i < e; ++i)
+      w[i] = math::sgdElement<float>(w[i], g[i], c);
+  });
+}
+
+void momentumF32(float *w, const float *g, float *buf, int64_t n,
+                 const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
+  detail::UpdateScalars s = scalars(c);
+  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+    if (isa == UpdateIsa::Avx512)
+      i += detail::avx512::momentum(w + b, g + b, buf + b, e - b, s);
+    else if (isa == UpdateIsa::Avx2)
+      i += detail::avx2::momentum(w + b, g + b, buf + b, e - b, s);
+    for (; i < e; ++i)
+      math::momentumElement<float>(w[i], g[i], buf[i], c);
+  });
+}
+
+void adamwF32(float *w, const float *g, float *m, float *v, int64_t n,
+              const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
+  detail::UpdateScalars s = scalars(c);
+  parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+    if (isa == UpdateIsa::Avx512)
+      i += detail::avx512::adamw(w + b, g + b, m + b, v + b, e - b, s);
+    else if (isa == UpdateIsa::Avx2)
+      i += detail::avx2::adamw(w + b, g + b, m + b, v + b, e - b, s);
+    for (; i < e; ++i)
+      math::adamwElement<float>(w[i], g[i], m[i], v[i], c);
+  });
+}
+
+} // namespace strata::cpu
