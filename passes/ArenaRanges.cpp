@@ -5,6 +5,7 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/StepOrder.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -111,8 +112,29 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
       writes.push_back(*a);
 }
 
+exec::KernelOp createTransfer(OpBuilder &b, Location loc, StringRef kernel,
+                              TypeRange results, ValueRange operands) {
+  return b.create<exec::KernelOp>(loc, results, b.getStringAttr(kernel),
+                                  operands, b.getDenseI64ArrayAttr({}),
+                                  b.getDenseF64ArrayAttr({}), IntegerAttr(),
+                                  DenseI64ArrayAttr());
+}
+
+bool isCpuUpdate(exec::KernelOp k) {
+  artifact::Kernel kernel;
+  if (!artifact::kernelByName(k.getKernel().str(), kernel) ||
+      !artifact::runsOnCpu(kernel) || k.getInputs().empty())
+    return false;
+  for (Value v : k.getInputs())
+    if (tierOf(v) != "host")
+      return false;
+  return true;
+}
+
 namespace {
 artifact::Queue naturalQueue(exec::KernelOp k) {
+  if (isCpuUpdate(k))
+    return artifact::Queue::Cpu;
   if (!isTransfer(k))
     return artifact::Queue::Compute;
   return artifact::transferQueue(tierOf(k.getInputs()[0]) == "ssd",

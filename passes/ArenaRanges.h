@@ -37,6 +37,16 @@ llvm::StringRef tierOf(mlir::Value v);
 /// fetch ("copy" of a stored value) or a write-back ("assign"/"store").
 bool isTransfer(exec::KernelOp kernel);
 
+/// Whether `k` is an optimizer update the CPU runs: every operand in host
+/// memory (artifact::isCpuUpdate).
+bool isCpuUpdate(exec::KernelOp k);
+
+/// A transfer kernel (`copy`, `store`, `assign`): no ints, floats or
+/// offsets yet.
+exec::KernelOp createTransfer(mlir::OpBuilder &b, mlir::Location loc,
+                              llvm::StringRef kernel, mlir::TypeRange results,
+                              mlir::ValueRange operands);
+
 /// The inputs `kernel` writes in place (runtime/artifact/KernelTable).
 std::vector<unsigned> writtenInputs(exec::KernelOp kernel);
 

@@ -1,6 +1,7 @@
 //===- CostModel.cpp - Seconds per kernel and per transfer ----------------===//
 
 #include "passes/CostModel.h"
+#include "passes/ArenaRanges.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "runtime/artifact/KernelTable.h"
@@ -64,6 +65,17 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   if (n > kParallelGrain)
     seconds += m.parallelLaunchUs * 1e-6;
   return seconds;
+}
+
+double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m) {
+  // Every operand read once (the scale is a few bytes), the in-place ones
+  // written back.
+  double bytes = 0;
+  for (Value v : update.getInputs())
+    bytes += storageBytes(v.getType());
+  for (unsigned i : writtenInputs(update))
+    bytes += storageBytes(update.getInputs()[i].getType());
+  return bytes / (m.cpuUpdateGBs * 1e9) + m.queueRoundTripUs * 0.5e-6;
 }
 
 double transferSeconds(double bytes, StringRef tier, bool read,

@@ -21,6 +21,10 @@ namespace strata {
 /// Seconds one compute kernel takes.
 double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
 
+/// Seconds an optimizer update takes on the host CPU (the CPU queue): the
+/// bytes it reads and writes at the profile's CPU update rate.
+double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m);
+
 /// Seconds to move `bytes` between the device and `tier` ("host" or
 /// "ssd"); `read` is towards the device.
 double transferSeconds(double bytes, llvm::StringRef tier, bool read,

@@ -23,6 +23,9 @@ void buildGraphCleanupPipeline(mlir::OpPassManager &pm);
 struct TierOptions {
   std::string params = "auto", states = "auto", activations = "auto",
               gradients = "auto";
+  /// Where updates of host-resident parameters run: auto, device or cpu
+  /// (--strata-offload-optimizer).
+  std::string updates = "auto";
   /// How many placements the planner may score.
   int64_t maxEvaluations = 200;
   /// Print the planner's progress when it runs long.

@@ -224,6 +224,42 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
   ];
 }
 
+def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
+  let summary = "Run optimizer updates on the host CPU, beside the backward pass";
+  let description = [{
+    After tier placement, moves each chosen SGD, momentum or AdamW update
+    whose parameter and states live in host memory to the CPU queue: instead
+    of fetching the parameter and states to the device, updating them there
+    and writing them back (about 24 bytes a parameter each way in fp32), the
+    gradient is stored to host memory as soon as it is final, the update
+    runs on the CPU on the host-resident parameter and states, and the next
+    step's forward fetches the new parameter as before. Updates that
+    --strata-fuse-grad-update placed inside the backward pass then run on
+    the CPU while the device computes the rest of it.
+
+    `mode`: `device` keeps every update on the device; `cpu` moves every
+    update that can move; `auto` (the default) moves one when the cost model
+    predicts less time for the gradient's trip and the CPU update than for
+    the fetches, the device update and the write-backs. A remark says how
+    many moved, how many of those overlap the backward pass (and why the
+    others cannot: a scale that depends on every gradient), and why any
+    update stayed (its parameter or a state not in host memory, an
+    accumulated gradient).
+
+    ```mlir
+    %gs = exec.swap_space "w.grad" {tier = "host"} : tensor<4x4xf32>
+    exec.kernel "store"(%gs, %gw) : ...
+    exec.kernel "update_adamw"(%w, %gs, %m, %v, %ss) {floats = ...} : ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "device, cpu or auto">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "Machine profile for auto (strata-calibrate)">,
+  ];
+}
+
 def ScheduleTransfersPass : Pass<"strata-schedule-transfers", "mlir::ModuleOp"> {
   let summary = "Issue fetches from host and SSD ahead of their use";
   let description = [{

@@ -38,6 +38,10 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.hasSsd = tiers.hasSsd;
   place.profile = tiers.profile;
   pm.addPass(createPlaceTiersPass(place));
+  OffloadOptimizerPassOptions offload;
+  offload.mode = tiers.updates;
+  offload.profile = tiers.profile;
+  pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);
   pm.addPass(createPlanMemoryPass(memory));

@@ -78,16 +78,6 @@ SmallVector<OpOperand *> backwardUsesOf(Value value) {
   return uses;
 }
 
-/// A transfer kernel (`copy`, `store`, `assign`): no ints, floats or
-/// offsets yet.
-exec::KernelOp createTransfer(OpBuilder &b, Location loc, StringRef kernel,
-                              TypeRange results, ValueRange operands) {
-  return b.create<exec::KernelOp>(loc, results, b.getStringAttr(kernel),
-                                  operands, b.getDenseI64ArrayAttr({}),
-                                  b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                                  DenseI64ArrayAttr());
-}
-
 /// A swap space `name` on `tier` for `value`, which is stored into it
 /// right after `after`. Returns the space.
 Value storeAfter(Block &body, Operation *after, Value value,

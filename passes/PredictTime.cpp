@@ -93,9 +93,22 @@ struct PredictTimePass
     // On a GPU (a profile from strata-calibrate --backend cuda) host copies
     // run on their own copy engines beside the kernels.
     double copyFree[2] = {0, 0};
+    // The CPU queue (optimizer updates on the host): when it is next free,
+    // its busy time, and when the last device kernel ended.
+    double cpuFree = 0, cpuBusy = 0, computeEnd = 0;
     for (size_t i : ordering.order) {
       exec::KernelOp k = kernels[i];
       artifact::Queue q = ordering.queues[i];
+      if (q == artifact::Queue::Cpu) {
+        // Issued when the issuing thread reaches it; runs once the CPU
+        // worker is free and the stores of its gradient are done.
+        double start = waited(i, std::max(cpuFree, clock));
+        double work = cpuUpdateSeconds(k, m);
+        cpuBusy += work;
+        cpuFree = start + work;
+        end[i] = cpuFree;
+        continue;
+      }
       if (m.gpu > 0 && (q == artifact::Queue::HostToDevice ||
                         q == artifact::Queue::DeviceToHost)) {
         // The issuing thread runs ahead of the GPU: a copy starts when its
@@ -137,14 +150,19 @@ struct PredictTimePass
       }
       clock = start + seconds;
       end[i] = clock;
+      if (!isTransfer(k))
+        computeEnd = clock;
     }
     double step = std::max({clock, queueFree[0], queueFree[1], copyFree[0],
-                            copyFree[1]});
+                            copyFree[1], cpuFree});
+    // CPU update time past the last device kernel is exposed; the rest ran
+    // behind the device's work.
+    double cpuExposed = std::max(0.0, cpuFree - computeEnd);
     double hostLink = links.toDevice + links.toHost;
     double serial = compute + hostLink + links.ssd;
     // With perfect overlap the busiest resource sets the pace.
     double bound = std::max({compute, links.toDevice, links.toHost,
-                             links.ssdRead, links.ssdWrite});
+                             links.ssdRead, links.ssdWrite, cpuBusy});
     OpBuilder b(func.getContext());
     auto us = [&](double s) {
       return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));
@@ -161,6 +179,9 @@ struct PredictTimePass
                                      us(links.toHost)),
                       b.getNamedAttr("predicted_ssd_link_us", us(links.ssd)),
                       b.getNamedAttr("predicted_lower_bound_us", us(bound)),
+                      b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
+                      b.getNamedAttr("predicted_cpu_exposed_us",
+                                     us(std::min(cpuExposed, cpuBusy))),
                   }));
   }
 };

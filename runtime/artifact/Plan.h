@@ -264,6 +264,14 @@ struct ArenaRange {
 /// Store into one). These run on the transfer queue.
 bool isTransfer(const Plan &plan, const Step &step);
 
+/// Whether the step is an optimizer update the host CPU runs (the CPU
+/// queue): SGD, momentum or AdamW with every operand (parameter, gradient,
+/// states, scale) in host memory, where --strata-offload-optimizer puts
+/// them. Its gradient and scale arrive by device-to-host stores.
+bool isCpuUpdate(const Plan &plan, const Step &step);
+/// The kernels that can run on the CPU queue.
+bool runsOnCpu(Kernel kernel);
+
 /// The arena bytes a step reads and writes (a transfer from or to the SSD
 /// moves whole 4 KiB pages, so its arena range is padded to them).
 void arenaAccesses(const Plan &plan, const Step &step,

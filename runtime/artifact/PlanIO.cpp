@@ -407,9 +407,16 @@ bool validatePlan(const Plan &plan, std::string &error) {
     // copy in the arena).
     bool writesBack = info.inPlace == InPlace::First &&
                       s.kernel != Kernel::Accumulate;
+    bool onCpu = isCpuUpdate(plan, s);
+    // The CPU takes the final gradient; an accumulated one would need the
+    // device's accumulator cleared, which the CPU cannot do.
+    if (onCpu && !s.ints.empty() && s.ints[0] > 1)
+      return fail(where + " (" + info.name +
+                  ") runs on the CPU but takes an accumulated gradient");
     for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
       Region r = plan.slots[s.inputs[k]].region;
       bool ok = writesBack ? r != Region::Arena
+                : onCpu    ? r == Region::Host
                            : (r == Region::Params || r == Region::Arena);
       if (!ok)
         return fail(where + " updates a value in the wrong region");
@@ -493,6 +500,20 @@ bool isTransfer(const Plan &plan, const Step &step) {
   return stored && (step.kernel == Kernel::Copy ||
                     step.kernel == Kernel::Assign ||
                     step.kernel == Kernel::Store);
+}
+
+bool runsOnCpu(Kernel kernel) {
+  return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
+         kernel == Kernel::UpdateAdamW;
+}
+
+bool isCpuUpdate(const Plan &plan, const Step &step) {
+  if (!runsOnCpu(step.kernel) || step.inputs.empty())
+    return false;
+  for (uint32_t slot : step.inputs)
+    if (slot >= plan.slots.size() || plan.slots[slot].region != Region::Host)
+      return false;
+  return true;
 }
 
 void stepAccesses(const Plan &plan, const Step &step,

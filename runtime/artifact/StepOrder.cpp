@@ -198,6 +198,8 @@ Queue transferQueue(bool ssd, bool fetch) {
 }
 
 Queue naturalQueue(const Plan &plan, const Step &step) {
+  if (isCpuUpdate(plan, step))
+    return Queue::Cpu;
   if (!isTransfer(plan, step))
     return Queue::Compute;
   return transferQueue(plan.slots[step.inputs[0]].region == Region::Ssd,

@@ -38,8 +38,9 @@ std::vector<size_t> issueOrder(const Plan &plan);
 /// to the device or a write-back from it).
 Queue transferQueue(bool ssd, bool fetch);
 
-/// The queue a step runs on when the plan does not move it elsewhere:
-/// fetches and write-backs by their tier and direction, kernels on Compute.
+/// The queue a step runs on, from where its operands are: fetches and
+/// write-backs by their tier and direction, updates whose operands are all
+/// in host memory on the CPU (isCpuUpdate), other kernels on Compute.
 Queue naturalQueue(const Plan &plan, const Step &step);
 
 /// For each step (indexed by step number), the fewest waits (step numbers

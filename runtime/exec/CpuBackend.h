@@ -46,9 +46,11 @@ private:
   void fail(const std::string &error);
 
   std::map<char *, artifact::AlignedBuffer> memory_;
-  /// The SSD queues' workers; everything else runs on the issuing thread.
+  /// The SSD queues' and the CPU optimizer queue's workers (the CPU
+  /// updates run beside the "device" compute, as on a GPU machine);
+  /// everything else runs on the issuing thread.
   HostQueues host_{[](Queue q) {
-    return q == Queue::SsdRead || q == Queue::SsdWrite;
+    return q == Queue::SsdRead || q == Queue::SsdWrite || q == Queue::Cpu;
   }};
   bool failed_ = false;
   std::string error_;

@@ -239,6 +239,32 @@ bool Executor::issueTransfer(size_t index, const cpu::KernelContext &context) {
                                 labels_[index]);
 }
 
+bool Executor::issueCpuUpdate(size_t index,
+                              const cpu::KernelContext &context) {
+  const Plan &plan = artifact_.plan();
+  const artifact::Step &step = plan.steps[index];
+  // Every operand is in host memory (isCpuUpdate); the stores that brought
+  // the gradient and the scale are among the step's waits.
+  std::vector<cpu::TensorRef> ins;
+  for (uint32_t slot : step.inputs) {
+    const Slot &s = plan.slots[slot];
+    ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
+  }
+  return backend_->hostTask(
+      Queue::Cpu, [this, &step, ins = std::move(ins), context,
+                   label = &labels_[index]](std::string &error) {
+        double start = trace_ ? trace_->now() : 0;
+        bool ok = cpu::runKernel(step, ins, {}, context, error);
+        if (trace_)
+          trace_->add(label->target, artifact::kernelName(step.kernel),
+                      Lane::Cpu, start, trace_->now(), label->bytes);
+        if (!ok)
+          error = "step " + std::to_string(label->index) + " (" +
+                  label->text + "): " + error;
+        return ok;
+      });
+}
+
 bool Executor::issue(size_t index, const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
@@ -247,6 +273,8 @@ bool Executor::issue(size_t index, const cpu::KernelContext &context) {
   bool ok;
   if (isTransfer_[index]) {
     ok = issueTransfer(index, context);
+  } else if (step.queue == Queue::Cpu) {
+    ok = issueCpuUpdate(index, context);
   } else {
     std::vector<cpu::TensorRef> ins, outs;
     for (uint32_t s : step.inputs)

@@ -112,6 +112,8 @@ private:
   /// Gives step `index` to its queue; false once the backend failed.
   bool issue(size_t index, const cpu::KernelContext &context);
   bool issueTransfer(size_t index, const cpu::KernelContext &context);
+  /// An optimizer update on host memory, a job on the CPU queue.
+  bool issueCpuUpdate(size_t index, const cpu::KernelContext &context);
   /// An SSD transfer (run on the SSD queue's thread).
   bool ssdTransfer(size_t index, bool fetch, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;

@@ -21,9 +21,9 @@ static std::string escape(const std::string &s) {
 bool Trace::write(const std::string &path, std::string &error) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  const char *laneNames[] = {"", "compute", "host<->device", "ssd read",
-                             "ssd write"};
-  for (int lane = 1; lane <= 4; ++lane) {
+  const char *laneNames[] = {"",         "compute",   "host<->device",
+                             "ssd read", "ssd write", "cpu optimizer"};
+  for (int lane = 1; lane <= 5; ++lane) {
     char meta[160];
     std::snprintf(meta, sizeof(meta),
                   "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, "

@@ -12,7 +12,13 @@
 namespace strata::exec {
 
 /// The lanes events are drawn on.
-enum class Lane : int { Compute = 1, HostCopy = 2, SsdRead = 3, SsdWrite = 4 };
+enum class Lane : int {
+  Compute = 1,
+  HostCopy = 2,
+  SsdRead = 3,
+  SsdWrite = 4,
+  Cpu = 5, // Optimizer updates on the host CPU.
+};
 
 class Trace {
 public:

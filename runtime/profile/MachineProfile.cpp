@@ -40,7 +40,8 @@ std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
           {"d2h_gbs", &MachineProfile::d2hGBs},
           {"duplex_gbs", &MachineProfile::duplexGBs},
           {"gemm_peak_f32_gflops", &MachineProfile::gemmPeakF32Gflops},
-          {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops}};
+          {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops},
+          {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs}};
 }
 
 } // namespace

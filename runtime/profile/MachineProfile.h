@@ -52,6 +52,9 @@ struct MachineProfile {
   /// the peak a step's rate is quoted against.
   double h2dGBs = 0, d2hGBs = 0, duplexGBs = 0;
   double gemmPeakF32Gflops = 0, gemmPeakBf16Gflops = 0;
+  /// The host CPU's optimizer updates on the CPU queue (StreamingUpdates):
+  /// GB/s of the bytes they read and write (fp32 AdamW: 28 a parameter).
+  double cpuUpdateGBs = 20;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

@@ -133,6 +133,74 @@ class Backends(unittest.TestCase):
             with self.subTest(plan=tag):
                 self.assert_identical(self.train_everywhere(tag, flags))
 
+    def test_updates_on_the_cpu_match_updates_on_the_device(self):
+        """--place-updates cpu (the gradient stored to the host, the update
+        on the CPU queue on host-resident parameters and states) trains bit
+        for bit like --place-updates device (fetch, update on the device,
+        write back), on every backend, for SGD, momentum and AdamW with and
+        without clipping by the previous step's norm, and exact clipping."""
+        host = ["--place-params", "host", "--place-states", "host"]
+        for tag, flags in (
+                ("sgd", ["--optimizer", "sgd", "--lr", "0.05",
+                         "--weight-decay", "0.01"]),
+                ("momentum", ["--optimizer", "momentum", "--lr", "0.05"]),
+                ("adamw", ["--optimizer", "adamw", "--lr", "0.01",
+                           "--weight-decay", "0.01"]),
+                ("adamw_prev", ["--optimizer", "adamw", "--lr", "0.01",
+                                "--clip-grad-norm", "0.5",
+                                "--clip-mode", "previous-step"]),
+                ("adamw_exact", ["--optimizer", "adamw", "--lr", "0.01",
+                                 "--clip-grad-norm", "0.5"])):
+            with self.subTest(optimizer=tag):
+                device = self.train_everywhere(
+                    "upd_dev_" + tag, host + flags + ["--place-updates",
+                                                      "device"])
+                cpu = self.train_everywhere(
+                    "upd_cpu_" + tag, host + flags + ["--place-updates",
+                                                      "cpu"])
+                self.assert_identical(device + cpu)
+                # The plan says where each update runs.
+                art = os.path.join(ARGS.work, "upd_cpu_%s.cpu.strata" % tag)
+                ops = run([tool("strata-inspect"), art, "--ops"]).stdout
+                self.assertRegex(ops, r"update_\w+ .*\[cpu")
+                art = os.path.join(ARGS.work, "upd_dev_%s.cpu.strata" % tag)
+                ops = run([tool("strata-inspect"), art, "--ops"]).stdout
+                self.assertNotRegex(ops, r"update_\w+ .*\[cpu")
+
+    def test_offload_remarks(self):
+        """The compiler says how many updates moved to the CPU and overlap
+        the backward pass, and why the others could not."""
+        host = ["--place-params", "host", "--place-states", "host",
+                "--place-updates", "cpu", "--optimizer", "adamw"]
+        cases = (
+            # All but the update of the gradient computed last (the
+            # embedding's) overlap the backward pass.
+            ([], r"(\d+) of \1 updates run on the CPU; [1-9]\d* overlap "
+                 r"the backward pass; 1 after it: their gradients are final "
+                 r"only when it ends"),
+            (["--clip-grad-norm", "1.0"],
+             r"(\d+) of \1 updates run on the CPU; 0 overlap the backward "
+             r"pass; \1 start only after it: their scale depends on every "
+             r"gradient"),
+            (["--accumulate", "2"], r"stay on the device: it takes a "
+                                    r"gradient accumulated over micro-batches"),
+            (["--place-states", "ssd"], r"stay on the device: a state lives "
+                                        r"in the SSD store"),
+            (["--place-params", "device"], r"stay on the device: its "
+                                           r"parameter lives in device memory"))
+        for extra, want in cases:
+            with self.subTest(flags=extra):
+                out = os.path.join(ARGS.work, "remarks.strata")
+                shutil.rmtree(out, ignore_errors=True)
+                ssd = out + ".ssd"
+                os.makedirs(ssd, exist_ok=True)
+                cmd = [tool("strata-compile"), self.model["path"], "-o", out,
+                       "--ssd-dir", ssd]
+                for b in self.model["bind"]:
+                    cmd += ["--input-shape", b]
+                r = run(cmd + host + extra)
+                self.assertRegex(r.stderr, want)
+
     def test_plan_only_artifact_with_synthetic_parameters(self):
         """--synthetic-params stores each trainable tensor's mean and
         deviation instead of its values; every machine generates the same

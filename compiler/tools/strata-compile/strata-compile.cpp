@@ -227,12 +227,33 @@ static cl::opt<std::string> placeActivations(
              "kernels that needs, from values the backward pass keeps)"),
     cl::init("auto"), cl::cat(tierCategory));
 
+static cl::opt<std::string> placeUpdates(
+    "place-updates",
+    cl::desc("Where optimizer updates of host-resident parameters run: "
+             "auto (default: the CPU when the cost model predicts it "
+             "faster), device (fetch, update, write back), cpu (the "
+             "gradient goes to the host and the CPU updates there, beside "
+             "the backward pass; says why any update cannot)"),
+    cl::init("auto"), cl::cat(tierCategory));
+
 static cl::opt<std::string> placeGradients(
     "place-gradients",
     cl::desc("Where gradients wait between the backward pass and the "
              "optimizer step: auto, device, host or ssd (swapped out after "
              "their last backward use, fetched for the update)"),
     cl::init("auto"), cl::cat(tierCategory));
+
+/// Whether each update runs as soon as its gradient is final: asked for,
+/// implied by LOMO/AdaLomo, or for updates on the CPU (which overlap the
+/// backward pass only then), unless loss scaling would then need a second
+/// backward pass or updates wait for accumulated gradients.
+static bool fusingUpdates() {
+  bool offloading = placeUpdates == "cpu" ||
+                    (placeUpdates == "auto" &&
+                     (placeParams == "host" || placeStates == "host"));
+  return fuseUpdates || optimizer == "lomo" || optimizer == "adalomo" ||
+         (offloading && lossScale == "none" && accumulate <= 1);
+}
 
 static cl::opt<int64_t> plannerEvaluations(
     "planner-evaluations",
@@ -557,7 +578,7 @@ int main(int argc, char **argv) {
       text << " accumulate=" << accumulate.getValue();
     if (lossScale != "none")
       text << " loss_scale=" << lossScale.getValue();
-    if (fuseUpdates || optimizer == "lomo" || optimizer == "adalomo")
+    if (fusingUpdates())
       text << " fused";
     optimizerText = text.str();
   }
@@ -574,8 +595,7 @@ int main(int argc, char **argv) {
     training.weightDecay = weightDecay;
     training.clipGradNorm = clipGradNorm;
     training.accumulate = accumulate;
-    training.fuseUpdates = fuseUpdates || optimizer == "lomo" ||
-                           optimizer == "adalomo";
+    training.fuseUpdates = fusingUpdates();
     training.clipMode = clipMode;
     training.lossScale = lossScale;
     training.lossScaleInit = lossScaleInit;
@@ -602,6 +622,7 @@ int main(int argc, char **argv) {
   tiers.states = placeStates;
   tiers.activations = placeActivations;
   tiers.gradients = placeGradients;
+  tiers.updates = placeUpdates;
   tiers.maxEvaluations = plannerEvaluations;
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();

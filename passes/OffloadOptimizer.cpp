@@ -1,0 +1,346 @@
+//===- OffloadOptimizer.cpp - Optimizer updates on the host CPU -----------===//
+//
+// See OffloadOptimizerPass in Passes.td. PlaceTiers leaves each update of a
+// host-resident parameter as fetches of the parameter and its states, the
+// update on the fetched copies and write-backs:
+//
+//   %wf = copy(%w)  %mf = copy(%m)  update(%wf, %g, %mf, %scale)
+//   assign(%w, %wf) assign(%m, %mf)
+//
+// which becomes a store of the gradient (and, once, of the scale) into host
+// memory and the update on the host tensors themselves, which the runtime
+// runs on its CPU queue (every operand in host memory: isCpuUpdate):
+//
+//   store(%gs, %g)  update(%w, %gs, %m, %ss)
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/ArenaRanges.h"
+#include "passes/CostModel.h"
+#include "passes/Passes.h"
+
+#include "runtime/artifact/KernelTable.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <string>
+
+namespace strata {
+#define GEN_PASS_DEF_OFFLOADOPTIMIZERPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// An in-place operand of an update: the fetch PlaceTiers made of a stored
+/// tensor, and the write-back after the update.
+struct Fetched {
+  exec::KernelOp copy, assign;
+  Value stored;
+};
+
+/// What moving one update to the CPU involves, or why it cannot move.
+struct Candidate {
+  exec::KernelOp update;
+  SmallVector<Fetched> fetched; // One per in-place operand.
+  unsigned gradient = 1;
+  int scale = -1; // Operand index of the scale, if any.
+  std::string blocked;
+  /// Device kernels of the backward pass follow it; its scale is computed
+  /// after the backward pass.
+  bool overlaps = false, lateScale = false;
+};
+
+/// The operand count before the optional scale.
+unsigned operandsBeforeScale(artifact::Kernel k) {
+  return k == artifact::Kernel::UpdateSgd        ? 2
+         : k == artifact::Kernel::UpdateMomentum ? 3
+                                                 : 4;
+}
+
+std::string displayName(Value stored) {
+  if (auto p = stored.getDefiningOp<exec::ParamOp>())
+    return p.getName().str();
+  if (auto s = stored.getDefiningOp<exec::SwapSpaceOp>())
+    return s.getName().str();
+  return "?";
+}
+
+Candidate examine(exec::KernelOp update) {
+  Candidate c;
+  c.update = update;
+  artifact::Kernel kernel;
+  artifact::kernelByName(update.getKernel().str(), kernel);
+  unsigned before = operandsBeforeScale(kernel);
+  if (update.getInputs().size() > before)
+    c.scale = static_cast<int>(before);
+  ArrayRef<int64_t> ints = update.getInts();
+  if (!ints.empty() && ints[0] > 1) {
+    c.blocked = "it takes a gradient accumulated over micro-batches";
+    return c;
+  }
+  for (unsigned i : writtenInputs(update)) {
+    Value v = update.getInputs()[i];
+    auto copy = v.getDefiningOp<exec::KernelOp>();
+    Operation *root = copy && copy.getKernel() == "copy"
+                          ? storedRoot(copy.getInputs()[0])
+                          : nullptr;
+    if (!root || root->getNumResults() != 1 ||
+        tierOf(copy.getInputs()[0]) != "host") {
+      StringRef tier = root ? tierOf(copy.getInputs()[0]) : tierOf(v);
+      c.blocked = (i == 0 ? std::string("its parameter") : "a state") +
+                  " lives in " +
+                  (tier == "ssd" ? "the SSD store" : "device memory") +
+                  " (the CPU updates host memory: --place-params host "
+                  "--place-states host)";
+      return c;
+    }
+    Fetched f;
+    f.copy = copy;
+    f.stored = copy.getInputs()[0];
+    for (Operation *user : copy->getUsers()) {
+      auto k = dyn_cast<exec::KernelOp>(user);
+      if (k == update)
+        continue;
+      if (k && k.getKernel() == "assign" && k.getInputs()[0] == f.stored &&
+          !f.assign) {
+        f.assign = k;
+        continue;
+      }
+      c.blocked = "the device copy of '" + displayName(f.stored) +
+                  "' has other readers";
+      return c;
+    }
+    if (!f.assign) {
+      c.blocked = "'" + displayName(f.stored) + "' is not written back";
+      return c;
+    }
+    c.fetched.push_back(f);
+  }
+  // The gradient (and the scale) must be device values: stored to the host
+  // here. A gradient already kept in host memory is fetched by a copy.
+  for (int i : {1, c.scale}) {
+    if (i < 0)
+      continue;
+    if (tierOf(update.getInputs()[i]) != "device" ||
+        storedRoot(update.getInputs()[i])) {
+      c.blocked = "its gradient is not in device memory";
+      return c;
+    }
+    if (auto copy = update.getInputs()[i].getDefiningOp<exec::KernelOp>())
+      if (copy.getKernel() == "copy" && storedRoot(copy.getInputs()[0])) {
+        c.blocked = "its gradient is kept in host memory and fetched "
+                    "(--place-gradients)";
+        return c;
+      }
+  }
+  return c;
+}
+
+/// Why updates stayed on the device: each reason once, with its count and
+/// the first update it applies to.
+struct Reason {
+  std::string why;
+  unsigned count;
+  Operation *first;
+};
+using Reasons = SmallVector<Reason>;
+
+/// Seconds the device path takes for `c`: fetches, the kernel, the
+/// write-backs; and the CPU path: the gradient's store and the CPU update.
+void costs(const Candidate &c, const MachineProfile &m, double &device,
+           double &cpu) {
+  exec::KernelOp update = c.update;
+  double moved = 0;
+  for (const Fetched &f : c.fetched)
+    moved += storageBytes(f.stored.getType());
+  device = transferSeconds(moved, "host", true, m) +
+           transferSeconds(moved, "host", false, m) +
+           kernelSeconds(update, m);
+  double grad = storageBytes(update.getInputs()[c.gradient].getType());
+  cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
+}
+
+struct OffloadOptimizerPass
+    : public strata::impl::OffloadOptimizerPassBase<OffloadOptimizerPass> {
+  using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
+
+  void runOnOperation() override {
+    if (mode != "device" && mode != "cpu" && mode != "auto") {
+      getOperation().emitError()
+          << "strata-offload-optimizer: mode '" << mode
+          << "' (device, cpu or auto)";
+      return signalPassFailure();
+    }
+    MachineProfile machine;
+    std::string error;
+    if (!profile.empty() && !machine.read(profile, error)) {
+      getOperation().emitError(error);
+      return signalPassFailure();
+    }
+    if (mode == "device")
+      return;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      offload(func, machine);
+  }
+
+  void offload(func::FuncOp func, const MachineProfile &m) {
+    Block &body = func.getBody().front();
+    SmallVector<Candidate> candidates;
+    for (auto k : body.getOps<exec::KernelOp>()) {
+      artifact::Kernel kernel;
+      if (artifact::kernelByName(k.getKernel().str(), kernel) &&
+          artifact::runsOnCpu(kernel))
+        candidates.push_back(examine(k));
+    }
+    if (candidates.empty())
+      return;
+    // An update overlaps the backward pass when device kernels of it
+    // follow: the CPU runs it while they do.
+    Operation *lastBackward = nullptr;
+    for (auto k : body.getOps<exec::KernelOp>())
+      if (k->hasAttr("strata.backward") && !isTransfer(k))
+        lastBackward = k;
+    unsigned overlapping = 0, lateScale = 0;
+    for (Candidate &c : candidates) {
+      if (!c.blocked.empty())
+        continue;
+      if (lastBackward && c.update->isBeforeInBlock(lastBackward))
+        c.overlaps = true;
+      Operation *scale = c.scale >= 0
+                             ? c.update.getInputs()[c.scale].getDefiningOp()
+                             : nullptr;
+      c.lateScale = scale && lastBackward &&
+                    lastBackward->isBeforeInBlock(scale);
+    }
+    // Why updates stayed, each reason once with its count and an example.
+    Reasons stayed;
+    unsigned moved = 0, costlier = 0;
+    llvm::DenseMap<Value, Value> scaleSpace;
+    SmallVector<exec::KernelOp> movedUpdates;
+    for (Candidate &c : candidates) {
+      if (!c.blocked.empty()) {
+        auto it = llvm::find_if(stayed, [&](const Reason &r) {
+          return r.why == c.blocked;
+        });
+        if (it == stayed.end())
+          stayed.push_back({c.blocked, 1, c.update});
+        else
+          ++it->count;
+        continue;
+      }
+      if (mode == "auto") {
+        double device, cpu;
+        costs(c, m, device, cpu);
+        if (cpu >= device) {
+          ++costlier;
+          continue;
+        }
+      }
+      movedUpdates.push_back(rewrite(body, c, scaleSpace));
+      ++moved;
+      overlapping += c.overlaps;
+      lateScale += !c.overlaps && c.lateScale;
+    }
+    report(func, movedUpdates, overlapping, lateScale, stayed, costlier,
+           candidates.size());
+  }
+
+  /// Stores the gradient (and the scale, once per scale value) to host
+  /// memory and runs the update on the stored tensors.
+  exec::KernelOp rewrite(Block &body, Candidate &c,
+                         llvm::DenseMap<Value, Value> &scaleSpace) {
+    exec::KernelOp u = c.update;
+    OpBuilder b(u);
+    auto hostSpace = [&](Value of, const std::string &name) {
+      OpBuilder top(&body, body.begin());
+      return top.create<exec::SwapSpaceOp>(of.getLoc(), of.getType(),
+                                           top.getStringAttr(name),
+                                           top.getStringAttr("host"),
+                                           IntegerAttr())
+          .getResult();
+    };
+    SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
+    for (auto [i, f] : llvm::zip(writtenInputs(u), c.fetched))
+      operands[i] = f.stored;
+    Value grad = operands[c.gradient];
+    Value gs = hostSpace(grad, displayName(c.fetched[0].stored) + ".grad");
+    createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
+    operands[c.gradient] = gs;
+    if (c.scale >= 0) {
+      Value scale = operands[c.scale];
+      Value &ss = scaleSpace[scale];
+      if (!ss) {
+        ss = hostSpace(scale, "optimizer.scale" +
+                                  (scaleSpace.size() > 1
+                                       ? "." + std::to_string(scaleSpace.size())
+                                       : std::string()));
+        createTransfer(b, u.getLoc(), "store", {}, {ss, scale});
+      }
+      operands[c.scale] = ss;
+    }
+    auto moved = b.create<exec::KernelOp>(
+        u.getLoc(), TypeRange(), u.getKernelAttr(), operands, u.getIntsAttr(),
+        u.getFloatsAttr(), IntegerAttr(), DenseI64ArrayAttr());
+    // Keep the markers (strata.backward, ...); placement attributes are
+    // derived again later.
+    for (NamedAttribute a : u->getDiscardableAttrs())
+      moved->setAttr(a.getName(), a.getValue());
+    u.erase();
+    for (Fetched &f : c.fetched) {
+      f.assign.erase();
+      if (f.copy->use_empty())
+        f.copy.erase();
+    }
+    return moved;
+  }
+
+  void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved,
+              unsigned overlapping, unsigned lateScale, const Reasons &stayed,
+              unsigned costlier, size_t total) {
+    OpBuilder b(func.getContext());
+    func->setAttr(
+        "exec.offload",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("cpu_updates", b.getI64IntegerAttr(moved.size())),
+             b.getNamedAttr("overlapping_backward",
+                            b.getI64IntegerAttr(overlapping)),
+             b.getNamedAttr("device_updates",
+                            b.getI64IntegerAttr(total - moved.size()))}));
+    if (!moved.empty()) {
+      auto diag = moved.front()->emitRemark()
+                  << moved.size() << " of " << total
+                  << " updates run on the CPU; " << overlapping
+                  << " overlap the backward pass";
+      unsigned last = moved.size() - overlapping - lateScale;
+      if (lateScale)
+        diag << "; " << lateScale
+             << " start only after it: their scale depends on every "
+                "gradient of the step (exact clipping or the loss-scale "
+                "overflow check; --clip-mode previous-step lets them "
+                "overlap)";
+      if (last)
+        diag << "; " << last
+             << " after it: their gradients are final only when it ends";
+    }
+    if (costlier)
+      func->emitRemark() << costlier << " update" << (costlier == 1 ? "" : "s")
+                         << " stay on the device: the cost model predicts "
+                            "the device path faster on this machine";
+    // Asked for explicitly (mode cpu): say why each kind of update stayed.
+    if (mode != "cpu")
+      return;
+    for (const Reason &r : stayed)
+      r.first->emitRemark() << r.count << " update"
+                            << (r.count == 1 ? "" : "s")
+                            << " stay on the device: " << r.why;
+  }
+};
+
+} // namespace
