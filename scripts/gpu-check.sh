@@ -167,7 +167,7 @@ sys.exit(0 if worst <= 1e-4 and a == b and len(a) == len(cpu) == 5 else 1)
 PY
 }
 export -f parity
-for p in tiny-device tiny-host tiny-ssd; do
+for p in tiny-device tiny-host tiny-ssd tiny-offload; do
   stage "parity-$p" 60 parity "$p"
   echo "    $p: $(grep -E 'max relative|run to run' "$LOGS/parity-$p.log" | tr '\n' ' ')" >> "$FIGURES"
 done
@@ -201,6 +201,52 @@ PY
 export -f big
 stage big-device 90 big big-device
 stage big-hoststates 90 big big-hoststates
+# offload: parameters and states in host memory, updates on the device
+# (fetched and written back) against updates on the CPU; the share of the
+# CPU's update time that ran while the GPU computed, from the trace.
+offload() {
+  for u in device cpu; do
+    rm -rf "$WORK/off-$u" && cp -r "$IN/big-updates-$u.strata" "$WORK/off-$u" &&
+      "$BIN/strata-run" "$WORK/off-$u" --backend cuda --data "$IN/big-data.npy" \
+        --steps 4 --log-json "$WORK/off-$u.jsonl" --no-checkpoint \
+        --trace "$WORK/off-$u.trace.json" --trace-steps 3 || return 1
+  done
+  python3 - "$WORK/off-device.jsonl" "$WORK/off-cpu.jsonl" "$WORK/off-cpu.trace.json" <<'PY'
+import json, sys
+def med(p):
+    rows = [json.loads(l) for l in open(p)]
+    t = sorted(r["step_s"] for r in rows[1:])
+    return t[len(t) // 2], [round(r["loss"], 4) for r in rows]
+dev, dl = med(sys.argv[1])
+cpu, cl = med(sys.argv[2])
+print("losses, updates on the device:", dl)
+print("losses, updates on the CPU:   ", cl)
+print("updates on the device %.3f s a step, on the CPU %.3f s (%.2fx)" % (dev, cpu, dev / cpu))
+ev = [e for e in json.load(open(sys.argv[3]))["traceEvents"] if e.get("ph") == "X"]
+comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == 1)
+cpuev = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == 5]
+def overlap(a, b):
+    s = 0.0
+    for x0, x1 in a:
+        for y0, y1 in b:
+            if y0 >= x1:
+                break
+            s += max(0.0, min(x1, y1) - max(x0, y0))
+    return s
+total = sum(b - a for a, b in cpuev)
+hidden = overlap(cpuev, comp)
+if total:
+    print("CPU updates: %.3f s in the traced steps, %.0f%% of it while the GPU computed" % (total / 1e6, 100 * hidden / total))
+PY
+}
+export -f offload
+stage offload 150 offload
+echo "    offload: $(grep -E 'a step, on the CPU|while the GPU' "$LOGS/offload.log" | tr '\n' ' ')" >> "$FIGURES"
+
+# The CPU AdamW against torch's on this machine's CPU (AVX-512, 16 cores).
+stage cpu-adamw 120 python3 "$ROOT/bench/cpu_adamw.py" --bin "$BIN" --rounds 3
+grep -E 'torch|strata \||Strata is|Memory' "$LOGS/cpu-adamw.log" | sed 's/^/    /' >> "$FIGURES"
+
 for b in big-device big-hoststates; do
   echo "    $b: $(grep -E 'median step|GEMM peak|measured median|per step' "$LOGS/$b.log" | tr '\n' ' ')" >> "$FIGURES"
 done

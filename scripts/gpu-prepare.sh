@@ -12,6 +12,10 @@
 #                                  2048, 4x512 tokens a step), plan-only
 #                                  (--synthetic-params): all on the device,
 #                                  and optimizer state in host memory
+#   big-updates-{device,cpu}.strata the same with parameters and states in
+#                                  host memory, updates fetched to the
+#                                  device or run on the CPU (offload)
+#   tiny-offload.strata            GPT-2-tiny with updates on the CPU
 #   corpus.bin, big-data.npy       training data
 #
 # Where nvcc is installed it also builds the runtime with CUDA for sm_90,
@@ -46,7 +50,10 @@ TINY=(--input-shape input_ids=8x32 --optimizer adamw --lr 3e-3
   --place-params host --place-states host -o "$OUT/tiny-host.strata"
 "$BIN/strata-compile" "$MODELS/gpt2-tiny.onnx" "${TINY[@]}" \
   --place-states ssd --ssd-dir /tmp/strata-gpu-ssd -o "$OUT/tiny-ssd.strata"
-for a in device host ssd; do
+"$BIN/strata-compile" "$MODELS/gpt2-tiny.onnx" "${TINY[@]}" \
+  --place-params host --place-states host --clip-mode previous-step \
+  --place-updates cpu -o "$OUT/tiny-offload.strata"
+for a in device host ssd offload; do
   work=$(mktemp -d)
   cp -r "$OUT/tiny-$a.strata" "$work/"
   "$BIN/strata-run" "$work/tiny-$a.strata" --backend cpu --data "$OUT/corpus.bin" \
@@ -63,6 +70,13 @@ BIG=(--input-shape input_ids=4x512 --optimizer adamw --lr 1e-4
 "$BIN/strata-compile" "$MODELS/gpt2-1b.onnx" "${BIG[@]}" -o "$OUT/big-device.strata"
 "$BIN/strata-compile" "$MODELS/gpt2-1b.onnx" "${BIG[@]}" --place-states host \
   -o "$OUT/big-hoststates.strata"
+# Parameters and states in host memory: updates fetched to the device and
+# written back, against updates on the CPU beside the backward pass.
+for u in device cpu; do
+  "$BIN/strata-compile" "$MODELS/gpt2-1b.onnx" "${BIG[@]}" --place-params host \
+    --place-states host --place-updates $u --fuse-updates \
+    -o "$OUT/big-updates-$u.strata"
+done
 /usr/bin/python3 - "$OUT/big-data.npy" <<'PY'
 import sys
 import numpy as np

@@ -235,7 +235,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.optimizer = info.optimizer;
   plan.accumulate = info.accumulate;
   for (const char *report :
-       {"exec.memory", "exec.predicted", "exec.recomputed", "exec.planner"})
+       {"exec.memory", "exec.predicted", "exec.recomputed", "exec.planner",
+        "exec.offload"})
     if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
       for (NamedAttribute entry : dict)
         if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))

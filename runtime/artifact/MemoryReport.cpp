@@ -68,6 +68,24 @@ std::string formatMemoryReport(const Plan &plan) {
         plan.memoryOf("predicted_lower_bound_us") / 1e3);
     out += buf;
   }
+  if (uint64_t n = plan.memoryOf("cpu_updates")) {
+    // --strata-offload-optimizer: the updates on the CPU queue.
+    char buf[400];
+    double cpu = plan.memoryOf("predicted_cpu_update_us") / 1e3,
+           exposed = plan.memoryOf("predicted_cpu_exposed_us") / 1e3;
+    std::snprintf(buf, sizeof(buf),
+                  "optimizer on the CPU: %llu updates (%llu overlap the "
+                  "backward pass, %llu stay on the device); predicted %.3f "
+                  "ms of CPU work, %.3f ms of it hidden behind the device's "
+                  "work, %.3f ms exposed\n",
+                  static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(
+                      plan.memoryOf("overlapping_backward")),
+                  static_cast<unsigned long long>(
+                      plan.memoryOf("device_updates")),
+                  cpu, cpu - exposed, exposed);
+    out += buf;
+  }
   if (uint64_t n = plan.memoryOf("planner_evaluated")) {
     // The naive plans the planner scored beside its own.
     auto naive = [&](const char *key, const char *what) -> std::string {

@@ -5,7 +5,10 @@
 #include "runtime/cpu/StreamingUpdatesIsa.h"
 #include "runtime/cpu/ThreadPool.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 
@@ -144,6 +147,26 @@ void adamwF32(float *w, const float *g, float *m, float *v, int64_t n,
     for (; i < e; ++i)
       math::adamwElement<float>(w[i], g[i], m[i], v[i], c);
   });
+}
+
+double measureAdamwGBs(int64_t n) {
+  std::vector<float> w(n, 0.5f), g(n, 1e-3f), m(n, 0.0f), v(n, 0.0f);
+  double hp[] = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+  std::vector<double> times;
+  for (int r = 0; r < 4; ++r) {
+    math::UpdateCoefficients<float> c;
+    math::updateCoefficients<float>(artifact::Kernel::UpdateAdamW, hp, 1.0f, 1,
+                                    r + 1, 1.0, c);
+    auto t0 = std::chrono::steady_clock::now();
+    adamwF32(w.data(), g.data(), m.data(), v.data(), n, c);
+    double s = std::chrono::duration<double>(
+                   std::chrono::steady_clock::now() - t0)
+                   .count();
+    if (r > 0)
+      times.push_back(s);
+  }
+  std::sort(times.begin(), times.end());
+  return 28.0 * n / std::max(times[1], 1e-9) / 1e9;
 }
 
 } // namespace strata::cpu

@@ -41,6 +41,11 @@ void adamwF32(float *w, const float *g, float *m, float *v, int64_t n,
               const math::UpdateCoefficients<float> &c,
               UpdateIsa isa = updateIsa());
 
+/// The fp32 AdamW's rate on this machine, all threads: GB/s of the 28 bytes
+/// a parameter it reads and writes (the median of 3 steps over `n`
+/// parameters, after one untimed). For the machine profile.
+double measureAdamwGBs(int64_t n = int64_t(1) << 24);
+
 } // namespace strata::cpu
 
 #endif // STRATA_RUNTIME_CPU_STREAMINGUPDATES_H

@@ -16,6 +16,7 @@
 // other. Writes a profile strata-compile reads with --profile.
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/StreamingUpdates.h"
 #include "runtime/exec/TransferQueue.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/profile/MachineProfile.h"
@@ -221,6 +222,8 @@ int main(int argc, char **argv) {
     std::sort(trips.begin(), trips.end());
     p.queueRoundTripUs = std::max(0.1, trips[trips.size() / 2] * 1e6);
   }
+  // Optimizer updates on the CPU queue, on every core.
+  p.cpuUpdateGBs = cpu::measureAdamwGBs();
   p.copyGBs = n * 4.0 /
               timeIt(10, [&] { std::memcpy(z.data(), x.data(), n * 4); }) / 1e9;
   if (backend == "cuda") {

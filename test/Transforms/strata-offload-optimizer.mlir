@@ -1,0 +1,93 @@
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu" --verify-diagnostics | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu" --strata-assign-queues --verify-diagnostics | FileCheck %s --check-prefix=QUEUES
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=device" | FileCheck %s --check-prefix=DEVICE
+
+// Tests that the update of a host-resident parameter and state, which
+// PlaceTiers left as fetches, a device update and write-backs, becomes a
+// store of the gradient to host memory and the update on the host tensors
+// themselves, with no fetch or write-back left; that it overlaps the
+// backward kernel after it; and that it goes to the CPU queue, waiting for
+// the gradient's store, while the fetch of the parameter for the forward
+// pass comes before it.
+// CHECK-LABEL: func.func @host_update
+// CHECK-SAME: exec.offload = {cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64}
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "w.grad" {tier = "host"}
+// CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
+// CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
+// CHECK: %[[GW:.+]] = exec.kernel "matmul"(%{{.+}}, %{{.+}}) {ints = array<i64: 1, 0>, strata.backward}
+// CHECK-NEXT: exec.kernel "store"(%[[GS]], %[[GW]])
+// CHECK-NEXT: exec.kernel "update_momentum"(%[[W]], %[[GS]], %[[M]]) {floats = array<f64: 1.000000e-01, 9.000000e-01, 0.000000e+00>}
+// CHECK-NEXT: exec.kernel "exp"
+// CHECK-NOT: "assign"
+// QUEUES-LABEL: func.func @host_update
+// QUEUES: exec.kernel "copy"({{.+}}) {queue = "h2d"}
+// QUEUES: exec.kernel "store"({{.+}}) {queue = "d2h"
+// QUEUES-NEXT: exec.kernel "update_momentum"({{.+}}) {floats = {{.+}}, queue = "cpu", waits = array<i64: {{.+}}>}
+// DEVICE-LABEL: func.func @host_update
+// DEVICE: exec.kernel "update_momentum"(%{{.+}}, %{{.+}}, %{{.+}}) {floats
+// DEVICE: exec.kernel "assign"
+func.func @host_update() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {tier = "host", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %g = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %g) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %f2 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %fm = exec.kernel "copy"(%m) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // expected-remark @below {{1 of 1 updates run on the CPU; 1 overlap the backward pass}}
+  exec.kernel "update_momentum"(%f2, %gw, %fm) {floats = array<f64: 0.1, 0.9, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%w, %f2) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%m, %fm) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  %gx = exec.kernel "exp"(%g) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  exec.output "gx" %gx : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that an update whose scale is computed after the backward pass
+// (from every gradient: exact clipping) moves but is reported as unable to
+// overlap, and that its scale is stored to host memory once.
+// CHECK-LABEL: func.func @late_scale
+// CHECK-DAG: %[[SS:.+]] = exec.swap_space "optimizer.scale" {tier = "host"}
+// CHECK: exec.kernel "store"(%[[SS]], %{{.+}}) : (tensor<f32>, tensor<f32>)
+// CHECK-NEXT: exec.kernel "update_sgd"(%{{.+}}, %{{.+}}, %[[SS]])
+func.func @late_scale() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %sq = exec.kernel "mul"(%gw, %gw) {strata.optimizer} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n = exec.kernel "reduce_sum"(%sq) {ints = array<i64: 0, 1, 0>, strata.optimizer} : (tensor<4x4xf32>) -> tensor<f32>
+  %f2 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // expected-remark @below {{1 of 1 updates run on the CPU; 0 overlap the backward pass; 1 start only after it: their scale depends on every gradient}}
+  exec.kernel "update_sgd"(%f2, %gw, %n) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> ()
+  exec.kernel "assign"(%w, %f2) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  return
+}
+
+// -----
+
+// Tests that an update whose parameter stays in device memory or whose
+// gradient is accumulated stays on the device, and says why.
+// CHECK-LABEL: func.func @stays
+// CHECK-SAME: exec.offload = {cpu_updates = 0 : i64, device_updates = 2 : i64, overlapping_backward = 0 : i64}
+// CHECK-NOT: exec.swap_space
+func.func @stays() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %v = exec.param "v" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %acc = exec.param "v.acc" state {tier = "device", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  // expected-remark @below {{1 update stay on the device: its parameter lives in device memory}}
+  exec.kernel "update_sgd"(%w, %gw) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  %fv = exec.kernel "copy"(%v) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // expected-remark @below {{1 update stay on the device: it takes a gradient accumulated over micro-batches}}
+  exec.kernel "update_sgd"(%fv, %acc) {ints = array<i64: 2>, floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%v, %fv) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  return
+}
