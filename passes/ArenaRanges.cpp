@@ -126,7 +126,7 @@ bool isCpuUpdate(exec::KernelOp k) {
       !artifact::runsOnCpu(kernel) || k.getInputs().empty())
     return false;
   for (Value v : k.getInputs())
-    if (tierOf(v) != "host")
+    if (tierOf(v) != "host" && tierOf(v) != "ssd")
       return false;
   return true;
 }

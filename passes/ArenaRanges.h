@@ -38,7 +38,7 @@ llvm::StringRef tierOf(mlir::Value v);
 bool isTransfer(exec::KernelOp kernel);
 
 /// Whether `k` is an optimizer update the CPU runs: every operand in host
-/// memory (artifact::isCpuUpdate).
+/// memory or on the SSD (artifact::isCpuUpdate).
 bool isCpuUpdate(exec::KernelOp k);
 
 /// A transfer kernel (`copy`, `store`, `assign`): no ints, floats or

@@ -70,12 +70,22 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
 double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m) {
   // Every operand read once (the scale is a few bytes), the in-place ones
   // written back.
-  double bytes = 0;
-  for (Value v : update.getInputs())
+  // Operands on the SSD are read first and the updated ones written back,
+  // in the same job.
+  double bytes = 0, io = 0;
+  for (Value v : update.getInputs()) {
+    double b = storageBytes(v.getType());
+    bytes += b;
+    if (tierOf(v) == "ssd")
+      io += transferSeconds(b, "ssd", true, m);
+  }
+  for (unsigned i : writtenInputs(update)) {
+    Value v = update.getInputs()[i];
     bytes += storageBytes(v.getType());
-  for (unsigned i : writtenInputs(update))
-    bytes += storageBytes(update.getInputs()[i].getType());
-  return bytes / (m.cpuUpdateGBs * 1e9) + m.queueRoundTripUs * 0.5e-6;
+    if (tierOf(v) == "ssd")
+      io += transferSeconds(storageBytes(v.getType()), "ssd", false, m);
+  }
+  return io + bytes / (m.cpuUpdateGBs * 1e9) + m.queueRoundTripUs * 0.5e-6;
 }
 
 double transferSeconds(double bytes, StringRef tier, bool read,

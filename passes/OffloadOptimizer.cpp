@@ -8,8 +8,9 @@
 //   assign(%w, %wf) assign(%m, %mf)
 //
 // which becomes a store of the gradient (and, once, of the scale) into host
-// memory and the update on the host tensors themselves, which the runtime
-// runs on its CPU queue (every operand in host memory: isCpuUpdate):
+// memory and the update on the stored tensors themselves, which the runtime
+// runs on its CPU queue (every operand in host memory or on the SSD, read
+// and written back by the same job: isCpuUpdate):
 //
 //   store(%gs, %g)  update(%w, %gs, %m, %ss)
 //
@@ -91,14 +92,11 @@ Candidate examine(exec::KernelOp update) {
     Operation *root = copy && copy.getKernel() == "copy"
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
-    if (!root || root->getNumResults() != 1 ||
-        tierOf(copy.getInputs()[0]) != "host") {
-      StringRef tier = root ? tierOf(copy.getInputs()[0]) : tierOf(v);
+    if (!root || root->getNumResults() != 1) {
       c.blocked = (i == 0 ? std::string("its parameter") : "a state") +
-                  " lives in " +
-                  (tier == "ssd" ? "the SSD store" : "device memory") +
-                  " (the CPU updates host memory: --place-params host "
-                  "--place-states host)";
+                  " lives in device memory (the CPU updates tensors in "
+                  "host memory or on the SSD: --place-params host, "
+                  "--place-states host or ssd)";
       return c;
     }
     Fetched f;
@@ -157,12 +155,12 @@ using Reasons = SmallVector<Reason>;
 void costs(const Candidate &c, const MachineProfile &m, double &device,
            double &cpu) {
   exec::KernelOp update = c.update;
-  double moved = 0;
-  for (const Fetched &f : c.fetched)
-    moved += storageBytes(f.stored.getType());
-  device = transferSeconds(moved, "host", true, m) +
-           transferSeconds(moved, "host", false, m) +
-           kernelSeconds(update, m);
+  device = kernelSeconds(update, m);
+  for (const Fetched &f : c.fetched) {
+    double bytes = storageBytes(f.stored.getType());
+    device += transferSeconds(bytes, tierOf(f.stored), true, m) +
+              transferSeconds(bytes, tierOf(f.stored), false, m);
+  }
   double grad = storageBytes(update.getInputs()[c.gradient].getType());
   cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
 }

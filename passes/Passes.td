@@ -228,14 +228,17 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
   let summary = "Run optimizer updates on the host CPU, beside the backward pass";
   let description = [{
     After tier placement, moves each chosen SGD, momentum or AdamW update
-    whose parameter and states live in host memory to the CPU queue: instead
+    whose parameter and states live in host memory or on the SSD to the CPU
+    queue: instead
     of fetching the parameter and states to the device, updating them there
     and writing them back (about 24 bytes a parameter each way in fp32), the
     gradient is stored to host memory as soon as it is final, the update
     runs on the CPU on the host-resident parameter and states, and the next
     step's forward fetches the new parameter as before. Updates that
     --strata-fuse-grad-update placed inside the backward pass then run on
-    the CPU while the device computes the rest of it.
+    the CPU while the device computes the rest of it. States on the SSD
+    are read into host memory by the CPU job that updates them and written
+    back by it.
 
     `mode`: `device` keeps every update on the device; `cpu` moves every
     update that can move; `auto` (the default) moves one when the cost model
@@ -243,7 +246,7 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     the fetches, the device update and the write-backs. A remark says how
     many moved, how many of those overlap the backward pass (and why the
     others cannot: a scale that depends on every gradient), and why any
-    update stayed (its parameter or a state not in host memory, an
+    update stayed (its parameter or a state in device memory, an
     accumulated gradient).
 
     ```mlir

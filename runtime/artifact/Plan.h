@@ -266,8 +266,10 @@ bool isTransfer(const Plan &plan, const Step &step);
 
 /// Whether the step is an optimizer update the host CPU runs (the CPU
 /// queue): SGD, momentum or AdamW with every operand (parameter, gradient,
-/// states, scale) in host memory, where --strata-offload-optimizer puts
-/// them. Its gradient and scale arrive by device-to-host stores.
+/// states, scale) in host memory or on the SSD, where
+/// --strata-offload-optimizer puts them. Its gradient and scale arrive by
+/// device-to-host stores; operands on the SSD are read into host memory
+/// for the update and the updated ones written back, in the same job.
 bool isCpuUpdate(const Plan &plan, const Step &step);
 /// The kernels that can run on the CPU queue.
 bool runsOnCpu(Kernel kernel);

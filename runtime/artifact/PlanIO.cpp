@@ -416,7 +416,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
     for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
       Region r = plan.slots[s.inputs[k]].region;
       bool ok = writesBack ? r != Region::Arena
-                : onCpu    ? r == Region::Host
+                : onCpu    ? (r == Region::Host || r == Region::Ssd)
                            : (r == Region::Params || r == Region::Arena);
       if (!ok)
         return fail(where + " updates a value in the wrong region");
@@ -510,9 +510,13 @@ bool runsOnCpu(Kernel kernel) {
 bool isCpuUpdate(const Plan &plan, const Step &step) {
   if (!runsOnCpu(step.kernel) || step.inputs.empty())
     return false;
-  for (uint32_t slot : step.inputs)
-    if (slot >= plan.slots.size() || plan.slots[slot].region != Region::Host)
+  for (uint32_t slot : step.inputs) {
+    if (slot >= plan.slots.size())
       return false;
+    Region r = plan.slots[slot].region;
+    if (r != Region::Host && r != Region::Ssd)
+      return false;
+  }
   return true;
 }
 

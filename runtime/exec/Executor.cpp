@@ -1,6 +1,7 @@
 // Executor.cpp - Runs a plan's steps on a backend.
 
 #include "runtime/exec/Executor.h"
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/StepOrder.h"
 
 #include <algorithm>
@@ -243,18 +244,32 @@ bool Executor::issueCpuUpdate(size_t index,
                               const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
-  // Every operand is in host memory (isCpuUpdate); the stores that brought
-  // the gradient and the scale are among the step's waits.
+  // Every operand is in host memory or on the SSD (isCpuUpdate); the
+  // stores that brought the gradient and the scale are among the step's
+  // waits. SSD operands go through this queue's staging buffers, which
+  // its jobs, one at a time, take in turn.
   std::vector<cpu::TensorRef> ins;
-  for (uint32_t slot : step.inputs) {
-    const Slot &s = plan.slots[slot];
+  std::vector<unsigned> written =
+      artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints);
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const Slot &s = plan.slots[step.inputs[i]];
     ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
+    if (s.region != Region::Ssd)
+      continue;
+    // Counted here, on the issuing thread: SSD -> host and back.
+    links_.ssdToDevice += artifact::pagePadded(s.bytes);
+    if (context.applyUpdates &&
+        std::find(written.begin(), written.end(), i) != written.end())
+      links_.deviceToSsd += artifact::pagePadded(s.bytes);
   }
   return backend_->hostTask(
       Queue::Cpu, [this, &step, ins = std::move(ins), context,
-                   label = &labels_[index]](std::string &error) {
+                   label = &labels_[index]](std::string &error) mutable {
         double start = trace_ ? trace_->now() : 0;
-        bool ok = cpu::runKernel(step, ins, {}, context, error);
+        bool ok = stageCpuOperands(step, ins, true, error) &&
+                  cpu::runKernel(step, ins, {}, context, error) &&
+                  (!context.applyUpdates ||
+                   stageCpuOperands(step, ins, false, error));
         if (trace_)
           trace_->add(label->target, artifact::kernelName(step.kernel),
                       Lane::Cpu, start, trace_->now(), label->bytes);
@@ -263,6 +278,37 @@ bool Executor::issueCpuUpdate(size_t index,
                   label->text + "): " + error;
         return ok;
       });
+}
+
+bool Executor::stageCpuOperands(const artifact::Step &step,
+                                std::vector<cpu::TensorRef> &ins, bool read,
+                                std::string &error) {
+  const Plan &plan = artifact_.plan();
+  std::vector<unsigned> written =
+      artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints);
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const Slot &s = plan.slots[step.inputs[i]];
+    if (s.region != Region::Ssd)
+      continue;
+    uint64_t padded = artifact::pagePadded(s.bytes);
+    if (cpuStaging_.size() <= i)
+      cpuStaging_.resize(i + 1);
+    artifact::AlignedBuffer &buffer = cpuStaging_[i];
+    if (buffer.size() < padded)
+      buffer = artifact::AlignedBuffer(padded);
+    ins[i].data = buffer.data();
+    bool isWritten =
+        std::find(written.begin(), written.end(), i) != written.end();
+    if (read ? !artifact_.ssd()->read(s.offset, buffer.data(), padded, error)
+             : isWritten &&
+                   !artifact_.ssd()->write(s.offset, buffer.data(), padded,
+                                           error)) {
+      error = std::string(read ? "reading '" : "writing '") + s.name +
+              "' on the SSD: " + error;
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Executor::issue(size_t index, const cpu::KernelContext &context) {

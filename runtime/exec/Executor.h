@@ -114,6 +114,11 @@ private:
   bool issueTransfer(size_t index, const cpu::KernelContext &context);
   /// An optimizer update on host memory, a job on the CPU queue.
   bool issueCpuUpdate(size_t index, const cpu::KernelContext &context);
+  /// Reads a CPU update's SSD operands into the CPU queue's staging
+  /// buffers (pointing `ins` at them), or writes the updated ones back.
+  bool stageCpuOperands(const artifact::Step &step,
+                        std::vector<cpu::TensorRef> &ins, bool read,
+                        std::string &error);
   /// An SSD transfer (run on the SSD queue's thread).
   bool ssdTransfer(size_t index, bool fetch, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;
@@ -136,6 +141,9 @@ private:
   /// event).
   std::vector<size_t> order_;
   std::vector<StepLabel> labels_;
+  /// The CPU queue's buffers for SSD operands, by operand (its jobs run
+  /// one at a time).
+  std::vector<artifact::AlignedBuffer> cpuStaging_;
   std::vector<bool> isTransfer_, waitedFor_;
   /// Host staging for SSD transfers when the device is not host memory:
   /// one buffer per SSD queue.

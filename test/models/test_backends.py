@@ -138,9 +138,16 @@ class Backends(unittest.TestCase):
         on the CPU queue on host-resident parameters and states) trains bit
         for bit like --place-updates device (fetch, update on the device,
         write back), on every backend, for SGD, momentum and AdamW with and
-        without clipping by the previous step's norm, and exact clipping."""
+        without clipping by the previous step's norm, and exact clipping;
+        with states on the SSD too (read and written back by the CPU job)."""
         host = ["--place-params", "host", "--place-states", "host"]
+        ssd = ["--place-params", "host", "--place-states", "ssd"]
         for tag, flags in (
+                ("ssd_adamw", ssd + ["--optimizer", "adamw", "--lr", "0.01",
+                                     "--clip-grad-norm", "0.5",
+                                     "--clip-mode", "previous-step"]),
+                ("ssd_momentum", ssd + ["--optimizer", "momentum",
+                                        "--lr", "0.05"]),
                 ("sgd", ["--optimizer", "sgd", "--lr", "0.05",
                          "--weight-decay", "0.01"]),
                 ("momentum", ["--optimizer", "momentum", "--lr", "0.05"]),
@@ -151,12 +158,13 @@ class Backends(unittest.TestCase):
                                 "--clip-mode", "previous-step"]),
                 ("adamw_exact", ["--optimizer", "adamw", "--lr", "0.01",
                                  "--clip-grad-norm", "0.5"])):
+            place = [] if tag.startswith("ssd") else host
             with self.subTest(optimizer=tag):
                 device = self.train_everywhere(
-                    "upd_dev_" + tag, host + flags + ["--place-updates",
+                    "upd_dev_" + tag, place + flags + ["--place-updates",
                                                       "device"])
                 cpu = self.train_everywhere(
-                    "upd_cpu_" + tag, host + flags + ["--place-updates",
+                    "upd_cpu_" + tag, place + flags + ["--place-updates",
                                                       "cpu"])
                 self.assert_identical(device + cpu)
                 # The plan says where each update runs.
@@ -184,8 +192,8 @@ class Backends(unittest.TestCase):
              r"gradient"),
             (["--accumulate", "2"], r"stay on the device: it takes a "
                                     r"gradient accumulated over micro-batches"),
-            (["--place-states", "ssd"], r"stay on the device: a state lives "
-                                        r"in the SSD store"),
+            (["--place-states", "ssd"], r"(\d+) of \1 updates run on the "
+                                        r"CPU"),
             (["--place-params", "device"], r"stay on the device: its "
                                            r"parameter lives in device memory"))
         for extra, want in cases:

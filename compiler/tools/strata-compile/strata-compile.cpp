@@ -229,11 +229,12 @@ static cl::opt<std::string> placeActivations(
 
 static cl::opt<std::string> placeUpdates(
     "place-updates",
-    cl::desc("Where optimizer updates of host-resident parameters run: "
-             "auto (default: the CPU when the cost model predicts it "
+    cl::desc("Where optimizer updates of parameters kept off the device "
+             "run: auto (default: the CPU when the cost model predicts it "
              "faster), device (fetch, update, write back), cpu (the "
-             "gradient goes to the host and the CPU updates there, beside "
-             "the backward pass; says why any update cannot)"),
+             "gradient goes to the host and the CPU updates the parameter "
+             "and states in host memory or on the SSD, beside the backward "
+             "pass; says why any update cannot)"),
     cl::init("auto"), cl::cat(tierCategory));
 
 static cl::opt<std::string> placeGradients(
@@ -248,9 +249,11 @@ static cl::opt<std::string> placeGradients(
 /// backward pass only then), unless loss scaling would then need a second
 /// backward pass or updates wait for accumulated gradients.
 static bool fusingUpdates() {
-  bool offloading = placeUpdates == "cpu" ||
-                    (placeUpdates == "auto" &&
-                     (placeParams == "host" || placeStates == "host"));
+  bool offloading =
+      placeUpdates == "cpu" ||
+      (placeUpdates == "auto" &&
+       (placeParams == "host" || placeParams == "ssd" ||
+        placeStates == "host" || placeStates == "ssd"));
   return fuseUpdates || optimizer == "lomo" || optimizer == "adalomo" ||
          (offloading && lossScale == "none" && accumulate <= 1);
 }

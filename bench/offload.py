@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Updates on the CPU (--place-updates cpu) against updates fetched to the
+device and written back (--place-updates device), parameters and optimizer
+states in host memory (and states on SSD, where updates stay on the device:
+the CPU path does not stream states from SSD yet), on the backend given.
+
+    /usr/bin/python3 bench/offload.py [--bin build/bin] [--backend cpu]
+        [--dim 768 --layers 8] [--steps 6] [--rounds 3] [--out FILE]
+
+For the example model and a generated GPT-2 (width --dim, --layers layers;
+the defaults give about 63M parameters), per placement: the median step
+(steps 2.. of each run, runs interleaved), the bytes each step moves each way,
+and, from a trace of the CPU-update run, how much of the CPU's update time
+ran while the device computed (the hidden share). On the CPU backend the
+"device" and the CPU updates share the same cores, so the overlap buys
+little there; the GPU check (scripts/gpu-check.sh) runs the same comparison
+on a GPU.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import benchmodels
+
+
+def overlap_share(trace):
+    ev = [e for e in json.load(open(trace))["traceEvents"]
+          if e.get("ph") == "X"]
+    comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == 1)
+    cpu = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == 5]
+    total = sum(b - a for a, b in cpu)
+    hidden = 0.0
+    for x0, x1 in cpu:
+        for y0, y1 in comp:
+            if y0 >= x1:
+                break
+            hidden += max(0.0, min(x1, y1) - max(x0, y0))
+    return total / 1e6, (hidden / total if total else 0.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="build/bin")
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-offload-")
+    tool = lambda n: os.path.join(a.bin, n)
+    lines = ["# Optimizer updates on the CPU vs on the device "
+             "(%s backend, %d steps, medians of %d interleaved rounds)" %
+             (a.backend, a.steps, a.rounds), "",
+             "`/usr/bin/python3 bench/offload.py --backend %s`" % a.backend,
+             "", "| model | placement | step (s) | host->device | "
+             "device->host | CPU updates hidden |", "|---|---|---|---|---|---|"]
+    try:
+        for label, dim in (("example (gpt2-tiny)", 0),
+                           ("GPT-2 %dx%d" % (a.dim, a.layers), a.dim)):
+            model, data, shape = benchmodels.model_and_data(
+                work, dim, a.layers)
+            base = [tool("strata-compile"), model, "--input-shape", shape,
+                    "--optimizer", "adamw", "--lr", "1e-4",
+                    "--ssd-dir", os.path.join(work, "ssd")]
+            os.makedirs(os.path.join(work, "ssd"), exist_ok=True)
+            plans = {
+                "states host, updates device": ["--place-params", "host",
+                                                "--place-states", "host",
+                                                "--place-updates", "device",
+                                                "--fuse-updates"],
+                "states host, updates cpu": ["--place-params", "host",
+                                             "--place-states", "host",
+                                             "--place-updates", "cpu"],
+                "states ssd, updates device": ["--place-params", "host",
+                                               "--place-states", "ssd",
+                                               "--fuse-updates"],
+            }
+            times = {k: [] for k in plans}
+            info = {}
+            for r in range(a.rounds):
+                for name, flags in plans.items():
+                    art = os.path.join(work, "a.strata")
+                    shutil.rmtree(art, ignore_errors=True)
+                    subprocess.run(base + flags + ["-o", art], check=True,
+                                   capture_output=True)
+                    log = os.path.join(work, "log.jsonl")
+                    trace = os.path.join(work, "trace.json")
+                    cmd = [tool("strata-run"), art, "--backend", a.backend,
+                           "--data", data, "--steps", str(a.steps),
+                           "--log-json", log, "--no-checkpoint",
+                           "--ssd-dir", os.path.join(work, "ssd")]
+                    if r == 0:
+                        cmd += ["--trace", trace, "--trace-steps", "3"]
+                    p = subprocess.run(cmd, check=True, capture_output=True,
+                                       text=True)
+                    rows = [json.loads(l) for l in open(log)]
+                    times[name].append(statistics.median(
+                        x["step_s"] for x in rows[1:]))
+                    if r == 0:
+                        links = [l for l in p.stderr.splitlines()
+                                 if "per step:" in l]
+                        share = overlap_share(trace) if "cpu" in name \
+                            else None
+                        info[name] = (links[0].split("per step:")[1]
+                                      if links else "", share)
+                    print(label, name, "round", r + 1, "%.4f s" %
+                          times[name][-1], file=sys.stderr)
+            for name in plans:
+                link, share = info[name]
+                parts = [p.strip() for p in link.split(",")]
+                h2d = next((p.split(" ", 1)[1] for p in parts
+                            if p.startswith("host->device")), "?")
+                d2h = next((p.split(" ", 1)[1] for p in parts
+                            if p.startswith("device->host")), "?")
+                hidden = ("%.0f%% of %.3f s" % (100 * share[1], share[0])
+                          if share else "-")
+                lines.append("| %s | %s | %.4f | %s | %s | %s |" % (
+                    label, name, statistics.median(times[name]), h2d, d2h,
+                    hidden))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        open(a.out, "w").write(text)
+
+
+if __name__ == "__main__":
+    main()
