@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Updates on the CPU (--place-updates cpu) against updates fetched to the
-device and written back (--place-updates device), parameters and optimizer
-states in host memory (and states on SSD, where updates stay on the device:
-the CPU path does not stream states from SSD yet), on the backend given.
+device and written back (--place-updates device), parameters in host memory
+and optimizer states in host memory or on the SSD, on the backend given.
 
     /usr/bin/python3 bench/offload.py [--bin build/bin] [--backend cpu]
         [--dim 768 --layers 8] [--steps 6] [--rounds 3] [--out FILE]
@@ -80,7 +79,11 @@ def main():
                                              "--place-updates", "cpu"],
                 "states ssd, updates device": ["--place-params", "host",
                                                "--place-states", "ssd",
+                                               "--place-updates", "device",
                                                "--fuse-updates"],
+                "states ssd, updates cpu": ["--place-params", "host",
+                                            "--place-states", "ssd",
+                                            "--place-updates", "cpu"],
             }
             times = {k: [] for k in plans}
             info = {}
