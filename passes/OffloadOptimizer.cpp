@@ -165,9 +165,22 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
   cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
 }
 
+/// How many host buffers of one tensor type gradients land in, in turn: a
+/// gradient's store waits only when the CPU is that many updates of the
+/// type behind the device.
+constexpr size_t kLandingBuffers = 3;
+
+struct LandingPool {
+  SmallVector<Value> spaces;
+  size_t next = 0;
+};
+
 struct OffloadOptimizerPass
     : public strata::impl::OffloadOptimizerPassBase<OffloadOptimizerPass> {
   using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
+
+  /// Names the landing buffers of one function.
+  unsigned landingCount = 0;
 
   void runOnOperation() override {
     if (mode != "device" && mode != "cpu" && mode != "auto") {
@@ -221,6 +234,8 @@ struct OffloadOptimizerPass
     Reasons stayed;
     unsigned moved = 0, costlier = 0;
     llvm::DenseMap<Value, Value> scaleSpace;
+    llvm::DenseMap<Type, LandingPool> landing;
+    landingCount = 0;
     SmallVector<exec::KernelOp> movedUpdates;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty()) {
@@ -241,7 +256,7 @@ struct OffloadOptimizerPass
           continue;
         }
       }
-      movedUpdates.push_back(rewrite(body, c, scaleSpace));
+      movedUpdates.push_back(rewrite(body, c, scaleSpace, landing));
       ++moved;
       overlapping += c.overlaps;
       lateScale += !c.overlaps && c.lateScale;
@@ -253,7 +268,8 @@ struct OffloadOptimizerPass
   /// Stores the gradient (and the scale, once per scale value) to host
   /// memory and runs the update on the stored tensors.
   exec::KernelOp rewrite(Block &body, Candidate &c,
-                         llvm::DenseMap<Value, Value> &scaleSpace) {
+                         llvm::DenseMap<Value, Value> &scaleSpace,
+                         llvm::DenseMap<Type, LandingPool> &landing) {
     exec::KernelOp u = c.update;
     OpBuilder b(u);
     auto hostSpace = [&](Value of, const std::string &name) {
@@ -267,8 +283,15 @@ struct OffloadOptimizerPass
     SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
     for (auto [i, f] : llvm::zip(writtenInputs(u), c.fetched))
       operands[i] = f.stored;
+    // Gradients land in a few host buffers per tensor type, taken in turn
+    // (kLandingBuffers deep), not one per parameter: the store into a
+    // buffer waits for the CPU update that last read it (a derived wait).
     Value grad = operands[c.gradient];
-    Value gs = hostSpace(grad, displayName(c.fetched[0].stored) + ".grad");
+    LandingPool &pool = landing[grad.getType()];
+    if (pool.spaces.size() < kLandingBuffers)
+      pool.spaces.push_back(hostSpace(
+          grad, "grad.landing." + std::to_string(landingCount++)));
+    Value gs = pool.spaces[pool.next++ % pool.spaces.size()];
     createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
     operands[c.gradient] = gs;
     if (c.scale >= 0) {

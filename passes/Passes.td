@@ -236,7 +236,10 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     runs on the CPU on the host-resident parameter and states, and the next
     step's forward fetches the new parameter as before. Updates that
     --strata-fuse-grad-update placed inside the backward pass then run on
-    the CPU while the device computes the rest of it. States on the SSD
+    the CPU while the device computes the rest of it. Gradients land in
+    three host buffers per tensor type, taken in turn, so the host memory
+    this adds is three of each shape, not a copy of every parameter. States
+    on the SSD
     are read into host memory by the CPU job that updates them and written
     back by it.
 
@@ -250,7 +253,7 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     accumulated gradient).
 
     ```mlir
-    %gs = exec.swap_space "w.grad" {tier = "host"} : tensor<4x4xf32>
+    %gs = exec.swap_space "grad.landing.0" {tier = "host"} : tensor<4x4xf32>
     exec.kernel "store"(%gs, %gw) : ...
     exec.kernel "update_adamw"(%w, %gs, %m, %v, %ss) {floats = ...} : ...
     ```

@@ -248,6 +248,9 @@ bool Executor::issueCpuUpdate(size_t index,
   // stores that brought the gradient and the scale are among the step's
   // waits. SSD operands go through this queue's staging buffers, which
   // its jobs, one at a time, take in turn.
+  // Without updates (a gradient-only micro-batch) there is nothing to do.
+  if (!context.applyUpdates)
+    return true;
   std::vector<cpu::TensorRef> ins;
   std::vector<unsigned> written =
       artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints);
@@ -258,8 +261,7 @@ bool Executor::issueCpuUpdate(size_t index,
       continue;
     // Counted here, on the issuing thread: SSD -> host and back.
     links_.ssdToDevice += artifact::pagePadded(s.bytes);
-    if (context.applyUpdates &&
-        std::find(written.begin(), written.end(), i) != written.end())
+    if (std::find(written.begin(), written.end(), i) != written.end())
       links_.deviceToSsd += artifact::pagePadded(s.bytes);
   }
   return backend_->hostTask(
@@ -268,8 +270,7 @@ bool Executor::issueCpuUpdate(size_t index,
         double start = trace_ ? trace_->now() : 0;
         bool ok = stageCpuOperands(step, ins, true, error) &&
                   cpu::runKernel(step, ins, {}, context, error) &&
-                  (!context.applyUpdates ||
-                   stageCpuOperands(step, ins, false, error));
+                  stageCpuOperands(step, ins, false, error);
         if (trace_)
           trace_->add(label->target, artifact::kernelName(step.kernel),
                       Lane::Cpu, start, trace_->now(), label->bytes);

@@ -11,7 +11,7 @@
 // pass comes before it.
 // CHECK-LABEL: func.func @host_update
 // CHECK-SAME: exec.offload = {cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64}
-// CHECK-DAG: %[[GS:.+]] = exec.swap_space "w.grad" {tier = "host"}
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "grad.landing.0" {tier = "host"}
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
 // CHECK: %[[GW:.+]] = exec.kernel "matmul"(%{{.+}}, %{{.+}}) {ints = array<i64: 1, 0>, strata.backward}
@@ -89,5 +89,39 @@ func.func @stays() {
   // expected-remark @below {{1 update stay on the device: it takes a gradient accumulated over micro-batches}}
   exec.kernel "update_sgd"(%fv, %acc) {ints = array<i64: 2>, floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   exec.kernel "assign"(%v, %fv) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  return
+}
+
+// -----
+
+// Tests that gradients of one type land in three host buffers taken in
+// turn: the fourth update's gradient reuses the first buffer, and its store
+// waits for the CPU update that read that buffer (step 2).
+// CHECK-LABEL: func.func @landing_reuse
+// CHECK-COUNT-3: exec.swap_space "grad.landing.{{[0-2]}}"
+// CHECK-NOT: exec.swap_space
+// QUEUES-LABEL: func.func @landing_reuse
+// QUEUES: exec.kernel "store"(%[[L0:.+]], %{{.+}}) {queue = "d2h"
+// QUEUES: exec.kernel "store"(%[[L0]], %{{.+}}) {queue = "d2h", waits = array<i64: {{.*}}2{{.*}}>}
+func.func @landing_reuse() {
+  %x = exec.input "x" : tensor<4x4xf32>
+  %a = exec.param "a" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %b = exec.param "b" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %c = exec.param "c" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %d = exec.param "d" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %g = exec.kernel "exp"(%x) {strata.backward} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %fa = exec.kernel "copy"(%a) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // expected-remark @below {{4 of 4 updates run on the CPU; 0 overlap the backward pass; 4 after it}}
+  exec.kernel "update_sgd"(%fa, %g) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%a, %fa) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  %fb = exec.kernel "copy"(%b) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  exec.kernel "update_sgd"(%fb, %g) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%b, %fb) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  %fc = exec.kernel "copy"(%c) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  exec.kernel "update_sgd"(%fc, %g) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%c, %fc) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  %fd = exec.kernel "copy"(%d) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  exec.kernel "update_sgd"(%fd, %g) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%d, %fd) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   return
 }
