@@ -52,6 +52,8 @@ struct Candidate {
   SmallVector<Fetched> fetched; // One per in-place operand.
   unsigned gradient = 1;
   int scale = -1; // Operand index of the scale, if any.
+  /// The gradient is an accumulator (a stored tensor the update clears).
+  bool accumulated = false;
   std::string blocked;
   /// Device kernels of the backward pass follow it; its scale is computed
   /// after the backward pass.
@@ -81,11 +83,10 @@ Candidate examine(exec::KernelOp update) {
   unsigned before = operandsBeforeScale(kernel);
   if (update.getInputs().size() > before)
     c.scale = static_cast<int>(before);
-  ArrayRef<int64_t> ints = update.getInts();
-  if (!ints.empty() && ints[0] > 1) {
-    c.blocked = "it takes a gradient accumulated over micro-batches";
-    return c;
-  }
+  // With accumulation the update reads (and clears) the accumulator, a
+  // stored tensor fetched like the states: the CPU updates it where it
+  // lives, and there is no gradient to store.
+  c.accumulated = llvm::is_contained(writtenInputs(update), c.gradient);
   for (unsigned i : writtenInputs(update)) {
     Value v = update.getInputs()[i];
     auto copy = v.getDefiningOp<exec::KernelOp>();
@@ -93,7 +94,9 @@ Candidate examine(exec::KernelOp update) {
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
     if (!root || root->getNumResults() != 1) {
-      c.blocked = (i == 0 ? std::string("its parameter") : "a state") +
+      c.blocked = (i == 0                  ? std::string("its parameter")
+                   : i == c.gradient ? "its gradient accumulator"
+                                     : "a state") +
                   " lives in device memory (the CPU updates tensors in "
                   "host memory or on the SSD: --place-params host, "
                   "--place-states host or ssd)";
@@ -123,8 +126,8 @@ Candidate examine(exec::KernelOp update) {
   }
   // The gradient (and the scale) must be device values: stored to the host
   // here. A gradient already kept in host memory is fetched by a copy.
-  for (int i : {1, c.scale}) {
-    if (i < 0)
+  for (int i : {static_cast<int>(c.gradient), c.scale}) {
+    if (i < 0 || (c.accumulated && i == static_cast<int>(c.gradient)))
       continue;
     if (tierOf(update.getInputs()[i]) != "device" ||
         storedRoot(update.getInputs()[i])) {
@@ -161,7 +164,9 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
     device += transferSeconds(bytes, tierOf(f.stored), true, m) +
               transferSeconds(bytes, tierOf(f.stored), false, m);
   }
-  double grad = storageBytes(update.getInputs()[c.gradient].getType());
+  double grad = c.accumulated
+                    ? 0
+                    : storageBytes(update.getInputs()[c.gradient].getType());
   cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
 }
 
@@ -206,9 +211,16 @@ struct OffloadOptimizerPass
     SmallVector<Candidate> candidates;
     for (auto k : body.getOps<exec::KernelOp>()) {
       artifact::Kernel kernel;
-      if (artifact::kernelByName(k.getKernel().str(), kernel) &&
-          artifact::runsOnCpu(kernel))
+      if (!artifact::kernelByName(k.getKernel().str(), kernel))
+        continue;
+      if (artifact::runsOnCpu(kernel)) {
         candidates.push_back(examine(k));
+      } else if (kernel == artifact::Kernel::UpdateAdaLomo) {
+        Candidate c;
+        c.update = k;
+        c.blocked = "AdaLomo's update runs on the device only";
+        candidates.push_back(c);
+      }
     }
     if (candidates.empty())
       return;
@@ -286,14 +298,16 @@ struct OffloadOptimizerPass
     // Gradients land in a few host buffers per tensor type, taken in turn
     // (kLandingBuffers deep), not one per parameter: the store into a
     // buffer waits for the CPU update that last read it (a derived wait).
-    Value grad = operands[c.gradient];
-    LandingPool &pool = landing[grad.getType()];
-    if (pool.spaces.size() < kLandingBuffers)
-      pool.spaces.push_back(hostSpace(
-          grad, "grad.landing." + std::to_string(landingCount++)));
-    Value gs = pool.spaces[pool.next++ % pool.spaces.size()];
-    createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
-    operands[c.gradient] = gs;
+    if (!c.accumulated) {
+      Value grad = operands[c.gradient];
+      LandingPool &pool = landing[grad.getType()];
+      if (pool.spaces.size() < kLandingBuffers)
+        pool.spaces.push_back(hostSpace(
+            grad, "grad.landing." + std::to_string(landingCount++)));
+      Value gs = pool.spaces[pool.next++ % pool.spaces.size()];
+      createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
+      operands[c.gradient] = gs;
+    }
     if (c.scale >= 0) {
       Value scale = operands[c.scale];
       Value &ss = scaleSpace[scale];

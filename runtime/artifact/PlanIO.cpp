@@ -408,11 +408,6 @@ bool validatePlan(const Plan &plan, std::string &error) {
     bool writesBack = info.inPlace == InPlace::First &&
                       s.kernel != Kernel::Accumulate;
     bool onCpu = isCpuUpdate(plan, s);
-    // The CPU takes the final gradient; an accumulated one would need the
-    // device's accumulator cleared, which the CPU cannot do.
-    if (onCpu && !s.ints.empty() && s.ints[0] > 1)
-      return fail(where + " (" + info.name +
-                  ") runs on the CPU but takes an accumulated gradient");
     for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
       Region r = plan.slots[s.inputs[k]].region;
       bool ok = writesBack ? r != Region::Arena

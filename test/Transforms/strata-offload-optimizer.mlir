@@ -71,8 +71,8 @@ func.func @late_scale() {
 
 // -----
 
-// Tests that an update whose parameter stays in device memory or whose
-// gradient is accumulated stays on the device, and says why.
+// Tests that an update whose parameter stays in device memory, or whose
+// gradient accumulator does, stays on the device, and says why.
 // CHECK-LABEL: func.func @stays
 // CHECK-SAME: exec.offload = {cpu_updates = 0 : i64, device_updates = 2 : i64, overlapping_backward = 0 : i64}
 // CHECK-NOT: exec.swap_space
@@ -86,7 +86,7 @@ func.func @stays() {
   // expected-remark @below {{1 update stay on the device: its parameter lives in device memory}}
   exec.kernel "update_sgd"(%w, %gw) {floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   %fv = exec.kernel "copy"(%v) : (tensor<4x4xf32>) -> tensor<4x4xf32>
-  // expected-remark @below {{1 update stay on the device: it takes a gradient accumulated over micro-batches}}
+  // expected-remark @below {{1 update stay on the device: its gradient accumulator lives in device memory}}
   exec.kernel "update_sgd"(%fv, %acc) {ints = array<i64: 2>, floats = array<f64: 0.1, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   exec.kernel "assign"(%v, %fv) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   return

@@ -139,7 +139,9 @@ class Backends(unittest.TestCase):
         for bit like --place-updates device (fetch, update on the device,
         write back), on every backend, for SGD, momentum and AdamW with and
         without clipping by the previous step's norm, and exact clipping;
-        with states on the SSD too (read and written back by the CPU job)."""
+        with states on the SSD too (read and written back by the CPU job);
+        with accumulation over micro-batches (the accumulator, a state,
+        updated and cleared where it lives)."""
         host = ["--place-params", "host", "--place-states", "host"]
         ssd = ["--place-params", "host", "--place-states", "ssd"]
         for tag, flags in (
@@ -148,6 +150,12 @@ class Backends(unittest.TestCase):
                                      "--clip-mode", "previous-step"]),
                 ("ssd_momentum", ssd + ["--optimizer", "momentum",
                                         "--lr", "0.05"]),
+                ("ssd_accum_adamw", ssd + ["--optimizer", "adamw",
+                                           "--lr", "0.01",
+                                           "--accumulate", "2"]),
+                ("accum_momentum", ["--optimizer", "momentum", "--lr", "0.05",
+                                    "--accumulate", "2"]),
+                ("lomo", ["--optimizer", "lomo", "--lr", "0.01"]),
                 ("sgd", ["--optimizer", "sgd", "--lr", "0.05",
                          "--weight-decay", "0.01"]),
                 ("momentum", ["--optimizer", "momentum", "--lr", "0.05"]),
@@ -190,12 +198,16 @@ class Backends(unittest.TestCase):
              r"(\d+) of \1 updates run on the CPU; 0 overlap the backward "
              r"pass; \1 start only after it: their scale depends on every "
              r"gradient"),
-            (["--accumulate", "2"], r"stay on the device: it takes a "
-                                    r"gradient accumulated over micro-batches"),
+            # The accumulator is a state in host memory: updated (and
+            # cleared) there.
+            (["--accumulate", "2"], r"(\d+) of \1 updates run on the CPU; "
+                                    r"0 overlap"),
             (["--place-states", "ssd"], r"(\d+) of \1 updates run on the "
                                         r"CPU"),
             (["--place-params", "device"], r"stay on the device: its "
-                                           r"parameter lives in device memory"))
+                                           r"parameter lives in device memory"),
+            (["--optimizer", "adalomo"], r"stay on the device: AdaLomo's "
+                                         r"update runs on the device only"))
         for extra, want in cases:
             with self.subTest(flags=extra):
                 out = os.path.join(ARGS.work, "remarks.strata")
