@@ -224,6 +224,18 @@ class TrainParity(unittest.TestCase):
                          lambda p: torch.optim.AdamW(p, lr=0.003,
                                                      weight_decay=0.1))
 
+    def test_llama_adamw_updates_on_the_cpu(self):
+        """--place-updates cpu: the gradients go to host memory and the CPU
+        updates the host-resident parameters and states, beside the
+        backward pass; PyTorch's AdamW is the reference."""
+        import torch
+        self.check_steps("llama_dynamic", "adamw",
+                         ["--lr", "0.003", "--weight-decay", "0.1",
+                          "--place-params", "host", "--place-states", "host",
+                          "--place-updates", "cpu"],
+                         lambda p: torch.optim.AdamW(p, lr=0.003,
+                                                     weight_decay=0.1))
+
     def test_adamw_clip_and_schedule(self):
         import torch
         art = os.path.join(ARGS.work, "clip.strata")
