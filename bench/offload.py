@@ -25,21 +25,7 @@ import sys
 import tempfile
 
 import benchmodels
-
-
-def overlap_share(trace):
-    ev = [e for e in json.load(open(trace))["traceEvents"]
-          if e.get("ph") == "X"]
-    comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == 1)
-    cpu = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == 5]
-    total = sum(b - a for a, b in cpu)
-    hidden = 0.0
-    for x0, x1 in cpu:
-        for y0, y1 in comp:
-            if y0 >= x1:
-                break
-            hidden += max(0.0, min(x1, y1) - max(x0, y0))
-    return total / 1e6, (hidden / total if total else 0.0)
+from tracetools import cpu_update_overlap
 
 
 def main():
@@ -109,7 +95,7 @@ def main():
                     if r == 0:
                         links = [l for l in p.stderr.splitlines()
                                  if "per step:" in l]
-                        share = overlap_share(trace) if "cpu" in name \
+                        share = cpu_update_overlap(trace) if "cpu" in name \
                             else None
                         info[name] = (links[0].split("per step:")[1]
                                       if links else "", share)

@@ -303,7 +303,7 @@ struct OffloadOptimizerPass
       LandingPool &pool = landing[grad.getType()];
       if (pool.spaces.size() < kLandingBuffers)
         pool.spaces.push_back(hostSpace(
-            grad, "grad.landing." + std::to_string(landingCount++)));
+            grad, "cpu-update.grad." + std::to_string(landingCount++)));
       Value gs = pool.spaces[pool.next++ % pool.spaces.size()];
       createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
       operands[c.gradient] = gs;
@@ -312,7 +312,7 @@ struct OffloadOptimizerPass
       Value scale = operands[c.scale];
       Value &ss = scaleSpace[scale];
       if (!ss) {
-        ss = hostSpace(scale, "optimizer.scale" +
+        ss = hostSpace(scale, "cpu-update.scale" +
                                   (scaleSpace.size() > 1
                                        ? "." + std::to_string(scaleSpace.size())
                                        : std::string()));

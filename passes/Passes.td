@@ -253,7 +253,7 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     accumulated gradient).
 
     ```mlir
-    %gs = exec.swap_space "grad.landing.0" {tier = "host"} : tensor<4x4xf32>
+    %gs = exec.swap_space "cpu-update.grad.0" {tier = "host"} : tensor<4x4xf32>
     exec.kernel "store"(%gs, %gw) : ...
     exec.kernel "update_adamw"(%w, %gs, %m, %v, %ss) {floats = ...} : ...
     ```

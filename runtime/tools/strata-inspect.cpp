@@ -126,25 +126,31 @@ int main(int argc, char **argv) {
                 static_cast<unsigned long long>(byTier[c][0]),
                 static_cast<unsigned long long>(byTier[c][1]),
                 static_cast<unsigned long long>(byTier[c][2]));
-  // Activations swapped out between the forward and the backward pass, and
-  // gradients between the backward pass and the optimizer step: the stored
+  // Activations swapped out between the forward and the backward pass,
+  // gradients between the backward pass and the optimizer step, and the
+  // host buffers gradients land in for updates on the CPU: the stored
   // slots that belong to no parameter (the compiler names the gradients'
-  // "grad.N").
+  // "grad.N" and the landing buffers "cpu-update.*").
   std::vector<bool> isParam(plan.slots.size(), false);
   for (const ParamEntry &p : plan.params)
     isParam[p.slot] = true;
-  uint64_t swapped[2][2] = {};
+  uint64_t swapped[3][2] = {};
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot &s = plan.slots[i];
-    if (!isParam[i] && (s.region == Region::Host || s.region == Region::Ssd))
-      swapped[s.name.rfind("grad.", 0) == 0][s.region == Region::Ssd] +=
-          s.bytes;
+    if (isParam[i] || (s.region != Region::Host && s.region != Region::Ssd))
+      continue;
+    int kind = s.name.rfind("grad.", 0) == 0         ? 1
+               : s.name.rfind("cpu-update.", 0) == 0 ? 2
+                                                      : 0;
+    swapped[kind][s.region == Region::Ssd] += s.bytes;
   }
-  for (int gradient : {0, 1})
-    std::printf("  %-20s %14s %14llu %14llu\n",
-                gradient ? "gradients swapped" : "activations swapped",
-                "in arena", static_cast<unsigned long long>(swapped[gradient][0]),
-                static_cast<unsigned long long>(swapped[gradient][1]));
+  const char *kinds[3] = {"activations swapped", "gradients swapped",
+                          "CPU-update buffers"};
+  for (int kind : {0, 1, 2})
+    if (kind < 2 || swapped[kind][0] + swapped[kind][1] > 0)
+      std::printf("  %-20s %14s %14llu %14llu\n", kinds[kind], "in arena",
+                  static_cast<unsigned long long>(swapped[kind][0]),
+                  static_cast<unsigned long long>(swapped[kind][1]));
   if (uint64_t n = plan.memoryOf("recomputed_activations"))
     std::printf("  activations recomputed before the backward pass: %llu "
                 "(%s), kept nowhere\n",

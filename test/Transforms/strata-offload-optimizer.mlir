@@ -11,7 +11,7 @@
 // pass comes before it.
 // CHECK-LABEL: func.func @host_update
 // CHECK-SAME: exec.offload = {cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64}
-// CHECK-DAG: %[[GS:.+]] = exec.swap_space "grad.landing.0" {tier = "host"}
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = "host"}
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
 // CHECK: %[[GW:.+]] = exec.kernel "matmul"(%{{.+}}, %{{.+}}) {ints = array<i64: 1, 0>, strata.backward}
@@ -51,7 +51,7 @@ func.func @host_update() {
 // (from every gradient: exact clipping) moves but is reported as unable to
 // overlap, and that its scale is stored to host memory once.
 // CHECK-LABEL: func.func @late_scale
-// CHECK-DAG: %[[SS:.+]] = exec.swap_space "optimizer.scale" {tier = "host"}
+// CHECK-DAG: %[[SS:.+]] = exec.swap_space "cpu-update.scale" {tier = "host"}
 // CHECK: exec.kernel "store"(%[[SS]], %{{.+}}) : (tensor<f32>, tensor<f32>)
 // CHECK-NEXT: exec.kernel "update_sgd"(%{{.+}}, %{{.+}}, %[[SS]])
 func.func @late_scale() {
@@ -98,7 +98,7 @@ func.func @stays() {
 // turn: the fourth update's gradient reuses the first buffer, and its store
 // waits for the CPU update that read that buffer (step 2).
 // CHECK-LABEL: func.func @landing_reuse
-// CHECK-COUNT-3: exec.swap_space "grad.landing.{{[0-2]}}"
+// CHECK-COUNT-3: exec.swap_space "cpu-update.grad.{{[0-2]}}"
 // CHECK-NOT: exec.swap_space
 // QUEUES-LABEL: func.func @landing_reuse
 // QUEUES: exec.kernel "store"(%[[L0:.+]], %{{.+}}) {queue = "d2h"

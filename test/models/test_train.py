@@ -637,9 +637,11 @@ class TrainParity(unittest.TestCase):
         data = self.data[name][0]
         ssd = os.path.join(ARGS.work, "ssd_fault")
         art = os.path.join(ARGS.work, "fault.strata")
+        # Updates on the device: every SSD access is a transfer step.
         self.compile(name, art, "--optimizer", "adamw", "--lr", "0.01",
                      "--place-params", "ssd", "--place-states", "ssd",
-                     "--place-activations", "ssd", "--ssd-dir", ssd)
+                     "--place-activations", "ssd", "--place-updates",
+                     "device", "--ssd-dir", ssd)
         run([tool("strata-run"), art, "--data", data, "--steps", "6",
              "--log-json", art + ".straight.log", "--quiet"])
         shutil.rmtree(os.path.join(art, "checkpoint"))
@@ -661,6 +663,43 @@ class TrainParity(unittest.TestCase):
         self.assertTrue(os.path.exists(
             os.path.join(art, "checkpoint", "checkpoint.bin")))
         r = run([tool("strata-run"), art, "--data", data, "--steps", "6",
+                 "--log-json", log, "--resume"])
+        self.assertIn("resumed from", r.stderr)
+        self.assertEqual(losses_by_step(log),
+                         losses_by_step(art + ".straight.log"))
+
+    def test_ssd_failure_in_a_cpu_update(self):
+        """A drive error inside an update on the CPU (which reads and writes
+        its states on the SSD itself) stops training naming the step, the
+        update and the tensor; the last checkpoint survives and --resume
+        reaches the uninterrupted run's losses."""
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        ssd = os.path.join(ARGS.work, "ssd_cpu_fault")
+        art = os.path.join(ARGS.work, "cpu_fault.strata")
+        self.compile(name, art, "--optimizer", "adamw", "--lr", "0.01",
+                     "--place-params", "host", "--place-states", "ssd",
+                     "--place-updates", "cpu", "--ssd-dir", ssd)
+        run([tool("strata-run"), art, "--data", data, "--steps", "5",
+             "--log-json", art + ".straight.log", "--quiet"])
+        shutil.rmtree(os.path.join(art, "checkpoint"))
+        # Loading reads every stored tensor once; fail well after that.
+        states = len(re.findall(r"\(trainable", run(
+            [tool("strata-inspect"), art, "--plan"]).stdout))
+        env = dict(os.environ, STRATA_SSD_FAIL_AFTER=str(12 * states))
+        log = art + ".log"
+        r = subprocess.run([tool("strata-run"), art, "--data", data,
+                            "--steps", "5", "--save-every", "1",
+                            "--log-json", log, "--quiet"],
+                           env=env, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, r"error: training step \d+, plan step "
+                                   r"\d+ \(update_adamw -> '[^']+'\): "
+                                   r"(reading|writing) '[^']+' on the SSD: .*"
+                                   r"Input/output error")
+        self.assertTrue(os.path.exists(
+            os.path.join(art, "checkpoint", "checkpoint.bin")))
+        r = run([tool("strata-run"), art, "--data", data, "--steps", "5",
                  "--log-json", log, "--resume"])
         self.assertIn("resumed from", r.stderr)
         self.assertEqual(losses_by_step(log),

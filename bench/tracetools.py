@@ -1,0 +1,24 @@
+"""Reading strata-run's Chrome traces (--trace)."""
+import json
+
+# Tracks (tid) in strata-run's traces: runtime/exec/Trace.h's Lane.
+COMPUTE, CPU_OPTIMIZER = 1, 5
+
+
+def cpu_update_overlap(trace):
+    """(seconds of CPU-update work in the trace, the share of it that ran
+    while the compute track was busy)."""
+    ev = [e for e in json.load(open(trace))["traceEvents"]
+          if e.get("ph") == "X"]
+    comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev
+                  if e["tid"] == COMPUTE)
+    cpu = [(e["ts"], e["ts"] + e["dur"]) for e in ev
+           if e["tid"] == CPU_OPTIMIZER]
+    total = sum(b - a for a, b in cpu)
+    hidden = 0.0
+    for x0, x1 in cpu:
+        for y0, y1 in comp:
+            if y0 >= x1:
+                break
+            hidden += max(0.0, min(x1, y1) - max(x0, y0))
+    return total / 1e6, (hidden / total if total else 0.0)
