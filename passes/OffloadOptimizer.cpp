@@ -60,11 +60,13 @@ struct Candidate {
   bool overlaps = false, lateScale = false;
 };
 
-/// The operand count before the optional scale.
-unsigned operandsBeforeScale(artifact::Kernel k) {
+/// The operand count before the optional scale (AdaLomo has none).
+unsigned operandsBeforeScale(exec::KernelOp update, artifact::Kernel k) {
   return k == artifact::Kernel::UpdateSgd        ? 2
          : k == artifact::Kernel::UpdateMomentum ? 3
-                                                 : 4;
+         : k == artifact::Kernel::UpdateAdamW
+             ? 4
+             : static_cast<unsigned>(update.getInputs().size());
 }
 
 std::string displayName(Value stored) {
@@ -80,7 +82,7 @@ Candidate examine(exec::KernelOp update) {
   c.update = update;
   artifact::Kernel kernel;
   artifact::kernelByName(update.getKernel().str(), kernel);
-  unsigned before = operandsBeforeScale(kernel);
+  unsigned before = operandsBeforeScale(update, kernel);
   if (update.getInputs().size() > before)
     c.scale = static_cast<int>(before);
   // With accumulation the update reads (and clears) the accumulator, a
@@ -213,14 +215,8 @@ struct OffloadOptimizerPass
       artifact::Kernel kernel;
       if (!artifact::kernelByName(k.getKernel().str(), kernel))
         continue;
-      if (artifact::runsOnCpu(kernel)) {
+      if (artifact::runsOnCpu(kernel))
         candidates.push_back(examine(k));
-      } else if (kernel == artifact::Kernel::UpdateAdaLomo) {
-        Candidate c;
-        c.update = k;
-        c.blocked = "AdaLomo's update runs on the device only";
-        candidates.push_back(c);
-      }
     }
     if (candidates.empty())
       return;

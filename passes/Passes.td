@@ -227,7 +227,8 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
 def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
   let summary = "Run optimizer updates on the host CPU, beside the backward pass";
   let description = [{
-    After tier placement, moves each chosen SGD, momentum or AdamW update
+    After tier placement, moves each chosen SGD, momentum, AdamW or AdaLomo
+    update
     whose parameter and states live in host memory or on the SSD to the CPU
     queue: instead
     of fetching the parameter and states to the device, updating them there

@@ -499,7 +499,7 @@ bool isTransfer(const Plan &plan, const Step &step) {
 
 bool runsOnCpu(Kernel kernel) {
   return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
-         kernel == Kernel::UpdateAdamW;
+         kernel == Kernel::UpdateAdamW || kernel == Kernel::UpdateAdaLomo;
 }
 
 bool isCpuUpdate(const Plan &plan, const Step &step) {
