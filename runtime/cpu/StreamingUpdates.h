@@ -4,10 +4,11 @@
 //
 // Each element gets exactly the operations of math::sgdElement,
 // momentumElement and adamwElement (SharedMath.h), in the same order and
-// without fused multiply-adds (this file is built with -ffp-contract=off and
-// no FMA target), so the bits equal the scalar CPU kernels' and the CUDA
-// kernels' (built with -fmad=false): an update moved between the device and
-// the CPU never changes the training. Multiply, add, divide and square root
+// without fused multiply-adds (the vector files are built with
+// -ffp-contract=off and use separate multiply and add intrinsics), so the
+// bits equal the scalar CPU kernels' and the CUDA kernels' (built with
+// -fmad=false): an update moved between the device and the CPU never
+// changes the training. Multiply, add, divide and square root
 // are correctly rounded in every ISA, which is what makes that hold.
 
 #ifndef STRATA_RUNTIME_CPU_STREAMINGUPDATES_H
