@@ -69,9 +69,8 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
 
 double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m) {
   // Every operand read once (the scale is a few bytes), the in-place ones
-  // written back.
-  // Operands on the SSD are read first and the updated ones written back,
-  // in the same job.
+  // written back; operands on the SSD are read first and the updated ones
+  // written back, in the same job.
   double bytes = 0, io = 0;
   for (Value v : update.getInputs()) {
     double b = storageBytes(v.getType());

@@ -159,7 +159,7 @@ struct PredictTimePass
     // behind the device's work.
     double cpuExposed = std::max(0.0, cpuFree - computeEnd);
     double hostLink = links.toDevice + links.toHost;
-    double serial = compute + hostLink + links.ssd;
+    double serial = compute + hostLink + links.ssd + cpuBusy;
     // With perfect overlap the busiest resource sets the pace.
     double bound = std::max({compute, links.toDevice, links.toHost,
                              links.ssdRead, links.ssdWrite, cpuBusy});

@@ -57,14 +57,15 @@ std::string formatMemoryReport(const Plan &plan) {
         buf, sizeof(buf),
         "predicted step time: %.3f ms with transfers overlapping compute "
         "(%.3f ms one after another: compute %.3f, host->device %.3f, "
-        "device->host %.3f, ssd %.3f); lower bound (the busiest of these) "
-        "%.3f ms\n",
+        "device->host %.3f, ssd %.3f, cpu updates %.3f); lower bound (the "
+        "busiest of these) %.3f ms\n",
         plan.memoryOf("predicted_step_us") / 1e3,
         plan.memoryOf("predicted_serial_us") / 1e3,
         plan.memoryOf("predicted_compute_us") / 1e3,
         plan.memoryOf("predicted_host_to_device_us") / 1e3,
         plan.memoryOf("predicted_device_to_host_us") / 1e3,
         plan.memoryOf("predicted_ssd_link_us") / 1e3,
+        plan.memoryOf("predicted_cpu_update_us") / 1e3,
         plan.memoryOf("predicted_lower_bound_us") / 1e3);
     out += buf;
   }
