@@ -30,6 +30,12 @@ double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m);
 double transferSeconds(double bytes, llvm::StringRef tier, bool read,
                        const MachineProfile &m);
 
+/// --strata-offload-optimizer on one function: with `mode` "cpu" or "auto",
+/// moves the chosen updates to the CPU (see OffloadOptimizerPass); the tier
+/// planner scores placements with it.
+void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
+                             const MachineProfile &m);
+
 /// Replays the planned `func` (memory planned, transfers scheduled) on the
 /// runtime's schedule and records the predicted step in `exec.predicted`:
 /// what --strata-predict-time does for each function.

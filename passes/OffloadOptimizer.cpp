@@ -182,31 +182,13 @@ struct LandingPool {
   size_t next = 0;
 };
 
-struct OffloadOptimizerPass
-    : public strata::impl::OffloadOptimizerPassBase<OffloadOptimizerPass> {
-  using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
-
+/// Moves a function's chosen updates to the CPU (the pass and the tier
+/// planner's scoring share it).
+struct Offloader {
+  /// "cpu" or "auto".
+  std::string mode;
   /// Names the landing buffers of one function.
   unsigned landingCount = 0;
-
-  void runOnOperation() override {
-    if (mode != "device" && mode != "cpu" && mode != "auto") {
-      getOperation().emitError()
-          << "strata-offload-optimizer: mode '" << mode
-          << "' (device, cpu or auto)";
-      return signalPassFailure();
-    }
-    MachineProfile machine;
-    std::string error;
-    if (!profile.empty() && !machine.read(profile, error)) {
-      getOperation().emitError(error);
-      return signalPassFailure();
-    }
-    if (mode == "device")
-      return;
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      offload(func, machine);
-  }
 
   void offload(func::FuncOp func, const MachineProfile &m) {
     Block &body = func.getBody().front();
@@ -374,4 +356,35 @@ struct OffloadOptimizerPass
   }
 };
 
+struct OffloadOptimizerPass
+    : public strata::impl::OffloadOptimizerPassBase<OffloadOptimizerPass> {
+  using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
+
+  void runOnOperation() override {
+    if (mode != "device" && mode != "cpu" && mode != "auto") {
+      getOperation().emitError()
+          << "--place-updates (strata-offload-optimizer mode): '" << mode
+          << "' is not one of device, cpu, auto";
+      return signalPassFailure();
+    }
+    MachineProfile machine;
+    std::string error;
+    if (!profile.empty() && !machine.read(profile, error)) {
+      getOperation().emitError(error);
+      return signalPassFailure();
+    }
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      offloadOptimizerUpdates(func, mode, machine);
+  }
+};
+
 } // namespace
+
+void strata::offloadOptimizerUpdates(func::FuncOp func, StringRef mode,
+                                     const MachineProfile &m) {
+  if (mode != "cpu" && mode != "auto")
+    return;
+  Offloader o;
+  o.mode = mode.str();
+  o.offload(func, m);
+}

@@ -206,6 +206,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
            "Machine profile for the cost model: recompute vs swap, and "
            "the predicted step of each scored placement (empty: defaults)">,
+    Option<"updates", "updates", "std::string", /*default=*/"\"device\"",
+           "Where updates of off-device parameters run when a placement is "
+           "scored (--strata-offload-optimizer's mode)">,
     Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
            "How many placements the planner may score (each one is memory "
            "planned and its step predicted)">,

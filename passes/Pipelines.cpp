@@ -37,6 +37,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;
   place.profile = tiers.profile;
+  place.updates = tiers.updates;
   pm.addPass(createPlaceTiersPass(place));
   OffloadOptimizerPassOptions offload;
   offload.mode = tiers.updates;

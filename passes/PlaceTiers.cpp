@@ -843,6 +843,9 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     recomputedCount = savedCount, recomputedBytes = savedBytes;
     if (failed(applied))
       return Score();
+    // Updates that would run on the CPU change the host link's traffic and
+    // the host memory (landing buffers): score the plan they make.
+    offloadOptimizerUpdates(copy, updates, machine);
     PassManager pm(ctx, ModuleOp::getOperationName());
     PlanMemoryPassOptions memory;
     memory.deviceBudget = static_cast<int64_t>(gpuMem);
