@@ -650,20 +650,30 @@ class TrainParity(unittest.TestCase):
                        .group(1))
         # Fail a third of the way into step 4 (loading and the step-2
         # checkpoint add fewer transfers than that).
-        env = dict(os.environ, STRATA_SSD_FAIL_AFTER=str(int(per_step * 3.3)))
+        self.fail_then_resume(
+            art, data, steps=6, save_every=2,
+            fail_after=int(per_step * 3.3),
+            error=r"error: training step [34], plan step \d+ \(SSD transfer "
+                  r"of '[^']+'\): .*Input/output error")
+
+    def fail_then_resume(self, art, data, steps, save_every, fail_after,
+                         error):
+        """Trains `art` with every SSD transfer after the first
+        `fail_after` failing: the run stops with `error`, its last
+        checkpoint survives, and --resume reaches the losses of the
+        uninterrupted run logged in ART.straight.log."""
+        env = dict(os.environ, STRATA_SSD_FAIL_AFTER=str(fail_after))
         log = art + ".log"
         r = subprocess.run([tool("strata-run"), art, "--data", data,
-                            "--steps", "6", "--save-every", "2",
-                            "--log-json", log, "--quiet"],
+                            "--steps", str(steps), "--save-every",
+                            str(save_every), "--log-json", log, "--quiet"],
                            env=env, capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)
-        self.assertRegex(r.stderr, r"error: training step [34], plan step "
-                                   r"\d+ \(SSD transfer of '[^']+'\): .*"
-                                   r"Input/output error")
+        self.assertRegex(r.stderr, error)
         self.assertTrue(os.path.exists(
             os.path.join(art, "checkpoint", "checkpoint.bin")))
-        r = run([tool("strata-run"), art, "--data", data, "--steps", "6",
-                 "--log-json", log, "--resume"])
+        r = run([tool("strata-run"), art, "--data", data, "--steps",
+                 str(steps), "--log-json", log, "--resume"])
         self.assertIn("resumed from", r.stderr)
         self.assertEqual(losses_by_step(log),
                          losses_by_step(art + ".straight.log"))
@@ -686,24 +696,11 @@ class TrainParity(unittest.TestCase):
         # Loading reads every stored tensor once; fail well after that.
         states = len(re.findall(r"\(trainable", run(
             [tool("strata-inspect"), art, "--plan"]).stdout))
-        env = dict(os.environ, STRATA_SSD_FAIL_AFTER=str(12 * states))
-        log = art + ".log"
-        r = subprocess.run([tool("strata-run"), art, "--data", data,
-                            "--steps", "5", "--save-every", "1",
-                            "--log-json", log, "--quiet"],
-                           env=env, capture_output=True, text=True)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertRegex(r.stderr, r"error: training step \d+, plan step "
-                                   r"\d+ \(update_adamw -> '[^']+'\): "
-                                   r"(reading|writing) '[^']+' on the SSD: .*"
-                                   r"Input/output error")
-        self.assertTrue(os.path.exists(
-            os.path.join(art, "checkpoint", "checkpoint.bin")))
-        r = run([tool("strata-run"), art, "--data", data, "--steps", "5",
-                 "--log-json", log, "--resume"])
-        self.assertIn("resumed from", r.stderr)
-        self.assertEqual(losses_by_step(log),
-                         losses_by_step(art + ".straight.log"))
+        self.fail_then_resume(
+            art, data, steps=5, save_every=1, fail_after=12 * states,
+            error=r"error: training step \d+, plan step \d+ \(update_adamw "
+                  r"-> '[^']+'\): (reading|writing) '[^']+' on the SSD: .*"
+                  r"Input/output error")
 
     def test_device_budget_moves_tensors_off_the_device(self):
         name = "gpt2_dynamic"
