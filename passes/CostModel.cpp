@@ -67,6 +67,13 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   return seconds;
 }
 
+LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
+  std::string error;
+  if (path.empty() || m.read(path.str(), error))
+    return success();
+  return op->emitError(error);
+}
+
 double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m) {
   // Every operand read once (the scale is a few bytes), the in-place ones
   // written back; operands on the SSD are read first and the updated ones

@@ -18,6 +18,12 @@
 
 namespace strata {
 
+/// Reads the machine profile a pass option names into `m` (the documented
+/// defaults when `path` is empty); failure with an error on `op` naming the
+/// file and line.
+mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
+                                MachineProfile &m);
+
 /// Seconds one compute kernel takes.
 double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
 

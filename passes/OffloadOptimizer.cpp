@@ -368,11 +368,8 @@ struct OffloadOptimizerPass
       return signalPassFailure();
     }
     MachineProfile machine;
-    std::string error;
-    if (!profile.empty() && !machine.read(profile, error)) {
-      getOperation().emitError(error);
+    if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
-    }
     for (auto func : getOperation().getOps<func::FuncOp>())
       offloadOptimizerUpdates(func, mode, machine);
   }

@@ -184,11 +184,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         getOperation().emitError(what) << " on the SSD need --ssd-dir";
         return signalPassFailure();
       }
-    std::string error;
-    if (!profile.empty() && !machine.read(profile, error)) {
-      getOperation().emitError(error);
+    if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
-    }
     SmallVector<func::FuncOp> funcs(getOperation().getOps<func::FuncOp>());
     for (auto func : funcs)
       if (failed(place(func)))

@@ -31,11 +31,8 @@ struct PredictTimePass
 
   void runOnOperation() override {
     MachineProfile machine;
-    std::string error;
-    if (!profile.empty() && !machine.read(profile, error)) {
-      getOperation().emitError(error);
+    if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
-    }
     for (auto func : getOperation().getOps<func::FuncOp>())
       predict(func, machine);
   }
