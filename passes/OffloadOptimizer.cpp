@@ -193,21 +193,19 @@ struct Offloader {
   void offload(func::FuncOp func, const MachineProfile &m) {
     Block &body = func.getBody().front();
     SmallVector<Candidate> candidates;
-    for (auto k : body.getOps<exec::KernelOp>()) {
-      artifact::Kernel kernel;
-      if (!artifact::kernelByName(k.getKernel().str(), kernel))
-        continue;
-      if (artifact::runsOnCpu(kernel))
-        candidates.push_back(examine(k));
-    }
-    if (candidates.empty())
-      return;
     // An update overlaps the backward pass when device kernels of it
     // follow: the CPU runs it while they do.
     Operation *lastBackward = nullptr;
-    for (auto k : body.getOps<exec::KernelOp>())
+    for (auto k : body.getOps<exec::KernelOp>()) {
+      artifact::Kernel kernel;
+      if (artifact::kernelByName(k.getKernel().str(), kernel) &&
+          artifact::runsOnCpu(kernel))
+        candidates.push_back(examine(k));
       if (k->hasAttr("strata.backward") && !isTransfer(k))
         lastBackward = k;
+    }
+    if (candidates.empty())
+      return;
     unsigned overlapping = 0, lateScale = 0;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty())

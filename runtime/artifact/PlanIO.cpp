@@ -11,10 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 namespace strata::artifact {
 

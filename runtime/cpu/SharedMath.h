@@ -14,6 +14,7 @@
 #define STRATA_RUNTIME_CPU_SHAREDMATH_H
 
 #include "runtime/artifact/Plan.h"
+#include "runtime/cpu/UpdateCoefficients.h"
 
 #include <cmath>
 #include <cstdint>
@@ -170,16 +171,6 @@ template <typename C> STRATA_HD C geluDerivative(C v, bool tanhForm) {
   C pdf = exp_(C(-0.5) * v * v) * C(0.3989422804014327);
   return cdf + v * pdf;
 }
-
-/// Per-step constants of the updates, computed once on the host.
-template <typename C> struct UpdateCoefficients {
-  C scale;    // Loss-scale/clip factor (and 1/micro-batches).
-  C lr;       // Base rate times the schedule's factor.
-  C wd;       // SGD/momentum weight decay.
-  C momentum; // Momentum.
-  bool first; // Momentum's first step: the buffer starts at the gradient.
-  C b1, b2, eps, decay, stepSize, bc2Sqrt; // AdamW.
-};
 
 template <typename C>
 STRATA_HD inline C sgdElement(C w, C g, const UpdateCoefficients<C> &c) {

@@ -8,33 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <vector>
 #include <cstdlib>
 #include <cstring>
-
-#ifndef STRATA_HAVE_UPDATE_ISAS
-// Not x86-64: no vector loops (cpuSupports says so); the scalar code does
-// every element.
-namespace strata::cpu::detail {
-#define STRATA_NO_LOOPS(isa)                                                  \
-  namespace isa {                                                             \
-  int64_t sgd(float *, const float *, int64_t, const UpdateScalars &) {       \
-    return 0;                                                                 \
-  }                                                                           \
-  int64_t momentum(float *, const float *, float *, int64_t,                  \
-                   const UpdateScalars &) {                                   \
-    return 0;                                                                 \
-  }                                                                           \
-  int64_t adamw(float *, const float *, float *, float *, int64_t,            \
-                const UpdateScalars &) {                                      \
-    return 0;                                                                 \
-  }                                                                           \
-  }
-STRATA_NO_LOOPS(avx2)
-STRATA_NO_LOOPS(avx512)
-#undef STRATA_NO_LOOPS
-} // namespace strata::cpu::detail
-#endif
+#include <vector>
 
 namespace strata::cpu {
 
@@ -68,9 +44,16 @@ UpdateIsa detectIsa() {
   return best;
 }
 
-detail::UpdateScalars scalars(const math::UpdateCoefficients<float> &c) {
-  return {c.scale, c.lr,    c.wd,    c.momentum, c.b1,   c.b2,
-          c.eps,   c.decay, c.stepSize, c.bc2Sqrt, c.first};
+/// The vector loops of `isa`; null for the scalar code.
+const detail::UpdateLoops *loopsFor(UpdateIsa isa) {
+#ifdef STRATA_HAVE_UPDATE_ISAS
+  if (isa == UpdateIsa::Avx512)
+    return &detail::kAvx512Loops;
+  if (isa == UpdateIsa::Avx2)
+    return &detail::kAvx2Loops;
+#endif
+  (void)isa;
+  return nullptr;
 }
 
 } // namespace
@@ -109,13 +92,9 @@ UpdateIsa updateIsa() {
 
 void sgdF32(float *w, const float *g, int64_t n,
             const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
-  detail::UpdateScalars s = scalars(c);
+  const detail::UpdateLoops *loops = loopsFor(isa);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-    if (isa == UpdateIsa::Avx512)
-      i += detail::avx512::sgd(w + b, g + b, e - b, s);
-    else if (isa == UpdateIsa::Avx2)
-      i += detail::avx2::sgd(w + b, g + b, e - b, s);
+    int64_t i = b + (loops ? loops->sgd(w + b, g + b, e - b, c) : 0);
     for (; i < e; ++i)
       w[i] = math::sgdElement<float>(w[i], g[i], c);
   });
@@ -123,13 +102,10 @@ void sgdF32(float *w, const float *g, int64_t n,
 
 void momentumF32(float *w, const float *g, float *buf, int64_t n,
                  const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
-  detail::UpdateScalars s = scalars(c);
+  const detail::UpdateLoops *loops = loopsFor(isa);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-    if (isa == UpdateIsa::Avx512)
-      i += detail::avx512::momentum(w + b, g + b, buf + b, e - b, s);
-    else if (isa == UpdateIsa::Avx2)
-      i += detail::avx2::momentum(w + b, g + b, buf + b, e - b, s);
+    int64_t i =
+        b + (loops ? loops->momentum(w + b, g + b, buf + b, e - b, c) : 0);
     for (; i < e; ++i)
       math::momentumElement<float>(w[i], g[i], buf[i], c);
   });
@@ -137,13 +113,10 @@ void momentumF32(float *w, const float *g, float *buf, int64_t n,
 
 void adamwF32(float *w, const float *g, float *m, float *v, int64_t n,
               const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
-  detail::UpdateScalars s = scalars(c);
+  const detail::UpdateLoops *loops = loopsFor(isa);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-    if (isa == UpdateIsa::Avx512)
-      i += detail::avx512::adamw(w + b, g + b, m + b, v + b, e - b, s);
-    else if (isa == UpdateIsa::Avx2)
-      i += detail::avx2::adamw(w + b, g + b, m + b, v + b, e - b, s);
+    int64_t i =
+        b + (loops ? loops->adamw(w + b, g + b, m + b, v + b, e - b, c) : 0);
     for (; i < e; ++i)
       math::adamwElement<float>(w[i], g[i], m[i], v[i], c);
   });

@@ -20,4 +20,5 @@ inline Vec vsqrt(Vec a) { return _mm256_sqrt_ps(a); }
 #include "runtime/cpu/StreamingUpdatesBody.h"
 } // namespace
 
-STRATA_UPDATE_ISA_ENTRY_POINTS(avx2)
+const strata::cpu::detail::UpdateLoops strata::cpu::detail::kAvx2Loops = {
+    sgdLoop, momentumLoop, adamwLoop};

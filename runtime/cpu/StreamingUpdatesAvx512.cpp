@@ -20,4 +20,5 @@ inline Vec vsqrt(Vec a) { return _mm512_sqrt_ps(a); }
 #include "runtime/cpu/StreamingUpdatesBody.h"
 } // namespace
 
-STRATA_UPDATE_ISA_ENTRY_POINTS(avx512)
+const strata::cpu::detail::UpdateLoops strata::cpu::detail::kAvx512Loops = {
+    sgdLoop, momentumLoop, adamwLoop};

@@ -10,9 +10,9 @@
 // it did; the caller finishes the tail with the scalar code. The order of
 // operations is SharedMath.h's, operation for operation.
 
-using strata::cpu::detail::UpdateScalars;
+using strata::cpu::detail::Coefficients;
 
-int64_t sgdLoop(float *w, const float *g, int64_t n, const UpdateScalars &c) {
+int64_t sgdLoop(float *w, const float *g, int64_t n, const Coefficients &c) {
   int64_t done = n - n % kWidth;
   Vec scale = vset(c.scale), wd = vset(c.wd), lr = vset(c.lr);
   for (int64_t i = 0; i < done; i += kWidth) {
@@ -26,7 +26,7 @@ int64_t sgdLoop(float *w, const float *g, int64_t n, const UpdateScalars &c) {
 }
 
 int64_t momentumLoop(float *w, const float *g, float *buf, int64_t n,
-                     const UpdateScalars &c) {
+                     const Coefficients &c) {
   int64_t done = n - n % kWidth;
   Vec scale = vset(c.scale), wd = vset(c.wd), lr = vset(c.lr),
       mom = vset(c.momentum);
@@ -43,7 +43,7 @@ int64_t momentumLoop(float *w, const float *g, float *buf, int64_t n,
 }
 
 int64_t adamwLoop(float *w, const float *g, float *m, float *v, int64_t n,
-                  const UpdateScalars &c) {
+                  const Coefficients &c) {
   int64_t done = n - n % kWidth;
   Vec scale = vset(c.scale), decay = vset(c.decay), b1 = vset(c.b1),
       b2 = vset(c.b2), oneMinusB1 = vset(1.0f - c.b1),

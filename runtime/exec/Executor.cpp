@@ -252,8 +252,11 @@ bool Executor::issueCpuUpdate(size_t index,
   if (!context.applyUpdates)
     return true;
   std::vector<cpu::TensorRef> ins;
-  std::vector<unsigned> written =
-      artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints);
+  // Per operand: whether the update writes it (the SSD ones go back).
+  std::vector<bool> written(step.inputs.size(), false);
+  for (unsigned i :
+       artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints))
+    written[i] = true;
   for (size_t i = 0; i < step.inputs.size(); ++i) {
     const Slot &s = plan.slots[step.inputs[i]];
     ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
@@ -261,16 +264,17 @@ bool Executor::issueCpuUpdate(size_t index,
       continue;
     // Counted here, on the issuing thread: SSD -> host and back.
     links_.ssdToDevice += artifact::pagePadded(s.bytes);
-    if (std::find(written.begin(), written.end(), i) != written.end())
+    if (written[i])
       links_.deviceToSsd += artifact::pagePadded(s.bytes);
   }
   return backend_->hostTask(
-      Queue::Cpu, [this, &step, ins = std::move(ins), context,
+      Queue::Cpu, [this, &step, ins = std::move(ins),
+                   written = std::move(written), context,
                    label = &labels_[index]](std::string &error) mutable {
         double start = trace_ ? trace_->now() : 0;
-        bool ok = stageCpuOperands(step, ins, true, error) &&
+        bool ok = stageCpuOperands(step, written, ins, true, error) &&
                   cpu::runKernel(step, ins, {}, context, error) &&
-                  stageCpuOperands(step, ins, false, error);
+                  stageCpuOperands(step, written, ins, false, error);
         if (trace_)
           trace_->add(label->target, artifact::kernelName(step.kernel),
                       Lane::Cpu, start, trace_->now(), label->bytes);
@@ -282,28 +286,25 @@ bool Executor::issueCpuUpdate(size_t index,
 }
 
 bool Executor::stageCpuOperands(const artifact::Step &step,
+                                const std::vector<bool> &written,
                                 std::vector<cpu::TensorRef> &ins, bool read,
                                 std::string &error) {
   const Plan &plan = artifact_.plan();
-  std::vector<unsigned> written =
-      artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints);
   for (size_t i = 0; i < step.inputs.size(); ++i) {
     const Slot &s = plan.slots[step.inputs[i]];
-    if (s.region != Region::Ssd)
+    if (s.region != Region::Ssd || (!read && !written[i]))
       continue;
     uint64_t padded = artifact::pagePadded(s.bytes);
-    if (cpuStaging_.size() <= i)
-      cpuStaging_.resize(i + 1);
-    artifact::AlignedBuffer &buffer = cpuStaging_[i];
-    if (buffer.size() < padded)
-      buffer = artifact::AlignedBuffer(padded);
-    ins[i].data = buffer.data();
-    bool isWritten =
-        std::find(written.begin(), written.end(), i) != written.end();
-    if (read ? !artifact_.ssd()->read(s.offset, buffer.data(), padded, error)
-             : isWritten &&
-                   !artifact_.ssd()->write(s.offset, buffer.data(), padded,
-                                           error)) {
+    if (read) {
+      if (cpuStaging_.size() <= i)
+        cpuStaging_.resize(i + 1);
+      if (cpuStaging_[i].size() < padded)
+        cpuStaging_[i] = artifact::AlignedBuffer(padded);
+      ins[i].data = cpuStaging_[i].data();
+    }
+    char *buffer = static_cast<char *>(ins[i].data);
+    if (read ? !artifact_.ssd()->read(s.offset, buffer, padded, error)
+             : !artifact_.ssd()->write(s.offset, buffer, padded, error)) {
       error = std::string(read ? "reading '" : "writing '") + s.name +
               "' on the SSD: " + error;
       return false;

@@ -115,8 +115,9 @@ private:
   /// An optimizer update on host memory, a job on the CPU queue.
   bool issueCpuUpdate(size_t index, const cpu::KernelContext &context);
   /// Reads a CPU update's SSD operands into the CPU queue's staging
-  /// buffers (pointing `ins` at them), or writes the updated ones back.
+  /// buffers (pointing `ins` at them), or writes the `written` ones back.
   bool stageCpuOperands(const artifact::Step &step,
+                        const std::vector<bool> &written,
                         std::vector<cpu::TensorRef> &ins, bool read,
                         std::string &error);
   /// An SSD transfer (run on the SSD queue's thread).
