@@ -74,24 +74,39 @@ LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
   return op->emitError(error);
 }
 
-double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m) {
+double cpuUpdateBytes(exec::KernelOp update) {
+  double bytes = 0;
+  for (Value v : update.getInputs())
+    bytes += storageBytes(v.getType());
+  for (unsigned i : writtenInputs(update))
+    bytes += storageBytes(update.getInputs()[i].getType());
+  return bytes;
+}
+
+double cpuHandOffSeconds(const MachineProfile &m) {
+  return m.queueRoundTripUs * 0.5e-6;
+}
+
+double cpuJobMinBytes(const MachineProfile &m) {
+  return 20 * cpuHandOffSeconds(m) * m.cpuUpdateGBs * 1e9;
+}
+
+double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
+                        bool handOff) {
   // Every operand read once (the scale is a few bytes), the in-place ones
   // written back; operands on the SSD are read first and the updated ones
   // written back, in the same job.
-  double bytes = 0, io = 0;
-  for (Value v : update.getInputs()) {
-    double b = storageBytes(v.getType());
-    bytes += b;
+  double io = 0;
+  for (Value v : update.getInputs())
     if (tierOf(v) == "ssd")
-      io += transferSeconds(b, "ssd", true, m);
-  }
+      io += transferSeconds(storageBytes(v.getType()), "ssd", true, m);
   for (unsigned i : writtenInputs(update)) {
     Value v = update.getInputs()[i];
-    bytes += storageBytes(v.getType());
     if (tierOf(v) == "ssd")
       io += transferSeconds(storageBytes(v.getType()), "ssd", false, m);
   }
-  return io + bytes / (m.cpuUpdateGBs * 1e9) + m.queueRoundTripUs * 0.5e-6;
+  return io + cpuUpdateBytes(update) / (m.cpuUpdateGBs * 1e9) +
+         (handOff ? cpuHandOffSeconds(m) : 0);
 }
 
 double transferSeconds(double bytes, StringRef tier, bool read,

@@ -28,8 +28,24 @@ mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
 double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
 
 /// Seconds an optimizer update takes on the host CPU (the CPU queue): the
-/// bytes it reads and writes at the profile's CPU update rate.
-double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m);
+/// bytes it reads and writes at the profile's CPU update rate, its SSD
+/// operands' reads and write-backs, and (unless it joins the job of the
+/// update before it) the hand-off of one CPU job.
+double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
+                        bool handOff = true);
+
+/// Bytes an update reads and writes on the CPU: each operand once, the
+/// in-place ones twice.
+double cpuUpdateBytes(exec::KernelOp update);
+
+/// Seconds of one CPU job's hand-off: queueing it to the CPU worker and
+/// waking what waits for it.
+double cpuHandOffSeconds(const MachineProfile &m);
+
+/// The bytes of updates under which a CPU job is not worth its hand-off:
+/// smaller updates are grouped with the next so that the hand-off is at
+/// most 5% of the job.
+double cpuJobMinBytes(const MachineProfile &m);
 
 /// Seconds to move `bytes` between the device and `tier` ("host" or
 /// "ssd"); `read` is towards the device.
@@ -39,8 +55,11 @@ double transferSeconds(double bytes, llvm::StringRef tier, bool read,
 /// --strata-offload-optimizer on one function: with `mode` "cpu" or "auto",
 /// moves the chosen updates to the CPU (see OffloadOptimizerPass); the tier
 /// planner scores placements with it.
+/// `groupBytes` overrides cpuJobMinBytes when not negative (0: a job per
+/// update).
 void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
-                             const MachineProfile &m);
+                             const MachineProfile &m,
+                             int64_t groupBytes = -1);
 
 /// Replays the planned `func` (memory planned, transfers scheduled) on the
 /// runtime's schedule and records the predicted step in `exec.predicted`:

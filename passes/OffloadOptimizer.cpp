@@ -25,8 +25,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <deque>
 #include <string>
 
 namespace strata {
@@ -172,14 +175,18 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
   cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
 }
 
-/// How many host buffers of one tensor type gradients land in, in turn: a
-/// gradient's store waits only when the CPU is that many updates of the
-/// type behind the device.
+/// How many host buffers of one tensor type gradients land in at least,
+/// taken in turn: a gradient's store waits only when the CPU is that many
+/// jobs behind the device. A job that updates more tensors of a type
+/// holds more of them at once, and the pool grows to that.
 constexpr size_t kLandingBuffers = 3;
 
+/// The landing buffers of one tensor type: those the current job holds,
+/// and the free ones, least recently released first.
 struct LandingPool {
-  SmallVector<Value> spaces;
-  size_t next = 0;
+  size_t count = 0;
+  SmallVector<Value> held;
+  std::deque<Value> free;
 };
 
 /// Moves a function's chosen updates to the CPU (the pass and the tier
@@ -187,6 +194,9 @@ struct LandingPool {
 struct Offloader {
   /// "cpu" or "auto".
   std::string mode;
+  /// Updates moving fewer bytes than this are grouped into one CPU job
+  /// with the updates after them (negative: cpuJobMinBytes).
+  int64_t groupBytes = -1;
   /// Names the landing buffers of one function.
   unsigned landingCount = 0;
 
@@ -206,25 +216,10 @@ struct Offloader {
     }
     if (candidates.empty())
       return;
-    unsigned overlapping = 0, lateScale = 0;
-    for (Candidate &c : candidates) {
-      if (!c.blocked.empty())
-        continue;
-      if (lastBackward && c.update->isBeforeInBlock(lastBackward))
-        c.overlaps = true;
-      Operation *scale = c.scale >= 0
-                             ? c.update.getInputs()[c.scale].getDefiningOp()
-                             : nullptr;
-      c.lateScale = scale && lastBackward &&
-                    lastBackward->isBeforeInBlock(scale);
-    }
     // Why updates stayed, each reason once with its count and an example.
     Reasons stayed;
-    unsigned moved = 0, costlier = 0;
-    llvm::DenseMap<Value, Value> scaleSpace;
-    llvm::DenseMap<Type, LandingPool> landing;
-    landingCount = 0;
-    SmallVector<exec::KernelOp> movedUpdates;
+    unsigned costlier = 0;
+    SmallVector<Candidate *> chosen;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty()) {
         auto it = llvm::find_if(stayed, [&](const Reason &r) {
@@ -244,22 +239,88 @@ struct Offloader {
           continue;
         }
       }
-      movedUpdates.push_back(rewrite(body, c, scaleSpace, landing));
-      ++moved;
-      overlapping += c.overlaps;
-      lateScale += !c.overlaps && c.lateScale;
+      chosen.push_back(&c);
     }
-    report(func, movedUpdates, overlapping, lateScale, stayed, costlier,
-           candidates.size());
+    SmallVector<unsigned> jobOf = group(chosen, m);
+    // A job runs where its last update stood; it overlaps the backward
+    // pass when device kernels of the backward pass follow that point.
+    SmallVector<exec::KernelOp> jobAt(jobOf.empty() ? 0 : jobOf.back() + 1);
+    for (auto [c, job] : llvm::zip(chosen, jobOf))
+      jobAt[job] = c->update;
+    unsigned overlapping = 0, lateScale = 0;
+    for (auto [c, job] : llvm::zip(chosen, jobOf)) {
+      c->overlaps = lastBackward && jobAt[job]->isBeforeInBlock(lastBackward);
+      Operation *scale = c->scale >= 0
+                             ? c->update.getInputs()[c->scale].getDefiningOp()
+                             : nullptr;
+      c->lateScale = scale && lastBackward &&
+                     lastBackward->isBeforeInBlock(scale);
+      overlapping += c->overlaps;
+      lateScale += !c->overlaps && c->lateScale;
+    }
+    SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
+    report(func, moved, jobAt.size(), overlapping, lateScale, stayed,
+           costlier, candidates.size());
   }
 
-  /// Stores the gradient (and the scale, once per scale value) to host
-  /// memory and runs the update on the stored tensors.
-  exec::KernelOp rewrite(Block &body, Candidate &c,
-                         llvm::DenseMap<Value, Value> &scaleSpace,
-                         llvm::DenseMap<Type, LandingPool> &landing) {
-    exec::KernelOp u = c.update;
-    OpBuilder b(u);
+  /// The CPU job of each chosen update: consecutive updates share one
+  /// until their bytes reach the threshold, so small tensors (biases,
+  /// norms) do not pay a hand-off each. An update joins the job of the
+  /// ones before it only when nothing between them touches their tensors:
+  /// they then run later, where the job's last update stood.
+  SmallVector<unsigned> group(ArrayRef<Candidate *> chosen,
+                              const MachineProfile &m) {
+    double minBytes =
+        groupBytes >= 0 ? static_cast<double>(groupBytes) : cpuJobMinBytes(m);
+    SmallVector<unsigned> jobOf;
+    unsigned job = 0;
+    double bytes = 0;
+    llvm::DenseSet<Value> stored;
+    llvm::DenseSet<Operation *> own;
+    for (Candidate *c : chosen) {
+      if (!jobOf.empty() &&
+          (bytes >= minBytes ||
+           touchedBetween(chosen[jobOf.size() - 1]->update, c->update,
+                          stored, own))) {
+        ++job;
+        bytes = 0;
+        stored.clear();
+        own.clear();
+      }
+      jobOf.push_back(job);
+      bytes += cpuUpdateBytes(c->update);
+      own.insert(c->update);
+      for (Fetched &f : c->fetched) {
+        stored.insert(f.stored);
+        own.insert(f.copy);
+        own.insert(f.assign);
+      }
+    }
+    return jobOf;
+  }
+
+  /// Whether an operation strictly between `from` and `to`, other than
+  /// the job's own fetches, updates and write-backs, uses a tensor in
+  /// `stored`.
+  static bool touchedBetween(Operation *from, Operation *to,
+                             const llvm::DenseSet<Value> &stored,
+                             const llvm::DenseSet<Operation *> &own) {
+    for (Operation *op = from->getNextNode(); op && op != to;
+         op = op->getNextNode())
+      if (!own.contains(op) && llvm::any_of(op->getOperands(), [&](Value v) {
+            return stored.contains(v);
+          }))
+        return true;
+    return false;
+  }
+
+  /// Stores each chosen update's gradient (and each scale, once) to host
+  /// memory where the update stood, and runs the updates on the stored
+  /// tensors, a job's together where its last update stood.
+  SmallVector<exec::KernelOp> rewrite(Block &body,
+                                      ArrayRef<Candidate *> chosen,
+                                      ArrayRef<unsigned> jobOf,
+                                      ArrayRef<exec::KernelOp> jobAt) {
     auto hostSpace = [&](Value of, const std::string &name) {
       OpBuilder top(&body, body.begin());
       return top.create<exec::SwapSpaceOp>(of.getLoc(), of.getType(),
@@ -268,58 +329,93 @@ struct Offloader {
                                            IntegerAttr())
           .getResult();
     };
-    SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
-    for (auto [i, f] : llvm::zip(writtenInputs(u), c.fetched))
-      operands[i] = f.stored;
-    // Gradients land in a few host buffers per tensor type, taken in turn
-    // (kLandingBuffers deep), not one per parameter: the store into a
-    // buffer waits for the CPU update that last read it (a derived wait).
-    if (!c.accumulated) {
-      Value grad = operands[c.gradient];
-      LandingPool &pool = landing[grad.getType()];
-      if (pool.spaces.size() < kLandingBuffers)
-        pool.spaces.push_back(hostSpace(
-            grad, "cpu-update.grad." + std::to_string(landingCount++)));
-      Value gs = pool.spaces[pool.next++ % pool.spaces.size()];
-      createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
-      operands[c.gradient] = gs;
-    }
-    if (c.scale >= 0) {
-      Value scale = operands[c.scale];
-      Value &ss = scaleSpace[scale];
-      if (!ss) {
-        ss = hostSpace(scale, "cpu-update.scale" +
-                                  (scaleSpace.size() > 1
-                                       ? "." + std::to_string(scaleSpace.size())
-                                       : std::string()));
-        createTransfer(b, u.getLoc(), "store", {}, {ss, scale});
+    llvm::DenseMap<Value, Value> scaleSpace;
+    // Gradients land in a few host buffers per tensor type, reused by later
+    // jobs (least recently released first), not one per parameter: the
+    // store into a buffer waits for the CPU job that last read it (a
+    // derived wait). A job holds its buffers until it runs.
+    llvm::MapVector<Type, LandingPool> landing;
+    landingCount = 0;
+    SmallVector<SmallVector<Value>> operandsOf;
+    for (auto [c, job] : llvm::zip(chosen, jobOf)) {
+      if (!operandsOf.empty() && job != jobOf[operandsOf.size() - 1])
+        for (auto &[type, pool] : landing) {
+          pool.free.insert(pool.free.end(), pool.held.begin(), pool.held.end());
+          pool.held.clear();
+        }
+      exec::KernelOp u = c->update;
+      OpBuilder b(u);
+      SmallVector<Value> operands(u.getInputs().begin(),
+                                  u.getInputs().end());
+      for (auto [i, f] : llvm::zip(writtenInputs(u), c->fetched))
+        operands[i] = f.stored;
+      if (!c->accumulated) {
+        Value grad = operands[c->gradient];
+        LandingPool &pool = landing[grad.getType()];
+        Value gs;
+        if (pool.count < kLandingBuffers || pool.free.empty()) {
+          gs = hostSpace(grad,
+                         "cpu-update.grad." + std::to_string(landingCount++));
+          ++pool.count;
+        } else {
+          gs = pool.free.front();
+          pool.free.pop_front();
+        }
+        pool.held.push_back(gs);
+        createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
+        operands[c->gradient] = gs;
       }
-      operands[c.scale] = ss;
+      if (c->scale >= 0) {
+        Value scale = operands[c->scale];
+        Value &ss = scaleSpace[scale];
+        if (!ss) {
+          ss = hostSpace(
+              scale, "cpu-update.scale" +
+                         (scaleSpace.size() > 1
+                              ? "." + std::to_string(scaleSpace.size())
+                              : std::string()));
+          createTransfer(b, u.getLoc(), "store", {}, {ss, scale});
+        }
+        operands[c->scale] = ss;
+      }
+      operandsOf.push_back(std::move(operands));
     }
-    auto moved = b.create<exec::KernelOp>(
-        u.getLoc(), TypeRange(), u.getKernelAttr(), operands, u.getIntsAttr(),
-        u.getFloatsAttr(), IntegerAttr(), DenseI64ArrayAttr());
-    // Keep the markers (strata.backward, ...); placement attributes are
-    // derived again later.
-    for (NamedAttribute a : u->getDiscardableAttrs())
-      moved->setAttr(a.getName(), a.getValue());
-    u.erase();
-    for (Fetched &f : c.fetched) {
-      f.assign.erase();
-      if (f.copy->use_empty())
-        f.copy.erase();
+    // The updates, in program order, before the original update of their
+    // job's last: after every store of the job.
+    SmallVector<exec::KernelOp> moved;
+    for (auto [c, job, operands] : llvm::zip(chosen, jobOf, operandsOf)) {
+      exec::KernelOp u = c->update;
+      OpBuilder b(jobAt[job]);
+      auto m = b.create<exec::KernelOp>(
+          u.getLoc(), TypeRange(), u.getKernelAttr(), operands,
+          u.getIntsAttr(), u.getFloatsAttr(), IntegerAttr(),
+          DenseI64ArrayAttr());
+      // Keep the markers (strata.backward, ...); placement attributes are
+      // derived again later.
+      for (NamedAttribute a : u->getDiscardableAttrs())
+        m->setAttr(a.getName(), a.getValue());
+      moved.push_back(m);
+    }
+    for (Candidate *c : chosen) {
+      c->update.erase();
+      for (Fetched &f : c->fetched) {
+        f.assign.erase();
+        if (f.copy->use_empty())
+          f.copy.erase();
+      }
     }
     return moved;
   }
 
   void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved,
-              unsigned overlapping, unsigned lateScale, const Reasons &stayed,
+              size_t jobs, unsigned overlapping, unsigned lateScale, const Reasons &stayed,
               unsigned costlier, size_t total) {
     OpBuilder b(func.getContext());
     func->setAttr(
         "exec.offload",
         b.getDictionaryAttr(
             {b.getNamedAttr("cpu_updates", b.getI64IntegerAttr(moved.size())),
+             b.getNamedAttr("cpu_jobs", b.getI64IntegerAttr(jobs)),
              b.getNamedAttr("overlapping_backward",
                             b.getI64IntegerAttr(overlapping)),
              b.getNamedAttr("device_updates",
@@ -339,6 +435,9 @@ struct Offloader {
       if (last)
         diag << "; " << last
              << " after it: their gradients are final only when it ends";
+      if (jobs < moved.size())
+        diag << "; small ones grouped with the next: " << jobs
+             << " CPU job" << (jobs == 1 ? "" : "s");
     }
     if (costlier)
       func->emitRemark() << costlier << " update" << (costlier == 1 ? "" : "s")
@@ -369,17 +468,19 @@ struct OffloadOptimizerPass
     if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
-      offloadOptimizerUpdates(func, mode, machine);
+      offloadOptimizerUpdates(func, mode, machine, groupBytes);
   }
 };
 
 } // namespace
 
 void strata::offloadOptimizerUpdates(func::FuncOp func, StringRef mode,
-                                     const MachineProfile &m) {
+                                     const MachineProfile &m,
+                                     int64_t groupBytes) {
   if (mode != "cpu" && mode != "auto")
     return;
   Offloader o;
   o.mode = mode.str();
+  o.groupBytes = groupBytes;
   o.offload(func, m);
 }

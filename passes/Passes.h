@@ -26,6 +26,9 @@ struct TierOptions {
   /// Where updates of host-resident parameters run: auto, device or cpu
   /// (--strata-offload-optimizer).
   std::string updates = "auto";
+  /// Updates on the CPU moving fewer bytes share a job with the next (-1:
+  /// from the profile).
+  int64_t cpuJobBytes = -1;
   /// How many placements the planner may score.
   int64_t maxEvaluations = 200;
   /// Print the planner's progress when it runs long.

@@ -209,6 +209,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"updates", "updates", "std::string", /*default=*/"\"device\"",
            "Where updates of off-device parameters run when a placement is "
            "scored (--strata-offload-optimizer's mode)">,
+    Option<"cpuJobBytes", "cpu-job-bytes", "int64_t", /*default=*/"-1",
+           "--strata-offload-optimizer's group-bytes when a placement is "
+           "scored">,
     Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
            "How many placements the planner may score (each one is memory "
            "planned and its step predicted)">,
@@ -242,7 +245,10 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     --strata-fuse-grad-update placed inside the backward pass then run on
     the CPU while the device computes the rest of it. Gradients land in
     three host buffers per tensor type, taken in turn, so the host memory
-    this adds is three of each shape, not a copy of every parameter. States
+    this adds is three of each shape, not a copy of every parameter.
+    Small updates (biases, norms) are grouped with the updates after them
+    into one CPU job, which runs where the job's last update stood, so that
+    each pays no hand-off of its own (`group-bytes`). States
     on the SSD
     are read into host memory by the CPU job that updates them and written
     back by it.
@@ -267,6 +273,10 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
            "device, cpu or auto">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
            "Machine profile for auto (strata-calibrate)">,
+    Option<"groupBytes", "group-bytes", "int64_t", /*default=*/"-1",
+           "Updates moving fewer bytes share a CPU job with the next "
+           "(-1: enough that a job's hand-off is at most 5% of it, from the "
+           "profile; 0: one job per update)">,
   ];
 }
 

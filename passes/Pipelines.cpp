@@ -38,10 +38,12 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.hasSsd = tiers.hasSsd;
   place.profile = tiers.profile;
   place.updates = tiers.updates;
+  place.cpuJobBytes = tiers.cpuJobBytes;
   pm.addPass(createPlaceTiersPass(place));
   OffloadOptimizerPassOptions offload;
   offload.mode = tiers.updates;
   offload.profile = tiers.profile;
+  offload.groupBytes = tiers.cpuJobBytes;
   pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);

@@ -5,6 +5,7 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "passes/ArenaRanges.h"
 #include "passes/CostModel.h"
+#include "runtime/artifact/StepOrder.h"
 #include "runtime/profile/MachineProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -93,16 +94,31 @@ struct PredictTimePass
     // The CPU queue (optimizer updates on the host): when it is next free,
     // its busy time, and when the last device kernel ended.
     double cpuFree = 0, cpuBusy = 0, computeEnd = 0;
-    for (size_t i : ordering.order) {
+    auto onCpu = [&](size_t i) {
+      return ordering.queues[i] == artifact::Queue::Cpu;
+    };
+    // The CPU job the position is in ends before this position.
+    size_t jobEnd = 0;
+    for (size_t pos = 0; pos < n; ++pos) {
+      size_t i = ordering.order[pos];
       exec::KernelOp k = kernels[i];
       artifact::Queue q = ordering.queues[i];
       if (q == artifact::Queue::Cpu) {
-        // Issued when the issuing thread reaches it; runs once the CPU
-        // worker is free and the stores of its gradient are done.
-        double start = waited(i, std::max(cpuFree, clock));
-        double work = cpuUpdateSeconds(k, m);
+        // A job is issued when the issuing thread reaches it; it runs once
+        // the CPU worker is free and what each of its updates waits for
+        // (the stores of their gradients) is done, its updates one after
+        // another with one hand-off.
+        bool first = pos >= jobEnd;
+        if (first) {
+          jobEnd = artifact::cpuJobEnd(ordering.order, pos, onCpu);
+          double start = std::max(cpuFree, clock);
+          for (size_t p = pos; p < jobEnd; ++p)
+            start = waited(ordering.order[p], start);
+          cpuFree = start;
+        }
+        double work = cpuUpdateSeconds(k, m, first);
         cpuBusy += work;
-        cpuFree = start + work;
+        cpuFree += work;
         end[i] = cpuFree;
         continue;
       }

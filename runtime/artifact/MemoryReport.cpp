@@ -74,12 +74,18 @@ std::string formatMemoryReport(const Plan &plan) {
     char buf[400];
     double cpu = plan.memoryOf("predicted_cpu_update_us") / 1e3,
            exposed = plan.memoryOf("predicted_cpu_exposed_us") / 1e3;
+    // Artifacts from before updates were grouped into jobs lack the count.
+    uint64_t jobs = plan.memoryOf("cpu_jobs");
+    std::string inJobs =
+        jobs ? " in " + std::to_string(jobs) + " CPU job" +
+                   (jobs == 1 ? "" : "s")
+             : "";
     std::snprintf(buf, sizeof(buf),
-                  "optimizer on the CPU: %llu updates (%llu overlap the "
+                  "optimizer on the CPU: %llu updates%s (%llu overlap the "
                   "backward pass, %llu stay on the device); predicted %.3f "
                   "ms of CPU work, %.3f ms of it hidden behind the device's "
                   "work, %.3f ms exposed\n",
-                  static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(n), inJobs.c_str(),
                   static_cast<unsigned long long>(
                       plan.memoryOf("overlapping_backward")),
                   static_cast<unsigned long long>(

@@ -34,6 +34,18 @@ struct StepAccesses {
 std::vector<size_t> issueOrder(const std::vector<int64_t> &issueAfter);
 std::vector<size_t> issueOrder(const Plan &plan);
 
+/// CPU-queue steps that follow one another in issue order run as one CPU
+/// job, with one hand-off for all of them, once every step any of them
+/// waits for is done (the compiler puts the updates it groups side by
+/// side): the position in `order` just past the job that starts at
+/// `order[pos]`. `isCpu(step)` says whether a step is on the CPU queue.
+template <typename IsCpu>
+size_t cpuJobEnd(const std::vector<size_t> &order, size_t pos, IsCpu isCpu) {
+  while (pos < order.size() && isCpu(order[pos]))
+    ++pos;
+  return pos;
+}
+
 /// The queue of a transfer: by its tier (SSD or host) and direction (a fetch
 /// to the device or a write-back from it).
 Queue transferQueue(bool ssd, bool fetch);

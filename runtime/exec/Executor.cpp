@@ -103,6 +103,9 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
     for (size_t i = 0; i < n; ++i)
       order_[i] = i;
   }
+  position_.assign(n, 0);
+  for (size_t p = 0; p < n; ++p)
+    position_[order_[p]] = p;
   backend_->setEventCount(n);
   backend_->setTrace(trace_);
   if (!arena_.reserve(*backend_, plan.arenaBytes, options.deviceBudget,
@@ -240,49 +243,71 @@ bool Executor::issueTransfer(size_t index, const cpu::KernelContext &context) {
                                 labels_[index]);
 }
 
-bool Executor::issueCpuUpdate(size_t index,
-                              const cpu::KernelContext &context) {
+bool Executor::issueCpuJob(size_t from, size_t to,
+                           const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
-  const artifact::Step &step = plan.steps[index];
-  // Every operand is in host memory or on the SSD (isCpuUpdate); the
-  // stores that brought the gradient and the scale are among the step's
-  // waits. SSD operands go through this queue's staging buffers, which
-  // its jobs, one at a time, take in turn.
+  // Every operand is in host memory or on the SSD (isCpuUpdate). The job
+  // starts once every step any of its updates waits for is done (the
+  // stores that brought their gradients and scales); a wait for an update
+  // of the job itself is met already, the CPU queue running in order.
+  for (size_t p = from; p < to; ++p)
+    for (uint32_t w : plan.steps[order_[p]].waits)
+      if (position_[w] < from || position_[w] >= to)
+        backend_->wait(Queue::Cpu, w);
   // Without updates (a gradient-only micro-batch) there is nothing to do.
-  if (!context.applyUpdates)
-    return true;
-  std::vector<cpu::TensorRef> ins;
-  // Per operand: whether the update writes it (the SSD ones go back).
-  std::vector<bool> written(step.inputs.size(), false);
-  for (unsigned i :
-       artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints))
-    written[i] = true;
-  for (size_t i = 0; i < step.inputs.size(); ++i) {
-    const Slot &s = plan.slots[step.inputs[i]];
-    ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
-    if (s.region != Region::Ssd)
-      continue;
-    // Counted here, on the issuing thread: SSD -> host and back.
-    links_.ssdToDevice += artifact::pagePadded(s.bytes);
-    if (written[i])
-      links_.deviceToSsd += artifact::pagePadded(s.bytes);
+  bool ok = true;
+  if (context.applyUpdates) {
+    std::vector<CpuUpdate> updates;
+    for (size_t p = from; p < to; ++p) {
+      const artifact::Step &step = plan.steps[order_[p]];
+      CpuUpdate u{order_[p], {}, std::vector<bool>(step.inputs.size())};
+      for (unsigned i : artifact::writtenInputs(
+               step.kernel, step.inputs.size(), step.ints))
+        u.written[i] = true;
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        const Slot &s = plan.slots[step.inputs[i]];
+        u.ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
+        if (s.region != Region::Ssd)
+          continue;
+        // Counted here, on the issuing thread: SSD -> host and back.
+        links_.ssdToDevice += artifact::pagePadded(s.bytes);
+        if (u.written[i])
+          links_.deviceToSsd += artifact::pagePadded(s.bytes);
+      }
+      updates.push_back(std::move(u));
+    }
+    ok = backend_->hostTask(
+        Queue::Cpu, [this, updates = std::move(updates),
+                     context](std::string &error) mutable {
+          for (CpuUpdate &u : updates)
+            if (!runCpuUpdate(u, context, error))
+              return false;
+          return true;
+        });
   }
-  return backend_->hostTask(
-      Queue::Cpu, [this, &step, ins = std::move(ins),
-                   written = std::move(written), context,
-                   label = &labels_[index]](std::string &error) mutable {
-        double start = trace_ ? trace_->now() : 0;
-        bool ok = stageCpuOperands(step, written, ins, true, error) &&
-                  cpu::runKernel(step, ins, {}, context, error) &&
-                  stageCpuOperands(step, written, ins, false, error);
-        if (trace_)
-          trace_->add(label->target, artifact::kernelName(step.kernel),
-                      Lane::Cpu, start, trace_->now(), label->bytes);
-        if (!ok)
-          error = "step " + std::to_string(label->index) + " (" +
-                  label->text + "): " + error;
-        return ok;
-      });
+  for (size_t p = from; p < to; ++p)
+    if (waitedFor_[order_[p]])
+      backend_->record(Queue::Cpu, static_cast<uint32_t>(order_[p]));
+  return ok;
+}
+
+bool Executor::runCpuUpdate(CpuUpdate &u, const cpu::KernelContext &context,
+                            std::string &error) {
+  // SSD operands go through this queue's staging buffers, which its jobs,
+  // one at a time, take in turn.
+  const artifact::Step &step = artifact_.plan().steps[u.index];
+  const StepLabel &label = labels_[u.index];
+  double start = trace_ ? trace_->now() : 0;
+  bool ok = stageCpuOperands(step, u.written, u.ins, true, error) &&
+            cpu::runKernel(step, u.ins, {}, context, error) &&
+            stageCpuOperands(step, u.written, u.ins, false, error);
+  if (trace_)
+    trace_->add(label.target, artifact::kernelName(step.kernel), Lane::Cpu,
+                start, trace_->now(), label.bytes);
+  if (!ok)
+    error = "step " + std::to_string(label.index) + " (" + label.text +
+            "): " + error;
+  return ok;
 }
 
 bool Executor::stageCpuOperands(const artifact::Step &step,
@@ -321,8 +346,6 @@ bool Executor::issue(size_t index, const cpu::KernelContext &context) {
   bool ok;
   if (isTransfer_[index]) {
     ok = issueTransfer(index, context);
-  } else if (step.queue == Queue::Cpu) {
-    ok = issueCpuUpdate(index, context);
   } else {
     std::vector<cpu::TensorRef> ins, outs;
     for (uint32_t s : step.inputs)
@@ -378,11 +401,23 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
       return false;
     }
   }
-  for (size_t i : order_) {
+  auto onCpu = [&](size_t i) {
+    return !isTransfer_[i] && plan.steps[i].queue == Queue::Cpu;
+  };
+  for (size_t p = 0; p < order_.size();) {
+    size_t i = order_[p];
+    if (onCpu(i)) {
+      size_t end = artifact::cpuJobEnd(order_, p, onCpu);
+      if (!issueCpuJob(p, end, context))
+        break; // The backend has the failure; synchronize reports it.
+      p = end;
+      continue;
+    }
     if (!issue(i, context))
-      break; // The backend has the failure; synchronize reports it.
+      break;
     if (!overlap_ && isTransfer_[i] && !backend_->synchronize(error))
       break;
+    ++p;
   }
   // Outputs, checkpoints and the next step see all work finished; after a
   // failure too, so nothing is still writing.

@@ -112,8 +112,19 @@ private:
   /// Gives step `index` to its queue; false once the backend failed.
   bool issue(size_t index, const cpu::KernelContext &context);
   bool issueTransfer(size_t index, const cpu::KernelContext &context);
-  /// An optimizer update on host memory, a job on the CPU queue.
-  bool issueCpuUpdate(size_t index, const cpu::KernelContext &context);
+  /// One optimizer update of a CPU job: its step and operands, and which
+  /// of them it writes (the SSD ones go back).
+  struct CpuUpdate {
+    size_t index;
+    std::vector<cpu::TensorRef> ins;
+    std::vector<bool> written;
+  };
+  /// The CPU-queue steps at order_[from, to): optimizer updates on host
+  /// memory, one job on the CPU queue (artifact::cpuJobEnd).
+  bool issueCpuJob(size_t from, size_t to, const cpu::KernelContext &context);
+  /// Runs one update of a job (on the CPU queue's thread).
+  bool runCpuUpdate(CpuUpdate &update, const cpu::KernelContext &context,
+                    std::string &error);
   /// Reads a CPU update's SSD operands into the CPU queue's staging
   /// buffers (pointing `ins` at them), or writes the `written` ones back.
   bool stageCpuOperands(const artifact::Step &step,
@@ -141,6 +152,8 @@ private:
   /// between tiers, and whether some step waits for it (it records an
   /// event).
   std::vector<size_t> order_;
+  /// Each step's position in order_.
+  std::vector<size_t> position_;
   std::vector<StepLabel> labels_;
   /// The CPU queue's buffers for SSD operands, by operand (its jobs run
   /// one at a time).

@@ -1,5 +1,5 @@
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu" --verify-diagnostics | FileCheck %s
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu" --strata-assign-queues --verify-diagnostics | FileCheck %s --check-prefix=QUEUES
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0" --verify-diagnostics | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0" --strata-assign-queues --verify-diagnostics | FileCheck %s --check-prefix=QUEUES
 // RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=device" | FileCheck %s --check-prefix=DEVICE
 
 // Tests that the update of a host-resident parameter and state, which
@@ -10,7 +10,7 @@
 // the gradient's store, while the fetch of the parameter for the forward
 // pass comes before it.
 // CHECK-LABEL: func.func @host_update
-// CHECK-SAME: exec.offload = {cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64}
+// CHECK-SAME: exec.offload = {cpu_jobs = 1 : i64, cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64}
 // CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = "host"}
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
@@ -74,7 +74,7 @@ func.func @late_scale() {
 // Tests that an update whose parameter stays in device memory, or whose
 // gradient accumulator does, stays on the device, and says why.
 // CHECK-LABEL: func.func @stays
-// CHECK-SAME: exec.offload = {cpu_updates = 0 : i64, device_updates = 2 : i64, overlapping_backward = 0 : i64}
+// CHECK-SAME: exec.offload = {cpu_jobs = 0 : i64, cpu_updates = 0 : i64, device_updates = 2 : i64, overlapping_backward = 0 : i64}
 // CHECK-NOT: exec.swap_space
 func.func @stays() {
   %x = exec.input "x" : tensor<2x4xf32>

@@ -143,7 +143,8 @@ class Backends(unittest.TestCase):
         exact clipping;
         with states on the SSD too (read and written back by the CPU job);
         with accumulation over micro-batches (the accumulator, a state,
-        updated and cleared where it lives)."""
+        updated and cleared where it lives); with small updates grouped
+        into CPU jobs and with one job per update."""
         host = ["--place-params", "host", "--place-states", "host"]
         ssd = ["--place-params", "host", "--place-states", "ssd"]
         for tag, flags in (
@@ -168,7 +169,27 @@ class Backends(unittest.TestCase):
                                 "--clip-grad-norm", "0.5",
                                 "--clip-mode", "previous-step"]),
                 ("adamw_exact", ["--optimizer", "adamw", "--lr", "0.01",
-                                 "--clip-grad-norm", "0.5"])):
+                                 "--clip-grad-norm", "0.5"]),
+                # The updates above share CPU jobs (the test model's
+                # tensors are small); these run one job per update.
+                ("ssd_adamw_jobs", ssd + ["--optimizer", "adamw",
+                                          "--lr", "0.01",
+                                          "--cpu-job-bytes", "0"]),
+                ("momentum_jobs", ["--optimizer", "momentum", "--lr", "0.05",
+                                   "--cpu-job-bytes", "0"]),
+                # Dynamic loss scaling from a scale that overflows (beyond
+                # fp32: the first step is skipped, the next ones, at half of
+                # fp32's largest power of two, apply): the
+                # skipped steps leave no parameter half-updated, with the
+                # updates after the backward pass and with them fused into
+                # the second backward pass of the two-pass scheme.
+                ("loss_scale", ["--optimizer", "adamw", "--lr", "0.01",
+                                "--loss-scale", "dynamic",
+                                "--loss-scale-init", "1e39"]),
+                ("loss_scale_fused", ["--optimizer", "adamw", "--lr", "0.01",
+                                      "--loss-scale", "dynamic",
+                                      "--loss-scale-init", "1e39",
+                                      "--fuse-updates"])):
             place = [] if tag.startswith("ssd") else host
             with self.subTest(optimizer=tag):
                 device = self.train_everywhere(
@@ -178,10 +199,19 @@ class Backends(unittest.TestCase):
                     "upd_cpu_" + tag, place + flags + ["--place-updates",
                                                       "cpu"])
                 self.assert_identical(device + cpu)
+                if tag.startswith("loss_scale"):
+                    skipped = [row["skipped"] for row in cpu[0][1]]
+                    self.assertTrue(skipped[0] and not all(skipped), skipped)
                 # The plan says where each update runs.
                 art = os.path.join(ARGS.work, "upd_cpu_%s.cpu.strata" % tag)
                 ops = run([tool("strata-inspect"), art, "--ops"]).stdout
                 self.assertRegex(ops, r"update_\w+ .*\[cpu")
+                # And in how many CPU jobs (one per update when asked).
+                info = run([tool("strata-inspect"), art]).stdout
+                self.assertRegex(info, r"optimizer on the CPU: (\d+) updates "
+                                       r"in %s CPU jobs? " %
+                                       (r"\1" if tag.endswith("_jobs")
+                                        else r"\d+"))
                 art = os.path.join(ARGS.work, "upd_dev_%s.cpu.strata" % tag)
                 ops = run([tool("strata-inspect"), art, "--ops"]).stdout
                 self.assertNotRegex(ops, r"update_\w+ .*\[cpu")
@@ -192,11 +222,16 @@ class Backends(unittest.TestCase):
         host = ["--place-params", "host", "--place-states", "host",
                 "--place-updates", "cpu", "--optimizer", "adamw"]
         cases = (
-            # All but the update of the gradient computed last (the
-            # embedding's) overlap the backward pass.
-            ([], r"(\d+) of \1 updates run on the CPU; [1-9]\d* overlap "
-                 r"the backward pass; 1 after it: their gradients are final "
-                 r"only when it ends"),
+            # One job per update: all but the update of the gradient
+            # computed last (the embedding's) overlap the backward pass.
+            (["--cpu-job-bytes", "0"],
+             r"(\d+) of \1 updates run on the CPU; [1-9]\d* overlap "
+             r"the backward pass; 1 after it: their gradients are final "
+             r"only when it ends"),
+            # The test model's tensors are far smaller than a hand-off is
+            # worth: grouped into fewer jobs than updates.
+            ([], r"(\d+) of \1 updates run on the CPU; .*small ones grouped "
+                 r"with the next: [1-9]\d* CPU jobs?"),
             (["--clip-grad-norm", "1.0"],
              r"(\d+) of \1 updates run on the CPU; 0 overlap the backward "
              r"pass; \1 start only after it: their scale depends on every "
@@ -209,8 +244,8 @@ class Backends(unittest.TestCase):
                                         r"CPU"),
             (["--place-params", "device"], r"stay on the device: its "
                                            r"parameter lives in device memory"),
-            (["--optimizer", "adalomo"], r"(\d+) of \1 updates run on the "
-                                         r"CPU; [1-9]\d* overlap"))
+            (["--optimizer", "adalomo", "--cpu-job-bytes", "0"],
+             r"(\d+) of \1 updates run on the CPU; [1-9]\d* overlap"))
         for extra, want in cases:
             with self.subTest(flags=extra):
                 out = os.path.join(ARGS.work, "remarks.strata")

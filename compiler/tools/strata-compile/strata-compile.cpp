@@ -237,6 +237,15 @@ static cl::opt<std::string> placeUpdates(
              "pass; says why any update cannot)"),
     cl::init("auto"), cl::cat(tierCategory));
 
+static cl::opt<int64_t> cpuJobBytes(
+    "cpu-job-bytes",
+    cl::desc("Updates on the CPU moving fewer bytes than this are grouped "
+             "with the updates after them into one CPU job, so that small "
+             "tensors do not pay a hand-off each (default: enough that the "
+             "hand-off is at most 5% of a job, from the machine profile; "
+             "0: one job per update)"),
+    cl::init(-1), cl::cat(tierCategory));
+
 static cl::opt<std::string> placeGradients(
     "place-gradients",
     cl::desc("Where gradients wait between the backward pass and the "
@@ -401,6 +410,10 @@ static std::string checkTrainingOptions() {
     return "--loss-scale-window must be at least 1";
   if (plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
+  if (cpuJobBytes < -1)
+    return "--cpu-job-bytes must be a byte count (0: one job per update), "
+           "not " +
+           std::to_string(cpuJobBytes);
   return "";
 }
 
@@ -626,6 +639,7 @@ int main(int argc, char **argv) {
   tiers.activations = placeActivations;
   tiers.gradients = placeGradients;
   tiers.updates = placeUpdates;
+  tiers.cpuJobBytes = cpuJobBytes;
   tiers.maxEvaluations = plannerEvaluations;
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();
