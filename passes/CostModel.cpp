@@ -91,20 +91,29 @@ double cpuJobMinBytes(const MachineProfile &m) {
   return 20 * cpuHandOffSeconds(m) * m.cpuUpdateGBs * 1e9;
 }
 
+double cpuUpdateSsdSeconds(exec::KernelOp update, const MachineProfile &m,
+                           bool read) {
+  double seconds = 0;
+  auto add = [&](Value v) {
+    if (tierOf(v) == "ssd")
+      seconds += transferSeconds(storageBytes(v.getType()), "ssd", read, m);
+  };
+  if (read)
+    llvm::for_each(update.getInputs(), add);
+  else
+    for (unsigned i : writtenInputs(update))
+      add(update.getInputs()[i]);
+  return seconds;
+}
+
 double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
-                        bool handOff) {
+                        bool handOff, bool ssd) {
   // Every operand read once (the scale is a few bytes), the in-place ones
   // written back; operands on the SSD are read first and the updated ones
-  // written back, in the same job.
-  double io = 0;
-  for (Value v : update.getInputs())
-    if (tierOf(v) == "ssd")
-      io += transferSeconds(storageBytes(v.getType()), "ssd", true, m);
-  for (unsigned i : writtenInputs(update)) {
-    Value v = update.getInputs()[i];
-    if (tierOf(v) == "ssd")
-      io += transferSeconds(storageBytes(v.getType()), "ssd", false, m);
-  }
+  // written back.
+  double io = ssd ? cpuUpdateSsdSeconds(update, m, true) +
+                        cpuUpdateSsdSeconds(update, m, false)
+                  : 0;
   return io + cpuUpdateBytes(update) / (m.cpuUpdateGBs * 1e9) +
          (handOff ? cpuHandOffSeconds(m) : 0);
 }

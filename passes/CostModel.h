@@ -29,10 +29,16 @@ double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
 
 /// Seconds an optimizer update takes on the host CPU (the CPU queue): the
 /// bytes it reads and writes at the profile's CPU update rate, its SSD
-/// operands' reads and write-backs, and (unless it joins the job of the
-/// update before it) the hand-off of one CPU job.
+/// operands' reads and write-backs (unless `ssd` is false: they run on the
+/// SSD queues), and (unless it joins the job of the update before it) the
+/// hand-off of one CPU job.
 double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
-                        bool handOff = true);
+                        bool handOff = true, bool ssd = true);
+
+/// Seconds to read an update's SSD operands into host memory (`read`) or
+/// to write the ones it updates back.
+double cpuUpdateSsdSeconds(exec::KernelOp update, const MachineProfile &m,
+                           bool read);
 
 /// Bytes an update reads and writes on the CPU: each operand once, the
 /// in-place ones twice.

@@ -97,29 +97,67 @@ struct PredictTimePass
     auto onCpu = [&](size_t i) {
       return ordering.queues[i] == artifact::Queue::Cpu;
     };
-    // The CPU job the position is in ends before this position.
-    size_t jobEnd = 0;
+    auto staged = [&](size_t step) {
+      uint64_t bytes = 0;
+      for (Value v : kernels[step].getInputs())
+        if (tierOf(v) == "ssd")
+          bytes += artifact::pagePadded(
+              static_cast<uint64_t>(storageBytes(v.getType())));
+      return bytes;
+    };
+    // The CPU job the position is in ends before this position; its SSD
+    // write-back's seconds; when each of the two staging areas is free
+    // (its last job written back), and the one the next job takes.
+    size_t jobStart = 0, jobEnd = 0, area = 0;
+    double jobWrite = 0, areaFree[2] = {0, 0};
     for (size_t pos = 0; pos < n; ++pos) {
       size_t i = ordering.order[pos];
       exec::KernelOp k = kernels[i];
       artifact::Queue q = ordering.queues[i];
       if (q == artifact::Queue::Cpu) {
-        // A job is issued when the issuing thread reaches it; it runs once
-        // the CPU worker is free and what each of its updates waits for
-        // (the stores of their gradients) is done, its updates one after
-        // another with one hand-off.
+        // A job (artifact::cpuJobEnd, as the runtime forms them) is issued
+        // when the issuing thread reaches it. Its SSD operands are read on
+        // the SSD read queue once the staging area it takes is free; its
+        // updates run one after another with one hand-off once the CPU
+        // worker is free, the reads are done and what each update waits
+        // for (the stores of their gradients) is done; its SSD operands
+        // are then written back on the SSD write queue, and that ends it.
         bool first = pos >= jobEnd;
         if (first) {
-          jobEnd = artifact::cpuJobEnd(ordering.order, pos, onCpu);
+          jobStart = pos;
+          jobEnd = artifact::cpuJobEnd(ordering.order, pos, onCpu, staged);
+          double read = 0;
+          jobWrite = 0;
+          for (size_t p = pos; p < jobEnd; ++p) {
+            read += cpuUpdateSsdSeconds(kernels[ordering.order[p]], m, true);
+            jobWrite +=
+                cpuUpdateSsdSeconds(kernels[ordering.order[p]], m, false);
+          }
           double start = std::max(cpuFree, clock);
           for (size_t p = pos; p < jobEnd; ++p)
             start = waited(ordering.order[p], start);
+          if (read > 0) {
+            area = 1 - area;
+            double from = std::max({queueFree[0], clock, areaFree[area]});
+            queueFree[0] = from + read;
+            links.ssd += read;
+            links.ssdRead += read;
+            start = std::max(start, queueFree[0]);
+          }
           cpuFree = start;
         }
-        double work = cpuUpdateSeconds(k, m, first);
+        double work = cpuUpdateSeconds(k, m, first, /*ssd=*/false);
         cpuBusy += work;
         cpuFree += work;
         end[i] = cpuFree;
+        if (pos + 1 == jobEnd && jobWrite > 0) {
+          queueFree[1] = std::max(queueFree[1], cpuFree) + jobWrite;
+          links.ssd += jobWrite;
+          links.ssdWrite += jobWrite;
+          areaFree[area] = queueFree[1];
+          for (size_t p = jobStart; p <= pos; ++p)
+            end[ordering.order[p]] = queueFree[1];
+        }
         continue;
       }
       if (m.gpu > 0 && (q == artifact::Queue::HostToDevice ||

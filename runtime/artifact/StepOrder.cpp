@@ -191,6 +191,34 @@ std::vector<size_t> issueOrder(const Plan &plan) {
   return issueOrder(after);
 }
 
+std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
+                                const std::vector<size_t> &order) {
+  auto onCpu = [&](size_t i) {
+    return plan.steps[i].queue == Queue::Cpu &&
+           !isTransfer(plan, plan.steps[i]);
+  };
+  auto staged = [&](size_t i) {
+    uint64_t bytes = 0;
+    for (uint32_t slot : plan.steps[i].inputs)
+      if (plan.slots[slot].region == Region::Ssd)
+        bytes += pagePadded(plan.slots[slot].bytes);
+    return bytes;
+  };
+  std::vector<CpuJobSpan> jobs;
+  for (size_t p = 0; p < order.size();) {
+    if (!onCpu(order[p])) {
+      ++p;
+      continue;
+    }
+    CpuJobSpan job{p, cpuJobEnd(order, p, onCpu, staged), 0};
+    for (size_t q = job.from; q < job.to; ++q)
+      job.ssdBytes += staged(order[q]);
+    jobs.push_back(job);
+    p = job.to;
+  }
+  return jobs;
+}
+
 Queue transferQueue(bool ssd, bool fetch) {
   if (ssd)
     return fetch ? Queue::SsdRead : Queue::SsdWrite;

@@ -34,17 +34,44 @@ struct StepAccesses {
 std::vector<size_t> issueOrder(const std::vector<int64_t> &issueAfter);
 std::vector<size_t> issueOrder(const Plan &plan);
 
+/// The most bytes of SSD operands a CPU job stages in host memory (its
+/// first update's alone may be more); the runtime stages two jobs at once.
+constexpr uint64_t kCpuJobMaxStagedBytes = uint64_t(64) << 20;
+
 /// CPU-queue steps that follow one another in issue order run as one CPU
 /// job, with one hand-off for all of them, once every step any of them
 /// waits for is done (the compiler puts the updates it groups side by
-/// side): the position in `order` just past the job that starts at
-/// `order[pos]`. `isCpu(step)` says whether a step is on the CPU queue.
-template <typename IsCpu>
-size_t cpuJobEnd(const std::vector<size_t> &order, size_t pos, IsCpu isCpu) {
-  while (pos < order.size() && isCpu(order[pos]))
-    ++pos;
-  return pos;
+/// side), unless their SSD operands would take the job's staged bytes past
+/// kCpuJobMaxStagedBytes: the position in `order` just past the job that
+/// starts at `order[pos]`. `isCpu(step)` says whether a step is on the CPU
+/// queue, `stagedBytes(step)` what its operands on the SSD take in host
+/// memory (each page-padded).
+template <typename IsCpu, typename StagedBytes>
+size_t cpuJobEnd(const std::vector<size_t> &order, size_t pos, IsCpu isCpu,
+                 StagedBytes stagedBytes) {
+  uint64_t staged = 0;
+  size_t end = pos;
+  for (; end < order.size() && isCpu(order[end]); ++end) {
+    uint64_t bytes = stagedBytes(order[end]);
+    if (end > pos && staged + bytes > kCpuJobMaxStagedBytes)
+      break;
+    staged += bytes;
+  }
+  return end;
 }
+
+/// A CPU job of a plan: the steps at order[from, to), and the bytes its
+/// operands on the SSD take when staged in host memory (each page-padded).
+struct CpuJobSpan {
+  size_t from, to;
+  uint64_t ssdBytes;
+};
+
+/// The plan's CPU jobs in `order` (cpuJobEnd): the runtime stages two
+/// jobs' SSD operands at a time, so its host memory for them is twice the
+/// largest `ssdBytes`.
+std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
+                                const std::vector<size_t> &order);
 
 /// The queue of a transfer: by its tier (SSD or host) and direction (a fetch
 /// to the device or a write-back from it).

@@ -106,7 +106,26 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   position_.assign(n, 0);
   for (size_t p = 0; p < n; ++p)
     position_[order_[p]] = p;
-  backend_->setEventCount(n);
+  // The CPU jobs, and the two areas their SSD operands are staged in.
+  cpuJobs_ = artifact::cpuJobs(plan, order_);
+  cpuJobAt_.assign(n, 0);
+  uint64_t staging = 0;
+  for (size_t j = 0; j < cpuJobs_.size(); ++j) {
+    cpuJobAt_[cpuJobs_[j].from] = j + 1;
+    staging = std::max(staging, cpuJobs_[j].ssdBytes);
+  }
+  if (staging > 0)
+    for (auto &area : cpuStaging_) {
+      area = artifact::AlignedBuffer(staging);
+      if (!area.valid()) {
+        error = "cannot allocate the two " + std::to_string(staging) +
+                "-byte host areas that stage the SSD tensors of optimizer "
+                "updates on the CPU";
+        return false;
+      }
+    }
+  // Each step's event, then the staging areas' (stagedEvent).
+  backend_->setEventCount(n + 6);
   backend_->setTrace(trace_);
   if (!arena_.reserve(*backend_, plan.arenaBytes, options.deviceBudget,
                       error))
@@ -243,94 +262,160 @@ bool Executor::issueTransfer(size_t index, const cpu::KernelContext &context) {
                                 labels_[index]);
 }
 
-bool Executor::issueCpuJob(size_t from, size_t to,
+bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
                            const cpu::KernelContext &context) {
   const Plan &plan = artifact_.plan();
   // Every operand is in host memory or on the SSD (isCpuUpdate). The job
   // starts once every step any of its updates waits for is done (the
   // stores that brought their gradients and scales); a wait for an update
   // of the job itself is met already, the CPU queue running in order.
-  for (size_t p = from; p < to; ++p)
-    for (uint32_t w : plan.steps[order_[p]].waits)
-      if (position_[w] < from || position_[w] >= to)
-        backend_->wait(Queue::Cpu, w);
+  auto outside = [&](uint32_t w) {
+    return position_[w] < job.from || position_[w] >= job.to;
+  };
   // Without updates (a gradient-only micro-batch) there is nothing to do.
-  bool ok = true;
-  if (context.applyUpdates) {
-    std::vector<CpuUpdate> updates;
-    for (size_t p = from; p < to; ++p) {
-      const artifact::Step &step = plan.steps[order_[p]];
-      CpuUpdate u{order_[p], {}, std::vector<bool>(step.inputs.size())};
-      for (unsigned i : artifact::writtenInputs(
-               step.kernel, step.inputs.size(), step.ints))
-        u.written[i] = true;
-      for (size_t i = 0; i < step.inputs.size(); ++i) {
-        const Slot &s = plan.slots[step.inputs[i]];
-        u.ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
-        if (s.region != Region::Ssd)
-          continue;
-        // Counted here, on the issuing thread: SSD -> host and back.
-        links_.ssdToDevice += artifact::pagePadded(s.bytes);
-        if (u.written[i])
-          links_.deviceToSsd += artifact::pagePadded(s.bytes);
-      }
-      updates.push_back(std::move(u));
-    }
-    ok = backend_->hostTask(
-        Queue::Cpu, [this, updates = std::move(updates),
-                     context](std::string &error) mutable {
-          for (CpuUpdate &u : updates)
-            if (!runCpuUpdate(u, context, error))
-              return false;
-          return true;
-        });
+  if (!context.applyUpdates) {
+    for (size_t p = job.from; p < job.to; ++p)
+      for (uint32_t w : plan.steps[order_[p]].waits)
+        if (outside(w))
+          backend_->wait(Queue::Cpu, w);
+    for (size_t p = job.from; p < job.to; ++p)
+      if (waitedFor_[order_[p]])
+        backend_->record(Queue::Cpu, static_cast<uint32_t>(order_[p]));
+    return true;
   }
-  for (size_t p = from; p < to; ++p)
-    if (waitedFor_[order_[p]])
-      backend_->record(Queue::Cpu, static_cast<uint32_t>(order_[p]));
-  return ok;
-}
-
-bool Executor::runCpuUpdate(CpuUpdate &u, const cpu::KernelContext &context,
-                            std::string &error) {
-  // SSD operands go through this queue's staging buffers, which its jobs,
-  // one at a time, take in turn.
-  const artifact::Step &step = artifact_.plan().steps[u.index];
-  const StepLabel &label = labels_[u.index];
-  double start = trace_ ? trace_->now() : 0;
-  bool ok = stageCpuOperands(step, u.written, u.ins, true, error) &&
-            cpu::runKernel(step, u.ins, {}, context, error) &&
-            stageCpuOperands(step, u.written, u.ins, false, error);
-  if (trace_)
-    trace_->add(label.target, artifact::kernelName(step.kernel), Lane::Cpu,
-                start, trace_->now(), label.bytes);
-  if (!ok)
-    error = "step " + std::to_string(label.index) + " (" + label.text +
-            "): " + error;
-  return ok;
-}
-
-bool Executor::stageCpuOperands(const artifact::Step &step,
-                                const std::vector<bool> &written,
-                                std::vector<cpu::TensorRef> &ins, bool read,
-                                std::string &error) {
-  const Plan &plan = artifact_.plan();
-  for (size_t i = 0; i < step.inputs.size(); ++i) {
-    const Slot &s = plan.slots[step.inputs[i]];
-    if (s.region != Region::Ssd || (!read && !written[i]))
-      continue;
-    uint64_t padded = artifact::pagePadded(s.bytes);
-    if (read) {
-      if (cpuStaging_.size() <= i)
-        cpuStaging_.resize(i + 1);
-      if (cpuStaging_[i].size() < padded)
-        cpuStaging_[i] = artifact::AlignedBuffer(padded);
-      ins[i].data = cpuStaging_[i].data();
+  // The operands: host memory where they live; those on the SSD in the
+  // staging area this job takes.
+  size_t area = job.ssdBytes ? cpuStagingNext_++ % 2 : 0;
+  char *staged = job.ssdBytes ? cpuStaging_[area].data() : nullptr;
+  struct Update {
+    size_t index;
+    std::vector<cpu::TensorRef> ins;
+  };
+  std::vector<Update> updates;
+  std::vector<SsdOperand> ssd;
+  uint64_t at = 0;
+  bool writesSsd = false, readsLastWritten = false;
+  std::vector<uint32_t> written;
+  for (size_t p = job.from; p < job.to; ++p) {
+    size_t index = order_[p];
+    const artifact::Step &step = plan.steps[index];
+    std::vector<bool> writes(step.inputs.size(), false);
+    for (unsigned i : artifact::writtenInputs(step.kernel, step.inputs.size(),
+                                              step.ints))
+      writes[i] = true;
+    Update u{index, {}};
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      uint32_t slot = step.inputs[i];
+      const Slot &s = plan.slots[slot];
+      if (s.region != Region::Ssd) {
+        u.ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
+        continue;
+      }
+      u.ins.push_back({s.dtype, s.shape, staged + at});
+      ssd.push_back({slot, at, writes[i], index});
+      at += artifact::pagePadded(s.bytes);
+      readsLastWritten |= std::find(cpuLastWritten_.begin(),
+                                    cpuLastWritten_.end(),
+                                    slot) != cpuLastWritten_.end();
+      // Counted here, on the issuing thread: SSD -> host and back.
+      links_.ssdToDevice += artifact::pagePadded(s.bytes);
+      if (writes[i]) {
+        links_.deviceToSsd += artifact::pagePadded(s.bytes);
+        written.push_back(slot);
+        writesSsd = true;
+      }
     }
-    char *buffer = static_cast<char *>(ins[i].data);
-    if (read ? !artifact_.ssd()->read(s.offset, buffer, padded, error)
-             : !artifact_.ssd()->write(s.offset, buffer, padded, error)) {
-      error = std::string(read ? "reading '" : "writing '") + s.name +
+    updates.push_back(std::move(u));
+  }
+  if (!ssd.empty()) {
+    // Read ahead on the SSD read queue, once the area is free (the job
+    // that used it before is written back) and, for a tensor the previous
+    // job writes back, once that is done; and after what the updates wait
+    // for that can write the SSD (other CPU jobs, SSD write-backs), not
+    // after the stores of their gradients.
+    backend_->wait(Queue::SsdRead, stagedEvent(2, area));
+    if (readsLastWritten)
+      backend_->wait(Queue::SsdRead, stagedEvent(2, 1 - area));
+    for (size_t p = job.from; p < job.to; ++p)
+      for (uint32_t w : plan.steps[order_[p]].waits)
+        if (outside(w) && (plan.steps[w].queue == Queue::Cpu ||
+                           plan.steps[w].queue == Queue::SsdWrite))
+          backend_->wait(Queue::SsdRead, w);
+    if (!backend_->hostTask(Queue::SsdRead,
+                            [this, ssd, staged](std::string &error) {
+                              return stageCpuJob(ssd, staged, true, error);
+                            }))
+      return false;
+    backend_->record(Queue::SsdRead, stagedEvent(0, area));
+    backend_->wait(Queue::Cpu, stagedEvent(0, area));
+  }
+  cpuLastWritten_ = std::move(written);
+  for (size_t p = job.from; p < job.to; ++p)
+    for (uint32_t w : plan.steps[order_[p]].waits)
+      if (outside(w))
+        backend_->wait(Queue::Cpu, w);
+  if (!backend_->hostTask(
+          Queue::Cpu, [this, updates = std::move(updates),
+                       context](std::string &error) mutable {
+            for (Update &u : updates) {
+              const artifact::Step &step = artifact_.plan().steps[u.index];
+              const StepLabel &label = labels_[u.index];
+              double start = trace_ ? trace_->now() : 0;
+              bool ok = cpu::runKernel(step, u.ins, {}, context, error);
+              if (trace_)
+                trace_->add(label.target, artifact::kernelName(step.kernel),
+                            Lane::Cpu, start, trace_->now(), label.bytes);
+              if (!ok) {
+                error = "step " + std::to_string(label.index) + " (" +
+                        label.text + "): " + error;
+                return false;
+              }
+            }
+            return true;
+          }))
+    return false;
+  // The updates are done when their SSD operands are written back.
+  Queue done = Queue::Cpu;
+  if (writesSsd) {
+    backend_->record(Queue::Cpu, stagedEvent(1, area));
+    backend_->wait(Queue::SsdWrite, stagedEvent(1, area));
+    if (!backend_->hostTask(Queue::SsdWrite,
+                            [this, ssd = std::move(ssd),
+                             staged](std::string &error) {
+                              return stageCpuJob(ssd, staged, false, error);
+                            }))
+      return false;
+    done = Queue::SsdWrite;
+  }
+  if (staged)
+    backend_->record(done, stagedEvent(2, area));
+  for (size_t p = job.from; p < job.to; ++p)
+    if (waitedFor_[order_[p]])
+      backend_->record(done, static_cast<uint32_t>(order_[p]));
+  return true;
+}
+
+bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands,
+                           char *area, bool read, std::string &error) {
+  const Plan &plan = artifact_.plan();
+  for (const SsdOperand &o : operands) {
+    if (!read && !o.written)
+      continue;
+    const Slot &s = plan.slots[o.slot];
+    uint64_t padded = artifact::pagePadded(s.bytes);
+    double start = trace_ ? trace_->now() : 0;
+    bool ok = read ? artifact_.ssd()->read(s.offset, area + o.offset, padded,
+                                           error)
+                   : artifact_.ssd()->write(s.offset, area + o.offset,
+                                            padded, error);
+    if (trace_)
+      trace_->add(s.name, read ? "ssd-read" : "ssd-write",
+                  read ? Lane::SsdRead : Lane::SsdWrite, start,
+                  trace_->now(), s.bytes);
+    if (!ok) {
+      const StepLabel &label = labels_[o.step];
+      error = "step " + std::to_string(label.index) + " (" + label.text +
+              "): " + (read ? "reading '" : "writing '") + s.name +
               "' on the SSD: " + error;
       return false;
     }
@@ -401,16 +486,12 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
       return false;
     }
   }
-  auto onCpu = [&](size_t i) {
-    return !isTransfer_[i] && plan.steps[i].queue == Queue::Cpu;
-  };
   for (size_t p = 0; p < order_.size();) {
     size_t i = order_[p];
-    if (onCpu(i)) {
-      size_t end = artifact::cpuJobEnd(order_, p, onCpu);
-      if (!issueCpuJob(p, end, context))
+    if (size_t job = cpuJobAt_[p]) {
+      if (!issueCpuJob(cpuJobs_[job - 1], context))
         break; // The backend has the failure; synchronize reports it.
-      p = end;
+      p = cpuJobs_[job - 1].to;
       continue;
     }
     if (!issue(i, context))

@@ -9,6 +9,7 @@
 #define STRATA_RUNTIME_EXEC_EXECUTOR_H
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/artifact/StepOrder.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/Backend.h"
 #include "runtime/exec/Trace.h"
@@ -112,25 +113,23 @@ private:
   /// Gives step `index` to its queue; false once the backend failed.
   bool issue(size_t index, const cpu::KernelContext &context);
   bool issueTransfer(size_t index, const cpu::KernelContext &context);
-  /// One optimizer update of a CPU job: its step and operands, and which
-  /// of them it writes (the SSD ones go back).
-  struct CpuUpdate {
-    size_t index;
-    std::vector<cpu::TensorRef> ins;
-    std::vector<bool> written;
+  /// An operand of a CPU job on the SSD: its slot, where it is staged,
+  /// whether the update writes it (it goes back), and the update's step.
+  struct SsdOperand {
+    uint32_t slot;
+    uint64_t offset;
+    bool written;
+    size_t step;
   };
-  /// The CPU-queue steps at order_[from, to): optimizer updates on host
-  /// memory, one job on the CPU queue (artifact::cpuJobEnd).
-  bool issueCpuJob(size_t from, size_t to, const cpu::KernelContext &context);
-  /// Runs one update of a job (on the CPU queue's thread).
-  bool runCpuUpdate(CpuUpdate &update, const cpu::KernelContext &context,
-                    std::string &error);
-  /// Reads a CPU update's SSD operands into the CPU queue's staging
-  /// buffers (pointing `ins` at them), or writes the `written` ones back.
-  bool stageCpuOperands(const artifact::Step &step,
-                        const std::vector<bool> &written,
-                        std::vector<cpu::TensorRef> &ins, bool read,
-                        std::string &error);
+  /// Gives a CPU job to the CPU queue. Its SSD operands are read into one
+  /// of two staging areas on the SSD read queue ahead of it and written
+  /// back on the SSD write queue after it, so that one job's reads, the
+  /// previous one's updates and the one before's write-backs overlap.
+  bool issueCpuJob(const artifact::CpuJobSpan &job,
+                   const cpu::KernelContext &context);
+  /// Reads or writes back a CPU job's SSD operands (on an SSD queue).
+  bool stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
+                   bool read, std::string &error);
   /// An SSD transfer (run on the SSD queue's thread).
   bool ssdTransfer(size_t index, bool fetch, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;
@@ -155,9 +154,22 @@ private:
   /// Each step's position in order_.
   std::vector<size_t> position_;
   std::vector<StepLabel> labels_;
-  /// The CPU queue's buffers for SSD operands, by operand (its jobs run
-  /// one at a time).
-  std::vector<artifact::AlignedBuffer> cpuStaging_;
+  /// The CPU jobs (optimizer updates on host memory, artifact::cpuJobs)
+  /// in order_, and the position each starts at (cpuJobAt_[p]: the job's
+  /// index + 1, 0 where none starts).
+  std::vector<artifact::CpuJobSpan> cpuJobs_;
+  std::vector<size_t> cpuJobAt_;
+  /// The two staging areas CPU jobs' SSD operands go through, taken in
+  /// turn, and the events of each (after the first of the plan's steps):
+  /// read into, updated, written back.
+  artifact::AlignedBuffer cpuStaging_[2];
+  size_t cpuStagingNext_ = 0;
+  /// The SSD slots the previous CPU job writes back.
+  std::vector<uint32_t> cpuLastWritten_;
+  uint32_t stagedEvent(int what, size_t area) const {
+    return static_cast<uint32_t>(artifact_.plan().steps.size() + what * 2 +
+                                 area);
+  }
   std::vector<bool> isTransfer_, waitedFor_;
   /// Host staging for SSD transfers when the device is not host memory:
   /// one buffer per SSD queue.

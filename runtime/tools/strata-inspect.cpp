@@ -8,6 +8,7 @@
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/artifact/MemoryReport.h"
+#include "runtime/artifact/StepOrder.h"
 #include "runtime/support/Npy.h"
 #include "runtime/support/Size.h"
 
@@ -151,6 +152,16 @@ int main(int argc, char **argv) {
       std::printf("  %-20s %14s %14llu %14llu\n", kinds[kind], "in arena",
                   static_cast<unsigned long long>(swapped[kind][0]),
                   static_cast<unsigned long long>(swapped[kind][1]));
+  // Updates on the CPU stage their SSD operands in host memory, two jobs
+  // at a time (the runtime allocates this when the plan starts).
+  uint64_t staging = 0;
+  for (const artifact::CpuJobSpan &job :
+       artifact::cpuJobs(plan, artifact::issueOrder(plan)))
+    staging = std::max(staging, job.ssdBytes);
+  if (staging > 0)
+    std::printf("  CPU-update SSD staging: %s of host memory at run time "
+                "(two CPU jobs' SSD operands, %s each)\n",
+                formatSize(2 * staging).c_str(), formatSize(staging).c_str());
   if (uint64_t n = plan.memoryOf("recomputed_activations"))
     std::printf("  activations recomputed before the backward pass: %llu "
                 "(%s), kept nowhere\n",
