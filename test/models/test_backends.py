@@ -153,6 +153,14 @@ class Backends(unittest.TestCase):
                                      "--clip-mode", "previous-step"]),
                 ("ssd_momentum", ssd + ["--optimizer", "momentum",
                                         "--lr", "0.05"]),
+                ("ssd_adalomo", ssd + ["--optimizer", "adalomo",
+                                       "--lr", "0.01"]),
+                # Parameters on the SSD too: staged and written back with
+                # the states.
+                ("ssd_params_momentum", ["--place-params", "ssd",
+                                         "--place-states", "ssd",
+                                         "--optimizer", "momentum",
+                                         "--lr", "0.05"]),
                 ("ssd_accum_adamw", ssd + ["--optimizer", "adamw",
                                            "--lr", "0.01",
                                            "--accumulate", "2"]),
