@@ -112,6 +112,29 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 
+def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
+  let summary = "Replace decomposed functions (GELU) with their fused ops";
+  let description = [{
+    Runs on graph IR before autodiff, so the gradients of what it fuses
+    are fused too. Exporters write a GELU as a chain of elementwise ops
+    (`pow` or multiplies, adds, `tanh` or `erf`), each a full pass over
+    memory forward and more backward. The pass finds every closed subgraph
+    of elementwise ops whose inputs are one tensor x and scalar constants
+    and evaluates it (in double) at probe points; one that computes the
+    tanh or the erf GELU of x, however it is associated or ordered, becomes
+    one `graph.gelu` (its kernel and its gradient kernel are one pass each).
+    A `pow` by a constant 2 or 3 becomes multiplies, by 0.5 a square root.
+    A remark says what was fused.
+
+    ```mlir
+    %t = graph.tanh ... (eight elementwise ops of %x) ...
+    %y = graph.mul %v, %c : ...
+    // becomes
+    %y = graph.gelu %x tanh : tensor<4x16xf32>
+    ```
+  }];
+}
+
 def FuseGradUpdatePass : Pass<"strata-fuse-grad-update", "mlir::ModuleOp"> {
   let summary = "Apply each update as soon as its gradient is final (LOMO)";
   let description = [{

@@ -20,6 +20,7 @@ generators, never part of the product.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -41,6 +42,9 @@ def _torch():
 
 
 def gpt2_module(vocab=96, ctx=32, dim=32, heads=4, layers=2, gelu="tanh"):
+    """A GPT-2; `gelu` is F.gelu's `approximate` ("tanh" or "none": the erf
+    form), or "new" for the tanh form written out with torch.pow as
+    Hugging Face's gelu_new does."""
     torch = _torch()
     torch.manual_seed(0)  # Same weights on every run.
     nn = torch.nn
@@ -79,7 +83,12 @@ def gpt2_module(vocab=96, ctx=32, dim=32, heads=4, layers=2, gelu="tanh"):
 
         def forward(self, x):
             x = x + self.attn(self.ln_1(x))
-            h = F.gelu(self.c_fc(self.ln_2(x)), approximate=gelu)
+            h = self.c_fc(self.ln_2(x))
+            if gelu == "new":
+                h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
+                    h + 0.044715 * torch.pow(h, 3.0))))
+            else:
+                h = F.gelu(h, approximate=gelu)
             return x + self.c_proj(h)
 
     class GPT2(nn.Module):
@@ -339,6 +348,13 @@ MODELS = {
     # constant folding, so every shape computation reaches the importer.
     "gpt2_dynamic": _torch_entry(gpt2_module, 17, True, False,
                                  ["input_ids=3x16"], [3, 16, 96]),
+    # The erf GELU, and the tanh GELU as Hugging Face's gelu_new writes it
+    # (torch.pow): both exported as chains of elementwise ops.
+    "gpt2_erf": _torch_entry(functools.partial(gpt2_module, gelu="none"), 17,
+                             True, False, ["input_ids=3x16"], [3, 16, 96]),
+    "gpt2_gelu_new": _torch_entry(functools.partial(gpt2_module, gelu="new"),
+                                  17, True, False, ["input_ids=3x16"],
+                                  [3, 16, 96]),
     "llama_static": _torch_entry(llama_module, 17, False, True, [],
                                  [2, 8, 96]),
     "llama_dynamic": _torch_entry(llama_module, 14, True, False,

@@ -40,6 +40,8 @@ MODELS = {
     # name: (generator entry, frozen globs)
     "gpt2_dynamic": [],
     "llama_dynamic": ["rope_*"],
+    "gpt2_erf": [],
+    "gpt2_gelu_new": [],
 }
 RTOL = 1e-4
 
@@ -87,7 +89,7 @@ class TrainParity(unittest.TestCase):
             cmd += ["--input-shape", b]
         for glob in MODELS[name]:
             cmd += ["--freeze", glob]
-        run(cmd + list(flags))
+        return run(cmd + list(flags))
 
     def torch_module(self, name):
         return copy.deepcopy(self.models[name]["module"])
@@ -147,6 +149,40 @@ class TrainParity(unittest.TestCase):
 
     def test_llama_gradients(self):
         self.check_gradients("llama_dynamic")
+
+    def test_fused_gelu_matches_unfused_and_pytorch(self):
+        """GELUs exported as chains of elementwise ops (F.gelu's tanh and
+        erf forms, gelu_new's torch.pow form) become one fused op each, with
+        a fused gradient: the gradients match PyTorch, and 20 AdamW steps
+        with fusion match those with --fusion off within rounding."""
+        for name in ("gpt2_dynamic", "gpt2_erf", "gpt2_gelu_new"):
+            with self.subTest(model=name):
+                self.check_gradients(name)
+                losses, kernels = {}, {}
+                for fusion in ("on", "off"):
+                    art = os.path.join(ARGS.work, "%s.fusion-%s.strata" %
+                                       (name, fusion))
+                    r = self.compile(name, art, "--optimizer", "adamw",
+                                     "--lr", "0.003", "--fusion", fusion)
+                    if fusion == "on":
+                        self.assertRegex(r.stderr, r"fused 2 GELUs")
+                    else:
+                        self.assertNotIn("fused", r.stderr)
+                    log = art + ".log.jsonl"
+                    run([tool("strata-run"), art, "--data",
+                         self.data[name][0], "--steps", "20", "--log-json",
+                         log, "--quiet"])
+                    losses[fusion] = losses_by_step(log)
+                    ops = run([tool("strata-inspect"), art, "--ops"]).stdout
+                    kernels[fusion] = set(re.findall(r"^\s+\d+ (\w+)", ops,
+                                                     re.M))
+                self.assertIn("gelu", kernels["on"])
+                self.assertIn("gelu_grad", kernels["on"])
+                self.assertNotIn("gelu", kernels["off"])
+                self.assertEqual(len(losses["on"]), 20)
+                np.testing.assert_allclose(losses["on"], losses["off"],
+                                           rtol=1e-5)
+                self.assertLess(losses["on"][-1], losses["on"][0])
 
     # -- optimizer steps ---------------------------------------------------
 

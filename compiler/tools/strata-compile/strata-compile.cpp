@@ -75,6 +75,15 @@ static cl::opt<Mode> mode(
                           "parameter (outputs grad:<name>), no update")),
     cl::cat(category));
 
+static cl::opt<std::string> fusion(
+    "fusion",
+    cl::desc("on (default): decomposed functions an exporter wrote as "
+             "chains of elementwise ops (GELU, tanh and erf forms) become "
+             "one fused op, and so do their gradients (--strata-fuse-"
+             "patterns; a remark says what was fused); off: compile the "
+             "graph as exported, for comparison"),
+    cl::init("on"), cl::cat(category));
+
 static cl::OptionCategory trainCategory("training options (--mode train)");
 
 static cl::opt<std::string> loss(
@@ -599,6 +608,15 @@ int main(int argc, char **argv) {
     optimizerText = text.str();
   }
   strata::buildGraphCleanupPipeline(pm);
+  if (fusion != "on" && fusion != "off") {
+    llvm::errs() << "strata-compile: error: --fusion must be on or off, not '"
+                 << fusion << "'\n";
+    return 1;
+  }
+  if (fusion == "on" && what != Emit::Graph) {
+    pm.addPass(strata::createFusePatternsPass());
+    strata::buildGraphCleanupPipeline(pm);
+  }
   if (what != Emit::Graph && mode != Mode::Forward) {
     strata::TrainingOptions training;
     training.loss = loss;

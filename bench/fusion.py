@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""A training step (AdamW) of generated GPT-2 models in Strata with fusion
+on and off (strata-compile --fusion) and in PyTorch eager, interleaved.
+
+    /usr/bin/python3 bench/fusion.py [--bin build/bin] [--steps 6]
+        [--rounds 3] [--models d512,gpt2-small] [--out FILE]
+
+Per model: the median step time of each (steps 2.. of each run, rounds
+interleaved), and Strata's kernel profile from a trace of two steps with
+fusion on and off: kernels a step, and the share of the step's kernel time
+in matrix products, in the GELU and in elementwise kernels.
+"""
+import argparse
+import collections
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import benchmodels
+
+# name: (width, layers, batch, sequence)
+MODELS = {
+    "d512": (512, 6, 4, 128),
+    "gpt2-small": (768, 12, 2, 256),
+}
+VOCAB = 8192
+ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "tanh", "erf", "exp",
+               "neg", "sqrt", "reciprocal", "sigmoid", "relu", "select",
+               "cast", "max", "min", "abs", "log", "sin", "cos"}
+
+
+def strata_steps(tool, art, data, steps):
+    log = art + ".log.jsonl"
+    if os.path.exists(log):
+        os.remove(log)
+    subprocess.run([tool("strata-run"), art, "--data", data, "--steps",
+                    str(steps), "--log-json", log, "--quiet",
+                    "--no-checkpoint"], check=True)
+    with open(log) as f:
+        return [json.loads(line)["step_s"] for line in f][1:]
+
+
+def profile(tool, art, data):
+    """(kernels a step, {class: share of kernel time}) from a trace."""
+    trace = art + ".trace.json"
+    subprocess.run([tool("strata-run"), art, "--data", data, "--steps", "2",
+                    "--trace", trace, "--trace-steps", "2", "--quiet",
+                    "--no-checkpoint"], check=True)
+    events = [e for e in json.load(open(trace))["traceEvents"]
+              if e.get("ph") == "X" and e.get("tid") == 1]
+    time_by = collections.Counter()
+    for e in events:
+        name = e.get("cat") or e["name"]
+        kind = ("matmul" if name == "matmul" else
+                "gelu" if name.startswith("gelu") else
+                "elementwise" if name in ELEMENTWISE else "other")
+        time_by[kind] += e["dur"]
+    total = sum(time_by.values()) or 1
+    return len(events) / 2, {k: v / total for k, v in time_by.items()}
+
+
+def torch_steps(dim, layers, batch, seq, data, steps):
+    sys.path.insert(0, os.path.join(benchmodels.ROOT, "test", "models"))
+    import generate
+    import numpy as np
+    import torch
+    torch.set_num_threads(os.cpu_count())
+    module = generate.gpt2_module(vocab=VOCAB, ctx=max(128, seq), dim=dim,
+                                  heads=max(1, dim // 64), layers=layers)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-4)
+    rows = np.load(data)
+    times = []
+    for step in range(steps):
+        idx = [(step * batch + i) % len(rows) for i in range(batch)]
+        ids = torch.from_numpy(rows[idx, :seq])
+        labels = torch.from_numpy(rows[idx, 1:seq + 1])
+        start = time.perf_counter()
+        opt.zero_grad()
+        logits = module(ids)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="build/bin")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", default="d512,gpt2-small")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    tool = lambda n: os.path.join(a.bin, n)
+    work = tempfile.mkdtemp(prefix="strata-fusion-")
+    lines = ["# Fusion: a training step (AdamW) with fusion on and off, and "
+             "PyTorch eager (%d steps, medians of %d interleaved rounds)" %
+             (a.steps, a.rounds), "",
+             "`/usr/bin/python3 bench/fusion.py --models %s`" % a.models, "",
+             "| model | Strata fusion on (s) | Strata fusion off (s) | "
+             "PyTorch eager (s) | kernels a step (on / off) | matmul share "
+             "(on / off) | GELU share (on) | elementwise share (on / off) |",
+             "|---|---|---|---|---|---|---|---|"]
+    try:
+        for name in a.models.split(","):
+            dim, layers, batch, seq = MODELS[name]
+            model = os.path.join(work, "%s.onnx" % name)
+            data = os.path.join(work, "%s.npy" % name)
+            benchmodels.generated_gpt2(model, data, VOCAB, dim, layers,
+                                       batch=batch, rows=4 * batch, seq=seq)
+            arts = {}
+            for fusion in ("on", "off"):
+                arts[fusion] = os.path.join(work, "%s-%s.strata" %
+                                            (name, fusion))
+                shutil.rmtree(arts[fusion], ignore_errors=True)
+                subprocess.run([tool("strata-compile"), model, "-o",
+                                arts[fusion], "--input-shape",
+                                "input_ids=%dx%d" % (batch, seq),
+                                "--optimizer", "adamw", "--lr", "1e-4",
+                                "--fusion", fusion], check=True)
+            times = collections.defaultdict(list)
+            for r in range(a.rounds):
+                for fusion in ("on", "off"):
+                    t = strata_steps(tool, arts[fusion], data, a.steps)
+                    times[fusion] += t
+                    print("%s fusion %s round %d %.3f s" %
+                          (name, fusion, r + 1, statistics.median(t)),
+                          file=sys.stderr)
+                t = torch_steps(dim, layers, batch, seq, data, a.steps)
+                times["torch"] += t
+                print("%s torch round %d %.3f s" %
+                      (name, r + 1, statistics.median(t)), file=sys.stderr)
+            prof = {f: profile(tool, arts[f], data) for f in ("on", "off")}
+            med = {k: statistics.median(v) for k, v in times.items()}
+            share = lambda f, k: "%.0f%%" % (100 * prof[f][1].get(k, 0))
+            lines.append(
+                "| GPT-2 d%d L%d B%dxT%d | %.3f | %.3f | %.3f | %d / %d | "
+                "%s / %s | %s | %s / %s |" %
+                (dim, layers, batch, seq, med["on"], med["off"],
+                 med["torch"], prof["on"][0], prof["off"][0],
+                 share("on", "matmul"), share("off", "matmul"),
+                 share("on", "gelu"), share("on", "elementwise"),
+                 share("off", "elementwise")))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
