@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace strata;
@@ -163,6 +164,66 @@ TEST(Kernels, LayerNormMatchesDefinition) {
                   (x[r * 8 + i] - mean) / std::sqrt(var + 1e-5) * g[i] + b[i],
                   1e-5);
   }
+}
+
+// The tanh, the tanh GELU and its gradient run four floats at a time
+// without the C library (math::fast::tanhCore): within four ulps of the
+// library's tanh in double, over every scale of float, at lengths that leave a scalar
+// tail, with the special values; and the vector lanes give the scalar
+// path's bits.
+TEST(Kernels, TanhAndTanhGeluMatchTheLibrary) {
+  std::vector<float> x;
+  for (float m = 1e-30f; m < 1e30f; m *= 1.37f)
+    for (float s : {m, -m, m * 0.999f, -m * 1.001f})
+      x.push_back(s);
+  for (int i = -2000; i <= 2000; ++i)
+    x.push_back(i * 0.0125f);
+  x.insert(x.end(), {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 9.5f, -20.5f});
+  x.push_back(1.0f); // An odd length: the last three take the scalar path.
+  size_t n = x.size();
+  ASSERT_NE(n % 4, 0u);
+  auto ulps = [](float got, double want) {
+    float w = static_cast<float>(want);
+    if (std::isnan(w))
+      return std::isnan(got) ? 0.0 : 1e30;
+    int32_t a, b;
+    std::memcpy(&a, &got, 4);
+    std::memcpy(&b, &w, 4);
+    return std::fabs(static_cast<double>(a) - b);
+  };
+  std::vector<float> t(n), gelu(n), grad(n), ones(n, 1.0f);
+  ASSERT_TRUE(run(Kernel::Tanh, {ref(x, {int64_t(n)}, DType::F32)},
+                  ref(t, {int64_t(n)}, DType::F32)));
+  ASSERT_TRUE(run(Kernel::Gelu, {ref(x, {int64_t(n)}, DType::F32)},
+                  ref(gelu, {int64_t(n)}, DType::F32), {1}));
+  ASSERT_TRUE(run(Kernel::GeluGrad,
+                  {ref(x, {int64_t(n)}, DType::F32),
+                   ref(ones, {int64_t(n)}, DType::F32)},
+                  ref(grad, {int64_t(n)}, DType::F32), {1}));
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, ulps(t[i], std::tanh(double(x[i]))));
+    EXPECT_EQ(std::signbit(t[i]), std::signbit(x[i])) << x[i];
+    // The GELU and its gradient in float arithmetic around the tanh: within
+    // float rounding of the double-precision functions.
+    double v = x[i], k0 = 0.7978845608028654, k1 = 0.044715;
+    if (!std::isfinite(v) || std::fabs(v) > 1e15)
+      continue;
+    double th = std::tanh(k0 * (v + k1 * v * v * v));
+    double g = 0.5 * v * (1 + th);
+    double d = 0.5 * (1 + th) +
+               0.5 * v * (1 - th * th) * k0 * (1 + 3 * k1 * v * v);
+    EXPECT_NEAR(gelu[i], g, 1e-6 * std::max(1.0, std::fabs(g))) << v;
+    EXPECT_NEAR(grad[i], d, 1e-5 * std::max(1.0, std::fabs(d))) << v;
+  }
+  EXPECT_LE(worst, 4.0);
+  // Element i of a shifted copy goes through the other path (vector lanes
+  // vs the scalar tail): the same bits.
+  std::vector<float> shifted(x.begin() + 1, x.end()), t2(n - 1);
+  ASSERT_TRUE(run(Kernel::Tanh, {ref(shifted, {int64_t(n - 1)}, DType::F32)},
+                  ref(t2, {int64_t(n - 1)}, DType::F32)));
+  for (size_t i = 0; i + 1 < n; ++i)
+    EXPECT_EQ(std::memcmp(&t2[i], &t[i + 1], 4), 0) << x[i + 1];
 }
 
 TEST(Kernels, TransposeSliceGatherConcat) {
