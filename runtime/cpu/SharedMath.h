@@ -98,6 +98,38 @@ template <typename F, typename I> inline F tanhCore(F x) {
       F, __builtin_bit_cast(I, t) |
              (__builtin_bit_cast(I, x) & (I{} + INT32_MIN)));
 }
+
+/// exp of a double for the host, the same way (`D` a double or a GCC vector
+/// of doubles, `I` the matching 64-bit integer type): the argument clamped
+/// to [-708, 709] (below -708 the result is 0; 2^n stays a normal number),
+/// y = n ln2 + r with |r| <= ln2/2 (n by adding 1.5 * 2^52), exp(r) by its
+/// Taylor polynomial to degree 11 (relative error below 1e-14), 2^n from
+/// its exponent bits. NaN stays NaN; above 709 the result is exp(709).
+template <typename D, typename I> inline D expCore(D y) {
+  D c = y < -708 ? D{} - 708 : y;
+  c = c < 709 ? c : D{} + 709;
+  D shifted = c * 1.4426950408889634 + 0x1.8p52;
+  D n = shifted - 0x1.8p52;
+  D r = (c - n * 0.693145751953125) - n * 1.4286068203094173e-06;
+  D p = D{} + 1.0 / 39916800;
+  p = p * r + 1.0 / 3628800;
+  p = p * r + 1.0 / 362880;
+  p = p * r + 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  p = p * r + 1;
+  p = p * r + 1;
+  I bits = (__builtin_bit_cast(I, shifted) -
+            (I{} + (int64_t(0x4338000000000000) - 1023)))
+           << 52;
+  D e = p * __builtin_bit_cast(D, bits);
+  D out = y < -708 ? D{} : e;
+  return y != y ? y : out;
+}
 } // namespace fast
 
 /// tanh of a float on the host (fast::tanhCore); NaN stays NaN.

@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
@@ -224,6 +225,28 @@ TEST(Kernels, TanhAndTanhGeluMatchTheLibrary) {
                   ref(t2, {int64_t(n - 1)}, DType::F32)));
   for (size_t i = 0; i + 1 < n; ++i)
     EXPECT_EQ(std::memcmp(&t2[i], &t[i + 1], 4), 0) << x[i + 1];
+}
+
+// Softmax and cross-entropy take exp(x - max) in double from
+// math::fast::expCore, two at a time: within 1e-14 of the library's exp
+// wherever the result is a normal double, 0 below -708, NaN kept; the
+// vector lanes give the scalar path's bits.
+TEST(FastMath, ExpMatchesTheLibrary) {
+  using D2 = double __attribute__((vector_size(16)));
+  using I2 = int64_t __attribute__((vector_size(16)));
+  double worst = 0;
+  for (double y = -708; y <= 709; y += 0.0137) {
+    double got = math::fast::expCore<double, int64_t>(y);
+    worst = std::max(worst, std::fabs(got - std::exp(y)) / std::exp(y));
+    D2 pair = math::fast::expCore<D2, I2>(D2{y, -y * 0.5});
+    EXPECT_EQ(pair[0], got) << y;
+    EXPECT_EQ(pair[1], (math::fast::expCore<double, int64_t>(-y * 0.5)));
+  }
+  EXPECT_LE(worst, 1e-14);
+  EXPECT_EQ((math::fast::expCore<double, int64_t>(0.0)), 1.0);
+  EXPECT_EQ((math::fast::expCore<double, int64_t>(-800.0)), 0.0);
+  EXPECT_EQ((math::fast::expCore<double, int64_t>(-INFINITY)), 0.0);
+  EXPECT_TRUE(std::isnan(math::fast::expCore<double, int64_t>(NAN)));
 }
 
 TEST(Kernels, TransposeSliceGatherConcat) {
