@@ -26,12 +26,13 @@ def model_and_data(out, dim=0, layers=4, vocab=8192):
     return model, data, "input_ids=4x64"
 
 
-def generated_gpt2(model, data, vocab, dim, layers, batch, rows, seq=64):
-    """Exports a GPT-2 (context 128, heads of 64) to `model` unless it is
+def generated_gpt2(model, data, vocab, dim, layers, batch, rows, seq=64,
+                   ctx=128):
+    """Exports a GPT-2 (context `ctx`, heads of 64) to `model` unless it is
     there, and writes `rows` random token windows of seq + 1 to `data`."""
     import numpy as np
     if not os.path.exists(model):
-        module = generate.gpt2_module(vocab=vocab, ctx=128, dim=dim,
+        module = generate.gpt2_module(vocab=vocab, ctx=ctx, dim=dim,
                                       heads=max(1, dim // 64), layers=layers)
         n = sum(p.numel() for p in module.parameters())
         print("exporting a %.1fM-parameter GPT-2" % (n / 1e6), file=sys.stderr)

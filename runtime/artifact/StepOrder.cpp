@@ -211,8 +211,23 @@ std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
       continue;
     }
     CpuJobSpan job{p, cpuJobEnd(order, p, onCpu, staged), 0};
-    for (size_t q = job.from; q < job.to; ++q)
+    // A job stages each SSD tensor once: one that a second update of the
+    // job would read (never in a compiled plan) starts the next job.
+    std::vector<uint32_t> seen;
+    for (size_t q = job.from; q < job.to; ++q) {
+      bool again = false;
+      for (uint32_t slot : plan.steps[order[q]].inputs)
+        if (plan.slots[slot].region == Region::Ssd)
+          again |= std::find(seen.begin(), seen.end(), slot) != seen.end();
+      if (again) {
+        job.to = q;
+        break;
+      }
+      for (uint32_t slot : plan.steps[order[q]].inputs)
+        if (plan.slots[slot].region == Region::Ssd)
+          seen.push_back(slot);
       job.ssdBytes += staged(order[q]);
+    }
     jobs.push_back(job);
     p = job.to;
   }

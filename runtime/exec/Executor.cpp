@@ -294,8 +294,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   std::vector<Update> updates;
   std::vector<SsdOperand> ssd;
   uint64_t at = 0;
-  bool writesSsd = false, readsLastWritten = false;
-  std::vector<uint32_t> written;
+  bool writesSsd = false, readsWritten = false;
   for (size_t p = job.from; p < job.to; ++p) {
     size_t index = order_[p];
     const artifact::Step &step = plan.steps[index];
@@ -314,28 +313,31 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
       u.ins.push_back({s.dtype, s.shape, staged + at});
       ssd.push_back({slot, at, writes[i], index});
       at += artifact::pagePadded(s.bytes);
-      readsLastWritten |= std::find(cpuLastWritten_.begin(),
-                                    cpuLastWritten_.end(),
-                                    slot) != cpuLastWritten_.end();
+
       // Counted here, on the issuing thread: SSD -> host and back.
       links_.ssdToDevice += artifact::pagePadded(s.bytes);
       if (writes[i]) {
         links_.deviceToSsd += artifact::pagePadded(s.bytes);
-        written.push_back(slot);
         writesSsd = true;
       }
     }
     updates.push_back(std::move(u));
   }
+  for (const SsdOperand &o : ssd)
+    readsWritten |= cpuWrittenThisRun_[o.slot];
+  for (const SsdOperand &o : ssd)
+    if (o.written)
+      cpuWrittenThisRun_[o.slot] = true;
   if (!ssd.empty()) {
     // Read ahead on the SSD read queue, once the area is free (the job
-    // that used it before is written back) and, for a tensor the previous
-    // job writes back, once that is done; and after what the updates wait
-    // for that can write the SSD (other CPU jobs, SSD write-backs), not
-    // after the stores of their gradients.
+    // that used it before is written back) and, for a tensor an earlier
+    // job of this run writes back, once the latest write-back is done (the
+    // SSD write queue runs in order); and after what the updates wait for
+    // that can write the SSD (other CPU jobs, SSD write-backs), not after
+    // the stores of their gradients.
     backend_->wait(Queue::SsdRead, stagedEvent(2, area));
-    if (readsLastWritten)
-      backend_->wait(Queue::SsdRead, stagedEvent(2, 1 - area));
+    if (readsWritten && cpuLastWriteArea_ >= 0)
+      backend_->wait(Queue::SsdRead, stagedEvent(2, cpuLastWriteArea_));
     for (size_t p = job.from; p < job.to; ++p)
       for (uint32_t w : plan.steps[order_[p]].waits)
         if (outside(w) && (plan.steps[w].queue == Queue::Cpu ||
@@ -349,7 +351,6 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
     backend_->record(Queue::SsdRead, stagedEvent(0, area));
     backend_->wait(Queue::Cpu, stagedEvent(0, area));
   }
-  cpuLastWritten_ = std::move(written);
   for (size_t p = job.from; p < job.to; ++p)
     for (uint32_t w : plan.steps[order_[p]].waits)
       if (outside(w))
@@ -386,6 +387,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
                             }))
       return false;
     done = Queue::SsdWrite;
+    cpuLastWriteArea_ = static_cast<int>(area);
   }
   if (staged)
     backend_->record(done, stagedEvent(2, area));
@@ -486,6 +488,10 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
       return false;
     }
   }
+  // Which SSD tensors CPU jobs of this run write back (all earlier runs'
+  // writes are done: each run ends synchronized).
+  cpuWrittenThisRun_.assign(plan.slots.size(), false);
+  cpuLastWriteArea_ = -1;
   for (size_t p = 0; p < order_.size();) {
     size_t i = order_[p];
     if (size_t job = cpuJobAt_[p]) {

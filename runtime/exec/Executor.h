@@ -164,8 +164,10 @@ private:
   /// read into, updated, written back.
   artifact::AlignedBuffer cpuStaging_[2];
   size_t cpuStagingNext_ = 0;
-  /// The SSD slots the previous CPU job writes back.
-  std::vector<uint32_t> cpuLastWritten_;
+  /// The SSD slots CPU jobs of the current run write back, and the
+  /// staging area of the latest job that writes any (-1: none yet).
+  std::vector<bool> cpuWrittenThisRun_;
+  int cpuLastWriteArea_ = -1;
   uint32_t stagedEvent(int what, size_t area) const {
     return static_cast<uint32_t>(artifact_.plan().steps.size() + what * 2 +
                                  area);
