@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
 """A training step (AdamW) of generated GPT-2 models in Strata with fusion
-on and off (strata-compile --fusion) and in PyTorch eager, interleaved.
+on and off (strata-compile --fusion), in ONNX Runtime Training and in
+PyTorch eager, interleaved.
 
     /usr/bin/python3 bench/fusion.py [--bin build/bin] [--steps 6]
         [--rounds 3] [--models d512,gpt2-small] [--out FILE]
+        [--ort-python .venv-bench/bin/python]
+
+ONNX Runtime Training runs under the benchmark environment's Python
+(scripts/install-deps.sh --bench makes .venv-bench with the pinned
+onnxruntime-training; bench/ort_train.py); without it that column says so.
 
 Per model: the median step time of each (steps 2.. of each run, rounds
 interleaved), and Strata's kernel profile from a trace of two steps with
@@ -91,6 +97,17 @@ def torch_steps(dim, layers, batch, seq, data, steps):
     return times[1:]
 
 
+def ort_steps(python, dim, layers, batch, seq, data, steps):
+    r = subprocess.run([python, os.path.join(benchmodels.ROOT, "bench",
+                                             "ort_train.py"),
+                        "--dim", str(dim), "--layers", str(layers),
+                        "--batch", str(batch), "--seq", str(seq),
+                        "--vocab", str(VOCAB), "--data", data,
+                        "--steps", str(steps)],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])["step_s"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/bin")
@@ -98,17 +115,26 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="d512,gpt2-small")
     ap.add_argument("--out")
+    ap.add_argument("--ort-python",
+                    default=os.path.join(benchmodels.ROOT, ".venv-bench",
+                                         "bin", "python"))
     a = ap.parse_args()
+    ort = os.path.exists(a.ort_python)
+    if not ort:
+        print("no ONNX Runtime Training (%s): scripts/install-deps.sh "
+              "--bench installs it" % a.ort_python, file=sys.stderr)
     tool = lambda n: os.path.join(a.bin, n)
     work = tempfile.mkdtemp(prefix="strata-fusion-")
-    lines = ["# Fusion: a training step (AdamW) with fusion on and off, and "
-             "PyTorch eager (%d steps, medians of %d interleaved rounds)" %
+    lines = ["# Fusion: a training step (AdamW) with fusion on and off, "
+             "ONNX Runtime Training and PyTorch eager (%d steps, medians of "
+             "%d interleaved rounds)" %
              (a.steps, a.rounds), "",
              "`/usr/bin/python3 bench/fusion.py --models %s`" % a.models, "",
              "| model | Strata fusion on (s) | Strata fusion off (s) | "
-             "PyTorch eager (s) | kernels a step (on / off) | matmul share "
-             "(on / off) | GELU share (on) | elementwise share (on / off) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "ONNX Runtime Training (s) | PyTorch eager (s) | Strata vs ORT "
+             "| kernels a step (on / off) | matmul share (on / off) | GELU "
+             "share (on) | elementwise share (on / off) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     try:
         for name in a.models.split(","):
             dim, layers, batch, seq = MODELS[name]
@@ -139,14 +165,24 @@ def main():
                 times["torch"] += t
                 print("%s torch round %d %.3f s" %
                       (name, r + 1, statistics.median(t)), file=sys.stderr)
+                if ort:
+                    t = ort_steps(a.ort_python, dim, layers, batch, seq,
+                                  data, a.steps)
+                    times["ort"] += t
+                    print("%s onnxruntime-training round %d %.3f s" %
+                          (name, r + 1, statistics.median(t)),
+                          file=sys.stderr)
             prof = {f: profile(tool, arts[f], data) for f in ("on", "off")}
             med = {k: statistics.median(v) for k, v in times.items()}
             share = lambda f, k: "%.0f%%" % (100 * prof[f][1].get(k, 0))
+            vs = ("%.2fx (ORT's step / Strata's)" % (med["ort"] / med["on"])
+                  if ort else "-")
             lines.append(
-                "| GPT-2 d%d L%d B%dxT%d | %.3f | %.3f | %.3f | %d / %d | "
-                "%s / %s | %s | %s / %s |" %
+                "| GPT-2 d%d L%d B%dxT%d | %.3f | %.3f | %s | %.3f | %s | "
+                "%d / %d | %s / %s | %s | %s / %s |" %
                 (dim, layers, batch, seq, med["on"], med["off"],
-                 med["torch"], prof["on"][0], prof["off"][0],
+                 "%.3f" % med["ort"] if ort else "not installed",
+                 med["torch"], vs, prof["on"][0], prof["off"][0],
                  share("on", "matmul"), share("off", "matmul"),
                  share("on", "gelu"), share("on", "elementwise"),
                  share("off", "elementwise")))

@@ -12,8 +12,9 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # runtime side
   liburing-dev libopenblas-dev
-  # benchmarks (bench/ssd_vs_fio.sh compares the SSD engine with fio)
-  fio
+  # benchmarks (bench/ssd_vs_fio.sh compares the SSD engine with fio;
+  # --bench makes a virtual environment)
+  fio python3-venv
   # tests (PyTorch and onnx are reference oracles and model generators only)
   libgtest-dev python3 python3-numpy python3-onnx python3-torch
   # fuzzing (scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang)
@@ -27,8 +28,27 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# --bench: also the benchmark environment, .venv-bench (Debian's Python,
+# seeing Debian's torch and onnx, plus the peer bench/fusion.py measures
+# against: ONNX Runtime Training, pinned, from PyPI; about 300 MB). Not
+# needed to build or test.
+bench_env() {
+  local root venv
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  venv="$root/.venv-bench"
+  if [ -x "$venv/bin/python" ] &&
+     "$venv/bin/python" -c "import onnxruntime.training" 2>/dev/null; then
+    echo "install-deps: $venv present"
+    return
+  fi
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q "onnxruntime-training==1.19.2"
+  echo "install-deps: made $venv (onnxruntime-training 1.19.2)"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  [ "${1:-}" = "--bench" ] && bench_env
   exit 0
 fi
 
@@ -41,3 +61,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${#missing[@]} packages"
+[ "${1:-}" = "--bench" ] && bench_env
+exit 0
