@@ -313,7 +313,6 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
       u.ins.push_back({s.dtype, s.shape, staged + at});
       ssd.push_back({slot, at, writes[i], index});
       at += artifact::pagePadded(s.bytes);
-
       // Counted here, on the issuing thread: SSD -> host and back.
       links_.ssdToDevice += artifact::pagePadded(s.bytes);
       if (writes[i]) {
