@@ -9,8 +9,8 @@
 //
 // which becomes a store of the gradient (and, once, of the scale) into host
 // memory and the update on the stored tensors themselves, which the runtime
-// runs on its CPU queue (every operand in host memory or on the SSD, read
-// and written back by the same job: isCpuUpdate):
+// runs on its CPU queue (every operand in host memory or on the SSD, those
+// on the SSD staged around the job on the SSD queues: isCpuUpdate):
 //
 //   store(%gs, %g)  update(%w, %gs, %m, %ss)
 //

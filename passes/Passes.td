@@ -271,10 +271,9 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     this adds is three of each shape, not a copy of every parameter.
     Small updates (biases, norms) are grouped with the updates after them
     into one CPU job, which runs where the job's last update stood, so that
-    each pays no hand-off of its own (`group-bytes`). States
-    on the SSD
-    are read into host memory by the CPU job that updates them and written
-    back by it.
+    each pays no hand-off of its own (`group-bytes`). States on the SSD
+    are read ahead into host staging on the SSD read queue and written back
+    on the SSD write queue, beside the CPU jobs that update them.
 
     `mode`: `device` keeps every update on the device; `cpu` moves every
     update that can move; `auto` (the default) moves one when the cost model

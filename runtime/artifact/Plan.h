@@ -268,8 +268,9 @@ bool isTransfer(const Plan &plan, const Step &step);
 /// queue): SGD, momentum, AdamW or AdaLomo with every operand (parameter,
 /// gradient, states, scale) in host memory or on the SSD, where
 /// --strata-offload-optimizer puts them. Its gradient and scale arrive by
-/// device-to-host stores; operands on the SSD are read into host memory
-/// for the update and the updated ones written back, in the same job.
+/// device-to-host stores; the runtime reads operands on the SSD into host
+/// staging on the SSD read queue ahead of the update and writes the updated
+/// ones back on the SSD write queue (cpuJobs).
 bool isCpuUpdate(const Plan &plan, const Step &step);
 /// The kernels that can run on the CPU queue.
 bool runsOnCpu(Kernel kernel);

@@ -234,6 +234,13 @@ std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
   return jobs;
 }
 
+uint64_t cpuStagingBytes(const std::vector<CpuJobSpan> &jobs) {
+  uint64_t bytes = 0;
+  for (const CpuJobSpan &job : jobs)
+    bytes = std::max(bytes, job.ssdBytes);
+  return bytes;
+}
+
 Queue transferQueue(bool ssd, bool fetch) {
   if (ssd)
     return fetch ? Queue::SsdRead : Queue::SsdWrite;

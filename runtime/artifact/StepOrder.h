@@ -73,6 +73,10 @@ struct CpuJobSpan {
 std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
                                 const std::vector<size_t> &order);
 
+/// The bytes of one of the runtime's two staging areas for `jobs`: the
+/// largest job's `ssdBytes`.
+uint64_t cpuStagingBytes(const std::vector<CpuJobSpan> &jobs);
+
 /// The queue of a transfer: by its tier (SSD or host) and direction (a fetch
 /// to the device or a write-back from it).
 Queue transferQueue(bool ssd, bool fetch);

@@ -253,29 +253,11 @@ bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
   return true;
 }
 
-// Four floats at a time, for the kernels whose time is a tanh (the tanh,
-// the tanh GELU and its gradient): GCC vectors, whose lanes do exactly the
-// scalar code's operations (math::tanh_, applyUnary, geluDerivative), so a
-// tensor's elements get the same bits whichever path they take.
-using F4 = float __attribute__((vector_size(16)));
-using I4 = int32_t __attribute__((vector_size(16)));
-
-F4 tanh4(F4 x) {
-  F4 t = math::fast::tanhCore<F4, I4>(x);
-  return x != x ? x : t;
-}
-
-F4 geluTanh4(F4 x) {
-  const float k0 = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + tanh4(k0 * (x + 0.044715f * x * x * x)));
-}
-
-F4 geluTanhDerivative4(F4 v) {
-  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
-  F4 t = tanh4(k0 * (v + k1 * v * v * v));
-  return 0.5f * (1.0f + t) +
-         0.5f * v * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * v * v);
-}
+// Four floats at a time (math::Float4), for the kernels whose time is a
+// tanh (the tanh, the tanh GELU and its gradient): the lanes do exactly
+// the scalar code's operations, so a tensor's elements get the same bits
+// whichever path they take.
+using F4 = math::Float4;
 
 F4 load4(const float *p) {
   F4 v;
@@ -300,8 +282,8 @@ void unary(Kernel k, const TensorRef &in, const TensorRef &out,
         parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
           int64_t i = b;
           for (; i + 4 <= e; i += 4)
-            store4(po + i, gelu ? geluTanh4(load4(pi + i))
-                                : tanh4(load4(pi + i)));
+            store4(po + i, gelu ? math::geluTanh<F4, float>(load4(pi + i))
+                                : math::tanh_(load4(pi + i)));
           for (; i < e; ++i)
             po[i] = applyUnary<float>(k, pi[i], true);
         });
@@ -931,8 +913,9 @@ void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
       if constexpr (std::is_same_v<T, float>)
         if (tanhForm)
           for (; i + 4 <= e; i += 4)
-            store4(po + i, geluTanhDerivative4(load4(px + i)) *
-                               load4(pg + i));
+            store4(po + i,
+                   math::geluTanhDerivative<F4, float>(load4(px + i)) *
+                       load4(pg + i));
       for (; i < e; ++i) {
         C d = math::geluDerivative<C>(Traits<T>::load(px[i]), tanhForm);
         po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));

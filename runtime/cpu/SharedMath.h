@@ -137,6 +137,15 @@ STRATA_HD inline float tanh_(float x) {
   float t = fast::tanhCore<float, int32_t>(x);
   return x != x ? x : t;
 }
+
+/// Four floats at once (a GCC vector), for the CPU kernels' loops: each
+/// lane gets exactly tanh_(float)'s operations, so the same bits.
+using Float4 = float __attribute__((vector_size(16)));
+inline Float4 tanh_(Float4 x) {
+  using Int4 = int32_t __attribute__((vector_size(16)));
+  Float4 t = fast::tanhCore<Float4, Int4>(x);
+  return x != x ? x : t;
+}
 STRATA_HD inline double tanh_(double x) { return std::tanh(x); }
 #endif
 
@@ -210,6 +219,22 @@ template <typename C> STRATA_HD bool applyCompare(Kernel k, C a, C b) {
   }
 }
 
+/// The tanh GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and
+/// its derivative, of a C holding S values: a float or a double, or on the
+/// host four floats at once (math::Float4, S float), the same operations in
+/// the same order either way.
+template <typename C, typename S = C> STRATA_HD C geluTanh(C x) {
+  const S k0 = S(0.7978845608028654); // sqrt(2/pi)
+  return S(0.5) * x * (S(1) + tanh_(k0 * (x + S(0.044715) * x * x * x)));
+}
+
+template <typename C, typename S = C> STRATA_HD C geluTanhDerivative(C v) {
+  const S k0 = S(0.7978845608028654), k1 = S(0.044715);
+  C t = tanh_(k0 * (v + k1 * v * v * v));
+  return S(0.5) * (S(1) + t) +
+         S(0.5) * v * (S(1) - t * t) * k0 * (S(1) + S(3) * k1 * v * v);
+}
+
 template <typename C> STRATA_HD C applyUnary(Kernel k, C x, bool tanhGelu) {
   if constexpr (std::is_floating_point_v<C>) {
     switch (k) {
@@ -228,10 +253,8 @@ template <typename C> STRATA_HD C applyUnary(Kernel k, C x, bool tanhGelu) {
       return x >= 0 ? C(1) / (C(1) + exp_(-x)) : exp_(x) / (C(1) + exp_(x));
     case Kernel::Relu: return x > 0 ? x : C(0);
     case Kernel::Gelu:
-      if (tanhGelu) {
-        const C k0 = C(0.7978845608028654); // sqrt(2/pi)
-        return C(0.5) * x * (C(1) + tanh_(k0 * (x + C(0.044715) * x * x * x)));
-      }
+      if (tanhGelu)
+        return geluTanh(x);
       return C(0.5) * x * (C(1) + erf_(x * C(0.7071067811865476)));
     default: return x;
     }
@@ -251,12 +274,8 @@ template <typename C> STRATA_HD C applyUnary(Kernel k, C x, bool tanhGelu) {
 
 /// d gelu(x) / dx (the tanh approximation or the exact erf form).
 template <typename C> STRATA_HD C geluDerivative(C v, bool tanhForm) {
-  if (tanhForm) {
-    const C k0 = C(0.7978845608028654), k1 = C(0.044715);
-    C t = tanh_(k0 * (v + k1 * v * v * v));
-    return C(0.5) * (C(1) + t) +
-           C(0.5) * v * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * v * v);
-  }
+  if (tanhForm)
+    return geluTanhDerivative(v);
   C cdf = C(0.5) * (C(1) + erf_(v * C(0.7071067811865476)));
   C pdf = exp_(C(-0.5) * v * v) * C(0.3989422804014327);
   return cdf + v * pdf;

@@ -109,11 +109,9 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   // The CPU jobs, and the two areas their SSD operands are staged in.
   cpuJobs_ = artifact::cpuJobs(plan, order_);
   cpuJobAt_.assign(n, 0);
-  uint64_t staging = 0;
-  for (size_t j = 0; j < cpuJobs_.size(); ++j) {
+  for (size_t j = 0; j < cpuJobs_.size(); ++j)
     cpuJobAt_[cpuJobs_[j].from] = j + 1;
-    staging = std::max(staging, cpuJobs_[j].ssdBytes);
-  }
+  uint64_t staging = artifact::cpuStagingBytes(cpuJobs_);
   if (staging > 0)
     for (auto &area : cpuStaging_) {
       area = artifact::AlignedBuffer(staging);
@@ -269,24 +267,18 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   // starts once every step any of its updates waits for is done (the
   // stores that brought their gradients and scales); a wait for an update
   // of the job itself is met already, the CPU queue running in order.
-  auto outside = [&](uint32_t w) {
-    return position_[w] < job.from || position_[w] >= job.to;
-  };
-  // Without updates (a gradient-only micro-batch) there is nothing to do.
-  if (!context.applyUpdates) {
+  auto forEachWait = [&](auto &&f) {
     for (size_t p = job.from; p < job.to; ++p)
       for (uint32_t w : plan.steps[order_[p]].waits)
-        if (outside(w))
-          backend_->wait(Queue::Cpu, w);
-    for (size_t p = job.from; p < job.to; ++p)
-      if (waitedFor_[order_[p]])
-        backend_->record(Queue::Cpu, static_cast<uint32_t>(order_[p]));
-    return true;
-  }
+        if (position_[w] < job.from || position_[w] >= job.to)
+          f(w);
+  };
   // The operands: host memory where they live; those on the SSD in the
-  // staging area this job takes.
-  size_t area = job.ssdBytes ? cpuStagingNext_++ % 2 : 0;
-  char *staged = job.ssdBytes ? cpuStaging_[area].data() : nullptr;
+  // staging area this job takes. Without updates (a gradient-only
+  // micro-batch) there is nothing to run, only the waits and events.
+  bool stages = context.applyUpdates && job.ssdBytes > 0;
+  size_t area = stages ? cpuStagingNext_++ % 2 : 0;
+  char *staged = stages ? cpuStaging_[area].data() : nullptr;
   struct Update {
     size_t index;
     std::vector<cpu::TensorRef> ins;
@@ -295,7 +287,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   std::vector<SsdOperand> ssd;
   uint64_t at = 0;
   bool writesSsd = false, readsWritten = false;
-  for (size_t p = job.from; p < job.to; ++p) {
+  for (size_t p = job.from; p < job.to && context.applyUpdates; ++p) {
     size_t index = order_[p];
     const artifact::Step &step = plan.steps[index];
     std::vector<bool> writes(step.inputs.size(), false);
@@ -337,11 +329,11 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
     backend_->wait(Queue::SsdRead, stagedEvent(2, area));
     if (readsWritten && cpuLastWriteArea_ >= 0)
       backend_->wait(Queue::SsdRead, stagedEvent(2, cpuLastWriteArea_));
-    for (size_t p = job.from; p < job.to; ++p)
-      for (uint32_t w : plan.steps[order_[p]].waits)
-        if (outside(w) && (plan.steps[w].queue == Queue::Cpu ||
-                           plan.steps[w].queue == Queue::SsdWrite))
-          backend_->wait(Queue::SsdRead, w);
+    forEachWait([&](uint32_t w) {
+      if (plan.steps[w].queue == Queue::Cpu ||
+          plan.steps[w].queue == Queue::SsdWrite)
+        backend_->wait(Queue::SsdRead, w);
+    });
     if (!backend_->hostTask(Queue::SsdRead,
                             [this, ssd, staged](std::string &error) {
                               return stageCpuJob(ssd, staged, true, error);
@@ -350,11 +342,9 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
     backend_->record(Queue::SsdRead, stagedEvent(0, area));
     backend_->wait(Queue::Cpu, stagedEvent(0, area));
   }
-  for (size_t p = job.from; p < job.to; ++p)
-    for (uint32_t w : plan.steps[order_[p]].waits)
-      if (outside(w))
-        backend_->wait(Queue::Cpu, w);
-  if (!backend_->hostTask(
+  forEachWait([&](uint32_t w) { backend_->wait(Queue::Cpu, w); });
+  if (!updates.empty() &&
+      !backend_->hostTask(
           Queue::Cpu, [this, updates = std::move(updates),
                        context](std::string &error) mutable {
             for (Update &u : updates) {

@@ -154,10 +154,8 @@ int main(int argc, char **argv) {
                   static_cast<unsigned long long>(swapped[kind][1]));
   // Updates on the CPU stage their SSD operands in host memory, two jobs
   // at a time (the runtime allocates this when the plan starts).
-  uint64_t staging = 0;
-  for (const artifact::CpuJobSpan &job :
-       artifact::cpuJobs(plan, artifact::issueOrder(plan)))
-    staging = std::max(staging, job.ssdBytes);
+  uint64_t staging = artifact::cpuStagingBytes(
+      artifact::cpuJobs(plan, artifact::issueOrder(plan)));
   if (staging > 0)
     std::printf("  CPU-update SSD staging: %s of host memory at run time "
                 "(two CPU jobs' SSD operands, %s each)\n",

@@ -715,8 +715,8 @@ class TrainParity(unittest.TestCase):
                          losses_by_step(art + ".straight.log"))
 
     def test_ssd_failure_in_a_cpu_update(self):
-        """A drive error inside an update on the CPU (which reads and writes
-        its states on the SSD itself) stops training naming the step, the
+        """A drive error while an update on the CPU reads or writes back its
+        states on the SSD stops training naming the step, the
         update and the tensor; the last checkpoint survives and --resume
         reaches the uninterrupted run's losses."""
         name = "gpt2_dynamic"

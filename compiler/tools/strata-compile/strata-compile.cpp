@@ -419,6 +419,8 @@ static std::string checkTrainingOptions() {
     return "--loss-scale-window must be at least 1";
   if (plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
+  if (fusion != "on" && fusion != "off")
+    return "--fusion must be on or off, not '" + fusion + "'";
   if (cpuJobBytes < -1)
     return "--cpu-job-bytes must be a byte count (0: one job per update), "
            "not " +
@@ -608,11 +610,6 @@ int main(int argc, char **argv) {
     optimizerText = text.str();
   }
   strata::buildGraphCleanupPipeline(pm);
-  if (fusion != "on" && fusion != "off") {
-    llvm::errs() << "strata-compile: error: --fusion must be on or off, not '"
-                 << fusion << "'\n";
-    return 1;
-  }
   if (fusion == "on" && what != Emit::Graph) {
     pm.addPass(strata::createFusePatternsPass());
     strata::buildGraphCleanupPipeline(pm);
