@@ -39,6 +39,29 @@ double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
   return flops / (rate * 1e9);
 }
 
+/// Fused attention: its products (two in the forward, five in the gradient,
+/// which recomputes the scores; half of them under a causal mask) at the
+/// matmul rate of a T x S x D product, and the exp of every score.
+double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
+  auto q = cast<ShapedType>(k.getInputs()[0].getType());
+  auto v = cast<ShapedType>(k.getInputs()[2].getType());
+  int64_t rank = q.getRank();
+  double t = q.getDimSize(rank - 2), d = q.getDimSize(rank - 1),
+         s = v.getDimSize(rank - 2), dv = v.getDimSize(rank - 1);
+  double rows = q.getNumElements() / std::max(d, 1.0);
+  ArrayRef<int64_t> ints = k.getInts();
+  double kept = !ints.empty() && ints[0] ? 0.5 : 1.0;
+  bool grad = k.getKernel() == "attention_grad";
+  double scores = rows * s * kept;
+  double flops = 2.0 * scores * (grad ? 3 * d + 2 * dv : d + dv);
+  double n = std::cbrt(t * s * std::max(d, 1.0));
+  double rate = n < 128   ? m.matmulSmallGflops
+                : n < 512 ? m.matmulMediumGflops
+                          : m.matmulLargeGflops;
+  return flops / (rate * 1e9) +
+         scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
+}
+
 } // namespace
 
 double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
@@ -49,6 +72,8 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   double seconds = m.launchUs * 1e-6;
   if (cost == artifact::CostClass::MatMul)
     return seconds + matmulSeconds(k, m);
+  if (cost == artifact::CostClass::Attention)
+    return seconds + attentionSeconds(k, m);
   // Streaming kernels: the larger of what they read and write.
   int64_t n = 0;
   for (Value v : k.getInputs())

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphOps.h"
+#include "passes/FuseAttention.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -268,6 +269,7 @@ struct FusePatternsPass
         break;
       }
     }
+    unsigned attentions = fuseAttention(body, where);
     SmallVector<PowOp> powOps(body.getOps<PowOp>());
     for (PowOp p : powOps) {
       Location loc = p.getLoc();
@@ -277,14 +279,22 @@ struct FusePatternsPass
           where = loc;
       }
     }
-    if (gelus || pows) {
+    if (gelus || pows || attentions) {
       auto diag = mlir::emitRemark(*where) << "fused";
-      if (gelus)
-        diag << " " << gelus << " GELU" << (gelus == 1 ? "" : "s") << " ("
+      const char *sep = " ";
+      if (gelus) {
+        diag << sep << gelus << " GELU" << (gelus == 1 ? "" : "s") << " ("
              << removed << " elementwise ops)";
+        sep = "; ";
+      }
+      if (attentions) {
+        diag << sep << attentions << " attention"
+             << (attentions == 1 ? "" : "s")
+             << " (scores, softmax and values in one kernel)";
+        sep = "; ";
+      }
       if (pows)
-        diag << (gelus ? "; " : " ") << pows
-             << " pow by a constant as multiplies";
+        diag << sep << pows << " pow by a constant as multiplies";
     }
   }
 };

@@ -103,6 +103,13 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
             {static_cast<int64_t>(op.getAxis())},
             {static_cast<double>(op.getEpsilon().convertToFloat())}};
       })
+      .Case<AttentionOp, AttentionGradOp>([](auto op) {
+        return KernelSpec{op->getName().stripDialect().str(),
+                          {op.getCausal() ? 1 : 0,
+                           static_cast<int64_t>(op.getMaskKind())},
+                          {op.getScale().convertToDouble(),
+                           op.getFill().convertToDouble()}};
+      })
       .Case<GatherGradOp>([](GatherGradOp op) {
         return KernelSpec{"gather_grad", {static_cast<int64_t>(op.getAxis())},
                           {}};

@@ -113,7 +113,7 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
 }
 
 def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
-  let summary = "Replace decomposed functions (GELU) with their fused ops";
+  let summary = "Replace decomposed functions (GELU, attention) with fused ops";
   let description = [{
     Runs on graph IR before autodiff, so the gradients of what it fuses
     are fused too. Exporters write a GELU as a chain of elementwise ops
@@ -124,6 +124,11 @@ def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
     tanh or the erf GELU of x, however it is associated or ordered, becomes
     one `graph.gelu` (its kernel and its gradient kernel are one pass each).
     A `pow` by a constant 2 or 3 becomes multiplies, by 0.5 a square root.
+    Attention written as `matmul(q, kT)`, an optional scaling by a scalar,
+    an optional mask (`select` with a scalar fill, or an added float mask),
+    `softmax` over the keys and `matmul` with v becomes one
+    `graph.attention` whose kernels never store the T x S scores; a
+    constant causal mask becomes its `causal` attribute (FuseAttention.cpp).
     A remark says what was fused.
 
     ```mlir

@@ -522,6 +522,15 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
     identity &= perm[d] == static_cast<int64_t>(d);
   if (identity)
     return getInput();
+  // A transpose of a transpose is one transpose (composed permutation).
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> composed;
+    for (int64_t d : perm)
+      composed.push_back(inner.getPerm()[d]);
+    setPermAttr(DenseI64ArrayAttr::get(getContext(), composed));
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
   std::optional<HostTensor> t = unpack(adaptor.getInput());
   if (!t)
     return {};

@@ -4,7 +4,8 @@
 // gradient of its result, out of graph ops. Broadcasting ops sum their
 // gradient back to each operand's shape ("unbroadcast"). Rules whose
 // composition from primitives would be slow or inaccurate (GELU, layer norm,
-// cross-entropy, gather, slice) use dedicated gradient ops with kernels.
+// cross-entropy, gather, slice, attention) use dedicated gradient ops with
+// kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -471,6 +472,23 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, Value g,
   grads.push_back(gb.unbroadcast(lng.getScaleGrad(), shapeOf(getScale())));
   if (getBias())
     grads.push_back(gb.unbroadcast(lng.getBiasGrad(), shapeOf(getBias())));
+  return success();
+}
+
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, Value g,
+                                          SmallVectorImpl<Value> &grads) {
+  // The fusion pass only fuses masks that need no gradient (constants and
+  // values computed from inputs), so the mask gets none.
+  auto ag = b.create<AttentionGradOp>(
+      getLoc(),
+      TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(),
+      getK(), getV(), g, getMask(), getScaleAttr(), getMaskKindAttr(),
+      getFillAttr(), getCausalAttr());
+  grads.push_back(ag.getQGrad());
+  grads.push_back(ag.getKGrad());
+  grads.push_back(ag.getVGrad());
+  if (getMask())
+    grads.push_back(Value());
   return success();
 }
 

@@ -152,6 +152,73 @@ LogicalResult LayerNormOp::verify() {
   return success();
 }
 
+/// graph.attention and graph.attention_grad: q [..., T, D], k [..., S, D],
+/// v [..., S, Dv] with the same batch dimensions (at most two), the mask as
+/// `maskKind` says, broadcasting to [..., T, S].
+static LogicalResult verifyAttention(Operation *op, Value q, Value k, Value v,
+                                     Value mask, int64_t maskKind) {
+  Shape sq = shapeOf(q), sk = shapeOf(k), sv = shapeOf(v);
+  size_t rank = sq.size();
+  if (rank < 2 || rank > 4 || sk.size() != rank || sv.size() != rank)
+    return op->emitOpError("q, k and v must have the same rank, 2 to 4");
+  if (!std::equal(sq.begin(), sq.end() - 2, sk.begin()) ||
+      !std::equal(sq.begin(), sq.end() - 2, sv.begin()))
+    return op->emitOpError("q, k and v must share their batch dimensions");
+  if (sq[rank - 1] != sk[rank - 1])
+    return op->emitOpError("q and k must have the same last dimension");
+  if (sk[rank - 2] != sv[rank - 2])
+    return op->emitOpError("k and v must have as many rows (keys)");
+  if (elementTypeOf(q) != elementTypeOf(k) ||
+      elementTypeOf(q) != elementTypeOf(v))
+    return op->emitOpError("q, k and v must have one element type");
+  if (maskKind < 0 || maskKind > 3)
+    return op->emitOpError("mask_kind must be 0 (none), 1 (additive), 2 "
+                           "(keep where true) or 3 (drop where true)");
+  if ((maskKind == 0) != !mask)
+    return op->emitOpError("a mask operand goes with a mask_kind of 1 to 3");
+  if (!mask)
+    return success();
+  Shape scores(sq.begin(), sq.end() - 1);
+  scores.push_back(sk[rank - 2]);
+  if (!broadcastsTo(shapeOf(mask), scores))
+    return op->emitOpError("mask does not broadcast to the scores' shape ")
+           << shapeString(scores);
+  bool boolean = elementTypeOf(mask).isInteger(1);
+  if (boolean != (maskKind != 1))
+    return op->emitOpError(maskKind == 1 ? "an additive mask must be float"
+                                         : "a keep/drop mask must be i1");
+  if (maskKind == 1 && elementTypeOf(mask) != elementTypeOf(q))
+    return op->emitOpError("an additive mask must have q's element type");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getMask(),
+                             getMaskKind())))
+    return failure();
+  Shape out = shapeOf(getQ());
+  out.back() = shapeOf(getV()).back();
+  if (shapeOf(getResult()) != out ||
+      elementTypeOf(getResult()) != elementTypeOf(getQ()))
+    return emitOpError("result must be ") << shapeString(out) << " of q's type";
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getMask(),
+                             getMaskKind())))
+    return failure();
+  if (getQGrad().getType() != getQ().getType() ||
+      getKGrad().getType() != getK().getType() ||
+      getVGrad().getType() != getV().getType())
+    return emitOpError("gradients must have the types of q, k and v");
+  Shape out = shapeOf(getQ());
+  out.back() = shapeOf(getV()).back();
+  if (shapeOf(getGrad()) != out)
+    return emitOpError("grad must be ") << shapeString(out);
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   if (elementTypeOf(getInput()) != elementTypeOf(getResult()))
     return emitOpError("element type must not change");

@@ -312,6 +312,39 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure, Graph_Differentiable]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
+def Graph_AttentionOp : Graph_Op<"attention", [Pure, Graph_Differentiable]> {
+  let summary = "Fused scaled dot-product attention";
+  let description = [{
+    `softmax(scale * q @ k^T, masked) @ v` over the last two dimensions of
+    `q` ([..., T, D]), `k` ([..., S, D]) and `v` ([..., S, Dv]), which share
+    their leading (batch) dimensions, without materialising the T x S
+    scores: the kernels work on blocks of query rows and the gradient
+    recomputes the scores (FlashAttention-style), so what the backward pass
+    keeps is linear in T.
+
+    Masking (`mask_kind`): 0 none; 1 `mask` is added to the scaled scores
+    (float, broadcasting to [..., T, S]); 2 where `mask` (i1) is false the
+    score is `fill`; 3 where `mask` is true the score is `fill`. `causal`:
+    key j is masked (probability 0) for query i when j > i + S - T; it
+    replaces a constant lower-triangular mask.
+
+    ```mlir
+    %o = graph.attention %q, %k, %v {scale = 0.125 : f64, causal} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k,
+                       Graph_FloatTensor:$v,
+                       Optional<AnyStaticShapeTensor>:$mask,
+                       F64Attr:$scale, DefaultValuedAttr<I64Attr, "0">:$mask_kind,
+                       DefaultValuedAttr<F64Attr, "0.0">:$fill,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_ReshapeOp : Graph_Op<"reshape", [Pure, Graph_Differentiable]> {
   let summary = "Reinterpret a tensor with another shape";
   let description = [{
@@ -557,6 +590,31 @@ def Graph_SliceGradOp : Graph_Op<"slice_grad", [Pure]> {
     $grad `offsets` `=` $offsets `strides` `=` $strides attr-dict `:`
     type($grad) `->` type($result)
   }];
+}
+
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of graph.attention for q, k and v";
+  let description = [{
+    Given graph.attention's operands and attributes and the gradient of its
+    result (`grad`), returns the gradients of `q`, `k` and `v`; the scores
+    and probabilities are recomputed block by block, never stored.
+
+    ```mlir
+    %dq, %dk, %dv = graph.attention_grad %q, %k, %v, %g {scale = 0.125 : f64, causal} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$q, Graph_FloatTensor:$k,
+                       Graph_FloatTensor:$v, Graph_FloatTensor:$grad,
+                       Optional<AnyStaticShapeTensor>:$mask,
+                       F64Attr:$scale, DefaultValuedAttr<I64Attr, "0">:$mask_kind,
+                       DefaultValuedAttr<F64Attr, "0.0">:$fill,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$q_grad, Graph_FloatTensor:$k_grad,
+                      Graph_FloatTensor:$v_grad);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $grad (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // STRATA_DIALECTS_GRAPH_GRAPHOPS_TD

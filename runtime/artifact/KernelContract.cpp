@@ -143,6 +143,7 @@ private:
   bool reduce();
   bool layerNorm();
   bool concat();
+  bool attention();
   bool gather(const Slot &data, const Slot &indices, const Slot &result,
               bool grad);
   bool update();
@@ -252,6 +253,42 @@ bool StepChecker::layerNorm() {
   if (hasBias && !broadcastsTo(in(2).shape, normalized, in(2).name))
     return false;
   return sameShape(out(0), in(0)) && sameType(out(0), in(0));
+}
+
+bool StepChecker::attention() {
+  bool grad = step_.kernel == Kernel::AttentionGrad;
+  if (!operands() || !attributes(2, 2) || !floating(in(0)) ||
+      !sameType(in(0), in(1)) || !sameType(in(0), in(2)))
+    return false;
+  int64_t kind = step_.ints[1];
+  size_t maskAt = grad ? 4 : 3;
+  bool hasMask = step_.inputs.size() > maskAt;
+  if (kind < 0 || kind > 3 || (kind != 0) != hasMask)
+    return fail("mask kind " + std::to_string(kind) +
+                " and operands disagree");
+  if (hasMask && (kind == 1 ? in(maskAt).dtype != in(0).dtype
+                            : in(maskAt).dtype != DType::Bool))
+    return fail("mask '" + in(maskAt).name + "' is " +
+                dtypeName(in(maskAt).dtype) +
+                (kind == 1 ? ", not q's type" : ", not bool"));
+  AttentionShape a;
+  std::string why;
+  const Shape *mask = hasMask ? &in(maskAt).shape : nullptr;
+  if (!attentionShape(in(0).shape, in(1).shape, in(2).shape, mask, a, why))
+    return fail(why);
+  Shape o = in(0).shape;
+  o.back() = a.dv;
+  if (!grad) {
+    if (out(0).shape != o)
+      return fail("result '" + out(0).name + "' should be " + shapeText(o));
+    return sameType(out(0), in(0));
+  }
+  if (in(3).shape != o)
+    return fail("gradient '" + in(3).name + "' should be " + shapeText(o));
+  for (int i = 0; i < 3; ++i)
+    if (!sameType(out(i), in(i)) || !sameShape(out(i), in(i)))
+      return false;
+  return sameType(in(3), in(0));
 }
 
 bool StepChecker::concat() {
@@ -433,6 +470,9 @@ bool StepChecker::check() {
              sameShape(out(0), in(0));
     return elementCount(out(0), 1);
   }
+  case Kernel::Attention:
+  case Kernel::AttentionGrad:
+    return attention();
   case Kernel::GeluGrad:
     return operands() && floating(in(0)) && sameShape(in(0), in(1)) &&
            sameType(in(0), in(1)) && sameShape(in(0), out(0)) &&
@@ -456,6 +496,63 @@ bool StepChecker::check() {
 }
 
 } // namespace
+
+bool attentionShape(const std::vector<int64_t> &q,
+                    const std::vector<int64_t> &k,
+                    const std::vector<int64_t> &v,
+                    const std::vector<int64_t> *mask, AttentionShape &shape,
+                    std::string &why) {
+  size_t rank = q.size();
+  if (rank < 2 || rank > 4 || k.size() != rank || v.size() != rank) {
+    why = "q, k and v need one rank, 2 to 4";
+    return false;
+  }
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (k[d] != q[d] || v[d] != q[d]) {
+      why = "q " + shapeText(q) + ", k " + shapeText(k) + " and v " +
+            shapeText(v) + " differ in their batch dimensions";
+      return false;
+    }
+  AttentionShape a;
+  a.b = rank == 4 ? q[0] : 1;
+  a.h = rank >= 3 ? q[rank - 3] : 1;
+  a.t = q[rank - 2];
+  a.d = q[rank - 1];
+  a.s = k[rank - 2];
+  a.dv = v[rank - 1];
+  if (k[rank - 1] != a.d || v[rank - 2] != a.s) {
+    why = "k " + shapeText(k) + " and v " + shapeText(v) +
+          " do not fit q " + shapeText(q);
+    return false;
+  }
+  if (count(q) < 0 || count(k) < 0 || count(v) < 0 ||
+      !checkedNumElements({a.b, a.h, a.t, a.s})) {
+    why = "attention sizes overflow";
+    return false;
+  }
+  if (mask) {
+    Shape full = {a.b, a.h, a.t, a.s};
+    const Shape &m = *mask;
+    if (m.size() > 4) {
+      why = "mask " + shapeText(m) + " has rank above 4";
+      return false;
+    }
+    a.maskStrides.assign(4, 0);
+    int64_t stride = 1;
+    for (size_t i = m.size(); i-- > 0;) {
+      size_t d = 4 - m.size() + i;
+      if (m[i] != 1 && m[i] != full[d]) {
+        why = "mask " + shapeText(m) + " does not broadcast to " +
+              shapeText(full);
+        return false;
+      }
+      a.maskStrides[d] = m[i] == 1 ? 0 : stride;
+      stride *= m[i];
+    }
+  }
+  shape = a;
+  return true;
+}
 
 bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
                  const std::vector<int64_t> &ints, MatMulShape &s,

@@ -34,6 +34,23 @@ bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
                  const std::vector<int64_t> &ints, MatMulShape &shape,
                  std::string &why);
 
+/// The dimensions of fused attention (Kernel::Attention, AttentionGrad) as
+/// the validator and every backend read them: q [.., T, D], k [.., S, D],
+/// v [.., S, Dv] with up to two shared batch dimensions, seen as [B, H, ..]
+/// (missing ones 1); the mask, when there is one, broadcasts to
+/// [B, H, T, S] with `maskStrides` (0 where it broadcasts).
+struct AttentionShape {
+  int64_t b = 1, h = 1, t = 0, s = 0, d = 0, dv = 0;
+  std::vector<int64_t> maskStrides;
+};
+/// False with `why` when the operands do not fit together; `mask` may be
+/// null.
+bool attentionShape(const std::vector<int64_t> &q,
+                    const std::vector<int64_t> &k,
+                    const std::vector<int64_t> &v,
+                    const std::vector<int64_t> *mask, AttentionShape &shape,
+                    std::string &why);
+
 /// Checks `step` (whose operand slot indices are already known to exist)
 /// against its kernel's contract; false with `why` saying what is wrong.
 bool checkKernelContract(const Plan &plan, const Step &step, std::string &why);

@@ -78,6 +78,9 @@ const std::vector<KernelInfo> kTable = {
     {K::Sin, "sin", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
     {K::Cos, "cos", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
     {K::Store, "store", 2, 2, 0, 0, 0, P::First, 0, C::Simple},
+    {K::Attention, "attention", 3, 4, 1, 2, 2, P::None, 0, C::Attention},
+    {K::AttentionGrad, "attention_grad", 4, 5, 3, 2, 2, P::None, 0,
+     C::Attention},
 };
 
 bool tableInOrder() {

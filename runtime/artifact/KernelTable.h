@@ -30,6 +30,8 @@ enum class CostClass : uint8_t {
   Movement,
   /// FLOPs of a matrix product.
   MatMul,
+  /// FLOPs of fused attention's products (forward, or its gradient's).
+  Attention,
 };
 
 /// Which inputs a kernel writes in place (kernels without outputs).

@@ -100,7 +100,7 @@ enum class Kernel : uint16_t {
   LayerNorm, Transpose, Slice, Concat, Broadcast, Gather, Trilu, Copy, Abs,
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
   SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
-  UpdateAdaLomo, Assign, Sin, Cos, Store,
+  UpdateAdaLomo, Assign, Sin, Cos, Store, Attention, AttentionGrad,
   // Add new kernels above this line.
   NumKernels
 };
@@ -119,6 +119,8 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   gather_grad: [axis]; slice_grad: offsets..., strides...;
 ///   update_sgd: [lr, weight_decay]; update_momentum: [lr, momentum,
 ///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay];
+///   attention (q, k, v, [mask]) and attention_grad (q, k, v, grad,
+///   [mask]; outputs dq, dk, dv): [causal, mask_kind], [scale, fill];
 ///   update_adalomo: [lr, weight_decay] with inputs (w, g, states...)
 ///   (floats), and ints [accumulate] (micro-batches summed into the gradient
 ///   input); accumulate: -. Update kernels have no outputs: they write their

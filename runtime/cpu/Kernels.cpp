@@ -7,6 +7,8 @@
 // Matrix products use OpenBLAS when it is available.
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
@@ -32,63 +34,10 @@ using Shape = std::vector<int64_t>;
 
 namespace {
 
-//===----------------------------------------------------------------------===//
-// Element types
-//===----------------------------------------------------------------------===//
-
-/// Storage type T computes in Traits<T>::C.
-template <typename T> struct Traits {
-  using C = T;
-  static C load(T v) { return v; }
-  static T store(C v) { return v; }
-};
-template <> struct Traits<Half> {
-  using C = float;
-  static float load(Half v) { return Half::toFloat(v.bits); }
-  static Half store(float v) { return Half{Half::fromFloat(v)}; }
-};
-template <> struct Traits<BFloat16> {
-  using C = float;
-  static float load(BFloat16 v) { return BFloat16::toFloat(v.bits); }
-  static BFloat16 store(float v) { return BFloat16{BFloat16::fromFloat(v)}; }
-};
-
-template <typename T>
-constexpr bool kIsFloat = std::is_floating_point_v<typename Traits<T>::C>;
-
-/// Like dispatch, for kernels defined on floating-point types only (the
-/// verifier keeps integers away from them).
-template <typename F> void dispatchFloat(DType dtype, F &&f) {
-  dispatch(dtype, [&](auto tag) {
-    if constexpr (kIsFloat<decltype(tag)>)
-      f(tag);
-  });
-}
-
 /// Rows per parallel task, so that each task handles about `target`
 /// elements of rows `rowElements` long (at least one row).
 int64_t rowsPerTask(int64_t rowElements, int64_t target) {
   return std::max<int64_t>(1, target / std::max<int64_t>(rowElements, 1));
-}
-
-/// Calls `f(T{})` with the C++ storage type of `dtype`.
-template <typename F> auto dispatch(DType dtype, F &&f) {
-  switch (dtype) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  case DType::F16: return f(Half{});
-  case DType::BF16: return f(BFloat16{});
-  case DType::I64: return f(int64_t{});
-  case DType::I32: return f(int32_t{});
-  case DType::I16: return f(int16_t{});
-  case DType::I8: return f(int8_t{});
-  case DType::U8: return f(uint8_t{});
-  case DType::U16: return f(uint16_t{});
-  case DType::U32: return f(uint32_t{});
-  case DType::U64: return f(uint64_t{});
-  case DType::Bool: return f(bool{});
-  }
-  return f(float{});
 }
 
 int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
@@ -1224,6 +1173,10 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   case Kernel::GeluGrad:
     geluGrad(in[0], in[1], out[0], !step.ints.empty() && step.ints[0] != 0);
     return true;
+  case Kernel::Attention:
+    return attention(step, in, out, error);
+  case Kernel::AttentionGrad:
+    return attentionGrad(step, in, out, error);
   case Kernel::LayerNormGrad:
     layerNormGrad(in, out, step.ints.at(0), step.floats.at(0));
     return true;

@@ -132,3 +132,93 @@ func.func @pows(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf3
   %d = graph.pow %x, %other : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
   return %a, %b, %c, %d : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that attention as GPT-2 exports it (k transposed for the product,
+// a scalar scale, a constant "drop" mask over the future filled with -inf,
+// softmax over the keys, the product with v) becomes one graph.attention
+// with the mask recognised as causal, k untransposed by a transpose (which
+// the canonicalizer composes with the exporter's into none), and nothing of
+// the T x S chain left.
+// CHECK-LABEL: func.func @attention_gpt2_causal
+// CHECK: %[[KT:.+]] = graph.transpose %arg1 perm = [0, 2, 1]
+// CHECK-NEXT: %[[K:.+]] = graph.transpose %[[KT]] perm = [0, 2, 1]
+// CHECK-NEXT: %[[O:.+]] = graph.attention %arg0, %[[K]], %arg2 {causal, scale = 5.000000e-01 : f64}
+// CHECK-NOT: graph.softmax
+// CHECK-NOT: graph.select
+// CHECK: return %[[O]]
+func.func @attention_gpt2_causal(%q: tensor<2x3x4xf32>, %k: tensor<2x3x4xf32>, %v: tensor<2x3x5xf32>) -> tensor<2x3x5xf32> {
+  %kt = graph.transpose %k perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x3x4xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
+  %scale = graph.constant dense<5.000000e-01> : tensor<f32>
+  %c = graph.mul %s, %scale : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %future = graph.constant dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %m = graph.select %future, %ninf, %c : (tensor<3x3xi1>, tensor<f32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  // expected-remark @below {{fused 1 attention (scores, softmax and values in one kernel)}}
+  %p = graph.softmax %m axis = 2 : tensor<2x3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  return %o : tensor<2x3x5xf32>
+}
+
+// -----
+
+// Tests that an additive mask the function receives (padding, say) stays an
+// operand of the fused op (mask_kind 1), that a division by a scalar becomes
+// the reciprocal scale, and that k given with transpose_rhs needs no
+// transpose.
+// CHECK-LABEL: func.func @attention_additive_mask
+// CHECK: graph.attention %arg0, %arg1, %arg2 mask %arg3 {mask_kind = 1 : i64, scale = 2.500000e-01 : f64}
+// CHECK-NOT: graph.softmax
+func.func @attention_additive_mask(%q: tensor<2x3x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>, %mask: tensor<2x1x5xf32>) -> tensor<2x3x4xf32> {
+  %s = graph.matmul %q, %k {transpose_rhs} : (tensor<2x3x4xf32>, tensor<2x5x4xf32>) -> tensor<2x3x5xf32>
+  %four = graph.constant dense<4.000000e+00> : tensor<f32>
+  %c = graph.div %s, %four : (tensor<2x3x5xf32>, tensor<f32>) -> tensor<2x3x5xf32>
+  %m = graph.add %mask, %c : (tensor<2x1x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  // expected-remark @below {{fused 1 attention}}
+  %p = graph.softmax %m axis = 2 : tensor<2x3x5xf32>
+  %o = graph.matmul %p, %v : (tensor<2x3x5xf32>, tensor<2x5x4xf32>) -> tensor<2x3x4xf32>
+  return %o : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that a constant mask that is not causal (here it hides the first
+// key) stays a mask operand, in its "keep where true" form.
+// CHECK-LABEL: func.func @attention_constant_mask_not_causal
+// CHECK: graph.attention %arg0, %{{.+}}, %arg2 mask %{{.+}} {fill = -1.000000e+09 : f64, mask_kind = 2 : i64, scale = 1.000000e+00 : f64}
+func.func @attention_constant_mask_not_causal(%q: tensor<2x2xf32>, %kt: tensor<2x2xf32>, %v: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %s = graph.matmul %q, %kt : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %keep = graph.constant dense<[[false, true], [false, true]]> : tensor<2x2xi1>
+  %fill = graph.constant dense<-1.000000e+09> : tensor<f32>
+  %m = graph.select %keep, %s, %fill : (tensor<2x2xi1>, tensor<2x2xf32>, tensor<f32>) -> tensor<2x2xf32>
+  // expected-remark @below {{fused 1 attention}}
+  %p = graph.softmax %m axis = 1 : tensor<2x2xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %o : tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that attention stays unfused when the probabilities have another
+// user (a model returning its attention weights needs them stored), when
+// the softmax is not over the keys, and when the mask is computed from a
+// parameter (graph.attention gives its mask no gradient).
+// CHECK-LABEL: func.func @attention_not_fused
+// CHECK-NOT: graph.attention
+// CHECK: return
+func.func @attention_not_fused(%q: tensor<3x4xf32>, %kt: tensor<4x3xf32>, %v: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x3xf32>, tensor<3x4xf32>, tensor<3x4xf32>) {
+  %s = graph.matmul %q, %kt : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %p = graph.softmax %s axis = 1 : tensor<3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<3x3xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %s2 = graph.matmul %q, %kt : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %p2 = graph.softmax %s2 axis = 0 : tensor<3x3xf32>
+  %o2 = graph.matmul %p2, %v : (tensor<3x3xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %bias = graph.param "alibi" trainable : tensor<3x3xf32>
+  %s3 = graph.matmul %q, %kt : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %m3 = graph.add %s3, %bias : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  %p3 = graph.softmax %m3 axis = 1 : tensor<3x3xf32>
+  %o3 = graph.matmul %p3, %v : (tensor<3x3xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %o, %p, %o2, %o3 : tensor<3x4xf32>, tensor<3x3xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}

@@ -99,10 +99,62 @@ CASES = [
 ]
 
 
+def attention(mask=None, fill=None, scale=0.5):
+    """Nodes of softmax(scale * q k^T, masked) v as exporters write it (the
+    fusion pass makes them one graph.attention): inputs q, k, v; `mask`
+    (bool: Where(mask, fill, scores); float: added) as a constant."""
+    def nodes(names, outs):
+        q, k, v = names
+        const = lambda n, x: helper.make_node(
+            "Constant", [], [n], value=numpy_helper.from_array(np.asarray(x)))
+        out = [helper.make_node("Transpose", [k], ["kt"], perm=[0, 2, 1]),
+               helper.make_node("MatMul", [q, "kt"], ["s"]),
+               const("scale", np.float64(scale)),
+               helper.make_node("Mul", ["s", "scale"], ["scaled"])]
+        scores = "scaled"
+        if mask is not None and mask.dtype == bool:
+            out += [const("mask", mask), const("fill", np.float64(fill)),
+                    helper.make_node("Where", ["mask", "fill", scores],
+                                     ["masked"])]
+            scores = "masked"
+        elif mask is not None:
+            out += [const("mask", mask),
+                    helper.make_node("Add", [scores, "mask"], ["masked"])]
+            scores = "masked"
+        out += [helper.make_node("Softmax", [scores], ["p"], axis=-1),
+                helper.make_node("MatMul", ["p", v], outs)]
+        return out
+    return nodes
+
+
+# Fused attention (graph.attention and its recomputing gradient kernel):
+# causal with more keys than queries, an additive float mask, a "drop"
+# mask that is not causal with a finite fill.
+_FUTURE = np.triu(np.ones((2, 3), dtype=bool), k=2)
+CASES += [
+    ("attention_causal", attention(_FUTURE, -np.inf),
+     [P(2, 2, 4), P(2, 3, 4), P(2, 3, 2)], {}, 17, 1),
+    ("attention_additive", attention(
+        np.random.default_rng(5).standard_normal((1, 3, 3)), scale=0.3),
+     [P(2, 3, 4), P(2, 3, 4), P(2, 3, 3)], {}, 17, 1),
+    ("attention_drop_mask", attention(
+        np.array([[True, False, False], [False, False, True],
+                  [False, True, False]]), -1e9),
+     [P(2, 3, 2), P(2, 3, 2), P(2, 3, 2)], {}, 17, 1),
+]
+
+
 def values_for(spec, rng):
     _, shape, positive = spec
     v = rng.standard_normal(shape)
     return np.abs(v) + 0.5 if positive else v
+
+
+def make_nodes(op, names, outs, attrs):
+    """The case's nodes: one op, or a function's subgraph."""
+    if callable(op):
+        return op(names, outs)
+    return [helper.make_node(op, names, outs, **attrs)]
 
 
 def build(case, values, as_inputs):
@@ -124,7 +176,7 @@ def build(case, values, as_inputs):
         else:
             inits.append(numpy_helper.from_array(values[n], n))
     outs = ["y%d" % i for i in range(nout)]
-    nodes = [helper.make_node(op, names, outs, **attrs)]
+    nodes = make_nodes(op, names, outs, attrs)
     # loss = sum_i sum(y_i * r_i)
     partial = []
     for i, y in enumerate(outs):
@@ -162,7 +214,7 @@ def output_shapes(case, values):
         inits.append(numpy_helper.from_array(np.asarray(v), "in%d" % k))
     outs = ["y%d" % i for i in range(nout)]
     graph = helper.make_graph(
-        [helper.make_node(op, names, outs, **attrs)], name, inputs,
+        make_nodes(op, names, outs, attrs), name, inputs,
         [helper.make_tensor_value_info(o, TensorProto.DOUBLE, None)
          for o in outs], inits)
     model = helper.make_model(graph,

@@ -145,3 +145,19 @@ func.func @fold_transpose_into_matmul(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>
   %u = graph.matmul %bt, %wt : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
   return %y, %z, %u : tensor<2x3x5xf32>, tensor<2x4x4xf32>, tensor<2x3x5xf32>
 }
+
+// -----
+
+// Tests that a transpose of a transpose becomes one transpose of the
+// original value with the composed permutation, and none at all when the
+// two cancel.
+// CHECK-LABEL: func.func @compose_transposes
+// CHECK-NEXT: %[[T:.+]] = graph.transpose %arg0 perm = [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+// CHECK-NEXT: return %[[T]], %arg0
+func.func @compose_transposes(%x: tensor<2x3x4xf32>) -> (tensor<3x4x2xf32>, tensor<2x3x4xf32>) {
+  %a = graph.transpose %x perm = [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  %b = graph.transpose %a perm = [0, 2, 1] : tensor<3x2x4xf32> -> tensor<3x4x2xf32>
+  %c = graph.transpose %x perm = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %d = graph.transpose %c perm = [0, 2, 1] : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
+  return %b, %d : tensor<3x4x2xf32>, tensor<2x3x4xf32>
+}
