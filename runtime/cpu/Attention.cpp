@@ -161,19 +161,21 @@ void probabilities(const Problem &p, int64_t bh, int64_t i0, int64_t rows,
           }
       }
     }
-    C mx = neg;
+    // The softmax in double, as the unfused kernel computes it.
+    double mx = -INFINITY;
     for (int64_t j = 0; j < cols; ++j)
-      mx = std::max(mx, row[j]);
-    if (mx == neg)
+      mx = std::max(mx, double(row[j]));
+    if (mx == -INFINITY)
       mx = 0; // Nothing visible: 0/0 below, NaN as the unfused softmax.
-    C sum = 0;
+    double sum = 0;
     for (int64_t j = 0; j < cols; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
+      double e = std::exp(double(row[j]) - mx);
+      row[j] = C(e);
+      sum += e;
     }
-    C inv = C(1) / sum;
+    double inv = 1.0 / sum;
     for (int64_t j = 0; j < cols; ++j)
-      row[j] *= inv;
+      row[j] = C(row[j] * inv);
   }
 }
 
@@ -261,11 +263,11 @@ void backward(const Problem &p, const std::vector<TensorRef> &in,
         for (int64_t r = 0; r < rows; ++r) {
           const C *pr = scores.data() + r * cols;
           C *dr = dp.data() + r * cols;
-          C dot = 0;
+          double dot = 0;
           for (int64_t j = 0; j < cols; ++j)
-            dot += pr[j] * dr[j];
+            dot += double(pr[j]) * dr[j];
           for (int64_t j = 0; j < cols; ++j)
-            dr[j] = pr[j] * (dr[j] - dot);
+            dr[j] = C(pr[j] * (dr[j] - dot));
           if (selects)
             for (int64_t j = 0; j < cols; ++j)
               if (masked[r * cols + j])

@@ -230,6 +230,27 @@ std::vector<Case> cases(bool small) {
       {{F, {300}}});
   add("gelu_grad tanh", step(Kernel::GeluGrad, {1}), {{F, {300}}, {F, {300}}},
       {{F, {300}}});
+  // Fused attention: causal with more keys than queries, each mask kind.
+  add("attention causal", step(Kernel::Attention, {1, 0}, {0.25, 0}),
+      {{F, {2, 3, 70, 32}}, {F, {2, 3, 90, 32}}, {F, {2, 3, 90, 16}}},
+      {{F, {2, 3, 70, 16}}});
+  add("attention additive mask", step(Kernel::Attention, {0, 1}, {0.3, 0}),
+      {{F, {2, 5, 16}}, {F, {2, 7, 16}}, {F, {2, 7, 16}}, {F, {5, 7}}},
+      {{F, {2, 5, 16}}});
+  add("attention drop mask bf16",
+      step(Kernel::Attention, {0, 3}, {0.125, -1e9}),
+      {{B, {2, 2, 9, 64}}, {B, {2, 2, 9, 64}}, {B, {2, 2, 9, 64}},
+       {DType::Bool, {1, 1, 9, 9}, 'b'}},
+      {{B, {2, 2, 9, 64}}});
+  add("attention_grad causal", step(Kernel::AttentionGrad, {1, 0}, {0.25, 0}),
+      {{F, {2, 3, 70, 32}}, {F, {2, 3, 90, 32}}, {F, {2, 3, 90, 16}},
+       {F, {2, 3, 70, 16}}},
+      {{F, {2, 3, 70, 32}}, {F, {2, 3, 90, 32}}, {F, {2, 3, 90, 16}}});
+  add("attention_grad keep mask",
+      step(Kernel::AttentionGrad, {0, 2}, {0.5, -1e4}),
+      {{F, {3, 6, 8}}, {F, {3, 6, 8}}, {F, {3, 6, 8}}, {F, {3, 6, 8}},
+       {DType::Bool, {6, 6}, 'b'}},
+      {{F, {3, 6, 8}}, {F, {3, 6, 8}}, {F, {3, 6, 8}}});
   // Data movement.
   add("transpose", step(Kernel::Transpose, {2, 0, 1}), {{F, {3, 4, 5}}},
       {{F, {5, 3, 4}}}, true);
