@@ -5,6 +5,8 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Train/TrainDialect.h"
+#include "runtime/artifact/KernelContract.h"
+#include "runtime/artifact/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -29,6 +31,50 @@ struct KernelSpec {
   SmallVector<int64_t> ints;
   SmallVector<double> floats;
 };
+
+/// The elementwise kernel of a graph.fused (artifact::ElementwiseProgram):
+/// registers are the body's arguments, then its splat constants, then each
+/// op's result; nullopt for a body the kernel cannot run.
+std::optional<KernelSpec> programFor(graph::FusedOp fused) {
+  KernelSpec spec{"elementwise", {0}, {}};
+  Block &body = fused.getBody().front();
+  llvm::DenseMap<Value, int64_t> reg;
+  for (BlockArgument arg : body.getArguments())
+    reg[arg] = arg.getArgNumber();
+  int64_t next = body.getNumArguments();
+  for (auto c : body.getOps<graph::ConstantOp>()) {
+    auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+    if (!dense || !dense.isSplat())
+      return std::nullopt;
+    spec.floats.push_back(dense.getSplatValue<APFloat>().convertToDouble());
+    reg[c.getResult()] = next++;
+  }
+  int64_t instructions = 0;
+  for (Operation &op : body) {
+    if (isa<graph::ConstantOp, graph::YieldOp>(op))
+      continue;
+    const artifact::KernelInfo *info =
+        artifact::kernelInfoByName(op.getName().stripDialect().str());
+    int arity = 0;
+    if (!info || !artifact::elementwiseInstruction(info->kernel, arity) ||
+        static_cast<int>(op.getNumOperands()) != arity)
+      return std::nullopt;
+    int64_t flag = 0;
+    if (auto g = dyn_cast<graph::GeluOp>(op))
+      flag = g.getTanh();
+    if (auto g = dyn_cast<graph::GeluGradOp>(op))
+      flag = g.getTanh();
+    spec.ints.append({static_cast<int64_t>(info->kernel),
+                      reg.lookup(op.getOperand(0)),
+                      arity == 2 ? reg.lookup(op.getOperand(1)) : -1, flag});
+    reg[op.getResult(0)] = next++;
+    ++instructions;
+  }
+  spec.ints[0] = instructions;
+  for (Value v : body.getTerminator()->getOperands())
+    spec.ints.push_back(reg.lookup(v));
+  return spec;
+}
 
 /// Returns the kernel for `op`, or nullopt if the op has none.
 std::optional<KernelSpec> kernelFor(Operation *op) {
@@ -103,6 +149,7 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
             {static_cast<int64_t>(op.getAxis())},
             {static_cast<double>(op.getEpsilon().convertToFloat())}};
       })
+      .Case<FusedOp>([](FusedOp op) { return programFor(op); })
       .Case<AttentionOp, AttentionGradOp>([](auto op) {
         return KernelSpec{op->getName().stripDialect().str(),
                           {op.getCausal() ? 1 : 0,

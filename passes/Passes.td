@@ -140,6 +140,22 @@ def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseElementwisePass : Pass<"strata-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Group chains of elementwise ops into graph.fused kernels";
+  let description = [{
+    Runs on the whole step (forward, backward and optimizer arithmetic)
+    before lowering, so the chains the backward pass creates are fused too.
+    Elementwise float ops of one result shape (add, sub, mul, div, pow,
+    max, min, the unary math ops, gelu and gelu_grad) join the group of an
+    operand's producer when that keeps the program order valid: every use
+    of the group's values outside it must come after the op. A group of two
+    or more ops becomes one `graph.fused` whose kernel reads each input once
+    and writes each result once; values used only inside never reach
+    memory. Splat constants become the kernel's constants. A remark says how
+    many chains and ops were fused.
+  }];
+}
+
 def FuseGradUpdatePass : Pass<"strata-fuse-grad-update", "mlir::ModuleOp"> {
   let summary = "Apply each update as soon as its gradient is final (LOMO)";
   let description = [{

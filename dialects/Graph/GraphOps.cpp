@@ -219,6 +219,32 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+LogicalResult FusedOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body takes ") << body.getNumArguments()
+                                      << " arguments for "
+                                      << getInputs().size() << " inputs";
+  for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != in.getType())
+      return emitOpError("body argument types must be the input types");
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("body must yield values of the result types");
+  if (getResults().empty())
+    return emitOpError("needs a result");
+  Type shape = getResult(0).getType();
+  for (Value r : getResults())
+    if (r.getType() != shape)
+      return emitOpError("results must share one type");
+  for (Value in : getInputs())
+    if (!broadcastsTo(shapeOf(in), shapeOf(getResult(0))) ||
+        elementTypeOf(in) != elementTypeOf(getResult(0)))
+      return emitOpError("inputs must broadcast to the results' shape and "
+                         "have their element type");
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   if (elementTypeOf(getInput()) != elementTypeOf(getResult()))
     return emitOpError("element type must not change");

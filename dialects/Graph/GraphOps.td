@@ -617,4 +617,41 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused elementwise chains
+//===----------------------------------------------------------------------===//
+
+def Graph_FusedOp : Graph_Op<"fused", [Pure, IsolatedFromAbove, SingleBlock]> {
+  let summary = "A chain of elementwise ops run as one kernel";
+  let description = [{
+    The body computes the results from the inputs with elementwise graph
+    ops (and splat constants) over one shape, the results' shape; inputs
+    broadcast to it. It runs as one kernel that reads each input once and
+    writes each result once: the body's other values never reach memory.
+    `--strata-fuse-elementwise` forms these from the training step.
+
+    ```mlir
+    %y, %z = graph.fused %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %s = graph.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %g = graph.gelu %s tanh : tensor<4x8xf32>
+      graph.yield %s, %g : tensor<4x8xf32>, tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$inputs);
+  let results = (outs Variadic<Graph_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type($inputs, results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_YieldOp : Graph_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
+  let summary = "The results of a graph.fused body";
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+}
+
 #endif // STRATA_DIALECTS_GRAPH_GRAPHOPS_TD

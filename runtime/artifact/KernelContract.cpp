@@ -50,7 +50,8 @@ private:
                    : maxIn != k.minInputs ? "-" + std::to_string(maxIn)
                                           : "") +
                   " inputs, has " + std::to_string(step_.inputs.size()));
-    if (step_.outputs.size() != k.outputs)
+    if (k.outputs == kVariadic ? step_.outputs.empty()
+                               : step_.outputs.size() != k.outputs)
       return fail("has " + std::to_string(k.outputs) + " outputs, not " +
                   std::to_string(step_.outputs.size()));
     return true;
@@ -144,6 +145,7 @@ private:
   bool layerNorm();
   bool concat();
   bool attention();
+  bool elementwise_();
   bool gather(const Slot &data, const Slot &indices, const Slot &result,
               bool grad);
   bool update();
@@ -289,6 +291,27 @@ bool StepChecker::attention() {
     if (!sameType(out(i), in(i)) || !sameShape(out(i), in(i)))
       return false;
   return sameType(in(3), in(0));
+}
+
+bool StepChecker::elementwise_() {
+  if (!operands())
+    return false;
+  ElementwiseProgram program;
+  std::string why;
+  if (!elementwiseProgram(step_.ints, step_.floats, step_.inputs.size(),
+                          step_.outputs.size(), program, why))
+    return fail(why);
+  const Slot &first = out(0);
+  if (!floating(first))
+    return false;
+  for (size_t k = 0; k < step_.outputs.size(); ++k)
+    if (!sameType(out(k), first) || !sameShape(out(k), first))
+      return false;
+  for (size_t k = 0; k < step_.inputs.size(); ++k)
+    if (!sameType(in(k), first) ||
+        !broadcastsTo(in(k).shape, first.shape, in(k).name))
+      return false;
+  return true;
 }
 
 bool StepChecker::concat() {
@@ -473,6 +496,8 @@ bool StepChecker::check() {
   case Kernel::Attention:
   case Kernel::AttentionGrad:
     return attention();
+  case Kernel::Elementwise:
+    return elementwise_();
   case Kernel::GeluGrad:
     return operands() && floating(in(0)) && sameShape(in(0), in(1)) &&
            sameType(in(0), in(1)) && sameShape(in(0), out(0)) &&
@@ -496,6 +521,79 @@ bool StepChecker::check() {
 }
 
 } // namespace
+
+bool elementwiseInstruction(Kernel kernel, int &arity) {
+  switch (kernel) {
+  case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
+  case Kernel::Pow: case Kernel::Max: case Kernel::Min:
+  case Kernel::GeluGrad:
+    arity = 2;
+    return true;
+  case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
+  case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
+  case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Gelu:
+  case Kernel::Abs: case Kernel::Sin: case Kernel::Cos:
+    arity = 1;
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool elementwiseProgram(const std::vector<int64_t> &ints,
+                        const std::vector<double> &floats, size_t numInputs,
+                        size_t numOutputs, ElementwiseProgram &program,
+                        std::string &why) {
+  auto fail = [&](const std::string &w) {
+    why = "elementwise program: " + w;
+    return false;
+  };
+  if (numInputs > size_t(kMaxElementwiseInputs) ||
+      floats.size() > size_t(kMaxElementwiseConstants) ||
+      numOutputs > size_t(kMaxElementwiseOutputs))
+    return fail("more than " + std::to_string(kMaxElementwiseInputs) +
+                " inputs, " + std::to_string(kMaxElementwiseConstants) +
+                " constants or " + std::to_string(kMaxElementwiseOutputs) +
+                " outputs");
+  if (ints.empty() || ints[0] < 1 || ints[0] > kMaxElementwiseInstructions)
+    return fail("needs 1 to " + std::to_string(kMaxElementwiseInstructions) +
+                " instructions");
+  size_t n = static_cast<size_t>(ints[0]);
+  if (ints.size() != 1 + 4 * n + numOutputs)
+    return fail("has " + std::to_string(ints.size()) + " integers, not " +
+                std::to_string(1 + 4 * n + numOutputs));
+  ElementwiseProgram p;
+  p.numInputs = static_cast<int32_t>(numInputs);
+  p.numConstants = static_cast<int32_t>(floats.size());
+  int64_t defined = p.numInputs + p.numConstants;
+  for (size_t i = 0; i < n; ++i, ++defined) {
+    const int64_t *w = &ints[1 + 4 * i];
+    int arity = 0;
+    if (w[0] < 1 || w[0] >= static_cast<int64_t>(Kernel::NumKernels) ||
+        !elementwiseInstruction(static_cast<Kernel>(w[0]), arity))
+      return fail("instruction " + std::to_string(i) + " has kernel " +
+                  std::to_string(w[0]) + ", not an elementwise one");
+    bool ok = w[1] >= 0 && w[1] < defined &&
+              (arity == 1 ? w[2] == -1 : w[2] >= 0 && w[2] < defined) &&
+              (w[3] == 0 || w[3] == 1);
+    if (!ok)
+      return fail("instruction " + std::to_string(i) +
+                  " reads a register not yet written or has a bad flag");
+    p.instructions.push_back({static_cast<Kernel>(w[0]),
+                              static_cast<int32_t>(w[1]),
+                              static_cast<int32_t>(w[2]),
+                              static_cast<int32_t>(w[3])});
+  }
+  for (size_t k = 0; k < numOutputs; ++k) {
+    int64_t r = ints[1 + 4 * n + k];
+    if (r < 0 || r >= defined)
+      return fail("output " + std::to_string(k) + " names register " +
+                  std::to_string(r) + " of " + std::to_string(defined));
+    p.outputs.push_back(static_cast<int32_t>(r));
+  }
+  program = std::move(p);
+  return true;
+}
 
 bool attentionShape(const std::vector<int64_t> &q,
                     const std::vector<int64_t> &k,

@@ -51,6 +51,44 @@ bool attentionShape(const std::vector<int64_t> &q,
                     const std::vector<int64_t> *mask, AttentionShape &shape,
                     std::string &why);
 
+/// A fused chain of elementwise kernels (Kernel::Elementwise) as the
+/// validator and every backend read it. Registers hold one value per
+/// element of the output shape: first the step's inputs (broadcast to it),
+/// then its constants (step.floats), then each instruction's result in
+/// order. An instruction applies `kernel` (an elementwise kernel, or
+/// gelu_grad with `a` the input and `b` the gradient) to registers `a` and
+/// `b` (b is -1 for unary kernels) with `flag` its integer attribute (the
+/// tanh form of gelu and gelu_grad). `outputs` names the register of each
+/// output.
+struct ElementwiseProgram {
+  struct Instruction {
+    Kernel kernel;
+    int32_t a, b, flag;
+  };
+  std::vector<Instruction> instructions;
+  std::vector<int32_t> outputs;
+  int32_t numInputs = 0, numConstants = 0;
+
+  int32_t numRegisters() const {
+    return numInputs + numConstants +
+           static_cast<int32_t>(instructions.size());
+  }
+};
+/// Limits every backend supports.
+constexpr int kMaxElementwiseInputs = 8;
+constexpr int kMaxElementwiseConstants = 16;
+constexpr int kMaxElementwiseInstructions = 48;
+constexpr int kMaxElementwiseOutputs = 8;
+/// Whether `kernel` may be an instruction, and how many operands it takes.
+bool elementwiseInstruction(Kernel kernel, int &arity);
+/// Decodes the program of an elementwise step with `numInputs` inputs and
+/// `numOutputs` outputs; false with `why` for a malformed one (a register
+/// read before it is written, an unknown kernel, a limit passed).
+bool elementwiseProgram(const std::vector<int64_t> &ints,
+                        const std::vector<double> &floats, size_t numInputs,
+                        size_t numOutputs, ElementwiseProgram &program,
+                        std::string &why);
+
 /// Checks `step` (whose operand slot indices are already known to exist)
 /// against its kernel's contract; false with `why` saying what is wrong.
 bool checkKernelContract(const Plan &plan, const Step &step, std::string &why);

@@ -81,6 +81,8 @@ const std::vector<KernelInfo> kTable = {
     {K::Attention, "attention", 3, 4, 1, 2, 2, P::None, 0, C::Attention},
     {K::AttentionGrad, "attention_grad", 4, 5, 3, 2, 2, P::None, 0,
      C::Attention},
+    {K::Elementwise, "elementwise", 1, V, V, 2, 0, P::None, 0,
+     C::Transcendental},
 };
 
 bool tableInOrder() {

@@ -53,6 +53,7 @@ struct KernelInfo {
   /// The name the compiler and strata-inspect use ("matmul").
   const char *name;
   uint8_t minInputs, maxInputs;
+  /// kVariadic: one or more.
   uint8_t outputs;
   /// Attributes every step of the kernel carries at least.
   uint8_t minInts, minFloats;

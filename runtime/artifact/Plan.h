@@ -101,6 +101,7 @@ enum class Kernel : uint16_t {
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
   SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
   UpdateAdaLomo, Assign, Sin, Cos, Store, Attention, AttentionGrad,
+  Elementwise,
   // Add new kernels above this line.
   NumKernels
 };
@@ -121,6 +122,9 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay];
 ///   attention (q, k, v, [mask]) and attention_grad (q, k, v, grad,
 ///   [mask]; outputs dq, dk, dv): [causal, mask_kind], [scale, fill];
+///   elementwise (fused chain; see ElementwiseProgram in KernelContract.h):
+///   [instructions, (kernel, a, b, flag) per instruction, the register of
+///   each output], [constants];
 ///   update_adalomo: [lr, weight_decay] with inputs (w, g, states...)
 ///   (floats), and ints [accumulate] (micro-batches summed into the gradient
 ///   input); accumulate: -. Update kernels have no outputs: they write their

@@ -8,6 +8,7 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Attention.h"
+#include "runtime/cpu/Elementwise.h"
 #include "runtime/cpu/ElementTypes.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/SharedMath.h"
@@ -207,14 +208,8 @@ bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
 // the scalar code's operations, so a tensor's elements get the same bits
 // whichever path they take.
 using F4 = math::Float4;
-
-F4 load4(const float *p) {
-  F4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-void store4(float *p, F4 v) { std::memcpy(p, &v, sizeof v); }
+using math::load4;
+using math::store4;
 
 void unary(Kernel k, const TensorRef &in, const TensorRef &out,
            bool tanhGelu) {
@@ -1177,6 +1172,8 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return attention(step, in, out, error);
   case Kernel::AttentionGrad:
     return attentionGrad(step, in, out, error);
+  case Kernel::Elementwise:
+    return elementwise(step, in, out, error);
   case Kernel::LayerNormGrad:
     layerNormGrad(in, out, step.ints.at(0), step.floats.at(0));
     return true;

@@ -146,6 +146,12 @@ inline Float4 tanh_(Float4 x) {
   Float4 t = fast::tanhCore<Float4, Int4>(x);
   return x != x ? x : t;
 }
+inline Float4 load4(const float *p) {
+  Float4 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store4(float *p, Float4 v) { __builtin_memcpy(p, &v, sizeof v); }
 STRATA_HD inline double tanh_(double x) { return std::tanh(x); }
 #endif
 

@@ -746,6 +746,60 @@ __global__ void accumulateKernel(T *acc, const T *g, int64_t n) {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused elementwise chains: a thread per element runs the program
+//===----------------------------------------------------------------------===//
+
+using artifact::kMaxElementwiseConstants;
+using artifact::kMaxElementwiseInputs;
+using artifact::kMaxElementwiseInstructions;
+using artifact::kMaxElementwiseOutputs;
+
+/// artifact::ElementwiseProgram and the operands, by value.
+struct ElementwiseArgs {
+  int numInputs, numConstants, numInstructions, numOutputs;
+  int32_t code[kMaxElementwiseInstructions][4];
+  int32_t outputs[kMaxElementwiseOutputs];
+  double constants[kMaxElementwiseConstants];
+  const void *inputs[kMaxElementwiseInputs];
+  void *outs[kMaxElementwiseOutputs];
+};
+
+template <typename T>
+__global__ void elementwiseKernel(ElementwiseArgs a,
+                                  Indexer<kMaxElementwiseInputs> ix,
+                                  int64_t n) {
+  using C = typename DT<T>::C;
+  constexpr int kRegisters = kMaxElementwiseInputs +
+                             kMaxElementwiseConstants +
+                             kMaxElementwiseInstructions;
+  int fixed = a.numInputs + a.numConstants;
+  STRATA_GRID_LOOP(i, n) {
+    C r[kRegisters];
+    int64_t off[kMaxElementwiseInputs];
+    ix.offsets(i, off);
+    for (int k = 0; k < a.numInputs; ++k)
+      r[k] = DT<T>::load(static_cast<const T *>(a.inputs[k])[off[k]]);
+    for (int c = 0; c < a.numConstants; ++c)
+      r[a.numInputs + c] = C(a.constants[c]);
+    for (int s = 0; s < a.numInstructions; ++s) {
+      Kernel k = static_cast<Kernel>(a.code[s][0]);
+      C x = r[a.code[s][1]], y;
+      if (k == Kernel::GeluGrad) {
+        y = math::geluDerivative<C>(x, a.code[s][3] != 0) * r[a.code[s][2]];
+      } else if (a.code[s][2] >= 0) {
+        bool divByZero = false;
+        y = math::applyBinary<C>(k, x, r[a.code[s][2]], divByZero);
+      } else {
+        y = math::applyUnary<C>(k, x, a.code[s][3] != 0);
+      }
+      r[fixed + s] = y;
+    }
+    for (int o = 0; o < a.numOutputs; ++o)
+      static_cast<T *>(a.outs[o])[i] = DT<T>::store(r[a.outputs[o]]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Fused attention: a warp per query row (forward, dq) or key row (dk, dv)
 //===----------------------------------------------------------------------===//
 
@@ -1462,6 +1516,46 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
               static_cast<T *>(out[0].data), n, v, count);
       };
       in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
+    });
+    break;
+  }
+  case Kernel::Elementwise: {
+    artifact::ElementwiseProgram p;
+    if (!artifact::elementwiseProgram(step.ints, step.floats, in.size(),
+                                      out.size(), p, error))
+      return false;
+    ElementwiseArgs a{};
+    a.numInputs = p.numInputs;
+    a.numConstants = p.numConstants;
+    a.numInstructions = static_cast<int>(p.instructions.size());
+    a.numOutputs = static_cast<int>(p.outputs.size());
+    for (size_t s = 0; s < p.instructions.size(); ++s) {
+      const auto &ins = p.instructions[s];
+      a.code[s][0] = static_cast<int32_t>(ins.kernel);
+      a.code[s][1] = ins.a;
+      a.code[s][2] = ins.b;
+      a.code[s][3] = ins.flag;
+    }
+    for (size_t o = 0; o < p.outputs.size(); ++o) {
+      a.outputs[o] = p.outputs[o];
+      a.outs[o] = out[o].data;
+    }
+    for (size_t c = 0; c < step.floats.size(); ++c)
+      a.constants[c] = step.floats[c];
+    std::array<Shape, kMaxElementwiseInputs> strides;
+    for (size_t k = 0; k < strides.size(); ++k) {
+      strides[k] = Shape(out[0].shape.size(), 0);
+      if (k < in.size()) {
+        strides[k] = broadcastStrides(in[k].shape, out[0].shape);
+        a.inputs[k] = in[k].data;
+      }
+    }
+    auto ix = makeIndexer<kMaxElementwiseInputs>(out[0].shape, strides);
+    int64_t n = out[0].numElements();
+    typed = dispatchFloat(out[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if (n)
+        elementwiseKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(a, ix, n);
     });
     break;
   }

@@ -230,6 +230,23 @@ std::vector<Case> cases(bool small) {
       {{F, {300}}});
   add("gelu_grad tanh", step(Kernel::GeluGrad, {1}), {{F, {300}}, {F, {300}}},
       {{F, {300}}});
+  // Fused elementwise chains: bias + tanh GELU + scaled residual (two
+  // outputs, broadcast inputs), and a gradient chain in bf16.
+  {
+    auto k = [](Kernel x) { return static_cast<int64_t>(x); };
+    add("elementwise bias gelu residual",
+        step(Kernel::Elementwise,
+             {4, k(Kernel::Add), 0, 1, 0, k(Kernel::Gelu), 4, -1, 1,
+              k(Kernel::Mul), 5, 3, 0, k(Kernel::Add), 6, 2, 0, 4, 7},
+             {0.5}),
+        {{F, {3, 5, 300}}, {F, {300}}, {F, {3, 1, 300}}},
+        {{F, {3, 5, 300}}, {F, {3, 5, 300}}});
+    add("elementwise gelu_grad sigmoid bf16",
+        step(Kernel::Elementwise,
+             {3, k(Kernel::GeluGrad), 0, 1, 0, k(Kernel::Sigmoid), 0, -1, 0,
+              k(Kernel::Div), 2, 3, 0, 4}),
+        {{B, {64, 33}}, {B, {64, 33}}}, {{B, {64, 33}}});
+  }
   // Fused attention: causal with more keys than queries, each mask kind.
   add("attention causal", step(Kernel::Attention, {1, 0}, {0.25, 0}),
       {{F, {2, 3, 70, 32}}, {F, {2, 3, 90, 32}}, {F, {2, 3, 90, 16}}},

@@ -648,6 +648,9 @@ int main(int argc, char **argv) {
     training.gradientsOnly = mode == Mode::Grad;
     strata::buildTrainingPipeline(pm, training);
   }
+  // Elementwise chains of the whole step, the backward pass's included.
+  if (fusion == "on" && what != Emit::Graph)
+    pm.addPass(strata::createFuseElementwisePass());
   strata::TierOptions tiers;
   tiers.params = placeParams;
   tiers.states = placeStates;
