@@ -26,6 +26,42 @@ def model_and_data(out, dim=0, layers=4, vocab=8192):
     return model, data, "input_ids=4x64"
 
 
+def module(family, vocab, dim, layers, ctx):
+    """A generated model of `family` ("gpt2" or "llama": RMSNorm, rotary
+    embeddings, SwiGLU, no biases) with heads of 64; the same weights on
+    every call."""
+    heads = max(1, dim // 64)
+    if family == "llama":
+        # The MLP's width as LLaMA sizes it: 2/3 of 4*dim, rounded to 32.
+        hidden = (8 * dim // 3 + 31) // 32 * 32
+        return generate.llama_module(vocab=vocab, ctx=ctx, dim=dim,
+                                     heads=heads, layers=layers,
+                                     hidden=hidden)
+    return generate.gpt2_module(vocab=vocab, ctx=ctx, dim=dim, heads=heads,
+                                layers=layers)
+
+
+# Initializers of each family that are tables, not parameters (strata-compile
+# --freeze them).
+FROZEN = {"gpt2": [], "llama": ["rope_*"]}
+
+
+def generated_model(family, model, data, vocab, dim, layers, batch, rows,
+                    seq=64, ctx=128):
+    """Exports a `family` model (context `ctx`) to `model` unless it is
+    there, and writes `rows` random token windows of seq + 1 to `data`."""
+    import numpy as np
+    if not os.path.exists(model):
+        m = module(family, vocab, dim, layers, ctx)
+        n = sum(p.numel() for p in m.parameters())
+        print("exporting a %.1fM-parameter %s" % (n / 1e6, family),
+              file=sys.stderr)
+        generate.export_torch(m, model, batch=batch, seq=seq, opset=17,
+                              dynamic=True, fold=False)
+    np.save(data, np.random.default_rng(0).integers(
+        0, vocab, size=(rows, seq + 1)).astype(np.int64))
+
+
 def generated_gpt2(model, data, vocab, dim, layers, batch, rows, seq=64,
                    ctx=128):
     """Exports a GPT-2 (context `ctx`, heads of 64) to `model` unless it is

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A training step (AdamW) of generated GPT-2 models in Strata with fusion
+"""A training step (AdamW) of generated GPT-2 and LLaMA models in Strata with fusion
 on and off (strata-compile --fusion), in ONNX Runtime Training and in
 PyTorch eager, interleaved.
 
     /usr/bin/python3 bench/fusion.py [--bin build/bin] [--steps 6]
-        [--rounds 3] [--models d512,gpt2-small] [--out FILE]
+        [--rounds 3] [--models d512,gpt2-small,llama-d512] [--out FILE]
         [--ort-python .venv-bench/bin/python]
 
 ONNX Runtime Training runs under the benchmark environment's Python
@@ -29,16 +29,20 @@ import time
 
 import benchmodels
 
-# name: (width, layers, batch, sequence); the vocabulary is VOCAB (GPT-2's
-# own 50257 would make the output layer most of the step on 2 cores).
+# name: (family, width, layers, batch, sequence); the vocabulary is VOCAB
+# (GPT-2's own 50257 would make the output layer most of the step on 2
+# cores).
 MODELS = {
-    "d512": (512, 6, 4, 128),
-    "gpt2-small": (768, 12, 2, 256),
+    "d512": ("gpt2", 512, 6, 4, 128),
+    "gpt2-small": ("gpt2", 768, 12, 2, 256),
+    "llama-d512": ("llama", 512, 6, 4, 128),
 }
+TITLE = {"gpt2": "GPT-2", "llama": "LLaMA"}
 VOCAB = 8192
 ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "tanh", "erf", "exp",
                "neg", "sqrt", "reciprocal", "sigmoid", "relu", "select",
-               "cast", "max", "min", "abs", "log", "sin", "cos"}
+               "cast", "max", "min", "abs", "log", "sin", "cos",
+               "elementwise"}
 
 
 def strata_steps(tool, art, data, steps):
@@ -64,6 +68,7 @@ def profile(tool, art, data):
     for e in events:
         name = e.get("cat") or e["name"]
         kind = ("matmul" if name == "matmul" else
+                "attention" if name.startswith("attention") else
                 "gelu" if name.startswith("gelu") else
                 "elementwise" if name in ELEMENTWISE else "other")
         time_by[kind] += e["dur"]
@@ -71,14 +76,11 @@ def profile(tool, art, data):
     return len(events) / 2, {k: v / total for k, v in time_by.items()}
 
 
-def torch_steps(dim, layers, batch, seq, data, steps):
-    sys.path.insert(0, os.path.join(benchmodels.ROOT, "test", "models"))
-    import generate
+def torch_steps(family, dim, layers, batch, seq, data, steps):
     import numpy as np
     import torch
     torch.set_num_threads(os.cpu_count())
-    module = generate.gpt2_module(vocab=VOCAB, ctx=max(128, seq), dim=dim,
-                                  heads=max(1, dim // 64), layers=layers)
+    module = benchmodels.module(family, VOCAB, dim, layers, max(128, seq))
     opt = torch.optim.AdamW(module.parameters(), lr=1e-4)
     rows = np.load(data)
     times = []
@@ -97,10 +99,10 @@ def torch_steps(dim, layers, batch, seq, data, steps):
     return times[1:]
 
 
-def ort_steps(python, dim, layers, batch, seq, data, steps):
+def ort_steps(python, family, dim, layers, batch, seq, data, steps):
     r = subprocess.run([python, os.path.join(benchmodels.ROOT, "bench",
                                              "ort_train.py"),
-                        "--dim", str(dim), "--layers", str(layers),
+                        "--family", family, "--dim", str(dim), "--layers", str(layers),
                         "--batch", str(batch), "--seq", str(seq),
                         "--vocab", str(VOCAB), "--data", data,
                         "--steps", str(steps)],
@@ -113,7 +115,7 @@ def main():
     ap.add_argument("--bin", default="build/bin")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--models", default="d512,gpt2-small")
+    ap.add_argument("--models", default="d512,gpt2-small,llama-d512")
     ap.add_argument("--out")
     ap.add_argument("--ort-python",
                     default=os.path.join(benchmodels.ROOT, ".venv-bench",
@@ -137,12 +139,15 @@ def main():
              "|---|---|---|---|---|---|---|---|---|---|"]
     try:
         for name in a.models.split(","):
-            dim, layers, batch, seq = MODELS[name]
+            family, dim, layers, batch, seq = MODELS[name]
             model = os.path.join(work, "%s.onnx" % name)
             data = os.path.join(work, "%s.npy" % name)
-            benchmodels.generated_gpt2(model, data, VOCAB, dim, layers,
-                                       batch=batch, rows=4 * batch, seq=seq,
-                                       ctx=max(128, seq))
+            benchmodels.generated_model(family, model, data, VOCAB, dim,
+                                        layers, batch=batch, rows=4 * batch,
+                                        seq=seq, ctx=max(128, seq))
+            freeze = []
+            for glob in benchmodels.FROZEN[family]:
+                freeze += ["--freeze", glob]
             arts = {}
             for fusion in ("on", "off"):
                 arts[fusion] = os.path.join(work, "%s-%s.strata" %
@@ -152,7 +157,7 @@ def main():
                                 arts[fusion], "--input-shape",
                                 "input_ids=%dx%d" % (batch, seq),
                                 "--optimizer", "adamw", "--lr", "1e-4",
-                                "--fusion", fusion], check=True)
+                                "--fusion", fusion] + freeze, check=True)
             times = collections.defaultdict(list)
             for r in range(a.rounds):
                 for fusion in ("on", "off"):
@@ -161,13 +166,14 @@ def main():
                     print("%s fusion %s round %d %.3f s" %
                           (name, fusion, r + 1, statistics.median(t)),
                           file=sys.stderr)
-                t = torch_steps(dim, layers, batch, seq, data, a.steps)
+                t = torch_steps(family, dim, layers, batch, seq, data,
+                                a.steps)
                 times["torch"] += t
                 print("%s torch round %d %.3f s" %
                       (name, r + 1, statistics.median(t)), file=sys.stderr)
                 if ort:
-                    t = ort_steps(a.ort_python, dim, layers, batch, seq,
-                                  data, a.steps)
+                    t = ort_steps(a.ort_python, family, dim, layers, batch,
+                                  seq, data, a.steps)
                     times["ort"] += t
                     print("%s onnxruntime-training round %d %.3f s" %
                           (name, r + 1, statistics.median(t)),
@@ -178,9 +184,9 @@ def main():
             vs = ("%.2fx (ORT's step / Strata's)" % (med["ort"] / med["on"])
                   if ort else "-")
             lines.append(
-                "| GPT-2 d%d L%d B%dxT%d | %.3f | %.3f | %s | %.3f | %s | "
+                "| %s d%d L%d B%dxT%d | %.3f | %.3f | %s | %.3f | %s | "
                 "%d / %d | %s / %s | %s | %s / %s |" %
-                (dim, layers, batch, seq, med["on"], med["off"],
+                (TITLE[family], dim, layers, batch, seq, med["on"], med["off"],
                  "%.3f" % med["ort"] if ort else "not installed",
                  med["torch"], vs, prof["on"][0], prof["off"][0],
                  share("on", "matmul"), share("off", "matmul"),

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Times training steps of a generated GPT-2 in ONNX Runtime Training, the
+"""Times training steps of a generated GPT-2 or LLaMA in ONNX Runtime Training, the
 peer bench/fusion.py measures Strata against. Runs under the benchmark
 environment's Python (scripts/install-deps.sh --bench: .venv-bench, with
 the pinned onnxruntime-training), which also sees Debian's torch and onnx.
 
-    .venv-bench/bin/python bench/ort_train.py --dim 512 --layers 6 \
-        --batch 4 --seq 128 --vocab 8192 --data DATA.npy --steps 6
+    .venv-bench/bin/python bench/ort_train.py [--family gpt2|llama] \
+        --dim 512 --layers 6 --batch 4 --seq 128 --vocab 8192 \
+        --data DATA.npy --steps 6
 
 Prints one JSON line: {"step_s": [...], "loss": [...]} (the first step
 left out of step_s). The model is the one bench/fusion.py exports for
@@ -22,7 +23,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "test", "models"))
+sys.path.insert(0, HERE)
+import benchmodels  # noqa: E402
 import generate  # noqa: E402
 
 
@@ -31,6 +33,7 @@ def main():
     for name in ("dim", "layers", "batch", "seq", "vocab", "steps"):
         ap.add_argument("--" + name, type=int, required=True)
     ap.add_argument("--data", required=True)
+    ap.add_argument("--family", default="gpt2", choices=["gpt2", "llama"])
     a = ap.parse_args()
     import onnx
     import onnxruntime
@@ -40,21 +43,20 @@ def main():
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
     work = tempfile.mkdtemp(prefix="strata-ort-")
-    gpt2 = generate.gpt2_module(vocab=a.vocab, ctx=max(128, a.seq),
-                                dim=a.dim, heads=max(1, a.dim // 64),
-                                layers=a.layers)
+    net = benchmodels.module(a.family, a.vocab, a.dim, a.layers,
+                             max(128, a.seq))
     # The same initialisation as the Strata export (generate.export_torch).
-    generate.export_torch(gpt2, os.path.join(work, "strata.onnx"),
+    generate.export_torch(net, os.path.join(work, "strata.onnx"),
                           batch=a.batch, seq=a.seq, opset=17, dynamic=False,
                           fold=True)
 
     class Flat(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.gpt2 = gpt2
+            self.net = net
 
         def forward(self, ids):
-            logits = self.gpt2(ids)
+            logits = self.net(ids)
             return logits.reshape(-1, logits.shape[-1])
 
     path = os.path.join(work, "flat.onnx")

@@ -21,6 +21,7 @@
 
 #include "dialects/Graph/GraphOps.h"
 #include "passes/FuseAttention.h"
+#include "passes/FuseNorm.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -269,6 +270,7 @@ struct FusePatternsPass
         break;
       }
     }
+    unsigned norms = fuseLayerNorms(body, where);
     unsigned attentions = fuseAttention(body, where);
     SmallVector<PowOp> powOps(body.getOps<PowOp>());
     for (PowOp p : powOps) {
@@ -279,12 +281,16 @@ struct FusePatternsPass
           where = loc;
       }
     }
-    if (gelus || pows || attentions) {
+    if (gelus || pows || attentions || norms) {
       auto diag = mlir::emitRemark(*where) << "fused";
       const char *sep = " ";
       if (gelus) {
         diag << sep << gelus << " GELU" << (gelus == 1 ? "" : "s") << " ("
              << removed << " elementwise ops)";
+        sep = "; ";
+      }
+      if (norms) {
+        diag << sep << norms << " layer norm" << (norms == 1 ? "" : "s");
         sep = "; ";
       }
       if (attentions) {

@@ -573,9 +573,34 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   return pack(take(*t, out, sources), getType());
 }
 
+OpFoldResult SliceGradOp::fold(FoldAdaptor) {
+  // A window over the whole tensor: the gradient itself.
+  if (getGrad().getType() == getType() &&
+      llvm::all_of(getOffsets(), [](int64_t x) { return x == 0; }) &&
+      llvm::all_of(getStrides(), [](int64_t x) { return x == 1; }))
+    return getGrad();
+  return {};
+}
+
 OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
     return getInputs()[0];
+  // A concatenation of a concatenation along the same axis is one.
+  SmallVector<Value> flat;
+  bool nested = false;
+  for (Value in : getInputs()) {
+    auto inner = in.getDefiningOp<ConcatOp>();
+    if (inner && inner.getAxis() == getAxis()) {
+      flat.append(inner.getInputs().begin(), inner.getInputs().end());
+      nested = true;
+    } else {
+      flat.push_back(in);
+    }
+  }
+  if (nested) {
+    getInputsMutable().assign(flat);
+    return getResult();
+  }
   std::vector<HostTensor> inputs;
   for (Attribute a : adaptor.getInputs()) {
     std::optional<HostTensor> t = unpack(a);

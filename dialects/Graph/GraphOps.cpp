@@ -390,6 +390,68 @@ void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &results,
   results.add<FoldTransposeIntoMatMul>(context);
 }
 
+namespace {
+
+/// add(slice_grad(a), slice_grad(b)) where the two windows are adjacent
+/// along one axis (unit strides, the same elsewhere) is
+/// slice_grad(concat(a, b)): the gradient of a tensor split into pieces
+/// (GPT-2's fused q, k, v projection) becomes one concatenation instead of
+/// zero-filled tensors summed. A window covering the whole tensor then
+/// folds away.
+struct AdjacentSliceGrads : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    auto a = add.getLhs().getDefiningOp<SliceGradOp>();
+    auto b = add.getRhs().getDefiningOp<SliceGradOp>();
+    if (!a || !b || a == b || !a->hasOneUse() || !b->hasOneUse() ||
+        a.getType() != add.getType() || b.getType() != add.getType() ||
+        elementTypeOf(a.getGrad()) != elementTypeOf(b.getGrad()))
+      return failure();
+    auto unit = [](ArrayRef<int64_t> s) {
+      return llvm::all_of(s, [](int64_t x) { return x == 1; });
+    };
+    if (!unit(a.getStrides()) || !unit(b.getStrides()))
+      return failure();
+    Shape sa = shapeOf(a.getGrad()), sb = shapeOf(b.getGrad());
+    ArrayRef<int64_t> oa = a.getOffsets(), ob = b.getOffsets();
+    int axis = -1;
+    for (size_t d = 0; d < sa.size(); ++d) {
+      if (oa[d] == ob[d] && sa[d] == sb[d])
+        continue;
+      if (axis >= 0)
+        return failure(); // Differ along two axes.
+      axis = static_cast<int>(d);
+    }
+    if (axis < 0)
+      return failure(); // The same window: not this pattern.
+    if (oa[axis] + sa[axis] != ob[axis]) {
+      if (ob[axis] + sb[axis] != oa[axis])
+        return failure(); // Not adjacent.
+      std::swap(a, b);
+      std::swap(sa, sb);
+    }
+    Shape joined = sa;
+    joined[axis] += sb[axis];
+    auto type = RankedTensorType::get(joined, elementTypeOf(a.getGrad()));
+    Value concat = rewriter.create<ConcatOp>(
+        add.getLoc(), type, ValueRange{a.getGrad(), b.getGrad()},
+        rewriter.getI64IntegerAttr(axis));
+    rewriter.replaceOpWithNewOp<SliceGradOp>(add, add.getType(), concat,
+                                             a.getOffsetsAttr(),
+                                             a.getStridesAttr());
+    return success();
+  }
+};
+
+} // namespace
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                        MLIRContext *context) {
+  results.add<AdjacentSliceGrads>(context);
+}
+
 LogicalResult CrossEntropyOp::verify() {
   Shape logits = shapeOf(getLogits()), labels = shapeOf(getLabels());
   if (logits.size() != 2 || labels.size() != 1 || logits[0] != labels[0])

@@ -132,7 +132,9 @@ def Graph_ParamOp : Graph_Op<"param"> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def Graph_AddOp : Graph_BinaryOp<"add", "addition", [Commutative]>;
+def Graph_AddOp : Graph_BinaryOp<"add", "addition", [Commutative]> {
+  let hasCanonicalizer = 1;
+}
 def Graph_SubOp : Graph_BinaryOp<"sub", "subtraction">;
 def Graph_MulOp : Graph_BinaryOp<"mul", "multiplication", [Commutative]>;
 def Graph_DivOp : Graph_BinaryOp<"div", "division (integer: truncating)">;
@@ -590,6 +592,7 @@ def Graph_SliceGradOp : Graph_Op<"slice_grad", [Pure]> {
     $grad `offsets` `=` $offsets `strides` `=` $strides attr-dict `:`
     type($grad) `->` type($result)
   }];
+  let hasFolder = 1;
 }
 
 def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {

@@ -402,9 +402,13 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       outStrides[d] = 0;
   int64_t outCount = out.numElements();
   bool trailing = true; // Reduced axes are exactly the trailing ones.
-  for (size_t d = 0; d < s.size(); ++d)
+  bool leading = true;  // ... or exactly the leading ones.
+  for (size_t d = 0; d < s.size(); ++d) {
     if (reduced[d] != (d >= s.size() - axes.size()))
       trailing = false;
+    if (reduced[d] != (d < axes.size()))
+      leading = false;
+  }
 
   dispatch(in.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -443,6 +447,30 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
                       po[o] = finish(acc);
                     }
                   });
+      return;
+    }
+    if (leading && !isMax && outCount > 0) {
+      // Column sums (a bias gradient): tasks take blocks of columns and
+      // walk every row over them, each column summed in row order as the
+      // general path below does.
+      int64_t rows = count;
+      constexpr int64_t kColumns = 256;
+      int64_t blocks = (outCount + kColumns - 1) / kColumns;
+      parallelFor(blocks, 1, [&](int64_t b, int64_t e) {
+        std::vector<Acc> acc(kColumns);
+        for (int64_t blk = b; blk < e; ++blk) {
+          int64_t c0 = blk * kColumns,
+                  n = std::min(kColumns, outCount - c0);
+          std::fill(acc.begin(), acc.begin() + n, init);
+          for (int64_t r = 0; r < rows; ++r) {
+            const T *row = pi + r * outCount + c0;
+            for (int64_t i = 0; i < n; ++i)
+              acc[i] += static_cast<Acc>(Traits<T>::load(row[i]));
+          }
+          for (int64_t i = 0; i < n; ++i)
+            po[c0 + i] = finish(acc[i]);
+        }
+      });
       return;
     }
     std::vector<Acc> acc(outCount, init);

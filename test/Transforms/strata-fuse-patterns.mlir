@@ -222,3 +222,60 @@ func.func @attention_not_fused(%q: tensor<3x4xf32>, %kt: tensor<4x3xf32>, %v: te
   %o3 = graph.matmul %p3, %v : (tensor<3x3xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   return %o, %p, %o2, %o3 : tensor<3x4xf32>, tensor<3x3xf32>, tensor<3x4xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// Tests that a layer norm as exporters before opset 17 write it (means,
+// the centred value squared by pow, epsilon, sqrt, division, gamma and
+// beta) becomes one graph.layer_norm over the last axis, and that nothing
+// of the chain is left.
+// CHECK-LABEL: func.func @layer_norm_decomposed
+// CHECK-NOT: graph.reduce_mean
+// CHECK: %[[Y:.+]] = graph.layer_norm %arg0, %arg1, %arg2 axis = 2 epsilon = 9.99999974E-6 : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @layer_norm_decomposed(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %two = graph.constant dense<2.000000e+00> : tensor<f32>
+  %eps = graph.constant dense<9.99999974E-6> : tensor<f32>
+  %m = graph.reduce_mean %x axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %d = graph.sub %x, %m : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %s = graph.pow %d, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %v = graph.reduce_mean %s axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %e = graph.add %v, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %r = graph.sqrt %e : tensor<2x3x1xf32>
+  // expected-remark @below {{fused 1 layer norm}}
+  %n = graph.div %d, %r : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %y = graph.mul %n, %g : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  %z = graph.add %y, %b : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  return %z : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Tests the reciprocal form without gamma or beta (a constant one scale),
+// over the last two axes; and that a chain whose centred value is used
+// elsewhere is left alone.
+// CHECK-LABEL: func.func @layer_norm_reciprocal
+// CHECK: %[[ONE:.+]] = graph.constant dense<1.000000e+00> : tensor<3x8xf32>
+// CHECK-NEXT: %[[Y:.+]] = graph.layer_norm %arg0, %[[ONE]] axis = 1 epsilon = 1.000000e-03
+// CHECK: graph.sqrt
+// CHECK: return %[[Y]]
+func.func @layer_norm_reciprocal(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %eps = graph.constant dense<1.000000e-03> : tensor<f32>
+  %m = graph.reduce_mean %x axes = [1, 2] keepdims : tensor<2x3x8xf32> -> tensor<2x1x1xf32>
+  %d = graph.sub %x, %m : (tensor<2x3x8xf32>, tensor<2x1x1xf32>) -> tensor<2x3x8xf32>
+  %s = graph.mul %d, %d : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %v = graph.reduce_mean %s axes = [1, 2] keepdims : tensor<2x3x8xf32> -> tensor<2x1x1xf32>
+  %e = graph.add %eps, %v : (tensor<f32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %r = graph.sqrt %e : tensor<2x1x1xf32>
+  %i = graph.reciprocal %r : tensor<2x1x1xf32>
+  // expected-remark @below {{fused 1 layer norm}}
+  %n = graph.mul %i, %d : (tensor<2x1x1xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %m2 = graph.reduce_mean %x axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %d2 = graph.sub %x, %m2 : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %s2 = graph.mul %d2, %d2 : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %v2 = graph.reduce_mean %s2 axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %e2 = graph.add %v2, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %r2 = graph.sqrt %e2 : tensor<2x3x1xf32>
+  %n2 = graph.div %d2, %r2 : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  return %n, %n2, %d2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}

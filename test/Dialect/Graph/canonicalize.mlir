@@ -161,3 +161,27 @@ func.func @compose_transposes(%x: tensor<2x3x4xf32>) -> (tensor<3x4x2xf32>, tens
   %d = graph.transpose %c perm = [0, 2, 1] : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
   return %b, %d : tensor<3x4x2xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// Tests that the gradient of a tensor split in three along its last axis
+// (slice_grads summed, in any order) becomes one concatenation of the
+// pieces in window order, with no zero-filled tensor left; and that pieces
+// that are not adjacent stay a sum.
+// CHECK-LABEL: func.func @split_gradient_is_a_concat
+// CHECK-NEXT: %[[C:.+]] = graph.concat %arg0, %arg1, %arg2 axis = 1 : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x9xf32>
+// CHECK-NEXT: %[[G:.+]] = graph.slice_grad %arg0 offsets = [0, 0]
+// CHECK-NEXT: %[[H:.+]] = graph.slice_grad %arg2 offsets = [0, 6]
+// CHECK-NEXT: %[[S:.+]] = graph.add %[[G]], %[[H]]
+// CHECK-NEXT: return %[[C]], %[[S]]
+func.func @split_gradient_is_a_concat(%q: tensor<2x3xf32>, %k: tensor<2x3xf32>, %v: tensor<2x3xf32>) -> (tensor<2x9xf32>, tensor<2x9xf32>) {
+  %gk = graph.slice_grad %k offsets = [0, 3] strides = [1, 1] : tensor<2x3xf32> -> tensor<2x9xf32>
+  %gv = graph.slice_grad %v offsets = [0, 6] strides = [1, 1] : tensor<2x3xf32> -> tensor<2x9xf32>
+  %gq = graph.slice_grad %q offsets = [0, 0] strides = [1, 1] : tensor<2x3xf32> -> tensor<2x9xf32>
+  %a = graph.add %gk, %gv : (tensor<2x9xf32>, tensor<2x9xf32>) -> tensor<2x9xf32>
+  %b = graph.add %gq, %a : (tensor<2x9xf32>, tensor<2x9xf32>) -> tensor<2x9xf32>
+  %x = graph.slice_grad %q offsets = [0, 0] strides = [1, 1] : tensor<2x3xf32> -> tensor<2x9xf32>
+  %y = graph.slice_grad %v offsets = [0, 6] strides = [1, 1] : tensor<2x3xf32> -> tensor<2x9xf32>
+  %s = graph.add %x, %y : (tensor<2x9xf32>, tensor<2x9xf32>) -> tensor<2x9xf32>
+  return %b, %s : tensor<2x9xf32>, tensor<2x9xf32>
+}
