@@ -14,7 +14,8 @@ onnxruntime-training; bench/ort_train.py); without it that column says so.
 Per model: the median step time of each (steps 2.. of each run, rounds
 interleaved), and Strata's kernel profile from a trace of two steps with
 fusion on and off: kernels a step, and the share of the step's kernel time
-in matrix products, in the GELU and in elementwise kernels.
+in matrix products, in the GELU, in fused attention and in elementwise
+kernels (fused chains included).
 """
 import argparse
 import collections
@@ -134,8 +135,8 @@ def main():
              "`/usr/bin/python3 bench/fusion.py --models %s`" % a.models, "",
              "| model | Strata fusion on (s) | Strata fusion off (s) | "
              "ONNX Runtime Training (s) | PyTorch eager (s) | Strata vs ORT "
-             "| kernels a step (on / off) | matmul share (on / off) | GELU "
-             "share (on) | elementwise share (on / off) |",
+             "| kernels a step (on / off) | matmul share (on / off) | GELU / "
+             "attention share (on) | elementwise share (on / off) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     try:
         for name in a.models.split(","):
@@ -190,7 +191,8 @@ def main():
                  "%.3f" % med["ort"] if ort else "not installed",
                  med["torch"], vs, prof["on"][0], prof["off"][0],
                  share("on", "matmul"), share("off", "matmul"),
-                 share("on", "gelu"), share("on", "elementwise"),
+                 share("on", "gelu") + " / " + share("on", "attention"),
+                 share("on", "elementwise"),
                  share("off", "elementwise")))
     finally:
         shutil.rmtree(work, ignore_errors=True)

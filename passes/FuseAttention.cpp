@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/FuseAttention.h"
+#include "passes/FusePatterns.h"
 
 #include "dialects/Graph/GraphOps.h"
 
@@ -42,16 +42,6 @@ namespace {
 /// A mask value at or below this hides its key: exp() of it relative to
 /// any visible score is zero in float.
 constexpr double kHidden = -1e4;
-
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -95,10 +85,10 @@ bool matchScaled(Value v, Chain &c) {
   if (!isa_and_nonnull<MulOp, DivOp>(op))
     return false;
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-  std::optional<double> s = splatValue(rhs);
+  std::optional<double> s = splatFloatValue(rhs);
   if (!s && isa<MulOp>(op)) {
     std::swap(lhs, rhs);
-    s = splatValue(rhs);
+    s = splatFloatValue(rhs);
   }
   if (!s || !shapeOf(rhs).empty() || !singleUse(lhs) || *s == 0)
     return false;
@@ -116,11 +106,11 @@ bool matchChain(Value v, Chain &c) {
   Operation *op = v.getDefiningOp();
   if (auto sel = dyn_cast_or_null<SelectOp>(op)) {
     Value a = sel.getOnTrue(), b = sel.getOnFalse();
-    std::optional<double> fill = splatValue(b);
+    std::optional<double> fill = splatFloatValue(b);
     c.maskKind = 2; // Keep where true.
     Value scores = a;
     if (!fill) {
-      fill = splatValue(a);
+      fill = splatFloatValue(a);
       c.maskKind = 3; // Drop where true.
       scores = b;
     }

@@ -37,13 +37,7 @@ using namespace strata::graph;
 namespace {
 
 /// Whether `v` is a splat float constant (a kernel constant, not an input).
-bool isSplatConstant(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return false;
-  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
-  return dense && dense.isSplat();
-}
+bool isSplatConstant(Value v) { return splatFloatValue(v).has_value(); }
 
 /// The op's strata.* attributes (which part of the step it belongs to):
 /// only ops that agree on them are grouped.

@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/FuseNorm.h"
+#include "passes/FusePatterns.h"
 
 #include "dialects/Graph/GraphOps.h"
 
@@ -33,16 +33,6 @@ using namespace strata::graph;
 namespace strata {
 
 namespace {
-
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -67,7 +57,7 @@ bool isSquareOf(Value v, Value d) {
   if (auto mul = dyn_cast_or_null<MulOp>(op))
     return mul.getLhs() == d && mul.getRhs() == d;
   if (auto pow = dyn_cast_or_null<PowOp>(op))
-    return pow.getLhs() == d && splatValue(pow.getRhs()) == 2.0;
+    return pow.getLhs() == d && splatFloatValue(pow.getRhs()) == 2.0;
   return false;
 }
 
@@ -91,7 +81,7 @@ std::optional<Norm> matchNormalised(Operation *n) {
       if (auto rec = r.getDefiningOp<ReciprocalOp>()) {
         root = rec.getInput();
       } else if (auto inv = r.getDefiningOp<DivOp>();
-                 inv && splatValue(inv.getLhs()) == 1.0) {
+                 inv && splatFloatValue(inv.getLhs()) == 1.0) {
         root = inv.getRhs();
       } else {
         continue;
@@ -109,10 +99,10 @@ std::optional<Norm> matchNormalised(Operation *n) {
   if (!addEps)
     return std::nullopt;
   Value var = addEps.getLhs();
-  std::optional<double> eps = splatValue(addEps.getRhs());
+  std::optional<double> eps = splatFloatValue(addEps.getRhs());
   if (!eps) {
     var = addEps.getRhs();
-    eps = splatValue(addEps.getLhs());
+    eps = splatFloatValue(addEps.getLhs());
   }
   auto varMean = var.getDefiningOp<ReduceMeanOp>();
   auto mean = sub.getRhs().getDefiningOp<ReduceMeanOp>();

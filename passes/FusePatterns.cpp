@@ -20,8 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphOps.h"
-#include "passes/FuseAttention.h"
-#include "passes/FuseNorm.h"
+#include "passes/FusePatterns.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,17 +43,6 @@ using namespace strata;
 using namespace strata::graph;
 
 namespace {
-
-/// The value of a splat floating-point constant.
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
 
 /// The elementwise ops a recognised function may be written with.
 bool isElementwise(Operation *op) {
@@ -98,7 +86,7 @@ SmallVector<Operation *> closedSubgraph(Operation *root, Value x) {
     if (ops.size() > kMaxOps || !isElementwise(op))
       return {};
     for (Value v : op->getOperands()) {
-      if (v == x || splatValue(v))
+      if (v == x || splatFloatValue(v))
         continue;
       Operation *def = v.getDefiningOp();
       if (!def)
@@ -124,7 +112,7 @@ double evaluate(ArrayRef<Operation *> ops, Value x, double at) {
   llvm::DenseMap<Value, double> values;
   values[x] = at;
   auto operand = [&](Value v) {
-    if (auto c = splatValue(v))
+    if (auto c = splatFloatValue(v))
       return *c;
     return values.lookup(v);
   };
@@ -175,7 +163,7 @@ SmallVector<Value> inputCandidates(Operation *root) {
     if (!seen.insert(op) || !isElementwise(op))
       continue;
     for (Value v : op->getOperands()) {
-      if (splatValue(v) || llvm::is_contained(candidates, v))
+      if (splatFloatValue(v) || llvm::is_contained(candidates, v))
         continue;
       candidates.push_back(v);
       if (Operation *def = v.getDefiningOp())
@@ -189,7 +177,7 @@ SmallVector<Value> inputCandidates(Operation *root) {
 /// a multiply is exact where pow is within an ulp or two, cheaper, and its
 /// gradient needs no logarithm.
 bool rewritePow(PowOp pow) {
-  std::optional<double> n = splatValue(pow.getRhs());
+  std::optional<double> n = splatFloatValue(pow.getRhs());
   Value x = pow.getLhs();
   if (!n || x.getType() != pow.getType())
     return false;

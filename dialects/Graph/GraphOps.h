@@ -36,4 +36,11 @@ public:
 #define GET_OP_CLASSES
 #include "dialects/Graph/GraphOps.h.inc"
 
+#include <optional>
+
+namespace strata::graph {
+/// The value of `v` when it is a splat floating-point graph.constant.
+std::optional<double> splatFloatValue(mlir::Value v);
+} // namespace strata::graph
+
 #endif // STRATA_DIALECTS_GRAPH_GRAPHOPS_H

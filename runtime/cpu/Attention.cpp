@@ -13,6 +13,7 @@
 #include "runtime/cpu/Attention.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -132,6 +133,7 @@ void probabilities(const Problem &p, int64_t bh, int64_t i0, int64_t rows,
   gemm<C>(false, true, rows, cols, a.d, C(p.scale), q + i0 * a.d, a.d, k,
           a.d, C(0), s, cols);
   const C neg = -std::numeric_limits<C>::infinity();
+  std::vector<double> exps(cols);
   if (masked)
     masked->assign(rows * cols, 0);
   int64_t maskBase = 0;
@@ -167,15 +169,13 @@ void probabilities(const Problem &p, int64_t bh, int64_t i0, int64_t rows,
       mx = std::max(mx, double(row[j]));
     if (mx == -INFINITY)
       mx = 0; // Nothing visible: 0/0 below, NaN as the unfused softmax.
+    expShifted(row, 1, cols, mx, exps.data());
     double sum = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      double e = std::exp(double(row[j]) - mx);
-      row[j] = C(e);
-      sum += e;
-    }
+    for (int64_t j = 0; j < cols; ++j)
+      sum += exps[j];
     double inv = 1.0 / sum;
     for (int64_t j = 0; j < cols; ++j)
-      row[j] = C(row[j] * inv);
+      row[j] = C(exps[j] * inv);
   }
 }
 

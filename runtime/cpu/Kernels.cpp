@@ -10,6 +10,7 @@
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/Elementwise.h"
 #include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
@@ -310,6 +311,15 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
   ta = s.ta;
   tb = s.tb;
   int64_t M = s.m, K = s.k, N = s.n;
+  // A batch of row blocks times one shared matrix (a linear layer over
+  // [batch, tokens, features]) is one product with the batches folded into
+  // M: BLAS runs one large call instead of a small one per batch.
+  if (!ta && product(s.batchB) == 1 && product(s.batch) == product(s.batchA)) {
+    M *= product(s.batch);
+    s.batch.clear();
+    s.batchA.clear();
+    s.batchB.clear();
+  }
   const Shape &batch = s.batch;
   size_t batchRank = batch.size();
   Shape sa = broadcastStrides(s.batchA, batch),
@@ -493,27 +503,6 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
     for (int64_t o = 0; o < outCount; ++o)
       po[o] = finish(acc[o]);
   });
-}
-
-/// exp(x - shift) of `n` values `stride` apart into `out`, in double,
-/// two at a time (math::fast::expCore; the lanes do the scalar code's
-/// operations).
-template <typename T>
-void expShifted(const T *x, int64_t stride, int64_t n, double shift,
-                double *out) {
-  using D2 = double __attribute__((vector_size(16)));
-  using I2 = int64_t __attribute__((vector_size(16)));
-  int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    D2 y = {double(Traits<T>::load(x[j * stride])) - shift,
-            double(Traits<T>::load(x[(j + 1) * stride])) - shift};
-    D2 e = math::fast::expCore<D2, I2>(y);
-    out[j] = e[0];
-    out[j + 1] = e[1];
-  }
-  for (; j < n; ++j)
-    out[j] = math::fast::expCore<double, int64_t>(
-        double(Traits<T>::load(x[j * stride])) - shift);
 }
 
 void softmax(Kernel k, const TensorRef &in, const TensorRef &out,

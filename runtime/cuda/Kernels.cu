@@ -854,6 +854,30 @@ __device__ void loadRow(const T *row, int64_t n, C (&x)[kPerLane]) {
   }
 }
 
+/// acc (a lane's elements of a row) += w * row.
+template <typename T, typename C>
+__device__ void addScaledRow(C (&acc)[kPerLane], C w, const T *row,
+                             int64_t n) {
+  int lane = threadIdx.x % 32;
+  for (int r = 0; r < kPerLane; ++r) {
+    int64_t e = lane + 32 * r;
+    if (e < n)
+      acc[r] += w * DT<T>::load(row[e]);
+  }
+}
+
+/// A lane's elements of a row, times `scale`, into `row`.
+template <typename T, typename C>
+__device__ void storeRow(T *row, const C (&x)[kPerLane], int64_t n,
+                         C scale = C(1)) {
+  int lane = threadIdx.x % 32;
+  for (int r = 0; r < kPerLane; ++r) {
+    int64_t e = lane + 32 * r;
+    if (e < n)
+      row[e] = DT<T>::store(x[r] * scale);
+  }
+}
+
 /// The dot product of a register row with `row`, on every lane.
 template <typename T, typename C>
 __device__ C warpDot(const C (&x)[kPerLane], const T *row, int64_t n) {
@@ -886,7 +910,6 @@ __global__ void attentionForward(const T *q, const T *k, const T *v, T *o,
   if (row >= a.b * a.h * a.t)
     return;
   int64_t bh = row / a.t, i = row % a.t;
-  int lane = threadIdx.x % 32;
   C qi[kPerLane], acc[kPerLane];
   loadRow<T, C>(q + row * a.d, a.d, qi);
   for (int r = 0; r < kPerLane; ++r)
@@ -902,20 +925,13 @@ __global__ void attentionForward(const T *q, const T *k, const T *v, T *o,
     C mNew = s > m ? s : m;
     C alpha = exp(m - mNew), p = exp(s - mNew);
     l = l * alpha + p;
-    const T *vj = v + (bh * a.s + j) * a.dv;
-    for (int r = 0; r < kPerLane; ++r) {
-      int64_t e = lane + 32 * r;
-      if (e < a.dv)
-        acc[r] = acc[r] * alpha + p * DT<T>::load(vj[e]);
-    }
+    for (int r = 0; r < kPerLane; ++r)
+      acc[r] *= alpha;
+    addScaledRow<T, C>(acc, p, v + (bh * a.s + j) * a.dv, a.dv);
     m = mNew;
   }
-  C inv = C(1) / l; // No visible key: 0 * inf, NaN as softmax gives.
-  for (int r = 0; r < kPerLane; ++r) {
-    int64_t e = lane + 32 * r;
-    if (e < a.dv)
-      o[row * a.dv + e] = DT<T>::store(acc[r] * inv);
-  }
+  // No visible key: 0 * inf, NaN as softmax gives.
+  storeRow<T, C>(o + row * a.dv, acc, a.dv, C(1) / l);
 }
 
 /// dq of one query row, and the row's log-sum-exp and sum(P * dP) into
@@ -931,7 +947,6 @@ __global__ void attentionGradQueries(const T *q, const T *k, const T *v,
   if (row >= rows)
     return;
   int64_t bh = row / a.t, i = row % a.t;
-  int lane = threadIdx.x % 32;
   C qi[kPerLane], gi[kPerLane], acc[kPerLane];
   loadRow<T, C>(q + row * a.d, a.d, qi);
   loadRow<T, C>(g + row * a.dv, a.dv, gi);
@@ -964,19 +979,10 @@ __global__ void attentionGradQueries(const T *q, const T *k, const T *v,
     C p = exp(s - lse);
     C ds = p * (warpDot<T, C>(gi, v + (bh * a.s + j) * a.dv, a.dv) - dot) *
            C(a.scale);
-    const T *kj = k + (bh * a.s + j) * a.d;
-    for (int r = 0; r < kPerLane; ++r) {
-      int64_t e = lane + 32 * r;
-      if (e < a.d)
-        acc[r] += ds * DT<T>::load(kj[e]);
-    }
+    addScaledRow<T, C>(acc, ds, k + (bh * a.s + j) * a.d, a.d);
   }
-  for (int r = 0; r < kPerLane; ++r) {
-    int64_t e = lane + 32 * r;
-    if (e < a.d)
-      dq[row * a.d + e] = DT<T>::store(acc[r]);
-  }
-  if (lane == 0) {
+  storeRow<T, C>(dq + row * a.d, acc, a.d);
+  if (threadIdx.x % 32 == 0) {
     stats[row] = lse;
     stats[rows + row] = dot;
   }
@@ -994,7 +1000,6 @@ __global__ void attentionGradKeys(const T *q, const T *k, const T *v,
   if (key >= a.b * a.h * a.s)
     return;
   int64_t bh = key / a.s, j = key % a.s;
-  int lane = threadIdx.x % 32;
   C kj[kPerLane], vj[kPerLane], accK[kPerLane], accV[kPerLane];
   loadRow<T, C>(k + key * a.d, a.d, kj);
   loadRow<T, C>(v + key * a.dv, a.dv, vj);
@@ -1014,22 +1019,11 @@ __global__ void attentionGradKeys(const T *q, const T *k, const T *v,
     C ds = selected ? C(0)
                     : p * (warpDot<T, C>(vj, gi, a.dv) - stats[rows + row]) *
                           C(a.scale);
-    const T *qi = q + row * a.d;
-    for (int r = 0; r < kPerLane; ++r) {
-      int64_t e = lane + 32 * r;
-      if (e < a.d)
-        accK[r] += ds * DT<T>::load(qi[e]);
-      if (e < a.dv)
-        accV[r] += p * DT<T>::load(gi[e]);
-    }
+    addScaledRow<T, C>(accK, ds, q + row * a.d, a.d);
+    addScaledRow<T, C>(accV, p, gi, a.dv);
   }
-  for (int r = 0; r < kPerLane; ++r) {
-    int64_t e = lane + 32 * r;
-    if (e < a.d)
-      dk[key * a.d + e] = DT<T>::store(accK[r]);
-    if (e < a.dv)
-      dv[key * a.dv + e] = DT<T>::store(accV[r]);
-  }
+  storeRow<T, C>(dk + key * a.d, accK, a.d);
+  storeRow<T, C>(dv + key * a.dv, accV, a.dv);
 }
 
 //===----------------------------------------------------------------------===//
