@@ -1,4 +1,4 @@
-//===- FuseNorm.cpp - Decomposed layer norms become graph.layer_norm ------===//
+//===- FuseNorm.cpp - Decomposed layer and RMS norms become graph.layer_norm ===//
 //
 // Part of --strata-fuse-patterns (FusePatterns.cpp). Exporters before ONNX
 // opset 17 (which added LayerNormalization) write a layer norm as
@@ -14,7 +14,13 @@
 //
 // nine kernels forward and more backward, each a pass over memory. The
 // chain becomes one graph.layer_norm (its kernel and gradient kernel make
-// one pass each); without a gamma the scale is a constant one.
+// one pass each); without a gamma the scale is a constant one. RMSNorm
+// (LLaMA's), the same without the centring,
+//
+//   %v = graph.reduce_mean (graph.pow %x, 2) axes = [last k] keepdims
+//   %y = graph.mul %w, (graph.mul %x, (graph.div 1, (graph.sqrt %v + eps)))
+//
+// becomes graph.layer_norm with `rms`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +72,7 @@ struct Norm {
   Value x;
   int64_t axis = 0;
   double epsilon = 0;
+  bool rms = false;
   Value out; // The normalised value (before gamma and beta).
 };
 
@@ -92,8 +99,7 @@ std::optional<Norm> matchNormalised(Operation *n) {
   if (!d || !root)
     return std::nullopt;
   auto sqrt = root.getDefiningOp<SqrtOp>();
-  auto sub = d.getDefiningOp<SubOp>();
-  if (!sqrt || !sub)
+  if (!sqrt)
     return std::nullopt;
   auto addEps = sqrt.getInput().getDefiningOp<AddOp>();
   if (!addEps)
@@ -105,14 +111,20 @@ std::optional<Norm> matchNormalised(Operation *n) {
     eps = splatFloatValue(addEps.getLhs());
   }
   auto varMean = var.getDefiningOp<ReduceMeanOp>();
-  auto mean = sub.getRhs().getDefiningOp<ReduceMeanOp>();
-  Value x = sub.getLhs();
-  int64_t k = trailingAxes(mean);
-  if (!eps || *eps < 0 || !varMean || !mean || mean.getInput() != x || !k ||
-      trailingAxes(varMean) != k || !isSquareOf(varMean.getInput(), d) ||
-      n->getResult(0).getType() != x.getType())
+  if (!eps || *eps < 0 || !varMean || !isSquareOf(varMean.getInput(), d))
     return std::nullopt;
-  // Every intermediate feeds only the chain.
+  int64_t k = trailingAxes(varMean);
+  // Centred (layer norm): d = x - mean(x) over the same axes; otherwise
+  // RMSNorm: d is x itself.
+  auto sub = d.getDefiningOp<SubOp>();
+  auto mean = sub ? sub.getRhs().getDefiningOp<ReduceMeanOp>() : nullptr;
+  bool rms = !(mean && mean.getInput() == sub.getLhs() &&
+               trailingAxes(mean) == k);
+  Value x = rms ? d : sub.getLhs();
+  if (!k || n->getResult(0).getType() != x.getType())
+    return std::nullopt;
+  // Every intermediate feeds only the chain (x, for RMSNorm, may feed
+  // anything: it is the input).
   Value square = varMean.getInput();
   auto onlyUsedBy = [](Value v, std::initializer_list<Operation *> users) {
     for (Operation *u : v.getUsers())
@@ -120,11 +132,13 @@ std::optional<Norm> matchNormalised(Operation *n) {
         return false;
     return true;
   };
-  if (!onlyUsedBy(mean, {sub}) || !onlyUsedBy(d, {square.getDefiningOp(), n}) ||
+  if ((!rms && (!onlyUsedBy(mean, {sub}) ||
+                !onlyUsedBy(d, {square.getDefiningOp(), n}))) ||
       !square.hasOneUse() || !var.hasOneUse() || !addEps->hasOneUse() ||
       !root.hasOneUse())
     return std::nullopt;
   Norm norm;
+  norm.rms = rms;
   norm.x = x;
   norm.axis = static_cast<int64_t>(shapeOf(x).size()) - k;
   norm.epsilon = *eps;
@@ -208,7 +222,8 @@ unsigned fuseLayerNorms(Block &body, std::optional<Location> &where) {
     auto ln = b.create<LayerNormOp>(
         n->getLoc(), type, norm->x, gamma, beta,
         b.getI64IntegerAttr(norm->axis),
-        b.getF32FloatAttr(static_cast<float>(norm->epsilon)));
+        b.getF32FloatAttr(static_cast<float>(norm->epsilon)),
+        norm->rms ? b.getUnitAttr() : UnitAttr());
     result.replaceAllUsesWith(ln.getResult());
     if (!where)
       where = n->getLoc();

@@ -278,7 +278,7 @@ struct FusePatternsPass
         sep = "; ";
       }
       if (norms) {
-        diag << sep << norms << " layer norm" << (norms == 1 ? "" : "s");
+        diag << sep << norms << " layer/RMS norm" << (norms == 1 ? "" : "s");
         sep = "; ";
       }
       if (attentions) {

@@ -110,7 +110,7 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<LayerNormOp>([](LayerNormOp op) {
         return KernelSpec{"layer_norm",
                           {static_cast<int64_t>(op.getAxis()),
-                           op.getBias() ? 1 : 0},
+                           op.getBias() ? 1 : 0, op.getRms() ? 1 : 0},
                           {static_cast<double>(
                               op.getEpsilon().convertToFloat())}};
       })
@@ -146,7 +146,7 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<LayerNormGradOp>([](LayerNormGradOp op) {
         return KernelSpec{
             "layer_norm_grad",
-            {static_cast<int64_t>(op.getAxis())},
+            {static_cast<int64_t>(op.getAxis()), op.getRms() ? 1 : 0},
             {static_cast<double>(op.getEpsilon().convertToFloat())}};
       })
       .Case<FusedOp>([](FusedOp op) { return programFor(op); })

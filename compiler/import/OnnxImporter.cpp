@@ -938,7 +938,8 @@ LogicalResult Importer::layerNorm(const Node &node) {
   define(node, 0,
          builder_.create<LayerNormOp>(loc, x.getType(), x, scale, bias,
                                       builder_.getI64IntegerAttr(*axis),
-                                      builder_.getF32FloatAttr(epsilon)));
+                                      builder_.getF32FloatAttr(epsilon),
+                                      UnitAttr()));
   // Mean and InvStdDev, when used, are computed alongside (in the stash
   // type, float32 by default) with keepdims shapes.
   bool wantMean = node.outputs.size() > 1 && isConsumed(node.outputs[1]);

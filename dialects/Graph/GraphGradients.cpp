@@ -467,7 +467,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, Value g,
   auto nt = gb.type(normalized, elementTypeOf(g));
   auto lng = b.create<LayerNormGradOp>(
       getLoc(), TypeRange{getInput().getType(), nt, nt}, getInput(),
-      getScale(), g, getAxisAttr(), getEpsilonAttr());
+      getScale(), g, getAxisAttr(), getEpsilonAttr(), getRmsAttr());
   grads.push_back(lng.getInputGrad());
   grads.push_back(gb.unbroadcast(lng.getScaleGrad(), shapeOf(getScale())));
   if (getBias())

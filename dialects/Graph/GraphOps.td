@@ -293,19 +293,21 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure, Graph_Differentiable]> {
     Normalises `input` over dimensions `axis ..< rank` to zero mean and unit
     variance (biased variance, `epsilon` added before the square root), then
     multiplies by `scale` and adds `bias`; both broadcast to the normalised
-    shape (ONNX `LayerNormalization`).
+    shape (ONNX `LayerNormalization`). With `rms` the mean is not
+    subtracted: `input / sqrt(mean(input^2) + epsilon)` (RMSNorm).
 
     ```mlir
     %y = graph.layer_norm %x, %g, %b axis = 2 epsilon = 1.0e-05 : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    %z = graph.layer_norm %x, %g rms axis = 2 epsilon = 1.0e-06 : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
-                       F32Attr:$epsilon);
+                       F32Attr:$epsilon, UnitAttr:$rms);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $scale (`,` $bias^)? `axis` `=` $axis `epsilon` `=` $epsilon
-    attr-dict `:` functional-type(operands, results)
+    $input `,` $scale (`,` $bias^)? (`rms` $rms^)? `axis` `=` $axis
+    `epsilon` `=` $epsilon attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -547,13 +549,13 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale,
                        Graph_FloatTensor:$grad, I64Attr:$axis,
-                       F32Attr:$epsilon);
+                       F32Attr:$epsilon, UnitAttr:$rms);
   let results = (outs Graph_FloatTensor:$input_grad,
                       Graph_FloatTensor:$scale_grad,
                       Graph_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $input `,` $scale `,` $grad `axis` `=` $axis `epsilon` `=` $epsilon
-    attr-dict `:` functional-type(operands, results)
+    $input `,` $scale `,` $grad (`rms` $rms^)? `axis` `=` $axis `epsilon` `=`
+    $epsilon attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -113,10 +113,11 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 
 /// One kernel launch. The meaning of `ints`/`floats` is per kernel:
 ///   gelu: [tanh]; cast: -; reduce_*: axes..., then keepdims as the last int;
-///   softmax/log_softmax: [axis]; layer_norm: [axis, has_bias], [epsilon];
+///   softmax/log_softmax: [axis]; layer_norm: [axis, has_bias, (rms)],
+///   [epsilon];
 ///   transpose: perm; slice: offsets..., strides...; concat/gather: [axis];
 ///   trilu: [upper, k]; broadcast/copy and elementwise kernels: -;
-///   gelu_grad: [tanh]; layer_norm_grad: [axis], [epsilon];
+///   gelu_grad: [tanh]; layer_norm_grad: [axis, (rms)], [epsilon];
 ///   gather_grad: [axis]; slice_grad: offsets..., strides...;
 ///   update_sgd: [lr, weight_decay]; update_momentum: [lr, momentum,
 ///   weight_decay]; update_adamw: [lr, beta1, beta2, eps, weight_decay];

@@ -568,7 +568,7 @@ std::vector<double> expandTo(const TensorRef &t, const Shape &shape) {
 }
 
 void layerNorm(const std::vector<TensorRef> &inputs, const TensorRef &out,
-               int64_t axis, bool hasBias, double epsilon) {
+               int64_t axis, bool hasBias, double epsilon, bool rms) {
   const TensorRef &x = inputs[0];
   Shape normalized(x.shape.begin() + axis, x.shape.end());
   int64_t outer = product(x.shape, 0, axis), inner = product(normalized);
@@ -585,7 +585,7 @@ void layerNorm(const std::vector<TensorRef> &inputs, const TensorRef &out,
       for (int64_t r = b; r < e; ++r) {
         const T *row = px + r * inner;
         double mean = 0, var = 0;
-        for (int64_t i = 0; i < inner; ++i)
+        for (int64_t i = 0; i < inner && !rms; ++i)
           mean += static_cast<double>(Traits<T>::load(row[i]));
         mean /= static_cast<double>(inner);
         for (int64_t i = 0; i < inner; ++i) {
@@ -887,7 +887,7 @@ void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
 
 void layerNormGrad(const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, int64_t axis,
-                   double epsilon) {
+                   double epsilon, bool rms) {
   const TensorRef &x = in[0], &dy = in[2];
   Shape normalized(x.shape.begin() + axis, x.shape.end());
   int64_t rows = product(x.shape, 0, axis), inner = product(normalized);
@@ -908,7 +908,7 @@ void layerNormGrad(const std::vector<TensorRef> &in,
         const T *xr = px + r * inner;
         const T *dyr = pdy + r * inner;
         double mean = 0, var = 0;
-        for (int64_t i = 0; i < inner; ++i)
+        for (int64_t i = 0; i < inner && !rms; ++i)
           mean += double(Traits<T>::load(xr[i]));
         mean /= inner;
         for (int64_t i = 0; i < inner; ++i) {
@@ -927,7 +927,8 @@ void layerNormGrad(const std::vector<TensorRef> &in,
           ds[i] += g * xhat[i];
           db[i] += g;
         }
-        meanDxhat /= inner;
+        // Without the mean subtracted, its gradient term is gone.
+        meanDxhat = rms ? 0.0 : meanDxhat / inner;
         meanDxhatXhat /= inner;
         T *dxr = pdx + r * inner;
         for (int64_t i = 0; i < inner; ++i)
@@ -1192,7 +1193,8 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   case Kernel::Elementwise:
     return elementwise(step, in, out, error);
   case Kernel::LayerNormGrad:
-    layerNormGrad(in, out, step.ints.at(0), step.floats.at(0));
+    layerNormGrad(in, out, step.ints.at(0), step.floats.at(0),
+                  step.ints.size() > 1 && step.ints[1] != 0);
     return true;
   case Kernel::GatherGrad:
     return gatherGrad(in[0], in[1], out[0], step.ints.at(0), error);
@@ -1260,7 +1262,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return true;
   case Kernel::LayerNorm:
     layerNorm(in, o, step.ints.at(0), step.ints.at(1) != 0,
-              step.floats.at(0));
+              step.floats.at(0), step.ints.size() > 2 && step.ints[2] != 0);
     return true;
   case Kernel::Transpose:
     transpose(in[0], o, step.ints);

@@ -365,11 +365,12 @@ __global__ void softmaxKernel(const T *in, T *out, int64_t dim, int64_t inner,
 /// Mean and 1/sqrt(var + eps) of a row, in double.
 template <typename T>
 __device__ void rowMoments(const T *row, int64_t n, double eps, double *shared,
-                           double &mean, double &inv) {
+                           double &mean, double &inv, bool rms) {
   double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+  for (int64_t i = threadIdx.x; i < n && !rms; i += blockDim.x)
     s += double(DT<T>::load(row[i]));
-  mean = blockCombine<double>(s, false, shared) / double(n);
+  // RMSNorm: moments about zero (the block-uniform branch skips the mean).
+  mean = rms ? 0.0 : blockCombine<double>(s, false, shared) / double(n);
   double v = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     double d = double(DT<T>::load(row[i])) - mean;
@@ -382,11 +383,11 @@ __device__ void rowMoments(const T *row, int64_t n, double eps, double *shared,
 template <typename T>
 __global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
                                 T *y, int64_t inner, Indexer<2> paramIx,
-                                double eps) {
+                                double eps, bool rms) {
   __shared__ double shared[kThreads];
   const T *row = x + blockIdx.x * inner;
   double mean, inv;
-  rowMoments(row, inner, eps, shared, mean, inv);
+  rowMoments(row, inner, eps, shared, mean, inv, rms);
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
     int64_t off[2];
     paramIx.offsets(i, off);
@@ -401,12 +402,12 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
 template <typename T>
 __global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
                                   T *dx, int64_t inner, Indexer<1> paramIx,
-                                  double eps, double *moments) {
+                                  double eps, double *moments, bool rms) {
   __shared__ double shared[kThreads];
   const T *xr = x + blockIdx.x * inner;
   const T *dyr = dy + blockIdx.x * inner;
   double mean, inv;
-  rowMoments(xr, inner, eps, shared, mean, inv);
+  rowMoments(xr, inner, eps, shared, mean, inv, rms);
   if (threadIdx.x == 0) {
     moments[2 * blockIdx.x] = mean;
     moments[2 * blockIdx.x + 1] = inv;
@@ -421,6 +422,8 @@ __global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
     b += dxhat * xhat;
   }
   double meanDxhat = blockCombine<double>(a, false, shared) / double(inner);
+  if (rms)
+    meanDxhat = 0; // Without the mean subtracted, its gradient term is gone.
   double meanDxhatXhat = blockCombine<double>(b, false, shared) / double(inner);
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
     int64_t off[1];
@@ -1394,7 +1397,8 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
             static_cast<const T *>(in[0].data),
             static_cast<const T *>(in[1].data),
             hasBias ? static_cast<const T *>(in[2].data) : nullptr,
-            static_cast<T *>(out[0].data), inner, ix, step.floats[0]);
+            static_cast<T *>(out[0].data), inner, ix, step.floats[0],
+            step.ints.size() > 2 && step.ints[2] != 0);
     });
     break;
   }
@@ -1421,7 +1425,8 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
           static_cast<const T *>(in[0].data),
           static_cast<const T *>(in[1].data),
           static_cast<const T *>(in[2].data), static_cast<T *>(out[0].data),
-          inner, ix, step.floats[0], moments);
+          inner, ix, step.floats[0], moments,
+          step.ints.size() > 1 && step.ints[1] != 0);
       layerNormGradColumns<T><<<blocksFor(inner), kThreads, 0, stream>>>(
           static_cast<const T *>(in[0].data),
           static_cast<const T *>(in[2].data), static_cast<T *>(out[1].data),

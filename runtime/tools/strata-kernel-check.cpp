@@ -223,6 +223,11 @@ std::vector<Case> cases(bool small) {
       {{F, {2, 3, 64}}, {F, {64}}, {F, {64}}}, {{F, {2, 3, 64}}});
   add("layer_norm 2-d no bias", step(Kernel::LayerNorm, {1, 0}, {1e-5}),
       {{F, {3, 4, 8}}, {F, {8}}}, {{F, {3, 4, 8}}});
+  add("layer_norm rms", step(Kernel::LayerNorm, {2, 0, 1}, {1e-6}),
+      {{F, {2, 3, 64}}, {F, {64}}}, {{F, {2, 3, 64}}});
+  add("layer_norm_grad rms", step(Kernel::LayerNormGrad, {1, 1}, {1e-6}),
+      {{F, {6, 32}}, {F, {32}}, {F, {6, 32}}},
+      {{F, {6, 32}}, {F, {32}}, {F, {32}}});
   add("layer_norm_grad", step(Kernel::LayerNormGrad, {1}, {1e-5}),
       {{F, {6, 32}}, {F, {32}}, {F, {6, 32}}},
       {{F, {6, 32}}, {F, {32}}, {F, {32}}});

@@ -242,7 +242,7 @@ func.func @layer_norm_decomposed(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>, %b: t
   %v = graph.reduce_mean %s axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
   %e = graph.add %v, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
   %r = graph.sqrt %e : tensor<2x3x1xf32>
-  // expected-remark @below {{fused 1 layer norm}}
+  // expected-remark @below {{fused 1 layer/RMS norm}}
   %n = graph.div %d, %r : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
   %y = graph.mul %n, %g : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
   %z = graph.add %y, %b : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
@@ -268,7 +268,7 @@ func.func @layer_norm_reciprocal(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, t
   %e = graph.add %eps, %v : (tensor<f32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
   %r = graph.sqrt %e : tensor<2x1x1xf32>
   %i = graph.reciprocal %r : tensor<2x1x1xf32>
-  // expected-remark @below {{fused 1 layer norm}}
+  // expected-remark @below {{fused 1 layer/RMS norm}}
   %n = graph.mul %i, %d : (tensor<2x1x1xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
   %m2 = graph.reduce_mean %x axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
   %d2 = graph.sub %x, %m2 : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
@@ -278,4 +278,29 @@ func.func @layer_norm_reciprocal(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, t
   %r2 = graph.sqrt %e2 : tensor<2x3x1xf32>
   %n2 = graph.div %d2, %r2 : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
   return %n, %n2, %d2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
+
+// -----
+
+// Tests that RMSNorm as LLaMA exports it (mean of x squared, epsilon,
+// sqrt, one over it, times x, times the weight on the left) becomes
+// graph.layer_norm with `rms`, x keeping its other use (the residual).
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: %[[Y:.+]] = graph.layer_norm %arg0, %arg1 rms axis = 2 epsilon = 9.99999997E-7
+// CHECK: %[[R:.+]] = graph.add %arg0, %[[Y]]
+// CHECK: return %[[R]]
+func.func @rms_norm(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %two = graph.constant dense<2.000000e+00> : tensor<f32>
+  %one = graph.constant dense<1.000000e+00> : tensor<f32>
+  %eps = graph.constant dense<9.99999997E-7> : tensor<f32>
+  %s = graph.pow %x, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %v = graph.reduce_mean %s axes = [2] keepdims : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %e = graph.add %v, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %r = graph.sqrt %e : tensor<2x3x1xf32>
+  %i = graph.div %one, %r : (tensor<f32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  // expected-remark @below {{fused 1 layer/RMS norm}}
+  %n = graph.mul %x, %i : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %y = graph.mul %w, %n : (tensor<8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %res = graph.add %x, %y : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %res : tensor<2x3x8xf32>
 }

@@ -10,7 +10,7 @@
 // CHECK: %[[C:.+]] = exec.param "const.0" constant {value = dense<2.000000e+00> : tensor<f32>} : tensor<f32>
 // CHECK: %[[M:.+]] = exec.kernel "matmul"(%[[X]], %[[W]]) {ints = array<i64: 0, 1>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[P:.+]] = exec.kernel "pow"(%[[M]], %[[C]])
-// CHECK: %[[L:.+]] = exec.kernel "layer_norm"(%[[P]], %[[G]]) {floats = array<f64: 9.9999997473787516E-6>, ints = array<i64: 1, 0>} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[L:.+]] = exec.kernel "layer_norm"(%[[P]], %[[G]]) {floats = array<f64: 9.9999997473787516E-6>, ints = array<i64: 1, 0, 0>} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[R:.+]] = exec.kernel "reduce_mean"(%[[L]]) {ints = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
 // CHECK: %[[T:.+]] = exec.kernel "transpose"(%[[L]]) {ints = array<i64: 1, 0>}
 // CHECK: %[[S:.+]] = exec.kernel "slice"(%[[T]]) {ints = array<i64: 3, 0, -1, 1>}

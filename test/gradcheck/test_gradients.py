@@ -127,6 +127,26 @@ def attention(mask=None, fill=None, scale=0.5):
     return nodes
 
 
+def rms_norm(eps=1e-6):
+    """Nodes of RMSNorm as LLaMA exports it (fused into graph.layer_norm
+    with rms): inputs x and the weight w."""
+    def nodes(names, outs):
+        x, w = names
+        const = lambda n, v: helper.make_node(
+            "Constant", [], [n], value=numpy_helper.from_array(np.asarray(v)))
+        return [const("two", np.float64(2.0)), const("one", np.float64(1.0)),
+                const("eps", np.float64(eps)),
+                helper.make_node("Pow", [x, "two"], ["sq"]),
+                helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1],
+                                 keepdims=1),
+                helper.make_node("Add", ["var", "eps"], ["ve"]),
+                helper.make_node("Sqrt", ["ve"], ["root"]),
+                helper.make_node("Div", ["one", "root"], ["inv"]),
+                helper.make_node("Mul", [x, "inv"], ["n"]),
+                helper.make_node("Mul", [w, "n"], outs)]
+    return nodes
+
+
 # Fused attention (graph.attention and its recomputing gradient kernel):
 # causal with more keys than queries, an additive float mask, a "drop"
 # mask that is not causal with a finite fill.
@@ -137,6 +157,7 @@ CASES += [
     ("attention_additive", attention(
         np.random.default_rng(5).standard_normal((1, 3, 3)), scale=0.3),
      [P(2, 3, 4), P(2, 3, 4), P(2, 3, 3)], {}, 17, 1),
+    ("rms_norm", rms_norm(), [P(2, 3, 5), P(5)], {}, 17, 1),
     ("attention_drop_mask", attention(
         np.array([[True, False, False], [False, False, True],
                   [False, True, False]]), -1e9),

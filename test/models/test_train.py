@@ -175,7 +175,7 @@ class TrainParity(unittest.TestCase):
                                              r"fused %d GELUs" % gelus)
                         self.assertRegex(r.stderr, r"2 attentions")
                         if name == "gpt2_opset11":
-                            self.assertRegex(r.stderr, r"5 layer norms")
+                            self.assertRegex(r.stderr, r"5 layer/RMS norms")
                     else:
                         self.assertNotIn("fused", r.stderr)
                     log = art + ".log.jsonl"
