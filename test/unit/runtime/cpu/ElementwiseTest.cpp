@@ -4,6 +4,7 @@
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
+#include "test/unit/runtime/cpu/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -17,25 +18,10 @@ using artifact::Step;
 
 namespace {
 
-std::vector<float> randomFloats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using test::runStep;
 
-bool runStep(Kernel k, std::vector<TensorRef> in, std::vector<TensorRef> out,
-             std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
-  Step step;
-  step.kernel = k;
-  step.ints = std::move(ints);
-  step.floats = std::move(floats);
-  std::string error;
-  bool ok = runKernel(step, in, out, error);
-  EXPECT_TRUE(ok) << error;
-  return ok;
+std::vector<float> randomFloats(size_t n, unsigned seed) {
+  return test::randomFloats(n, seed, 2.0f);
 }
 
 int64_t op(Kernel k) { return static_cast<int64_t>(k); }

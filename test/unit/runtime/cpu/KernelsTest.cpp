@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
+#include "test/unit/runtime/cpu/KernelTestUtil.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -19,14 +20,7 @@ using artifact::Step;
 
 namespace {
 
-std::vector<float> randomFloats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using test::randomFloats;
 
 template <typename T>
 TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType dtype) {
@@ -35,14 +29,8 @@ TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType dtype) {
 
 bool run(Kernel k, std::vector<TensorRef> in, TensorRef out,
          std::vector<int64_t> ints = {}, std::vector<double> floats = {}) {
-  Step step;
-  step.kernel = k;
-  step.ints = std::move(ints);
-  step.floats = std::move(floats);
-  std::string error;
-  bool ok = runKernel(step, in, {out}, error);
-  EXPECT_TRUE(ok) << error;
-  return ok;
+  return test::runStep(k, std::move(in), {out}, std::move(ints),
+                       std::move(floats));
 }
 
 TEST(Kernels, BatchedMatMulWithBroadcastMatchesLoops) {
