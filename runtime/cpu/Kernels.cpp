@@ -446,6 +446,32 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
         acc = acc / static_cast<Acc>(count);
       return Traits<T>::store(static_cast<C>(acc));
     };
+    // Few long rows (a sum of squares over a whole gradient): fixed-size
+    // chunks of each row on every thread, partials combined in chunk order
+    // (the same bits whatever the thread count).
+    constexpr int64_t kChunk = 65536;
+    if (trailing && count >= 2 * kChunk) {
+      int64_t chunks = (count + kChunk - 1) / kChunk;
+      std::vector<Acc> partial(outCount * chunks, init);
+      parallelFor(outCount * chunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          int64_t o = t / chunks, c0 = (t % chunks) * kChunk;
+          const T *row = pi + o * count;
+          Acc acc = init;
+          for (int64_t i = c0, end = std::min(count, c0 + kChunk); i < end;
+               ++i)
+            acc = combine(acc, static_cast<Acc>(Traits<T>::load(row[i])));
+          partial[t] = acc;
+        }
+      });
+      for (int64_t o = 0; o < outCount; ++o) {
+        Acc acc = init;
+        for (int64_t c = 0; c < chunks; ++c)
+          acc = combine(acc, partial[o * chunks + c]);
+        po[o] = finish(acc);
+      }
+      return;
+    }
     if (trailing) {
       parallelFor(outCount, rowsPerTask(count, 16384),
                   [&](int64_t b, int64_t e) {

@@ -120,6 +120,51 @@ TEST(Kernels, ReduceOverMiddleAxisAndTrailingAxes) {
   }
 }
 
+// Tests the two parallel reductions: rows long enough to be split in
+// chunks (a whole gradient's sum, a mean and a max with a NaN in a later
+// chunk) and sums over leading axes (a bias gradient): both against a
+// sequential double sum, and bit for bit the same on a second run.
+TEST(Kernels, LongRowsAndLeadingAxesReduceInParallel) {
+  const int64_t rows = 3, n = 300001;
+  std::vector<float> x = randomFloats(rows * n, 7);
+  std::vector<float> sum(rows), mean(rows), mx(rows), again(rows);
+  run(Kernel::ReduceSum, {ref(x, {rows, n}, DType::F32)},
+      ref(sum, {rows}, DType::F32), {1, 0});
+  run(Kernel::ReduceSum, {ref(x, {rows, n}, DType::F32)},
+      ref(again, {rows}, DType::F32), {1, 0});
+  run(Kernel::ReduceMean, {ref(x, {rows, n}, DType::F32)},
+      ref(mean, {rows}, DType::F32), {1, 0});
+  std::vector<float> withNan = x;
+  withNan[2 * n + 200000] = NAN;
+  run(Kernel::ReduceMax, {ref(withNan, {rows, n}, DType::F32)},
+      ref(mx, {rows}, DType::F32), {1, 0});
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+      s += x[r * n + i];
+      m = std::max(m, x[r * n + i]);
+    }
+    EXPECT_NEAR(sum[r], s, 1e-3) << r;
+    EXPECT_NEAR(mean[r], s / n, 1e-8) << r;
+    EXPECT_EQ(0, std::memcmp(&sum[r], &again[r], sizeof(float)));
+    if (r < 2)
+      EXPECT_EQ(mx[r], m);
+    else
+      EXPECT_TRUE(std::isnan(mx[r]));
+  }
+  // Column sums over the two leading axes of [4, 5, 700].
+  std::vector<float> y = randomFloats(4 * 5 * 700, 8), cols(700);
+  run(Kernel::ReduceSum, {ref(y, {4, 5, 700}, DType::F32)},
+      ref(cols, {700}, DType::F32), {0, 1, 0});
+  for (int64_t c = 0; c < 700; ++c) {
+    double s = 0;
+    for (int64_t r = 0; r < 20; ++r)
+      s += y[r * 700 + c];
+    EXPECT_FLOAT_EQ(cols[c], static_cast<float>(s)) << c;
+  }
+}
+
 TEST(Kernels, SoftmaxAlongNonLastAxisSumsToOne) {
   std::vector<float> x = randomFloats(2 * 5 * 3, 6), y(30);
   run(Kernel::Softmax, {ref(x, {2, 5, 3}, DType::F32)},
