@@ -15,7 +15,9 @@
 //   %y = graph.gelu %x tanh : tensor<...>
 //
 // whose kernel and gradient make one pass over memory each instead of nine.
-// Remaining `pow` by a small integer constant becomes multiplies.
+// Then the structural recognisers run: layer norms and RMSNorms written out
+// (FuseNorm.cpp) and attention chains (FuseAttention.cpp). Remaining `pow`
+// by a small integer constant becomes multiplies.
 //
 //===----------------------------------------------------------------------===//
 
