@@ -22,6 +22,15 @@ constexpr double kSsdStripeBytes = 1 << 20;
 
 int64_t elements(Type type) { return cast<ShapedType>(type).getNumElements(); }
 
+/// The profile's matrix-product rate for products of M*N*K = `mnk`: the
+/// operands' typical dimension (its cube root) picks it.
+double matmulGflops(double mnk, const MachineProfile &m) {
+  double n = std::cbrt(mnk);
+  return n < 128   ? m.matmulSmallGflops
+         : n < 512 ? m.matmulMediumGflops
+                   : m.matmulLargeGflops;
+}
+
 double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
   auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
   auto out = cast<ShapedType>(k.getResult(0).getType());
@@ -31,12 +40,7 @@ double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
               : ta ? lhs.getDimSize(lhs.getRank() - 2)
                    : lhs.getDimSize(lhs.getRank() - 1);
   double flops = 2.0 * out.getNumElements() * K;
-  // The operands' typical dimension (cube root of M*N*K) picks the rate.
-  double n = std::cbrt(flops / 2.0);
-  double rate = n < 128   ? m.matmulSmallGflops
-                : n < 512 ? m.matmulMediumGflops
-                          : m.matmulLargeGflops;
-  return flops / (rate * 1e9);
+  return flops / (matmulGflops(flops / 2.0, m) * 1e9);
 }
 
 /// Fused attention: its products (two in the forward, five in the gradient,
@@ -54,11 +58,7 @@ double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
   bool grad = k.getKernel() == "attention_grad";
   double scores = rows * s * kept;
   double flops = 2.0 * scores * (grad ? 3 * d + 2 * dv : d + dv);
-  double n = std::cbrt(t * s * std::max(d, 1.0));
-  double rate = n < 128   ? m.matmulSmallGflops
-                : n < 512 ? m.matmulMediumGflops
-                          : m.matmulLargeGflops;
-  return flops / (rate * 1e9) +
+  return flops / (matmulGflops(t * s * std::max(d, 1.0), m) * 1e9) +
          scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
 }
 

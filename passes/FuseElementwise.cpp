@@ -53,11 +53,7 @@ DictionaryAttr stepAttrs(Operation *op) {
 bool fusable(Operation *op) {
   if (op->getNumResults() != 1 || op->getNumRegions() != 0)
     return false;
-  const artifact::KernelInfo *info =
-      artifact::kernelInfoByName(op->getName().stripDialect().str());
-  int arity = 0;
-  if (!info || !artifact::elementwiseInstruction(info->kernel, arity) ||
-      static_cast<int>(op->getNumOperands()) != arity)
+  if (!elementwiseInstructionOf(op))
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!type || !isa<FloatType>(type.getElementType()))
@@ -83,22 +79,36 @@ struct Group {
   llvm::SmallPtrSet<Operation *, 16> members;
   Type type;
   DictionaryAttr attrs;
-  llvm::SetVector<Value> inputs;
-  llvm::SetVector<Operation *> constants;
+
+  /// Adds what `op` reads from outside the group to `inputs` (the fused
+  /// op's operands) and `constants` (splat constants, cloned into it).
+  void operandsOf(Operation *op, llvm::SetVector<Value> &inputs,
+                  llvm::SetVector<Operation *> &constants) const {
+    for (Value v : op->getOperands()) {
+      if (isSplatConstant(v))
+        constants.insert(v.getDefiningOp());
+      else if (!members.contains(v.getDefiningOp()))
+        inputs.insert(v);
+    }
+  }
+
+  /// The group's inputs and constants, as the IR is now (groups built
+  /// before this one replaced some of the values it read).
+  void operands(llvm::SetVector<Value> &inputs,
+                llvm::SetVector<Operation *> &constants) const {
+    for (Operation *op : ops)
+      operandsOf(op, inputs, constants);
+  }
 
   /// Whether `op` may join: the limits hold, and every outside use of the
   /// group's values comes after `op`.
   bool admits(Operation *op) const {
-    llvm::SetVector<Value> moreInputs = inputs;
-    llvm::SetVector<Operation *> moreConstants = constants;
-    for (Value v : op->getOperands()) {
-      if (isSplatConstant(v))
-        moreConstants.insert(v.getDefiningOp());
-      else if (!members.contains(v.getDefiningOp()))
-        moreInputs.insert(v);
-    }
-    if (moreInputs.size() > size_t(artifact::kMaxElementwiseInputs) ||
-        moreConstants.size() > size_t(artifact::kMaxElementwiseConstants) ||
+    llvm::SetVector<Value> inputs;
+    llvm::SetVector<Operation *> constants;
+    operands(inputs, constants);
+    operandsOf(op, inputs, constants);
+    if (inputs.size() > size_t(artifact::kMaxElementwiseInputs) ||
+        constants.size() > size_t(artifact::kMaxElementwiseConstants) ||
         ops.size() + 1 > size_t(artifact::kMaxElementwiseInstructions))
       return false;
     for (Operation *m : ops)
@@ -112,12 +122,6 @@ struct Group {
   void add(Operation *op) {
     ops.push_back(op);
     members.insert(op);
-    for (Value v : op->getOperands()) {
-      if (isSplatConstant(v))
-        constants.insert(v.getDefiningOp());
-      else if (!members.contains(v.getDefiningOp()))
-        inputs.insert(v);
-    }
   }
 
   /// The members' values used outside the group.
@@ -132,6 +136,21 @@ struct Group {
     return out;
   }
 };
+
+} // namespace
+
+std::optional<artifact::Kernel>
+strata::elementwiseInstructionOf(Operation *op) {
+  const artifact::KernelInfo *info =
+      artifact::kernelInfoByName(op->getName().stripDialect().str());
+  int arity = 0;
+  if (!info || !artifact::elementwiseInstruction(info->kernel, arity) ||
+      static_cast<int>(op->getNumOperands()) != arity)
+    return std::nullopt;
+  return info->kernel;
+}
+
+namespace {
 
 struct FuseElementwisePass
     : public strata::impl::FuseElementwisePassBase<FuseElementwisePass> {
@@ -199,13 +218,9 @@ struct FuseElementwisePass
   void build(Group &g, ArrayRef<Value> outputs) {
     Operation *last = g.ops.back();
     OpBuilder b(last);
-    // The inputs as they are now: groups built before this one replaced
-    // some of the values this one read with their fused results.
     llvm::SetVector<Value> current;
-    for (Operation *op : g.ops)
-      for (Value v : op->getOperands())
-        if (!isSplatConstant(v) && !g.members.contains(v.getDefiningOp()))
-          current.insert(v);
+    llvm::SetVector<Operation *> constants;
+    g.operands(current, constants);
     SmallVector<Value> inputs(current.begin(), current.end());
     SmallVector<Type> resultTypes;
     for (Value v : outputs)
@@ -217,7 +232,7 @@ struct FuseElementwisePass
     for (Value in : inputs)
       map.map(in, block->addArgument(in.getType(), in.getLoc()));
     b.setInsertionPointToStart(block);
-    for (Operation *c : g.constants)
+    for (Operation *c : constants)
       map.map(c->getResult(0), b.clone(*c)->getResult(0));
     for (Operation *op : g.ops) {
       Operation *copy = b.clone(*op, map);
@@ -236,7 +251,7 @@ struct FuseElementwisePass
     }
     for (Operation *op : llvm::reverse(g.ops))
       op->erase();
-    for (Operation *c : g.constants)
+    for (Operation *c : constants)
       if (c->use_empty())
         c->erase();
   }

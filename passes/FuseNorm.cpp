@@ -187,28 +187,25 @@ unsigned fuseLayerNorms(Block &body, std::optional<Location> &where) {
     ArrayRef<int64_t> normalised = type.getShape().drop_front(norm->axis);
     Type et = type.getElementType();
     // Optional gamma, then beta, each when the value feeds only them.
-    Value result = norm->out, gamma, beta;
+    Value result = norm->out;
     SmallVector<Operation *> tail;
-    if (result.hasOneUse()) {
+    // The parameter `result`'s one user of type OpT combines it with (and
+    // that user's result becomes `result`), or null.
+    auto absorb = [&](auto opTag) -> Value {
+      using OpT = decltype(opTag);
+      if (!result.hasOneUse())
+        return Value();
       Operation *u = *result.getUsers().begin();
-      Value g = isa<MulOp>(u) ? other(u, result) : Value();
-      if (g && g != result && fitsNormalised(g, normalised, et) &&
-          u->getResult(0).getType() == type) {
-        gamma = g;
-        result = u->getResult(0);
-        tail.push_back(u);
-      }
-    }
-    if (result.hasOneUse()) {
-      Operation *u = *result.getUsers().begin();
-      Value b = isa<AddOp>(u) ? other(u, result) : Value();
-      if (b && b != result && fitsNormalised(b, normalised, et) &&
-          u->getResult(0).getType() == type) {
-        beta = b;
-        result = u->getResult(0);
-        tail.push_back(u);
-      }
-    }
+      Value p = isa<OpT>(u) ? other(u, result) : Value();
+      if (!p || p == result || !fitsNormalised(p, normalised, et) ||
+          u->getResult(0).getType() != type)
+        return Value();
+      result = u->getResult(0);
+      tail.push_back(u);
+      return p;
+    };
+    Value gamma = absorb(MulOp());
+    Value beta = absorb(AddOp());
     Operation *last = tail.empty() ? n : tail.back();
     OpBuilder b(last);
     if (!gamma) {

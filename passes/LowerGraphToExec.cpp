@@ -5,8 +5,6 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Train/TrainDialect.h"
-#include "runtime/artifact/KernelContract.h"
-#include "runtime/artifact/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -53,20 +51,19 @@ std::optional<KernelSpec> programFor(graph::FusedOp fused) {
   for (Operation &op : body) {
     if (isa<graph::ConstantOp, graph::YieldOp>(op))
       continue;
-    const artifact::KernelInfo *info =
-        artifact::kernelInfoByName(op.getName().stripDialect().str());
-    int arity = 0;
-    if (!info || !artifact::elementwiseInstruction(info->kernel, arity) ||
-        static_cast<int>(op.getNumOperands()) != arity)
+    std::optional<artifact::Kernel> kernel = elementwiseInstructionOf(&op);
+    if (!kernel)
       return std::nullopt;
     int64_t flag = 0;
     if (auto g = dyn_cast<graph::GeluOp>(op))
       flag = g.getTanh();
     if (auto g = dyn_cast<graph::GeluGradOp>(op))
       flag = g.getTanh();
-    spec.ints.append({static_cast<int64_t>(info->kernel),
+    spec.ints.append({static_cast<int64_t>(*kernel),
                       reg.lookup(op.getOperand(0)),
-                      arity == 2 ? reg.lookup(op.getOperand(1)) : -1, flag});
+                      op.getNumOperands() == 2 ? reg.lookup(op.getOperand(1))
+                                               : -1,
+                      flag});
     reg[op.getResult(0)] = next++;
     ++instructions;
   }

@@ -9,11 +9,20 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "runtime/artifact/Plan.h"
+
+#include <optional>
 
 namespace strata {
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
+
+/// The kernel `op` runs as, an instruction of a fused elementwise chain
+/// (artifact::elementwiseInstruction, with as many operands as it takes),
+/// or nullopt: what --strata-fuse-elementwise groups and what the lowering
+/// of graph.fused encodes (FuseElementwise.cpp).
+std::optional<artifact::Kernel> elementwiseInstructionOf(mlir::Operation *op);
 
 /// Cleans up freshly imported graph IR: folds, canonicalizes and removes
 /// duplicate and dead computations. Registered as `strata-graph-cleanup`.

@@ -145,7 +145,7 @@ private:
   bool layerNorm();
   bool concat();
   bool attention();
-  bool elementwise_();
+  bool fusedElementwise();
   bool gather(const Slot &data, const Slot &indices, const Slot &result,
               bool grad);
   bool update();
@@ -293,7 +293,7 @@ bool StepChecker::attention() {
   return sameType(in(3), in(0));
 }
 
-bool StepChecker::elementwise_() {
+bool StepChecker::fusedElementwise() {
   if (!operands())
     return false;
   ElementwiseProgram program;
@@ -497,7 +497,7 @@ bool StepChecker::check() {
   case Kernel::AttentionGrad:
     return attention();
   case Kernel::Elementwise:
-    return elementwise_();
+    return fusedElementwise();
   case Kernel::GeluGrad:
     return operands() && floating(in(0)) && sameShape(in(0), in(1)) &&
            sameType(in(0), in(1)) && sameShape(in(0), out(0)) &&

@@ -215,17 +215,17 @@ std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
     // job would read (never in a compiled plan) starts the next job.
     std::vector<uint32_t> seen;
     for (size_t q = job.from; q < job.to; ++q) {
-      bool again = false;
+      std::vector<uint32_t> ssd;
       for (uint32_t slot : plan.steps[order[q]].inputs)
         if (plan.slots[slot].region == Region::Ssd)
-          again |= std::find(seen.begin(), seen.end(), slot) != seen.end();
-      if (again) {
+          ssd.push_back(slot);
+      if (std::any_of(ssd.begin(), ssd.end(), [&](uint32_t slot) {
+            return std::find(seen.begin(), seen.end(), slot) != seen.end();
+          })) {
         job.to = q;
         break;
       }
-      for (uint32_t slot : plan.steps[order[q]].inputs)
-        if (plan.slots[slot].region == Region::Ssd)
-          seen.push_back(slot);
+      seen.insert(seen.end(), ssd.begin(), ssd.end());
       job.ssdBytes += staged(order[q]);
     }
     jobs.push_back(job);

@@ -201,9 +201,8 @@ void forward(const Problem &p, const std::vector<TensorRef> &in,
                       a.s * a.dv, vb);
         loaded = bh;
       }
+      // The keys the block's last (most-seeing) row sees.
       int64_t cols = p.visibleKeys(i0 + rows - 1);
-      if (!p.causal)
-        cols = a.s;
       T *o = static_cast<T *>(out.data) + (bh * a.t + i0) * a.dv;
       scores.resize(rows * cols);
       probabilities<T, C>(p, bh, i0, rows, cols, q, k, scores.data(), nullptr);
@@ -249,7 +248,7 @@ void backward(const Problem &p, const std::vector<TensorRef> &in,
       dv.assign(a.s * a.dv, C(0));
       for (int64_t i0 = 0; i0 < a.t; i0 += kBlock) {
         int64_t rows = std::min(kBlock, a.t - i0);
-        int64_t cols = p.causal ? p.visibleKeys(i0 + rows - 1) : a.s;
+        int64_t cols = p.visibleKeys(i0 + rows - 1);
         if (cols == 0)
           continue;
         scores.resize(rows * cols);
@@ -295,29 +294,37 @@ void backward(const Problem &p, const std::vector<TensorRef> &in,
 
 } // namespace
 
-bool attention(const artifact::Step &step, const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out, std::string &error) {
+namespace {
+
+/// Reads the step (its mask after the `grad ? 4 : 3` tensor operands) and
+/// runs the forward kernel or the gradient.
+bool run(const artifact::Step &step, const std::vector<TensorRef> &in,
+         const std::vector<TensorRef> &out, bool grad, std::string &error) {
   Problem p;
-  if (!readProblem(step, in, 3, p, error))
+  if (!readProblem(step, in, grad ? 4 : 3, p, error))
     return false;
   SingleThreadedBlas oneThread;
   dispatchFloat(in[0].dtype, [&](auto tag) {
-    forward<decltype(tag)>(p, in, out[0]);
+    using T = decltype(tag);
+    if (grad)
+      backward<T>(p, in, out);
+    else
+      forward<T>(p, in, out[0]);
   });
   return true;
+}
+
+} // namespace
+
+bool attention(const artifact::Step &step, const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out, std::string &error) {
+  return run(step, in, out, false, error);
 }
 
 bool attentionGrad(const artifact::Step &step,
                    const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, std::string &error) {
-  Problem p;
-  if (!readProblem(step, in, 4, p, error))
-    return false;
-  SingleThreadedBlas oneThread;
-  dispatchFloat(in[0].dtype, [&](auto tag) {
-    backward<decltype(tag)>(p, in, out);
-  });
-  return true;
+  return run(step, in, out, true, error);
 }
 
 } // namespace strata::cpu

@@ -10,6 +10,7 @@
 #include "runtime/cpu/Elementwise.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -23,32 +24,6 @@ using artifact::Kernel;
 using Shape = std::vector<int64_t>;
 
 constexpr int64_t kBlock = 256;
-
-/// The kernels whose time is a tanh (tanh, the tanh GELU, its gradient)
-/// four floats at a time (math::Float4: the same operations per lane, so
-/// the same bits as one at a time); false for other compute types.
-template <typename C>
-bool tanhLoop(Kernel k, const C *a, const C *b, C *d, int64_t n) {
-  if constexpr (!std::is_same_v<C, float>) {
-    return false;
-  } else {
-    using F4 = math::Float4;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      F4 x = math::load4(a + j);
-      F4 y = k == Kernel::Tanh   ? math::tanh_(x)
-             : k == Kernel::Gelu ? math::geluTanh<F4, float>(x)
-                                 : math::geluTanhDerivative<F4, float>(x) *
-                                       math::load4(b + j);
-      math::store4(d + j, y);
-    }
-    for (; j < n; ++j)
-      d[j] = k == Kernel::Tanh   ? math::tanh_(a[j])
-             : k == Kernel::Gelu ? math::geluTanh<float>(a[j])
-                                 : math::geluTanhDerivative<float>(a[j]) * b[j];
-    return true;
-  }
-}
 
 /// One instruction over `n` values.
 template <typename C>
@@ -81,30 +56,15 @@ void apply(const artifact::ElementwiseProgram::Instruction &in,
       d[j] = C(1) / a[j];
     return;
   case Kernel::Tanh:
-    if (tanhLoop(Kernel::Tanh, a, b, d, n))
-      return;
-    for (int64_t j = 0; j < n; ++j)
-      d[j] = math::tanh_(a[j]);
-    return;
+    return tanhFamily(in.kernel, a, b, d, n);
   case Kernel::Gelu:
-    if (in.flag) {
-      if (tanhLoop(Kernel::Gelu, a, b, d, n))
-        return;
-      for (int64_t j = 0; j < n; ++j)
-        d[j] = math::geluTanh<C>(a[j]);
-      return;
-    }
-    break;
   case Kernel::GeluGrad:
-    if (in.flag) {
-      if (tanhLoop(Kernel::GeluGrad, a, b, d, n))
-        return;
-      for (int64_t j = 0; j < n; ++j)
-        d[j] = math::geluTanhDerivative<C>(a[j]) * b[j];
-    } else {
-      for (int64_t j = 0; j < n; ++j)
-        d[j] = math::geluDerivative<C>(a[j], false) * b[j];
-    }
+    if (in.flag)
+      return tanhFamily(in.kernel, a, b, d, n);
+    if (in.kernel == Kernel::Gelu)
+      break;
+    for (int64_t j = 0; j < n; ++j)
+      d[j] = math::geluDerivative<C>(a[j], false) * b[j];
     return;
   default:
     break;

@@ -204,14 +204,6 @@ bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
   return true;
 }
 
-// Four floats at a time (math::Float4), for the kernels whose time is a
-// tanh (the tanh, the tanh GELU and its gradient): the lanes do exactly
-// the scalar code's operations, so a tensor's elements get the same bits
-// whichever path they take.
-using F4 = math::Float4;
-using math::load4;
-using math::store4;
-
 void unary(Kernel k, const TensorRef &in, const TensorRef &out,
            bool tanhGelu) {
   dispatch(in.dtype, [&](auto tag) {
@@ -220,17 +212,10 @@ void unary(Kernel k, const TensorRef &in, const TensorRef &out,
     const T *pi = static_cast<const T *>(in.data);
     T *po = static_cast<T *>(out.data);
     if constexpr (std::is_same_v<T, float>) {
-      // The kernel fixed outside the loop, so that it vectorises (tanh_
-      // has no call for floats).
+      // Four at a time (tanhFamily): tanh_ has no call for floats.
       if (k == Kernel::Tanh || (k == Kernel::Gelu && tanhGelu)) {
-        bool gelu = k == Kernel::Gelu;
         parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
-          int64_t i = b;
-          for (; i + 4 <= e; i += 4)
-            store4(po + i, gelu ? math::geluTanh<F4, float>(load4(pi + i))
-                                : math::tanh_(load4(pi + i)));
-          for (; i < e; ++i)
-            po[i] = applyUnary<float>(k, pi[i], true);
+          tanhFamily<float>(k, pi + b, nullptr, po + b, e - b);
         });
         return;
       }
@@ -896,14 +881,11 @@ void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
     const T *pg = static_cast<const T *>(g.data);
     T *po = static_cast<T *>(out.data);
     parallelFor(x.numElements(), 8192, [&](int64_t b, int64_t e) {
-      int64_t i = b;
       if constexpr (std::is_same_v<T, float>)
         if (tanhForm)
-          for (; i + 4 <= e; i += 4)
-            store4(po + i,
-                   math::geluTanhDerivative<F4, float>(load4(px + i)) *
-                       load4(pg + i));
-      for (; i < e; ++i) {
+          return tanhFamily<float>(Kernel::GeluGrad, px + b, pg + b, po + b,
+                                   e - b);
+      for (int64_t i = b; i < e; ++i) {
         C d = math::geluDerivative<C>(Traits<T>::load(px[i]), tanhForm);
         po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));
       }

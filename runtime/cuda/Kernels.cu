@@ -896,6 +896,19 @@ __device__ C warpDot(const C (&x)[kPerLane], const T *row, int64_t n) {
   return sum;
 }
 
+/// Takes score `s` into a running softmax: `m` the maximum so far, `l` the
+/// sum of exp(score - m). Sets `p` = exp(s - m) for the new m and returns
+/// the factor the terms summed before are rescaled by.
+template <typename C>
+__device__ C onlineSoftmaxStep(C s, C &m, C &l, C &p) {
+  C mNew = s > m ? s : m;
+  C alpha = exp(m - mNew);
+  p = exp(s - mNew);
+  l = l * alpha + p;
+  m = mNew;
+  return alpha;
+}
+
 /// The scaled, masked score of query i and key j (-inf: hidden).
 template <typename T, typename C>
 __device__ C scoreOf(const AttentionArgs &a, const C (&qi)[kPerLane],
@@ -925,13 +938,10 @@ __global__ void attentionForward(const T *q, const T *k, const T *v, T *o,
     C s = scoreOf<T, C>(a, qi, k, bh, i, j, selected);
     if (isinf(s) && s < 0)
       continue;
-    C mNew = s > m ? s : m;
-    C alpha = exp(m - mNew), p = exp(s - mNew);
-    l = l * alpha + p;
+    C p, alpha = onlineSoftmaxStep(s, m, l, p);
     for (int r = 0; r < kPerLane; ++r)
       acc[r] *= alpha;
     addScaledRow<T, C>(acc, p, v + (bh * a.s + j) * a.dv, a.dv);
-    m = mNew;
   }
   // No visible key: 0 * inf, NaN as softmax gives.
   storeRow<T, C>(o + row * a.dv, acc, a.dv, C(1) / l);
@@ -960,9 +970,8 @@ __global__ void attentionGradQueries(const T *q, const T *k, const T *v,
     C s = scoreOf<T, C>(a, qi, k, bh, i, j, selected);
     if (isinf(s) && s < 0)
       continue;
-    C mNew = s > m ? s : m;
-    l = l * exp(m - mNew) + exp(s - mNew);
-    m = mNew;
+    C p;
+    onlineSoftmaxStep(s, m, l, p);
   }
   C lse = m + log(l), dot = 0;
   for (int64_t j = 0; j < visible; ++j) {
