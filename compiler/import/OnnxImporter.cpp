@@ -22,6 +22,7 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/APSInt.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
@@ -500,9 +501,13 @@ Value Importer::scalarConstant(Type elementType, double value, Location loc) {
     v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
     attr = DenseElementsAttr::get(type, v);
   } else {
-    attr = DenseElementsAttr::get(
-        type, APInt(elementType.getIntOrFloatBitWidth(),
-                    static_cast<int64_t>(value), true));
+    // Toward zero, saturating at the type's range, NaN as 0 (APFloat's
+    // conversion): a cast of an out-of-range double would be undefined.
+    unsigned bits = elementType.getIntOrFloatBitWidth();
+    APSInt i(bits, /*isUnsigned=*/bits == 1);
+    bool exact;
+    APFloat(value).convertToInteger(i, APFloat::rmTowardZero, &exact);
+    attr = DenseElementsAttr::get(type, APInt(i));
   }
   return builder_.create<ConstantOp>(loc, type, cast<TypedAttr>(attr));
 }
