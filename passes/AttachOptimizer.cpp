@@ -149,13 +149,11 @@ struct AttachOptimizerPass
             loc, RankedTensorType::get(gt.getShape(), b.getF32Type()), g);
       if (inverseScale)
         g32 = b.create<graph::MulOp>(loc, g32.getType(), g32, inverseScale);
-      Value sq = b.create<graph::MulOp>(loc, g32.getType(), g32, g32);
       SmallVector<int64_t> axes;
       for (int64_t d = 0; d < gt.getRank(); ++d)
         axes.push_back(d);
-      Value s = b.create<graph::ReduceSumOp>(loc, f32Scalar, sq,
-                                             b.getDenseI64ArrayAttr(axes),
-                                             UnitAttr());
+      Value s = b.create<graph::ReduceSumSquareOp>(
+          loc, f32Scalar, g32, b.getDenseI64ArrayAttr(axes), UnitAttr());
       total = total ? b.create<graph::AddOp>(loc, f32Scalar, total, s) : s;
     }
     Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, total);

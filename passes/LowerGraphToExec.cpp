@@ -94,7 +94,8 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<GeluOp>([](GeluOp op) {
         return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};
       })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([](auto op) {
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceSumSquareOp>(
+          [](auto op) {
         KernelSpec spec{op->getName().stripDialect().str(), {}, {}};
         spec.ints.assign(op.getAxes().begin(), op.getAxes().end());
         spec.ints.push_back(op.getKeepdims() ? 1 : 0);

@@ -279,6 +279,7 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"ReduceSum", {&Importer::reduce<ReduceSumOp>, 1}},
       {"ReduceMean", {&Importer::reduce<ReduceMeanOp>, 1}},
       {"ReduceMax", {&Importer::reduce<ReduceMaxOp>, 1}},
+      {"ReduceSumSquare", {&Importer::reduce<ReduceSumSquareOp>, 1}},
       {"Gather", {&Importer::gather, 11}},
       {"Reshape", {&Importer::reshapeNode, 5}},
       {"Flatten", {&Importer::flatten, 1}},

@@ -413,6 +413,15 @@ LogicalResult ReduceSumOp::buildGradients(OpBuilder &b, Value g,
   return success();
 }
 
+LogicalResult ReduceSumSquareOp::buildGradients(OpBuilder &b, Value g,
+                                                SmallVectorImpl<Value> &grads) {
+  // d/dx sum(x^2) = 2 x.
+  GradBuilder gb(b, getLoc());
+  Value twoX = gb.mul(getInput(), gb.scalar(2.0, elementTypeOf(g)));
+  grads.push_back(gb.mul(expandReduced(gb, *this, g), twoX));
+  return success();
+}
+
 LogicalResult ReduceMeanOp::buildGradients(OpBuilder &b, Value g,
                                            SmallVectorImpl<Value> &grads) {
   if (!isFloat(g))

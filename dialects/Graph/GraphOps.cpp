@@ -117,6 +117,11 @@ static LogicalResult verifyReduce(ReduceOpT op) {
 LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
 LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
 LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceSumSquareOp::verify() {
+  if (!isa<FloatType>(getInput().getType().getElementType()))
+    return emitOpError("squares floating-point tensors only");
+  return verifyReduce(*this);
+}
 
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   if (axis < 0 || axis >= rank)

@@ -266,6 +266,8 @@ class Graph_ReduceOp<string mnemonic, string summaryText>
 def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum">;
 def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Arithmetic mean">;
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
+def Graph_ReduceSumSquareOp
+    : Graph_ReduceOp<"reduce_sum_square", "Sum of squares (floats only)">;
 
 class Graph_SoftmaxLikeOp<string mnemonic, string summaryText>
     : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType,

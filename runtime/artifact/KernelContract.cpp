@@ -208,6 +208,8 @@ bool StepChecker::matmul() {
 bool StepChecker::reduce() {
   if (!operands() || !sameType(in(0), out(0)))
     return false;
+  if (step_.kernel == Kernel::ReduceSumSquare && !floating(in(0)))
+    return false;
   if (step_.ints.empty())
     return fail("has no keepdims attribute");
   const Shape &s = in(0).shape;
@@ -423,6 +425,7 @@ bool StepChecker::check() {
   case Kernel::ReduceSum:
   case Kernel::ReduceMean:
   case Kernel::ReduceMax:
+  case Kernel::ReduceSumSquare:
     return reduce();
   case Kernel::Softmax:
   case Kernel::LogSoftmax:

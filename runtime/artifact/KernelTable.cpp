@@ -83,6 +83,8 @@ const std::vector<KernelInfo> kTable = {
      C::Attention},
     {K::Elementwise, "elementwise", 1, V, V, 2, 0, P::None, 0,
      C::Transcendental},
+    {K::ReduceSumSquare, "reduce_sum_square", 1, 1, 1, 1, 0, P::None, 0,
+     C::Simple},
 };
 
 bool tableInOrder() {

@@ -101,7 +101,7 @@ enum class Kernel : uint16_t {
   CrossEntropy, CrossEntropyGrad, GeluGrad, LayerNormGrad, GatherGrad,
   SliceGrad, UpdateSgd, UpdateMomentum, UpdateAdamW, Accumulate,
   UpdateAdaLomo, Assign, Sin, Cos, Store, Attention, AttentionGrad,
-  Elementwise,
+  Elementwise, ReduceSumSquare,
   // Add new kernels above this line.
   NumKernels
 };
@@ -112,7 +112,8 @@ const char *kernelName(Kernel kernel);
 bool kernelByName(const std::string &name, Kernel &kernel);
 
 /// One kernel launch. The meaning of `ints`/`floats` is per kernel:
-///   gelu: [tanh]; cast: -; reduce_*: axes..., then keepdims as the last int;
+///   gelu: [tanh]; cast: -; reduce_* (reduce_sum_square too): axes...,
+///   then keepdims as the last int;
 ///   softmax/log_softmax: [axis]; layer_norm: [axis, has_bias, (rms)],
 ///   [epsilon];
 ///   transpose: perm; slice: offsets..., strides...; concat/gather: [axis];

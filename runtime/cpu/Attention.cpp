@@ -133,7 +133,7 @@ void probabilities(const Problem &p, int64_t bh, int64_t i0, int64_t rows,
   gemm<C>(false, true, rows, cols, a.d, C(p.scale), q + i0 * a.d, a.d, k,
           a.d, C(0), s, cols);
   const C neg = -std::numeric_limits<C>::infinity();
-  std::vector<double> exps(cols);
+  std::vector<C> exps(cols);
   if (masked)
     masked->assign(rows * cols, 0);
   int64_t maskBase = 0;
@@ -163,17 +163,11 @@ void probabilities(const Problem &p, int64_t bh, int64_t i0, int64_t rows,
           }
       }
     }
-    // The softmax in double, as the unfused kernel computes it.
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < cols; ++j)
-      mx = std::max(mx, double(row[j]));
-    if (mx == -INFINITY)
+    // The softmax as the unfused kernel computes it (RowMath.h).
+    C mx = rowMax(row, 1, cols);
+    if (mx == -std::numeric_limits<C>::infinity())
       mx = 0; // Nothing visible: 0/0 below, NaN as the unfused softmax.
-    expShifted(row, 1, cols, mx, exps.data());
-    double sum = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      sum += exps[j];
-    double inv = 1.0 / sum;
+    double inv = 1.0 / expShiftedSum(row, 1, cols, mx, exps.data());
     for (int64_t j = 0; j < cols; ++j)
       row[j] = C(exps[j] * inv);
   }

@@ -376,6 +376,32 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
+/// The sum of `n` values (squared when `square`) in double over eight
+/// lanes, value i in lane i % 8, the lanes combined pairwise at the end:
+/// independent additions instead of one chain of dependent ones (which the
+/// adder's latency bounds). The bits depend on the values and n alone.
+template <typename T>
+double laneSum(const T *p, int64_t n, bool square) {
+  double lane[8] = {};
+  int64_t i = 0;
+  if (square)
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) {
+        double v = double(Traits<T>::load(p[i + l]));
+        lane[l] += v * v;
+      }
+  else
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l)
+        lane[l] += double(Traits<T>::load(p[i + l]));
+  for (int l = 0; i < n; ++i, ++l) {
+    double v = double(Traits<T>::load(p[i]));
+    lane[l] += square ? v * v : v;
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
             const std::vector<int64_t> &ints) {
   // ints: the axes, then keepdims.
@@ -414,6 +440,7 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
     const T *pi = static_cast<const T *>(in.data);
     T *po = static_cast<T *>(out.data);
     bool isMax = k == Kernel::ReduceMax;
+    bool square = k == Kernel::ReduceSumSquare; // Floats only.
     auto combine = [&](Acc acc, Acc v) -> Acc {
       if (!isMax)
         return acc + v;
@@ -426,6 +453,21 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
                             ? -std::numeric_limits<Acc>::infinity()
                             : std::numeric_limits<Acc>::lowest())
                      : Acc(0);
+    // Element i as the accumulator type, squared for a sum of squares.
+    auto value = [&](const T *p, int64_t i) -> Acc {
+      Acc v = static_cast<Acc>(Traits<T>::load(p[i]));
+      return square ? v * v : v;
+    };
+    // Sums of floats over a contiguous range run in lanes (laneSum).
+    auto rangeAcc = [&](const T *p, int64_t n) -> Acc {
+      if constexpr (std::is_floating_point_v<Acc>)
+        if (!isMax)
+          return laneSum(p, n, square);
+      Acc acc = init;
+      for (int64_t i = 0; i < n; ++i)
+        acc = combine(acc, value(p, i));
+      return acc;
+    };
     auto finish = [&](Acc acc) -> T {
       if (k == Kernel::ReduceMean && count > 0)
         acc = acc / static_cast<Acc>(count);
@@ -441,12 +483,8 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       parallelFor(outCount * chunks, 1, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
           int64_t o = t / chunks, c0 = (t % chunks) * kChunk;
-          const T *row = pi + o * count;
-          Acc acc = init;
-          for (int64_t i = c0, end = std::min(count, c0 + kChunk); i < end;
-               ++i)
-            acc = combine(acc, static_cast<Acc>(Traits<T>::load(row[i])));
-          partial[t] = acc;
+          partial[t] = rangeAcc(pi + o * count + c0,
+                                std::min(kChunk, count - c0));
         }
       });
       for (int64_t o = 0; o < outCount; ++o) {
@@ -460,13 +498,8 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
     if (trailing) {
       parallelFor(outCount, rowsPerTask(count, 16384),
                   [&](int64_t b, int64_t e) {
-                    for (int64_t o = b; o < e; ++o) {
-                      Acc acc = init;
-                      const T *row = pi + o * count;
-                      for (int64_t i = 0; i < count; ++i)
-                        acc = combine(acc, static_cast<Acc>(Traits<T>::load(row[i])));
-                      po[o] = finish(acc);
-                    }
+                    for (int64_t o = b; o < e; ++o)
+                      po[o] = finish(rangeAcc(pi + o * count, count));
                   });
       return;
     }
@@ -486,7 +519,7 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
           for (int64_t r = 0; r < rows; ++r) {
             const T *row = pi + r * outCount + c0;
             for (int64_t i = 0; i < n; ++i)
-              acc[i] += static_cast<Acc>(Traits<T>::load(row[i]));
+              acc[i] += value(row, i);
           }
           for (int64_t i = 0; i < n; ++i)
             po[c0 + i] = finish(acc[i]);
@@ -508,7 +541,7 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       const T *row = pi + r * inner;
       for (int64_t i = 0; i < inner; ++i) {
         Acc &a = acc[base + i * innerStride];
-        a = combine(a, static_cast<Acc>(Traits<T>::load(row[i])));
+        a = combine(a, value(row, i));
       }
     }
     for (int64_t o = 0; o < outCount; ++o)
@@ -529,21 +562,15 @@ void softmax(Kernel k, const TensorRef &in, const TensorRef &out,
     T *po = static_cast<T *>(out.data);
     parallelFor(outer * inner, rowsPerTask(dim, 8192),
                 [&](int64_t b, int64_t e) {
-      std::vector<double> exps(dim);
+      std::vector<C> exps(dim);
       for (int64_t r = b; r < e; ++r) {
         int64_t o = r / inner, i = r % inner;
         const T *x = pi + o * dim * inner + i;
         T *y = po + o * dim * inner + i;
-        C mx = -std::numeric_limits<C>::infinity();
-        for (int64_t j = 0; j < dim; ++j)
-          mx = std::max(mx, Traits<T>::load(x[j * inner]));
+        C mx = rowMax(x, inner, dim);
         if (std::isinf(mx) && mx < 0)
           mx = 0; // All -inf: keep exp() finite (result is NaN/-inf).
-        // exp(x - max) once per element, in double.
-        expShifted(x, inner, dim, static_cast<double>(mx), exps.data());
-        double sum = 0;
-        for (int64_t j = 0; j < dim; ++j)
-          sum += exps[j];
+        double sum = expShiftedSum(x, inner, dim, mx, exps.data());
         if (logSoftmax) {
           C logSum = static_cast<C>(std::log(sum));
           for (int64_t j = 0; j < dim; ++j)
@@ -788,18 +815,14 @@ template <typename T> struct FloatOnly {
 
 /// The maximum of a row of logits and the sum of exp(x - max) over it (the
 /// pieces of a stable log-sum-exp and softmax), the exps left in `exps`.
-template <typename T>
-std::pair<double, double> rowMaxAndExpSum(const T *row, int64_t n,
-                                          std::vector<double> &exps) {
-  double mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j)
-    mx = std::max(mx, double(Traits<T>::load(row[j])));
+template <typename T, typename C = typename Traits<T>::C>
+std::pair<C, double> rowMaxAndExpSum(const T *row, int64_t n,
+                                     std::vector<C> &exps) {
+  C mx = rowMax(row, 1, n);
+  if (std::isinf(mx) && mx < 0)
+    mx = 0; // All -inf: the exps are 0 (a NaN loss), not exp(NaN).
   exps.resize(n);
-  expShifted(row, 1, n, mx, exps.data());
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += exps[j];
-  return {mx, sum};
+  return {mx, expShiftedSum(row, 1, n, mx, exps.data())};
 }
 
 bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
@@ -814,14 +837,14 @@ bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
     std::vector<double> rowLoss(n, 0.0);
     parallelFor(n, rowsPerTask(v, 4096),
                 [&](int64_t b, int64_t e) {
-                  std::vector<double> exps;
+                  std::vector<C> exps;
                   for (int64_t i = b; i < e; ++i) {
                     int64_t l = labelAt(labels, i);
                     if (l < 0)
                       continue;
                     const T *row = x + i * v;
                     auto [mx, sum] = rowMaxAndExpSum(row, v, exps);
-                    rowLoss[i] = mx + std::log(sum) -
+                    rowLoss[i] = double(mx) + std::log(sum) -
                                  double(Traits<T>::load(row[l]));
                   }
                 });
@@ -849,7 +872,7 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
     double scale = count ? g / count : 0.0;
     parallelFor(n, rowsPerTask(v, 4096),
                 [&](int64_t b, int64_t e) {
-                  std::vector<double> exps;
+                  std::vector<C> exps;
                   for (int64_t i = b; i < e; ++i) {
                     int64_t l = labelAt(labels, i);
                     const T *row = x + i * v;
@@ -859,13 +882,13 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
                         drow[j] = Traits<T>::store(C(0));
                       continue;
                     }
-                    auto [mx, sum] = rowMaxAndExpSum(row, v, exps);
-                    double inv = 1.0 / sum;
-                    for (int64_t j = 0; j < v; ++j) {
-                      double p = exps[j] * inv;
-                      drow[j] = Traits<T>::store(
-                          static_cast<C>((p - (j == l ? 1.0 : 0.0)) * scale));
-                    }
+                    double sum = rowMaxAndExpSum(row, v, exps).second;
+                    // p * scale, with the label's 1 subtracted after.
+                    double k = scale / sum;
+                    for (int64_t j = 0; j < v; ++j)
+                      drow[j] = Traits<T>::store(static_cast<C>(exps[j] * k));
+                    drow[l] = Traits<T>::store(
+                        static_cast<C>((exps[l] / sum - 1.0) * scale));
                   }
                 });
   });
@@ -1263,6 +1286,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
            step.ints.size() > 1 && step.ints[1] != 0);
     return true;
   case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax:
+  case Kernel::ReduceSumSquare:
     reduce(step.kernel, in[0], o, step.ints);
     return true;
   case Kernel::Softmax: case Kernel::LogSoftmax:

@@ -8,6 +8,7 @@
 #include "runtime/cpu/SharedMath.h"
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 namespace strata::cpu {
@@ -17,7 +18,7 @@ namespace strata::cpu {
 /// operations).
 template <typename T>
 inline void expShifted(const T *x, int64_t stride, int64_t n, double shift,
-                double *out) {
+                       double *out) {
   using D2 = double __attribute__((vector_size(16)));
   using I2 = int64_t __attribute__((vector_size(16)));
   int64_t j = 0;
@@ -31,6 +32,76 @@ inline void expShifted(const T *x, int64_t stride, int64_t n, double shift,
   for (; j < n; ++j)
     out[j] = math::fast::expCore<double, int64_t>(
         double(Traits<T>::load(x[j * stride])) - shift);
+}
+
+/// Four values `stride` apart, in float.
+template <typename T>
+inline math::Float4 load4Strided(const T *x, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>)
+    if (stride == 1)
+      return math::load4(x);
+  return math::Float4{Traits<T>::load(x[0]), Traits<T>::load(x[stride]),
+                      Traits<T>::load(x[2 * stride]),
+                      Traits<T>::load(x[3 * stride])};
+}
+
+/// The largest of `n` values `stride` apart in the compute type C (NaNs
+/// skipped; -inf when there are none).
+template <typename T, typename C = typename Traits<T>::C>
+inline C rowMax(const T *x, int64_t stride, int64_t n) {
+  C mx = -std::numeric_limits<C>::infinity();
+  int64_t j = 0;
+  if constexpr (std::is_same_v<C, float>) {
+    math::Float4 m = math::Float4{} + mx;
+    for (; j + 4 <= n; j += 4) {
+      math::Float4 v = load4Strided(x + j * stride, stride);
+      m = v > m ? v : m;
+    }
+    for (int l = 0; l < 4; ++l)
+      mx = m[l] > mx ? m[l] : mx;
+  }
+  for (; j < n; ++j) {
+    C v = Traits<T>::load(x[j * stride]);
+    mx = v > mx ? v : mx;
+  }
+  return mx;
+}
+
+/// exp(x - shift) of `n` values `stride` apart into `out` (contiguous, in
+/// the compute type C), returning their sum in double. Floats four at a
+/// time in float (math::fast::expfCore, within two ulps of exp; x - shift
+/// rounded to float first, as PyTorch's float softmax does), summed in
+/// four double lanes; doubles in double (math::fast::expCore). Either
+/// way the bits depend only on the values and n.
+template <typename T, typename C = typename Traits<T>::C>
+inline double expShiftedSum(const T *x, int64_t stride, int64_t n, C shift,
+                            C *out) {
+  if constexpr (std::is_same_v<C, float>) {
+    using F4 = math::Float4;
+    using I4 = int32_t __attribute__((vector_size(16)));
+    using D4 = double __attribute__((vector_size(32)));
+    D4 acc = {};
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      F4 e = math::fast::expfCore<F4, I4>(load4Strided(x + j * stride, stride) -
+                                          shift);
+      math::store4(out + j, e);
+      acc += __builtin_convertvector(e, D4);
+    }
+    double sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (; j < n; ++j) {
+      out[j] = math::fast::expfCore<float, int32_t>(
+          Traits<T>::load(x[j * stride]) - shift);
+      sum += out[j];
+    }
+    return sum;
+  } else {
+    expShifted(x, stride, n, double(shift), out);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += out[j];
+    return sum;
+  }
 }
 
 /// d = tanh(a), the tanh GELU of a, or its derivative times b (`k`: Tanh,

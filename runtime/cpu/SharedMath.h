@@ -54,34 +54,23 @@ STRATA_HD inline float tanh_(float x) { return tanhf(x); }
 STRATA_HD inline double tanh_(double x) { return tanh(x); }
 #else
 namespace fast {
-/// tanh of a float for the host: no call and no branch, so that the CPU
+/// exp of a float for the host: no call and no branch, so that the CPU
 /// kernels can run it on vectors (`F` a float or a GCC vector of floats,
 /// `I` the matching 32-bit integer type; the same operations lane by lane,
-/// so the bits are the same either way). The C library's tanhf is a call
-/// per element: most of a GELU's time.
-///
-/// Below |x| = 0.3, its odd Taylor polynomial to x^13 (the next term is
-/// under 1e-10 of it). Above, 1 - 2 / (e + 1) with e = exp(2|x|): |x|
-/// clamped to 10 (tanh(10) is 1 in float), 2|x| = n ln2 + r with |r| <=
-/// ln2/2 (n by the round-to-integer trick of adding 1.5 * 2^23, which also
-/// leaves n in the low bits), exp(r) by its Taylor polynomial to degree 7
-/// (relative error below 1e-8), 2^n from its exponent bits. Within four
-/// ulps of the correctly rounded tanh (most results are it); the sign is
-/// x's, -0 included.
-template <typename F, typename I> inline F tanhCore(F x) {
-  F a = x < 0 ? -x : x;
-  F z = a * a;
-  F odd = F{} + 21844.0f / 6081075.0f;
-  odd = odd * z + -1382.0f / 155925.0f;
-  odd = odd * z + 62.0f / 2835.0f;
-  odd = odd * z + -17.0f / 315.0f;
-  odd = odd * z + 2.0f / 15.0f;
-  odd = odd * z + -1.0f / 3.0f;
-  F small = a + a * z * odd;
-  F y = (a < 10 ? a : F{} + 10) * 2;
-  F shifted = y * 1.44269504f + 0x1.8p23f;
+/// so the bits are the same either way). y = n ln2 + r with |r| <= ln2/2 (n
+/// by the round-to-integer trick of adding 1.5 * 2^23, which also leaves n
+/// in the low bits), exp(r) by its Taylor polynomial to degree 7 (relative
+/// error below 1e-8), 2^n from its exponent bits: within two ulps of the
+/// correctly rounded exp. Below -87.33 (where exp leaves float's normal
+/// range) the result is 0; above 88 it is +inf (the true value is within a
+/// factor of 2 of float's largest there); NaN stays NaN. The C library's
+/// expf is a call per element: most of a softmax's time.
+template <typename F, typename I> inline F expfCore(F y) {
+  F c = y < -87.33f ? F{} - 87.33f : y;
+  c = c < 88 ? c : F{} + 88;
+  F shifted = c * 1.44269504f + 0x1.8p23f;
   F n = shifted - 0x1.8p23f;
-  F r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
+  F r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
   F p = F{} + 1.0f / 5040;
   p = p * r + 1.0f / 720;
   p = p * r + 1.0f / 120;
@@ -92,6 +81,28 @@ template <typename F, typename I> inline F tanhCore(F x) {
   p = p * r + 1;
   I bits = (__builtin_bit_cast(I, shifted) - (I{} + (0x4B400000 - 127))) << 23;
   F e = p * __builtin_bit_cast(F, bits);
+  e = y < -87.33f ? F{} : e;
+  e = y > 88 ? F{} + __builtin_inff() : e;
+  return y != y ? y : e;
+}
+
+/// tanh of a float for the host, the same way. Below |x| = 0.3, its odd
+/// Taylor polynomial to x^13 (the next term is under 1e-10 of it). Above,
+/// 1 - 2 / (e + 1) with e = expfCore(2|x|), |x| clamped to 10 (tanh(10) is
+/// 1 in float). Within four ulps of the correctly rounded tanh (most
+/// results are it); the sign is x's, -0 included. The C library's tanhf is
+/// most of a GELU's time.
+template <typename F, typename I> inline F tanhCore(F x) {
+  F a = x < 0 ? -x : x;
+  F z = a * a;
+  F odd = F{} + 21844.0f / 6081075.0f;
+  odd = odd * z + -1382.0f / 155925.0f;
+  odd = odd * z + 62.0f / 2835.0f;
+  odd = odd * z + -17.0f / 315.0f;
+  odd = odd * z + 2.0f / 15.0f;
+  odd = odd * z + -1.0f / 3.0f;
+  F small = a + a * z * odd;
+  F e = expfCore<F, I>((a < 10 ? a : F{} + 10) * 2);
   F large = 1 - 2 / (e + 1);
   F t = a < 0.3f ? small : large;
   return __builtin_bit_cast(

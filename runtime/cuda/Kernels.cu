@@ -291,7 +291,7 @@ template <typename T, typename A>
 __global__ void reduceKernel(const T *in, T *out, A *partial,
                              Indexer<1> keptIx, Indexer<1> reducedIx,
                              int64_t count, int64_t chunk, int64_t chunks,
-                             bool isMax, bool mean, A init) {
+                             bool isMax, bool mean, bool square, A init) {
   __shared__ A shared[kThreads];
   int64_t o = blockIdx.x / chunks, c = blockIdx.x % chunks;
   int64_t base[1];
@@ -301,8 +301,8 @@ __global__ void reduceKernel(const T *in, T *out, A *partial,
   for (int64_t r = c * chunk + threadIdx.x; r < end; r += blockDim.x) {
     int64_t off[1];
     reducedIx.offsets(r, off);
-    acc = combine(acc, static_cast<A>(DT<T>::load(in[base[0] + off[0]])),
-                  isMax);
+    A v = static_cast<A>(DT<T>::load(in[base[0] + off[0]]));
+    acc = combine(acc, square ? v * v : v, isMax);
   }
   acc = blockCombine<A>(acc, isMax, shared);
   if (threadIdx.x != 0)
@@ -1320,7 +1320,8 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
     });
     break;
   }
-  case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax: {
+  case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax:
+  case Kernel::ReduceSumSquare: {
     const Shape &s = in[0].shape;
     std::vector<bool> reduced(s.size(), false);
     for (size_t i = 0; i + 1 < step.ints.size(); ++i)
@@ -1336,6 +1337,7 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
     auto redIx = makeIndexer<1>(redDims, {redStrides});
     bool isMax = step.kernel == Kernel::ReduceMax;
     bool mean = step.kernel == Kernel::ReduceMean;
+    bool square = step.kernel == Kernel::ReduceSumSquare; // Floats only.
     typed = dispatch(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       using C = typename DT<T>::C;
@@ -1364,7 +1366,8 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
       reduceKernel<T, A><<<static_cast<unsigned>(outCount * chunks),
                            kThreads, 0, stream>>>(
           static_cast<const T *>(in[0].data), static_cast<T *>(out[0].data),
-          partial, keptIx, redIx, count, chunk, chunks, isMax, mean, init);
+          partial, keptIx, redIx, count, chunk, chunks, isMax, mean, square,
+          init);
       if (chunks > 1)
         reduceFinish<T, A><<<static_cast<unsigned>(outCount), kThreads, 0,
                              stream>>>(partial, static_cast<T *>(out[0].data),

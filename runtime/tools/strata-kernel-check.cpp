@@ -213,6 +213,10 @@ std::vector<Case> cases(bool small) {
       {{F, {2, 270000}}}, {{F, {2}}}, true);
   add("reduce_sum i64 chunked", step(Kernel::ReduceSum, {0, 0}),
       {{DType::I64, {131073}}}, {{DType::I64, {}}}, true);
+  add("reduce_sum_square middle", step(Kernel::ReduceSumSquare, {1, 1}),
+      {{F, {4, 5, 6}}}, {{F, {4, 1, 6}}});
+  add("reduce_sum_square all, chunked", step(Kernel::ReduceSumSquare, {0, 1, 0}),
+      {{F, {3 * big, 100003}}}, {{F, {}}});
   add("softmax last", step(Kernel::Softmax, {2}), {{F, {2, 3, 500}}},
       {{F, {2, 3, 500}}});
   add("softmax middle", step(Kernel::Softmax, {1}), {{F, {2, 9, 4}}},

@@ -8,7 +8,9 @@
 // CHECK: %[[W:.+]] = graph.param "w" trainable
 // CHECK-NEXT: %[[V:.+]] = train.state "w.exp_avg_sq" : tensor<3xf32>
 // CHECK-NEXT: %[[M:.+]] = train.state "w.exp_avg" : tensor<3xf32>
-// CHECK: %[[NORM:.+]] = graph.sqrt
+// The global norm squares and sums each gradient in one pass.
+// CHECK: %[[SQ:.+]] = graph.reduce_sum_square %arg0 axes = [0] {{.*}}: tensor<3xf32> -> tensor<f32>
+// CHECK: %[[NORM:.+]] = graph.sqrt %[[SQ]]
 // CHECK: %[[SCALE:.+]] = graph.min
 // CHECK: train.update_adamw %[[W]], %{{.+}}, %[[M]], %[[V]] scale %[[SCALE]] : tensor<f32> {{{.*}}lr = 1.000000e-02{{.*}}} : tensor<3xf32>
 // CHECK-NEXT: return %{{.+}}, %[[NORM]]

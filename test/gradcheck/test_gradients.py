@@ -76,6 +76,8 @@ CASES = [
     ("reduce_sum", "ReduceSum", [P(2, 3, 4), C([1])], {"keepdims": 0}, 17, 1),
     ("reduce_mean", "ReduceMean", [P(2, 3, 4)], {"axes": [0, 2]}, 17, 1),
     ("reduce_max", "ReduceMax", [P(2, 3, 4)], {"axes": [1]}, 17, 1),
+    ("reduce_sum_square", "ReduceSumSquare", [P(2, 3, 4)], {"axes": [0, 2]},
+     17, 1),
     ("softmax", "Softmax", [P(2, 3, 4)], {"axis": 1}, 17, 1),
     ("log_softmax", "LogSoftmax", [P(2, 3, 4)], {"axis": -1}, 17, 1),
     ("layer_norm", "LayerNormalization", [P(2, 3, 4), P(4), P(4)],

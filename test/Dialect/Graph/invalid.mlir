@@ -80,6 +80,14 @@ func.func @reduce_axis_range(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @reduce_sum_square_int(%a: tensor<2x3xi32>) {
+  // expected-error @+1 {{squares floating-point tensors only}}
+  %0 = graph.reduce_sum_square %a axes = [1] : tensor<2x3xi32> -> tensor<2xi32>
+  return
+}
+
+// -----
+
 // Tests that the reduction result shape follows keepdims.
 func.func @reduce_keepdims(%a: tensor<2x3xf32>) {
   // expected-error @+1 {{result shape must be [2, 1]}}

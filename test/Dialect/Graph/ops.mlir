@@ -79,6 +79,8 @@ func.func @structural(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %g: tenso
   %2 = graph.reduce_mean %0 axes = [0, 2] : tensor<2x16x256xf32> -> tensor<16xf32>
   // CHECK: graph.reduce_max
   %3 = graph.reduce_max %0 axes = [1] : tensor<2x16x256xf32> -> tensor<2x256xf32>
+  // CHECK: graph.reduce_sum_square %{{.*}} axes = [0, 1, 2] : tensor<2x16x256xf32> -> tensor<f32>
+  %sq = graph.reduce_sum_square %0 axes = [0, 1, 2] : tensor<2x16x256xf32> -> tensor<f32>
   // CHECK: graph.softmax %{{.*}} axis = 2 : tensor<2x16x256xf32>
   %4 = graph.softmax %0 axis = 2 : tensor<2x16x256xf32>
   // CHECK: graph.log_softmax %{{.*}} axis = 1 : tensor<2x16x256xf32>

@@ -165,6 +165,34 @@ TEST(Kernels, LongRowsAndLeadingAxesReduceInParallel) {
   }
 }
 
+// A sum of squares (the optimizer's global norm) over whole rows, long
+// enough for the chunked path and short, and over a middle axis: against
+// a sequential double loop.
+TEST(Kernels, ReduceSumSquareMatchesSequentialLoop) {
+  for (int64_t n : {int64_t(300001), int64_t(13)}) {
+    std::vector<float> x = randomFloats(2 * n, 11);
+    std::vector<float> sq(2);
+    run(Kernel::ReduceSumSquare, {ref(x, {2, n}, DType::F32)},
+        ref(sq, {2}, DType::F32), {1, 0});
+    for (int64_t r = 0; r < 2; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i)
+        s += double(x[r * n + i]) * x[r * n + i];
+      EXPECT_NEAR(sq[r], s, 1e-6 * s) << n << " " << r;
+    }
+  }
+  std::vector<float> y = randomFloats(2 * 3 * 4, 12), mid(8);
+  run(Kernel::ReduceSumSquare, {ref(y, {2, 3, 4}, DType::F32)},
+      ref(mid, {2, 4}, DType::F32), {1, 0});
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      double s = 0;
+      for (int j = 0; j < 3; ++j)
+        s += double(y[(i * 3 + j) * 4 + k]) * y[(i * 3 + j) * 4 + k];
+      EXPECT_FLOAT_EQ(mid[i * 4 + k], float(s));
+    }
+}
+
 TEST(Kernels, SoftmaxAlongNonLastAxisSumsToOne) {
   std::vector<float> x = randomFloats(2 * 5 * 3, 6), y(30);
   run(Kernel::Softmax, {ref(x, {2, 5, 3}, DType::F32)},
