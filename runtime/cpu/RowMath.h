@@ -5,6 +5,7 @@
 #define STRATA_RUNTIME_CPU_ROWMATH_H
 
 #include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/RowLoops.h"
 #include "runtime/cpu/SharedMath.h"
 
 #include <cstdint>
@@ -68,33 +69,23 @@ inline C rowMax(const T *x, int64_t stride, int64_t n) {
 }
 
 /// exp(x - shift) of `n` values `stride` apart into `out` (contiguous, in
-/// the compute type C), returning their sum in double. Floats four at a
-/// time in float (math::fast::expfCore, within two ulps of exp; x - shift
-/// rounded to float first, as PyTorch's float softmax does), summed in
-/// four double lanes; doubles in double (math::fast::expCore). Either
-/// way the bits depend only on the values and n.
+/// the compute type C), returning their sum in double. Floats in float
+/// (RowLoops.h: math::fast::expfCore, within two ulps of exp; x - shift
+/// rounded to float first, as PyTorch's float softmax does; summed in eight
+/// double lanes); doubles in double (math::fast::expCore). Either way the
+/// bits depend only on the values and n.
 template <typename T, typename C = typename Traits<T>::C>
 inline double expShiftedSum(const T *x, int64_t stride, int64_t n, C shift,
                             C *out) {
   if constexpr (std::is_same_v<C, float>) {
-    using F4 = math::Float4;
-    using I4 = int32_t __attribute__((vector_size(16)));
-    using D4 = double __attribute__((vector_size(32)));
-    D4 acc = {};
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      F4 e = math::fast::expfCore<F4, I4>(load4Strided(x + j * stride, stride) -
-                                          shift);
-      math::store4(out + j, e);
-      acc += __builtin_convertvector(e, D4);
-    }
-    double sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for (; j < n; ++j) {
-      out[j] = math::fast::expfCore<float, int32_t>(
-          Traits<T>::load(x[j * stride]) - shift);
-      sum += out[j];
-    }
-    return sum;
+    const float *in = out;
+    if constexpr (std::is_same_v<T, float>)
+      if (stride == 1)
+        in = x;
+    if (in == out) // Converted or gathered into `out` first.
+      for (int64_t j = 0; j < n; ++j)
+        out[j] = Traits<T>::load(x[j * stride]);
+    return detail::rowLoops().expShiftedSum(in, n, shift, out);
   } else {
     expShifted(x, stride, n, double(shift), out);
     double sum = 0;
@@ -105,29 +96,21 @@ inline double expShiftedSum(const T *x, int64_t stride, int64_t n, C shift,
 }
 
 /// d = tanh(a), the tanh GELU of a, or its derivative times b (`k`: Tanh,
-/// Gelu or GeluGrad), over `n` values: floats four at a time
-/// (math::Float4, each lane doing the scalar operations, so the same bits
-/// either way), other compute types one at a time.
+/// Gelu or GeluGrad), over `n` values: floats eight at a time (RowLoops.h,
+/// each lane doing the scalar operations, so the same bits either way),
+/// other compute types one at a time.
 template <typename C>
 inline void tanhFamily(artifact::Kernel k, const C *a, const C *b, C *d,
                        int64_t n) {
   using artifact::Kernel;
-  int64_t j = 0;
   if constexpr (std::is_same_v<C, float>) {
-    using F4 = math::Float4;
-    for (; j + 4 <= n; j += 4) {
-      F4 x = math::load4(a + j);
-      F4 y = k == Kernel::Tanh   ? math::tanh_(x)
-             : k == Kernel::Gelu ? math::geluTanh<F4, float>(x)
-                                 : math::geluTanhDerivative<F4, float>(x) *
-                                       math::load4(b + j);
-      math::store4(d + j, y);
-    }
+    detail::rowLoops().tanhFamily(k, a, b, d, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      d[j] = k == Kernel::Tanh   ? math::tanh_(a[j])
+             : k == Kernel::Gelu ? math::geluTanh<C>(a[j])
+                                 : math::geluTanhDerivative<C>(a[j]) * b[j];
   }
-  for (; j < n; ++j)
-    d[j] = k == Kernel::Tanh   ? math::tanh_(a[j])
-           : k == Kernel::Gelu ? math::geluTanh<C>(a[j])
-                               : math::geluTanhDerivative<C>(a[j]) * b[j];
 }
 
 } // namespace strata::cpu

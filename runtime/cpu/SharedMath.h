@@ -65,7 +65,13 @@ namespace fast {
 /// range) the result is 0; above 88 it is +inf (the true value is within a
 /// factor of 2 of float's largest there); NaN stays NaN. The C library's
 /// expf is a call per element: most of a softmax's time.
-template <typename F, typename I> inline F expfCore(F y) {
+///
+/// Always inlined (and so never emitted on its own), as is tanhCore: the
+/// per-ISA row loops (RowLoopsBody.h) instantiate both with the same vector
+/// types under different -m flags, and one out-of-line copy would serve
+/// both.
+template <typename F, typename I>
+__attribute__((always_inline)) inline F expfCore(F y) {
   F c = y < -87.33f ? F{} - 87.33f : y;
   c = c < 88 ? c : F{} + 88;
   F shifted = c * 1.44269504f + 0x1.8p23f;
@@ -92,7 +98,8 @@ template <typename F, typename I> inline F expfCore(F y) {
 /// 1 in float). Within four ulps of the correctly rounded tanh (most
 /// results are it); the sign is x's, -0 included. The C library's tanhf is
 /// most of a GELU's time.
-template <typename F, typename I> inline F tanhCore(F x) {
+template <typename F, typename I>
+__attribute__((always_inline)) inline F tanhCore(F x) {
   F a = x < 0 ? -x : x;
   F z = a * a;
   F odd = F{} + 21844.0f / 6081075.0f;
@@ -236,18 +243,25 @@ template <typename C> STRATA_HD bool applyCompare(Kernel k, C a, C b) {
   }
 }
 
+/// tanh_ as a function object (geluTanh's default).
+struct TanhOf {
+  template <typename C> STRATA_HD C operator()(C x) const { return tanh_(x); }
+};
+
 /// The tanh GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and
 /// its derivative, of a C holding S values: a float or a double, or on the
-/// host four floats at once (math::Float4, S float), the same operations in
-/// the same order either way.
-template <typename C, typename S = C> STRATA_HD C geluTanh(C x) {
+/// host several floats at once (a GCC vector, S float, with a `tanh` that
+/// takes it), the same operations in the same order either way.
+template <typename C, typename S = C, typename Tanh = TanhOf>
+STRATA_HD C geluTanh(C x, Tanh tanhOf = {}) {
   const S k0 = S(0.7978845608028654); // sqrt(2/pi)
-  return S(0.5) * x * (S(1) + tanh_(k0 * (x + S(0.044715) * x * x * x)));
+  return S(0.5) * x * (S(1) + tanhOf(k0 * (x + S(0.044715) * x * x * x)));
 }
 
-template <typename C, typename S = C> STRATA_HD C geluTanhDerivative(C v) {
+template <typename C, typename S = C, typename Tanh = TanhOf>
+STRATA_HD C geluTanhDerivative(C v, Tanh tanhOf = {}) {
   const S k0 = S(0.7978845608028654), k1 = S(0.044715);
-  C t = tanh_(k0 * (v + k1 * v * v * v));
+  C t = tanhOf(k0 * (v + k1 * v * v * v));
   return S(0.5) * (S(1) + t) +
          S(0.5) * v * (S(1) - t * t) * k0 * (S(1) + S(3) * k1 * v * v);
 }
