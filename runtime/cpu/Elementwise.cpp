@@ -10,7 +10,7 @@
 #include "runtime/cpu/Elementwise.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
+#include "runtime/cpu/RowLoops.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -30,6 +30,10 @@ template <typename C>
 void apply(const artifact::ElementwiseProgram::Instruction &in,
            const C *__restrict a, const C *__restrict b, C *__restrict d,
            int64_t n) {
+  // The same loops as the unfused kernels' (Kernels.cpp), so the same bits.
+  if constexpr (std::is_same_v<C, float>)
+    if (detail::hasVectorForm(in.kernel, in.flag != 0))
+      return detail::rowLoops().transcendental(in.kernel, a, b, d, n);
   switch (in.kernel) {
   case Kernel::Add:
     for (int64_t j = 0; j < n; ++j)
@@ -55,16 +59,9 @@ void apply(const artifact::ElementwiseProgram::Instruction &in,
     for (int64_t j = 0; j < n; ++j)
       d[j] = C(1) / a[j];
     return;
-  case Kernel::Tanh:
-    return tanhFamily(in.kernel, a, b, d, n);
-  case Kernel::Gelu:
   case Kernel::GeluGrad:
-    if (in.flag)
-      return tanhFamily(in.kernel, a, b, d, n);
-    if (in.kernel == Kernel::Gelu)
-      break;
     for (int64_t j = 0; j < n; ++j)
-      d[j] = math::geluDerivative<C>(a[j], false) * b[j];
+      d[j] = math::geluDerivative<C>(a[j], in.flag != 0) * b[j];
     return;
   default:
     break;

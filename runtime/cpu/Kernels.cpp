@@ -109,6 +109,41 @@ using math::applyCompare;
 using math::applyUnary;
 using math::wrap;
 
+/// ro[i] = ra[i * sa] op rb[i * sb] for a float + - * or / (false for
+/// other kernels): the operation chosen outside the loop, and a stride-0
+/// (broadcast) operand read once, so that the loop vectorises.
+template <typename T>
+bool floatArithmetic(Kernel k, const T *ra, int64_t sa, const T *rb,
+                     int64_t sb, T *ro, int64_t n) {
+  using C = typename Traits<T>::C;
+  auto loop = [&](auto op) {
+    auto at = [](const T *p, int64_t i) { return Traits<T>::load(p[i]); };
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        ro[i] = Traits<T>::store(op(at(ra, i), at(rb, i)));
+    } else if (sa == 0 && sb == 1) {
+      C x = at(ra, 0);
+      for (int64_t i = 0; i < n; ++i)
+        ro[i] = Traits<T>::store(op(x, at(rb, i)));
+    } else if (sa == 1 && sb == 0) {
+      C y = at(rb, 0);
+      for (int64_t i = 0; i < n; ++i)
+        ro[i] = Traits<T>::store(op(at(ra, i), y));
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        ro[i] = Traits<T>::store(op(at(ra, i * sa), at(rb, i * sb)));
+    }
+    return true;
+  };
+  switch (k) {
+  case Kernel::Add: return loop([](C x, C y) { return x + y; });
+  case Kernel::Sub: return loop([](C x, C y) { return x - y; });
+  case Kernel::Mul: return loop([](C x, C y) { return x * y; });
+  case Kernel::Div: return loop([](C x, C y) { return x / y; });
+  default: return false;
+  }
+}
+
 bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
             const TensorRef &out, std::string &error) {
   bool compare = k == Kernel::Equal || k == Kernel::Less ||
@@ -134,6 +169,10 @@ bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
                  }
                  T *ro = static_cast<T *>(out.data) + o;
                  bool localDivByZero = false;
+                 if constexpr (std::is_floating_point_v<C>) {
+                   if (floatArithmetic(k, ra, s[0], rb, s[1], ro, n))
+                     return;
+                 }
                  if (k == Kernel::Add && s[0] == 1 && s[1] == 1) {
                    for (int64_t i = 0; i < n; ++i)
                      ro[i] = Traits<T>::store(wrap<C>(
@@ -212,10 +251,11 @@ void unary(Kernel k, const TensorRef &in, const TensorRef &out,
     const T *pi = static_cast<const T *>(in.data);
     T *po = static_cast<T *>(out.data);
     if constexpr (std::is_same_v<T, float>) {
-      // Four at a time (tanhFamily): tanh_ has no call for floats.
-      if (k == Kernel::Tanh || (k == Kernel::Gelu && tanhGelu)) {
+      // Eight at a time without the C library (RowLoops.h).
+      if (detail::hasVectorForm(k, tanhGelu)) {
         parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
-          tanhFamily<float>(k, pi + b, nullptr, po + b, e - b);
+          detail::rowLoops().transcendental(k, pi + b, nullptr, po + b,
+                                            e - b);
         });
         return;
       }
@@ -906,8 +946,8 @@ void geluGrad(const TensorRef &x, const TensorRef &g, const TensorRef &out,
     parallelFor(x.numElements(), 8192, [&](int64_t b, int64_t e) {
       if constexpr (std::is_same_v<T, float>)
         if (tanhForm)
-          return tanhFamily<float>(Kernel::GeluGrad, px + b, pg + b, po + b,
-                                   e - b);
+          return detail::rowLoops().transcendental(Kernel::GeluGrad, px + b,
+                                                   pg + b, po + b, e - b);
       for (int64_t i = b; i < e; ++i) {
         C d = math::geluDerivative<C>(Traits<T>::load(px[i]), tanhForm);
         po[i] = Traits<T>::store(d * Traits<T>::load(pg[i]));

@@ -11,7 +11,7 @@ namespace {
 
 namespace strata::cpu::detail {
 
-const RowLoops kBaselineRowLoops = {tanhFamilyLoop, expShiftedSumLoop};
+const RowLoops kBaselineRowLoops = {transcendentalLoop, expShiftedSumLoop};
 
 const RowLoops &rowLoops() {
   static const RowLoops &chosen = [&]() -> const RowLoops & {

@@ -1,5 +1,5 @@
 // RowLoops.h - The float row loops behind the CPU's softmax, cross-entropy,
-// attention and tanh-family kernels, built once per ISA (RowLoopsBody.h in
+// attention, tanh, GELU, exp and sigmoid kernels, built once per ISA (RowLoopsBody.h in
 // RowLoops.cpp at the baseline and in RowLoopsAvx2.cpp with -mavx2) and
 // chosen at run time. Plain functions over plain data, so that nothing
 // inline is shared between code built for different ISAs.
@@ -18,15 +18,24 @@
 namespace strata::cpu::detail {
 
 struct RowLoops {
-  /// d = tanh(a), the tanh GELU of a, or its derivative times b (`k`: Tanh,
-  /// Gelu or GeluGrad), over n floats.
-  void (*tanhFamily)(artifact::Kernel k, const float *a, const float *b,
-                     float *d, int64_t n);
+  /// d = f(a) over n floats for the kernels with a vector form
+  /// (hasVectorForm): Tanh, Exp, Sigmoid, the tanh GELU, and the tanh GELU's
+  /// derivative times b.
+  void (*transcendental)(artifact::Kernel k, const float *a, const float *b,
+                         float *d, int64_t n);
   /// exp(x - shift) of n floats into `out` (math::fast::expfCore); returns
   /// their sum in double, value i added into lane i % 8 of eight, the lanes
   /// combined pairwise.
   double (*expShiftedSum)(const float *x, int64_t n, float shift, float *out);
 };
+
+/// Whether `transcendental` computes kernel k (`tanhGelu`: the GELU's
+/// flag; the erf GELU has no vector form).
+inline bool hasVectorForm(artifact::Kernel k, bool tanhGelu) {
+  using artifact::Kernel;
+  return k == Kernel::Tanh || k == Kernel::Exp || k == Kernel::Sigmoid ||
+         ((k == Kernel::Gelu || k == Kernel::GeluGrad) && tanhGelu);
+}
 
 /// The loops for this CPU: AVX2 where it has it, unless STRATA_CPU_ISA says
 /// scalar (StreamingUpdates.h reads it). Chosen once.

@@ -10,4 +10,4 @@ namespace {
 } // namespace
 
 const strata::cpu::detail::RowLoops strata::cpu::detail::kAvx2RowLoops = {
-    tanhFamilyLoop, expShiftedSumLoop};
+    transcendentalLoop, expShiftedSumLoop};

@@ -15,38 +15,59 @@ inline F8 load8(const float *p) {
 }
 inline void store8(float *p, F8 v) { __builtin_memcpy(p, &v, sizeof v); }
 
-/// math::tanh_'s operations on eight lanes or one (NaN kept). Function
-/// objects of this file, so that the GELU templates instantiated with them
-/// are this file's too.
-template <typename F, typename I> struct TanhOf {
-  F operator()(F x) const {
-    F t = strata::math::fast::tanhCore<F, I>(x);
+/// The integer vector (or integer) matching F.
+template <typename F> struct IntOf { using type = int32_t; };
+template <> struct IntOf<F8> { using type = I8; };
+
+/// math::tanh_'s operations on eight lanes or one (NaN kept). A function
+/// object of this file, so that the GELU templates instantiated with it are
+/// this file's too.
+struct Tanh {
+  template <typename F> F operator()(F x) const {
+    F t = strata::math::fast::tanhCore<F, typename IntOf<F>::type>(x);
     return x != x ? x : t;
   }
 };
-using Tanh8 = TanhOf<F8, I8>;
-using Tanh1 = TanhOf<float, int32_t>;
 
-void tanhFamilyLoop(strata::artifact::Kernel k, const float *a,
-                    const float *b, float *d, int64_t n) {
+/// d[j] = f(a[j], b[j]) (b may be null, then f ignores it), eight at a time
+/// and then one at a time: `f` takes F8s or floats.
+template <typename Fn>
+void each(const float *a, const float *b, float *d, int64_t n, Fn f) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    store8(d + j, f(load8(a + j), b ? load8(b + j) : F8{}));
+  for (; j < n; ++j)
+    d[j] = f(a[j], b ? b[j] : 0.0f);
+}
+
+void transcendentalLoop(strata::artifact::Kernel k, const float *a,
+                        const float *b, float *d, int64_t n) {
   using strata::artifact::Kernel;
   namespace math = strata::math;
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    F8 x = load8(a + j);
-    F8 y = k == Kernel::Tanh   ? Tanh8{}(x)
-           : k == Kernel::Gelu ? math::geluTanh<F8, float>(x, Tanh8{})
-                               : math::geluTanhDerivative<F8, float>(
-                                     x, Tanh8{}) *
-                                     load8(b + j);
-    store8(d + j, y);
+  auto exp = [](auto x) {
+    using F = decltype(x);
+    return math::fast::expfCore<F, typename IntOf<F>::type>(x);
+  };
+  switch (k) {
+  case Kernel::Tanh:
+    return each(a, b, d, n, [](auto x, auto) { return Tanh{}(x); });
+  case Kernel::Gelu:
+    return each(a, b, d, n, [](auto x, auto) {
+      return math::geluTanh<decltype(x), float>(x, Tanh{});
+    });
+  case Kernel::GeluGrad:
+    return each(a, b, d, n, [](auto x, auto g) {
+      return math::geluTanhDerivative<decltype(x), float>(x, Tanh{}) * g;
+    });
+  case Kernel::Exp:
+    return each(a, b, d, n, [&](auto x, auto) { return exp(x); });
+  case Kernel::Sigmoid:
+    // 1 / (1 + exp(-x)): 0 and 1 at the ends, as exp saturates.
+    return each(a, b, d, n,
+                [&](auto x, auto) { return 1.0f / (1.0f + exp(-x)); });
+  default:
+    return;
   }
-  for (; j < n; ++j)
-    d[j] = k == Kernel::Tanh   ? Tanh1{}(a[j])
-           : k == Kernel::Gelu ? math::geluTanh<float, float>(a[j], Tanh1{})
-                               : math::geluTanhDerivative<float, float>(
-                                     a[j], Tanh1{}) *
-                                     b[j];
 }
 
 double expShiftedSumLoop(const float *x, int64_t n, float shift, float *out) {

@@ -95,24 +95,6 @@ inline double expShiftedSum(const T *x, int64_t stride, int64_t n, C shift,
   }
 }
 
-/// d = tanh(a), the tanh GELU of a, or its derivative times b (`k`: Tanh,
-/// Gelu or GeluGrad), over `n` values: floats eight at a time (RowLoops.h,
-/// each lane doing the scalar operations, so the same bits either way),
-/// other compute types one at a time.
-template <typename C>
-inline void tanhFamily(artifact::Kernel k, const C *a, const C *b, C *d,
-                       int64_t n) {
-  using artifact::Kernel;
-  if constexpr (std::is_same_v<C, float>) {
-    detail::rowLoops().tanhFamily(k, a, b, d, n);
-  } else {
-    for (int64_t j = 0; j < n; ++j)
-      d[j] = k == Kernel::Tanh   ? math::tanh_(a[j])
-             : k == Kernel::Gelu ? math::geluTanh<C>(a[j])
-                                 : math::geluTanhDerivative<C>(a[j]) * b[j];
-  }
-}
-
 } // namespace strata::cpu
 
 #endif // STRATA_RUNTIME_CPU_ROWMATH_H

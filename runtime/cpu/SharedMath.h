@@ -60,11 +60,11 @@ namespace fast {
 /// so the bits are the same either way). y = n ln2 + r with |r| <= ln2/2 (n
 /// by the round-to-integer trick of adding 1.5 * 2^23, which also leaves n
 /// in the low bits), exp(r) by its Taylor polynomial to degree 7 (relative
-/// error below 1e-8), 2^n from its exponent bits: within two ulps of the
-/// correctly rounded exp. Below -87.33 (where exp leaves float's normal
-/// range) the result is 0; above 88 it is +inf (the true value is within a
-/// factor of 2 of float's largest there); NaN stays NaN. The C library's
-/// expf is a call per element: most of a softmax's time.
+/// error below 1e-8), times 2^n as two normal powers of two (2^128 is not
+/// one): within two ulps of the correctly rounded exp. Below -87.33 (where
+/// exp leaves float's normal range) the result is 0; above 88.7228 (the log
+/// of float's largest) +inf; NaN stays NaN. The C library's expf is a call
+/// per element: most of a softmax's time.
 ///
 /// Always inlined (and so never emitted on its own), as is tanhCore: the
 /// per-ISA row loops (RowLoopsBody.h) instantiate both with the same vector
@@ -73,7 +73,7 @@ namespace fast {
 template <typename F, typename I>
 __attribute__((always_inline)) inline F expfCore(F y) {
   F c = y < -87.33f ? F{} - 87.33f : y;
-  c = c < 88 ? c : F{} + 88;
+  c = c < 88.7228f ? c : F{} + 88.7228f;
   F shifted = c * 1.44269504f + 0x1.8p23f;
   F n = shifted - 0x1.8p23f;
   F r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -85,10 +85,14 @@ __attribute__((always_inline)) inline F expfCore(F y) {
   p = p * r + 0.5f;
   p = p * r + 1;
   p = p * r + 1;
-  I bits = (__builtin_bit_cast(I, shifted) - (I{} + (0x4B400000 - 127))) << 23;
-  F e = p * __builtin_bit_cast(F, bits);
+  // n in [-126, 128]: 2^n = 2^h 2^(n - h), h = floor(n / 2), both normal;
+  // each product by a power of two is exact short of overflow.
+  I ni = __builtin_bit_cast(I, shifted) - 0x4B400000;
+  I h = ni >> 1;
+  F e = p * __builtin_bit_cast(F, (h + 127) << 23);
+  e = e * __builtin_bit_cast(F, (ni - h + 127) << 23);
   e = y < -87.33f ? F{} : e;
-  e = y > 88 ? F{} + __builtin_inff() : e;
+  e = y > 88.7228f ? F{} + __builtin_inff() : e;
   return y != y ? y : e;
 }
 
@@ -156,14 +160,8 @@ STRATA_HD inline float tanh_(float x) {
   return x != x ? x : t;
 }
 
-/// Four floats at once (a GCC vector), for the CPU kernels' loops: each
-/// lane gets exactly tanh_(float)'s operations, so the same bits.
+/// Four floats at once (a GCC vector), for the CPU kernels' loops.
 using Float4 = float __attribute__((vector_size(16)));
-inline Float4 tanh_(Float4 x) {
-  using Int4 = int32_t __attribute__((vector_size(16)));
-  Float4 t = fast::tanhCore<Float4, Int4>(x);
-  return x != x ? x : t;
-}
 inline Float4 load4(const float *p) {
   Float4 v;
   __builtin_memcpy(&v, p, sizeof v);
