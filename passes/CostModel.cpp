@@ -4,6 +4,7 @@
 #include "passes/ArenaRanges.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
 
 #include <algorithm>
@@ -62,6 +63,36 @@ double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
          scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
 }
 
+/// A fused elementwise chain: what it reads and writes at the streaming
+/// rate (a simple kernel moves three values an element), plus, per element,
+/// each transcendental instruction's extra over a simple kernel; the other
+/// instructions work in registers and cost nothing more. A single tanh
+/// costs what the tanh kernel does, a single add what the add kernel does.
+/// Negative for a program that does not decode (the caller falls back).
+double fusedElementwiseSeconds(exec::KernelOp k, const MachineProfile &m) {
+  artifact::ElementwiseProgram program;
+  std::string why;
+  std::vector<int64_t> ints(k.getInts().begin(), k.getInts().end());
+  std::vector<double> floats(k.getFloats().begin(), k.getFloats().end());
+  if (!artifact::elementwiseProgram(ints, floats, k.getInputs().size(),
+                                    k.getResults().size(), program, why))
+    return -1;
+  double moved = 0;
+  for (Value v : k.getInputs())
+    moved += elements(v.getType());
+  for (Value v : k.getResults())
+    moved += elements(v.getType());
+  double n = elements(k.getResult(0).getType());
+  double extra = std::max(
+      0.0, m.transcendentalNsPerElement - m.simpleNsPerElement * 2 / 3);
+  double ns = moved * m.simpleNsPerElement / 3;
+  for (const auto &in : program.instructions)
+    if (artifact::kernelInfo(in.kernel).cost ==
+        artifact::CostClass::Transcendental)
+      ns += n * extra;
+  return ns * 1e-9 + (n > kParallelGrain ? m.parallelLaunchUs * 1e-6 : 0);
+}
+
 } // namespace
 
 double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
@@ -74,6 +105,11 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     return seconds + matmulSeconds(k, m);
   if (cost == artifact::CostClass::Attention)
     return seconds + attentionSeconds(k, m);
+  if (k.getKernel() == "elementwise") {
+    double fused = fusedElementwiseSeconds(k, m);
+    if (fused >= 0)
+      return seconds + fused;
+  }
   // Streaming kernels: the larger of what they read and write.
   int64_t n = 0;
   for (Value v : k.getInputs())
