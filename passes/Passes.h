@@ -66,6 +66,8 @@ struct TrainingOptions {
   int64_t lossScaleWindow = 2000;
   /// Move each update right after its gradient (LOMO's schedule).
   bool fuseUpdates = false;
+  /// fp32, bf16 or fp16 (strata-autocast, before autodiff).
+  std::string precision = "fp32";
   /// Stop after autodiff: return the loss and every gradient (named
   /// "grad:<parameter>") instead of applying an optimizer.
   bool gradientsOnly = false;

@@ -140,6 +140,32 @@ def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
   }];
 }
 
+def AutocastPass : Pass<"strata-autocast", "mlir::ModuleOp"> {
+  let summary = "Mixed precision: matrix products in bf16 or fp16, casts in the IR";
+  let description = [{
+    Runs on the loss function before autodiff, so the gradients follow the
+    same precisions. With `precision=bf16` or `fp16` (fp32: nothing
+    changes), ops are visited in program order:
+    - matrix products and attention take low-precision operands (the
+      kernels accumulate in fp32) and give low-precision results;
+    - softmax, log-softmax, layer/RMS norms, reductions, exp, log, pow and
+      the cross-entropy take fp32 operands and give fp32 results;
+    - every other op runs in its operands' precision: mixed activations
+      widen to fp32, and weights (parameters and constants, through
+      reshapes, transposes, broadcasts and slices) take the activations'
+      precision, as a bias inside PyTorch's autocast linear does.
+    Each change of precision is an explicit `graph.cast`; parameters stay
+    fp32 (the optimizer updates these masters; the cast of a parameter is
+    its low-precision copy), and so does each function result. The
+    gradient of a cast is the cast back, so activation gradients are low
+    precision and parameter gradients fp32.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32, bf16 or fp16">,
+  ];
+}
+
 def FuseElementwisePass : Pass<"strata-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Group chains of elementwise ops into graph.fused kernels";
   let description = [{

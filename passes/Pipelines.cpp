@@ -60,6 +60,9 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   AppendLossPassOptions loss;
   loss.kind = options.loss;
   pm.addPass(createAppendLossPass(loss));
+  AutocastPassOptions autocast;
+  autocast.precision = options.precision;
+  pm.addPass(createAutocastPass(autocast));
   pm.addPass(createAutodiffPass());
   if (options.gradientsOnly) {
     buildGraphCleanupPipeline(pm);

@@ -366,7 +366,9 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
     T *pc = static_cast<T *>(out.data);
     if (M * N == 0)
       return;
-    auto one = [&](int64_t i) {
+    // `parallel`: whether this product may spread its own work over the
+    // pool (not when it is one of several products already spread).
+    auto one = [&](int64_t i, bool parallel) {
       int64_t oa, ob;
       batchOffsets(i, oa, ob);
       const T *ma = pa + oa * M * K, *mb = pb + ob * K * N;
@@ -391,6 +393,33 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
         cblas_dgemm(CblasRowMajor, opA, opB, M, N, K, 1.0, ma, lda, mb, ldb,
                     0.0, mc, N);
         return;
+      } else if constexpr (std::is_same_v<typename Traits<T>::C, float>) {
+        // Half storage (bf16, fp16): the operands widened to float, one
+        // float product (fp32 accumulation), each result rounded once.
+        std::vector<float> fa, fb, fc(M * N);
+        auto convert = [&](int64_t n, auto &&body) {
+          if (parallel)
+            parallelFor(n, 65536, body);
+          else
+            body(0, n);
+        };
+        auto widen = [&](const T *src, int64_t n, std::vector<float> &dst) {
+          dst.resize(n);
+          convert(n, [&](int64_t b, int64_t e) {
+            for (int64_t j = b; j < e; ++j)
+              dst[j] = Traits<T>::load(src[j]);
+          });
+        };
+        widen(ma, M * K, fa);
+        widen(mb, K * N, fb);
+        if (K > 0)
+          cblas_sgemm(CblasRowMajor, opA, opB, M, N, K, 1.0f, fa.data(), lda,
+                      fb.data(), ldb, 0.0f, fc.data(), N);
+        convert(M * N, [&](int64_t b, int64_t e) {
+          for (int64_t j = b; j < e; ++j)
+            mc[j] = Traits<T>::store(fc[j]);
+        });
+        return;
       }
 #endif
       gemmReference(ma, mb, mc, M, N, K, ta, tb);
@@ -398,16 +427,16 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
     // Large products parallelise inside BLAS; many small ones across batches.
     bool blas = false;
 #ifdef STRATA_HAVE_CBLAS
-    blas = std::is_same_v<T, float> || std::is_same_v<T, double>;
+    blas = std::is_floating_point_v<typename Traits<T>::C>;
 #endif
     if (batches > 1 && (!blas || M * N * K < (int64_t(1) << 18))) {
       parallelFor(batches, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t i = b0; i < b1; ++i)
-          one(i);
+          one(i, false);
       });
     } else {
       for (int64_t i = 0; i < batches; ++i)
-        one(i);
+        one(i, true);
     }
   });
 }

@@ -200,6 +200,89 @@ class TrainParity(unittest.TestCase):
                                            rtol=1e-5)
                 self.assertLess(losses["on"][-1], losses["on"][0])
 
+    def test_mixed_precision_tracks_pytorch(self):
+        """--precision bf16: 20 AdamW steps track PyTorch's CPU autocast in
+        bf16 (the same policy: matrix products in bf16, the loss in fp32,
+        fp32 master weights) within 2% at every step, and store activations
+        in bf16. --precision fp16 (which turns on dynamic loss scaling)
+        tracks fp32 PyTorch within 2% (PyTorch has no CPU fp16 autocast to
+        compare with); started at a loss scale of 2^24, its gradients
+        overflow fp16, so the first steps are skipped with the weights
+        untouched until the scale has come down, then it trains."""
+        import torch
+        for name in ("gpt2_dynamic", "llama_dynamic"):
+            want = {"bf16": [], "fp16": []}
+            for precision in want:
+                module = self.torch_module(name)
+                opt = torch.optim.AdamW(module.parameters(), lr=0.003)
+                for step in range(20):
+                    ids, labels = self.batch(name, step)
+                    opt.zero_grad()
+                    with torch.autocast("cpu", dtype=torch.bfloat16,
+                                        enabled=precision == "bf16"):
+                        logits = module(torch.from_numpy(ids))
+                    loss = torch.nn.functional.cross_entropy(
+                        logits.float().reshape(-1, logits.shape[-1]),
+                        torch.from_numpy(labels).reshape(-1))
+                    loss.backward()
+                    opt.step()
+                    want[precision].append(loss.item())
+            for precision in want:
+                with self.subTest(model=name, precision=precision):
+                    art = os.path.join(ARGS.work, "%s.%s.strata" %
+                                       (name, precision))
+                    self.compile(name, art + ".mlir", "--optimizer", "adamw",
+                                 "--lr", "0.003", "--precision", precision,
+                                 "--emit", "exec")
+                    # Matrix products read low-precision operands.
+                    low = "bf16" if precision == "bf16" else "f16"
+                    pattern = (r'exec.kernel "matmul"\(%\w+, %\w+\).*'
+                               r'x{0}>, tensor<[0-9x]+x{0}>\)').format(low)
+                    with open(art + ".mlir") as f:
+                        self.assertRegex(f.read(), pattern)
+                    r = self.compile(name, art, "--optimizer", "adamw",
+                                     "--lr", "0.003", "--precision",
+                                     precision)
+                    if precision == "fp16":
+                        self.assertIn("--loss-scale dynamic", r.stderr)
+                    log = art + ".log.jsonl"
+                    run([tool("strata-run"), art, "--data",
+                         self.data[name][0], "--steps", "20", "--log-json",
+                         log, "--quiet"])
+                    got = losses_by_step(log)
+                    self.assertEqual(len(got), 20)
+                    np.testing.assert_allclose(got, want[precision],
+                                               rtol=0.02)
+                    self.assertLess(got[-1], got[0] * 0.9)
+
+        # fp16 overflow: steps skip (weights untouched) and the run
+        # recovers once the scale is small enough.
+        name = "llama_dynamic"
+        art = os.path.join(ARGS.work, "fp16_overflow.strata")
+        self.compile(name, art, "--optimizer", "adamw", "--lr", "0.003",
+                     "--precision", "fp16", "--loss-scale-init",
+                     str(2.0 ** 24))
+        before = self.exported_weights(art)
+        log = art + ".log.jsonl"
+        run([tool("strata-run"), art, "--data", self.data[name][0],
+             "--steps", "1", "--log-json", log, "--quiet"])
+        with open(log) as f:
+            first = [json.loads(l) for l in f]
+        self.assertTrue(first[0]["skipped"])
+        for k, w in self.exported_weights(art).items():
+            np.testing.assert_array_equal(w, before[k], err_msg=k)
+        run([tool("strata-run"), art, "--data", self.data[name][0],
+             "--steps", "30", "--log-json", log, "--quiet", "--resume"])
+        with open(log) as f:
+            rows = [json.loads(l) for l in f]
+        skipped = [r["skipped"] for r in rows]
+        self.assertTrue(skipped[0])
+        self.assertFalse(any(skipped[-10:]), skipped)
+        scales = [r["loss_scale"] for r in rows]
+        self.assertLess(scales[-1], 2.0 ** 24)
+        trained = [r["loss"] for r in rows if not r["skipped"]]
+        self.assertLess(trained[-1], trained[0] * 0.9)
+
     # -- optimizer steps ---------------------------------------------------
 
     def check_steps(self, name, optimizer, flags, make_torch_opt, steps=4):

@@ -140,6 +140,14 @@ static cl::opt<int64_t> lossScaleWindow(
     "loss-scale-window",
     cl::desc("Good steps before the dynamic loss scale doubles"),
     cl::init(2000), cl::cat(trainCategory));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("fp32 (default), bf16 or fp16: matrix products and attention "
+             "in the low precision (fp32 accumulation), activations and their "
+             "gradients stored in it; softmax, norms, reductions and the loss "
+             "in fp32; fp32 parameters and optimizer states "
+             "(--strata-autocast). fp16 turns on --loss-scale dynamic"),
+    cl::init("fp32"), cl::cat(trainCategory));
 static cl::opt<bool> syntheticParams(
     "synthetic-params",
     cl::desc("Do not store trainable parameters: record each one's mean and "
@@ -421,6 +429,8 @@ static std::string checkTrainingOptions() {
     return "--planner-evaluations must be at least 1";
   if (fusion != "on" && fusion != "off")
     return "--fusion must be on or off, not '" + fusion + "'";
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+    return "--precision must be fp32, bf16 or fp16, not '" + precision + "'";
   if (cpuJobBytes < -1)
     return "--cpu-job-bytes must be a byte count (0: one job per update), "
            "not " +
@@ -605,6 +615,10 @@ int main(int argc, char **argv) {
       text << " accumulate=" << accumulate.getValue();
     if (lossScale != "none")
       text << " loss_scale=" << lossScale.getValue();
+    else if (precision == "fp16")
+      text << " loss_scale=dynamic";
+    if (precision != "fp32")
+      text << " precision=" << precision.getValue();
     if (fusingUpdates())
       text << " fused";
     optimizerText = text.str();
@@ -631,9 +645,22 @@ int main(int argc, char **argv) {
     training.lossScale = lossScale;
     training.lossScaleInit = lossScaleInit;
     training.lossScaleWindow = lossScaleWindow;
+    training.precision = precision;
+    // fp16's range is narrow: small gradients underflow without a scale.
+    if (precision == "fp16" && lossScale == "none") {
+      if (lossScale.getNumOccurrences())
+        llvm::errs() << "strata-compile: warning: --precision fp16 with "
+                        "--loss-scale none: small gradients may underflow "
+                        "to zero\n";
+      else {
+        training.lossScale = "dynamic";
+        llvm::errs() << "strata-compile: note: --precision fp16 trains with "
+                        "--loss-scale dynamic\n";
+      }
+    }
     // The overflow check needs every gradient; fused updates then need the
     // norm from a first backward pass so that a skipped step skips them all.
-    if (training.fuseUpdates && lossScale != "none" &&
+    if (training.fuseUpdates && training.lossScale != "none" &&
         training.clipMode != "two-pass") {
       if (clipGradNorm > 0 && training.clipMode == "previous-step") {
         llvm::errs() << "strata-compile: error: loss scaling with fused "

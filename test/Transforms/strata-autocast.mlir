@@ -1,0 +1,52 @@
+// RUN: strata-opt %s --split-input-file --strata-autocast="precision=bf16" | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-autocast="precision=fp32" | FileCheck %s --check-prefix=FP32
+// RUN: not strata-opt %s --split-input-file --strata-autocast="precision=int8" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// Tests the policy on a linear layer, a residual and the loss: the layer
+// norm runs in fp32; the product takes bf16 copies of its input and of the
+// fp32 weight; the bias (a weight) follows the bf16 activation; the
+// residual add of an fp32 and a bf16 activation widens to fp32; the loss
+// reads fp32 logits. Parameters and the result stay fp32.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[W:.+]] = graph.param "w" trainable {{.*}} : tensor<8x8xf32>
+// CHECK: %[[B:.+]] = graph.param "b" trainable {{.*}} : tensor<8xf32>
+// CHECK: %[[N:.+]] = graph.layer_norm %arg0, %{{.+}}, %{{.+}} axis = 1 {{.*}} -> tensor<4x8xf32>
+// CHECK: %[[N16:.+]] = graph.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: %[[W16:.+]] = graph.cast %[[W]] : tensor<8x8xf32> -> tensor<8x8xbf16>
+// CHECK: %[[Y:.+]] = graph.matmul %[[N16]], %[[W16]] : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+// CHECK: %[[B16:.+]] = graph.cast %[[B]] : tensor<8xf32> -> tensor<8xbf16>
+// CHECK: %[[YB:.+]] = graph.add %[[Y]], %[[B16]] : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+// CHECK: %[[YW:.+]] = graph.cast %[[YB]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK: %[[R:.+]] = graph.add %arg0, %[[YW]] : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[L:.+]] = graph.cross_entropy %[[R]], %arg1 : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+// CHECK: return %[[L]] : tensor<f32>
+// FP32-NOT: graph.cast
+// BAD: unknown precision 'int8' (expected fp32, bf16 or fp16)
+func.func @main(%x: tensor<4x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32> {graph.name = "loss"}) {
+  %w = graph.param "w" trainable {initial_value = dense<0.5> : tensor<8x8xf32>} : tensor<8x8xf32>
+  %b = graph.param "b" trainable {initial_value = dense<0.1> : tensor<8xf32>} : tensor<8xf32>
+  %g = graph.param "g" trainable {initial_value = dense<1.0> : tensor<8xf32>} : tensor<8xf32>
+  %beta = graph.param "beta" trainable {initial_value = dense<0.0> : tensor<8xf32>} : tensor<8xf32>
+  %n = graph.layer_norm %x, %g, %beta axis = 1 epsilon = 1.0E-5 : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = graph.matmul %n, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %yb = graph.add %y, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r = graph.add %x, %yb : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %l = graph.cross_entropy %r, %labels : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that a returned low-precision value is cast back to the declared
+// fp32 result, and that arithmetic on weights alone stays as it is.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[S:.+]] = graph.mul %{{.+}}, %{{.+}} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[Y:.+]] = graph.matmul {{.*}} -> tensor<4x8xbf16>
+// CHECK: %[[Y32:.+]] = graph.cast %[[Y]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK: return %[[Y32]] : tensor<4x8xf32>
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w = graph.param "w" trainable {initial_value = dense<0.5> : tensor<8x8xf32>} : tensor<8x8xf32>
+  %s = graph.mul %w, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %y = graph.matmul %x, %s : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
