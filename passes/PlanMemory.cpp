@@ -368,6 +368,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       delta[b.end + 1][k] -= static_cast<int64_t>(b.bytes);
     }
     uint64_t live[3] = {0, 0, 0};
+    int64_t peakAt = -1;
     for (int64_t t = 0; t <= last + 1; ++t) {
       for (int k = 0; k < 3; ++k)
         live[k] += delta[t][k];
@@ -376,6 +377,7 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         classPeak[k] = std::max(classPeak[k], live[k]);
       if (total > peakLive) {
         peakLive = total;
+        peakAt = t;
         std::copy(live, live + 3, atPeak);
       }
     }
@@ -392,6 +394,26 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
     auto i64 = [&](uint64_t v) {
       return builder.getI64IntegerAttr(static_cast<int64_t>(v));
     };
+    // The same classes by element type ("activations_at_peak:bf16"), for
+    // the report's split by precision.
+    std::map<std::string, uint64_t> byType;
+    auto typeKey = [](StringRef cls, Type type) {
+      std::string key = cls.str() + ":";
+      llvm::raw_string_ostream os(key);
+      cast<ShapedType>(type).getElementType().print(os);
+      return os.str();
+    };
+    const char *peakNames[3] = {"activations_at_peak", "gradients_at_peak",
+                                "workspace_at_peak"};
+    for (const Buffer &b : buffers)
+      if (b.start <= peakAt && peakAt <= b.end)
+        byType[typeKey(peakNames[static_cast<int>(b.kind)],
+                       b.value.getType())] += b.bytes;
+    for (auto p : body.getOps<exec::ParamOp>())
+      byType[typeKey(p.getState()      ? "optimizer_states"
+                     : p.getConstant() ? "constants"
+                                       : "parameters",
+                     p.getType())] += storageBytes(p.getType());
     func->setAttr(
         "exec.memory",
         builder.getDictionaryAttr({
@@ -409,6 +431,11 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
             builder.getNamedAttr("stored_on_host", i64(onHost)),
             builder.getNamedAttr("stored_on_ssd", i64(onSsd)),
         }));
+    SmallVector<NamedAttribute> memory(
+        cast<DictionaryAttr>(func->getAttr("exec.memory")).getValue());
+    for (auto &[key, bytes] : byType)
+      memory.push_back(builder.getNamedAttr(key, i64(bytes)));
+    func->setAttr("exec.memory", builder.getDictionaryAttr(memory));
     numBuffers += buffers.size();
     this->arenaBytes += arenaBytes;
     unsharedBytes += unshared;

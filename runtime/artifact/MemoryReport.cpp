@@ -9,6 +9,21 @@ namespace strata::artifact {
 
 namespace {
 
+/// "bf16 1.00 MiB, f32 3.00 MiB": the bytes of class `cls` by element
+/// type as the compiler recorded them ("<cls>:<type>"); empty when they
+/// are all of one type (or the artifact predates the split).
+std::string byPrecision(const Plan &plan, const std::string &cls) {
+  std::string text;
+  int types = 0;
+  for (const auto &[key, bytes] : plan.memory)
+    if (key.size() > cls.size() + 1 && key.compare(0, cls.size(), cls) == 0 &&
+        key[cls.size()] == ':' && bytes > 0) {
+      text += (types++ ? ", " : "") + key.substr(cls.size() + 1) + " " +
+              formatSize(bytes);
+    }
+  return types > 1 ? text : "";
+}
+
 std::string formatMs(uint64_t us) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f ms", us / 1e3);
@@ -25,14 +40,22 @@ std::string formatMemoryReport(const Plan &plan) {
                   formatSize(bytes).c_str(), note.c_str());
     out += buf;
   };
+  // A class's split by precision, on a line of its own when it has one.
+  auto split = [&](const char *cls) {
+    std::string text = byPrecision(plan, cls);
+    if (!text.empty())
+      out += "      by precision: " + text + "\n";
+  };
   uint64_t activations = plan.memoryOf("activations_at_peak");
   uint64_t gradients = plan.memoryOf("gradients_at_peak");
   uint64_t workspace = plan.memoryOf("workspace_at_peak");
   uint64_t live = activations + gradients + workspace;
   out += "memory by class (planned):\n";
   line("parameters", plan.memoryOf("parameters"), "parameter region");
+  split("parameters");
   line("optimizer states", plan.memoryOf("optimizer_states"),
        "parameter region");
+  split("optimizer_states");
   line("constants", plan.memoryOf("constants"), "parameter region");
   line("device arena peak", plan.arenaBytes,
        plan.arenaBytes > live
@@ -42,13 +65,16 @@ std::string formatMemoryReport(const Plan &plan) {
   line("  activations", activations,
        "at the peak (max " + formatSize(plan.memoryOf("activations_max")) +
            ")");
+  split("activations_at_peak");
   line("  gradients", gradients,
        "at the peak (max " + formatSize(plan.memoryOf("gradients_max")) +
            ", largest single " +
            formatSize(plan.memoryOf("largest_gradient")) + ")");
+  split("gradients_at_peak");
   line("  workspace", workspace,
        "at the peak (max " + formatSize(plan.memoryOf("workspace_max")) +
            ")");
+  split("workspace_at_peak");
   line("total", plan.arenaBytes + plan.paramsBytes,
        "device arena + parameter region");
   if (plan.memoryOf("predicted_step_us") > 0) {

@@ -242,9 +242,14 @@ class TrainParity(unittest.TestCase):
                         self.assertRegex(f.read(), pattern)
                     r = self.compile(name, art, "--optimizer", "adamw",
                                      "--lr", "0.003", "--precision",
-                                     precision)
+                                     precision, "--report")
                     if precision == "fp16":
                         self.assertIn("--loss-scale dynamic", r.stderr)
+                    # The report splits the activations by precision; the
+                    # parameters stay fp32 (no split).
+                    self.assertRegex(r.stdout, r"activations .*\n +by "
+                                     r"precision: %s [0-9.]+ \w+, f32" % low)
+                    self.assertNotRegex(r.stdout, r"parameters .*\n +by")
                     log = art + ".log.jsonl"
                     run([tool("strata-run"), art, "--data",
                          self.data[name][0], "--steps", "20", "--log-json",

@@ -364,9 +364,9 @@ TEST(FastMath, FloatExpMatchesTheLibrary) {
                                 (std::nextafter(w, INFINITY) - w));
     if (i % 301 == 0) {
       F4 v = math::fast::expfCore<F4, I4>(F4{y, -y, y * 0.5f, 0.0f});
-      EXPECT_EQ(std::memcmp(&v[0], &got, 4), 0) << y;
-      float neg = exp1(-y);
-      EXPECT_EQ(std::memcmp(&v[1], &neg, 4), 0) << y;
+      float lanes[2] = {v[0], v[1]}, neg = exp1(-y);
+      EXPECT_EQ(std::memcmp(&lanes[0], &got, 4), 0) << y;
+      EXPECT_EQ(std::memcmp(&lanes[1], &neg, 4), 0) << y;
     }
   }
   EXPECT_LE(worst, 2.0);
