@@ -230,11 +230,17 @@ struct FusePatternsPass
       if (!type || !isa<FloatType>(type.getElementType()))
         continue;
       for (Value x : inputCandidates(root)) {
-        if (x.getType() != type)
+        // Both GELUs read x twice (as a factor and inside the tanh or erf):
+        // a value read once (a chain of unary ops) is no candidate.
+        if (x.getType() != type || x.hasOneUse())
           continue;
         SmallVector<Operation *> ops = closedSubgraph(root, x);
-        // One op or two are not worth it and a GELU takes at least four.
-        if (ops.size() < 4)
+        // One op or two are not worth it and a GELU takes at least four,
+        // one of them a tanh or an erf.
+        if (ops.size() < 4 ||
+            llvm::none_of(ops, [](Operation *op) {
+              return isa<TanhOp, ErfOp>(op);
+            }))
           continue;
         const Known *match = nullptr;
         for (const Known &k : kKnown)
