@@ -12,7 +12,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseSet.h"
+
+#include <cstring>
+#include <optional>
 
 namespace strata {
 #define GEN_PASS_DEF_AUTOCASTPASS
@@ -24,6 +30,42 @@ using namespace strata;
 using namespace strata::graph;
 
 namespace {
+
+/// The values of a 16-bit float elements attribute, widened to float;
+/// nullopt for another kind or width, or data that is not available.
+std::optional<std::vector<float>> widenValues(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  auto element = dyn_cast<FloatType>(type.getElementType());
+  if (!element || element.getWidth() != 16)
+    return std::nullopt;
+  ArrayRef<char> raw;
+  bool splat = false;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    raw = blob->getData();
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    raw = dense.getRawData();
+    splat = dense.isSplat();
+  } else {
+    return std::nullopt;
+  }
+  int64_t n = type.getNumElements();
+  if (static_cast<int64_t>(raw.size()) != (splat ? 2 : 2 * n))
+    return std::nullopt;
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, raw.data() + (splat ? 0 : 2 * i), 2);
+    llvm::APFloat v(element.getFloatSemantics(), llvm::APInt(16, bits));
+    bool lost;
+    v.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
+              &lost); // Exact: both 16-bit formats fit in float.
+    out[i] = v.convertToFloat();
+  }
+  return out;
+}
 
 /// What precision an op runs in.
 enum class Class {
@@ -59,13 +101,18 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
   using AutocastPassBase::AutocastPassBase;
 
   void runOnOperation() override {
-    if (precision == "fp32")
-      return;
     auto func = getOperation().lookupSymbol<func::FuncOp>("main");
     if (!func) {
       getOperation().emitError("no @main function");
       return signalPassFailure();
     }
+    // Masters for half-precision parameters whatever the precision: the
+    // model's own arithmetic is unchanged, only the update is in fp32.
+    for (ParamOp p : llvm::to_vector(func.getOps<ParamOp>()))
+      if (failed(widenMaster(p)))
+        return signalPassFailure();
+    if (precision == "fp32")
+      return;
     Builder b(&getContext());
     Type low;
     if (precision == "bf16")
@@ -98,14 +145,13 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
         FloatType t = floatElement(operand.get());
         if (!t || t == target)
           continue;
-        // Only f32 and the low type are rewritten: an f64 operand (or a
-        // user's own precision) is left as the model has it.
-        if (t != wide && t != low)
+        // An f64 operand is left as the model has it.
+        if (t.getWidth() > 32)
           continue;
         operand.set(castTo(op, operand.get(), target));
       }
       for (Value r : op.getResults())
-        if (FloatType t = floatElement(r); t && (t == wide || t == low))
+        if (FloatType t = floatElement(r); t && t.getWidth() <= 32)
           r.setType(withElement(r.getType(), target));
       noteWeight(&op);
     }
@@ -129,10 +175,41 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
     return chosen;
   }
 
-  /// Parameters and constants are weights, and so are views of weights.
+  /// A trainable fp16 or bf16 parameter (a model exported in half
+  /// precision) becomes an fp32 master, its values widened exactly, read
+  /// through a cast to its own type: the optimizer then updates fp32
+  /// weights, whose rounding does not swallow small steps.
+  LogicalResult widenMaster(ParamOp p) {
+    FloatType element = floatElement(p.getResult());
+    if (!p.getTrainable() || !element || element.getWidth() != 16)
+      return success();
+    Type masterType = withElement(p.getType(), Builder(p).getF32Type());
+    if (std::optional<ElementsAttr> init = p.getInitialValue()) {
+      std::optional<std::vector<float>> values = widenValues(*init);
+      if (!values)
+        return p.emitError("cannot read the half-precision values of '")
+               << p.getName() << "' to make its fp32 master";
+      auto shaped = cast<ShapedType>(masterType);
+      p.setInitialValueAttr(DenseResourceElementsAttr::get(
+          shaped, p.getName(),
+          HeapAsmResourceBlob::allocateAndCopyInferAlign(
+              ArrayRef<float>(*values))));
+    }
+    Type own = p.getType();
+    p->getResult(0).setType(masterType);
+    OpBuilder b(p);
+    b.setInsertionPointAfter(p);
+    auto read = b.create<CastOp>(p.getLoc(), own, p.getResult());
+    p.getResult().replaceAllUsesExcept(read.getResult(), read);
+    return success();
+  }
+
+  /// Parameters and constants are weights, and so are views and casts of
+  /// weights.
   void noteWeight(Operation *op) {
-    bool view = isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(op) &&
-                weights_.contains(op->getOperand(0));
+    bool view =
+        isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, CastOp>(op) &&
+        weights_.contains(op->getOperand(0));
     if (isa<ParamOp, ConstantOp>(op) || view)
       for (Value r : op->getResults())
         weights_.insert(r);

@@ -158,7 +158,9 @@ def AutocastPass : Pass<"strata-autocast", "mlir::ModuleOp"> {
     fp32 (the optimizer updates these masters; the cast of a parameter is
     its low-precision copy), and so does each function result. The
     gradient of a cast is the cast back, so activation gradients are low
-    precision and parameter gradients fp32.
+    precision and parameter gradients fp32. Whatever the precision, a
+    trainable fp16 or bf16 parameter (a model exported in half precision)
+    becomes an fp32 master read through a cast to its own type.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",

@@ -20,6 +20,7 @@
 // CHECK: %[[R:.+]] = graph.add %arg0, %[[YW]] : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK: %[[L:.+]] = graph.cross_entropy %[[R]], %arg1 : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
 // CHECK: return %[[L]] : tensor<f32>
+// FP32-LABEL: func.func @main
 // FP32-NOT: graph.cast
 // BAD: unknown precision 'int8' (expected fp32, bf16 or fp16)
 func.func @main(%x: tensor<4x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32> {graph.name = "loss"}) {
@@ -44,9 +45,36 @@ func.func @main(%x: tensor<4x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32> {gr
 // CHECK: %[[Y:.+]] = graph.matmul {{.*}} -> tensor<4x8xbf16>
 // CHECK: %[[Y32:.+]] = graph.cast %[[Y]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK: return %[[Y32]] : tensor<4x8xf32>
+// FP32-LABEL: func.func @main
+// FP32-NOT: graph.cast
 func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w = graph.param "w" trainable {initial_value = dense<0.5> : tensor<8x8xf32>} : tensor<8x8xf32>
   %s = graph.mul %w, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   %y = graph.matmul %x, %s : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a trainable fp16 parameter (a model exported in half
+// precision) becomes an fp32 master holding the same values, read through
+// a cast to fp16, even at precision fp32; a frozen one stays as it is.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[M:.+]] = graph.param "w" trainable {initial_value = dense_resource<w> : tensor<2xf32>} : tensor<2xf32>
+// CHECK-NEXT: %[[H:.+]] = graph.cast %[[M]] : tensor<2xf32> -> tensor<2xf16>
+// CHECK: graph.param "frozen" {{.*}} : tensor<2xf16>
+// CHECK: graph.mul %arg0, %[[H]] : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
+// 1.5 and -2.0 as floats, little-endian, after the blob's alignment.
+// CHECK: w: "0x040000000000C03F000000C0"
+// FP32-LABEL: func.func @main
+// FP32: graph.param "w" trainable {{.*}} : tensor<2xf32>
+// FP32-NEXT: graph.cast
+func.func @main(%x: tensor<2xf16>) -> (tensor<f32> {graph.name = "loss"}) {
+  %w = graph.param "w" trainable {initial_value = dense<[1.5, -2.0]> : tensor<2xf16>} : tensor<2xf16>
+  %f = graph.param "frozen" {initial_value = dense<[1.0, 2.0]> : tensor<2xf16>} : tensor<2xf16>
+  %y = graph.mul %x, %w : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
+  %z = graph.mul %y, %f : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
+  %c = graph.cast %z : tensor<2xf16> -> tensor<2xf32>
+  %l = graph.reduce_sum %c axes = [0] : tensor<2xf32> -> tensor<f32>
+  return %l : tensor<f32>
 }

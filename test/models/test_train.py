@@ -288,6 +288,96 @@ class TrainParity(unittest.TestCase):
         trained = [r["loss"] for r in rows if not r["skipped"]]
         self.assertLess(trained[-1], trained[0] * 0.9)
 
+    def test_mixed_precision_resume_is_bit_identical(self):
+        """The checkpoint of a bf16 run holds the fp32 masters and AdamW
+        states: 2 steps, then --resume to 5, equal 5 uninterrupted steps bit
+        for bit (losses and exported weights)."""
+        name = "gpt2_dynamic"
+        runs = {}
+        for tag, legs in (("whole", [5]), ("resumed", [2, 5])):
+            art = os.path.join(ARGS.work, "bf16_%s.strata" % tag)
+            self.compile(name, art, "--optimizer", "adamw", "--lr", "0.003",
+                         "--precision", "bf16")
+            log = art + ".log.jsonl"
+            for i, steps in enumerate(legs):
+                run([tool("strata-run"), art, "--data", self.data[name][0],
+                     "--steps", str(steps), "--log-json", log, "--quiet"] +
+                    (["--resume"] if i else []))
+            runs[tag] = (losses_by_step(log), self.exported_weights(art))
+        self.assertEqual(len(runs["whole"][0]), 5)
+        self.assertEqual(runs["resumed"][0], runs["whole"][0])
+        for k, w in runs["whole"][1].items():
+            self.assertEqual(w.dtype, np.float32, k)
+            np.testing.assert_array_equal(runs["resumed"][1][k], w,
+                                          err_msg=k)
+
+    def test_half_exported_model_trains_with_fp32_masters(self):
+        """A model exported with fp16 initializers (an embedding and an
+        output projection, computing in fp16) trains with fp32 masters made
+        at compile time: 10 SGD steps track PyTorch in fp32 from the same
+        (fp16-rounded) start within 1%, the artifact holds 4-byte masters,
+        and strata-export writes them back in the model's fp16."""
+        import onnx
+        import torch
+        from onnx import TensorProto, helper, numpy_helper
+        vocab, dim, b, t = 16, 8, 2, 8
+        rng = np.random.default_rng(5)
+        emb = (rng.standard_normal((vocab, dim)) * 0.5).astype(np.float16)
+        proj = (rng.standard_normal((dim, vocab)) * 0.5).astype(np.float16)
+        graph = helper.make_graph(
+            [helper.make_node("Gather", ["emb", "input_ids"], ["h"]),
+             helper.make_node("MatMul", ["h", "proj"], ["z"]),
+             helper.make_node("Cast", ["z"], ["logits"],
+                              to=TensorProto.FLOAT)],
+            "half",
+            [helper.make_tensor_value_info("input_ids", TensorProto.INT64,
+                                           [b, t])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                           [b, t, vocab])],
+            [numpy_helper.from_array(emb, "emb"),
+             numpy_helper.from_array(proj, "proj")])
+        path = os.path.join(ARGS.work, "half.onnx")
+        onnx.save(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        rows = np.random.default_rng(6).integers(0, vocab, (b, t + 1))
+        data = os.path.join(ARGS.work, "half.data.npy")
+        np.save(data, rows.astype(np.int64))
+        art = os.path.join(ARGS.work, "half.strata")
+        shutil.rmtree(art, ignore_errors=True)
+        run([tool("strata-compile"), path, "-o", art, "--optimizer", "sgd",
+             "--lr", "0.5"])
+        log = art + ".log.jsonl"
+        run([tool("strata-run"), art, "--data", data, "--steps", "10",
+             "--log-json", log, "--quiet"])
+        got = losses_by_step(log)
+        e = torch.tensor(emb.astype(np.float32), requires_grad=True)
+        w = torch.tensor(proj.astype(np.float32), requires_grad=True)
+        opt = torch.optim.SGD([e, w], lr=0.5)
+        ids = torch.from_numpy(rows[:, :t])
+        labels = torch.from_numpy(rows[:, 1:])
+        want = []
+        for _ in range(10):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(
+                (e[ids] @ w).reshape(-1, vocab), labels.reshape(-1))
+            loss.backward()
+            opt.step()
+            want.append(loss.item())
+        np.testing.assert_allclose(got, want, rtol=0.01)
+        self.assertLess(got[-1], got[0] * 0.9)
+        # The masters are fp32: 4 bytes for each of the 256 elements.
+        inspect = run([tool("strata-inspect"), art]).stdout
+        self.assertRegex(inspect, r"\n  parameters +1024 ")
+        # strata-export writes the model's own fp16, rounded from the
+        # masters: PyTorch's fp32 weights, rounded, within fp16 arithmetic.
+        weights = self.exported_weights(art)
+        for name, ref in (("emb", e), ("proj", w)):
+            self.assertEqual(weights[name].dtype, np.float16, name)
+            np.testing.assert_allclose(
+                weights[name].astype(np.float32),
+                ref.detach().numpy().astype(np.float16).astype(np.float32),
+                rtol=1e-2, atol=2e-3, err_msg=name)
+
     # -- optimizer steps ---------------------------------------------------
 
     def check_steps(self, name, optimizer, flags, make_torch_opt, steps=4):

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/support/FileUtil.h"
@@ -307,6 +308,33 @@ int main(int argc, char **argv) {
                         " is " + std::to_string(v) +
                         "); the run diverged, export an earlier checkpoint");
         }
+      // An fp16 or bf16 initializer trained as an fp32 master (see
+      // --strata-autocast) goes back in the model's own type, rounded to
+      // nearest; any other difference would be a corrupt model.
+      int want = t.data_type();
+      bool half = want == onnx::TensorProto_DataType_FLOAT16,
+           brain = want == onnx::TensorProto_DataType_BFLOAT16;
+      if (slot.dtype == DType::F32 && (half || brain)) {
+        std::string narrow(bytes.size() / 2, '\0');
+        for (size_t k = 0; k + 4 <= bytes.size(); k += 4) {
+          float v;
+          std::memcpy(&v, bytes.data() + k, 4);
+          uint16_t bits = half ? cpu::Half::fromFloat(v)
+                               : cpu::BFloat16::fromFloat(v);
+          std::memcpy(narrow.data() + k / 2, &bits, 2);
+        }
+        bytes = std::move(narrow);
+      } else if (DType d = slot.dtype;
+                 (want == onnx::TensorProto_DataType_FLOAT && d != DType::F32) ||
+                 (want == onnx::TensorProto_DataType_DOUBLE &&
+                  d != DType::F64) ||
+                 (half && d != DType::F16) || (brain && d != DType::BF16)) {
+        return fail("initializer '" + t.name() + "' is " +
+                    onnx::TensorProto_DataType_Name(want) +
+                    " in the source model; the artifact holds " +
+                    std::string(dtypeName(slot.dtype)) +
+                    " values that do not convert to it");
+      }
       ++replaced;
     } else if (!initializerBytes(t, baseDir, bytes, error)) {
       if (!error.empty())
