@@ -9,12 +9,12 @@
 
 #include "dialects/Graph/GraphOps.h"
 #include "passes/Passes.h"
+#include "runtime/cpu/Half.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <cstring>
@@ -31,9 +31,12 @@ using namespace strata::graph;
 
 namespace {
 
-/// The values of a 16-bit float elements attribute, widened to float;
-/// nullopt for another kind or width, or data that is not available.
-std::optional<std::vector<float>> widenValues(ElementsAttr attr) {
+/// A 16-bit float elements attribute widened to an fp32 resource named
+/// `name` (exact: fp16 and bf16 values are floats); nullopt for another
+/// kind or width, or data that is not available. Bit conversions
+/// (runtime/cpu/Half.h), written straight into the new blob: a
+/// billion-parameter model's weights pass through here.
+std::optional<ElementsAttr> widenValues(ElementsAttr attr, StringRef name) {
   auto type = cast<ShapedType>(attr.getType());
   auto element = dyn_cast<FloatType>(type.getElementType());
   if (!element || element.getWidth() != 16)
@@ -54,17 +57,20 @@ std::optional<std::vector<float>> widenValues(ElementsAttr attr) {
   int64_t n = type.getNumElements();
   if (static_cast<int64_t>(raw.size()) != (splat ? 2 : 2 * n))
     return std::nullopt;
-  std::vector<float> out(n);
+  bool brain = element.isBF16();
+  AsmResourceBlob blob =
+      HeapAsmResourceBlob::allocate(n * sizeof(float), alignof(float));
+  MutableArrayRef<char> out = blob.getMutableData();
   for (int64_t i = 0; i < n; ++i) {
     uint16_t bits;
     std::memcpy(&bits, raw.data() + (splat ? 0 : 2 * i), 2);
-    llvm::APFloat v(element.getFloatSemantics(), llvm::APInt(16, bits));
-    bool lost;
-    v.convert(llvm::APFloat::IEEEsingle(), llvm::APFloat::rmNearestTiesToEven,
-              &lost); // Exact: both 16-bit formats fit in float.
-    out[i] = v.convertToFloat();
+    float v = brain ? cpu::BFloat16::toFloat(bits) : cpu::Half::toFloat(bits);
+    std::memcpy(out.data() + i * sizeof(float), &v, sizeof(float));
   }
-  return out;
+  return ElementsAttr(DenseResourceElementsAttr::get(
+      RankedTensorType::get(type.getShape(), Builder(attr.getContext())
+                                                  .getF32Type()),
+      name, std::move(blob)));
 }
 
 /// What precision an op runs in.
@@ -185,15 +191,11 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
       return success();
     Type masterType = withElement(p.getType(), Builder(p).getF32Type());
     if (std::optional<ElementsAttr> init = p.getInitialValue()) {
-      std::optional<std::vector<float>> values = widenValues(*init);
-      if (!values)
+      std::optional<ElementsAttr> master = widenValues(*init, p.getName());
+      if (!master)
         return p.emitError("cannot read the half-precision values of '")
                << p.getName() << "' to make its fp32 master";
-      auto shaped = cast<ShapedType>(masterType);
-      p.setInitialValueAttr(DenseResourceElementsAttr::get(
-          shaped, p.getName(),
-          HeapAsmResourceBlob::allocateAndCopyInferAlign(
-              ArrayRef<float>(*values))));
+      p.setInitialValueAttr(*master);
     }
     Type own = p.getType();
     p->getResult(0).setType(masterType);

@@ -56,25 +56,32 @@ func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// Tests that a trainable fp16 parameter (a model exported in half
+// Tests that a trainable fp16 or bf16 parameter (a model exported in half
 // precision) becomes an fp32 master holding the same values, read through
-// a cast to fp16, even at precision fp32; a frozen one stays as it is.
+// a cast to its own type, even at precision fp32; a frozen one stays as it
+// is.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[M:.+]] = graph.param "w" trainable {initial_value = dense_resource<w> : tensor<2xf32>} : tensor<2xf32>
 // CHECK-NEXT: %[[H:.+]] = graph.cast %[[M]] : tensor<2xf32> -> tensor<2xf16>
 // CHECK: graph.param "frozen" {{.*}} : tensor<2xf16>
+// CHECK: graph.param "v" trainable {initial_value = dense_resource<v> : tensor<1xf32>} : tensor<1xf32>
+// CHECK-NEXT: graph.cast %{{.+}} : tensor<1xf32> -> tensor<1xbf16>
 // CHECK: graph.mul %arg0, %[[H]] : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
-// 1.5 and -2.0 as floats, little-endian, after the blob's alignment.
+// 1.5, -2.0 and 0.5 as floats, little-endian, after the blobs' alignment.
 // CHECK: w: "0x040000000000C03F000000C0"
+// CHECK: v: "0x040000000000003F"
 // FP32-LABEL: func.func @main
 // FP32: graph.param "w" trainable {{.*}} : tensor<2xf32>
 // FP32-NEXT: graph.cast
 func.func @main(%x: tensor<2xf16>) -> (tensor<f32> {graph.name = "loss"}) {
   %w = graph.param "w" trainable {initial_value = dense<[1.5, -2.0]> : tensor<2xf16>} : tensor<2xf16>
   %f = graph.param "frozen" {initial_value = dense<[1.0, 2.0]> : tensor<2xf16>} : tensor<2xf16>
+  %v = graph.param "v" trainable {initial_value = dense<[0.5]> : tensor<1xbf16>} : tensor<1xbf16>
+  %vs = graph.cast %v : tensor<1xbf16> -> tensor<1xf32>
   %y = graph.mul %x, %w : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
   %z = graph.mul %y, %f : (tensor<2xf16>, tensor<2xf16>) -> tensor<2xf16>
   %c = graph.cast %z : tensor<2xf16> -> tensor<2xf32>
-  %l = graph.reduce_sum %c axes = [0] : tensor<2xf32> -> tensor<f32>
+  %c2 = graph.mul %c, %vs : (tensor<2xf32>, tensor<1xf32>) -> tensor<2xf32>
+  %l = graph.reduce_sum %c2 axes = [0] : tensor<2xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
