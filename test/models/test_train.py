@@ -377,6 +377,24 @@ class TrainParity(unittest.TestCase):
                 weights[name].astype(np.float32),
                 ref.detach().numpy().astype(np.float16).astype(np.float32),
                 rtol=1e-2, atol=2e-3, err_msg=name)
+        # --fp32-masters keeps them in fp32, each read through a Cast to
+        # fp16: a valid model that compiles again, its masters exact.
+        out = art + ".masters.onnx"
+        run([tool("strata-export"), art, "-o", out, "--fp32-masters"])
+        model = onnx.load(out)
+        onnx.checker.check_model(model)
+        masters = {i.name: numpy_helper.to_array(i)
+                   for i in model.graph.initializer}
+        self.assertEqual(sorted(masters), ["emb.fp32", "proj.fp32"])
+        casts = [n for n in model.graph.node[:2] if n.op_type == "Cast"]
+        self.assertEqual(sorted(c.output[0] for c in casts), ["emb", "proj"])
+        for name in ("emb", "proj"):
+            m = masters[name + ".fp32"]
+            self.assertEqual(m.dtype, np.float32)
+            np.testing.assert_array_equal(m.astype(np.float16),
+                                          weights[name])
+        run([tool("strata-compile"), out, "-o", art + ".again", "--optimizer",
+             "sgd"])
 
     # -- optimizer steps ---------------------------------------------------
 

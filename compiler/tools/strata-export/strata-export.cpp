@@ -27,7 +27,10 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +42,9 @@ namespace {
 struct Options {
   std::string artifact, output, checkpoint, model;
   bool externalData = false;
+  /// Half-precision initializers trained as fp32 masters stay fp32, read
+  /// through a Cast to the model's type.
+  bool fp32Masters = false;
 };
 
 void usage(FILE *out) {
@@ -52,7 +58,12 @@ void usage(FILE *out) {
                "                     without one, the initial values)\n"
                "  --model FILE       the source model, if it moved since "
                "compilation\n"
-               "  --external-data    always put tensors in OUT.onnx.data\n");
+               "  --external-data    always put tensors in OUT.onnx.data\n"
+               "  --fp32-masters     write fp16/bf16 parameters as their fp32 "
+               "masters,\n"
+               "                     each read through a Cast to the model's "
+               "type (default:\n"
+               "                     rounded to the model's own type)\n");
 }
 
 std::string dirOf(const std::string &path) {
@@ -205,6 +216,8 @@ int main(int argc, char **argv) {
       options.model = value();
     } else if (arg == "--external-data") {
       options.externalData = true;
+    } else if (arg == "--fp32-masters") {
+      options.fp32Masters = true;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "strata-export: error: unknown option '%s'\n",
                    arg.c_str());
@@ -281,6 +294,15 @@ int main(int argc, char **argv) {
   std::string data;
   std::string baseDir = dirOf(source);
   size_t replaced = 0;
+  // --fp32-masters: (fp32 initializer name, model name, model type) of each
+  // master kept in fp32, for the Casts put in front of the graph.
+  std::vector<std::tuple<std::string, std::string, int>> masters;
+  std::set<std::string> taken;
+  for (const auto &t : model.graph().initializer())
+    taken.insert(t.name());
+  for (const auto &n : model.graph().node())
+    for (const std::string &o : n.output())
+      taken.insert(o);
   for (auto &t : *model.mutable_graph()->mutable_initializer()) {
     std::string bytes;
     auto it = params.find(t.name());
@@ -314,7 +336,16 @@ int main(int argc, char **argv) {
       int want = t.data_type();
       bool half = want == onnx::TensorProto_DataType_FLOAT16,
            brain = want == onnx::TensorProto_DataType_BFLOAT16;
-      if (slot.dtype == DType::F32 && (half || brain)) {
+      if (slot.dtype == DType::F32 && (half || brain) &&
+          options.fp32Masters) {
+        std::string name = t.name() + ".fp32";
+        while (taken.count(name))
+          name += "_";
+        taken.insert(name);
+        masters.emplace_back(name, t.name(), want);
+        t.set_name(name);
+        t.set_data_type(onnx::TensorProto_DataType_FLOAT);
+      } else if (slot.dtype == DType::F32 && (half || brain)) {
         std::string narrow(bytes.size() / 2, '\0');
         for (size_t k = 0; k + 4 <= bytes.size(); k += 4) {
           float v;
@@ -358,6 +389,22 @@ int main(int argc, char **argv) {
     add("location", dataName);
     add("offset", std::to_string(offset));
     add("length", std::to_string(bytes.size()));
+  }
+  // Each fp32 master read as the model's type, before any other node.
+  auto *nodes = model.mutable_graph()->mutable_node();
+  for (auto it = masters.rbegin(); it != masters.rend(); ++it) {
+    auto [from, to, type] = *it;
+    onnx::NodeProto cast;
+    cast.set_op_type("Cast");
+    cast.set_name(to + "/master_cast");
+    cast.add_input(from);
+    cast.add_output(to);
+    auto *attr = cast.add_attribute();
+    attr->set_name("to");
+    attr->set_type(onnx::AttributeProto_AttributeType_INT);
+    attr->set_i(type);
+    nodes->Add(std::move(cast));
+    std::rotate(nodes->rbegin(), nodes->rbegin() + 1, nodes->rend());
   }
   if (replaced != params.size())
     std::fprintf(stderr, "strata-export: warning: %zu of %zu parameters "
