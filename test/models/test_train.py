@@ -395,6 +395,24 @@ class TrainParity(unittest.TestCase):
                                           weights[name])
         run([tool("strata-compile"), out, "-o", art + ".again", "--optimizer",
              "sgd"])
+        # An export that also lists its initializers as graph inputs (old
+        # exporters' keep_initializers_as_inputs) stays valid: the renamed
+        # weights' inputs go.
+        for i in list(graph.initializer):
+            graph.input.append(helper.make_tensor_value_info(
+                i.name, i.data_type, list(i.dims)))
+        listed = os.path.join(ARGS.work, "half_inputs.onnx")
+        onnx.save(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]), listed)
+        art2 = os.path.join(ARGS.work, "half_inputs.strata")
+        shutil.rmtree(art2, ignore_errors=True)
+        run([tool("strata-compile"), listed, "-o", art2, "--optimizer", "sgd"])
+        out2 = art2 + ".masters.onnx"
+        run([tool("strata-export"), art2, "-o", out2, "--fp32-masters"])
+        exported = onnx.load(out2)
+        onnx.checker.check_model(exported)
+        self.assertEqual([i.name for i in exported.graph.input],
+                         ["input_ids"])
 
     # -- optimizer steps ---------------------------------------------------
 

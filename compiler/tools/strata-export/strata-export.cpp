@@ -390,7 +390,16 @@ int main(int argc, char **argv) {
     add("offset", std::to_string(offset));
     add("length", std::to_string(bytes.size()));
   }
-  // Each fp32 master read as the model's type, before any other node.
+  // Each fp32 master read as the model's type, before any other node. A
+  // graph input of the model's name (an export that lists initializers as
+  // inputs) would define it twice: it goes.
+  std::set<std::string> castNames;
+  for (const auto &m : masters)
+    castNames.insert(std::get<1>(m));
+  auto *inputs = model.mutable_graph()->mutable_input();
+  for (int i = inputs->size() - 1; i >= 0; --i)
+    if (castNames.count(inputs->Get(i).name()))
+      inputs->DeleteSubrange(i, 1);
   auto *nodes = model.mutable_graph()->mutable_node();
   for (auto it = masters.rbegin(); it != masters.rend(); ++it) {
     auto [from, to, type] = *it;
