@@ -381,21 +381,8 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
         std::copy(live, live + 3, atPeak);
       }
     }
-    uint64_t params = 0, states = 0, constants = 0;
-    uint64_t onHost = 0, onSsd = 0;
-    for (auto p : body.getOps<exec::ParamOp>()) {
-      uint64_t bytes = storageBytes(p.getType());
-      (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
-      if (p.getTier() == "host")
-        onHost += bytes;
-      else if (p.getTier() == "ssd")
-        onSsd += bytes;
-    }
-    auto i64 = [&](uint64_t v) {
-      return builder.getI64IntegerAttr(static_cast<int64_t>(v));
-    };
-    // The same classes by element type ("activations_at_peak:bf16"), for
-    // the report's split by precision.
+    // Each class's bytes, and the same split by element type
+    // ("activations_at_peak:bf16") for the report's split by precision.
     std::map<std::string, uint64_t> byType;
     auto typeKey = [](StringRef cls, Type type) {
       std::string key = cls.str() + ":";
@@ -409,30 +396,38 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
       if (b.start <= peakAt && peakAt <= b.end)
         byType[typeKey(peakNames[static_cast<int>(b.kind)],
                        b.value.getType())] += b.bytes;
-    for (auto p : body.getOps<exec::ParamOp>())
+    uint64_t params = 0, states = 0, constants = 0;
+    uint64_t onHost = 0, onSsd = 0;
+    for (auto p : body.getOps<exec::ParamOp>()) {
+      uint64_t bytes = storageBytes(p.getType());
+      (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
       byType[typeKey(p.getState()      ? "optimizer_states"
                      : p.getConstant() ? "constants"
                                        : "parameters",
-                     p.getType())] += storageBytes(p.getType());
-    func->setAttr(
-        "exec.memory",
-        builder.getDictionaryAttr({
-            builder.getNamedAttr("parameters", i64(params)),
-            builder.getNamedAttr("optimizer_states", i64(states)),
-            builder.getNamedAttr("constants", i64(constants)),
-            builder.getNamedAttr("activations_at_peak", i64(atPeak[0])),
-            builder.getNamedAttr("gradients_at_peak", i64(atPeak[1])),
-            builder.getNamedAttr("workspace_at_peak", i64(atPeak[2])),
-            builder.getNamedAttr("activations_max", i64(classPeak[0])),
-            builder.getNamedAttr("gradients_max", i64(classPeak[1])),
-            builder.getNamedAttr("workspace_max", i64(classPeak[2])),
-            builder.getNamedAttr("largest_gradient", i64(largestGradient)),
-            builder.getNamedAttr("live_peak", i64(peakLive)),
-            builder.getNamedAttr("stored_on_host", i64(onHost)),
-            builder.getNamedAttr("stored_on_ssd", i64(onSsd)),
-        }));
-    SmallVector<NamedAttribute> memory(
-        cast<DictionaryAttr>(func->getAttr("exec.memory")).getValue());
+                     p.getType())] += bytes;
+      if (p.getTier() == "host")
+        onHost += bytes;
+      else if (p.getTier() == "ssd")
+        onSsd += bytes;
+    }
+    auto i64 = [&](uint64_t v) {
+      return builder.getI64IntegerAttr(static_cast<int64_t>(v));
+    };
+    SmallVector<NamedAttribute> memory = {
+        builder.getNamedAttr("parameters", i64(params)),
+        builder.getNamedAttr("optimizer_states", i64(states)),
+        builder.getNamedAttr("constants", i64(constants)),
+        builder.getNamedAttr("activations_at_peak", i64(atPeak[0])),
+        builder.getNamedAttr("gradients_at_peak", i64(atPeak[1])),
+        builder.getNamedAttr("workspace_at_peak", i64(atPeak[2])),
+        builder.getNamedAttr("activations_max", i64(classPeak[0])),
+        builder.getNamedAttr("gradients_max", i64(classPeak[1])),
+        builder.getNamedAttr("workspace_max", i64(classPeak[2])),
+        builder.getNamedAttr("largest_gradient", i64(largestGradient)),
+        builder.getNamedAttr("live_peak", i64(peakLive)),
+        builder.getNamedAttr("stored_on_host", i64(onHost)),
+        builder.getNamedAttr("stored_on_ssd", i64(onSsd)),
+    };
     for (auto &[key, bytes] : byType)
       memory.push_back(builder.getNamedAttr(key, i64(bytes)));
     func->setAttr("exec.memory", builder.getDictionaryAttr(memory));

@@ -328,6 +328,24 @@ void gemmReference(const T *a, const T *b, T *c, int64_t M, int64_t N,
 
 void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
             bool ta, bool tb) {
+#ifdef STRATA_HAVE_CBLAS
+  if (a.dtype == DType::F16 || a.dtype == DType::BF16) {
+    // Half storage: the operands widened to float (once each, whatever the
+    // batching), the float product (BLAS, fp32 accumulation), each result
+    // rounded once.
+    auto widened = [](const TensorRef &t, std::vector<float> &buffer) {
+      buffer.resize(t.numElements());
+      return TensorRef{DType::F32, t.shape, buffer.data()};
+    };
+    std::vector<float> fa, fb, fc;
+    TensorRef wa = widened(a, fa), wb = widened(b, fb), wc = widened(out, fc);
+    cast(a, wa);
+    cast(b, wb);
+    matmul(wa, wb, wc, ta, tb);
+    cast(wc, out);
+    return;
+  }
+#endif
   // The validator checked the shapes (artifact::matmulShape).
   artifact::MatMulShape s;
   std::string ignored;
@@ -366,9 +384,7 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
     T *pc = static_cast<T *>(out.data);
     if (M * N == 0)
       return;
-    // `parallel`: whether this product may spread its own work over the
-    // pool (not when it is one of several products already spread).
-    auto one = [&](int64_t i, bool parallel) {
+    auto one = [&](int64_t i) {
       int64_t oa, ob;
       batchOffsets(i, oa, ob);
       const T *ma = pa + oa * M * K, *mb = pb + ob * K * N;
@@ -393,33 +409,6 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
         cblas_dgemm(CblasRowMajor, opA, opB, M, N, K, 1.0, ma, lda, mb, ldb,
                     0.0, mc, N);
         return;
-      } else if constexpr (std::is_same_v<typename Traits<T>::C, float>) {
-        // Half storage (bf16, fp16): the operands widened to float, one
-        // float product (fp32 accumulation), each result rounded once.
-        std::vector<float> fa, fb, fc(M * N);
-        auto convert = [&](int64_t n, auto &&body) {
-          if (parallel)
-            parallelFor(n, 65536, body);
-          else
-            body(0, n);
-        };
-        auto widen = [&](const T *src, int64_t n, std::vector<float> &dst) {
-          dst.resize(n);
-          convert(n, [&](int64_t b, int64_t e) {
-            for (int64_t j = b; j < e; ++j)
-              dst[j] = Traits<T>::load(src[j]);
-          });
-        };
-        widen(ma, M * K, fa);
-        widen(mb, K * N, fb);
-        if (K > 0)
-          cblas_sgemm(CblasRowMajor, opA, opB, M, N, K, 1.0f, fa.data(), lda,
-                      fb.data(), ldb, 0.0f, fc.data(), N);
-        convert(M * N, [&](int64_t b, int64_t e) {
-          for (int64_t j = b; j < e; ++j)
-            mc[j] = Traits<T>::store(fc[j]);
-        });
-        return;
       }
 #endif
       gemmReference(ma, mb, mc, M, N, K, ta, tb);
@@ -427,16 +416,16 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
     // Large products parallelise inside BLAS; many small ones across batches.
     bool blas = false;
 #ifdef STRATA_HAVE_CBLAS
-    blas = std::is_floating_point_v<typename Traits<T>::C>;
+    blas = std::is_same_v<T, float> || std::is_same_v<T, double>;
 #endif
     if (batches > 1 && (!blas || M * N * K < (int64_t(1) << 18))) {
       parallelFor(batches, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t i = b0; i < b1; ++i)
-          one(i, false);
+          one(i);
       });
     } else {
       for (int64_t i = 0; i < batches; ++i)
-        one(i, true);
+        one(i);
     }
   });
 }

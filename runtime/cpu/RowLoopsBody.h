@@ -1,19 +1,16 @@
 // RowLoopsBody.h - The row loops of RowLoops.h, included inside an
 // anonymous namespace by each per-ISA file (no include guard: once per
 // file). Everything here is local to that file, and what it uses from
-// SharedMath.h with these vector types (math::fast::expfCore, tanhCore) is
-// always inlined, so no copy built for one ISA can serve another.
+// SharedMath.h with these vector types (math::fast::expfCore, tanhCore,
+// loadVec, storeVec) is always inlined, so no copy built for one ISA can
+// serve another.
 
 using F8 = float __attribute__((vector_size(32)));
 using I8 = int32_t __attribute__((vector_size(32)));
 using D4 = double __attribute__((vector_size(32)));
 
-inline F8 load8(const float *p) {
-  F8 v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(float *p, F8 v) { __builtin_memcpy(p, &v, sizeof v); }
+inline F8 load8(const float *p) { return strata::math::loadVec<F8>(p); }
+inline void store8(float *p, F8 v) { strata::math::storeVec(p, v); }
 
 /// The integer vector (or integer) matching F.
 template <typename F> struct IntOf { using type = int32_t; };

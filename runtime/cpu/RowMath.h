@@ -40,7 +40,7 @@ template <typename T>
 inline math::Float4 load4Strided(const T *x, int64_t stride) {
   if constexpr (std::is_same_v<T, float>)
     if (stride == 1)
-      return math::load4(x);
+      return math::loadVec<math::Float4>(x);
   return math::Float4{Traits<T>::load(x[0]), Traits<T>::load(x[stride]),
                       Traits<T>::load(x[2 * stride]),
                       Traits<T>::load(x[3 * stride])};

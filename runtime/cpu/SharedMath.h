@@ -162,12 +162,18 @@ STRATA_HD inline float tanh_(float x) {
 
 /// Four floats at once (a GCC vector), for the CPU kernels' loops.
 using Float4 = float __attribute__((vector_size(16)));
-inline Float4 load4(const float *p) {
-  Float4 v;
+/// A GCC vector of floats `V` from or to unaligned memory; always inlined,
+/// as expfCore is (the per-ISA row loops use them with 8-float vectors).
+template <typename V>
+__attribute__((always_inline)) inline V loadVec(const float *p) {
+  V v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store4(float *p, Float4 v) { __builtin_memcpy(p, &v, sizeof v); }
+template <typename V>
+__attribute__((always_inline)) inline void storeVec(float *p, V v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
 STRATA_HD inline double tanh_(double x) { return std::tanh(x); }
 #endif
 

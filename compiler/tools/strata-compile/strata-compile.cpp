@@ -274,6 +274,14 @@ static cl::opt<std::string> placeGradients(
 /// implied by LOMO/AdaLomo, or for updates on the CPU (which overlap the
 /// backward pass only then), unless loss scaling would then need a second
 /// backward pass or updates wait for accumulated gradients.
+/// --loss-scale as the step uses it: fp16 without an explicit choice
+/// scales dynamically (its narrow range underflows small gradients).
+static std::string effectiveLossScale() {
+  if (precision == "fp16" && !lossScale.getNumOccurrences())
+    return "dynamic";
+  return lossScale;
+}
+
 static bool fusingUpdates() {
   bool offloading =
       placeUpdates == "cpu" ||
@@ -281,7 +289,7 @@ static bool fusingUpdates() {
        (placeParams == "host" || placeParams == "ssd" ||
         placeStates == "host" || placeStates == "ssd"));
   return fuseUpdates || optimizer == "lomo" || optimizer == "adalomo" ||
-         (offloading && lossScale == "none" && accumulate <= 1);
+         (offloading && effectiveLossScale() == "none" && accumulate <= 1);
 }
 
 static cl::opt<int64_t> plannerEvaluations(
@@ -613,10 +621,8 @@ int main(int argc, char **argv) {
            << " clip_mode=" << clipMode.getValue();
     if (accumulate > 1)
       text << " accumulate=" << accumulate.getValue();
-    if (lossScale != "none")
-      text << " loss_scale=" << lossScale.getValue();
-    else if (precision == "fp16")
-      text << " loss_scale=dynamic";
+    if (effectiveLossScale() != "none")
+      text << " loss_scale=" << effectiveLossScale();
     if (precision != "fp32")
       text << " precision=" << precision.getValue();
     if (fusingUpdates())
@@ -642,22 +648,17 @@ int main(int argc, char **argv) {
     training.accumulate = accumulate;
     training.fuseUpdates = fusingUpdates();
     training.clipMode = clipMode;
-    training.lossScale = lossScale;
+    training.lossScale = effectiveLossScale();
     training.lossScaleInit = lossScaleInit;
     training.lossScaleWindow = lossScaleWindow;
     training.precision = precision;
-    // fp16's range is narrow: small gradients underflow without a scale.
-    if (precision == "fp16" && lossScale == "none") {
-      if (lossScale.getNumOccurrences())
-        llvm::errs() << "strata-compile: warning: --precision fp16 with "
-                        "--loss-scale none: small gradients may underflow "
-                        "to zero\n";
-      else {
-        training.lossScale = "dynamic";
-        llvm::errs() << "strata-compile: note: --precision fp16 trains with "
-                        "--loss-scale dynamic\n";
-      }
-    }
+    if (precision == "fp16" && lossScale == "none")
+      llvm::errs() << (lossScale.getNumOccurrences()
+                           ? "strata-compile: warning: --precision fp16 with "
+                             "--loss-scale none: small gradients may "
+                             "underflow to zero\n"
+                           : "strata-compile: note: --precision fp16 trains "
+                             "with --loss-scale dynamic\n");
     // The overflow check needs every gradient; fused updates then need the
     // norm from a first backward pass so that a skipped step skips them all.
     if (training.fuseUpdates && training.lossScale != "none" &&

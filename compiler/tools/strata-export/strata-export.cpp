@@ -27,7 +27,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -400,20 +399,22 @@ int main(int argc, char **argv) {
   for (int i = inputs->size() - 1; i >= 0; --i)
     if (castNames.count(inputs->Get(i).name()))
       inputs->DeleteSubrange(i, 1);
-  auto *nodes = model.mutable_graph()->mutable_node();
-  for (auto it = masters.rbegin(); it != masters.rend(); ++it) {
-    auto [from, to, type] = *it;
-    onnx::NodeProto cast;
-    cast.set_op_type("Cast");
-    cast.set_name(to + "/master_cast");
-    cast.add_input(from);
-    cast.add_output(to);
-    auto *attr = cast.add_attribute();
-    attr->set_name("to");
-    attr->set_type(onnx::AttributeProto_AttributeType_INT);
-    attr->set_i(type);
-    nodes->Add(std::move(cast));
-    std::rotate(nodes->rbegin(), nodes->rbegin() + 1, nodes->rend());
+  if (!masters.empty()) {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (const auto &[from, to, type] : masters) {
+      onnx::NodeProto *cast = nodes.Add();
+      cast->set_op_type("Cast");
+      cast->set_name(to + "/master_cast");
+      cast->add_input(from);
+      cast->add_output(to);
+      auto *attr = cast->add_attribute();
+      attr->set_name("to");
+      attr->set_type(onnx::AttributeProto_AttributeType_INT);
+      attr->set_i(type);
+    }
+    for (onnx::NodeProto &n : *model.mutable_graph()->mutable_node())
+      nodes.Add(std::move(n));
+    model.mutable_graph()->mutable_node()->Swap(&nodes);
   }
   if (replaced != params.size())
     std::fprintf(stderr, "strata-export: warning: %zu of %zu parameters "
