@@ -8,16 +8,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphOps.h"
+#include "passes/HalfValues.h"
 #include "passes/Passes.h"
-#include "runtime/cpu/Half.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseSet.h"
 
-#include <cstring>
 #include <optional>
 
 namespace strata {
@@ -31,53 +29,16 @@ using namespace strata::graph;
 
 namespace {
 
-/// A 16-bit float elements attribute widened to an fp32 resource named
-/// `name` (exact: fp16 and bf16 values are floats); nullopt for another
-/// kind or width, or data that is not available. Bit conversions
-/// (runtime/cpu/Half.h), written straight into the new blob: a
-/// billion-parameter model's weights pass through here.
-std::optional<ElementsAttr> widenValues(ElementsAttr attr, StringRef name) {
-  auto type = cast<ShapedType>(attr.getType());
-  auto element = dyn_cast<FloatType>(type.getElementType());
-  if (!element || element.getWidth() != 16)
-    return std::nullopt;
-  ArrayRef<char> raw;
-  bool splat = false;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    raw = blob->getData();
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
-    raw = dense.getRawData();
-    splat = dense.isSplat();
-  } else {
-    return std::nullopt;
-  }
-  int64_t n = type.getNumElements();
-  if (static_cast<int64_t>(raw.size()) != (splat ? 2 : 2 * n))
-    return std::nullopt;
-  bool brain = element.isBF16();
-  AsmResourceBlob blob =
-      HeapAsmResourceBlob::allocate(n * sizeof(float), alignof(float));
-  MutableArrayRef<char> out = blob.getMutableData();
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t bits;
-    std::memcpy(&bits, raw.data() + (splat ? 0 : 2 * i), 2);
-    float v = brain ? cpu::BFloat16::toFloat(bits) : cpu::Half::toFloat(bits);
-    std::memcpy(out.data() + i * sizeof(float), &v, sizeof(float));
-  }
-  return ElementsAttr(DenseResourceElementsAttr::get(
-      RankedTensorType::get(type.getShape(), Builder(attr.getContext())
-                                                  .getF32Type()),
-      name, std::move(blob)));
-}
-
 /// What precision an op runs in.
 enum class Class {
   Low,    ///< Matrix products: low-precision operands and results.
   Wide,   ///< Numerically sensitive: fp32 operands and results.
   Follow, ///< Its operands' precision (mixed activations widen).
+  /// Computes in fp32 from operands of any precision (its kernels widen as
+  /// they load), fp32 results: the loss reads bf16 logits without an fp32
+  /// copy of them, which would be the largest activation of a big
+  /// vocabulary, and its gradient is in the logits' precision.
+  Inside,
   Keep,   ///< Untouched (sources, explicit casts, ops without floats).
 };
 
@@ -85,9 +46,10 @@ Class classOf(Operation *op) {
   if (isa<MatMulOp, AttentionOp>(op))
     return Class::Low;
   if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, ReduceSumOp, ReduceMeanOp,
-          ReduceMaxOp, ReduceSumSquareOp, ExpOp, LogOp, PowOp,
-          CrossEntropyOp>(op))
+          ReduceMaxOp, ReduceSumSquareOp, ExpOp, LogOp, PowOp>(op))
     return Class::Wide;
+  if (isa<CrossEntropyOp>(op))
+    return Class::Inside;
   if (isa<ParamOp, ConstantOp, CastOp>(op) || op->getNumRegions() != 0)
     return Class::Keep;
   return Class::Follow;
@@ -141,13 +103,16 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
         noteWeight(&op);
         continue;
       }
-      Type target = c == Class::Low ? low : c == Class::Wide ? wide
+      Type target = c == Class::Low                      ? low
+                    : c == Class::Wide || c == Class::Inside ? wide
                                                              : followType(&op);
       if (!target) {
         noteWeight(&op);
         continue;
       }
-      for (OpOperand &operand : op.getOpOperands()) {
+      auto operands = c == Class::Inside ? MutableArrayRef<OpOperand>()
+                                         : op.getOpOperands();
+      for (OpOperand &operand : operands) {
         FloatType t = floatElement(operand.get());
         if (!t || t == target)
           continue;

@@ -63,15 +63,6 @@ struct Candidate {
   bool overlaps = false, lateScale = false;
 };
 
-/// The operand count before the optional scale (AdaLomo has none).
-unsigned operandsBeforeScale(exec::KernelOp update, artifact::Kernel k) {
-  return k == artifact::Kernel::UpdateSgd        ? 2
-         : k == artifact::Kernel::UpdateMomentum ? 3
-         : k == artifact::Kernel::UpdateAdamW
-             ? 4
-             : static_cast<unsigned>(update.getInputs().size());
-}
-
 std::string displayName(Value stored) {
   if (auto p = stored.getDefiningOp<exec::ParamOp>())
     return p.getName().str();
@@ -85,9 +76,10 @@ Candidate examine(exec::KernelOp update) {
   c.update = update;
   artifact::Kernel kernel;
   artifact::kernelByName(update.getKernel().str(), kernel);
-  unsigned before = operandsBeforeScale(update, kernel);
-  if (update.getInputs().size() > before)
-    c.scale = static_cast<int>(before);
+  artifact::UpdateOperands at = artifact::updateOperands(
+      kernel, update.getInputs().size(),
+      std::vector<int64_t>(update.getInts().begin(), update.getInts().end()));
+  c.scale = at.scale;
   // With accumulation the update reads (and clears) the accumulator, a
   // stored tensor fetched like the states: the CPU updates it where it
   // lives, and there is no gradient to store.
@@ -99,9 +91,10 @@ Candidate examine(exec::KernelOp update) {
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
     if (!root || root->getNumResults() != 1) {
-      c.blocked = (i == 0                  ? std::string("its parameter")
-                   : i == c.gradient ? "its gradient accumulator"
-                                     : "a state") +
+      c.blocked = (i == 0                           ? std::string("its parameter")
+                   : i == c.gradient                ? "its gradient accumulator"
+                   : static_cast<int>(i) == at.low ? "its low-precision copy"
+                                                    : "a state") +
                   " lives in device memory (the CPU updates tensors in "
                   "host memory or on the SSD: --place-params host, "
                   "--place-states host or ssd)";

@@ -38,6 +38,9 @@ struct TierOptions {
   /// Updates on the CPU moving fewer bytes share a job with the next (-1:
   /// from the profile).
   int64_t cpuJobBytes = -1;
+  /// Whether mixed-precision updates write the low-precision weight copies
+  /// the model reads (--strata-low-copies) instead of it casting masters.
+  bool lowCopies = true;
   /// How many placements the planner may score.
   int64_t maxEvaluations = 200;
   /// Print the planner's progress when it runs long.

@@ -442,6 +442,75 @@ def LowerGraphToExecPass : Pass<"strata-lower-graph-to-exec", "mlir::ModuleOp"> 
   ];
 }
 
+def LowPrecisionCopiesPass : Pass<"strata-low-copies", "mlir::ModuleOp"> {
+  let summary = "Mixed precision: the model reads bf16/fp16 weight copies "
+                "that the updates write";
+  let description = [{
+    After --strata-autocast the model reads each trainable fp32 master
+    through `cast` kernels to bf16 or fp16, and the cast's result is held
+    from the forward pass to the backward pass. For each master whose
+    update (sgd, momentum, adamw) comes after every reader of its casts,
+    the casts are replaced by one stored `exec.param` in the low precision
+    (`copy_of` the master; initial values rounded as the cast rounds) and
+    the update takes it as its last operand (`ints[1] = 1`): it writes the
+    new weights rounded into the copy. The numbers are those of the casts;
+    the copy is placed like a parameter, so a master on the host streams
+    half the bytes to the device, and nothing is held between the passes.
+    A master also read in fp32 (an embedding's gather) keeps those reads.
+
+    Before:
+    ```mlir
+    %w = exec.param "w" trainable {value = ...} : tensor<64x64xf32>
+    %c = exec.kernel "cast"(%w) : (tensor<64x64xf32>) -> tensor<64x64xbf16>
+    %y = exec.kernel "matmul"(%x, %c) ...
+    exec.kernel "update_sgd"(%w, %g) {floats = array<f64: 0.1, 0.0>, ints = array<i64: 1>} : ...
+    ```
+    After:
+    ```mlir
+    %w = exec.param "w" trainable {value = ...} : tensor<64x64xf32>
+    %c = exec.param "w.bf16" {copy_of = "w", value = ...} : tensor<64x64xbf16>
+    %y = exec.kernel "matmul"(%x, %c) ...
+    exec.kernel "update_sgd"(%w, %g, %c) {floats = array<f64: 0.1, 0.0>, ints = array<i64: 1, 1>} : ...
+    ```
+  }];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+  let statistics = [
+    Statistic<"numCopies", "copies", "Low-precision weight copies made">,
+    Statistic<"numCastsRemoved", "casts-removed",
+              "Casts of masters replaced by a copy">,
+    Statistic<"numKept", "casts-kept",
+              "Casts of masters kept (a reader after the update)">
+  ];
+}
+
+def StoreNarrowPass : Pass<"strata-store-narrow", "mlir::ModuleOp"> {
+  let summary = "Widening casts that the backward pass reads are recomputed "
+                "there, so the narrow tensor is what waits";
+  let description = [{
+    Mixed precision widens a bf16 or fp16 activation to fp32 for the ops
+    that compute in fp32 (the loss, norms); when the backward pass reads
+    the fp32 result too (the loss's gradient reads the logits), autodiff
+    would keep it, at twice the bytes, from the forward pass to the
+    backward pass. Here each such backward reader reads a copy of the cast
+    made right before the first of them, so the narrow input waits
+    instead: the same values (widening is exact), half the bytes held, one
+    more cheap elementwise pass.
+
+    ```mlir
+    %w = exec.kernel "cast"(%logits) : (tensor<8x64xbf16>) -> tensor<8x64xf32>
+    %l = exec.kernel "cross_entropy"(%w, %labels) ...
+    // ... the backward pass:
+    %w2 = exec.kernel "cast"(%logits) {strata.backward} : (tensor<8x64xbf16>) -> tensor<8x64xf32>
+    %d = exec.kernel "cross_entropy_grad"(%w2, %labels, %seed) {strata.backward} ...
+    ```
+  }];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+  let statistics = [
+    Statistic<"numRecomputed", "recomputed",
+              "Widening casts recomputed for the backward pass">
+  ];
+}
+
 def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assign every buffer an offset in its region";
   let description = [{

@@ -26,6 +26,9 @@ void strata::buildGraphCleanupPipeline(OpPassManager &pm) {
 void strata::buildForwardToExecPipeline(OpPassManager &pm,
                                         const TierOptions &tiers) {
   pm.addPass(createLowerGraphToExecPass());
+  if (tiers.lowCopies)
+    pm.addPass(createLowPrecisionCopiesPass());
+  pm.addPass(createStoreNarrowPass());
   PlaceTiersPassOptions place;
   place.params = tiers.params;
   place.states = tiers.states;

@@ -313,7 +313,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
                << data->size() << " bytes, expected " << s.bytes;
       artifact::ParamEntry entry;
       bool synthetic = info.syntheticParams &&
-                       (param.getTrainable() || param.getState()) &&
+                       (param.getTrainable() || param.getState() ||
+                        param.getCopyOf()) &&
                        isFloatDType(s.dtype) && s.bytes > 0;
       uint64_t fileOffset = synthetic ? 0 : params.size();
       if (synthetic) {
@@ -341,7 +342,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       entry.slot = *slot;
       entry.flags = (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
                     (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
-                    (param.getState() ? artifact::ParamEntry::State : 0);
+                    (param.getState() ? artifact::ParamEntry::State : 0) |
+                    (param.getCopyOf() ? artifact::ParamEntry::LowCopy : 0);
       entry.fileOffset = fileOffset;
       entry.bytes = s.bytes;
       entry.crc = synthetic ? 0 : crc32c(data->data(), data->size());
@@ -448,14 +450,20 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   for (const artifact::Binding &b : plan.outputs)
     os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "
        << shapeString(plan.slots[b.slot].shape) << "\n";
-  uint64_t states = 0;
-  for (const artifact::ParamEntry &p : plan.params)
+  uint64_t states = 0, copies = 0;
+  for (const artifact::ParamEntry &p : plan.params) {
     if (p.flags & artifact::ParamEntry::State)
       states += plan.slots[p.slot].numElements();
-  frozen -= states;
+    if (p.flags & artifact::ParamEntry::LowCopy)
+      copies += plan.slots[p.slot].numElements();
+  }
+  frozen -= states + copies;
   os << "parameters: " << trainable << " trainable, " << frozen
      << " frozen elements; optimizer state: " << states
      << " elements; constants: " << constants << " elements\n";
+  if (copies)
+    os << "low-precision copies of trainable parameters: " << copies
+       << " elements\n";
   os << "arena sizes per tier:\n  device: " << formatSize(plan.arenaBytes)
      << " (" << plan.arenaBytes << " bytes) + resident parameters "
      << formatSize(plan.paramsBytes) << " (" << plan.paramsBytes

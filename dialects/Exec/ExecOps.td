@@ -59,16 +59,20 @@ def Exec_ParamOp : Exec_Op<"param"> {
     parameters are updated by training plans; `state` is optimizer state.
     `tier` says where it lives: `device` (the parameter region), `host` or
     `ssd`; off-device tensors are only read through fetches (`copy`) and
-    written through `assign`.
+    written through `assign`. `copy_of` names the trainable fp32 parameter
+    this one is the bf16 or fp16 copy of (mixed precision): the model reads
+    the copy, and the parameter's update writes it (--strata-low-copies).
 
     ```mlir
     %w = exec.param "fc.weight" trainable {offset = 4096 : i64, value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
+    %c = exec.param "fc.weight.bf16" {copy_of = "fc.weight", value = dense<0.5> : tensor<4x8xbf16>} : tensor<4x8xbf16>
     ```
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, UnitAttr:$constant,
                        UnitAttr:$state, ElementsAttr:$value,
                        OptionalAttr<I64Attr>:$offset,
-                       DefaultValuedAttr<StrAttr, "\"device\"">:$tier);
+                       DefaultValuedAttr<StrAttr, "\"device\"">:$tier,
+                       OptionalAttr<StrAttr>:$copy_of);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $name (`trainable` $trainable^)? (`constant` $constant^)?

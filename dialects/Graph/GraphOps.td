@@ -491,7 +491,9 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, Graph_Differentiable
   let description = [{
     `logits` is [N, V], `labels` is [N] class indices; the result is the
     mean over the N rows of `logsumexp(logits[i]) - logits[i, labels[i]]`,
-    as `torch.nn.functional.cross_entropy` computes it.
+    as `torch.nn.functional.cross_entropy` computes it. The result is a
+    float scalar of any type: bf16 or fp16 logits give an fp32 loss under
+    mixed precision, computed in fp32 from the widened logits.
 
     ```mlir
     %loss = graph.cross_entropy %logits, %labels : (tensor<64x256xf32>, tensor<64xi64>) -> tensor<f32>

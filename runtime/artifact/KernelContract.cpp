@@ -391,21 +391,38 @@ bool StepChecker::update() {
       return fail("factors a parameter with no columns");
     return elementCount(in(2), n / cols) && elementCount(in(3), cols);
   }
-  size_t needed = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3
-                                                                           : 4;
+  UpdateOperands at =
+      updateOperands(k, step_.inputs.size(), step_.ints);
   size_t hyper = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3
                                                                           : 5;
   if (!operands() || !attributes(0, hyper) ||
       !floating(in(0)))
     return false;
+  if (step_.inputs.size() < at.before)
+    return fail("takes at least " + std::to_string(at.before) + " inputs");
+  if (step_.ints.size() > 1 && step_.ints[1] != 0 && at.low < 0)
+    return fail("names a low-precision copy it does not have");
+  if (step_.inputs.size() > at.before + (at.scale >= 0) + (at.low >= 0))
+    return fail("has " + std::to_string(step_.inputs.size()) +
+                " inputs: more than its states, scale and copy");
   for (size_t i = 1; i < step_.inputs.size(); ++i)
-    if (!sameType(in(i), in(0)))
+    if (static_cast<int>(i) != at.low && !sameType(in(i), in(0)))
       return false;
-  for (size_t i = 1; i < needed; ++i)
+  for (size_t i = 1; i < at.before; ++i)
     if (!sameCount(in(i), in(0)))
       return false;
-  if (step_.inputs.size() > needed && !elementCount(in(needed), 1))
+  if (at.scale >= 0 && !elementCount(in(at.scale), 1))
     return false;
+  if (at.low >= 0) {
+    const Slot &low = in(at.low);
+    if (in(0).dtype != DType::F32 ||
+        (low.dtype != DType::BF16 && low.dtype != DType::F16))
+      return fail("keeps a " + std::string(dtypeName(low.dtype)) + " copy '" +
+                  low.name + "' of " + dtypeName(in(0).dtype) + " '" +
+                  in(0).name + "' (a bf16 or f16 copy of f32 weights)");
+    if (!sameCount(low, in(0)))
+      return false;
+  }
   if (!step_.ints.empty() && step_.ints[0] < 1)
     return fail("accumulates " + std::to_string(step_.ints[0]) +
                 " micro-batches");
@@ -483,16 +500,19 @@ bool StepChecker::check() {
            sameCount(in(0), out(0));
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
+    // The loss and its gradient may be of another float type than the
+    // logits (an fp32 loss of bf16 logits); the logits' gradient is of
+    // theirs.
     bool grad = step_.kernel == Kernel::CrossEntropyGrad;
-    if (!operands() || !floating(in(0)) ||
-        !indexType(in(1)) || !sameType(in(0), out(0)))
+    if (!operands() || !floating(in(0)) || !indexType(in(1)) ||
+        !floating(out(0)) || (grad && !sameType(in(0), out(0))))
       return false;
     if (in(0).shape.size() != 2)
       return fail("needs logits [rows, classes]");
     if (!elementCount(in(1), in(0).shape[0]))
       return false;
     if (grad)
-      return sameType(in(2), in(0)) && elementCount(in(2), 1) &&
+      return floating(in(2)) && elementCount(in(2), 1) &&
              sameShape(out(0), in(0));
     return elementCount(out(0), 1);
   }

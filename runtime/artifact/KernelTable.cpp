@@ -64,12 +64,13 @@ const std::vector<KernelInfo> kTable = {
      C::Transcendental},
     {K::GatherGrad, "gather_grad", 2, 2, 1, 1, 0, P::None, 0, C::Movement},
     {K::SliceGrad, "slice_grad", 1, 1, 1, 0, 0, P::None, 0, C::Movement},
-    // Updates: (w, g, states..., [scale]); scale is read only.
-    {K::UpdateSgd, "update_sgd", 2, 3, 0, 0, 2, P::ParamAndStates, 0,
+    // Updates: (w, g, states..., [scale], [low copy]); scale is read only,
+    // the low-precision copy written (updateOperands).
+    {K::UpdateSgd, "update_sgd", 2, 4, 0, 0, 2, P::ParamAndStates, 0,
      C::Simple},
-    {K::UpdateMomentum, "update_momentum", 3, 4, 0, 0, 3, P::ParamAndStates,
+    {K::UpdateMomentum, "update_momentum", 3, 5, 0, 0, 3, P::ParamAndStates,
      1, C::Simple},
-    {K::UpdateAdamW, "update_adamw", 4, 5, 0, 0, 5, P::ParamAndStates, 2,
+    {K::UpdateAdamW, "update_adamw", 4, 6, 0, 0, 5, P::ParamAndStates, 2,
      C::Transcendental},
     {K::Accumulate, "accumulate", 2, 2, 0, 0, 0, P::First, 0, C::Simple},
     {K::UpdateAdaLomo, "update_adalomo", 3, 4, 0, 0, 2, P::ParamAndStates, V,
@@ -133,10 +134,31 @@ std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
                      : std::min(numInputs, size_t(2) + k.states);
     for (size_t i = 2; i < end; ++i)
       written.push_back(static_cast<unsigned>(i));
+    int low = updateOperands(kernel, numInputs, ints).low;
+    if (low >= 0)
+      written.push_back(static_cast<unsigned>(low));
     return written;
   }
   }
   return {};
+}
+
+UpdateOperands updateOperands(Kernel kernel, size_t numInputs,
+                              const std::vector<int64_t> &ints) {
+  UpdateOperands out;
+  const KernelInfo &k = kernelInfo(kernel);
+  if (k.inPlace != InPlace::ParamAndStates || k.states == kVariadic) {
+    out.before = static_cast<unsigned>(numInputs);
+    return out;
+  }
+  out.before = 2 + k.states;
+  size_t rest = numInputs > out.before ? numInputs - out.before : 0;
+  bool low = ints.size() > 1 && ints[1] == 1 && rest > 0;
+  if (low)
+    out.low = static_cast<int>(numInputs - 1);
+  if (rest > (low ? 1u : 0u))
+    out.scale = static_cast<int>(out.before);
+  return out;
 }
 
 } // namespace strata::artifact

@@ -42,7 +42,9 @@ enum class InPlace : uint8_t {
   /// Input 0 and every optimizer state after the gradient: inputs
   /// 2..(2 + states) (update_momentum: 1 state, update_adamw: 2,
   /// update_adalomo: all the rest). With gradient accumulation (ints[0] >
-  /// 1) the gradient accumulator, input 1, is zeroed for the next step too.
+  /// 1) the gradient accumulator, input 1, is zeroed for the next step too;
+  /// with a low-precision copy (ints[1] == 1) its last input, which gets
+  /// the new weights rounded to its type.
   ParamAndStates,
 };
 
@@ -75,6 +77,18 @@ const std::vector<KernelInfo> &kernelTable();
 /// that it writes in place.
 std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
                                     const std::vector<int64_t> &ints);
+
+/// Where the optional operands of an update (sgd, momentum, adamw) are:
+/// (w, g, states..., [scale], [low]). `low`, present when ints[1] == 1, is
+/// the low-precision copy of w the model reads (bf16 or fp16), which the
+/// update writes with its new values rounded. -1: absent. For any other
+/// kernel `before` is the input count and both are absent.
+struct UpdateOperands {
+  unsigned before = 0;
+  int scale = -1, low = -1;
+};
+UpdateOperands updateOperands(Kernel kernel, size_t numInputs,
+                              const std::vector<int64_t> &ints);
 
 } // namespace strata::artifact
 

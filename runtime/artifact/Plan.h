@@ -47,7 +47,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 5;
+constexpr uint32_t kPlanFormatVersion = 6;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 /// The largest region (arena, parameters, host, SSD) a plan may claim:
@@ -187,6 +187,10 @@ struct ParamEntry {
     /// Not stored: generated at load from the plan's seed with `mean` and
     /// `stddev` (plan-only artifacts, strata-compile --synthetic-params).
     Synthetic = 8,
+    /// The bf16 or fp16 copy of a trainable fp32 parameter that the model
+    /// reads (mixed precision); its update writes it. Not a model weight:
+    /// derived from one, and checkpointed with the rest.
+    LowCopy = 16,
   };
   std::string name;
   uint32_t slot = 0;

@@ -12,6 +12,7 @@
 #include "runtime/cpu/ElementTypes.h"
 #include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
 #include "runtime/cpu/Half.h"
@@ -910,7 +911,9 @@ bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
     for (double r : rowLoss)
       total += r;
     double mean = count ? total / count : std::nan("");
-    *static_cast<T *>(out.data) = Traits<T>::store(static_cast<C>(mean));
+    // The loss in its own type: fp32 for 16-bit logits (mixed precision).
+    storeFromDouble(out.dtype, static_cast<C>(mean),
+                    static_cast<char *>(out.data));
   });
   return true;
 }
@@ -926,7 +929,7 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
     using C = typename Traits<T>::C;
     const T *x = static_cast<const T *>(logits.data);
     T *dx = static_cast<T *>(out.data);
-    double g = double(Traits<T>::load(*static_cast<const T *>(grad.data)));
+    double g = loadAsDouble(grad.dtype, static_cast<const char *>(grad.data));
     double scale = count ? g / count : 0.0;
     parallelFor(n, rowsPerTask(v, 4096),
                 [&](int64_t b, int64_t e) {
@@ -1199,13 +1202,21 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
   });
 }
 
-void update(Kernel k, const std::vector<TensorRef> &in,
-            const std::vector<double> &hp, int64_t micro,
-            const KernelContext &ctx) {
+void update(const artifact::Step &step, const std::vector<TensorRef> &in,
+            int64_t micro, const KernelContext &ctx) {
   if (!ctx.applyUpdates)
     return;
-  size_t needed = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3 : 4;
-  const TensorRef *scaleRef = in.size() > needed ? &in[needed] : nullptr;
+  Kernel k = step.kernel;
+  const std::vector<double> &hp = step.floats;
+  artifact::UpdateOperands at =
+      artifact::updateOperands(k, in.size(), step.ints);
+  const TensorRef *scaleRef = at.scale >= 0 ? &in[at.scale] : nullptr;
+  // The low-precision copy the model reads (validated: of f32 weights).
+  LowCopy low;
+  if (at.low >= 0) {
+    low.data = static_cast<uint16_t *>(in[at.low].data);
+    low.brain = in[at.low].dtype == DType::BF16;
+  }
   dispatchFloat(in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = typename Traits<T>::C;
@@ -1221,12 +1232,12 @@ void update(Kernel k, const std::vector<TensorRef> &in,
     if constexpr (std::is_same_v<T, float>) {
       // fp32: the vectorised single pass, same bits as the loops below.
       if (k == Kernel::UpdateSgd)
-        sgdF32(w, g, n, c);
+        sgdF32(w, g, n, c, low);
       else if (k == Kernel::UpdateMomentum)
-        momentumF32(w, g, static_cast<float *>(in[2].data), n, c);
+        momentumF32(w, g, static_cast<float *>(in[2].data), n, c, low);
       else
         adamwF32(w, g, static_cast<float *>(in[2].data),
-                 static_cast<float *>(in[3].data), n, c);
+                 static_cast<float *>(in[3].data), n, c, low);
       return;
     }
     if (k == Kernel::UpdateSgd) {
@@ -1294,7 +1305,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   case Kernel::UpdateMomentum:
   case Kernel::UpdateAdamW: {
     int64_t micro = step.ints.empty() ? 1 : step.ints[0];
-    update(step.kernel, in, step.floats, micro, ctx);
+    update(step, in, micro, ctx);
     // The accumulator (the gradient input) starts the next step at zero.
     if (micro > 1 && ctx.applyUpdates)
       std::memset(in[1].data, 0, in[1].numElements() * dtypeSize(in[1].dtype));

@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/StreamingUpdates.h"
 
+#include "runtime/cpu/Half.h"
 #include "runtime/cpu/StreamingUpdatesIsa.h"
 #include "runtime/cpu/ThreadPool.h"
 
@@ -56,6 +57,18 @@ const detail::UpdateLoops *loopsFor(UpdateIsa isa) {
   return nullptr;
 }
 
+/// The copy's elements [b, e) from the new weights.
+void narrow(const LowCopy &low, const float *w, int64_t b, int64_t e) {
+  if (!low.data)
+    return;
+  if (low.brain)
+    for (int64_t i = b; i < e; ++i)
+      low.data[i] = BFloat16::fromFloat(w[i]);
+  else
+    for (int64_t i = b; i < e; ++i)
+      low.data[i] = Half::fromFloat(w[i]);
+}
+
 } // namespace
 
 bool cpuSupports(UpdateIsa isa) {
@@ -91,34 +104,40 @@ UpdateIsa updateIsa() {
 // element function (the same operations) over the rest.
 
 void sgdF32(float *w, const float *g, int64_t n,
-            const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
+            const math::UpdateCoefficients<float> &c, LowCopy low,
+            UpdateIsa isa) {
   const detail::UpdateLoops *loops = loopsFor(isa);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
     int64_t i = b + (loops ? loops->sgd(w + b, g + b, e - b, c) : 0);
     for (; i < e; ++i)
       w[i] = math::sgdElement<float>(w[i], g[i], c);
+    narrow(low, w, b, e);
   });
 }
 
 void momentumF32(float *w, const float *g, float *buf, int64_t n,
-                 const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
+                 const math::UpdateCoefficients<float> &c, LowCopy low,
+                 UpdateIsa isa) {
   const detail::UpdateLoops *loops = loopsFor(isa);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
     int64_t i =
         b + (loops ? loops->momentum(w + b, g + b, buf + b, e - b, c) : 0);
     for (; i < e; ++i)
       math::momentumElement<float>(w[i], g[i], buf[i], c);
+    narrow(low, w, b, e);
   });
 }
 
 void adamwF32(float *w, const float *g, float *m, float *v, int64_t n,
-              const math::UpdateCoefficients<float> &c, UpdateIsa isa) {
+              const math::UpdateCoefficients<float> &c, LowCopy low,
+              UpdateIsa isa) {
   const detail::UpdateLoops *loops = loopsFor(isa);
   parallelFor(n, kGrain, [&](int64_t b, int64_t e) {
     int64_t i =
         b + (loops ? loops->adamw(w + b, g + b, m + b, v + b, e - b, c) : 0);
     for (; i < e; ++i)
       math::adamwElement<float>(w[i], g[i], m[i], v[i], c);
+    narrow(low, w, b, e);
   });
 }
 

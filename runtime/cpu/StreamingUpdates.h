@@ -31,15 +31,24 @@ const char *updateIsaName(UpdateIsa isa);
 /// Whether this CPU can run `isa`.
 bool cpuSupports(UpdateIsa isa);
 
+/// The low-precision copy of the weights the model reads (mixed
+/// precision): n bf16 or fp16 values an update overwrites with its new
+/// weights, rounded to nearest even, chunk by chunk while they are in
+/// cache. No data: none.
+struct LowCopy {
+  uint16_t *data = nullptr;
+  bool brain = true; ///< bf16; false: fp16.
+};
+
 /// w, g (and buf / m, v) of n floats, updated in place on all threads.
 void sgdF32(float *w, const float *g, int64_t n,
-            const math::UpdateCoefficients<float> &c,
+            const math::UpdateCoefficients<float> &c, LowCopy low = {},
             UpdateIsa isa = updateIsa());
 void momentumF32(float *w, const float *g, float *buf, int64_t n,
-                 const math::UpdateCoefficients<float> &c,
+                 const math::UpdateCoefficients<float> &c, LowCopy low = {},
                  UpdateIsa isa = updateIsa());
 void adamwF32(float *w, const float *g, float *m, float *v, int64_t n,
-              const math::UpdateCoefficients<float> &c,
+              const math::UpdateCoefficients<float> &c, LowCopy low = {},
               UpdateIsa isa = updateIsa());
 
 /// The fp32 AdamW's rate on this machine, all threads: GB/s of the 28 bytes

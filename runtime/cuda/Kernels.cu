@@ -524,10 +524,39 @@ __global__ void crossEntropyRows(const T *x, const I *labels, double *rowLoss,
   }
 }
 
-/// The labelled rows' count (and, for the loss, their mean) in row order.
+/// One float scalar of type `t` at `p`, as a double (0: not a float).
+__device__ double loadScalar(const void *p, DType t) {
+  switch (t) {
+  case DType::F64: return *static_cast<const double *>(p);
+  case DType::F32: return *static_cast<const float *>(p);
+  case DType::F16: return DT<F16>::load(*static_cast<const F16 *>(p));
+  case DType::BF16: return DT<BF16>::load(*static_cast<const BF16 *>(p));
+  default: return 0;
+  }
+}
+
+/// `v` stored as one float scalar of type `t` at `p` (rounded to nearest
+/// even through float, as the CPU's storeFromDouble).
+__device__ void storeScalar(void *p, DType t, double v) {
+  switch (t) {
+  case DType::F64: *static_cast<double *>(p) = v; break;
+  case DType::F32: *static_cast<float *>(p) = static_cast<float>(v); break;
+  case DType::F16:
+    *static_cast<F16 *>(p) = DT<F16>::store(static_cast<float>(v));
+    break;
+  case DType::BF16:
+    *static_cast<BF16 *>(p) = DT<BF16>::store(static_cast<float>(v));
+    break;
+  default: break;
+  }
+}
+
+/// The labelled rows' count (and, for the loss, their mean, stored as
+/// `outType`: fp32 for 16-bit logits) in row order.
 template <typename T, typename I>
 __global__ void crossEntropyMean(const double *rowLoss, const I *labels,
-                                 T *out, int64_t n, double *count) {
+                                 void *out, DType outType, int64_t n,
+                                 double *count) {
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
   double total = 0;
@@ -540,16 +569,17 @@ __global__ void crossEntropyMean(const double *rowLoss, const I *labels,
   *count = double(c);
   if (out) {
     double mean = c ? total / double(c) : NAN;
-    *out = DT<T>::store(static_cast<typename DT<T>::C>(mean));
+    storeScalar(out, outType, static_cast<typename DT<T>::C>(mean));
   }
 }
 
 template <typename T, typename I>
 __global__ void crossEntropyGradKernel(const T *x, const I *labels,
-                                       const T *grad, const double *rowSum,
+                                       const void *grad, DType gradType,
+                                       const double *rowSum,
                                        const double *rowMax, T *dx, int64_t n,
                                        int64_t v, const double *count) {
-  double g = double(DT<T>::load(*grad));
+  double g = loadScalar(grad, gradType);
   double scale = *count != 0 ? g / *count : 0.0;
   STRATA_GRID_LOOP(e, n * v) {
     int64_t i = e / v, j = e % v;
@@ -578,11 +608,14 @@ __global__ void geluGradKernel(const T *x, const T *g, T *out, int64_t n,
 // Updates (in place), the CPU's arithmetic (SharedMath.h)
 //===----------------------------------------------------------------------===//
 
+/// `low`: the low-precision copy of w the model reads (f32 w only), given
+/// the new weights rounded to nearest even, as the CPU's update does.
 template <typename T>
 __global__ void updateKernel(Kernel k, T *w, T *g, T *s1, T *s2,
                              const T *scalePtr, int64_t micro, int64_t n,
                              math::UpdateCoefficients<typename DT<T>::C> c,
-                             bool zeroGradient) {
+                             bool zeroGradient, BF16 *lowBrain,
+                             F16 *lowHalf) {
   using C = typename DT<T>::C;
   C scale = scalePtr ? DT<T>::load(*scalePtr) : C(1);
   // Zero or NaN: an overflowed step under loss scaling, skipped whole.
@@ -606,6 +639,12 @@ __global__ void updateKernel(Kernel k, T *w, T *g, T *s1, T *s2,
       s2[i] = DT<T>::store(v);
     }
     w[i] = DT<T>::store(wi);
+    if constexpr (std::is_same_v<T, float>) {
+      if (lowBrain)
+        lowBrain[i] = DT<BF16>::store(w[i]);
+      if (lowHalf)
+        lowHalf[i] = DT<F16>::store(w[i]);
+    }
     if (zeroGradient)
       g[i] = DT<T>::store(C(0));
   }
@@ -1518,12 +1557,12 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
                                            v, l.errorFlag);
         bool loss = step.kernel == Kernel::CrossEntropy;
         crossEntropyMean<T, I><<<1, 1, 0, stream>>>(
-            loss ? rowLoss : nullptr, labels,
-            loss ? static_cast<T *>(out[0].data) : nullptr, n, count);
+            loss ? rowLoss : nullptr, labels, loss ? out[0].data : nullptr,
+            out[0].dtype, n, count);
         if (!loss)
           crossEntropyGradKernel<T, I><<<blocksFor(n * v), kThreads, 0,
                                          stream>>>(
-              x, labels, static_cast<const T *>(in[2].data), rowSum, rowMax,
+              x, labels, in[2].data, in[2].dtype, rowSum, rowMax,
               static_cast<T *>(out[0].data), n, v, count);
       };
       in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
@@ -1641,9 +1680,12 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
   case Kernel::UpdateAdamW: {
     if (!ctx.applyUpdates)
       return true;
-    size_t needed = step.kernel == Kernel::UpdateSgd ? 2
-                    : step.kernel == Kernel::UpdateMomentum ? 3 : 4;
+    artifact::UpdateOperands at =
+        artifact::updateOperands(step.kernel, in.size(), step.ints);
+    size_t needed = at.before;
     int64_t micro = step.ints.empty() ? 1 : step.ints[0];
+    void *low = at.low >= 0 ? in[at.low].data : nullptr;
+    bool brain = at.low >= 0 && in[at.low].dtype == DType::BF16;
     int64_t n = in[0].numElements();
     typed = dispatchFloat(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -1658,9 +1700,11 @@ bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
             static_cast<T *>(in[1].data),
             needed > 2 ? static_cast<T *>(in[2].data) : nullptr,
             needed > 3 ? static_cast<T *>(in[3].data) : nullptr,
-            in.size() > needed ? static_cast<const T *>(in[needed].data)
-                               : nullptr,
-            micro, n, c, micro > 1);
+            at.scale >= 0 ? static_cast<const T *>(in[at.scale].data)
+                          : nullptr,
+            micro, n, c, micro > 1,
+            brain ? static_cast<BF16 *>(low) : nullptr,
+            brain ? nullptr : static_cast<F16 *>(low));
     });
     // A skipped step still zeroes the accumulator, as on the CPU.
     if (typed && micro > 1 &&

@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
     math::UpdateCoefficients<float> co;
     math::updateCoefficients<float>(artifact::Kernel::UpdateAdamW, hp, 1.0f,
                                     1, r + 2, 1.0, co);
-    cpu::adamwF32(w.get(), g.get(), m.get(), v.get(), n, co, isa);
+    cpu::adamwF32(w.get(), g.get(), m.get(), v.get(), n, co, {}, isa);
     double t2 = seconds();
     if (r >= 0) {
       triad.push_back(t1 - t0);

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   const Plan &plan = art.plan();
-  uint64_t trainable = 0, frozen = 0, constants = 0, states = 0;
+  uint64_t trainable = 0, frozen = 0, constants = 0, states = 0, copies = 0;
   for (const ParamEntry &p : plan.params) {
     int64_t n = plan.slots[p.slot].numElements();
     if (p.flags & ParamEntry::Constant)
@@ -65,6 +65,8 @@ int main(int argc, char **argv) {
       states += n;
     else if (p.flags & ParamEntry::Trainable)
       trainable += n;
+    else if (p.flags & ParamEntry::LowCopy)
+      copies += n;
     else
       frozen += n;
   }
@@ -88,6 +90,11 @@ int main(int argc, char **argv) {
               static_cast<unsigned long long>(frozen),
               static_cast<unsigned long long>(states),
               static_cast<unsigned long long>(constants));
+  if (copies)
+    std::printf("low-precision copies: %llu elements (the bf16/fp16 weights "
+                "the model reads, written by the updates of their fp32 "
+                "masters)\n",
+                static_cast<unsigned long long>(copies));
   size_t synthetic = 0;
   for (const artifact::ParamEntry &p : plan.params)
     synthetic += (p.flags & artifact::ParamEntry::Synthetic) != 0;
@@ -207,6 +214,7 @@ int main(int argc, char **argv) {
       const char *kind = (p.flags & ParamEntry::Constant)    ? "constant"
                          : (p.flags & ParamEntry::State)     ? "optimizer state"
                          : (p.flags & ParamEntry::Trainable) ? "trainable"
+                         : (p.flags & ParamEntry::LowCopy)   ? "low-precision copy"
                                                              : "frozen";
       std::printf("  [%10llu, %10llu) %-28s %s (%s, %s)\n",
                   static_cast<unsigned long long>(s.offset),

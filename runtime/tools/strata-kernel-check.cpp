@@ -319,6 +319,18 @@ std::vector<Case> cases(bool small) {
   all.back().context.lrFactor = 0.5;
   add("update_adamw bf16", step(Kernel::UpdateAdamW, {}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
       {{B, {500}}, {B, {500}}, {B, {500}, 'p'}, {B, {500}, 'p'}}, {}, true);
+  // Mixed precision: the update writes the bf16/fp16 copy of its fp32
+  // weights (the same rounding on both), and the loss reads bf16 logits.
+  add("update_adamw bf16 copy", step(Kernel::UpdateAdamW, {1, 1}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
+      {{F, {1000}}, {F, {1000}}, {F, {1000}, 'p'}, {F, {1000}, 'p'}, {F, {1}, 's'}, {B, {1000}}},
+      {}, true);
+  add("update_sgd fp16 copy", step(Kernel::UpdateSgd, {1, 1}, {0.1, 0.0}),
+      {{F, {999}}, {F, {999}}, {H, {999}}}, {}, true);
+  add("cross_entropy bf16 logits", step(Kernel::CrossEntropy),
+      {{B, {12, 50}}, {DType::I64, {12}, 'l', 50}}, {{F, {}}});
+  add("cross_entropy_grad bf16 logits", step(Kernel::CrossEntropyGrad),
+      {{B, {12, 50}}, {DType::I64, {12}, 'l', 50}, {F, {}, 's'}},
+      {{B, {12, 50}}});
   add("accumulate", step(Kernel::Accumulate), {{F, {300}}, {F, {300}}}, {}, true);
   // AdaLomo sums over rows, columns and the tensor: a fixed order, but not
   // the CPU's serial one.

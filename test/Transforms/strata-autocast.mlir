@@ -6,7 +6,7 @@
 // norm runs in fp32; the product takes bf16 copies of its input and of the
 // fp32 weight; the bias (a weight) follows the bf16 activation; the
 // residual add of an fp32 and a bf16 activation widens to fp32; the loss
-// reads fp32 logits. Parameters and the result stay fp32.
+// reads the fp32 residual. Parameters and the result stay fp32.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[W:.+]] = graph.param "w" trainable {{.*}} : tensor<8x8xf32>
 // CHECK: %[[B:.+]] = graph.param "b" trainable {{.*}} : tensor<8xf32>
@@ -83,5 +83,20 @@ func.func @main(%x: tensor<2xf16>) -> (tensor<f32> {graph.name = "loss"}) {
   %c = graph.cast %z : tensor<2xf16> -> tensor<2xf32>
   %c2 = graph.mul %c, %vs : (tensor<2xf32>, tensor<1xf32>) -> tensor<2xf32>
   %l = graph.reduce_sum %c2 axes = [0] : tensor<2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that the loss reads bf16 logits as they are (its kernels widen as
+// they load; no fp32 copy of the logits) and gives an fp32 loss.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[Z:.+]] = graph.matmul {{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[L:.+]] = graph.cross_entropy %[[Z]], %arg1 : (tensor<4x8xbf16>, tensor<4xi64>) -> tensor<f32>
+// CHECK-NEXT: return %[[L]] : tensor<f32>
+func.func @main(%x: tensor<4x8xf32>, %labels: tensor<4xi64>) -> (tensor<f32> {graph.name = "loss"}) {
+  %w = graph.param "w" trainable {initial_value = dense<0.5> : tensor<8x8xf32>} : tensor<8x8xf32>
+  %z = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %l = graph.cross_entropy %z, %labels : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -47,6 +47,13 @@ MODELS = {
 RTOL = 1e-4
 
 
+def activations_max(report):
+    """The largest activation footprint of a --report, in bytes."""
+    m = re.search(r"activations .*\(max ([0-9.]+) (\w+)\)", report)
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    return float(m.group(1)) * units[m.group(2)]
+
+
 def losses_by_step(path):
     """The loss of each step in a --log-json file; a step logged twice (a
     run and its resumption) counts once, the last time."""
@@ -245,11 +252,16 @@ class TrainParity(unittest.TestCase):
                                      precision, "--report")
                     if precision == "fp16":
                         self.assertIn("--loss-scale dynamic", r.stderr)
-                    # The report splits the activations by precision; the
-                    # parameters stay fp32 (no split).
-                    self.assertRegex(r.stdout, r"activations .*\n +by "
+                    # The report splits the parameters by precision: fp32
+                    # masters and the low-precision copies the model
+                    # reads. Activations are stored low: their largest
+                    # footprint is at most 65% of the fp32 plan's.
+                    self.assertRegex(r.stdout, r"parameters .*\n +by "
                                      r"precision: %s [0-9.]+ \w+, f32" % low)
-                    self.assertNotRegex(r.stdout, r"parameters .*\n +by")
+                    wide = self.compile(name, art + ".fp32", "--optimizer",
+                                        "adamw", "--report")
+                    self.assertLess(activations_max(r.stdout),
+                                    0.65 * activations_max(wide.stdout))
                     log = art + ".log.jsonl"
                     run([tool("strata-run"), art, "--data",
                          self.data[name][0], "--steps", "20", "--log-json",
@@ -287,6 +299,53 @@ class TrainParity(unittest.TestCase):
         self.assertLess(scales[-1], 2.0 ** 24)
         trained = [r["loss"] for r in rows if not r["skipped"]]
         self.assertLess(trained[-1], trained[0] * 0.9)
+
+    def test_low_precision_copies_change_no_number(self):
+        """--precision bf16 makes the model read bf16 copies of its fp32
+        masters that the updates write (--low-copies on, the default)
+        instead of casting the masters each step (--low-copies off): the
+        same losses bit for bit over 6 steps, with the update on the device,
+        offloaded to the CPU with masters and states in host memory, and
+        fused into the backward pass (LOMO); the copies are stored tensors
+        placed like the parameters."""
+        configs = {
+            "device": ["--optimizer", "adamw"],
+            "cpu-updates": ["--optimizer", "adamw", "--place-params", "host",
+                            "--place-states", "host", "--place-updates",
+                            "cpu"],
+            "lomo": ["--optimizer", "lomo"],
+        }
+        for name in ("gpt2_dynamic", "llama_dynamic"):
+            for config, flags in configs.items():
+                with self.subTest(model=name, config=config):
+                    losses = {}
+                    for copies in ("on", "off"):
+                        art = os.path.join(ARGS.work, "copies_%s_%s.strata"
+                                           % (config, copies))
+                        self.compile(name, art, "--lr", "0.003",
+                                     "--precision", "bf16", "--low-copies",
+                                     copies, *flags)
+                        log = art + ".log.jsonl"
+                        run([tool("strata-run"), art, "--data",
+                             self.data[name][0], "--steps", "6",
+                             "--log-json", log, "--quiet",
+                             "--no-checkpoint"])
+                        losses[copies] = losses_by_step(log)
+                        inspect = run([tool("strata-inspect"), art]).stdout
+                        copied = re.findall(
+                            r"bfloat16\[[^\]]*\] +\S+\.bf16 \(low-precision "
+                            r"copy, (\w+)\)", inspect)
+                        if copies == "off":
+                            self.assertEqual(copied, [])
+                            continue
+                        self.assertGreater(len(copied), 0)
+                        tier = "host" if config == "cpu-updates" else "device"
+                        self.assertEqual(set(copied), {tier})
+                        if config == "cpu-updates":
+                            self.assertRegex(inspect, r"update_adamw .*"
+                                             r"\.bf16\).*\[cpu\b")
+                    self.assertEqual(len(losses["on"]), 6)
+                    self.assertEqual(losses["on"], losses["off"])
 
     def test_mixed_precision_resume_is_bit_identical(self):
         """The checkpoint of a bf16 run holds the fp32 masters and AdamW
@@ -365,9 +424,11 @@ class TrainParity(unittest.TestCase):
             want.append(loss.item())
         np.testing.assert_allclose(got, want, rtol=0.01)
         self.assertLess(got[-1], got[0] * 0.9)
-        # The masters are fp32: 4 bytes for each of the 256 elements.
+        # The masters are fp32: 4 bytes for each of the 256 elements, and
+        # the fp16 copies the model reads 2.
         inspect = run([tool("strata-inspect"), art]).stdout
-        self.assertRegex(inspect, r"\n  parameters +1024 ")
+        self.assertRegex(inspect, r"\n  parameters +1536 ")
+        self.assertIn("low-precision copies: 256 elements", inspect)
         # strata-export writes the model's own fp16, rounded from the
         # masters: PyTorch's fp32 weights, rounded, within fp16 arithmetic.
         weights = self.exported_weights(art)

@@ -148,6 +148,14 @@ static cl::opt<std::string> precision(
              "in fp32; fp32 parameters and optimizer states "
              "(--strata-autocast). fp16 turns on --loss-scale dynamic"),
     cl::init("fp32"), cl::cat(trainCategory));
+static cl::opt<std::string> lowCopies(
+    "low-copies",
+    cl::desc("With --precision bf16 or fp16, on (default): the model reads "
+             "a stored bf16/fp16 copy of each fp32 master that its update "
+             "writes, instead of casting the master (half the weight bytes "
+             "on the device and over the bus; --strata-low-copies); off: "
+             "the casts, for comparison (same numbers)"),
+    cl::init("on"), cl::cat(trainCategory));
 static cl::opt<bool> syntheticParams(
     "synthetic-params",
     cl::desc("Do not store trainable parameters: record each one's mean and "
@@ -439,6 +447,8 @@ static std::string checkTrainingOptions() {
     return "--fusion must be on or off, not '" + fusion + "'";
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
     return "--precision must be fp32, bf16 or fp16, not '" + precision + "'";
+  if (lowCopies != "on" && lowCopies != "off")
+    return "--low-copies must be on or off, not '" + lowCopies + "'";
   if (cpuJobBytes < -1)
     return "--cpu-job-bytes must be a byte count (0: one job per update), "
            "not " +
@@ -686,6 +696,7 @@ int main(int argc, char **argv) {
   tiers.gradients = placeGradients;
   tiers.updates = placeUpdates;
   tiers.cpuJobBytes = cpuJobBytes;
+  tiers.lowCopies = lowCopies == "on";
   tiers.maxEvaluations = plannerEvaluations;
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();

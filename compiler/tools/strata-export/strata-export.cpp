@@ -272,11 +272,13 @@ int main(int argc, char **argv) {
   if (!loadModel(source, model, error))
     return fail(error);
 
-  // Parameters (not constants or optimizer state) by name.
+  // Parameters (not constants, optimizer state or the low-precision
+  // copies of mixed precision, which are the masters rounded) by name.
   std::map<std::string, const artifact::ParamEntry *> params;
   for (const artifact::ParamEntry &p : plan.params)
     if (!(p.flags & (artifact::ParamEntry::Constant |
-                     artifact::ParamEntry::State)))
+                     artifact::ParamEntry::State |
+                     artifact::ParamEntry::LowCopy)))
       params[p.name] = &p;
 
   bool external = options.externalData;

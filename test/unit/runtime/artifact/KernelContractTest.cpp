@@ -2,6 +2,7 @@
 // do not fit their kernel, so that no checksummed but inconsistent plan can
 // make a kernel read or write out of bounds.
 
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
 
 #include <gtest/gtest.h>
@@ -71,6 +72,44 @@ TEST(KernelContract, AcceptsWellFormedSteps) {
   EXPECT_EQ(validate(onePlan(Kernel::Concat, {{2, 3}, {2, 5}}, {{2, 8}},
                              {1})),
             "");
+  // Mixed precision: an update writing the bf16 copy of its fp32 weights
+  // (after the scale, or without one), and the loss of bf16 logits in fp32.
+  const std::vector<double> adamw = {1e-3, 0.9, 0.999, 1e-8, 0};
+  EXPECT_EQ(validate(onePlan(Kernel::UpdateAdamW,
+                             {{4}, {4}, {4}, {4}, {}, {2, 2}}, {}, {1, 1},
+                             adamw,
+                             {DType::F32, DType::F32, DType::F32, DType::F32,
+                              DType::F32, DType::BF16})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::UpdateSgd, {{4}, {4}, {4}}, {}, {1, 1},
+                             {0.1, 0}, {DType::F32, DType::F32, DType::F16})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::CrossEntropy, {{4, 10}, {4}}, {{}}, {},
+                             {}, {DType::BF16, DType::I64, DType::F32})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::CrossEntropyGrad, {{4, 10}, {4}, {}},
+                             {{4, 10}}, {}, {},
+                             {DType::BF16, DType::I64, DType::F32,
+                              DType::BF16})),
+            "");
+}
+
+TEST(KernelContract, UpdateOperandsPlaceTheScaleAndTheCopy) {
+  UpdateOperands both = updateOperands(Kernel::UpdateAdamW, 6, {1, 1});
+  EXPECT_EQ(both.before, 4u);
+  EXPECT_EQ(both.scale, 4);
+  EXPECT_EQ(both.low, 5);
+  UpdateOperands copy = updateOperands(Kernel::UpdateMomentum, 4, {1, 1});
+  EXPECT_EQ(copy.scale, -1);
+  EXPECT_EQ(copy.low, 3);
+  UpdateOperands scale = updateOperands(Kernel::UpdateSgd, 3, {1});
+  EXPECT_EQ(scale.scale, 2);
+  EXPECT_EQ(scale.low, -1);
+  // The copy is written in place, with the weights and the states.
+  EXPECT_EQ(writtenInputs(Kernel::UpdateAdamW, 6, {1, 1}),
+            (std::vector<unsigned>{0, 2, 3, 5}));
+  EXPECT_EQ(writtenInputs(Kernel::UpdateAdamW, 5, {1}),
+            (std::vector<unsigned>{0, 2, 3}));
 }
 
 TEST(KernelContract, RefusesWhatWouldReadOrWriteOutOfBounds) {
@@ -135,6 +174,23 @@ TEST(KernelContract, RefusesWhatWouldReadOrWriteOutOfBounds) {
       {"adamw hyperparameters", onePlan(Kernel::UpdateAdamW,
                                         {{4}, {4}, {4}, {4}}, {}, {}, {1e-3}),
        "attributes"},
+      {"copy of another type", onePlan(Kernel::UpdateSgd, {{4}, {4}, {4}},
+                                       {}, {1, 1}, {0.1, 0}),
+       "bf16 or f16 copy"},
+      {"copy of half weights", onePlan(Kernel::UpdateSgd, {{4}, {4}, {4}},
+                                       {}, {1, 1}, {0.1, 0},
+                                       {DType::F16, DType::F16, DType::F16}),
+       "bf16 or f16 copy"},
+      {"copy size", onePlan(Kernel::UpdateSgd, {{4}, {4}, {3}}, {}, {1, 1},
+                            {0.1, 0}, {DType::F32, DType::F32, DType::BF16}),
+       "element count"},
+      {"copy named, absent", onePlan(Kernel::UpdateSgd, {{4}, {4}}, {},
+                                     {1, 1}, {0.1, 0}),
+       "does not have"},
+      {"cross-entropy gradient type",
+       onePlan(Kernel::CrossEntropyGrad, {{4, 10}, {4}, {}}, {{4, 10}}, {}, {},
+               {DType::BF16, DType::I64, DType::F32, DType::F32}),
+       "mixes"},
       {"mixed types", onePlan(Kernel::Mul, {{2}, {2}}, {{2}}, {}, {},
                               {DType::F32, DType::F64, DType::F32}),
        "mixes"},

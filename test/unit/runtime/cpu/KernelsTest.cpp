@@ -424,6 +424,59 @@ TEST(Kernels, CastFollowsOnnxRules) {
     EXPECT_NEAR(Half::toFloat(h[k]), x[k], std::fabs(x[k]) * 1e-3);
 }
 
+// Mixed precision: the loss reads bf16 logits as they are, in fp32, and
+// gives an fp32 loss (of an fp32 seed) and bf16 logit gradients: those of
+// the logits widened, within the last bit of float arithmetic and of bf16.
+TEST(Kernels, CrossEntropyOfBf16LogitsComputesInFloat) {
+  const int64_t n = 6, v = 37;
+  std::vector<float> wide = randomFloats(n * v, 21, 3.0f);
+  std::vector<uint16_t> low(n * v);
+  for (int64_t i = 0; i < n * v; ++i) {
+    low[i] = BFloat16::fromFloat(wide[i]);
+    wide[i] = BFloat16::toFloat(low[i]); // Exactly the bf16 values.
+  }
+  std::vector<int64_t> labels = {0, 36, -100, 5, 17, 2};
+  double want = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0)
+      continue;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < v; ++j)
+      mx = std::max(mx, double(wide[i * v + j]));
+    for (int64_t j = 0; j < v; ++j)
+      sum += std::exp(double(wide[i * v + j]) - mx);
+    want += mx + std::log(sum) - wide[i * v + labels[i]];
+  }
+  want /= 5;
+  std::vector<float> loss(1), loss32(1);
+  run(Kernel::CrossEntropy,
+      {TensorRef{DType::BF16, {n, v}, low.data()}, ref(labels, {n}, DType::I64)},
+      ref(loss, {}, DType::F32));
+  run(Kernel::CrossEntropy,
+      {ref(wide, {n, v}, DType::F32), ref(labels, {n}, DType::I64)},
+      ref(loss32, {}, DType::F32));
+  EXPECT_NEAR(loss[0], want, 1e-5 * want);
+  EXPECT_NEAR(loss[0], loss32[0], 1e-6 * want);
+  std::vector<float> seed = {2.0f};
+  std::vector<uint16_t> grad(n * v);
+  std::vector<float> grad32(n * v);
+  run(Kernel::CrossEntropyGrad,
+      {TensorRef{DType::BF16, {n, v}, low.data()}, ref(labels, {n}, DType::I64),
+       ref(seed, {}, DType::F32)},
+      TensorRef{DType::BF16, {n, v}, grad.data()});
+  run(Kernel::CrossEntropyGrad,
+      {ref(wide, {n, v}, DType::F32), ref(labels, {n}, DType::I64),
+       ref(seed, {}, DType::F32)},
+      ref(grad32, {n, v}, DType::F32));
+  for (int64_t i = 0; i < n * v; ++i) {
+    float got = BFloat16::toFloat(grad[i]);
+    EXPECT_NEAR(got, grad32[i], std::fabs(grad32[i]) * (1.0f / 128) + 1e-30f)
+        << i;
+    if (labels[i / v] < 0)
+      EXPECT_EQ(grad[i], 0) << i;
+  }
+}
+
 TEST(Half, RoundTripsEveryHalfValue) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     float f = Half::toFloat(static_cast<uint16_t>(bits));

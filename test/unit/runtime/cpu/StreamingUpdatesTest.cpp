@@ -4,6 +4,8 @@
 
 #include "runtime/cpu/StreamingUpdates.h"
 
+#include "runtime/cpu/Half.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,7 +87,7 @@ TEST(StreamingUpdates, AdamwMatchesTheElementFunction) {
           auto rw = w, rm = m, rv = v;
           for (size_t i = 0; i < n; ++i)
             math::adamwElement<float>(rw[i], g[i], rm[i], rv[i], c);
-          adamwF32(w.data(), g.data(), m.data(), v.data(), int64_t(n), c, isa);
+          adamwF32(w.data(), g.data(), m.data(), v.data(), int64_t(n), c, {}, isa);
           size_t at;
           EXPECT_TRUE(sameBits(w, rw, at))
               << updateIsaName(isa) << " n=" << n << " w[" << at << "]";
@@ -105,7 +107,7 @@ TEST(StreamingUpdates, SgdAndMomentumMatchTheElementFunctions) {
         auto rw = w;
         for (size_t i = 0; i < n; ++i)
           rw[i] = math::sgdElement<float>(rw[i], g[i], c);
-        sgdF32(w.data(), g.data(), int64_t(n), c, isa);
+        sgdF32(w.data(), g.data(), int64_t(n), c, {}, isa);
         size_t at;
         EXPECT_TRUE(sameBits(w, rw, at))
             << "sgd " << updateIsaName(isa) << " n=" << n << " at " << at;
@@ -115,12 +117,61 @@ TEST(StreamingUpdates, SgdAndMomentumMatchTheElementFunctions) {
           auto rmw = mw, rb = b;
           for (size_t i = 0; i < n; ++i)
             math::momentumElement<float>(rmw[i], g[i], rb[i], mc);
-          momentumF32(mw.data(), g.data(), b.data(), int64_t(n), mc, isa);
+          momentumF32(mw.data(), g.data(), b.data(), int64_t(n), mc, {}, isa);
           EXPECT_TRUE(sameBits(mw, rmw, at))
               << "momentum " << updateIsaName(isa) << " n=" << n << " w at " << at;
           EXPECT_TRUE(sameBits(b, rb, at))
               << "momentum " << updateIsaName(isa) << " n=" << n << " buf at " << at;
         }
+      }
+}
+
+// The low-precision copy of mixed precision: every element of it is the
+// new weight rounded to nearest even (the runtime's cast), whatever the
+// chunking and the ISA, and the update's own bits do not change.
+TEST(StreamingUpdates, LowCopyIsTheNewWeightsRounded) {
+  for (UpdateIsa isa : isas())
+    for (size_t n : kSizes)
+      for (bool brain : {true, false}) {
+        auto c = coefficients(artifact::Kernel::UpdateAdamW, 2, 0.01);
+        auto w = values(n, 11, false), g = values(n, 12, false),
+             m = values(n, 13, false), v = values(n, 14, true);
+        auto rw = w, rm = m, rv = v;
+        adamwF32(rw.data(), g.data(), rm.data(), rv.data(), int64_t(n), c,
+                 {}, isa);
+        std::vector<uint16_t> low(n, 0xdead);
+        adamwF32(w.data(), g.data(), m.data(), v.data(), int64_t(n), c,
+                 {low.data(), brain}, isa);
+        size_t at;
+        EXPECT_TRUE(sameBits(w, rw, at)) << updateIsaName(isa) << " n=" << n;
+        for (at = 0; at < n; ++at) {
+          uint16_t want = brain ? BFloat16::fromFloat(rw[at])
+                                : Half::fromFloat(rw[at]);
+          if (low[at] != want)
+            break;
+        }
+        EXPECT_EQ(at, n) << updateIsaName(isa) << (brain ? " bf16" : " fp16")
+                         << " n=" << n << ": copy differs at " << at;
+        // SGD and momentum write it the same way.
+        auto sw = values(n, 15, false);
+        std::vector<uint16_t> slow(n, 0);
+        auto sc = coefficients(artifact::Kernel::UpdateSgd, 1, 0.0);
+        sgdF32(sw.data(), g.data(), int64_t(n), sc, {slow.data(), brain}, isa);
+        for (at = 0; at < n; ++at)
+          if (slow[at] != (brain ? BFloat16::fromFloat(sw[at])
+                                 : Half::fromFloat(sw[at])))
+            break;
+        EXPECT_EQ(at, n) << "sgd " << updateIsaName(isa) << " n=" << n;
+        auto mw = values(n, 16, false), b = values(n, 17, false);
+        std::vector<uint16_t> mlow(n, 0);
+        auto mc = coefficients(artifact::Kernel::UpdateMomentum, 2, 0.0);
+        momentumF32(mw.data(), g.data(), b.data(), int64_t(n), mc,
+                    {mlow.data(), brain}, isa);
+        for (at = 0; at < n; ++at)
+          if (mlow[at] != (brain ? BFloat16::fromFloat(mw[at])
+                                 : Half::fromFloat(mw[at])))
+            break;
+        EXPECT_EQ(at, n) << "momentum " << updateIsaName(isa) << " n=" << n;
       }
 }
 
