@@ -48,8 +48,9 @@ struct AppendLossPass : public strata::impl::AppendLossPassBase<AppendLossPass> 
     ret.erase();
     func.setFunctionType(
         b.getFunctionType(func.getFunctionType().getInputs(), loss.getType()));
-    func.setResultAttrs(0, b.getDictionaryAttr(b.getNamedAttr(
-                               "graph.name", b.getStringAttr("loss"))));
+    // The model's other outputs (its logits) are dropped with their names.
+    func.setAllResultAttrs(ArrayRef<DictionaryAttr>{b.getDictionaryAttr(
+        b.getNamedAttr("graph.name", b.getStringAttr("loss")))});
   }
 
   LogicalResult outputLoss(func::FuncOp func) {

@@ -204,6 +204,8 @@ private:
   template <typename OpT>
   LogicalResult softmax(const Node &node);
   LogicalResult layerNorm(const Node &node);
+  template <bool WithSoftmax>
+  LogicalResult classLoss(const Node &node);
   template <typename OpT>
   LogicalResult reduce(const Node &node);
   LogicalResult gather(const Node &node);
@@ -276,6 +278,8 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Softmax", {&Importer::softmax<SoftmaxOp>, 1}},
       {"LogSoftmax", {&Importer::softmax<LogSoftmaxOp>, 1}},
       {"LayerNormalization", {&Importer::layerNorm, 17}},
+      {"SoftmaxCrossEntropyLoss", {&Importer::classLoss<true>, 12}},
+      {"NegativeLogLikelihoodLoss", {&Importer::classLoss<false>, 12}},
       {"ReduceSum", {&Importer::reduce<ReduceSumOp>, 1}},
       {"ReduceMean", {&Importer::reduce<ReduceMeanOp>, 1}},
       {"ReduceMax", {&Importer::reduce<ReduceMaxOp>, 1}},
@@ -922,6 +926,134 @@ LogicalResult Importer::softmax(const Node &node) {
   Value y = builder_.create<OpT>(loc, flat.getType(), flat,
                                  builder_.getI64IntegerAttr(1));
   define(node, 0, reshape(y, shape, loc));
+  return success();
+}
+
+/// SoftmaxCrossEntropyLoss (WithSoftmax: the scores' log-softmax over axis
+/// 1 first, and optionally returned) and NegativeLogLikelihoodLoss: scores
+/// [N, C, d1...], labels [N, d1...], optional class weights [C];
+/// `ignore_index` labels count for nothing, not even in the mean's
+/// denominator; reduction none, sum or mean (weighted: over the weights
+/// of the labels counted). The form exporters write for a language model's
+/// loss (softmax, [N, C], mean, no weights) is graph.cross_entropy, fused
+/// and without a [N, C] temporary; every other form is built from
+/// log_softmax, a one-hot mask of the labels and reductions, which autodiff
+/// differentiates as it is.
+template <bool WithSoftmax>
+LogicalResult Importer::classLoss(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value x = input(node, 0), labels = input(node, 1), weights = input(node, 2);
+  Shape xs = shapeOf(x), ls = shapeOf(labels);
+  Type et = elementTypeOf(x), lt = elementTypeOf(labels);
+  if (!isa<FloatType>(et))
+    return nodeError(node) << "scores must be floating point, not " << et;
+  if (!lt.isInteger(32) && !lt.isInteger(64))
+    return nodeError(node) << "labels must be int32 or int64, not " << lt;
+  bool shapesAgree = xs.size() >= 2 && ls.size() + 1 == xs.size() &&
+                     ls[0] == xs[0] &&
+                     std::equal(ls.begin() + 1, ls.end(), xs.begin() + 2);
+  if (!shapesAgree)
+    return nodeError(node) << "expects scores [N, C, d1...] and labels [N, "
+                              "d1...]; they are "
+                           << x.getType() << " and " << labels.getType();
+  int64_t classes = xs[1];
+  if (weights && (shapeOf(weights) != Shape{classes} ||
+                  elementTypeOf(weights) != et))
+    return nodeError(node) << "weights must be [" << classes
+                           << "] of the scores' type, not "
+                           << weights.getType();
+  std::string reduction = stringAttr(node, "reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return nodeError(node) << "unknown reduction '" << reduction
+                           << "' (none, sum or mean)";
+  std::optional<int64_t> ignore;
+  if (node.attribute("ignore_index"))
+    ignore = intAttr(node, "ignore_index", 0);
+  Location loc = nodeLoc(node);
+  auto i1 = builder_.getI1Type();
+  Value logp;
+  if (WithSoftmax && node.outputs.size() > 1 && isConsumed(node.outputs[1]))
+    logp = builder_.create<LogSoftmaxOp>(loc, x.getType(), x,
+                                         builder_.getI64IntegerAttr(1));
+  if (WithSoftmax && xs.size() == 2 && !weights && reduction == "mean") {
+    // The fused loss ignores negative labels: a non-negative ignore_index
+    // becomes -1.
+    Value l = labels;
+    if (ignore && *ignore >= 0) {
+      Value hit = builder_.createOrFold<EqualOp>(
+          loc, tensorType(ls, i1), l, scalarConstant(lt, *ignore, loc));
+      l = builder_.createOrFold<SelectOp>(loc, labels.getType(), hit,
+                                          scalarConstant(lt, -1, loc), l);
+    }
+    define(node, 0,
+           builder_.create<CrossEntropyOp>(loc, tensorType({}, et), x, l));
+    if (logp)
+      define(node, 1, logp);
+    return success();
+  }
+  if (WithSoftmax && !logp)
+    logp = builder_.create<LogSoftmaxOp>(loc, x.getType(), x,
+                                         builder_.getI64IntegerAttr(1));
+  Value scores = WithSoftmax ? logp : x;
+  // onehot[n, c, d...] = labels[n, d...] == c.
+  Shape column(xs.size(), 1);
+  column[1] = classes;
+  SmallVector<APInt> iota;
+  for (int64_t c = 0; c < classes; ++c)
+    iota.push_back(APInt(lt.getIntOrFloatBitWidth(), c, /*isSigned=*/true));
+  auto iotaType = tensorType(column, lt);
+  Value classIds = builder_.create<ConstantOp>(
+      loc, iotaType, DenseElementsAttr::get(iotaType, iota));
+  Shape spread = xs;
+  spread[1] = 1;
+  Value onehot = builder_.createOrFold<EqualOp>(
+      loc, tensorType(xs, i1), reshape(labels, spread, loc), classIds);
+  Value zero = scalarConstant(et, 0.0, loc);
+  auto perClass = [&](Value v) {
+    Value masked =
+        builder_.createOrFold<SelectOp>(loc, tensorType(xs, et), onehot, v,
+                                        zero);
+    return builder_.create<ReduceSumOp>(loc, tensorType(ls, et), masked,
+                                        builder_.getDenseI64ArrayAttr({1}),
+                                        UnitAttr());
+  };
+  Value loss =
+      builder_.create<NegOp>(loc, tensorType(ls, et), perClass(scores));
+  // Each element's weight: its label's class weight, 0 when ignored.
+  Value weight;
+  if (weights)
+    weight = perClass(reshape(weights, column, loc));
+  if (ignore) {
+    Value hit = builder_.createOrFold<EqualOp>(
+        loc, tensorType(ls, i1), labels, scalarConstant(lt, *ignore, loc));
+    weight = builder_.createOrFold<SelectOp>(
+        loc, tensorType(ls, et), hit, zero,
+        weight ? weight : scalarConstant(et, 1.0, loc));
+  }
+  if (weight)
+    loss = builder_.create<MulOp>(loc, tensorType(ls, et), loss, weight);
+  SmallVector<int64_t> all;
+  for (size_t d = 0; d < ls.size(); ++d)
+    all.push_back(static_cast<int64_t>(d));
+  auto total = [&](Value v) -> Value {
+    return builder_.create<ReduceSumOp>(loc, tensorType({}, et), v,
+                                        builder_.getDenseI64ArrayAttr(all),
+                                        UnitAttr());
+  };
+  Value out = loss;
+  if (reduction == "sum")
+    out = total(loss);
+  else if (reduction == "mean" && weight)
+    out = builder_.create<DivOp>(loc, tensorType({}, et), total(loss),
+                                 total(weight));
+  else if (reduction == "mean")
+    out = builder_.create<ReduceMeanOp>(loc, tensorType({}, et), loss,
+                                        builder_.getDenseI64ArrayAttr(all),
+                                        UnitAttr());
+  define(node, 0, out);
+  if (WithSoftmax)
+    define(node, 1, logp);
   return success();
 }
 

@@ -233,6 +233,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.mode = info.mode;
   plan.schedule = info.schedule;
   plan.optimizer = info.optimizer;
+  plan.labels = info.labels;
   plan.accumulate = info.accumulate;
   for (const char *report :
        {"exec.memory", "exec.predicted", "exec.recomputed", "exec.planner",
@@ -441,7 +442,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
      << ")\nsource: " << plan.sourceModel << "\nproducer: " << plan.producer
      << "\nmode: " << plan.mode << "\n";
   if (plan.mode == "train")
-    os << "optimizer: " << plan.optimizer << "\n";
+    os << "optimizer: " << plan.optimizer << "\nlabels (--data): "
+       << plan.labels << "\n";
   os << "inputs:\n";
   for (const artifact::Binding &b : plan.inputs)
     os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "

@@ -19,6 +19,8 @@ struct ArtifactInfo {
   artifact::Schedule schedule;
   std::string optimizer;
   uint32_t accumulate = 1;
+  /// Training plans: what --data feeds as labels (Plan::labels).
+  std::string labels;
   /// Directories of the SSD store, when the plan uses one.
   std::vector<std::string> ssdDirs;
   /// Store trainable float parameters as synthetic (mean, deviation and a

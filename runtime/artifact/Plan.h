@@ -47,7 +47,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 6;
+constexpr uint32_t kPlanFormatVersion = 7;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 /// The largest region (arena, parameters, host, SSD) a plan may claim:
@@ -243,6 +243,11 @@ struct Plan {
   std::string optimizer;
   /// Micro-batches per optimizer step.
   uint32_t accumulate = 1;
+  /// What strata-run --data feeds a training plan's "labels" input: "next"
+  /// (the tokens after the ids: --loss causal-lm) or "same" (the ids
+  /// themselves: a model that computes its own loss shifts them, as
+  /// HuggingFace models do). Empty for forward plans.
+  std::string labels;
   /// The compiler's memory report: (class, bytes) pairs such as
   /// ("parameters", n), ("gradients_at_peak", n). See PlanMemory.cpp.
   std::vector<std::pair<std::string, uint64_t>> memory;

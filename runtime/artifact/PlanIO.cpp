@@ -145,6 +145,7 @@ std::string encodePayload(const Plan &plan) {
   w.f64(plan.schedule.minRatio);
   w.str(plan.optimizer);
   w.u32(plan.accumulate);
+  w.str(plan.labels);
   w.vec(plan.memory, [&](const std::pair<std::string, uint64_t> &m) {
     w.str(m.first);
     w.u64(m.second);
@@ -220,6 +221,7 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
   plan.schedule.minRatio = r.f64();
   plan.optimizer = r.str();
   plan.accumulate = r.u32();
+  plan.labels = r.str();
   plan.memory = r.vec<std::pair<std::string, uint64_t>>([&] {
     std::string name = r.str();
     return std::make_pair(name, r.u64());
@@ -324,6 +326,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (bytes > kMaxRegionBytes)
       return fail(std::string("the ") + name + " claims " +
                   std::to_string(bytes) + " bytes, more than 2^56");
+  if (!plan.labels.empty() && plan.labels != "next" && plan.labels != "same")
+    return fail("labels '" + plan.labels + "' (next or same)");
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot &s = plan.slots[i];
     std::string where = "slot " + std::to_string(i) + " ('" + s.name + "')";

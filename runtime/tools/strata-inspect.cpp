@@ -83,7 +83,10 @@ int main(int argc, char **argv) {
     std::printf("  %s: %s\n", b.name.c_str(),
                 describe(plan.slots[b.slot]).c_str());
   if (plan.mode == "train")
-    std::printf("optimizer: %s\n", plan.optimizer.c_str());
+    std::printf("optimizer: %s\nlabels (--data): %s\n", plan.optimizer.c_str(),
+                plan.labels == "same" ? "the token ids themselves (the model "
+                                        "shifts them)"
+                                      : "the tokens after the ids");
   std::printf("parameters: %llu trainable, %llu frozen elements; %llu "
               "optimizer-state elements; %llu constant elements\n",
               static_cast<unsigned long long>(trainable),

@@ -120,8 +120,9 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   DataSource data;
   if (!options.dataPath.empty()) {
     if (!labels || !ids || plan.inputs.size() != 2) {
-      error = "--data feeds plans compiled with --loss causal-lm (inputs: "
-              "token ids and labels); give this plan's inputs with --input";
+      error = "--data feeds training plans whose inputs are token ids and "
+              "labels of the same shape (--loss causal-lm, or --loss output "
+              "with a 'labels' input); give this plan's inputs with --input";
       return false;
     }
     const Slot &s = plan.slots[ids->slot];
@@ -223,7 +224,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
         if (!executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
                                error) ||
             !executor.setInput(labels->name,
-                               tokens(plan.slots[labels->slot], lab),
+                               tokens(plan.slots[labels->slot],
+                                      plan.labels == "same" ? in : lab),
                                error)) {
           ok = false;
           break;

@@ -98,6 +98,22 @@ CASES = [
     ("flatten", "Flatten", [P(2, 3, 4)], {"axis": 2}, 17, 1),
     ("trilu", "Trilu", [P(2, 4, 4)], {"upper": 1}, 17, 1),
     ("trilu_k", "Trilu", [P(3, 4), C(-1)], {"upper": 0}, 17, 1),
+    # Losses as models export them: the fused form (scores [N, C], mean, no
+    # weights; a non-negative ignore_index remapped), and the general one
+    # (class weights, which are differentiable too, extra dimensions, the
+    # log-probabilities as a second output, sum and none).
+    ("sce_mean", "SoftmaxCrossEntropyLoss", [P(4, 5), C([0, 4, 2, 1])], {},
+     13, 1),
+    ("sce_mean_ignore", "SoftmaxCrossEntropyLoss", [P(4, 5), C([0, 4, 2, 2])],
+     {"ignore_index": 2}, 13, 1),
+    ("sce_weighted_3d", "SoftmaxCrossEntropyLoss",
+     [P(3, 5, 2), C([[0, 4], [1, 3], [2, 1]]), P(5, positive=True)],
+     {"ignore_index": 1}, 13, 2),
+    ("sce_none", "SoftmaxCrossEntropyLoss", [P(3, 5), C([4, 0, 0])],
+     {"reduction": "none"}, 13, 1),
+    ("nll_sum_weighted", "NegativeLogLikelihoodLoss",
+     [P(3, 5, 2), C([[0, 4], [1, 3], [2, -7]]), P(5, positive=True)],
+     {"reduction": "sum", "ignore_index": -7}, 13, 1),
 ]
 
 

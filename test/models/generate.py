@@ -233,6 +233,58 @@ def export_torch(module, path, batch, seq, opset, dynamic, fold):
     return module
 
 
+def with_loss(module):
+    """`module` (ids -> logits) as HuggingFace models export for training:
+    forward(input_ids, labels) -> (loss, logits), the mean next-token
+    cross-entropy with the labels shifted inside (labels of -100 are
+    ignored, PyTorch's default)."""
+    torch = _torch()
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = module
+
+        def forward(self, input_ids, labels):
+            logits = self.model(input_ids)
+            v = logits.shape[-1]
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1, :].reshape(-1, v), labels[:, 1:].reshape(-1))
+            return loss, logits
+
+    return WithLoss()
+
+
+def export_with_loss(module, path, batch, seq, opset, dynamic):
+    """Exports with_loss(module) (initialised as export_torch does) with
+    inputs input_ids and labels and outputs loss and logits; returns the
+    wrapped module."""
+    torch = _torch()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.02)
+            else:
+                p.add_(0.1 * torch.randn_like(p))
+    wrapped = with_loss(module).eval()
+    ids = torch.randint(0, 96, (batch, seq), dtype=torch.long)
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    kwargs = {}
+    if dynamic:
+        axes = {0: "batch", 1: "seq"}
+        kwargs["dynamic_axes"] = {"input_ids": axes, "labels": axes,
+                                  "logits": axes}
+    with torch.no_grad():
+        torch.onnx.export(wrapped, (ids, ids), path,
+                          input_names=["input_ids", "labels"],
+                          output_names=["loss", "logits"],
+                          opset_version=opset, do_constant_folding=False,
+                          **kwargs)
+    return wrapped
+
+
 # ---------------------------------------------------------------------------
 # Models written with the onnx helper API
 # ---------------------------------------------------------------------------

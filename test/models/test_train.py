@@ -300,6 +300,85 @@ class TrainParity(unittest.TestCase):
         trained = [r["loss"] for r in rows if not r["skipped"]]
         self.assertLess(trained[-1], trained[0] * 0.9)
 
+    def test_model_exported_with_its_loss_trains_with_loss_output(self):
+        """A GPT-2 (opset 14, dynamic axes) and a LLaMA (opset 17, static)
+        exported as HuggingFace models are for training -- forward(ids,
+        labels) -> (loss, logits), the labels shifted inside, so the loss is
+        an ONNX SoftmaxCrossEntropyLoss with ignore_index -100 -- train with
+        --loss output: strata-run --data feeds the token window as both
+        inputs (--labels same, the default for --loss output), and 4 steps
+        of SGD and of AdamW match PyTorch's (rtol 1e-4). A forward plan's
+        loss ignores labels of -100 as PyTorch does."""
+        import onnx
+        import torch
+        rows = np.random.default_rng(3).integers(0, 96, size=(8, 17))
+        data = os.path.join(ARGS.work, "own_loss.data.npy")
+        np.save(data, rows.astype(np.int64))
+        b, t = 2, 16
+        cases = {"gpt2": (generate.gpt2_module, 14, True, []),
+                 "llama": (generate.llama_module, 17, False,
+                           ["--freeze", "rope_*"])}
+        for family, (builder, opset, dynamic, flags) in cases.items():
+            path = os.path.join(ARGS.work, "own_loss_%s.onnx" % family)
+            reference = generate.export_with_loss(builder(), path, b, t,
+                                                  opset, dynamic)
+            ops = {n.op_type for n in onnx.load(path).graph.node}
+            self.assertIn("SoftmaxCrossEntropyLoss", ops)
+            bind = []
+            if dynamic:
+                bind = ["--input-shape", "input_ids=%dx%d" % (b, t),
+                        "--input-shape", "labels=%dx%d" % (b, t)]
+            for optimizer, lr in (("sgd", 0.1), ("adamw", 0.003)):
+                with self.subTest(model=family, optimizer=optimizer):
+                    module = copy.deepcopy(reference)
+                    opt = (torch.optim.SGD(module.parameters(), lr=lr)
+                           if optimizer == "sgd" else
+                           torch.optim.AdamW(module.parameters(), lr=lr))
+                    want = []
+                    for step in range(4):
+                        idx = [(step * b + i) % len(rows) for i in range(b)]
+                        ids = torch.from_numpy(rows[idx, :t].copy())
+                        opt.zero_grad()
+                        loss, _ = module(ids, ids)
+                        loss.backward()
+                        opt.step()
+                        want.append(loss.item())
+                    art = os.path.join(ARGS.work, "own_loss_%s_%s.strata" %
+                                       (family, optimizer))
+                    shutil.rmtree(art, ignore_errors=True)
+                    run([tool("strata-compile"), path, "-o", art, "--loss",
+                         "output", "--optimizer", optimizer, "--lr",
+                         str(lr)] + bind + flags)
+                    log = art + ".log.jsonl"
+                    run([tool("strata-run"), art, "--data", data, "--steps",
+                         "4", "--log-json", log, "--quiet",
+                         "--no-checkpoint"])
+                    np.testing.assert_allclose(losses_by_step(log), want,
+                                               rtol=RTOL)
+            # Forward: labels of -100 are left out of the mean.
+            art = os.path.join(ARGS.work, "own_loss_%s_fwd.strata" % family)
+            shutil.rmtree(art, ignore_errors=True)
+            run([tool("strata-compile"), path, "-o", art, "--mode",
+                 "forward"] + bind)
+            ids = rows[:b, :t].astype(np.int64)
+            labels = ids.copy()
+            labels[0, 3:9] = -100
+            labels[1, 12] = -100
+            feeds = []
+            for name, value in (("input_ids", ids), ("labels", labels)):
+                f = os.path.join(ARGS.work, "own_loss_%s.npy" % name)
+                np.save(f, value)
+                feeds += ["--input", "%s=%s" % (name, f)]
+            out = art + ".out"
+            run([tool("strata-run"), art, "--output-dir", out, "--quiet"] +
+                feeds)
+            with torch.no_grad():
+                want, _ = reference(torch.from_numpy(ids),
+                                    torch.from_numpy(labels))
+            np.testing.assert_allclose(
+                np.load(os.path.join(out, "loss.npy")), want.item(),
+                rtol=RTOL)
+
     def test_low_precision_copies_change_no_number(self):
         """--precision bf16 makes the model read bf16 copies of its fp32
         masters that the updates write (--low-copies on, the default)

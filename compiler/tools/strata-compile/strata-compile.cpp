@@ -92,6 +92,14 @@ static cl::opt<std::string> loss(
              "mapping ids [B,T] to logits [B,T,V]) or output (the model's "
              "first output is the loss)"),
     cl::init("causal-lm"), cl::cat(trainCategory));
+static cl::opt<std::string> labelsFeed(
+    "labels",
+    cl::desc("What strata-run --data feeds a 'labels' input shaped like the "
+             "token ids: next (the tokens after them; always with --loss "
+             "causal-lm) or same (the ids themselves, for a model exported "
+             "with its own loss that shifts its labels, as HuggingFace "
+             "models do: the default with --loss output)"),
+    cl::init(""), cl::cat(trainCategory));
 static cl::opt<std::string> optimizer(
     "optimizer",
     cl::desc("sgd, momentum, adamw, lomo (SGD with each update fused into "
@@ -449,6 +457,12 @@ static std::string checkTrainingOptions() {
     return "--precision must be fp32, bf16 or fp16, not '" + precision + "'";
   if (lowCopies != "on" && lowCopies != "off")
     return "--low-copies must be on or off, not '" + lowCopies + "'";
+  if (!labelsFeed.empty() && labelsFeed != "next" && labelsFeed != "same")
+    return "--labels must be next or same, not '" + labelsFeed + "'";
+  if (labelsFeed == "same" && loss == "causal-lm")
+    return "--labels same with --loss causal-lm would train the model to "
+           "copy its input (the causal-LM loss compares each position with "
+           "its label); it is for --loss output";
   if (cpuJobBytes < -1)
     return "--cpu-job-bytes must be a byte count (0: one job per update), "
            "not " +
@@ -764,6 +778,10 @@ int main(int argc, char **argv) {
     info.sourceModel = source.str().str();
     info.schedule = schedule;
     info.optimizer = optimizerText;
+    if (mode == Mode::Train)
+      info.labels = !labelsFeed.empty() ? labelsFeed.getValue()
+                    : loss == "output"  ? std::string("same")
+                                        : std::string("next");
     info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
     info.syntheticParams = syntheticParams;
     if (failed(strata::writeArtifact(*module, outputFile, info)))
