@@ -202,21 +202,26 @@ def llama_module(vocab=96, ctx=32, dim=32, heads=4, layers=2, hidden=64):
     return Llama()
 
 
-def export_torch(module, path, batch, seq, opset, dynamic, fold):
+def _initialise(module):
+    """Seeded weights. GPT-2's initialisation (matrices N(0, 0.02)) keeps
+    the logits small, so the test models train in a well-conditioned
+    regime. Vectors (norm weights, biases) would start as all ones or
+    zeros, and the exporter merges initializers with equal values, which
+    would tie every norm together: perturb them."""
     torch = _torch()
     torch.manual_seed(0)
-    module.eval()
-    # GPT-2's initialisation (matrices N(0, 0.02)) keeps the logits small,
-    # so the test models train in a well-conditioned regime. Vectors (norm
-    # weights, biases) would start as all ones or zeros, and the exporter
-    # merges initializers with equal values, which would tie every norm
-    # together: perturb them.
     with torch.no_grad():
         for p in module.parameters():
             if p.dim() >= 2:
                 p.normal_(0.0, 0.02)
             else:
                 p.add_(0.1 * torch.randn_like(p))
+
+
+def export_torch(module, path, batch, seq, opset, dynamic, fold):
+    torch = _torch()
+    module.eval()
+    _initialise(module)
     ids = torch.randint(0, 96, (batch, seq), dtype=torch.long)
     kwargs = {}
     # The tracer warns about Python-level shape arithmetic; the importer folds
@@ -260,13 +265,7 @@ def export_with_loss(module, path, batch, seq, opset, dynamic):
     inputs input_ids and labels and outputs loss and logits; returns the
     wrapped module."""
     torch = _torch()
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.02)
-            else:
-                p.add_(0.1 * torch.randn_like(p))
+    _initialise(module)
     wrapped = with_loss(module).eval()
     ids = torch.randint(0, 96, (batch, seq), dtype=torch.long)
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
