@@ -10,7 +10,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ArenaRanges.h"
 #include "passes/HalfValues.h"
 #include "passes/Passes.h"
 
@@ -104,17 +103,18 @@ struct LowPrecisionCopiesPass
         numKept += casts.size();
         continue;
       }
-      std::string name = (master.getName() + (low.isBF16() ? ".bf16" : ".fp16")).str();
+      // Named after the master, unique among the stored tensors.
+      StringRef suffix = low.isBF16() ? ".bf16" : ".fp16";
+      std::string name = (master.getName() + suffix).str();
       for (int k = 2; names.contains(name); ++k)
-        name = (master.getName() + (low.isBF16() ? ".bf16." : ".fp16.") +
-                Twine(k)).str();
+        name = (master.getName() + suffix + "." + Twine(k)).str();
       names.insert(name);
       std::optional<ElementsAttr> value =
           narrowValues(master.getValue(), low, name);
       if (!value)
         return master.emitError("cannot read the values of '")
                << master.getName() << "' to make its "
-               << (low.isBF16() ? "bf16" : "fp16") << " copy";
+               << suffix.drop_front() << " copy";
       OpBuilder b(master);
       b.setInsertionPointAfter(master);
       auto copy = b.create<exec::ParamOp>(
@@ -125,8 +125,10 @@ struct LowPrecisionCopiesPass
         narrowing.getResult(0).replaceAllUsesWith(copy.getResult());
         narrowing.erase();
       }
+      // The copy last; ints[1] = 1 says so (ints[0]: accumulation).
       update.getInputsMutable().append(copy.getResult());
-      ints.resize(std::max<size_t>(ints.size(), 1), 1);
+      if (ints.empty())
+        ints.push_back(1);
       ints.resize(2);
       ints[1] = 1;
       update.setInts(ints);
