@@ -193,6 +193,7 @@ private:
   LogicalResult compareOrEqual(const Node &node);
   LogicalResult identity(const Node &node);
   LogicalResult gelu(const Node &node);
+  LogicalResult activation(const Node &node);
   LogicalResult castNode(const Node &node);
   LogicalResult castLike(const Node &node);
   LogicalResult trainingOptimizer(const Node &node);
@@ -269,6 +270,15 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Relu", {&Importer::unary<ReluOp>, 6}},
       {"Not", {&Importer::unary<NotOp>, 1}},
       {"Gelu", {&Importer::gelu, 20}},
+      {"Elu", {&Importer::activation, 6}},
+      {"Celu", {&Importer::activation, 12}},
+      {"Selu", {&Importer::activation, 6}},
+      {"LeakyRelu", {&Importer::activation, 6}},
+      {"HardSigmoid", {&Importer::activation, 6}},
+      {"HardSwish", {&Importer::activation, 14}},
+      {"Softplus", {&Importer::activation, 1}},
+      {"Mish", {&Importer::activation, 18}},
+      {"Swish", {&Importer::activation, 24}},
       {"Identity", {&Importer::identity, 1}},
       {"Cast", {&Importer::castNode, 6}},
       {"Clip", {&Importer::clip, 11}},
@@ -661,6 +671,95 @@ LogicalResult Importer::gelu(const Node &node) {
   return success();
 }
 
+/// The activation family, as graph arithmetic (so autodiff differentiates
+/// them and the elementwise fusion runs them in one kernel). The forms
+/// avoid overflow in either pass: an exponential is of min(x, 0) where
+/// only x < 0 reads it, softplus is relu(x) + log(1 + exp(-|x|)).
+LogicalResult Importer::activation(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Type et = elementTypeOf(x);
+  if (!isa<FloatType>(et))
+    return nodeError(node) << "input must be a float tensor, not " << et;
+  Location loc = nodeLoc(node);
+  Type type = x.getType();
+  auto k = [&](double v) { return scalarConstant(et, v, loc); };
+  auto mul = [&](Value a, Value b) {
+    return builder_.create<MulOp>(loc, type, a, b).getResult();
+  };
+  auto add = [&](Value a, Value b) {
+    return builder_.create<AddOp>(loc, type, a, b).getResult();
+  };
+  auto negative = [&] {
+    return builder_.create<LessOp>(
+        loc, tensorType(shapeOf(x), builder_.getI1Type()), x, k(0.0));
+  };
+  // alpha * (exp(min(x, 0) / scale) - 1): the negative branch of ELU-likes.
+  auto expm1Negative = [&](double alpha, double scale) {
+    Value m = builder_.create<MinOp>(loc, type, x, k(0.0));
+    if (scale != 1.0)
+      m = mul(m, k(1.0 / scale));
+    Value e = builder_.create<ExpOp>(loc, type, m);
+    return mul(builder_.create<SubOp>(loc, type, e, k(1.0)), k(alpha));
+  };
+  // x < 0 ? below : x, the condition built first (argument order is
+  // unspecified: the IR would differ between compilers).
+  auto belowZero = [&](llvm::function_ref<Value()> below) {
+    Value c = negative();
+    Value b = below();
+    return builder_.create<SelectOp>(loc, type, c, b, x).getResult();
+  };
+  auto hardSigmoid = [&](double alpha, double beta) {
+    Value y = add(mul(x, k(alpha)), k(beta));
+    y = builder_.create<MinOp>(loc, type, y, k(1.0));
+    return builder_.create<MaxOp>(loc, type, y, k(0.0)).getResult();
+  };
+  auto softplus = [&] {
+    Value pos = builder_.create<ReluOp>(loc, type, x);
+    Value abs = builder_.create<AbsOp>(loc, type, x);
+    Value e = builder_.create<ExpOp>(
+        loc, type, builder_.create<NegOp>(loc, type, abs));
+    return add(pos, builder_.create<LogOp>(loc, type, add(e, k(1.0))));
+  };
+  const std::string &op = node.opType;
+  Value y;
+  if (op == "Elu") {
+    float alpha = floatAttr(node, "alpha", 1.0f);
+    y = belowZero([&] { return expm1Negative(alpha, 1.0); });
+  } else if (op == "Celu") {
+    float alpha = floatAttr(node, "alpha", 1.0f);
+    if (alpha == 0.0f)
+      return nodeError(node) << "alpha must not be 0";
+    y = belowZero([&] { return expm1Negative(alpha, alpha); });
+  } else if (op == "Selu") {
+    float alpha = floatAttr(node, "alpha", 1.67326319217681884765625f);
+    float gamma = floatAttr(node, "gamma", 1.05070102214813232421875f);
+    y = belowZero([&] { return expm1Negative(alpha, 1.0); });
+    y = mul(y, k(gamma));
+  } else if (op == "LeakyRelu") {
+    float alpha = floatAttr(node, "alpha", 0.01f);
+    y = belowZero([&] { return mul(x, k(alpha)); });
+  } else if (op == "HardSigmoid") {
+    y = hardSigmoid(floatAttr(node, "alpha", 0.2f),
+                    floatAttr(node, "beta", 0.5f));
+  } else if (op == "HardSwish") {
+    y = mul(x, hardSigmoid(1.0 / 6.0, 0.5));
+  } else if (op == "Softplus") {
+    y = softplus();
+  } else if (op == "Mish") {
+    y = mul(x, builder_.create<TanhOp>(loc, type, softplus()));
+  } else if (op == "Swish") {
+    Value s = builder_.create<SigmoidOp>(
+        loc, type, mul(x, k(floatAttr(node, "alpha", 1.0f))));
+    y = mul(x, s);
+  } else {
+    return nodeError(node) << "no activation rule for " << op;
+  }
+  define(node, 0, y);
+  return success();
+}
+
 LogicalResult Importer::castNode(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
@@ -1044,9 +1143,10 @@ LogicalResult Importer::classLoss(const Node &node) {
   Value out = loss;
   if (reduction == "sum")
     out = total(loss);
-  else if (reduction == "mean" && weight)
-    out = builder_.create<DivOp>(loc, tensorType({}, et), total(loss),
-                                 total(weight));
+  else if (reduction == "mean" && weight) {
+    Value sum = total(loss), counted = total(weight);
+    out = builder_.create<DivOp>(loc, tensorType({}, et), sum, counted);
+  }
   else if (reduction == "mean")
     out = builder_.create<ReduceMeanOp>(loc, tensorType({}, et), loss,
                                         builder_.getDenseI64ArrayAttr(all),

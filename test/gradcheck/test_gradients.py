@@ -98,6 +98,16 @@ CASES = [
     ("flatten", "Flatten", [P(2, 3, 4)], {"axis": 2}, 17, 1),
     ("trilu", "Trilu", [P(2, 4, 4)], {"upper": 1}, 17, 1),
     ("trilu_k", "Trilu", [P(3, 4), C(-1)], {"upper": 0}, 17, 1),
+    # The activation family (graph arithmetic at import).
+    ("elu", "Elu", [P(3, 4)], {"alpha": 0.7}, 17, 1),
+    ("celu", "Celu", [P(3, 4)], {"alpha": 1.5}, 17, 1),
+    ("selu", "Selu", [P(3, 4)], {}, 17, 1),
+    ("leaky_relu", "LeakyRelu", [P(3, 4)], {"alpha": 0.2}, 17, 1),
+    ("hard_sigmoid", "HardSigmoid", [P(3, 4)], {"alpha": 0.3}, 17, 1),
+    ("hard_swish", "HardSwish", [P(3, 4)], {}, 17, 1),
+    ("softplus", "Softplus", [P(3, 4)], {}, 17, 1),
+    ("mish", "Mish", [P(3, 4)], {}, 18, 1),
+    ("swish", "Swish", [P(3, 4)], {"alpha": 1.3}, 24, 1),
     # Losses as models export them: the fused form (scores [N, C], mean, no
     # weights; a non-negative ignore_index remapped), and the general one
     # (class weights, which are differentiable too, extra dimensions, the
