@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <sys/mman.h>
@@ -401,6 +402,102 @@ static bool checkAgainstSchema(const ::onnx::NodeProto &n, const Model &model,
   return true;
 }
 
+/// The model's nodes with every call of a model-local function
+/// (ModelProto.functions, which newer exporters write, one per module)
+/// replaced by the function's body: formal inputs and outputs renamed to the
+/// call's, the body's own names prefixed to stay unique, attribute
+/// references resolved from the call (the ONNX library here predates
+/// attribute defaults on functions: one not given is the op's default); calls
+/// inside bodies too, 32 deep at most (a function calling itself would
+/// never end).
+static bool inlineFunctions(const ::onnx::ModelProto &proto, int64_t opset,
+                            std::vector<::onnx::NodeProto> &out,
+                            std::string &error) {
+  constexpr size_t kMaxInlinedNodes = size_t(1) << 20;
+  std::map<std::pair<std::string, std::string>, const ::onnx::FunctionProto *>
+      functions;
+  for (const auto &f : proto.functions())
+    functions[{f.domain(), f.name()}] = &f;
+  int calls = 0;
+  std::function<bool(const ::onnx::NodeProto &, int)> expand =
+      [&](const ::onnx::NodeProto &n, int depth) {
+        auto it = functions.find({n.domain(), n.op_type()});
+        if (it == functions.end()) {
+          // Calls that fan out at every level grow exponentially.
+          if (out.size() >= kMaxInlinedNodes) {
+            error = "inlining the model-local functions gives more than " +
+                    std::to_string(kMaxInlinedNodes) + " nodes";
+            return false;
+          }
+          out.push_back(n);
+          return true;
+        }
+        const ::onnx::FunctionProto &f = *it->second;
+        std::string what = "function '" + f.domain() + "." + f.name() + "'";
+        if (depth >= 32) {
+          error = what + " nests calls more than 32 deep (does it call "
+                         "itself?)";
+          return false;
+        }
+        for (const auto &o : f.opset_import())
+          if ((o.domain().empty() || o.domain() == "ai.onnx") &&
+              o.version() != opset) {
+            error = what + " imports opset " + std::to_string(o.version()) +
+                    " and the model " + std::to_string(opset) +
+                    "; a function's ops are read at the model's opset";
+            return false;
+          }
+        std::string prefix = (n.name().empty() ? f.name() : n.name()) + "/" +
+                             std::to_string(calls++) + "/";
+        std::map<std::string, std::string> rename;
+        for (int i = 0; i < f.input_size(); ++i)
+          rename[f.input(i)] = i < n.input_size() ? n.input(i) : "";
+        for (int i = 0; i < f.output_size(); ++i)
+          rename[f.output(i)] = i < n.output_size() && !n.output(i).empty()
+                                    ? n.output(i)
+                                    : prefix + f.output(i);
+        auto nameOf = [&](const std::string &s) {
+          if (s.empty())
+            return s;
+          auto r = rename.find(s);
+          return r != rename.end() ? r->second : prefix + s;
+        };
+        std::map<std::string, const ::onnx::AttributeProto *> attributes;
+        for (const auto &a : n.attribute())
+          attributes[a.name()] = &a;
+        for (const ::onnx::NodeProto &body : f.node()) {
+          ::onnx::NodeProto call = body;
+          call.clear_input();
+          call.clear_output();
+          call.clear_attribute();
+          call.set_name(prefix + body.name());
+          for (const auto &i : body.input())
+            call.add_input(nameOf(i));
+          for (const auto &o : body.output())
+            call.add_output(nameOf(o));
+          for (const auto &a : body.attribute()) {
+            if (a.ref_attr_name().empty()) {
+              *call.add_attribute() = a;
+              continue;
+            }
+            auto r = attributes.find(a.ref_attr_name());
+            if (r == attributes.end())
+              continue; // Not given: the op's own default.
+            ::onnx::AttributeProto resolved = *r->second;
+            resolved.set_name(a.name());
+            *call.add_attribute() = resolved;
+          }
+          if (!expand(call, depth + 1))
+            return false;
+        }
+        return true;
+      };
+  for (const auto &n : proto.graph().node())
+    if (!expand(n, 0))
+      return false;
+  return true;
+}
+
 bool Converter::convert(Model &model, std::string &error) {
   const ::onnx::ModelProto &proto = *proto_;
   if (!proto.has_graph()) {
@@ -454,6 +551,17 @@ bool Converter::convert(Model &model, std::string &error) {
             what;
     return false;
   };
+  if (proto.functions_size() > 0) {
+    // The graph's nodes become the inlined ones, in the message itself:
+    // tensors of attributes point into it (raw data is not copied).
+    std::vector<::onnx::NodeProto> nodes;
+    if (!inlineFunctions(proto, model.opset, nodes, error))
+      return false;
+    auto *graphNodes = proto_->mutable_graph()->mutable_node();
+    graphNodes->Clear();
+    for (::onnx::NodeProto &n : nodes)
+      *graphNodes->Add() = std::move(n);
+  }
   for (const auto &t : graph.initializer())
     if (!define(t.name(), "an initializer"))
       return false;

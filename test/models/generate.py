@@ -218,7 +218,11 @@ def _initialise(module):
                 p.add_(0.1 * torch.randn_like(p))
 
 
-def export_torch(module, path, batch, seq, opset, dynamic, fold):
+def export_torch(module, path, batch, seq, opset, dynamic, fold,
+                 functions=()):
+    """Exports `module` (ids -> logits); the submodules whose class is named
+    in `functions` become model-local ONNX functions (opset 15 and later),
+    as newer exporters write every module."""
     torch = _torch()
     module.eval()
     _initialise(module)
@@ -231,6 +235,10 @@ def export_torch(module, path, batch, seq, opset, dynamic, fold):
     if dynamic:
         kwargs["dynamic_axes"] = {"input_ids": {0: "batch", 1: "seq"},
                                   "logits": {0: "batch", 1: "seq"}}
+    if functions:
+        kwargs["export_modules_as_functions"] = {
+            type(m) for m in module.modules()
+            if type(m).__name__ in functions}
     with torch.no_grad():
         torch.onnx.export(module, (ids,), path, input_names=["input_ids"],
                           output_names=["logits"], opset_version=opset,
@@ -384,10 +392,11 @@ def helper_external(path):
 # Registry
 # ---------------------------------------------------------------------------
 
-def _torch_entry(builder, opset, dynamic, fold, bind, out_shape):
+def _torch_entry(builder, opset, dynamic, fold, bind, out_shape,
+                 functions=()):
     def make(path):
         return export_torch(builder(), path, batch=2, seq=8, opset=opset,
-                            dynamic=dynamic, fold=fold)
+                            dynamic=dynamic, fold=fold, functions=functions)
     return {"make": make, "bind": bind, "output_shape": out_shape,
             "torch": True}
 
@@ -408,6 +417,10 @@ MODELS = {
                                   [3, 16, 96]),
     "llama_static": _torch_entry(llama_module, 17, False, True, [],
                                  [2, 8, 96]),
+    # Each block a model-local function (ModelProto.functions), called
+    # once per layer with its weights as arguments.
+    "gpt2_functions": _torch_entry(gpt2_module, 15, False, True, [],
+                                   [2, 8, 96], functions=("Block",)),
     "llama_dynamic": _torch_entry(llama_module, 14, True, False,
                                   ["input_ids=1x24"], [1, 24, 96]),
     # An older exporter setting: opset 11 (Softmax over a 2-D view, Split

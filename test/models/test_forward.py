@@ -27,7 +27,7 @@ from harness import tool  # noqa: E402
 
 ARGS = None
 TORCH_MODELS = ["gpt2_static", "gpt2_dynamic", "llama_static", "llama_dynamic",
-                "gpt2_opset11"]
+                "gpt2_opset11", "gpt2_functions"]
 
 
 class ForwardParity(unittest.TestCase):
@@ -88,6 +88,16 @@ class ForwardParity(unittest.TestCase):
 
     def test_gpt2_opset11(self):
         self.check_torch_model("gpt2_opset11")
+
+    def test_model_local_functions_are_inlined(self):
+        """Blocks exported as model-local functions (one call per layer,
+        the weights passed as arguments) import inlined: the same logits."""
+        import onnx
+        model = onnx.load(self.models["gpt2_functions"]["path"])
+        self.assertEqual([f.name for f in model.functions], ["Block"])
+        self.assertEqual(sum(n.op_type == "Block" for n in model.graph.node),
+                         2)
+        self.check_torch_model("gpt2_functions")
 
     def test_gemm_mlp_against_numpy(self):
         import onnx
