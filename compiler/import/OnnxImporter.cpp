@@ -194,6 +194,8 @@ private:
   LogicalResult identity(const Node &node);
   LogicalResult gelu(const Node &node);
   LogicalResult activation(const Node &node);
+  LogicalResult cumsum(const Node &node);
+  LogicalResult tile(const Node &node);
   LogicalResult castNode(const Node &node);
   LogicalResult castLike(const Node &node);
   LogicalResult trainingOptimizer(const Node &node);
@@ -270,6 +272,8 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Relu", {&Importer::unary<ReluOp>, 6}},
       {"Not", {&Importer::unary<NotOp>, 1}},
       {"Gelu", {&Importer::gelu, 20}},
+      {"CumSum", {&Importer::cumsum, 11}},
+      {"Tile", {&Importer::tile, 6}},
       {"Elu", {&Importer::activation, 6}},
       {"Celu", {&Importer::activation, 12}},
       {"Selu", {&Importer::activation, 6}},
@@ -757,6 +761,157 @@ LogicalResult Importer::activation(const Node &node) {
     return nodeError(node) << "no activation rule for " << op;
   }
   define(node, 0, y);
+  return success();
+}
+
+/// CumSum along a constant axis (exclusive: without the element itself;
+/// reverse: from the end). Of a constant (positions computed from a mask
+/// the exporter made) it is folded here; on the data path it is a product
+/// with a constant triangular [n, n] matrix along the axis, which
+/// autodiff differentiates (n up to 4096).
+LogicalResult Importer::cumsum(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value x = input(node, 0);
+  Shape shape = shapeOf(x);
+  Type et = elementTypeOf(x);
+  bool isFloat = isa<FloatType>(et);
+  if (!isFloat && !et.isInteger(32) && !et.isInteger(64))
+    return nodeError(node) << "input must be float, int32 or int64, not "
+                           << et;
+  FailureOr<SmallVector<int64_t>> axes = constInts(node, 1, "axis");
+  if (failed(axes))
+    return failure();
+  std::optional<int64_t> axis =
+      axes->size() == 1 ? normalizeAxis((*axes)[0], shape.size())
+                        : std::nullopt;
+  if (!axis)
+    return nodeError(node) << "axis must be one value in range for rank "
+                           << shape.size();
+  bool exclusive = intAttr(node, "exclusive", 0) != 0;
+  bool reverse = intAttr(node, "reverse", 0) != 0;
+  int64_t n = shape[*axis];
+  // Whether element j counts toward element i.
+  auto counts = [&](int64_t j, int64_t i) {
+    return reverse ? (exclusive ? j > i : j >= i)
+                   : (exclusive ? j < i : j <= i);
+  };
+  Location loc = nodeLoc(node);
+  DenseElementsAttr constant;
+  if (matchPattern(x, m_Constant(&constant))) {
+    // One running sum per line along the axis, in the direction asked.
+    int64_t inner = 1;
+    for (size_t d = *axis + 1; d < shape.size(); ++d)
+      inner *= shape[d];
+    int64_t total = constant.getNumElements();
+    int64_t lines = n == 0 ? 0 : total / n;
+    auto values = llvm::to_vector(constant.getValues<Attribute>());
+    SmallVector<Attribute> out(total);
+    for (int64_t line = 0; line < lines; ++line) {
+      int64_t base = (line / inner) * n * inner + line % inner;
+      APFloat fsum(0.0);
+      if (isFloat)
+        fsum = APFloat::getZero(cast<FloatType>(et).getFloatSemantics());
+      APInt isum(isFloat ? 64 : et.getIntOrFloatBitWidth(), 0);
+      for (int64_t step = 0; step < n; ++step) {
+        int64_t k = reverse ? n - 1 - step : step;
+        int64_t at = base + k * inner;
+        if (isFloat) {
+          APFloat here = cast<FloatAttr>(values[at]).getValue();
+          if (!exclusive)
+            fsum.add(here, APFloat::rmNearestTiesToEven);
+          out[at] = FloatAttr::get(et, fsum);
+          if (exclusive)
+            fsum.add(here, APFloat::rmNearestTiesToEven);
+        } else {
+          APInt here = cast<IntegerAttr>(values[at]).getValue();
+          if (!exclusive)
+            isum += here;
+          out[at] = IntegerAttr::get(et, isum);
+          if (exclusive)
+            isum += here;
+        }
+      }
+    }
+    auto type = tensorType(shape, et);
+    define(node, 0,
+           builder_.create<ConstantOp>(loc, type,
+                                       DenseElementsAttr::get(type, out)));
+    return success();
+  }
+  constexpr int64_t kMaxProduct = 4096;
+  if (n > kMaxProduct)
+    return nodeError(node) << "CumSum over " << n << " elements on the data "
+                           << "path (a product with an [n, n] matrix) is "
+                              "limited to "
+                           << kMaxProduct;
+  int64_t rank = shape.size();
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      perm.push_back(d);
+  perm.push_back(*axis);
+  Shape moved;
+  for (int64_t d : perm)
+    moved.push_back(shape[d]);
+  Value v = x;
+  if (*axis != rank - 1)
+    v = builder_.create<TransposeOp>(loc, tensorType(moved, et), x,
+                                     builder_.getDenseI64ArrayAttr(perm));
+  // y[..., i] = sum_j v[..., j] * m[j, i].
+  SmallVector<Attribute> entries;
+  entries.reserve(n * n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i)
+      entries.push_back(isFloat ? Attribute(FloatAttr::get(et, counts(j, i)))
+                                : Attribute(IntegerAttr::get(et, counts(j, i))));
+  auto mType = tensorType({n, n}, et);
+  Value m = builder_.create<ConstantOp>(
+      loc, mType, DenseElementsAttr::get(mType, entries));
+  Value y = builder_.create<MatMulOp>(loc, tensorType(moved, et), v, m);
+  if (*axis != rank - 1) {
+    SmallVector<int64_t> back(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      back[perm[d]] = d;
+    y = builder_.create<TransposeOp>(loc, tensorType(shape, et), y,
+                                     builder_.getDenseI64ArrayAttr(back));
+  }
+  define(node, 0, y);
+  return success();
+}
+
+/// Tile with constant repeats: x [d0, d1, ...] viewed as [1, d0, 1, d1,
+/// ...], broadcast to [r0, d0, r1, d1, ...] and viewed as [r0 d0, r1 d1,
+/// ...] -- ops that fold for a constant and that autodiff differentiates.
+LogicalResult Importer::tile(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value x = input(node, 0);
+  Shape shape = shapeOf(x);
+  FailureOr<SmallVector<int64_t>> repeats = constInts(node, 1, "repeats");
+  if (failed(repeats))
+    return failure();
+  if (repeats->size() != shape.size())
+    return nodeError(node) << "has " << repeats->size()
+                           << " repeats for rank " << shape.size();
+  Shape spread, wide, out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t r = (*repeats)[d], tiled;
+    if (r < 0 || __builtin_mul_overflow(r, shape[d], &tiled))
+      return nodeError(node) << "repeat " << r << " of dimension " << d
+                             << " is negative or overflows";
+    spread.insert(spread.end(), {1, shape[d]});
+    wide.insert(wide.end(), {r, shape[d]});
+    out.push_back(tiled);
+  }
+  if (!checkedNumElements(wide))
+    return nodeError(node) << "the tiled tensor has more elements than int64 "
+                              "can count";
+  Location loc = nodeLoc(node);
+  Type et = elementTypeOf(x);
+  Value v = reshape(x, spread, loc);
+  v = builder_.createOrFold<BroadcastOp>(loc, tensorType(wide, et), v);
+  define(node, 0, reshape(v, out, loc));
   return success();
 }
 

@@ -98,6 +98,10 @@ CASES = [
     ("flatten", "Flatten", [P(2, 3, 4)], {"axis": 2}, 17, 1),
     ("trilu", "Trilu", [P(2, 4, 4)], {"upper": 1}, 17, 1),
     ("trilu_k", "Trilu", [P(3, 4), C(-1)], {"upper": 0}, 17, 1),
+    ("cumsum", "CumSum", [P(2, 5), C(1)], {}, 14, 1),
+    ("cumsum_reverse_exclusive", "CumSum", [P(4, 3), C(0)],
+     {"exclusive": 1, "reverse": 1}, 14, 1),
+    ("tile", "Tile", [P(2, 3), C([3, 2])], {}, 14, 1),
     # The activation family (graph arithmetic at import).
     ("elu", "Elu", [P(3, 4)], {"alpha": 0.7}, 17, 1),
     ("celu", "Celu", [P(3, 4)], {"alpha": 1.5}, 17, 1),

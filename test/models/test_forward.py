@@ -99,6 +99,59 @@ class ForwardParity(unittest.TestCase):
                          2)
         self.check_torch_model("gpt2_functions")
 
+    def test_tile_and_cumsum_against_numpy(self):
+        """Tile (several repeat patterns), CumSum on the data path (every
+        direction, along an inner axis) and CumSum of a constant (folded at
+        import, as exporters' position computations are) give NumPy's
+        values."""
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        x = np.random.default_rng(5).standard_normal((2, 3, 4))
+        x = x.astype(np.float32)
+        mask = np.array([[1, 1, 0, 1], [0, 1, 1, 1]], np.int64)
+        cases = [("tile", [2, 1, 3], {}, np.tile(x, [2, 1, 3]))]
+        for exclusive in (0, 1):
+            for reverse in (0, 1):
+                c = np.cumsum(x[:, ::-1] if reverse else x, axis=1)
+                if exclusive:
+                    c = c - (x[:, ::-1] if reverse else x)
+                cases.append(("cumsum", 1,
+                               {"exclusive": exclusive, "reverse": reverse},
+                               c[:, ::-1] if reverse else c))
+        for k, (op, arg, attrs, want) in enumerate(cases):
+            with self.subTest(op=op, attrs=attrs):
+                nodes = [helper.make_node(
+                    "Tile" if op == "tile" else "CumSum", ["x", "a"], ["y"],
+                    **attrs),
+                         helper.make_node("CumSum", ["mask", "one"], ["p"])]
+                graph = helper.make_graph(
+                    nodes, "g",
+                    [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                   list(x.shape))],
+                    [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                   None),
+                     helper.make_tensor_value_info("p", TensorProto.INT64,
+                                                   None)],
+                    [numpy_helper.from_array(np.array(arg, np.int64), "a"),
+                     numpy_helper.from_array(mask, "mask"),
+                     numpy_helper.from_array(np.array(1, np.int64), "one")])
+                path = os.path.join(ARGS.work, "tile_cumsum%d.onnx" % k)
+                onnx.save(helper.make_model(
+                    graph, opset_imports=[helper.make_opsetid("", 14)]), path)
+                art = path + ".strata"
+                self.compile({"path": path, "bind": []}, art)
+                xp = os.path.join(ARGS.work, "tile_cumsum.x.npy")
+                np.save(xp, x)
+                out = art + ".out"
+                r = self.run_artifact(art, {"x": xp}, out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                np.testing.assert_allclose(
+                    np.load(os.path.join(out, "y.npy")), want, rtol=1e-5,
+                    atol=1e-6)
+                np.testing.assert_array_equal(
+                    np.load(os.path.join(out, "p.npy")),
+                    np.cumsum(mask, axis=1))
+
     def test_gemm_mlp_against_numpy(self):
         import onnx
         from onnx import numpy_helper
