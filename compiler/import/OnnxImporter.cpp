@@ -809,10 +809,10 @@ LogicalResult Importer::cumsum(const Node &node) {
     SmallVector<Attribute> out(total);
     for (int64_t line = 0; line < lines; ++line) {
       int64_t base = (line / inner) * n * inner + line % inner;
-      APFloat fsum(0.0);
-      if (isFloat)
-        fsum = APFloat::getZero(cast<FloatType>(et).getFloatSemantics());
-      APInt isum(isFloat ? 64 : et.getIntOrFloatBitWidth(), 0);
+      APFloat fsum = APFloat::getZero(
+          isFloat ? cast<FloatType>(et).getFloatSemantics()
+                  : APFloat::IEEEdouble());
+      APInt isum(et.getIntOrFloatBitWidth(), 0);
       for (int64_t step = 0; step < n; ++step) {
         int64_t k = reverse ? n - 1 - step : step;
         int64_t at = base + k * inner;

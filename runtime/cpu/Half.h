@@ -87,6 +87,19 @@ struct BFloat16 {
   }
 };
 
+/// `n` floats rounded to nearest even into bf16 (`brain`) or fp16 bits:
+/// the low-precision weight copies of mixed precision, written by the
+/// updates and by strata-export.
+inline void narrowFloats(const float *in, uint16_t *out, int64_t n,
+                         bool brain) {
+  if (brain)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = BFloat16::fromFloat(in[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = Half::fromFloat(in[i]);
+}
+
 /// One element of a floating-point `dtype` at `p`, as a double; 0 for
 /// other types.
 inline double loadAsDouble(DType dtype, const char *p) {

@@ -59,14 +59,8 @@ const detail::UpdateLoops *loopsFor(UpdateIsa isa) {
 
 /// The copy's elements [b, e) from the new weights.
 void narrow(const LowCopy &low, const float *w, int64_t b, int64_t e) {
-  if (!low.data)
-    return;
-  if (low.brain)
-    for (int64_t i = b; i < e; ++i)
-      low.data[i] = BFloat16::fromFloat(w[i]);
-  else
-    for (int64_t i = b; i < e; ++i)
-      low.data[i] = Half::fromFloat(w[i]);
+  if (low.data)
+    narrowFloats(w + b, low.data + b, e - b, low.brain);
 }
 
 } // namespace

@@ -347,15 +347,13 @@ int main(int argc, char **argv) {
         t.set_name(name);
         t.set_data_type(onnx::TensorProto_DataType_FLOAT);
       } else if (slot.dtype == DType::F32 && (half || brain)) {
-        std::string narrow(bytes.size() / 2, '\0');
-        for (size_t k = 0; k + 4 <= bytes.size(); k += 4) {
-          float v;
-          std::memcpy(&v, bytes.data() + k, 4);
-          uint16_t bits = half ? cpu::Half::fromFloat(v)
-                               : cpu::BFloat16::fromFloat(v);
-          std::memcpy(narrow.data() + k / 2, &bits, 2);
-        }
-        bytes = std::move(narrow);
+        size_t n = bytes.size() / 4;
+        std::vector<float> wide(n);
+        std::vector<uint16_t> narrow(n);
+        std::memcpy(wide.data(), bytes.data(), n * 4);
+        cpu::narrowFloats(wide.data(), narrow.data(), static_cast<int64_t>(n),
+                          brain);
+        bytes.assign(reinterpret_cast<const char *>(narrow.data()), n * 2);
       } else if (DType d = slot.dtype;
                  (want == onnx::TensorProto_DataType_FLOAT && d != DType::F32) ||
                  (want == onnx::TensorProto_DataType_DOUBLE &&
