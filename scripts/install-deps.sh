@@ -17,6 +17,8 @@ PACKAGES=(
   fio python3-venv
   # tests (PyTorch and onnx are reference oracles and model generators only)
   libgtest-dev python3 python3-numpy python3-onnx python3-torch
+  # what transformers imports from Debian in .venv-models (--models)
+  python3-yaml python3-requests
   # fuzzing (scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang)
   clang libclang-rt-14-dev
 )
@@ -46,9 +48,44 @@ bench_env() {
   echo "install-deps: made $venv (onnxruntime-training 1.19.2)"
 }
 
+# --models: the model-definition environment, .venv-models (Debian's
+# Python, seeing Debian's torch and onnx, plus HuggingFace transformers and
+# its dependencies at the versions pinned in test/models/requirements-
+# models.txt; about 60 MB). The family suite (test/models/test_families.py)
+# builds its models with it; scripts/test.sh makes it.
+models_env() {
+  local root venv req
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  venv="$root/.venv-models"
+  req="$root/test/models/requirements-models.txt"
+  if [ -x "$venv/bin/python" ] &&
+     cmp -s "$req" "$venv/requirements-models.txt" 2>/dev/null; then
+    echo "install-deps: $venv present"
+    return
+  fi
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q --no-deps -r "$req"
+  "$venv/bin/python" -c "import transformers" ||
+    { echo "install-deps: error: transformers does not import in $venv" >&2
+      exit 1; }
+  cp "$req" "$venv/requirements-models.txt"
+  echo "install-deps: made $venv ($(grep '^transformers' "$req"))"
+}
+
+environments() {
+  for arg in "$@"; do
+    case "$arg" in
+      --bench) bench_env ;;
+      --models) models_env ;;
+      *) echo "install-deps: unknown option '$arg' (--bench, --models)" >&2
+         exit 2 ;;
+    esac
+  done
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  [ "${1:-}" = "--bench" ] && bench_env
+  environments "$@"
   exit 0
 fi
 
@@ -61,5 +98,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${#missing[@]} packages"
-[ "${1:-}" = "--bench" ] && bench_env
+environments "$@"
 exit 0

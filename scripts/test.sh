@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/install-deps.sh
+./scripts/install-deps.sh --models
 BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja
 cmake --build "$BUILD_DIR"

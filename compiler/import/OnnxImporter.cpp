@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/support/Checked.h"
-#include "compiler/import/OnnxImporter.h"
+#include "compiler/import/Importer.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/ShapeInference.h"
@@ -28,6 +28,7 @@
 #include "llvm/Support/GlobPattern.h"
 
 #include <cmath>
+#include <functional>
 #include <set>
 
 using namespace mlir;
@@ -80,165 +81,7 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
   return true;
 }
 
-namespace {
-
-/// The largest tensor the compiler accepts (256 TiB): far above any real
-/// model's, and low enough that sums of sizes cannot overflow int64.
-constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
-/// The longest sequence a Range folds into a constant at import.
-constexpr int64_t kMaxRangeElements = int64_t(1) << 22;
-
-class Importer;
-using HandlerFn = LogicalResult (Importer::*)(const Node &);
-
-/// How to import one ONNX op type, and the first opset whose semantics the
-/// handler implements (earlier versions differ: e.g. Softmax before 13
-/// flattened its input to 2-D).
-struct Handler {
-  HandlerFn fn;
-  int64_t minOpset;
-};
-
-/// Imports one model. Holds the value map from ONNX names to SSA values.
-class Importer {
-public:
-  Importer(MLIRContext &context, const onnx::Model &model,
-           const ImportOptions &options)
-      : context_(context), model_(model), options_(options),
-        builder_(&context) {}
-
-  OwningOpRef<ModuleOp> run();
-
-  static const std::map<std::string, Handler> &handlers();
-
-  /// The handler table's key: the op type in the default domain, the
-  /// domain-qualified name elsewhere ("ai.onnx.preview.training.Adam").
-  static std::string handlerKey(const Node &node) {
-    bool defaultDomain = node.domain.empty() || node.domain == "ai.onnx";
-    return defaultDomain ? node.opType : node.domain + "." + node.opType;
-  }
-  /// The operator-set version in force for a node's domain.
-  int64_t versionOf(const Node &node) const {
-    if (node.domain.empty() || node.domain == "ai.onnx")
-      return model_.opset;
-    auto it = model_.domainOpsets.find(node.domain);
-    return it == model_.domainOpsets.end() ? 0 : it->second;
-  }
-
-private:
-  // Diagnostics.
-  Location nodeLoc(const Node &node);
-  InFlightDiagnostic nodeError(const Node &node);
-
-  // Set-up.
-  LogicalResult checkSupported();
-  LogicalResult declareInputs(SmallVectorImpl<Type> &argTypes,
-                              std::vector<std::string> &argNames);
-  LogicalResult importInitializer(const onnx::TensorData &t);
-  LogicalResult importNodes();
-  LogicalResult finishOutputs(func::FuncOp func);
-
-  // Helpers.
-  Type elementType(int32_t dataType);
-  FailureOr<ElementsAttr> tensorAttr(const onnx::TensorData &t, Location loc,
-                                     bool asResource);
-  Value input(const Node &node, size_t index);
-  LogicalResult requireInputs(const Node &node, size_t count);
-  void define(const Node &node, size_t index, Value value);
-  bool isConsumed(const std::string &name) const {
-    return !name.empty() && consumed_.contains(name);
-  }
-  FailureOr<SmallVector<int64_t>> constInts(const Node &node, size_t index,
-                                            const char *what);
-  std::optional<SmallVector<int64_t>> axesOf(const Node &node,
-                                             size_t inputIndex,
-                                             LogicalResult &status);
-  Value scalarConstant(Type elementType, double value, Location loc);
-  static Shape shapeOf(Value v);
-  static Type elementTypeOf(Value v);
-  LogicalResult checkSizes(func::FuncOp func);
-  RankedTensorType tensorType(const Shape &shape, Type elementType) {
-    return RankedTensorType::get(shape, elementType);
-  }
-  int64_t intAttr(const Node &node, const char *name, int64_t dflt);
-  /// Records that attribute `a` is not of the `expected` kind; the node
-  /// then fails with that error once its handler returns, whatever default
-  /// the handler went on with.
-  void wrongAttribute(const onnx::Attribute &a, const char *expected) {
-    if (attributeError_.empty())
-      attributeError_ = "attribute '" + a.name + "' must be " + expected +
-                        ", not " + kindName(a.kind);
-  }
-  static const char *kindName(int kind) {
-    static const char *names[] = {"a float",   "an integer",
-                                  "a string",  "a tensor",
-                                  "floats",    "integers",
-                                  "strings",   "another kind"};
-    return names[std::clamp(kind, 0, 7)];
-  }
-  std::string attributeError_;
-  float floatAttr(const Node &node, const char *name, float dflt);
-  std::string stringAttr(const Node &node, const char *name,
-                         const std::string &dflt);
-  Value reshape(Value v, const Shape &shape, Location loc);
-
-  // Op handlers, one per ONNX op family.
-  template <typename OpT>
-  LogicalResult binary(const Node &node);
-  template <typename OpT>
-  LogicalResult variadic(const Node &node);
-  template <typename OpT>
-  LogicalResult unary(const Node &node);
-  template <typename OpT, bool Negate>
-  LogicalResult compareOrEqual(const Node &node);
-  LogicalResult identity(const Node &node);
-  LogicalResult gelu(const Node &node);
-  LogicalResult activation(const Node &node);
-  LogicalResult cumsum(const Node &node);
-  LogicalResult tile(const Node &node);
-  LogicalResult castNode(const Node &node);
-  LogicalResult castLike(const Node &node);
-  LogicalResult trainingOptimizer(const Node &node);
-  LogicalResult mean(const Node &node);
-  LogicalResult clip(const Node &node);
-  LogicalResult dropout(const Node &node);
-  LogicalResult matmul(const Node &node);
-  LogicalResult gemm(const Node &node);
-  template <typename OpT>
-  LogicalResult softmax(const Node &node);
-  LogicalResult layerNorm(const Node &node);
-  template <bool WithSoftmax>
-  LogicalResult classLoss(const Node &node);
-  template <typename OpT>
-  LogicalResult reduce(const Node &node);
-  LogicalResult gather(const Node &node);
-  LogicalResult reshapeNode(const Node &node);
-  LogicalResult flatten(const Node &node);
-  LogicalResult transpose(const Node &node);
-  LogicalResult split(const Node &node);
-  LogicalResult slice(const Node &node);
-  LogicalResult concat(const Node &node);
-  LogicalResult unsqueeze(const Node &node);
-  LogicalResult squeeze(const Node &node);
-  LogicalResult expand(const Node &node);
-  LogicalResult where(const Node &node);
-  LogicalResult trilu(const Node &node);
-  LogicalResult range(const Node &node);
-  LogicalResult constantOfShape(const Node &node);
-  LogicalResult shape(const Node &node);
-  LogicalResult size(const Node &node);
-  LogicalResult constant(const Node &node);
-
-  MLIRContext &context_;
-  const onnx::Model &model_;
-  const ImportOptions &options_;
-  OpBuilder builder_;
-  llvm::StringMap<Value> values_;
-  llvm::StringSet<> consumed_;
-  std::vector<llvm::GlobPattern> freeze_;
-};
-
-} // namespace
+using namespace strata::importer;
 
 //===----------------------------------------------------------------------===//
 // Handler table
@@ -284,6 +127,23 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Mish", {&Importer::activation, 18}},
       {"Swish", {&Importer::activation, 24}},
       {"Identity", {&Importer::identity, 1}},
+      {"GatherElements", {&Importer::gatherElements, 11}},
+      {"GatherND", {&Importer::gatherND, 11}},
+      {"ScatterElements", {&Importer::scatterElements, 11}},
+      {"ScatterND", {&Importer::scatterND, 11}},
+      {"TopK", {&Importer::topK, 11}},
+      {"Pad", {&Importer::pad, 11}},
+      {"Einsum", {&Importer::einsum, 12}},
+      {"Loop", {&Importer::loop, 11}},
+      {"If", {&Importer::ifNode, 11}},
+      {"SequenceEmpty", {&Importer::sequenceEmpty, 11}},
+      {"SequenceConstruct", {&Importer::sequenceConstruct, 11}},
+      {"SequenceInsert", {&Importer::sequenceInsert, 11}},
+      {"SequenceAt", {&Importer::sequenceAt, 11}},
+      {"SequenceErase", {&Importer::sequenceErase, 11}},
+      {"SequenceLength", {&Importer::sequenceLength, 11}},
+      {"SplitToSequence", {&Importer::splitToSequence, 11}},
+      {"ConcatFromSequence", {&Importer::concatFromSequence, 11}},
       {"Cast", {&Importer::castNode, 6}},
       {"Clip", {&Importer::clip, 11}},
       {"Dropout", {&Importer::dropout, 12}},
@@ -340,9 +200,7 @@ std::vector<std::pair<std::string, int64_t>> strata::supportedOnnxOps() {
 // Diagnostics and helpers
 //===----------------------------------------------------------------------===//
 
-/// How messages name a node: by its name, or by its first output when the
-/// exporter left it unnamed.
-static std::string nodeLabel(const Node &node) {
+std::string strata::importer::nodeLabel(const Node &node) {
   if (!node.name.empty())
     return "'" + node.name + "'";
   if (!node.outputs.empty())
@@ -654,6 +512,11 @@ LogicalResult Importer::unary(const Node &node) {
 LogicalResult Importer::identity(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
+  auto seq = sequences_.find(node.inputs[0]);
+  if (seq != sequences_.end()) {
+    defineSequence(node, 0, seq->second);
+    return success();
+  }
   define(node, 0, input(node, 0));
   return success();
 }
@@ -2026,6 +1889,18 @@ LogicalResult Importer::constant(const Node &node) {
 // Driver
 //===----------------------------------------------------------------------===//
 
+/// Calls `fn` on every node of `nodes` and of the sub-graphs in their
+/// attributes (Loop bodies, If branches), outer nodes first.
+static void forEachNode(const std::vector<Node> &nodes,
+                        const std::function<void(const Node &)> &fn) {
+  for (const Node &node : nodes) {
+    fn(node);
+    for (const onnx::Attribute &a : node.attributes)
+      if (a.g)
+        forEachNode(a.g->nodes, fn);
+  }
+}
+
 LogicalResult Importer::checkSupported() {
   Location fileLoc = FileLineColLoc::get(
       &context_, model_.path.empty() ? "<onnx>" : model_.path, 0, 0);
@@ -2043,17 +1918,17 @@ LogicalResult Importer::checkSupported() {
            << kMaxOpset << " (convert it with onnx.version_converter)";
   // Group the unsupported nodes by op type so one message lists them all.
   std::map<std::string, std::vector<std::string>> unsupported;
-  for (const Node &node : model_.nodes) {
+  forEachNode(model_.nodes, [&](const Node &node) {
     std::string key = handlerKey(node);
     auto handler = handlers().find(key);
     if (handler != handlers().end() &&
         versionOf(node) >= handler->second.minOpset)
-      continue;
+      return;
     if (handler != handlers().end())
       key += " (supported from opset " +
              std::to_string(handler->second.minOpset) + ")";
     unsupported[key].push_back(nodeLabel(node));
-  }
+  });
   if (unsupported.empty())
     return success();
   InFlightDiagnostic diag = emitError(fileLoc);
@@ -2195,23 +2070,32 @@ LogicalResult Importer::importInitializer(const onnx::TensorData &t) {
   return success();
 }
 
-LogicalResult Importer::importNodes() {
-  for (const Node &node : model_.nodes) {
-    for (const std::string &name : node.inputs) {
-      if (!name.empty() && !values_.count(name))
-        return nodeError(node) << "input '" << name
-                               << "' is not produced by any earlier node, "
-                                  "initializer or graph input";
-    }
-    const Handler &handler = handlers().at(handlerKey(node));
-    attributeError_.clear();
-    LogicalResult status = (this->*handler.fn)(node);
-    if (!attributeError_.empty())
-      return nodeError(node) << attributeError_;
-    if (failed(status))
+LogicalResult Importer::importNodes(const std::vector<Node> &nodes) {
+  for (const Node &node : nodes)
+    if (failed(importNode(node)))
       return failure();
-  }
   return success();
+}
+
+LogicalResult Importer::importNode(const Node &node) {
+  bool sequencesAllowed = takesSequences(node.opType);
+  for (const std::string &name : node.inputs) {
+    if (name.empty())
+      continue;
+    if (!isDefined(name))
+      return nodeError(node) << "input '" << name
+                             << "' is not produced by any earlier node, "
+                                "initializer or graph input";
+    if (!sequencesAllowed && sequences_.count(name))
+      return nodeError(node) << "input '" << name << "' is a sequence; "
+                             << node.opType << " takes tensors";
+  }
+  const Handler &handler = handlers().at(handlerKey(node));
+  attributeError_.clear();
+  LogicalResult status = (this->*handler.fn)(node);
+  if (!attributeError_.empty())
+    return nodeError(node) << attributeError_;
+  return status;
 }
 
 LogicalResult Importer::finishOutputs(func::FuncOp func) {
@@ -2296,9 +2180,14 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   if (failed(checkSupported()))
     return nullptr;
-  for (const Node &node : model_.nodes)
+  forEachNode(model_.nodes, [&](const Node &node) {
     for (const std::string &name : node.inputs)
       consumed_.insert(name);
+    for (const onnx::Attribute &a : node.attributes)
+      if (a.g)
+        for (const onnx::ValueInfo &out : a.g->outputs)
+          consumed_.insert(out.name);
+  });
   for (const onnx::ValueInfo &out : model_.outputs)
     consumed_.insert(out.name);
 
@@ -2345,7 +2234,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     values_[in.name] = builder_.create<ConstantOp>(
         fileLoc, value->getType(), cast<TypedAttr>(*value));
   }
-  if (failed(importNodes()) || failed(finishOutputs(func)))
+  if (failed(importNodes(model_.nodes)) || failed(finishOutputs(func)))
     return nullptr;
   if (!model_.producer.empty())
     (*module)->setAttr("graph.producer",

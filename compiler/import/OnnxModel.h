@@ -80,8 +80,11 @@ struct TensorData {
   int64_t numElements() const;
 };
 
+struct Graph;
+
 struct Attribute {
-  enum Kind { Float, Int, String, Tensor, Floats, Ints, Strings, Other };
+  enum Kind { Float, Int, String, Tensor, Floats, Ints, Strings, GraphBody,
+              Other };
   std::string name;
   Kind kind = Other;
   float f = 0;
@@ -91,6 +94,8 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  /// A GRAPH attribute: the body of a Loop, a branch of an If.
+  std::shared_ptr<const Graph> g;
 };
 
 struct Node {
@@ -116,6 +121,16 @@ struct ValueInfo {
   int32_t dataType = kUndefined;
   bool hasShape = false;
   std::vector<Dim> dims;
+};
+
+/// A sub-graph (an attribute of Loop, If, Scan): its nodes may also read
+/// values of the enclosing graphs by name.
+struct Graph {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<TensorData> initializers;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
 };
 
 struct Model {

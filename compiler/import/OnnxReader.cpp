@@ -126,7 +126,11 @@ private:
   bool convertExternal(const ::onnx::TensorProto &t, TensorData &out,
                        std::string &error);
   bool convertAttribute(const ::onnx::AttributeProto &a, Attribute &out,
-                        std::string &error);
+                        std::string &error, int depth);
+  bool convertNode(const ::onnx::NodeProto &n, Node &out, std::string &error,
+                   int depth);
+  bool convertGraph(const ::onnx::GraphProto &g, Graph &out,
+                    std::string &error, int depth);
   static void convertValueInfo(const ::onnx::ValueInfoProto &v,
                                ValueInfo &out);
 
@@ -285,7 +289,8 @@ bool Converter::convertTensor(const ::onnx::TensorProto &t, TensorData &out,
 }
 
 bool Converter::convertAttribute(const ::onnx::AttributeProto &a,
-                                 Attribute &out, std::string &error) {
+                                 Attribute &out, std::string &error,
+                                 int depth) {
   out.name = a.name();
   switch (a.type()) {
   case ::onnx::AttributeProto_AttributeType_FLOAT:
@@ -315,9 +320,70 @@ bool Converter::convertAttribute(const ::onnx::AttributeProto &a,
     out.kind = Attribute::Strings;
     out.strings.assign(a.strings().begin(), a.strings().end());
     break;
+  case ::onnx::AttributeProto_AttributeType_GRAPH: {
+    out.kind = Attribute::GraphBody;
+    auto graph = std::make_shared<Graph>();
+    if (!convertGraph(a.g(), *graph, error, depth + 1))
+      return false;
+    out.g = std::move(graph);
+    break;
+  }
   default:
     out.kind = Attribute::Other;
     break;
+  }
+  return true;
+}
+
+bool Converter::convertNode(const ::onnx::NodeProto &n, Node &node,
+                            std::string &error, int depth) {
+  node.opType = n.op_type();
+  node.domain = n.domain();
+  node.name = n.name();
+  node.inputs.assign(n.input().begin(), n.input().end());
+  node.outputs.assign(n.output().begin(), n.output().end());
+  for (const auto &a : n.attribute()) {
+    Attribute attr;
+    if (!convertAttribute(a, attr, error, depth)) {
+      error = "node '" + n.name() + "' (" + n.op_type() + "), attribute '" +
+              a.name() + "': " + error;
+      return false;
+    }
+    node.attributes.push_back(std::move(attr));
+  }
+  return true;
+}
+
+/// A Loop body or If branch; sub-graphs nest at most 16 deep (a hostile
+/// model could otherwise recurse until the stack runs out).
+bool Converter::convertGraph(const ::onnx::GraphProto &g, Graph &out,
+                             std::string &error, int depth) {
+  if (depth > 16) {
+    error = "sub-graphs nest more than 16 deep";
+    return false;
+  }
+  out.name = g.name();
+  for (const auto &t : g.initializer()) {
+    TensorData data;
+    if (!convertTensor(t, data, error))
+      return false;
+    out.initializers.push_back(std::move(data));
+  }
+  for (const auto &v : g.input()) {
+    ValueInfo info;
+    convertValueInfo(v, info);
+    out.inputs.push_back(std::move(info));
+  }
+  for (const auto &v : g.output()) {
+    ValueInfo info;
+    convertValueInfo(v, info);
+    out.outputs.push_back(std::move(info));
+  }
+  for (const auto &n : g.node()) {
+    Node node;
+    if (!convertNode(n, node, error, depth))
+      return false;
+    out.nodes.push_back(std::move(node));
   }
   return true;
 }
@@ -581,20 +647,8 @@ bool Converter::convert(Model &model, std::string &error) {
   }
   for (const auto &n : graph.node()) {
     Node node;
-    node.opType = n.op_type();
-    node.domain = n.domain();
-    node.name = n.name();
-    node.inputs.assign(n.input().begin(), n.input().end());
-    node.outputs.assign(n.output().begin(), n.output().end());
-    for (const auto &a : n.attribute()) {
-      Attribute attr;
-      if (!convertAttribute(a, attr, error)) {
-        error = "node '" + n.name() + "' (" + n.op_type() + "), attribute '" +
-                a.name() + "': " + error;
-        return false;
-      }
-      node.attributes.push_back(std::move(attr));
-    }
+    if (!convertNode(n, node, error, 0))
+      return false;
     model.nodes.push_back(std::move(node));
   }
   return true;

@@ -579,6 +579,16 @@ LogicalResult GatherOp::buildGradients(OpBuilder &b, Value g,
   return success();
 }
 
+/// A scatter-add's gradient for what it scattered is a gather at the same
+/// indices (ScatterElements and ScatterND are built from it).
+LogicalResult GatherGradOp::buildGradients(OpBuilder &b, Value g,
+                                           SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<GatherOp>(getLoc(), getGrad().getType(), g,
+                                     getIndices(), getAxisAttr()));
+  grads.push_back(Value());
+  return success();
+}
+
 LogicalResult TriluOp::buildGradients(OpBuilder &b, Value g,
                                       SmallVectorImpl<Value> &grads) {
   if (!isFloat(g))

@@ -563,7 +563,7 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
   }];
 }
 
-def Graph_GatherGradOp : Graph_Op<"gather_grad", [Pure]> {
+def Graph_GatherGradOp : Graph_Op<"gather_grad", [Pure, Graph_Differentiable]> {
   let summary = "Scatter-add: the gradient of graph.gather for its data";
   let description = [{
     A zero tensor of the result type into which each slice of `grad` is

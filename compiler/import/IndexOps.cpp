@@ -1,0 +1,557 @@
+//===- IndexOps.cpp - Element-wise gathers, scatters, TopK, Pad -----------===//
+//
+// These ONNX ops become compositions of graph ops that autodiff already
+// differentiates and the backends already run, so they need no kernels of
+// their own:
+//
+//  * GatherElements, GatherND: the data viewed flat (or as rows), one
+//    graph.gather at positions computed from the indices (a constant part
+//    from the coordinates, the index scaled by its stride); the gradient is
+//    gather's scatter-add.
+//  * ScatterElements, ScatterND: graph.gather_grad (a scatter-add) of the
+//    updates at those positions, added to the data (reduction 'add') or
+//    selected over it where an index lands (reduction 'none').
+//  * TopK: K rounds of max, lowest index among equals, mask; the values
+//    are then gathered, so the gradient reaches exactly the chosen elements.
+//  * Pad: concatenation with constant blocks (mode 'constant') or a gather
+//    with a constant index map per axis ('edge', 'reflect', 'wrap').
+//
+// With constant inputs every piece folds, so shape sub-graphs that use these
+// ops become constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/import/Importer.h"
+
+#include "dialects/Graph/GraphOps.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace strata;
+using namespace strata::graph;
+using namespace strata::importer;
+
+namespace {
+/// The largest constant index map these compositions build (positions of
+/// an index tensor): 2^26 int64s, 512 MiB.
+constexpr int64_t kMaxIndexMap = int64_t(1) << 26;
+/// The most TopK rounds a data-path TopK unrolls into.
+constexpr int64_t kMaxTopK = 64;
+} // namespace
+
+/// Row-major strides of `shape`.
+static Shape stridesOf(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+Value Importer::intConstant(const Shape &shape, ArrayRef<int64_t> values,
+                            Location loc) {
+  auto type = tensorType(shape, builder_.getI64Type());
+  return builder_.create<ConstantOp>(loc, type,
+                                     DenseElementsAttr::get(type, values));
+}
+
+Value Importer::asInt64(Value v, Location loc) {
+  if (elementTypeOf(v).isInteger(64))
+    return v;
+  return builder_.createOrFold<CastOp>(
+      loc, tensorType(shapeOf(v), builder_.getI64Type()), v);
+}
+
+/// index + size where index < 0 (elementwise; `size` broadcasts).
+Value Importer::wrapNegative(Value index, Value size, Location loc) {
+  Shape shape = shapeOf(index);
+  auto i64 = tensorType(shape, builder_.getI64Type());
+  Value zero = scalarConstant(builder_.getI64Type(), 0, loc);
+  Value negative = builder_.createOrFold<LessOp>(
+      loc, tensorType(shape, builder_.getI1Type()), index, zero);
+  Value wrapped = builder_.createOrFold<AddOp>(loc, i64, index, size);
+  return builder_.createOrFold<SelectOp>(loc, i64, negative, wrapped, index);
+}
+
+FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
+                                            const Shape &dataShape,
+                                            int64_t axis) {
+  Location loc = nodeLoc(node);
+  Shape idxShape = shapeOf(indices);
+  if (idxShape.size() != dataShape.size())
+    return nodeError(node) << "indices have rank " << idxShape.size()
+                           << ", the data " << dataShape.size();
+  for (size_t d = 0; d < idxShape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && idxShape[d] > dataShape[d])
+      return nodeError(node) << "indices dimension " << d << " ("
+                             << idxShape[d] << ") exceeds the data's ("
+                             << dataShape[d] << ")";
+  int64_t count = numElements(idxShape);
+  if (count > kMaxIndexMap)
+    return nodeError(node) << "has " << count << " indices; at most "
+                           << kMaxIndexMap << " are supported";
+  Shape strides = stridesOf(dataShape);
+  // The other coordinates' part of each position, a constant.
+  std::vector<int64_t> base(count, 0);
+  Shape coord(idxShape.size(), 0);
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t p = 0;
+    for (size_t d = 0; d < idxShape.size(); ++d)
+      if (static_cast<int64_t>(d) != axis)
+        p += coord[d] * strides[d];
+    base[k] = p;
+    for (size_t d = idxShape.size(); d-- > 0;) {
+      if (++coord[d] < idxShape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  Value idx = asInt64(indices, loc);
+  int64_t dim = dataShape[axis];
+  DenseElementsAttr known;
+  if (matchPattern(idx, m_Constant(&known)))
+    for (const APInt &v : known.getValues<APInt>())
+      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
+        return nodeError(node) << "index " << v.getSExtValue()
+                               << " is out of range for axis " << axis
+                               << " of size " << dim;
+  auto i64 = tensorType(idxShape, builder_.getI64Type());
+  Value normalized =
+      wrapNegative(idx, scalarConstant(builder_.getI64Type(), dim, loc), loc);
+  Value scaled = builder_.createOrFold<MulOp>(
+      loc, i64, normalized,
+      scalarConstant(builder_.getI64Type(), double(strides[axis]), loc));
+  return builder_.createOrFold<AddOp>(loc, i64, scaled,
+                                      intConstant(idxShape, base, loc));
+}
+
+FailureOr<Value> Importer::rowPositions(const Node &node, Value indices,
+                                        const Shape &dataShape,
+                                        int64_t batchDims) {
+  Location loc = nodeLoc(node);
+  Shape idxShape = shapeOf(indices);
+  if (idxShape.empty())
+    return nodeError(node) << "indices must have rank 1 or more";
+  int64_t k = idxShape.back();
+  int64_t b = batchDims;
+  if (b < 0 || b >= static_cast<int64_t>(idxShape.size()) ||
+      b > static_cast<int64_t>(dataShape.size()))
+    return nodeError(node) << "batch_dims " << b << " is out of range";
+  if (k < 1 || b + k > static_cast<int64_t>(dataShape.size()))
+    return nodeError(node) << "indices' last dimension " << k
+                           << " must be between 1 and the data's rank "
+                           << dataShape.size() << " less batch_dims";
+  for (int64_t d = 0; d < b; ++d)
+    if (idxShape[d] != dataShape[d])
+      return nodeError(node) << "batch dimension " << d << " differs: "
+                             << idxShape[d] << " and " << dataShape[d];
+  Shape lead(idxShape.begin(), idxShape.end() - 1);
+  int64_t count = numElements(lead);
+  if (count > kMaxIndexMap)
+    return nodeError(node) << "has " << count << " index tuples; at most "
+                           << kMaxIndexMap << " are supported";
+  // Position of a row: batch * (rows per batch) + sum of index * stride.
+  Shape indexed(dataShape.begin() + b, dataShape.begin() + b + k);
+  Shape strides = stridesOf(indexed);
+  int64_t perBatch = numElements(indexed);
+  int64_t perLead = numElements(Shape(lead.begin() + b, lead.end()));
+  std::vector<int64_t> base(count);
+  for (int64_t i = 0; i < count; ++i)
+    base[i] = (perLead ? i / perLead : 0) * perBatch;
+  Value idx = asInt64(indices, loc);
+  DenseElementsAttr known;
+  if (matchPattern(idx, m_Constant(&known))) {
+    int64_t i = 0;
+    for (const APInt &v : known.getValues<APInt>()) {
+      int64_t dim = indexed[i++ % k];
+      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
+        return nodeError(node) << "index " << v.getSExtValue()
+                               << " is out of range for a dimension of size "
+                               << dim;
+    }
+  }
+  auto i64 = tensorType(idxShape, builder_.getI64Type());
+  Value normalized =
+      wrapNegative(idx, intConstant({k}, indexed, loc), loc);
+  Value scaled = builder_.createOrFold<MulOp>(loc, i64, normalized,
+                                              intConstant({k}, strides, loc));
+  Value sum = intConstant(lead, base, loc);
+  for (int64_t j = 0; j < k; ++j) {
+    SmallVector<int64_t> offsets(idxShape.size(), 0),
+        steps(idxShape.size(), 1);
+    offsets.back() = j;
+    Shape one = idxShape;
+    one.back() = 1;
+    Value part = builder_.createOrFold<SliceOp>(
+        loc, tensorType(one, builder_.getI64Type()), scaled,
+        builder_.getDenseI64ArrayAttr(offsets),
+        builder_.getDenseI64ArrayAttr(steps));
+    sum = builder_.createOrFold<AddOp>(loc, tensorType(lead, builder_.getI64Type()),
+                                      sum, reshape(part, lead, loc));
+  }
+  return sum;
+}
+
+static LogicalResult checkIndexType(Type t) {
+  return success(t.isInteger(32) || t.isInteger(64));
+}
+
+LogicalResult Importer::gatherElements(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value data = input(node, 0), indices = input(node, 1);
+  if (failed(checkIndexType(elementTypeOf(indices))))
+    return nodeError(node) << "indices must be int32 or int64";
+  Shape shape = shapeOf(data);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", 0), shape.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
+  if (failed(positions))
+    return failure();
+  Location loc = nodeLoc(node);
+  Value flat = reshape(data, {numElements(shape)}, loc);
+  define(node, 0,
+         builder_.createOrFold<GatherOp>(
+             loc, tensorType(shapeOf(indices), elementTypeOf(data)), flat,
+             *positions, builder_.getI64IntegerAttr(0)));
+  return success();
+}
+
+LogicalResult Importer::gatherND(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value data = input(node, 0), indices = input(node, 1);
+  if (!elementTypeOf(indices).isInteger(64))
+    return nodeError(node) << "indices must be int64";
+  Shape shape = shapeOf(data);
+  int64_t b = intAttr(node, "batch_dims", 0);
+  FailureOr<Value> rows = rowPositions(node, indices, shape, b);
+  if (failed(rows))
+    return failure();
+  Shape idxShape = shapeOf(indices);
+  int64_t k = idxShape.back();
+  // The data as rows: [batch * indexed, rest...].
+  Shape rowShape{numElements(Shape(shape.begin(), shape.begin() + b + k))};
+  rowShape.insert(rowShape.end(), shape.begin() + b + k, shape.end());
+  Location loc = nodeLoc(node);
+  Shape out(idxShape.begin(), idxShape.end() - 1);
+  out.insert(out.end(), shape.begin() + b + k, shape.end());
+  define(node, 0,
+         builder_.createOrFold<GatherOp>(
+             loc, tensorType(out, elementTypeOf(data)),
+             reshape(data, rowShape, loc), *rows,
+             builder_.getI64IntegerAttr(0)));
+  return success();
+}
+
+/// data with `updates` scattered at `positions` along axis 0 of the data
+/// viewed as `rows`; `reduction` is "none" or "add".
+FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
+                                       Value updates, Value positions,
+                                       const Shape &rows,
+                                       const std::string &reduction) {
+  Location loc = nodeLoc(node);
+  Type et = elementTypeOf(data);
+  if (!isa<FloatType>(et))
+    return nodeError(node) << "scatters into " << et
+                           << " data; Strata scatters into float tensors";
+  if (reduction != "none" && reduction != "add")
+    return nodeError(node) << "reduction '" << reduction
+                           << "' is not supported (none and add are)";
+  if (elementTypeOf(updates) != et)
+    return nodeError(node) << "updates and data differ in element type";
+  auto rowsType = tensorType(rows, et);
+  Value flatData = reshape(data, rows, loc);
+  Value scattered = builder_.create<GatherGradOp>(
+      loc, rowsType, updates, positions, builder_.getI64IntegerAttr(0));
+  Value result;
+  if (reduction == "add") {
+    result = builder_.createOrFold<AddOp>(loc, rowsType, flatData, scattered);
+  } else {
+    // Where an index lands, the update; elsewhere the data.
+    Shape hitShape = shapeOf(positions);
+    Shape maskShape{rows[0]};
+    for (size_t d = 1; d < rows.size(); ++d) {
+      hitShape.push_back(1);
+      maskShape.push_back(1);
+    }
+    auto hitType = tensorType(hitShape, et);
+    Value ones = builder_.create<ConstantOp>(
+        loc, hitType, DenseElementsAttr::get(hitType, builder_.getFloatAttr(et, 1.0)));
+    Value hits = builder_.create<GatherGradOp>(
+        loc, tensorType(maskShape, et), ones, positions,
+        builder_.getI64IntegerAttr(0));
+    Value hit = builder_.createOrFold<GreaterOp>(
+        loc, tensorType(maskShape, builder_.getI1Type()), hits,
+        scalarConstant(et, 0.0, loc));
+    result = builder_.createOrFold<SelectOp>(loc, rowsType, hit, scattered,
+                                             flatData);
+  }
+  return reshape(result, shapeOf(data), loc);
+}
+
+LogicalResult Importer::scatterElements(const Node &node) {
+  if (failed(requireInputs(node, 3)))
+    return failure();
+  Value data = input(node, 0), indices = input(node, 1),
+        updates = input(node, 2);
+  if (failed(checkIndexType(elementTypeOf(indices))))
+    return nodeError(node) << "indices must be int32 or int64";
+  if (shapeOf(updates) != shapeOf(indices))
+    return nodeError(node) << "updates and indices differ in shape";
+  Shape shape = shapeOf(data);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", 0), shape.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
+  if (failed(positions))
+    return failure();
+  FailureOr<Value> out =
+      scatterRows(node, data, updates, *positions, {numElements(shape)},
+                  stringAttr(node, "reduction", "none"));
+  if (failed(out))
+    return failure();
+  define(node, 0, *out);
+  return success();
+}
+
+LogicalResult Importer::scatterND(const Node &node) {
+  if (failed(requireInputs(node, 3)))
+    return failure();
+  Value data = input(node, 0), indices = input(node, 1),
+        updates = input(node, 2);
+  if (!elementTypeOf(indices).isInteger(64))
+    return nodeError(node) << "indices must be int64";
+  Shape shape = shapeOf(data), idxShape = shapeOf(indices);
+  FailureOr<Value> rows = rowPositions(node, indices, shape, 0);
+  if (failed(rows))
+    return failure();
+  int64_t k = idxShape.back();
+  Shape expected(idxShape.begin(), idxShape.end() - 1);
+  expected.insert(expected.end(), shape.begin() + k, shape.end());
+  if (shapeOf(updates) != expected)
+    return nodeError(node) << "updates must have shape indices.shape[:-1] + "
+                              "data.shape[indices.shape[-1]:]";
+  Shape rowShape{numElements(Shape(shape.begin(), shape.begin() + k))};
+  rowShape.insert(rowShape.end(), shape.begin() + k, shape.end());
+  FailureOr<Value> out = scatterRows(node, data, updates, *rows, rowShape,
+                                     stringAttr(node, "reduction", "none"));
+  if (failed(out))
+    return failure();
+  define(node, 0, *out);
+  return success();
+}
+
+LogicalResult Importer::topK(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value x = input(node, 0);
+  Type et = elementTypeOf(x);
+  if (!isa<FloatType>(et))
+    return nodeError(node) << "input must be a float tensor, not " << et;
+  Shape shape = shapeOf(x);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", -1), shape.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<SmallVector<int64_t>> kList = constInts(node, 1, "K");
+  if (failed(kList))
+    return failure();
+  if (kList->size() != 1)
+    return nodeError(node) << "K must have one element";
+  int64_t k = (*kList)[0], n = shape[*axis];
+  if (k < 0 || k > n)
+    return nodeError(node) << "K = " << k << " is outside [0, " << n << "]";
+  if (k > kMaxTopK)
+    return nodeError(node) << "K = " << k << "; Strata selects the top K by "
+                           << "K passes over the axis, at most " << kMaxTopK;
+  bool largest = intAttr(node, "largest", 1) != 0;
+  intAttr(node, "sorted", 1); // Either way: the result is sorted.
+  Location loc = nodeLoc(node);
+  Type i64 = builder_.getI64Type(), i1 = builder_.getI1Type();
+  Shape row = shape;
+  row[*axis] = 1;
+  Shape iotaShape(shape.size(), 1);
+  iotaShape[*axis] = n;
+  std::vector<int64_t> iotaValues(n);
+  for (int64_t i = 0; i < n; ++i)
+    iotaValues[i] = i;
+  Value iota = intConstant(iotaShape, iotaValues, loc);
+  Value candidates =
+      largest ? x
+              : builder_.createOrFold<NegOp>(loc, x.getType(), x);
+  auto reduceMax = [&](Value v, Type elem) {
+    return builder_.create<ReduceMaxOp>(
+        loc, tensorType(row, elem), v,
+        builder_.getDenseI64ArrayAttr({*axis}), builder_.getUnitAttr());
+  };
+  Value lowest = scalarConstant(et, -std::numeric_limits<double>::infinity(),
+                                loc);
+  Value past = scalarConstant(i64, double(n), loc);
+  SmallVector<Value> picks;
+  for (int64_t r = 0; r < k; ++r) {
+    Value best = reduceMax(candidates, et);
+    Value isBest = builder_.create<EqualOp>(loc, tensorType(shape, i1),
+                                            candidates, best);
+    // The lowest index among equal values: max of (n - index) there.
+    Value fromEnd = builder_.create<SubOp>(loc, tensorType(iotaShape, i64),
+                                           past, iota);
+    Value score = builder_.create<SelectOp>(
+        loc, tensorType(shape, i64), isBest, fromEnd,
+        scalarConstant(i64, 0, loc));
+    Value pick = builder_.create<SubOp>(loc, tensorType(row, i64), past,
+                                        reduceMax(score, i64));
+    picks.push_back(pick);
+    if (r + 1 < k) {
+      Value taken = builder_.create<EqualOp>(loc, tensorType(shape, i1), iota,
+                                             pick);
+      candidates = builder_.create<SelectOp>(loc, x.getType(), taken, lowest,
+                                             candidates);
+    }
+  }
+  Shape out = shape;
+  out[*axis] = k;
+  Value indices =
+      k == 0 ? intConstant(out, {}, loc)
+             : builder_.createOrFold<ConcatOp>(loc, tensorType(out, i64),
+                                               picks,
+                                               builder_.getI64IntegerAttr(*axis));
+  FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
+  if (failed(positions))
+    return failure();
+  define(node, 0,
+         builder_.createOrFold<GatherOp>(
+             loc, tensorType(out, et), reshape(x, {numElements(shape)}, loc),
+             *positions, builder_.getI64IntegerAttr(0)));
+  define(node, 1, indices);
+  return success();
+}
+
+LogicalResult Importer::pad(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Shape shape = shapeOf(x);
+  int64_t rank = shape.size();
+  Type et = elementTypeOf(x);
+  std::string mode = stringAttr(node, "mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      mode != "wrap")
+    return nodeError(node) << "unknown mode '" << mode << "'";
+  SmallVector<int64_t> pads;
+  if (input(node, 1)) {
+    FailureOr<SmallVector<int64_t>> p = constInts(node, 1, "pads");
+    if (failed(p))
+      return failure();
+    pads = *p;
+  } else if (const onnx::Attribute *a = node.attribute("pads")) {
+    pads.assign(a->ints.begin(), a->ints.end());
+  }
+  SmallVector<int64_t> axes;
+  if (input(node, 3)) {
+    FailureOr<SmallVector<int64_t>> a = constInts(node, 3, "axes");
+    if (failed(a))
+      return failure();
+    for (int64_t v : *a) {
+      std::optional<int64_t> n = normalizeAxis(v, rank);
+      if (!n)
+        return nodeError(node) << "axis " << v << " out of range";
+      axes.push_back(*n);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    return nodeError(node) << pads.size() << " pads for " << axes.size()
+                           << " axes; expected " << 2 * axes.size();
+  double fill = 0;
+  if (Value v = input(node, 2)) {
+    DenseElementsAttr attr;
+    if (!matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1)
+      return nodeError(node) << "constant_value must be a compile-time "
+                                "scalar";
+    if (isa<FloatType>(attr.getElementType()))
+      fill = (*attr.getValues<APFloat>().begin()).convertToDouble();
+    else
+      fill = double((*attr.getValues<APInt>().begin()).getSExtValue());
+  } else if (const onnx::Attribute *a = node.attribute("value")) {
+    fill = a->f;
+  }
+  Location loc = nodeLoc(node);
+  size_t count = axes.size();
+  for (size_t i = 0; i < count; ++i) {
+    int64_t axis = axes[i], begin = pads[i], end = pads[i + count];
+    int64_t n = shape[axis];
+    int64_t length;
+    if (__builtin_add_overflow(n, begin, &length) ||
+        __builtin_add_overflow(length, end, &length) || length < 0 ||
+        length > kMaxIndexMap)
+      return nodeError(node) << "pads " << begin << " and " << end
+                             << " give axis " << axis << " an invalid length";
+    if (begin == 0 && end == 0)
+      continue;
+    Shape out = shape;
+    out[axis] = length;
+    if (mode == "constant") {
+      // Crop (negative pads), then concatenate fill blocks.
+      int64_t from = std::max<int64_t>(0, -begin);
+      int64_t kept = std::max<int64_t>(0, n - from - std::max<int64_t>(0, -end));
+      Shape keptShape = shape;
+      keptShape[axis] = kept;
+      SmallVector<int64_t> offsets(rank, 0), steps(rank, 1);
+      offsets[axis] = kept ? from : 0;
+      Value core = builder_.createOrFold<SliceOp>(
+          loc, tensorType(keptShape, et), x,
+          builder_.getDenseI64ArrayAttr(offsets),
+          builder_.getDenseI64ArrayAttr(steps));
+      SmallVector<Value> parts;
+      auto block = [&](int64_t size) {
+        Shape s = shape;
+        s[axis] = size;
+        return builder_.createOrFold<graph::BroadcastOp>(
+            loc, tensorType(s, et), scalarConstant(et, fill, loc));
+      };
+      if (begin > 0)
+        parts.push_back(block(begin));
+      parts.push_back(core);
+      if (end > 0)
+        parts.push_back(block(end));
+      x = parts.size() == 1
+              ? core
+              : builder_.createOrFold<ConcatOp>(
+                    loc, tensorType(out, et), parts,
+                    builder_.getI64IntegerAttr(axis));
+    } else {
+      if (n == 0)
+        return nodeError(node) << "cannot pad an empty axis in mode '"
+                               << mode << "'";
+      std::vector<int64_t> map(length);
+      for (int64_t j = 0; j < length; ++j) {
+        int64_t s = j - begin;
+        if (mode == "edge") {
+          s = std::clamp<int64_t>(s, 0, n - 1);
+        } else if (mode == "wrap") {
+          s = ((s % n) + n) % n;
+        } else { // reflect: mirror without repeating the edge.
+          int64_t period = n == 1 ? 1 : 2 * (n - 1);
+          s = ((s % period) + period) % period;
+          if (s >= n)
+            s = period - s;
+        }
+        map[j] = s;
+      }
+      x = builder_.createOrFold<GatherOp>(loc, tensorType(out, et), x,
+                                          intConstant({length}, map, loc),
+                                          builder_.getI64IntegerAttr(axis));
+    }
+    shape = out;
+  }
+  define(node, 0, x);
+  return success();
+}
