@@ -187,8 +187,11 @@ bool fuseAt(SoftmaxOp softmax) {
   auto pv = dyn_cast<MatMulOp>(*softmax->getUsers().begin());
   if (!pv || pv.getLhs() != softmax.getResult() || pv.getTransposeLhs())
     return false;
+  // Everything between the product and the softmax disappears into the
+  // fused op: none of it may have another user (a model returning its
+  // masked scores, say).
   Chain c;
-  if (!matchChain(softmax.getInput(), c) ||
+  if (!singleUse(softmax.getInput()) || !matchChain(softmax.getInput(), c) ||
       !singleUse(c.scores.getResult()))
     return false;
   if (c.mask && dependsOnParam(c.mask))

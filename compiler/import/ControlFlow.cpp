@@ -34,6 +34,8 @@ namespace {
 /// dimension is long; more than this is not a shape computation.
 constexpr int64_t kMaxLoopIterations = int64_t(1) << 16;
 constexpr int64_t kMaxUnrolledNodes = int64_t(1) << 20;
+/// The longest sequence (a list of values at import).
+constexpr int64_t kMaxSequence = int64_t(1) << 16;
 } // namespace
 
 bool Importer::takesSequences(const std::string &opType) {
@@ -93,6 +95,13 @@ LogicalResult Importer::runSubgraph(const Node &owner,
     return nodeError(owner) << "its sub-graph '" << graph.name << "' takes "
                             << graph.inputs.size() << " inputs, given "
                             << inputs.size();
+  // Loop bodies run once per iteration, branches inside them as often:
+  // what all sub-graphs import together is bounded.
+  subgraphNodes_ += static_cast<int64_t>(graph.nodes.size());
+  if (subgraphNodes_ > kMaxUnrolledNodes)
+    return nodeError(owner) << "unrolling the model's loops and branches "
+                               "imports more than "
+                            << kMaxUnrolledNodes << " nodes";
   // The names the sub-graph defines hide the enclosing graph's while it
   // runs, and are unbound (the hidden ones restored) afterwards.
   std::vector<std::string> names;
@@ -225,11 +234,6 @@ LogicalResult Importer::loop(const Node &node) {
     if (iteration >= kMaxLoopIterations)
       return nodeError(node) << "runs more than " << kMaxLoopIterations
                              << " iterations at compile time" << unrolls;
-    unrolledNodes_ += static_cast<int64_t>(body->nodes.size());
-    if (unrolledNodes_ > kMaxUnrolledNodes)
-      return nodeError(node) << "unrolling the model's loops imports more "
-                                "than "
-                             << kMaxUnrolledNodes << " nodes";
     SmallVector<Slot> inputs;
     inputs.push_back({scalarConstant(i64, double(iteration), loc), {}});
     inputs.push_back({scalarConstant(i1, cond ? 1.0 : 0.0, loc), {}});
@@ -409,6 +413,9 @@ LogicalResult Importer::sequenceInsert(const Node &node) {
                              << -size << ", " << size << "]";
     at = *q;
   }
+  if (size >= kMaxSequence)
+    return nodeError(node) << "the sequence would exceed " << kMaxSequence
+                           << " elements";
   seq->items.insert(seq->items.begin() + at, t);
   defineSequence(node, 0, std::move(*seq));
   return success();
@@ -479,6 +486,9 @@ LogicalResult Importer::splitToSequence(const Node &node) {
       if (chunk <= 0)
         return nodeError(node) << "split size " << chunk
                                << " must be positive";
+      if ((dim + chunk - 1) / chunk > kMaxSequence)
+        return nodeError(node) << "the sequence would exceed "
+                               << kMaxSequence << " elements";
       for (int64_t at = 0; at < dim; at += chunk)
         sizes.push_back(std::min(chunk, dim - at));
     } else {
@@ -486,8 +496,15 @@ LogicalResult Importer::splitToSequence(const Node &node) {
     }
     keepDims = true; // keepdims applies only without 'split'.
   } else {
+    if (dim > kMaxSequence)
+      return nodeError(node) << "splitting " << dim << " elements one by one "
+                             << "exceeds the longest sequence, "
+                             << kMaxSequence;
     sizes.assign(dim, 1);
   }
+  if (static_cast<int64_t>(sizes.size()) > kMaxSequence)
+    return nodeError(node) << "the sequence would exceed " << kMaxSequence
+                           << " elements";
   int64_t sum = 0;
   for (int64_t s : sizes)
     if (s < 0 || __builtin_add_overflow(sum, s, &sum))

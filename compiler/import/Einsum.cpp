@@ -14,8 +14,8 @@
 //
 // then the result is summed and transposed to the output's labels. An
 // ellipsis stands for the leading dimensions, aligned from the right; a
-// label of size 1 against a larger one broadcasts. A label repeated within
-// one operand (a diagonal) is refused.
+// label of size 1 against a larger one broadcasts; a label repeated within
+// one operand takes its diagonal (times an identity, summed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -123,12 +123,6 @@ LogicalResult Importer::einsum(const Node &node) {
     if (!parseTerm(texts[i], shapeOf(v).size(), ellipsisRank, t.labels,
                    error))
       return nodeError(node) << error;
-    Labels seen = t.labels;
-    std::sort(seen.begin(), seen.end());
-    if (std::adjacent_find(seen.begin(), seen.end()) != seen.end())
-      return nodeError(node) << "term '" << texts[i]
-                             << "' repeats a label (a diagonal); Strata "
-                                "does not take diagonals";
     Shape shape = shapeOf(v);
     for (size_t d = 0; d < shape.size(); ++d) {
       int64_t &size = sizes[t.labels[d]];
@@ -175,6 +169,43 @@ LogicalResult Importer::einsum(const Node &node) {
     if (full != shapeOf(t.value))
       t.value = builder_.createOrFold<graph::BroadcastOp>(
           loc, tensorType(full, et), t.value);
+  }
+  // A label repeated within a term takes the diagonal: the term times an
+  // identity matrix on the two dimensions, summed over the second.
+  for (Term &t : terms) {
+    for (size_t d1 = 0; d1 < t.labels.size(); ++d1) {
+      for (size_t d2 = d1 + 1; d2 < t.labels.size();) {
+        if (t.labels[d2] != t.labels[d1]) {
+          ++d2;
+          continue;
+        }
+        int64_t n = sizes[t.labels[d1]];
+        if (n > 4096)
+          return nodeError(node) << "a diagonal of " << n
+                                 << " elements; at most 4096 are supported";
+        Shape eyeShape(t.labels.size(), 1);
+        eyeShape[d1] = eyeShape[d2] = n;
+        auto eyeType = tensorType({n, n}, et);
+        SmallVector<Attribute> ones;
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < n; ++c)
+            ones.push_back(isa<FloatType>(et)
+                               ? Attribute(builder_.getFloatAttr(et, r == c))
+                               : Attribute(builder_.getIntegerAttr(et, r == c)));
+        Value eye = reshape(builder_.create<ConstantOp>(
+                                loc, eyeType, DenseElementsAttr::get(eyeType, ones)),
+                            eyeShape, loc);
+        Value masked = builder_.createOrFold<MulOp>(loc, t.value.getType(),
+                                                    t.value, eye);
+        Labels left = t.labels;
+        left.erase(left.begin() + d2);
+        t.value = builder_.create<ReduceSumOp>(
+            loc, tensorType(shapeFor(left), et), masked,
+            builder_.getDenseI64ArrayAttr({static_cast<int64_t>(d2)}),
+            UnitAttr());
+        t.labels = left;
+      }
+    }
   }
   auto sumOut = [&](Term &t, const Labels &keep) {
     SmallVector<int64_t> axes;

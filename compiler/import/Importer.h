@@ -149,6 +149,7 @@ private:
   template <typename OpT, bool Negate>
   LogicalResult compareOrEqual(const Node &node);
   LogicalResult identity(const Node &node);
+  LogicalResult mod(const Node &node);
   LogicalResult gelu(const Node &node);
   LogicalResult activation(const Node &node);
   LogicalResult cumsum(const Node &node);
@@ -245,10 +246,15 @@ private:
   LogicalResult scatterND(const Node &node);
   LogicalResult topK(const Node &node);
   LogicalResult pad(const Node &node);
+  LogicalResult argExtreme(const Node &node);
   LogicalResult einsum(const Node &node); // Einsum.cpp
+  // TransformerOps.cpp
+  LogicalResult rmsNorm(const Node &node);
+  LogicalResult rotaryEmbedding(const Node &node);
+  LogicalResult attention(const Node &node);
 
-  /// Nodes imported inside Loop bodies so far (unrolling is bounded).
-  int64_t unrolledNodes_ = 0;
+  /// Nodes imported from sub-graphs so far (unrolling is bounded).
+  int64_t subgraphNodes_ = 0;
 
   MLIRContext &context_;
   const onnx::Model &model_;

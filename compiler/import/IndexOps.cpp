@@ -256,14 +256,49 @@ FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
                                        const std::string &reduction) {
   Location loc = nodeLoc(node);
   Type et = elementTypeOf(data);
-  if (!isa<FloatType>(et))
-    return nodeError(node) << "scatters into " << et
-                           << " data; Strata scatters into float tensors";
   if (reduction != "none" && reduction != "add")
     return nodeError(node) << "reduction '" << reduction
                            << "' is not supported (none and add are)";
   if (elementTypeOf(updates) != et)
     return nodeError(node) << "updates and data differ in element type";
+  // All constant (a shape computation, any element type): scattered here.
+  DenseElementsAttr d, u, p;
+  if (matchPattern(data, m_Constant(&d)) &&
+      matchPattern(updates, m_Constant(&u)) &&
+      matchPattern(positions, m_Constant(&p)) &&
+      d.getNumElements() <= kMaxIndexMap) {
+    SmallVector<Attribute> out(d.getValues<Attribute>().begin(),
+                               d.getValues<Attribute>().end());
+    SmallVector<Attribute> upd(u.getValues<Attribute>().begin(),
+                               u.getValues<Attribute>().end());
+    int64_t rowSize = rows[0] ? numElements(rows) / rows[0] : 0, k = 0;
+    for (const APInt &pos : p.getValues<APInt>()) {
+      int64_t r = pos.getSExtValue();
+      if (r < 0 || r >= rows[0])
+        return nodeError(node) << "an index lands outside the data";
+      for (int64_t j = 0; j < rowSize; ++j, ++k) {
+        Attribute &slot = out[r * rowSize + j];
+        if (reduction == "none") {
+          slot = upd[k];
+        } else if (auto f = dyn_cast<FloatAttr>(slot)) {
+          APFloat sum = f.getValue();
+          sum.add(cast<FloatAttr>(upd[k]).getValue(),
+                  APFloat::rmNearestTiesToEven);
+          slot = FloatAttr::get(et, sum);
+        } else {
+          slot = IntegerAttr::get(et, cast<IntegerAttr>(slot).getValue() +
+                                          cast<IntegerAttr>(upd[k]).getValue());
+        }
+      }
+    }
+    auto type = cast<RankedTensorType>(data.getType());
+    return Value(builder_.create<ConstantOp>(
+        loc, type, DenseElementsAttr::get(type, out)));
+  }
+  if (!isa<FloatType>(et))
+    return nodeError(node) << "scatters into " << et
+                           << " data on the data path; Strata scatters into "
+                              "float tensors there";
   auto rowsType = tensorType(rows, et);
   Value flatData = reshape(data, rows, loc);
   Value scattered = builder_.create<GatherGradOp>(
@@ -370,6 +405,9 @@ LogicalResult Importer::topK(const Node &node) {
   if (k > kMaxTopK)
     return nodeError(node) << "K = " << k << "; Strata selects the top K by "
                            << "K passes over the axis, at most " << kMaxTopK;
+  if (n > kMaxIndexMap)
+    return nodeError(node) << "the axis has " << n << " elements; at most "
+                           << kMaxIndexMap << " are supported";
   bool largest = intAttr(node, "largest", 1) != 0;
   intAttr(node, "sorted", 1); // Either way: the result is sorted.
   Location loc = nodeLoc(node);
@@ -470,20 +508,18 @@ LogicalResult Importer::pad(const Node &node) {
   if (pads.size() != 2 * axes.size())
     return nodeError(node) << pads.size() << " pads for " << axes.size()
                            << " axes; expected " << 2 * axes.size();
-  double fill = 0;
-  if (Value v = input(node, 2)) {
-    DenseElementsAttr attr;
-    if (!matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1)
-      return nodeError(node) << "constant_value must be a compile-time "
-                                "scalar";
-    if (isa<FloatType>(attr.getElementType()))
-      fill = (*attr.getValues<APFloat>().begin()).convertToDouble();
-    else
-      fill = double((*attr.getValues<APInt>().begin()).getSExtValue());
-  } else if (const onnx::Attribute *a = node.attribute("value")) {
-    fill = a->f;
-  }
   Location loc = nodeLoc(node);
+  // The fill value: a scalar (of the data's type) that may come from the
+  // data path; constant blocks of it fold.
+  Value fill = scalarConstant(et, 0.0, loc);
+  if (Value v = input(node, 2)) {
+    if (numElements(shapeOf(v)) != 1 || elementTypeOf(v) != et)
+      return nodeError(node) << "constant_value must be one " << et
+                             << " value";
+    fill = reshape(v, {}, loc);
+  } else if (const onnx::Attribute *a = node.attribute("value")) {
+    fill = scalarConstant(et, a->f, loc);
+  }
   size_t count = axes.size();
   for (size_t i = 0; i < count; ++i) {
     int64_t axis = axes[i], begin = pads[i], end = pads[i + count];
@@ -515,7 +551,7 @@ LogicalResult Importer::pad(const Node &node) {
         Shape s = shape;
         s[axis] = size;
         return builder_.createOrFold<graph::BroadcastOp>(
-            loc, tensorType(s, et), scalarConstant(et, fill, loc));
+            loc, tensorType(s, et), fill);
       };
       if (begin > 0)
         parts.push_back(block(begin));
@@ -553,5 +589,62 @@ LogicalResult Importer::pad(const Node &node) {
     shape = out;
   }
   define(node, 0, x);
+  return success();
+}
+
+LogicalResult Importer::argExtreme(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Type et = elementTypeOf(x);
+  if (et.isInteger(1))
+    return nodeError(node) << "input must be numbers, not bool";
+  Shape shape = shapeOf(x);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", 0), shape.size());
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << shape.size();
+  bool keepDims = intAttr(node, "keepdims", 1) != 0;
+  bool last = intAttr(node, "select_last_index", 0) != 0;
+  Location loc = nodeLoc(node);
+  Type i64 = builder_.getI64Type(), i1 = builder_.getI1Type();
+  int64_t n = shape[*axis];
+  if (n == 0 || n > kMaxIndexMap)
+    return nodeError(node) << "the axis has " << n << " elements; 1 to "
+                           << kMaxIndexMap << " are supported";
+  Shape row = shape;
+  row[*axis] = 1;
+  Value v = node.opType == "ArgMin"
+                ? builder_.createOrFold<NegOp>(loc, x.getType(), x)
+                : x;
+  auto axesAttr = builder_.getDenseI64ArrayAttr({*axis});
+  Value best = builder_.create<ReduceMaxOp>(loc, tensorType(row, et), v,
+                                            axesAttr, builder_.getUnitAttr());
+  Value isBest =
+      builder_.create<EqualOp>(loc, tensorType(shape, i1), v, best);
+  // Among equal values the first index (the largest n - index) or the last
+  // (the largest index + 1).
+  Shape iotaShape(shape.size(), 1);
+  iotaShape[*axis] = n;
+  std::vector<int64_t> score(n);
+  for (int64_t i = 0; i < n; ++i)
+    score[i] = last ? i + 1 : n - i;
+  Value scores = builder_.create<SelectOp>(
+      loc, tensorType(shape, i64), isBest, intConstant(iotaShape, score, loc),
+      scalarConstant(i64, 0, loc));
+  Value top = builder_.create<ReduceMaxOp>(loc, tensorType(row, i64), scores,
+                                           axesAttr, builder_.getUnitAttr());
+  Value index =
+      last ? builder_.createOrFold<SubOp>(loc, top.getType(), top,
+                                          scalarConstant(i64, 1, loc))
+           : builder_.createOrFold<SubOp>(loc, top.getType(),
+                                          scalarConstant(i64, double(n), loc),
+                                          top);
+  if (!keepDims) {
+    Shape out = shape;
+    out.erase(out.begin() + *axis);
+    index = reshape(index, out, loc);
+  }
+  define(node, 0, index);
   return success();
 }

@@ -127,6 +127,7 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"Mish", {&Importer::activation, 18}},
       {"Swish", {&Importer::activation, 24}},
       {"Identity", {&Importer::identity, 1}},
+      {"Mod", {&Importer::mod, 10}},
       {"GatherElements", {&Importer::gatherElements, 11}},
       {"GatherND", {&Importer::gatherND, 11}},
       {"ScatterElements", {&Importer::scatterElements, 11}},
@@ -134,6 +135,11 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"TopK", {&Importer::topK, 11}},
       {"Pad", {&Importer::pad, 11}},
       {"Einsum", {&Importer::einsum, 12}},
+      {"ArgMax", {&Importer::argExtreme, 11}},
+      {"ArgMin", {&Importer::argExtreme, 11}},
+      {"RMSNormalization", {&Importer::rmsNorm, 23}},
+      {"RotaryEmbedding", {&Importer::rotaryEmbedding, 23}},
+      {"Attention", {&Importer::attention, 23}},
       {"Loop", {&Importer::loop, 11}},
       {"If", {&Importer::ifNode, 11}},
       {"SequenceEmpty", {&Importer::sequenceEmpty, 11}},
@@ -506,6 +512,55 @@ LogicalResult Importer::unary(const Node &node) {
                                  : (!anyNumber && !isa<FloatType>(et)))
     return nodeError(node) << "unsupported element type " << et;
   define(node, 0, builder_.createOrFold<OpT>(nodeLoc(node), x.getType(), x));
+  return success();
+}
+
+/// ONNX Mod: integers take the divisor's sign (Python's %) unless fmod=1
+/// (C's %, the dividend's sign); floats need fmod=1. Built from a
+/// truncating division: r = a - trunc(a / b) * b, then for fmod=0 a
+/// non-zero r of the other sign than b moves by b.
+LogicalResult Importer::mod(const Node &node) {
+  if (failed(requireInputs(node, 2)))
+    return failure();
+  Value a = input(node, 0), b = input(node, 1);
+  Type et = elementTypeOf(a);
+  if (elementTypeOf(b) != et)
+    return nodeError(node) << "operands have different element types";
+  bool fmod = intAttr(node, "fmod", 0) != 0;
+  bool isFloat = isa<FloatType>(et);
+  if (isFloat && !fmod)
+    return nodeError(node) << "a float Mod needs fmod=1";
+  if (et.isInteger(1))
+    return nodeError(node) << "operands must be numbers, not bool";
+  std::optional<Shape> shape = broadcastShapes({shapeOf(a), shapeOf(b)});
+  if (!shape)
+    return nodeError(node) << "operand shapes do not broadcast";
+  Location loc = nodeLoc(node);
+  auto type = tensorType(*shape, et);
+  Value q = builder_.createOrFold<DivOp>(loc, type, a, b);
+  if (isFloat) {
+    auto i64 = tensorType(*shape, builder_.getI64Type());
+    q = builder_.createOrFold<CastOp>(
+        loc, type, builder_.createOrFold<CastOp>(loc, i64, q));
+  }
+  Value r = builder_.createOrFold<SubOp>(
+      loc, type, a, builder_.createOrFold<MulOp>(loc, type, q, b));
+  if (!fmod) {
+    auto bools = tensorType(*shape, builder_.getI1Type());
+    Value zero = scalarConstant(et, 0, loc);
+    Value rNeg = builder_.createOrFold<LessOp>(loc, bools, r, zero);
+    Value bNeg = builder_.createOrFold<LessOp>(
+        loc, tensorType(shapeOf(b), builder_.getI1Type()), b, zero);
+    Value rPos = builder_.createOrFold<GreaterOp>(loc, bools, r, zero);
+    Value bPos = builder_.createOrFold<GreaterOp>(
+        loc, tensorType(shapeOf(b), builder_.getI1Type()), b, zero);
+    Value wrong = builder_.createOrFold<OrOp>(
+        loc, bools, builder_.createOrFold<AndOp>(loc, bools, rNeg, bPos),
+        builder_.createOrFold<AndOp>(loc, bools, rPos, bNeg));
+    r = builder_.createOrFold<SelectOp>(
+        loc, type, wrong, builder_.createOrFold<AddOp>(loc, type, r, b), r);
+  }
+  define(node, 0, r);
   return success();
 }
 
@@ -1916,6 +1971,29 @@ LogicalResult Importer::checkSupported() {
            << "the model uses opset " << model_.opset
            << "; Strata imports opsets " << kMinOpset << " through "
            << kMaxOpset << " (convert it with onnx.version_converter)";
+  // Which values depend only on constants and shapes (bound at import):
+  // an unsupported op there could in principle be evaluated at compile
+  // time; one on the data path needs a kernel. The message says which.
+  llvm::StringSet<> fixed;
+  for (const onnx::TensorData &t : model_.initializers)
+    if (!isa_and_nonnull<FloatType>(elementType(t.dataType)))
+      fixed.insert(t.name);
+  for (const auto &entry : options_.inputValues)
+    fixed.insert(entry.first);
+  for (const Node &node : model_.nodes) {
+    bool isFixed = node.opType == "Shape" || node.opType == "Size" ||
+                   llvm::all_of(node.inputs, [&](const std::string &in) {
+                     return in.empty() || fixed.contains(in);
+                   });
+    if (isFixed)
+      for (const std::string &out : node.outputs)
+        fixed.insert(out);
+  }
+  auto onDataPath = [&](const Node &node) {
+    return llvm::any_of(node.inputs, [&](const std::string &in) {
+      return !in.empty() && !fixed.contains(in);
+    });
+  };
   // Group the unsupported nodes by op type so one message lists them all.
   std::map<std::string, std::vector<std::string>> unsupported;
   forEachNode(model_.nodes, [&](const Node &node) {
@@ -1927,17 +2005,24 @@ LogicalResult Importer::checkSupported() {
     if (handler != handlers().end())
       key += " (supported from opset " +
              std::to_string(handler->second.minOpset) + ")";
+    key += onDataPath(node) ? "|on the data path"
+                            : "|computing only from constants and shapes";
     unsupported[key].push_back(nodeLabel(node));
   });
   if (unsupported.empty())
     return success();
   InFlightDiagnostic diag = emitError(fileLoc);
-  diag << unsupported.size() << " unsupported op type"
-       << (unsupported.size() == 1 ? "" : "s") << " in the model (opset "
+  std::set<std::string> opTypes;
+  for (const auto &entry : unsupported)
+    opTypes.insert(entry.first.substr(0, entry.first.find('|')));
+  diag << opTypes.size() << " unsupported op type"
+       << (opTypes.size() == 1 ? "" : "s") << " in the model (opset "
        << model_.opset << "):";
-  for (const auto &[op, nodes] : unsupported) {
-    diag << "\n  " << op << " (opset " << model_.opset << "): "
-         << nodes.size() << " node" << (nodes.size() == 1 ? "" : "s") << ": ";
+  for (const auto &[key, nodes] : unsupported) {
+    size_t bar = key.find('|');
+    diag << "\n  " << key.substr(0, bar) << " (opset " << model_.opset
+         << "): " << nodes.size() << " node" << (nodes.size() == 1 ? "" : "s")
+         << " " << key.substr(bar + 1) << ": ";
     for (size_t i = 0; i < nodes.size() && i < 5; ++i)
       diag << (i ? ", " : "") << nodes[i];
     if (nodes.size() > 5)

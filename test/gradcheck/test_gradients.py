@@ -197,6 +197,115 @@ CASES += [
 ]
 
 
+
+def top_k(k, axis):
+    """TopK's values (its indices, an integer output, go unused)."""
+    def nodes(names, outs):
+        const = helper.make_node(
+            "Constant", [], ["k"],
+            value=numpy_helper.from_array(np.array([k], dtype=np.int64)))
+        return [const, helper.make_node("TopK", [names[0], "k"],
+                                        [outs[0], "indices"], axis=axis)]
+    return nodes
+
+
+def loop(trips):
+    """A Loop with a constant trip count on the data path (unrolled at
+    import): v <- v * x + i, the v of each iteration scanned."""
+    def nodes(names, outs):
+        x, v0 = names
+        body = helper.make_graph(
+            [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.DOUBLE),
+             helper.make_node("Mul", ["v", x], ["vx"]),
+             helper.make_node("Add", ["vx", "fi"], ["v_next"]),
+             helper.make_node("Identity", ["c"], ["c_next"]),
+             helper.make_node("Identity", ["v_next"], ["scan"])],
+            "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("v", TensorProto.DOUBLE, None)],
+            [helper.make_tensor_value_info("c_next", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("v_next", TensorProto.DOUBLE,
+                                           None),
+             helper.make_tensor_value_info("scan", TensorProto.DOUBLE,
+                                           None)])
+        const = lambda n, v: helper.make_node(
+            "Constant", [], [n], value=numpy_helper.from_array(np.asarray(v)))
+        return [const("m", np.int64(trips)), const("cond", np.bool_(True)),
+                helper.make_node("Loop", ["m", "cond", v0],
+                                 ["v_final", outs[0]], body=body)]
+    return nodes
+
+
+def if_on_data():
+    """An If whose condition is computed from a parameter: both branches
+    are imported and selected between."""
+    def nodes(names, outs):
+        x, = names
+        branch = lambda op, name: helper.make_graph(
+            [helper.make_node(op, [x], [name + "_y"])], name, [],
+            [helper.make_tensor_value_info(name + "_y", TensorProto.DOUBLE,
+                                           None)])
+        zero = helper.make_node(
+            "Constant", [], ["zero"],
+            value=numpy_helper.from_array(np.float64(0.0)))
+        return [zero,
+                helper.make_node("ReduceSum", [x], ["total"], keepdims=0),
+                helper.make_node("Greater", ["total", "zero"], ["positive"]),
+                helper.make_node("If", ["positive"], outs,
+                                 then_branch=branch("Sin", "then"),
+                                 else_branch=branch("Exp", "else"))]
+    return nodes
+
+
+_IDX = np.array([[0, 3], [2, 0], [1, 1]], dtype=np.int64)
+_MASK = np.array([[True, False, True, False], [False, False, False, False]])
+# Index ops, Einsum, the opset-23 transformer ops, control flow: all built
+# at import from graph ops, differentiated by autodiff.
+CASES += [
+    ("gather_elements", "GatherElements", [P(3, 4), C(_IDX)], {"axis": 1},
+     13, 1),
+    ("gather_nd", "GatherND", [P(2, 3, 2), C([[0, 1], [1, 2], [1, 0]])], {},
+     13, 1),
+    ("scatter_elements_add", "ScatterElements",
+     [P(3, 4), C([[1, 1], [0, 3], [2, 2]]), P(3, 2)],
+     {"axis": 1, "reduction": "add"}, 16, 1),
+    ("scatter_elements", "ScatterElements", [P(3, 4), C(_IDX), P(3, 2)],
+     {"axis": 1}, 13, 1),
+    ("scatter_nd", "ScatterND", [P(4, 3), C([[1], [3]]), P(2, 3)], {}, 13,
+     1),
+    ("top_k", top_k(2, 1), [P(3, 5)], {}, 13, 1),
+    ("pad_reflect", "Pad", [P(3, 4), C([1, 2, 1, 0])], {"mode": "reflect"},
+     13, 1),
+    ("pad_edge", "Pad", [P(2, 3), C([0, 2, 1, 1])], {"mode": "edge"}, 13, 1),
+    ("pad_constant_crop", "Pad", [P(2, 3), C([1, 1, 0, -1]),
+                                  C(np.float64(0.5))], {}, 13, 1),
+    ("einsum_bmm", "Einsum", [P(2, 3, 2), P(2, 2, 3)],
+     {"equation": "bij,bjk->bik"}, 13, 1),
+    ("einsum_three", "Einsum", [P(3), P(2), P(3, 2)],
+     {"equation": "i,j,ij->j"}, 13, 1),
+    ("einsum_diagonal", "Einsum", [P(3, 3)], {"equation": "ii->i"}, 13, 1),
+    ("mod_fmod", "Mod", [P(2, 3), P(2, 3, positive=True)], {"fmod": 1}, 13,
+     1),
+    ("rms_normalization", "RMSNormalization", [P(2, 3, 4), P(4)],
+     {"stash_type": TensorProto.DOUBLE}, 23, 1),
+    ("rotary_embedding", "RotaryEmbedding", [P(1, 3, 8), P(1, 3, 2),
+                                             P(1, 3, 2)], {"num_heads": 2},
+     23, 1),
+    ("rotary_interleaved_partial", "RotaryEmbedding",
+     [P(1, 2, 3, 4), P(5, 1), P(5, 1), C([[0, 4, 2]])],
+     {"interleaved": 1, "rotary_embedding_dim": 2}, 23, 1),
+    ("attention_op_gqa_causal", "Attention",
+     [P(1, 4, 3, 2), P(1, 2, 3, 2), P(1, 2, 3, 2)], {"is_causal": 1}, 23,
+     1),
+    ("attention_op_mask_past_softcap", "Attention",
+     [P(1, 1, 2, 2), P(1, 1, 2, 2), P(1, 1, 2, 3), C(_MASK),
+      P(1, 1, 2, 2), P(1, 1, 2, 3)], {"softcap": 2.0}, 23, 1),
+    ("loop_data_path", loop(3), [P(2, 2), P(2, 2)], {}, 13, 1),
+    ("if_on_data", if_on_data(), [P(2, 3)], {}, 13, 1),
+]
+
+
 def values_for(spec, rng):
     _, shape, positive = spec
     v = rng.standard_normal(shape)

@@ -152,6 +152,92 @@ class ForwardParity(unittest.TestCase):
                     np.load(os.path.join(out, "p.npy")),
                     np.cumsum(mask, axis=1))
 
+    def run_single_node_cases(self, tag, cases, inputs, opset=17):
+        """Each case: (label, nodes, outputs {name: (onnx type, want)},
+        constant initializers); the graph inputs are `inputs` (name ->
+        array), fed at run time, so indices and values are data."""
+        import onnx
+        from onnx import helper, numpy_helper
+        from onnx.mapping import NP_TYPE_TO_TENSOR_TYPE as TYPES
+        for k, (label, nodes, outputs, consts) in enumerate(cases):
+            with self.subTest(label):
+                graph = helper.make_graph(
+                    nodes, "g",
+                    [helper.make_tensor_value_info(n, TYPES[a.dtype],
+                                                   list(a.shape))
+                     for n, a in inputs.items()],
+                    [helper.make_tensor_value_info(n, TYPES[w.dtype], None)
+                     for n, w in outputs.items()],
+                    [numpy_helper.from_array(np.asarray(v), n)
+                     for n, v in consts.items()])
+                path = os.path.join(ARGS.work, "%s%d.onnx" % (tag, k))
+                onnx.save(helper.make_model(
+                    graph, opset_imports=[helper.make_opsetid("", opset)]),
+                    path)
+                art = path + ".strata"
+                self.compile({"path": path, "bind": []}, art)
+                feeds = {}
+                for n, a in inputs.items():
+                    feeds[n] = os.path.join(ARGS.work, "%s.%s.npy" % (tag, n))
+                    np.save(feeds[n], a)
+                out = art + ".out"
+                r = self.run_artifact(art, feeds, out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                for n, want in outputs.items():
+                    got = np.load(os.path.join(out, n + ".npy"))
+                    self.assertEqual(got.shape, want.shape, n)
+                    if want.dtype.kind == "f":
+                        np.testing.assert_allclose(got, want, rtol=1e-5,
+                                                   atol=1e-6, err_msg=n)
+                    else:
+                        np.testing.assert_array_equal(got, want, err_msg=n)
+
+    def test_index_ops_with_data_indices_against_numpy(self):
+        """GatherElements, GatherND and the scatters with indices that are
+        run-time data (negative ones included), TopK and ArgMax with ties,
+        integer Mod of both signs: NumPy's values."""
+        from onnx import helper
+        rng = np.random.default_rng(9)
+        x = rng.standard_normal((3, 5)).astype(np.float32)
+        x[1, 1] = x[1, 3] = x[1].max() + 1  # a tie for the largest
+        ids = np.array([[0, -1, 2], [4, 1, -5], [3, 3, 0]], np.int64)
+        rows = np.array([[2], [0]], np.int64)
+        upd = rng.standard_normal((2, 5)).astype(np.float32)
+        a = np.array([7, -7, 7, -7, 0], np.int64)
+        b = np.array([3, 3, -3, -3, 5], np.int64)
+        inputs = {"x": x, "ids": ids, "rows": rows, "upd": upd, "a": a,
+                  "b": b}
+        take = np.take_along_axis(x, np.where(ids < 0, ids + 5, ids), 1)
+        scattered = x.copy()
+        scattered[rows[:, 0]] = upd
+        order = np.argsort(-x, axis=1, kind="stable")[:, :2]
+        n = helper.make_node
+        cases = [
+            ("gather_elements", [n("GatherElements", ["x", "ids"], ["y"],
+                                   axis=1)], {"y": take}, {}),
+            ("gather_nd", [n("GatherND", ["x", "rows"], ["y"])],
+             {"y": x[rows[:, 0]]}, {}),
+            ("scatter_nd", [n("ScatterND", ["x", "rows", "upd"], ["y"])],
+             {"y": scattered}, {}),
+            ("scatter_elements_add",
+             [n("ScatterElements", ["x", "ids", "v"], ["y"], axis=1,
+                reduction="add")],
+             {"y": x + np.stack([np.bincount(np.where(r < 0, r + 5, r),
+                                             minlength=5) * 0.5
+                                 for r in ids]).astype(np.float32)},
+             {"v": np.full((3, 3), 0.5, np.float32)}),
+            ("top_k", [n("TopK", ["x", "k"], ["v", "i"], axis=1)],
+             {"v": np.take_along_axis(x, order, 1), "i": order},
+             {"k": np.array([2], np.int64)}),
+            ("arg_max_last", [n("ArgMax", ["x"], ["i"], axis=1, keepdims=0,
+                                select_last_index=1)],
+             {"i": np.array([4 - np.argmax(r[::-1]) for r in x])}, {}),
+            ("mod", [n("Mod", ["a", "b"], ["r"])], {"r": np.mod(a, b)}, {}),
+            ("fmod", [n("Mod", ["a", "b"], ["r"], fmod=1)],
+             {"r": np.fmod(a, b)}, {}),
+        ]
+        self.run_single_node_cases("index_ops", cases, inputs, opset=16)
+
     def test_gemm_mlp_against_numpy(self):
         import onnx
         from onnx import numpy_helper
