@@ -505,31 +505,18 @@ LogicalResult Importer::splitToSequence(const Node &node) {
   if (static_cast<int64_t>(sizes.size()) > kMaxSequence)
     return nodeError(node) << "the sequence would exceed " << kMaxSequence
                            << " elements";
-  int64_t sum = 0;
-  for (int64_t s : sizes)
-    if (s < 0 || __builtin_add_overflow(sum, s, &sum))
-      return nodeError(node) << "invalid split size " << s;
-  if (sum != dim)
-    return nodeError(node) << "split sizes add up to " << sum
-                           << ", the dimension is " << dim;
+  FailureOr<SmallVector<Value>> parts = splitAlong(node, x, *axis, sizes);
+  if (failed(parts))
+    return failure();
   Location loc = nodeLoc(node);
   Sequence seq{elementTypeOf(x), {}};
-  int64_t offset = 0;
-  for (int64_t size : sizes) {
-    Shape out = in;
-    out[*axis] = size;
-    SmallVector<int64_t> offsets(in.size(), 0), strides(in.size(), 1);
-    offsets[*axis] = size == 0 ? 0 : offset;
-    Value piece = builder_.createOrFold<SliceOp>(
-        loc, tensorType(out, seq.elementType), x,
-        builder_.getDenseI64ArrayAttr(offsets),
-        builder_.getDenseI64ArrayAttr(strides));
+  for (Value piece : *parts) {
     if (!keepDims) {
+      Shape out = shapeOf(piece);
       out.erase(out.begin() + *axis);
       piece = reshape(piece, out, loc);
     }
     seq.items.push_back(piece);
-    offset += size;
   }
   defineSequence(node, 0, std::move(seq));
   return success();
@@ -550,29 +537,19 @@ LogicalResult Importer::concatFromSequence(const Node &node) {
     return nodeError(node) << "axis out of range for rank " << outRank;
   Location loc = nodeLoc(node);
   SmallVector<Value> parts;
-  Shape out;
-  bool firstPart = true;
   for (Value v : seq->items) {
-    Shape s = shapeOf(v);
     if (newAxis) {
+      Shape s = shapeOf(v);
       s.insert(s.begin() + *axis, 1);
       v = reshape(v, s, loc);
     }
-    if (firstPart) {
-      out = s;
-      firstPart = false;
-    } else {
-      if (s.size() != out.size())
-        return nodeError(node) << "the elements differ in rank";
-      for (size_t d = 0; d < s.size(); ++d)
-        if (static_cast<int64_t>(d) != *axis && s[d] != out[d])
-          return nodeError(node) << "the elements differ in dimension " << d;
-      out[*axis] += s[*axis];
-    }
     parts.push_back(v);
   }
+  FailureOr<Shape> out = concatShape(node, parts, *axis);
+  if (failed(out))
+    return failure();
   define(node, 0,
-         builder_.createOrFold<ConcatOp>(loc, tensorType(out, seq->elementType),
+         builder_.createOrFold<ConcatOp>(loc, tensorType(*out, seq->elementType),
                                          parts,
                                          builder_.getI64IntegerAttr(*axis)));
   return success();

@@ -138,6 +138,15 @@ private:
   std::string stringAttr(const Node &node, const char *name,
                          const std::string &dflt);
   Value reshape(Value v, const Shape &shape, Location loc);
+  /// Slices of `x` along `axis` with the given sizes (checked: none
+  /// negative, adding up to the dimension).
+  FailureOr<SmallVector<Value>> splitAlong(const Node &node, Value x,
+                                           int64_t axis,
+                                           ArrayRef<int64_t> sizes);
+  /// The shape of `parts` concatenated along `axis` (checked: same rank,
+  /// element type and other dimensions).
+  FailureOr<Shape> concatShape(const Node &node, ArrayRef<Value> parts,
+                               int64_t axis);
 
   // Op handlers, one per ONNX op family.
   template <typename OpT>

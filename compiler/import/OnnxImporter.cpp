@@ -1490,28 +1490,56 @@ LogicalResult Importer::split(const Node &node) {
   if (static_cast<int64_t>(sizes.size()) != outputs)
     return nodeError(node) << sizes.size() << " split sizes for " << outputs
                            << " outputs";
+  FailureOr<SmallVector<Value>> parts = splitAlong(node, x, *axis, sizes);
+  if (failed(parts))
+    return failure();
+  for (int64_t k = 0; k < outputs; ++k)
+    define(node, k, (*parts)[k]);
+  return success();
+}
+
+FailureOr<SmallVector<Value>> Importer::splitAlong(const Node &node, Value x,
+                                                   int64_t axis,
+                                                   ArrayRef<int64_t> sizes) {
+  Shape in = shapeOf(x);
   int64_t sum = 0;
   for (int64_t s : sizes)
     if (s < 0 || __builtin_add_overflow(sum, s, &sum))
       return nodeError(node) << "invalid split size " << s;
-  if (sum != dim)
+  if (sum != in[axis])
     return nodeError(node) << "split sizes add up to " << sum
-                           << ", the dimension is " << dim;
+                           << ", the dimension is " << in[axis];
   Location loc = nodeLoc(node);
+  SmallVector<Value> parts;
   int64_t offset = 0;
-  for (int64_t k = 0; k < outputs; ++k) {
+  for (int64_t size : sizes) {
     Shape out = in;
-    out[*axis] = sizes[k];
+    out[axis] = size;
     SmallVector<int64_t> offsets(in.size(), 0), strides(in.size(), 1);
-    offsets[*axis] = sizes[k] == 0 ? 0 : offset;
-    define(node, k,
-           builder_.createOrFold<SliceOp>(
-               loc, tensorType(out, elementTypeOf(x)), x,
-               builder_.getDenseI64ArrayAttr(offsets),
-               builder_.getDenseI64ArrayAttr(strides)));
-    offset += sizes[k];
+    offsets[axis] = size == 0 ? 0 : offset;
+    parts.push_back(builder_.createOrFold<SliceOp>(
+        loc, tensorType(out, elementTypeOf(x)), x,
+        builder_.getDenseI64ArrayAttr(offsets),
+        builder_.getDenseI64ArrayAttr(strides)));
+    offset += size;
   }
-  return success();
+  return parts;
+}
+
+FailureOr<Shape> Importer::concatShape(const Node &node,
+                                       ArrayRef<Value> parts, int64_t axis) {
+  Shape out = shapeOf(parts[0]);
+  out[axis] = 0;
+  for (Value v : parts) {
+    Shape s = shapeOf(v);
+    if (s.size() != out.size() || elementTypeOf(v) != elementTypeOf(parts[0]))
+      return nodeError(node) << "inputs differ in rank or element type";
+    for (size_t d = 0; d < s.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && s[d] != out[d])
+        return nodeError(node) << "inputs differ in dimension " << d;
+    out[axis] += s[axis];
+  }
+  return out;
 }
 
 LogicalResult Importer::slice(const Node &node) {
@@ -1596,25 +1624,18 @@ LogicalResult Importer::concat(const Node &node) {
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (Value v = input(node, i))
       inputs.push_back(v);
-  Shape out = shapeOf(inputs[0]);
   std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), out.size());
+      normalizeAxis(intAttr(node, "axis", 0), shapeOf(inputs[0]).size());
   if (!axis)
-    return nodeError(node) << "axis out of range for rank " << out.size();
-  out[*axis] = 0;
-  for (Value v : inputs) {
-    Shape s = shapeOf(v);
-    if (s.size() != out.size() || elementTypeOf(v) != elementTypeOf(inputs[0]))
-      return nodeError(node) << "inputs differ in rank or element type";
-    for (size_t d = 0; d < s.size(); ++d)
-      if (static_cast<int64_t>(d) != *axis && s[d] != out[d])
-        return nodeError(node) << "inputs differ in dimension " << d;
-    out[*axis] += s[*axis];
-  }
+    return nodeError(node) << "axis out of range for rank "
+                           << shapeOf(inputs[0]).size();
+  FailureOr<Shape> out = concatShape(node, inputs, *axis);
+  if (failed(out))
+    return failure();
   define(node, 0,
          builder_.createOrFold<ConcatOp>(
-             nodeLoc(node), tensorType(out, elementTypeOf(inputs[0])), inputs,
-             builder_.getI64IntegerAttr(*axis)));
+             nodeLoc(node), tensorType(*out, elementTypeOf(inputs[0])),
+             inputs, builder_.getI64IntegerAttr(*axis)));
   return success();
 }
 
