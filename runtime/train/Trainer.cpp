@@ -5,6 +5,7 @@
 #include "runtime/support/FileUtil.h"
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSource.h"
+#include "runtime/train/Session.h"
 #include "runtime/support/Size.h"
 
 #include <algorithm>
@@ -59,44 +60,9 @@ npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
   return a;
 }
 
-/// Removes the temporaries of saves that a crash or kill interrupted. Only
-/// the holder of the checkpoint directory's lock writes there, so any
-/// temporary found while holding it is stale.
-void removeStaleTemporaries(const std::string &dir, const std::string &ckpt,
-                            bool quiet) {
-  std::string prefix = ckpt.substr(ckpt.find_last_of('/') + 1) + ".tmp.";
-  DIR *d = ::opendir(dir.c_str());
-  if (!d)
-    return;
-  while (dirent *e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.rfind(prefix, 0) != 0)
-      continue;
-    std::string path = dir + "/" + name;
-    if (::unlink(path.c_str()) == 0 && !quiet)
-      std::fprintf(stderr,
-                   "strata-run: removed %s, left by an interrupted save\n",
-                   path.c_str());
-  }
-  ::closedir(d);
-}
-
 bool fileExists(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
-}
-
-bool scalarOutput(exec::Executor &executor, const std::string &name,
-                  double &value) {
-  npy::Array a;
-  std::string ignored;
-  if (!executor.getOutput(name, a, ignored) || a.dtype != DType::F32 ||
-      a.data.size() != 4)
-    return false;
-  float f;
-  std::memcpy(&f, a.data.data(), 4);
-  value = f;
-  return true;
 }
 
 } // namespace
@@ -108,8 +74,15 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     error = "a training plan needs --steps N (N > 0)";
     return false;
   }
-  // The causal-LM plan takes token ids and labels of the same shape.
-  const Binding *labels = nullptr, *ids = nullptr;
+  Session session(art, executor);
+  SessionOptions sessionOptions;
+  sessionOptions.checkpointDir = options.checkpointDir;
+  sessionOptions.resume = options.resume;
+  sessionOptions.quiet = options.quiet;
+  sessionOptions.onNan = options.onNan;
+  const Binding *ids = nullptr, *labels = nullptr;
+  DataSource data;
+  // The inputs are checked before the session locks or resumes anything.
   for (const Binding &b : plan.inputs)
     if (b.name == "labels")
       labels = &b;
@@ -117,7 +90,6 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
     if (labels && &b != labels &&
         plan.slots[b.slot].shape == plan.slots[labels->slot].shape)
       ids = &b;
-  DataSource data;
   if (!options.dataPath.empty()) {
     if (!labels || !ids || plan.inputs.size() != 2) {
       error = "--data feeds training plans whose inputs are token ids and "
@@ -136,50 +108,16 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   for (const auto &[name, array] : options.fixedInputs)
     if (!executor.setInput(name, array, error))
       return false;
-
-  bool lossScaling = false;
-  for (const Binding &b : plan.outputs)
-    lossScaling |= b.name == "loss_scale";
-  if (options.onNan == TrainerOptions::OnNan::Skip && !lossScaling) {
-    error = "--on-nan skip needs a plan compiled with --loss-scale (its "
-            "updates are skipped when the gradients overflow); this plan "
-            "applies every update, so a diverged step cannot be undone";
+  if (!session.open(sessionOptions, error))
     return false;
-  }
-
-  // One training job per artifact and per checkpoint directory: a second
-  // one would overwrite the first one's checkpoints (and its SSD tensors,
-  // which the SSD store's own locks also guard).
-  FileLock artifactLock, checkpointLock;
-  if (!artifactLock.lockDirectory(art.dir(), FileLock::Mode::Exclusive,
-                                  "training it", error))
-    return (error = "artifact " + error, false);
-  std::string ckptDir = options.checkpointDir;
-  if (!makeDirectories(ckptDir, error))
-    return false;
-  if (!checkpointLock.lockDirectory(ckptDir, FileLock::Mode::Exclusive,
-                                    "writing checkpoints of " + art.dir(),
-                                    error))
-    return (error = "checkpoint directory " + error, false);
-  std::string ckpt = checkpointPath(ckptDir);
-  removeStaleTemporaries(ckptDir, ckpt, options.quiet);
-  int64_t start = 0;
-  if (options.resume) {
-    CheckpointInfo info;
-    if (!loadCheckpoint(ckpt, art, info, error) ||
-        !executor.parametersToDevice(error))
-      return false;
-    start = static_cast<int64_t>(info.step);
-    if (!options.quiet)
-      std::fprintf(stderr, "strata-run: resumed from %s at step %lld\n",
-                   ckpt.c_str(), static_cast<long long>(start));
-    if (start >= options.steps) {
-      std::fprintf(stderr, "strata-run: the checkpoint is at step %lld; "
-                           "nothing left to run for --steps %lld\n",
-                   static_cast<long long>(start),
-                   static_cast<long long>(options.steps));
-      return true;
-    }
+  std::string ckpt = session.checkpointFile();
+  int64_t start = session.completedSteps();
+  if (options.resume && start >= options.steps) {
+    std::fprintf(stderr, "strata-run: the checkpoint is at step %lld; "
+                         "nothing left to run for --steps %lld\n",
+                 static_cast<long long>(start),
+                 static_cast<long long>(options.steps));
+    return true;
   }
 
   FILE *log = nullptr;
@@ -207,75 +145,32 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   bool ok = true;
   int64_t micro = plan.accumulate;
   std::vector<double> stepTimes;
+  auto feed = [&](int64_t step, int64_t j, std::string &err) {
+    if (options.dataPath.empty())
+      return true;
+    data.batch(step * micro + j, in, lab);
+    return executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
+                             err) &&
+           executor.setInput(labels->name,
+                             tokens(plan.slots[labels->slot],
+                                    plan.labels == "same" ? in : lab),
+                             err);
+  };
   for (int64_t step = start; step < options.steps && ok; ++step) {
     executor.setTrace(options.trace && step - start < options.traceSteps
                           ? options.trace
                           : nullptr);
-    cpu::KernelContext context;
-    context.step = step + 1;
-    context.lrFactor = plan.schedule.factor(step + 1);
-    auto stepStart = std::chrono::steady_clock::now();
-    double loss = 0, norm = NAN, lossScale = NAN;
-    bool hasNorm = false;
-    // Micro-batch j of step k is batch k * micro + j of the data.
-    for (int64_t j = 0; j < micro; ++j) {
-      if (!options.dataPath.empty()) {
-        data.batch(step * micro + j, in, lab);
-        if (!executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
-                               error) ||
-            !executor.setInput(labels->name,
-                               tokens(plan.slots[labels->slot],
-                                      plan.labels == "same" ? in : lab),
-                               error)) {
-          ok = false;
-          break;
-        }
-      }
-      context.applyUpdates = j + 1 == micro;
-      if (!executor.run(error, context)) {
-        error = "training step " + std::to_string(step + 1) + ", plan " + error;
-        ok = false;
-        break;
-      }
-      double microLoss = NAN;
-      scalarOutput(executor, "loss", microLoss);
-      loss += microLoss / static_cast<double>(micro);
-      hasNorm |= scalarOutput(executor, "grad_norm", norm);
-      scalarOutput(executor, "loss_scale", lossScale);
-    }
-    if (!ok)
-      break;
-    // Divergence: with loss scaling, an overflowing step was skipped by the
-    // plan itself; otherwise the update is in and must not be saved.
-    bool lossDiverged = !std::isfinite(loss);
-    bool normDiverged = hasNorm && !std::isfinite(norm) && !lossScaling;
-    bool diverged = lossDiverged || normDiverged;
-    if (diverged && options.onNan == TrainerOptions::OnNan::Stop) {
-      error = "training diverged at step " + std::to_string(step + 1) + ": " +
-              (lossDiverged ? "the loss is " + std::to_string(loss)
-                            : "the gradient norm is " + std::to_string(norm)) +
-              "; stopped without saving this step (" +
-              (fileExists(ckpt) ? "the last checkpoint, " + ckpt +
-                                      ", is intact"
-                                : std::string("no checkpoint was saved yet")) +
-              "). Lower --lr, clip gradients (--clip-grad-norm), or compile "
-              "with --loss-scale and run with --on-nan skip";
+    StepMetrics m;
+    if (!session.step(
+            [&](int64_t j, std::string &err) { return feed(step, j, err); },
+            m, error)) {
       ok = false;
       break;
     }
     auto now = std::chrono::steady_clock::now();
-    double stepSeconds = std::chrono::duration<double>(now - stepStart).count();
     double elapsed = std::chrono::duration<double>(now - runStart).count();
-    stepTimes.push_back(stepSeconds);
-    double lr = 0;
-    // The base rate of the first update kernel, for the log.
-    for (const artifact::Step &s : plan.steps)
-      if (artifact::isUpdateKernel(s.kernel) && !s.floats.empty()) {
-        lr = s.floats[0] * context.lrFactor;
-        break;
-      }
-    double tokensPerSecond =
-        stepSeconds > 0 ? tokensPerStep / stepSeconds : 0.0;
+    stepTimes.push_back(m.seconds);
+    double tokensPerSecond = m.seconds > 0 ? tokensPerStep / m.seconds : 0.0;
     int64_t done = step + 1 - start;
     double eta = elapsed / done * (options.steps - step - 1);
     if (log) {
@@ -288,17 +183,17 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
         return std::string(buf);
       };
       std::string scaleField =
-          std::isnan(lossScale) ? ""
-                                : ", \"loss_scale\": " + number(lossScale) +
-                                      ", \"skipped\": " +
-                                      (std::isfinite(norm) ? "false" : "true");
+          std::isnan(m.lossScale)
+              ? ""
+              : ", \"loss_scale\": " + number(m.lossScale) +
+                    ", \"skipped\": " + (m.skipped ? "true" : "false");
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
                    "\"grad_norm\": %s, \"tokens_per_s\": %.1f, "
                    "\"step_s\": %.6f%s}\n",
-                   static_cast<long long>(step + 1), number(loss).c_str(),
-                   number(lr).c_str(), number(norm).c_str(), tokensPerSecond,
-                   stepSeconds, scaleField.c_str());
+                   static_cast<long long>(step + 1), number(m.loss).c_str(),
+                   number(m.lr).c_str(), number(m.gradNorm).c_str(),
+                   tokensPerSecond, m.seconds, scaleField.c_str());
       if (std::fflush(log) != 0 || std::ferror(log)) {
         error = "cannot write --log-json file '" + options.logJson +
                 "': " + std::strerror(errno) + "; stopped at step " +
@@ -319,29 +214,19 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                    "step %lld/%lld  loss %.4f  grad norm %.3f  lr %.2e  "
                    "%.0f tok/s  elapsed %s  eta %s\n",
                    static_cast<long long>(step + 1),
-                   static_cast<long long>(options.steps), loss, norm, lr,
-                   tokensPerSecond, clock(elapsed).c_str(),
+                   static_cast<long long>(options.steps), m.loss, m.gradNorm,
+                   m.lr, tokensPerSecond, clock(elapsed).c_str(),
                    clock(eta).c_str());
       lastPrint = now;
     }
-    if (!std::isnan(lossScale) && !std::isfinite(norm) && !options.quiet)
+    if (m.skipped && !options.quiet)
       std::fprintf(stderr,
                    "strata-run: step %lld overflowed at loss scale %g: "
                    "skipped, scale halved\n",
-                   static_cast<long long>(step + 1), lossScale);
+                   static_cast<long long>(step + 1), m.lossScale);
     if (options.checkpoints &&
         (last || (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0))) {
-      CheckpointInfo info;
-      info.planCrc = plan.payloadCrc;
-      info.step = static_cast<uint64_t>(step + 1);
-      if (!executor.parametersToHost(error) ||
-          !saveCheckpoint(ckpt, info, art, error)) {
-        error = "saving the checkpoint at step " + std::to_string(step + 1) +
-                " failed (" +
-                (fileExists(ckpt) ? "the previous checkpoint is intact"
-                                  : std::string("there is no earlier "
-                                                "checkpoint")) +
-                "): " + error;
+      if (!session.save(error)) {
         ok = false;
         break;
       }

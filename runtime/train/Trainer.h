@@ -4,6 +4,7 @@
 #define STRATA_RUNTIME_TRAIN_TRAINER_H
 
 #include "runtime/exec/Executor.h"
+#include "runtime/train/Session.h"
 
 #include <string>
 #include <utility>
@@ -30,12 +31,8 @@ struct TrainerOptions {
   /// Record the first `traceSteps` steps into `trace` (null: no trace).
   exec::Trace *trace = nullptr;
   int64_t traceSteps = 2;
-  /// What a non-finite loss or gradient norm does. Stop (default): the run
-  /// ends with an error and nothing of the diverged step is saved (the last
-  /// checkpoint stays). Skip: the step is skipped and the run goes on; only
-  /// for plans compiled with loss scaling, whose updates are skipped on
-  /// overflow (other plans have applied the update by the time it shows).
-  enum class OnNan { Stop, Skip };
+  /// What a non-finite loss or gradient norm does (see Session.h).
+  using OnNan = train::OnNan;
   OnNan onNan = OnNan::Stop;
 };
 

@@ -1,0 +1,202 @@
+// Session.cpp - One training run of an artifact, a step at a time.
+
+#include "runtime/train/Session.h"
+#include "runtime/support/FileUtil.h"
+#include "runtime/train/Checkpoint.h"
+#include "runtime/train/Trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace strata::train {
+
+using artifact::Binding;
+using artifact::Plan;
+
+namespace {
+
+/// Removes the temporaries of saves that a crash or kill interrupted. Only
+/// the holder of the checkpoint directory's lock writes there, so any
+/// temporary found while holding it is stale.
+void removeStaleTemporaries(const std::string &dir, const std::string &ckpt,
+                            bool quiet) {
+  std::string prefix = ckpt.substr(ckpt.find_last_of('/') + 1) + ".tmp.";
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    std::string path = dir + "/" + name;
+    if (::unlink(path.c_str()) == 0 && !quiet)
+      std::fprintf(stderr,
+                   "strata-run: removed %s, left by an interrupted save\n",
+                   path.c_str());
+  }
+  ::closedir(d);
+}
+
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool scalarOutput(exec::Executor &executor, const std::string &name,
+                  double &value) {
+  npy::Array a;
+  std::string ignored;
+  if (!executor.getOutput(name, a, ignored) || a.dtype != DType::F32 ||
+      a.data.size() != 4)
+    return false;
+  float f;
+  std::memcpy(&f, a.data.data(), 4);
+  value = f;
+  return true;
+}
+
+} // namespace
+
+std::string Session::checkpointFile() const {
+  return checkpointPath(options_.checkpointDir);
+}
+
+bool Session::open(const SessionOptions &options, std::string &error) {
+  options_ = options;
+  const Plan &plan = art_.plan();
+  if (plan.mode != "train") {
+    error = "'" + art_.dir() + "' is a forward plan; training needs one "
+            "compiled with --mode train";
+    return false;
+  }
+  // The causal-LM plan takes token ids and labels of the same shape.
+  for (const Binding &b : plan.inputs)
+    if (b.name == "labels")
+      labels_ = &b;
+  for (const Binding &b : plan.inputs)
+    if (labels_ && &b != labels_ &&
+        plan.slots[b.slot].shape == plan.slots[labels_->slot].shape)
+      ids_ = &b;
+  if (plan.inputs.size() != 2)
+    ids_ = labels_ = nullptr;
+  for (const Binding &b : plan.outputs)
+    lossScaling_ |= b.name == "loss_scale";
+  if (options.onNan == OnNan::Skip && !lossScaling_) {
+    error = "--on-nan skip needs a plan compiled with --loss-scale (its "
+            "updates are skipped when the gradients overflow); this plan "
+            "applies every update, so a diverged step cannot be undone";
+    return false;
+  }
+  // One training job per artifact and per checkpoint directory: a second
+  // one would overwrite the first one's checkpoints (and its SSD tensors,
+  // which the SSD store's own locks also guard).
+  if (!artifactLock_.lockDirectory(art_.dir(), FileLock::Mode::Exclusive,
+                                   "training it", error))
+    return (error = "artifact " + error, false);
+  if (!makeDirectories(options.checkpointDir, error))
+    return false;
+  if (!checkpointLock_.lockDirectory(options.checkpointDir,
+                                     FileLock::Mode::Exclusive,
+                                     "writing checkpoints of " + art_.dir(),
+                                     error))
+    return (error = "checkpoint directory " + error, false);
+  std::string ckpt = checkpointFile();
+  removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
+  if (options.resume) {
+    CheckpointInfo info;
+    if (!loadCheckpoint(ckpt, art_, info, error) ||
+        !executor_.parametersToDevice(error))
+      return false;
+    completed_ = static_cast<int64_t>(info.step);
+    if (!options.quiet)
+      std::fprintf(stderr, "strata-run: resumed from %s at step %lld\n",
+                   ckpt.c_str(), static_cast<long long>(completed_));
+  }
+  return true;
+}
+
+bool Session::step(const std::function<bool(int64_t, std::string &)> &feed,
+                   StepMetrics &metrics, std::string &error) {
+  const Plan &plan = art_.plan();
+  int64_t step = completed_;
+  cpu::KernelContext context;
+  context.step = step + 1;
+  context.lrFactor = plan.schedule.factor(step + 1);
+  auto start = std::chrono::steady_clock::now();
+  metrics = StepMetrics();
+  metrics.step = step + 1;
+  double loss = 0;
+  bool hasNorm = false;
+  int64_t micro = plan.accumulate;
+  // Micro-batch j of step k is batch k * micro + j of the data.
+  for (int64_t j = 0; j < micro; ++j) {
+    if (!feed(j, error))
+      return false;
+    context.applyUpdates = j + 1 == micro;
+    if (!executor_.run(error, context)) {
+      error = "training step " + std::to_string(step + 1) + ", plan " + error;
+      return false;
+    }
+    double microLoss = NAN;
+    scalarOutput(executor_, "loss", microLoss);
+    loss += microLoss / static_cast<double>(micro);
+    hasNorm |= scalarOutput(executor_, "grad_norm", metrics.gradNorm);
+    scalarOutput(executor_, "loss_scale", metrics.lossScale);
+  }
+  metrics.loss = loss;
+  // Divergence: with loss scaling, an overflowing step was skipped by the
+  // plan itself; otherwise the update is in and must not be saved.
+  bool lossDiverged = !std::isfinite(loss);
+  bool normDiverged =
+      hasNorm && !std::isfinite(metrics.gradNorm) && !lossScaling_;
+  if ((lossDiverged || normDiverged) && options_.onNan == OnNan::Stop) {
+    std::string ckpt = checkpointFile();
+    error = "training diverged at step " + std::to_string(step + 1) + ": " +
+            (lossDiverged
+                 ? "the loss is " + std::to_string(loss)
+                 : "the gradient norm is " + std::to_string(metrics.gradNorm)) +
+            "; stopped without saving this step (" +
+            (fileExists(ckpt) ? "the last checkpoint, " + ckpt + ", is intact"
+                              : std::string("no checkpoint was saved yet")) +
+            "). Lower --lr, clip gradients (--clip-grad-norm), or compile "
+            "with --loss-scale and run with --on-nan skip";
+    return false;
+  }
+  metrics.skipped =
+      !std::isnan(metrics.lossScale) && !std::isfinite(metrics.gradNorm);
+  metrics.seconds = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  // The base rate of the first update kernel, for the log.
+  for (const artifact::Step &s : plan.steps)
+    if (artifact::isUpdateKernel(s.kernel) && !s.floats.empty()) {
+      metrics.lr = s.floats[0] * context.lrFactor;
+      break;
+    }
+  completed_ = step + 1;
+  return true;
+}
+
+bool Session::save(std::string &error) {
+  CheckpointInfo info;
+  info.planCrc = art_.plan().payloadCrc;
+  info.step = static_cast<uint64_t>(completed_);
+  std::string ckpt = checkpointFile();
+  if (!executor_.parametersToHost(error) ||
+      !saveCheckpoint(ckpt, info, art_, error)) {
+    error = "saving the checkpoint at step " + std::to_string(completed_) +
+            " failed (" +
+            (fileExists(ckpt) ? "the previous checkpoint is intact"
+                              : std::string("there is no earlier "
+                                            "checkpoint")) +
+            "): " + error;
+    return false;
+  }
+  return true;
+}
+
+} // namespace strata::train

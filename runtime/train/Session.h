@@ -1,0 +1,95 @@
+// Session.h - One training run of an artifact, a step at a time.
+//
+// strata-run's loop (Trainer.cpp) and the Python bindings both drive
+// training through a Session, so a step computes the same bits whichever
+// feeds it: the session holds the locks (one training job per artifact and
+// per checkpoint directory), resumes from the checkpoint, runs a step's
+// micro-batches with the step's learning-rate factor, refuses a diverged
+// step, and saves checkpoints atomically.
+
+#ifndef STRATA_RUNTIME_TRAIN_SESSION_H
+#define STRATA_RUNTIME_TRAIN_SESSION_H
+
+#include "runtime/exec/Executor.h"
+#include "runtime/support/FileLock.h"
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+namespace strata::train {
+
+/// What a non-finite loss or gradient norm does. Stop (default): the step
+/// is an error and nothing of it is saved (the last checkpoint stays).
+/// Skip: the step counts as skipped and the run goes on; only for plans
+/// compiled with loss scaling, whose updates are skipped on overflow (other
+/// plans have applied the update by the time it shows).
+enum class OnNan { Stop, Skip };
+
+struct SessionOptions {
+  /// Where checkpoints go (created if missing).
+  std::string checkpointDir;
+  /// Continue from the checkpoint in checkpointDir.
+  bool resume = false;
+  bool quiet = false;
+  OnNan onNan = OnNan::Stop;
+};
+
+/// What one step measured.
+struct StepMetrics {
+  /// The step's number, from 1.
+  int64_t step = 0;
+  /// Mean over the step's micro-batches.
+  double loss = NAN;
+  /// Before clipping; NaN when the plan computes none.
+  double gradNorm = NAN;
+  /// NaN without loss scaling.
+  double lossScale = NAN;
+  /// The base rate of the first update, times the schedule's factor.
+  double lr = 0;
+  double seconds = 0;
+  /// Loss scaling skipped this step's update (the gradients overflowed).
+  bool skipped = false;
+};
+
+class Session {
+public:
+  Session(artifact::Artifact &artifact, exec::Executor &executor)
+      : art_(artifact), executor_(executor) {}
+
+  /// Locks the artifact and the checkpoint directory, removes temporaries
+  /// of interrupted saves, and with `resume` loads the checkpoint.
+  bool open(const SessionOptions &options, std::string &error);
+
+  /// Steps completed (counting those before a resume).
+  int64_t completedSteps() const { return completed_; }
+  /// Whether the plan uses loss scaling.
+  bool lossScaling() const { return lossScaling_; }
+  /// The plan's token-id and label inputs (null when it has others).
+  const artifact::Binding *idsInput() const { return ids_; }
+  const artifact::Binding *labelsInput() const { return labels_; }
+  std::string checkpointFile() const;
+
+  /// Runs the next step: `feed(j, error)` sets the inputs of micro-batch j
+  /// (0 .. accumulate-1) before it runs (inputs it leaves keep their last
+  /// values). A diverged step is an error under OnNan::Stop.
+  bool step(const std::function<bool(int64_t, std::string &)> &feed,
+            StepMetrics &metrics, std::string &error);
+
+  /// Saves the completed steps' state atomically (the previous checkpoint
+  /// stays intact if this fails).
+  bool save(std::string &error);
+
+private:
+  artifact::Artifact &art_;
+  exec::Executor &executor_;
+  SessionOptions options_;
+  FileLock artifactLock_, checkpointLock_;
+  const artifact::Binding *ids_ = nullptr, *labels_ = nullptr;
+  bool lossScaling_ = false;
+  int64_t completed_ = 0;
+};
+
+} // namespace strata::train
+
+#endif // STRATA_RUNTIME_TRAIN_SESSION_H
