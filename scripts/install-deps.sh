@@ -19,6 +19,8 @@ PACKAGES=(
   libgtest-dev python3 python3-numpy python3-onnx python3-torch
   # what transformers imports from Debian in .venv-models (--models)
   python3-yaml python3-requests
+  # the Python bindings (runtime/python) and their tests
+  pybind11-dev python3-dev python3-pytest
   # fuzzing (scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang)
   clang libclang-rt-14-dev
 )
