@@ -987,15 +987,23 @@ LogicalResult Importer::clip(const Node &node) {
 LogicalResult Importer::dropout(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
-  // Dropout is the identity unless training_mode is a true constant.
+  // Dropout is the identity unless training_mode is a true constant; in
+  // training mode with a ratio of 0 (models exported in training mode with
+  // dropout switched off) it is the identity too.
   if (Value mode = input(node, 2)) {
-    DenseElementsAttr attr;
+    DenseElementsAttr attr, ratio;
     if (!matchPattern(mode, m_Constant(&attr)))
       return nodeError(node) << "training_mode must be a constant";
-    if (attr.getSplatValue<bool>())
+    bool zeroRatio = input(node, 1) &&
+                     matchPattern(input(node, 1), m_Constant(&ratio)) &&
+                     isa<FloatType>(ratio.getElementType()) &&
+                     ratio.getNumElements() == 1 &&
+                     (*ratio.getValues<APFloat>().begin()).isZero();
+    if (attr.getSplatValue<bool>() && !zeroRatio)
       return nodeError(node)
-             << "Dropout in training mode is not supported; export the model "
-                "in eval mode (model.eval())";
+             << "Dropout in training mode (a ratio other than 0) is not "
+                "supported; export the model in eval mode (model.eval()) or "
+                "with its dropout probabilities set to 0";
   }
   Value x = input(node, 0);
   define(node, 0, x);
