@@ -161,6 +161,7 @@ private:
   LogicalResult mod(const Node &node);
   LogicalResult gelu(const Node &node);
   LogicalResult activation(const Node &node);
+  LogicalResult rounding(const Node &node);
   LogicalResult cumsum(const Node &node);
   LogicalResult tile(const Node &node);
   LogicalResult castNode(const Node &node);
@@ -256,6 +257,8 @@ private:
   LogicalResult topK(const Node &node);
   LogicalResult pad(const Node &node);
   LogicalResult argExtreme(const Node &node);
+  LogicalResult oneHot(const Node &node);
+  LogicalResult nonZero(const Node &node);
   LogicalResult einsum(const Node &node); // Einsum.cpp
   // TransformerOps.cpp
   LogicalResult rmsNorm(const Node &node);

@@ -648,3 +648,114 @@ LogicalResult Importer::argExtreme(const Node &node) {
   define(node, 0, index);
   return success();
 }
+
+/// OneHot: where the index (wrapped when negative) equals the position
+/// along the new axis, the "on" value, else "off". Indices may be data;
+/// depth must be a constant.
+LogicalResult Importer::oneHot(const Node &node) {
+  if (failed(requireInputs(node, 3)))
+    return failure();
+  Value indices = input(node, 0), values = input(node, 2);
+  Type it = elementTypeOf(indices);
+  if (!isa<IntegerType>(it) && !isa<FloatType>(it))
+    return nodeError(node) << "indices must be numbers";
+  DenseElementsAttr depthAttr;
+  if (!matchPattern(input(node, 1), m_Constant(&depthAttr)) ||
+      depthAttr.getNumElements() != 1)
+    return nodeError(node) << "depth (input '" << node.inputs[1]
+                           << "') must be a compile-time scalar";
+  double depthValue =
+      isa<FloatType>(depthAttr.getElementType())
+          ? (*depthAttr.getValues<APFloat>().begin()).convertToDouble()
+          : double((*depthAttr.getValues<APInt>().begin()).getSExtValue());
+  int64_t depth = static_cast<int64_t>(depthValue);
+  if (depth <= 0 || depth > kMaxIndexMap)
+    return nodeError(node) << "depth " << depthValue << " must be in [1, "
+                           << kMaxIndexMap << "]";
+  if (numElements(shapeOf(values)) != 2)
+    return nodeError(node) << "values must hold [off, on]";
+  Shape in = shapeOf(indices);
+  int64_t outRank = static_cast<int64_t>(in.size()) + 1;
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", -1), outRank);
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << outRank;
+  Location loc = nodeLoc(node);
+  Type i64 = builder_.getI64Type();
+  // Float indices are truncated, as ONNX casts them.
+  Value idx = asInt64(indices, loc);
+  idx = wrapNegative(idx, scalarConstant(i64, double(depth), loc), loc);
+  Shape expanded = in;
+  expanded.insert(expanded.begin() + *axis, 1);
+  Shape iotaShape(outRank, 1);
+  iotaShape[*axis] = depth;
+  std::vector<int64_t> iota(depth);
+  for (int64_t i = 0; i < depth; ++i)
+    iota[i] = i;
+  Shape out = in;
+  out.insert(out.begin() + *axis, depth);
+  Value hit = builder_.createOrFold<EqualOp>(
+      loc, tensorType(out, builder_.getI1Type()), reshape(idx, expanded, loc),
+      intConstant(iotaShape, iota, loc));
+  Type vt = elementTypeOf(values);
+  Value flat = reshape(values, {2}, loc);
+  auto pick = [&](int64_t k) {
+    return builder_.createOrFold<SliceOp>(
+        loc, tensorType({1}, vt), flat, builder_.getDenseI64ArrayAttr({k}),
+        builder_.getDenseI64ArrayAttr({1}));
+  };
+  define(node, 0,
+         builder_.createOrFold<SelectOp>(loc, tensorType(out, vt), hit,
+                                         reshape(pick(1), {}, loc),
+                                         reshape(pick(0), {}, loc)));
+  return success();
+}
+
+/// NonZero has a data-dependent shape: only a constant input (a shape
+/// computation) is evaluated, at import.
+LogicalResult Importer::nonZero(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  DenseElementsAttr attr;
+  if (!matchPattern(input(node, 0), m_Constant(&attr)))
+    return nodeError(node)
+           << "its input is computed from the model's data: NonZero's "
+              "result shape depends on the values, which a static-shape "
+              "compiler cannot take (rewrite the model with a mask, e.g. "
+              "Where)";
+  if (attr.getNumElements() > kMaxIndexMap)
+    return nodeError(node) << "a constant of " << attr.getNumElements()
+                           << " elements is too large to evaluate";
+  Shape shape = shapeOf(input(node, 0));
+  int64_t rank = shape.size();
+  if (rank == 0)
+    return nodeError(node) << "the input is a scalar; give it rank 1";
+  std::vector<int64_t> hits;
+  int64_t k = 0;
+  auto record = [&](bool nonzero) {
+    if (nonzero) {
+      int64_t rem = k;
+      std::vector<int64_t> coord(rank);
+      for (int64_t d = rank; d-- > 0;) {
+        coord[d] = shape[d] ? rem % shape[d] : 0;
+        rem = shape[d] ? rem / shape[d] : 0;
+      }
+      hits.insert(hits.end(), coord.begin(), coord.end());
+    }
+    ++k;
+  };
+  if (isa<FloatType>(attr.getElementType()))
+    for (const APFloat &f : attr.getValues<APFloat>())
+      record(!f.isZero());
+  else
+    for (const APInt &i : attr.getValues<APInt>())
+      record(!i.isZero());
+  int64_t count = static_cast<int64_t>(hits.size()) / rank;
+  // [rank, count]: coordinate d of every hit in row d.
+  std::vector<int64_t> rows(hits.size());
+  for (int64_t h = 0; h < count; ++h)
+    for (int64_t d = 0; d < rank; ++d)
+      rows[d * count + h] = hits[h * rank + d];
+  define(node, 0, intConstant({rank, count}, rows, nodeLoc(node)));
+  return success();
+}

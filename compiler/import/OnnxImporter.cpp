@@ -163,6 +163,13 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"ReduceSum", {&Importer::reduce<ReduceSumOp>, 1}},
       {"ReduceMean", {&Importer::reduce<ReduceMeanOp>, 1}},
       {"ReduceMax", {&Importer::reduce<ReduceMaxOp>, 1}},
+      {"ReduceMin", {&Importer::reduce<ReduceMaxOp>, 1}},
+      {"Floor", {&Importer::rounding, 6}},
+      {"Ceil", {&Importer::rounding, 6}},
+      {"Round", {&Importer::rounding, 11}},
+      {"Sign", {&Importer::rounding, 9}},
+      {"OneHot", {&Importer::oneHot, 11}},
+      {"NonZero", {&Importer::nonZero, 9}},
       {"ReduceSumSquare", {&Importer::reduce<ReduceSumSquareOp>, 1}},
       {"Gather", {&Importer::gather, 11}},
       {"Reshape", {&Importer::reshapeNode, 5}},
@@ -687,6 +694,70 @@ LogicalResult Importer::activation(const Node &node) {
 /// the exporter made) it is folded here; on the data path it is a product
 /// with a constant triangular [n, n] matrix along the axis, which
 /// autodiff differentiates (n up to 4096).
+/// Floor, Ceil, Round (half to even) and Sign, as graph arithmetic: the
+/// integer part by a cast to int64 and back (for |x| < 2^52; larger floats
+/// are integers already and pass through), corrected by one where the cast's
+/// truncation went the other way. Their gradient is zero, as autodiff finds
+/// through the casts.
+LogicalResult Importer::rounding(const Node &node) {
+  if (failed(requireInputs(node, 1)))
+    return failure();
+  Value x = input(node, 0);
+  Type et = elementTypeOf(x);
+  Location loc = nodeLoc(node);
+  Type type = x.getType();
+  Shape shape = shapeOf(x);
+  auto bools = tensorType(shape, builder_.getI1Type());
+  auto k = [&](double v) { return scalarConstant(et, v, loc); };
+  auto asFloat = [&](Value b) {
+    return builder_.createOrFold<CastOp>(loc, type, b);
+  };
+  if (node.opType == "Sign") {
+    if (et.isInteger(1))
+      return nodeError(node) << "input must be numbers, not bool";
+    Value pos = asFloat(builder_.createOrFold<GreaterOp>(loc, bools, x, k(0)));
+    Value neg = asFloat(builder_.createOrFold<LessOp>(loc, bools, x, k(0)));
+    define(node, 0, builder_.createOrFold<SubOp>(loc, type, pos, neg));
+    return success();
+  }
+  if (!isa<FloatType>(et))
+    return nodeError(node) << "input must be a float tensor, not " << et;
+  auto trunc = [&](Value v) {
+    Value i = builder_.createOrFold<CastOp>(
+        loc, tensorType(shape, builder_.getI64Type()), v);
+    return builder_.createOrFold<CastOp>(loc, type, i);
+  };
+  auto floorOf = [&](Value v) {
+    Value t = trunc(v);
+    Value over = asFloat(builder_.createOrFold<LessOp>(loc, bools, v, t));
+    return builder_.createOrFold<SubOp>(loc, type, t, over);
+  };
+  Value r;
+  if (node.opType == "Floor") {
+    r = floorOf(x);
+  } else if (node.opType == "Ceil") {
+    Value t = trunc(x);
+    Value under = asFloat(builder_.createOrFold<GreaterOp>(loc, bools, x, t));
+    r = builder_.createOrFold<AddOp>(loc, type, t, under);
+  } else { // Round: floor(x + 0.5), one less on an exact tie to an odd.
+    Value up = floorOf(builder_.createOrFold<AddOp>(loc, type, x, k(0.5)));
+    Value tie = builder_.createOrFold<EqualOp>(
+        loc, bools, builder_.createOrFold<SubOp>(loc, type, up, x), k(0.5));
+    Value half = builder_.createOrFold<MulOp>(loc, type, up, k(0.5));
+    Value odd = builder_.createOrFold<EqualOp>(loc, bools, floorOf(half),
+                                               half);
+    odd = builder_.createOrFold<NotOp>(loc, bools, odd);
+    Value down = asFloat(builder_.createOrFold<AndOp>(loc, bools, tie, odd));
+    r = builder_.createOrFold<SubOp>(loc, type, up, down);
+  }
+  // Beyond 2^52 every float is an integer (and the cast would overflow).
+  Value small = builder_.createOrFold<LessOp>(
+      loc, bools, builder_.createOrFold<AbsOp>(loc, type, x),
+      k(4503599627370496.0));
+  define(node, 0, builder_.createOrFold<SelectOp>(loc, type, small, r, x));
+  return success();
+}
+
 LogicalResult Importer::cumsum(const Node &node) {
   if (failed(requireInputs(node, 2)))
     return failure();
@@ -1325,10 +1396,19 @@ LogicalResult Importer::reduce(const Node &node) {
                      normalized.end());
   }
   Shape out = reduceShape(shape, normalized, keepdims);
-  define(node, 0,
-         builder_.create<OpT>(nodeLoc(node), tensorType(out, elementTypeOf(x)),
-                              x, builder_.getDenseI64ArrayAttr(normalized),
-                              keepdims ? builder_.getUnitAttr() : UnitAttr()));
+  // ReduceMin is -max(-x) (ReduceMax's rule: the gradient goes to the
+  // extreme elements).
+  bool min = node.opType == "ReduceMin";
+  Location loc = nodeLoc(node);
+  if (min)
+    x = builder_.createOrFold<NegOp>(loc, x.getType(), x);
+  Value r = builder_.create<OpT>(loc, tensorType(out, elementTypeOf(x)), x,
+                                 builder_.getDenseI64ArrayAttr(normalized),
+                                 keepdims ? builder_.getUnitAttr()
+                                          : UnitAttr());
+  if (min)
+    r = builder_.createOrFold<NegOp>(loc, r.getType(), r);
+  define(node, 0, r);
   return success();
 }
 

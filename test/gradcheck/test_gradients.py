@@ -302,6 +302,11 @@ CASES += [
      [P(1, 1, 2, 2), P(1, 1, 2, 2), P(1, 1, 2, 3), C(_MASK),
       P(1, 1, 2, 2), P(1, 1, 2, 3)], {"softcap": 2.0}, 23, 1),
     ("loop_data_path", loop(3), [P(2, 2), P(2, 2)], {}, 13, 1),
+    ("reduce_min", "ReduceMin", [P(3, 4)], {"axes": [1]}, 13, 1),
+    ("one_hot_values", "OneHot",
+     [C(np.array([[1, -1], [0, 2]], np.int64)), C(np.int64(3)), P(2)],
+     {"axis": 1}, 11, 1),
+    ("floor_is_flat", "Floor", [P(2, 3)], {}, 13, 1),
     ("if_on_data", if_on_data(), [P(2, 3)], {}, 13, 1),
 ]
 

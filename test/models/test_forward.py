@@ -238,6 +238,38 @@ class ForwardParity(unittest.TestCase):
         ]
         self.run_single_node_cases("index_ops", cases, inputs, opset=16)
 
+    def test_rounding_one_hot_and_constant_nonzero_against_numpy(self):
+        """Floor, Ceil, Round (half to even), Sign on ties, negatives and
+        huge values; ReduceMin; OneHot with run-time indices (negative ones
+        wrap) on a middle axis; NonZero of a constant: NumPy's values."""
+        from onnx import helper
+        x = np.array([[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5],
+                      [-1.7, -0.2, 0.0, 0.3, 1.2, 3e17]], np.float32)
+        ids = np.array([[0, 3], [-1, 2]], np.int64)
+        inputs = {"x": x, "ids": ids}
+        mask = np.array([[0, 2, 0], [1, 0, 5]], np.int64)
+        on_off = np.array([-1.0, 4.0], np.float32)
+        hot = np.where(np.arange(4)[None, :, None]
+                       == np.where(ids < 0, ids + 4, ids)[:, None, :],
+                       on_off[1], on_off[0]).astype(np.float32)
+        n = helper.make_node
+        cases = [
+            ("floor", [n("Floor", ["x"], ["y"])], {"y": np.floor(x)}, {}),
+            ("ceil", [n("Ceil", ["x"], ["y"])], {"y": np.ceil(x)}, {}),
+            ("round", [n("Round", ["x"], ["y"])], {"y": np.round(x)}, {}),
+            ("sign", [n("Sign", ["x"], ["y"])], {"y": np.sign(x)}, {}),
+            ("reduce_min", [n("ReduceMin", ["x"], ["y"], axes=[1],
+                              keepdims=0)], {"y": x.min(axis=1)}, {}),
+            ("one_hot", [n("OneHot", ["ids", "depth", "values"], ["y"],
+                           axis=1)], {"y": hot},
+             {"depth": np.array(4, np.int64), "values": on_off}),
+            ("nonzero", [n("NonZero", ["mask"], ["y"]),
+                         n("Identity", ["x"], ["xo"])],
+             {"y": np.stack(np.nonzero(mask)).astype(np.int64), "xo": x},
+             {"mask": mask}),
+        ]
+        self.run_single_node_cases("rounding", cases, inputs, opset=13)
+
     def test_gemm_mlp_against_numpy(self):
         import onnx
         from onnx import numpy_helper
