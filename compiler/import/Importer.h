@@ -1,10 +1,14 @@
 //===- Importer.h - The ONNX importer's class (private) ---------*- C++ -*-===//
 //
 // The importer is one class whose handlers, one per ONNX op family, live in
-// several files: OnnxImporter.cpp (the driver, elementwise, shape and
-// reduction ops), ControlFlow.cpp (Loop, If and the sequence ops) and
-// IndexOps.cpp (GatherElements, GatherND, the scatters, TopK, Pad, Einsum).
-// Only the importer's own files include this header.
+// several files: OnnxImporter.cpp (the handler table and the driver),
+// ImportHelpers.cpp (diagnostics, attributes, constants), ElementwiseOps.cpp,
+// NnOps.cpp (contractions, reductions, normalisations, losses), ShapeOps.cpp
+// (data movement, shapes, constants), ControlFlow.cpp (Loop, If, sequences),
+// IndexOps.cpp (GatherElements, GatherND, scatters, TopK, ArgMax, Pad,
+// OneHot, NonZero), Einsum.cpp and TransformerOps.cpp (RMSNormalization,
+// RotaryEmbedding, Attention). Only the importer's own files include this
+// header.
 //
 //===----------------------------------------------------------------------===//
 
