@@ -98,7 +98,14 @@ npy::Array fromNumpy(const std::string &name, const artifact::Slot &slot,
   return out;
 }
 
-class Trainer;
+/// The plan's input `name`; a KeyError naming it when there is none.
+const artifact::Binding &inputOf(const artifact::Plan &plan,
+                                 const std::string &name) {
+  for (const artifact::Binding &b : plan.inputs)
+    if (b.name == name)
+      return b;
+  throw py::key_error("the plan has no input '" + name + "'");
+}
 
 /// An opened artifact with a prepared executor.
 class Artifact {
@@ -141,14 +148,9 @@ public:
     std::string error;
     for (auto item : inputs) {
       std::string name = py::str(item.first);
-      const artifact::Binding *b = nullptr;
-      for (const artifact::Binding &x : art_.plan().inputs)
-        if (x.name == name)
-          b = &x;
-      if (!b)
-        throw py::key_error("the plan has no input '" + name + "'");
+      const artifact::Binding &b = inputOf(art_.plan(), name);
       npy::Array array =
-          fromNumpy(name, art_.plan().slots[b->slot], item.second);
+          fromNumpy(name, art_.plan().slots[b.slot], item.second);
       if (!executor_->setInput(name, array, error))
         throw py::value_error(error);
     }
@@ -244,14 +246,9 @@ public:
       arrays.emplace_back();
       for (auto item : d) {
         std::string name = py::str(item.first);
-        const artifact::Binding *b = nullptr;
-        for (const artifact::Binding &x : plan.inputs)
-          if (x.name == name)
-            b = &x;
-        if (!b)
-          throw py::key_error("the plan has no input '" + name + "'");
         arrays.back().emplace_back(
-            name, fromNumpy(name, plan.slots[b->slot], item.second));
+            name, fromNumpy(name, plan.slots[inputOf(plan, name).slot],
+                            item.second));
       }
       if (arrays.back().size() != plan.inputs.size())
         throw py::value_error("a batch needs every input of the plan (" +
