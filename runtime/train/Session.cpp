@@ -65,14 +65,9 @@ std::string Session::checkpointFile() const {
   return checkpointPath(options_.checkpointDir);
 }
 
-bool Session::open(const SessionOptions &options, std::string &error) {
-  options_ = options;
+Session::Session(artifact::Artifact &artifact, exec::Executor &executor)
+    : art_(artifact), executor_(executor) {
   const Plan &plan = art_.plan();
-  if (plan.mode != "train") {
-    error = "'" + art_.dir() + "' is a forward plan; training needs one "
-            "compiled with --mode train";
-    return false;
-  }
   // The causal-LM plan takes token ids and labels of the same shape.
   for (const Binding &b : plan.inputs)
     if (b.name == "labels")
@@ -81,10 +76,19 @@ bool Session::open(const SessionOptions &options, std::string &error) {
     if (labels_ && &b != labels_ &&
         plan.slots[b.slot].shape == plan.slots[labels_->slot].shape)
       ids_ = &b;
-  if (plan.inputs.size() != 2)
+  if (plan.inputs.size() != 2 || !ids_)
     ids_ = labels_ = nullptr;
   for (const Binding &b : plan.outputs)
     lossScaling_ |= b.name == "loss_scale";
+}
+
+bool Session::open(const SessionOptions &options, std::string &error) {
+  options_ = options;
+  if (art_.plan().mode != "train") {
+    error = "'" + art_.dir() + "' is a forward plan; training needs one "
+            "compiled with --mode train";
+    return false;
+  }
   if (options.onNan == OnNan::Skip && !lossScaling_) {
     error = "--on-nan skip needs a plan compiled with --loss-scale (its "
             "updates are skipped when the gradients overflow); this plan "

@@ -54,8 +54,7 @@ struct StepMetrics {
 
 class Session {
 public:
-  Session(artifact::Artifact &artifact, exec::Executor &executor)
-      : art_(artifact), executor_(executor) {}
+  Session(artifact::Artifact &artifact, exec::Executor &executor);
 
   /// Locks the artifact and the checkpoint directory, removes temporaries
   /// of interrupted saves, and with `resume` loads the checkpoint.
@@ -65,7 +64,9 @@ public:
   int64_t completedSteps() const { return completed_; }
   /// Whether the plan uses loss scaling.
   bool lossScaling() const { return lossScaling_; }
-  /// The plan's token-id and label inputs (null when it has others).
+  /// The plan's token-id and label inputs, when those are its two inputs
+  /// (a causal-LM plan, or --loss output with a 'labels' input); null
+  /// otherwise.
   const artifact::Binding *idsInput() const { return ids_; }
   const artifact::Binding *labelsInput() const { return labels_; }
   std::string checkpointFile() const;

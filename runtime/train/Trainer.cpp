@@ -80,18 +80,11 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   sessionOptions.resume = options.resume;
   sessionOptions.quiet = options.quiet;
   sessionOptions.onNan = options.onNan;
-  const Binding *ids = nullptr, *labels = nullptr;
-  DataSource data;
   // The inputs are checked before the session locks or resumes anything.
-  for (const Binding &b : plan.inputs)
-    if (b.name == "labels")
-      labels = &b;
-  for (const Binding &b : plan.inputs)
-    if (labels && &b != labels &&
-        plan.slots[b.slot].shape == plan.slots[labels->slot].shape)
-      ids = &b;
+  const Binding *ids = session.idsInput(), *labels = session.labelsInput();
+  DataSource data;
   if (!options.dataPath.empty()) {
-    if (!labels || !ids || plan.inputs.size() != 2) {
+    if (!ids) {
       error = "--data feeds training plans whose inputs are token ids and "
               "labels of the same shape (--loss causal-lm, or --loss output "
               "with a 'labels' input); give this plan's inputs with --input";
