@@ -502,7 +502,9 @@ LogicalResult Importer::range(const Node &node) {
       return nodeError(node) << "the range [" << start << ", " << limit
                              << ") by " << delta << " has more than "
                              << kMaxRangeElements << " elements";
-    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+    // A range running the other way is empty (and a count far below zero
+    // does not fit int64).
+    int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
     auto type = tensorType({n}, et);
     DenseElementsAttr attr;
     if (ft.isF32()) {
@@ -536,7 +538,9 @@ LogicalResult Importer::range(const Node &node) {
     return nodeError(node) << "the range [" << start << ", " << limit
                            << ") by " << delta << " has more than "
                            << kMaxRangeElements << " elements";
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count128));
+  // A range running the other way is empty; its count can lie far below
+  // what int64 holds (a span near -2^64), so clamp before narrowing.
+  int64_t n = count128 > 0 ? static_cast<int64_t>(count128) : 0;
   auto type = tensorType({n}, et);
   DenseElementsAttr attr;
   // Plain arrays for the usual types: one APInt per element is slow for
