@@ -470,10 +470,9 @@ LogicalResult Importer::splitToSequence(const Node &node) {
     return failure();
   Value x = input(node, 0);
   Shape in = shapeOf(x);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), in.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << in.size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, in.size());
+  if (failed(axis))
+    return failure();
   int64_t dim = in[*axis];
   bool keepDims = intAttr(node, "keepdims", 1) != 0;
   SmallVector<int64_t> sizes;
@@ -531,10 +530,9 @@ LogicalResult Importer::concatFromSequence(const Node &node) {
   bool newAxis = intAttr(node, "new_axis", 0) != 0;
   Shape first = shapeOf(seq->items[0]);
   int64_t outRank = static_cast<int64_t>(first.size()) + (newAxis ? 1 : 0);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), outRank);
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << outRank;
+  FailureOr<int64_t> axis = axisAttr(node, 0, outRank);
+  if (failed(axis))
+    return failure();
   Location loc = nodeLoc(node);
   SmallVector<Value> parts;
   for (Value v : seq->items) {

@@ -219,6 +219,15 @@ int64_t Importer::intAttr(const Node &node, const char *name, int64_t dflt) {
   return a && a->kind == onnx::Attribute::Int ? a->i : dflt;
 }
 
+FailureOr<int64_t> Importer::axisAttr(const Node &node, int64_t dflt,
+                                      int64_t rank) {
+  std::optional<int64_t> axis = normalizeAxis(intAttr(node, "axis", dflt),
+                                              rank);
+  if (!axis)
+    return nodeError(node) << "axis out of range for rank " << rank;
+  return *axis;
+}
+
 float Importer::floatAttr(const Node &node, const char *name, float dflt) {
   const onnx::Attribute *a = node.attribute(name);
   // ONNX writes integral floats as floats; an INT here is a type error too.

@@ -121,6 +121,9 @@ private:
     return RankedTensorType::get(shape, elementType);
   }
   int64_t intAttr(const Node &node, const char *name, int64_t dflt);
+  /// The node's "axis" attribute (default `dflt`) normalised for `rank`;
+  /// an error naming the rank when it is out of range.
+  FailureOr<int64_t> axisAttr(const Node &node, int64_t dflt, int64_t rank);
   /// Records that attribute `a` is not of the `expected` kind; the node
   /// then fails with that error once its handler returns, whatever default
   /// the handler went on with.
@@ -245,9 +248,10 @@ private:
   Value asInt64(Value v, Location loc);
   Value wrapNegative(Value index, Value size, Location loc);
   /// Row-major positions in the data (flat) of GatherElements-style
-  /// indices along `axis`.
+  /// indices along `axis` (negative ones wrap unless `nonNegative`).
   FailureOr<Value> elementPositions(const Node &node, Value indices,
-                                    const Shape &dataShape, int64_t axis);
+                                    const Shape &dataShape, int64_t axis,
+                                    bool nonNegative = false);
   /// Positions of GatherND-style index tuples in the data viewed as rows.
   FailureOr<Value> rowPositions(const Node &node, Value indices,
                                 const Shape &dataShape, int64_t batchDims);

@@ -77,7 +77,7 @@ Value Importer::wrapNegative(Value index, Value size, Location loc) {
 
 FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
                                             const Shape &dataShape,
-                                            int64_t axis) {
+                                            int64_t axis, bool nonNegative) {
   Location loc = nodeLoc(node);
   Shape idxShape = shapeOf(indices);
   if (idxShape.size() != dataShape.size())
@@ -118,11 +118,16 @@ FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
                                << " is out of range for axis " << axis
                                << " of size " << dim;
   auto i64 = tensorType(idxShape, builder_.getI64Type());
-  Value normalized =
-      wrapNegative(idx, scalarConstant(builder_.getI64Type(), dim, loc), loc);
-  Value scaled = builder_.createOrFold<MulOp>(
-      loc, i64, normalized,
-      scalarConstant(builder_.getI64Type(), double(strides[axis]), loc));
+  // TopK's own indices are never negative; the last axis has stride 1.
+  Value scaled =
+      nonNegative
+          ? idx
+          : wrapNegative(idx, scalarConstant(builder_.getI64Type(), dim, loc),
+                         loc);
+  if (strides[axis] != 1)
+    scaled = builder_.createOrFold<MulOp>(
+        loc, i64, scaled,
+        scalarConstant(builder_.getI64Type(), double(strides[axis]), loc));
   return builder_.createOrFold<AddOp>(loc, i64, scaled,
                                       intConstant(idxShape, base, loc));
 }
@@ -205,10 +210,9 @@ LogicalResult Importer::gatherElements(const Node &node) {
   if (failed(checkIndexType(elementTypeOf(indices))))
     return nodeError(node) << "indices must be int32 or int64";
   Shape shape = shapeOf(data);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
+  if (failed(axis))
+    return failure();
   FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
   if (failed(positions))
     return failure();
@@ -339,10 +343,9 @@ LogicalResult Importer::scatterElements(const Node &node) {
   if (shapeOf(updates) != shapeOf(indices))
     return nodeError(node) << "updates and indices differ in shape";
   Shape shape = shapeOf(data);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
+  if (failed(axis))
+    return failure();
   FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
   if (failed(positions))
     return failure();
@@ -390,10 +393,9 @@ LogicalResult Importer::topK(const Node &node) {
   if (!isa<FloatType>(et))
     return nodeError(node) << "input must be a float tensor, not " << et;
   Shape shape = shapeOf(x);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", -1), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, -1, shape.size());
+  if (failed(axis))
+    return failure();
   FailureOr<SmallVector<int64_t>> kList = constInts(node, 1, "K");
   if (failed(kList))
     return failure();
@@ -459,7 +461,8 @@ LogicalResult Importer::topK(const Node &node) {
              : builder_.createOrFold<ConcatOp>(loc, tensorType(out, i64),
                                                picks,
                                                builder_.getI64IntegerAttr(*axis));
-  FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
+  FailureOr<Value> positions = elementPositions(node, indices, shape, *axis,
+                                                /*nonNegative=*/true);
   if (failed(positions))
     return failure();
   define(node, 0,
@@ -600,10 +603,9 @@ LogicalResult Importer::argExtreme(const Node &node) {
   if (et.isInteger(1))
     return nodeError(node) << "input must be numbers, not bool";
   Shape shape = shapeOf(x);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
+  if (failed(axis))
+    return failure();
   bool keepDims = intAttr(node, "keepdims", 1) != 0;
   bool last = intAttr(node, "select_last_index", 0) != 0;
   Location loc = nodeLoc(node);
@@ -676,10 +678,9 @@ LogicalResult Importer::oneHot(const Node &node) {
     return nodeError(node) << "values must hold [off, on]";
   Shape in = shapeOf(indices);
   int64_t outRank = static_cast<int64_t>(in.size()) + 1;
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", -1), outRank);
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << outRank;
+  FailureOr<int64_t> axis = axisAttr(node, -1, outRank);
+  if (failed(axis))
+    return failure();
   Location loc = nodeLoc(node);
   Type i64 = builder_.getI64Type();
   // Float indices are truncated, as ONNX casts them.

@@ -291,10 +291,9 @@ LogicalResult Importer::softmax(const Node &node) {
   // Before opset 13 the input is seen as 2-D, [dims before axis, dims from
   // axis on] (axis 1 by default), and normalized over the second.
   bool flattened = model_.opset < 13;
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", flattened ? 1 : -1), rank);
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << rank;
+  FailureOr<int64_t> axis = axisAttr(node, flattened ? 1 : -1, rank);
+  if (failed(axis))
+    return failure();
   Location loc = nodeLoc(node);
   if (!flattened || *axis == rank - 1) {
     define(node, 0,
@@ -445,10 +444,9 @@ LogicalResult Importer::layerNorm(const Node &node) {
     return failure();
   Value x = input(node, 0), scale = input(node, 1), bias = input(node, 2);
   Shape shape = shapeOf(x);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", -1), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, -1, shape.size());
+  if (failed(axis))
+    return failure();
   Shape normalized(shape.begin() + *axis, shape.end());
   if (!broadcastsTo(shapeOf(scale), normalized) ||
       (bias && !broadcastsTo(shapeOf(bias), normalized)))

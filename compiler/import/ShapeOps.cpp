@@ -66,10 +66,9 @@ LogicalResult Importer::gather(const Node &node) {
   if (!it.isInteger(32) && !it.isInteger(64))
     return nodeError(node) << "indices must be int32 or int64";
   Shape shape = shapeOf(data);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
+  if (failed(axis))
+    return failure();
   Shape out = gatherShape(shape, shapeOf(indices), *axis);
   define(node, 0,
          builder_.createOrFold<GatherOp>(
@@ -183,10 +182,9 @@ LogicalResult Importer::split(const Node &node) {
     return failure();
   Value x = input(node, 0);
   Shape in = shapeOf(x);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), in.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << in.size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, in.size());
+  if (failed(axis))
+    return failure();
   int64_t dim = in[*axis];
   int64_t outputs = node.outputs.size();
   if (outputs == 0)
@@ -354,11 +352,9 @@ LogicalResult Importer::concat(const Node &node) {
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (Value v = input(node, i))
       inputs.push_back(v);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", 0), shapeOf(inputs[0]).size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank "
-                           << shapeOf(inputs[0]).size();
+  FailureOr<int64_t> axis = axisAttr(node, 0, shapeOf(inputs[0]).size());
+  if (failed(axis))
+    return failure();
   FailureOr<Shape> out = concatShape(node, inputs, *axis);
   if (failed(out))
     return failure();

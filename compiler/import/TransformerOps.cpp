@@ -36,10 +36,9 @@ LogicalResult Importer::rmsNorm(const Node &node) {
     return failure();
   Value x = input(node, 0), scale = input(node, 1);
   Shape shape = shapeOf(x);
-  std::optional<int64_t> axis =
-      normalizeAxis(intAttr(node, "axis", -1), shape.size());
-  if (!axis)
-    return nodeError(node) << "axis out of range for rank " << shape.size();
+  FailureOr<int64_t> axis = axisAttr(node, -1, shape.size());
+  if (failed(axis))
+    return failure();
   Shape normalized(shape.begin() + *axis, shape.end());
   if (!broadcastsTo(shapeOf(scale), normalized))
     return nodeError(node) << "scale does not broadcast to the normalised "

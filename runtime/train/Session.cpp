@@ -82,6 +82,12 @@ Session::Session(artifact::Artifact &artifact, exec::Executor &executor)
     lossScaling_ |= b.name == "loss_scale";
 }
 
+std::string Session::checkpointState() const {
+  std::string ckpt = checkpointFile();
+  return fileExists(ckpt) ? "the last checkpoint, " + ckpt + ", is intact"
+                          : std::string("no checkpoint was saved yet");
+}
+
 bool Session::open(const SessionOptions &options, std::string &error) {
   options_ = options;
   if (art_.plan().mode != "train") {
@@ -158,14 +164,11 @@ bool Session::step(const std::function<bool(int64_t, std::string &)> &feed,
   bool normDiverged =
       hasNorm && !std::isfinite(metrics.gradNorm) && !lossScaling_;
   if ((lossDiverged || normDiverged) && options_.onNan == OnNan::Stop) {
-    std::string ckpt = checkpointFile();
     error = "training diverged at step " + std::to_string(step + 1) + ": " +
             (lossDiverged
                  ? "the loss is " + std::to_string(loss)
                  : "the gradient norm is " + std::to_string(metrics.gradNorm)) +
-            "; stopped without saving this step (" +
-            (fileExists(ckpt) ? "the last checkpoint, " + ckpt + ", is intact"
-                              : std::string("no checkpoint was saved yet")) +
+            "; stopped without saving this step (" + checkpointState() +
             "). Lower --lr, clip gradients (--clip-grad-norm), or compile "
             "with --loss-scale and run with --on-nan skip";
     return false;

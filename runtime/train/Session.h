@@ -70,6 +70,9 @@ public:
   const artifact::Binding *idsInput() const { return ids_; }
   const artifact::Binding *labelsInput() const { return labels_; }
   std::string checkpointFile() const;
+  /// For messages about a stopped run: "the last checkpoint, FILE, is
+  /// intact" or "no checkpoint was saved yet".
+  std::string checkpointState() const;
 
   /// Runs the next step: `feed(j, error)` sets the inputs of micro-batch j
   /// (0 .. accumulate-1) before it runs (inputs it leaves keep their last

@@ -1,9 +1,6 @@
 // Trainer.cpp - The training loop of strata-run.
 
 #include "runtime/train/Trainer.h"
-#include "runtime/support/FileLock.h"
-#include "runtime/support/FileUtil.h"
-#include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSource.h"
 #include "runtime/train/Session.h"
 #include "runtime/support/Size.h"
@@ -14,9 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace strata::train {
 
@@ -58,11 +52,6 @@ npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
     }
   }
   return a;
-}
-
-bool fileExists(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
 }
 
 } // namespace
@@ -190,10 +179,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
       if (std::fflush(log) != 0 || std::ferror(log)) {
         error = "cannot write --log-json file '" + options.logJson +
                 "': " + std::strerror(errno) + "; stopped at step " +
-                std::to_string(step + 1) + " (" +
-                (fileExists(ckpt) ? "the last checkpoint, " + ckpt +
-                                        ", is intact"
-                                  : std::string("no checkpoint saved yet")) +
+                std::to_string(step + 1) + " (" + session.checkpointState() +
                 ")";
         ok = false;
         break;

@@ -10,13 +10,16 @@ import unittest
 ARGS = None
 
 
-def parse_args():
-    """Parses --bin DIR --work DIR (the rest goes to unittest), creates the
-    work directory and returns the arguments."""
+def parse_args(add_arguments=None):
+    """Parses --bin DIR --work DIR, and whatever `add_arguments(parser)`
+    adds (the rest goes to unittest), creates the work directory and
+    returns the arguments."""
     global ARGS
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--work", required=True)
+    if add_arguments:
+        add_arguments(parser)
     ARGS, ARGS.unittest_argv = parser.parse_known_args()
     ARGS.bin = os.path.abspath(ARGS.bin)
     ARGS.work = os.path.abspath(ARGS.work)

@@ -17,7 +17,6 @@ WORK/families.md.
                      [--families gpt2,llama]
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -28,24 +27,16 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+from harness import run, tool  # noqa: E402
+
 ALL = ["gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "phi",
        "stablelm", "falcon", "opt", "bloom", "gptj", "codegen",
        "gpt_bigcode", "bert", "t5", "moe"]
 RTOL = 1e-4
 ARGS = None
 ROWS = []
-
-
-def tool(name):
-    return os.path.join(ARGS.bin, name)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s" % (
-            " ".join(cmd), r.returncode, r.stderr[-3000:]))
-    return r
 
 
 def rel_err(got, want):
@@ -160,15 +151,13 @@ def write_table(path):
 
 def main():
     global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--python", required=True,
-                    help="the Python of install-deps.sh --models")
-    ap.add_argument("--families", default=",".join(ALL))
-    ap.add_argument("unittest_args", nargs="*")
-    ARGS = ap.parse_args()
-    os.makedirs(ARGS.work, exist_ok=True)
+
+    def add_arguments(parser):
+        parser.add_argument("--python", required=True,
+                            help="the Python of install-deps.sh --models")
+        parser.add_argument("--families", default=",".join(ALL))
+
+    ARGS = harness.parse_args(add_arguments)
     probe = subprocess.run([ARGS.python, "-c", "import transformers"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
@@ -178,7 +167,7 @@ def main():
               file=sys.stderr)
         return 1
     add_tests(ARGS.families.split(","))
-    result = unittest.main(argv=[sys.argv[0], "-v"] + ARGS.unittest_args,
+    result = unittest.main(argv=[sys.argv[0], "-v"] + ARGS.unittest_argv,
                            exit=False).result
     write_table(os.path.join(ARGS.work, "families.md"))
     return 0 if result.wasSuccessful() else 1
