@@ -69,7 +69,8 @@ void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
 
 /// Replays the planned `func` (memory planned, transfers scheduled) on the
 /// runtime's schedule and records the predicted step in `exec.predicted`:
-/// what --strata-predict-time does for each function.
+/// what --strata-predict-time does for each function, less the per-step
+/// schedule (`exec.predicted_spans`) the placer's scoring has no use for.
 void predictStepTime(mlir::func::FuncOp func, const MachineProfile &m);
 
 } // namespace strata

@@ -399,7 +399,9 @@ def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
     is the sum; the lower bound is the busiest resource (compute, host link,
     SSD), what perfect overlap would reach. Sets `exec.predicted` (in
     microseconds) on the function; strata-compile --report and strata-run
-    show it.
+    show it. Sets `exec.predicted_spans` too: the predicted schedule, four
+    numbers per stretch of work (queue, step, start and end in
+    microseconds), which the artifact keeps for strata-inspect --html.
   }];
   let options = [
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",

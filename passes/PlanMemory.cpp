@@ -345,14 +345,10 @@ struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> 
                                         static_cast<int64_t>(ssdBytes)));
     // The memory report: what is live when the arena is fullest, by class.
     for (Buffer &b : buffers) {
-      if (b.def->hasAttr("strata.backward") || b.def->hasAttr("strata.optimizer"))
-        b.kind = Kind::Workspace;
-      for (Operation *user : b.value.getUsers()) {
-        auto kernel = dyn_cast<exec::KernelOp>(user);
-        if (kernel && kernel.getNumResults() == 0 &&
-            kernel.getInputs().size() > 1 && kernel.getInputs()[1] == b.value)
-          b.kind = Kind::Gradient;
-      }
+      artifact::SlotClass cls = exec::classifyBuffer(b.value);
+      b.kind = cls == artifact::SlotClass::Gradient    ? Kind::Gradient
+               : cls == artifact::SlotClass::Workspace ? Kind::Workspace
+                                                       : Kind::Activation;
     }
     uint64_t peakLive = 0;
     uint64_t atPeak[3] = {0, 0, 0}, classPeak[3] = {0, 0, 0};

@@ -35,7 +35,7 @@ struct PredictTimePass
     if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
-      predict(func, machine);
+      predict(func, machine, /*recordSpans=*/true);
   }
 
   /// Busy time per link: each host copy direction and the SSD (in all,
@@ -69,7 +69,8 @@ struct PredictTimePass
   /// compute thread, SSD reads and writes each in order on their own queue
   /// thread; a step starts once its queue is free and the steps it waits
   /// for have finished.
-  static void predict(func::FuncOp func, const MachineProfile &m) {
+  static void predict(func::FuncOp func, const MachineProfile &m,
+                      bool recordSpans) {
     SmallVector<exec::KernelOp> kernels;
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
       kernels.push_back(k);
@@ -110,6 +111,14 @@ struct PredictTimePass
     // (its last job written back), and the one the next job takes.
     size_t jobStart = 0, jobEnd = 0, area = 0;
     double jobWrite = 0, areaFree[2] = {0, 0};
+    // The predicted schedule, [queue, step, start us, end us] per span, for
+    // the plan (artifact::PredictedSpan) and the HTML report.
+    SmallVector<double> spans;
+    auto span = [&](artifact::Queue q, size_t step, double from, double to) {
+      if (recordSpans)
+        spans.append({static_cast<double>(q), static_cast<double>(step),
+                      from * 1e6, to * 1e6});
+    };
     for (size_t pos = 0; pos < n; ++pos) {
       size_t i = ordering.order[pos];
       exec::KernelOp k = kernels[i];
@@ -140,6 +149,7 @@ struct PredictTimePass
             area = 1 - area;
             double from = std::max({queueFree[0], clock, areaFree[area]});
             queueFree[0] = from + read;
+            span(artifact::Queue::SsdRead, i, from, queueFree[0]);
             links.ssd += read;
             links.ssdRead += read;
             start = std::max(start, queueFree[0]);
@@ -148,10 +158,14 @@ struct PredictTimePass
         }
         double work = cpuUpdateSeconds(k, m, first, /*ssd=*/false);
         cpuBusy += work;
+        span(q, i, cpuFree, cpuFree + work);
         cpuFree += work;
         end[i] = cpuFree;
         if (pos + 1 == jobEnd && jobWrite > 0) {
-          queueFree[1] = std::max(queueFree[1], cpuFree) + jobWrite;
+          double from = std::max(queueFree[1], cpuFree);
+          queueFree[1] = from + jobWrite;
+          span(artifact::Queue::SsdWrite, ordering.order[jobStart], from,
+               queueFree[1]);
           links.ssd += jobWrite;
           links.ssdWrite += jobWrite;
           areaFree[area] = queueFree[1];
@@ -168,6 +182,7 @@ struct PredictTimePass
         double start = waited(i, free);
         free = start + transferSeconds(k, m, links);
         end[i] = free;
+        span(q, i, start, free);
         continue;
       }
       if (q == artifact::Queue::SsdRead || q == artifact::Queue::SsdWrite) {
@@ -183,6 +198,7 @@ struct PredictTimePass
         double busy = std::max(0.0, queueFree[1 - mine] - start);
         queueFree[mine] = start + stretched(work, slow, busy);
         end[i] = queueFree[mine];
+        span(q, i, start, queueFree[mine]);
         continue;
       }
       double start = waited(i, clock);
@@ -201,6 +217,7 @@ struct PredictTimePass
       }
       clock = start + seconds;
       end[i] = clock;
+      span(q, i, start, clock);
       if (!isTransfer(k))
         computeEnd = clock;
     }
@@ -229,16 +246,22 @@ struct PredictTimePass
                       b.getNamedAttr("predicted_device_to_host_us",
                                      us(links.toHost)),
                       b.getNamedAttr("predicted_ssd_link_us", us(links.ssd)),
+                      b.getNamedAttr("predicted_ssd_read_us",
+                                     us(links.ssdRead)),
+                      b.getNamedAttr("predicted_ssd_write_us",
+                                     us(links.ssdWrite)),
                       b.getNamedAttr("predicted_lower_bound_us", us(bound)),
                       b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
                       b.getNamedAttr("predicted_cpu_exposed_us",
                                      us(std::min(cpuExposed, cpuBusy))),
                   }));
+    if (recordSpans)
+      func->setAttr("exec.predicted_spans", b.getDenseF64ArrayAttr(spans));
   }
 };
 
 } // namespace
 
 void strata::predictStepTime(func::FuncOp func, const MachineProfile &m) {
-  PredictTimePass::predict(func, m);
+  PredictTimePass::predict(func, m, /*recordSpans=*/false);
 }

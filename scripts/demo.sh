@@ -3,8 +3,8 @@
 # transformer from PyTorch, compiles its training step, fine-tunes it on a
 # small character-level corpus (the loss falls), trains the same step again
 # under memory budgets that push parameters, optimizer state and activations
-# onto the SSD (the losses are bit-identical), and exports the trained
-# weights back to ONNX.
+# onto the SSD (the losses are bit-identical), draws that run's HTML report,
+# and exports the trained weights back to ONNX.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +64,9 @@ print("first %d losses with the SSD budget %s the in-memory run's"
 sys.exit(0 if same else 1)
 PY
 echo "      (Chrome trace of two steps: $OUT/trace-ssd.json, open in Perfetto)"
+echo "== 4b. the HTML report: memory per tier, predicted and measured queues, loss"
+"$BIN/strata-inspect" "$OUT/gpt2-tiny-ssd.strata" --html "$OUT/report-ssd.html" \
+  --trace "$OUT/trace-ssd.json" --log-json "$OUT/train-ssd.jsonl"
 
 echo "== 5. export the trained weights back to ONNX"
 "$BIN/strata-export" "$OUT/gpt2-tiny.strata" -o "$OUT/gpt2-tiny-finetuned.onnx"

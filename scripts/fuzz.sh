@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(fuzz-npy fuzz-plan fuzz-checkpoint fuzz-onnx-import fuzz-compile)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(fuzz-npy fuzz-plan fuzz-report fuzz-checkpoint fuzz-onnx-import fuzz-compile)
 MAIN_BUILD=${STRATA_BUILD_DIR:-build}
 FUZZ_BUILD=${STRATA_FUZZ_BUILD_DIR:-build-fuzz}
 JOBS=${STRATA_FUZZ_JOBS:-$(nproc)}
@@ -35,7 +35,7 @@ rm -rf "$SEEDS"
 
 corpus_of() {
   case "$1" in
-    fuzz-npy) echo npy ;; fuzz-plan) echo plan ;;
+    fuzz-npy) echo npy ;; fuzz-plan) echo plan ;; fuzz-report) echo report ;;
     fuzz-checkpoint) echo checkpoint ;; fuzz-onnx-import) echo onnx-import ;;
     fuzz-compile) echo compile ;;
   esac

@@ -21,6 +21,8 @@ PACKAGES=(
   python3-yaml python3-requests
   # the Python bindings (runtime/python) and their tests
   pybind11-dev python3-dev python3-pytest
+  # the HTML report's test renders it in a real headless browser
+  chromium
   # fuzzing (scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang)
   clang libclang-rt-14-dev
 )

@@ -272,6 +272,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     s.region = region;
     s.offset = offset;
     s.bytes = static_cast<uint64_t>(s.numElements()) * dtypeSize(*dtype);
+    s.cls = exec::classifyBuffer(v);
     plan.slots.push_back(s);
     slotOf[v] = plan.slots.size() - 1;
     return static_cast<uint32_t>(plan.slots.size() - 1);
@@ -414,6 +415,22 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     }
   }
 
+  // The predicted schedule (--strata-predict-time), four numbers a span.
+  if (auto spans = func->getAttrOfType<DenseF64ArrayAttr>(
+          "exec.predicted_spans")) {
+    ArrayRef<double> v = spans.asArrayRef();
+    for (size_t i = 0; i + 3 < v.size(); i += 4) {
+      artifact::PredictedSpan p;
+      if (!(v[i] >= 0 && v[i] < artifact::kNumQueues && v[i + 1] >= 0 &&
+            v[i + 1] < static_cast<double>(plan.steps.size())))
+        return func.emitError("predicted span names no queue or step");
+      p.queue = static_cast<artifact::Queue>(static_cast<int>(v[i]));
+      p.step = static_cast<uint32_t>(v[i + 1]);
+      p.startUs = v[i + 2];
+      p.endUs = v[i + 3];
+      plan.predicted.push_back(p);
+    }
+  }
   plan.paramsFileBytes = params.size();
   if (info.syntheticParams)
     plan.syntheticSeed = 1;

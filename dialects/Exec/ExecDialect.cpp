@@ -2,6 +2,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
 
 #include "mlir/IR/Builders.h"
@@ -45,3 +46,109 @@ LogicalResult ViewOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/Exec/ExecOps.cpp.inc"
+
+namespace {
+
+/// An optimizer update: writes its parameter and states in place, reads
+/// the gradient as its second operand (not a store or accumulate).
+bool isUpdate(KernelOp k) {
+  const strata::artifact::KernelInfo *info =
+      strata::artifact::kernelInfoByName(k.getKernel().str());
+  return info && info->inPlace == strata::artifact::InPlace::ParamAndStates;
+}
+
+bool isStore(KernelOp k) {
+  return k.getKernel() == "store" || k.getKernel() == "assign";
+}
+
+/// Whether `v` (through views and fetched copies) is an update's gradient
+/// operand (its second).
+bool feedsUpdateAsGradient(Value v) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *owner = use.getOwner();
+    if (auto view = dyn_cast<ViewOp>(owner)) {
+      if (feedsUpdateAsGradient(view.getResult()))
+        return true;
+      continue;
+    }
+    auto k = dyn_cast<KernelOp>(owner);
+    if (!k)
+      continue;
+    if (isUpdate(k) && use.getOperandNumber() == 1)
+      return true;
+    if (k.getKernel() == "copy" && k.getNumResults() == 1 &&
+        feedsUpdateAsGradient(k.getResult(0)))
+      return true;
+  }
+  return false;
+}
+
+/// The swap spaces `v` (through views) is stored into.
+void storedInto(Value v, SmallVectorImpl<Value> &spaces) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *owner = use.getOwner();
+    if (auto view = dyn_cast<ViewOp>(owner)) {
+      storedInto(view.getResult(), spaces);
+    } else if (auto k = dyn_cast<KernelOp>(owner)) {
+      if (isStore(k) && use.getOperandNumber() == 1) {
+        Value dest = k.getInputs()[0];
+        while (auto view = dest.getDefiningOp<ViewOp>())
+          dest = view.getInput();
+        if (dest.getDefiningOp<SwapSpaceOp>())
+          spaces.push_back(dest);
+      }
+    }
+  }
+}
+
+} // namespace
+
+strata::artifact::SlotClass strata::exec::classifyBuffer(Value value) {
+  using strata::artifact::SlotClass;
+  while (auto view = value.getDefiningOp<ViewOp>())
+    value = view.getInput();
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return SlotClass::Activation;
+  if (isa<InputOp>(def))
+    return SlotClass::Input;
+  if (auto param = dyn_cast<ParamOp>(def))
+    return param.getState()      ? SlotClass::OptimizerState
+           : param.getConstant() ? SlotClass::Constant
+                                 : SlotClass::Parameter;
+  if (feedsUpdateAsGradient(value))
+    return SlotClass::Gradient;
+  // A fetch holds what it fetched: a parameter (or state) streamed in from
+  // the host or the SSD, a swapped activation brought back.
+  if (auto k = dyn_cast<KernelOp>(def))
+    if (k.getKernel() == "copy" && k.getInputs().size() == 1) {
+      Value source = k.getInputs()[0];
+      while (auto view = source.getDefiningOp<ViewOp>())
+        source = view.getInput();
+      if (isa_and_nonnull<ParamOp, SwapSpaceOp>(source.getDefiningOp()))
+        return classifyBuffer(source);
+    }
+  SmallVector<Value> spaces;
+  if (isa<SwapSpaceOp>(def)) {
+    // What is stored into it: the first store's source.
+    for (OpOperand &use : value.getUses())
+      if (auto k = dyn_cast<KernelOp>(use.getOwner()))
+        if (isStore(k) && use.getOperandNumber() == 0 &&
+            k.getInputs().size() > 1) {
+          Value source = k.getInputs()[1];
+          while (auto view = source.getDefiningOp<ViewOp>())
+            source = view.getInput();
+          if (source.getDefiningOp<SwapSpaceOp>())
+            break;
+          return classifyBuffer(source);
+        }
+    return SlotClass::Activation;
+  }
+  storedInto(value, spaces);
+  for (Value space : spaces)
+    if (feedsUpdateAsGradient(space))
+      return SlotClass::Gradient;
+  if (def->hasAttr("strata.backward") || def->hasAttr("strata.optimizer"))
+    return SlotClass::Workspace;
+  return SlotClass::Activation;
+}

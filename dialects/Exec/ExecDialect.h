@@ -9,9 +9,24 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 
+#include "runtime/artifact/Plan.h"
+
 #include "dialects/Exec/ExecDialect.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/Exec/ExecOps.h.inc"
+
+namespace strata::exec {
+
+/// What a buffer of the exec program holds, for the memory report and the
+/// plan's slot classes (one rule for both): a gradient when it, a copy
+/// fetched from it, or the swap space it is stored into is an update's
+/// gradient operand; a program input; a stored parameter, optimizer state
+/// or constant; workspace when the backward pass or the optimizer made it;
+/// otherwise an activation. A swap space holds what is stored into it, and
+/// a fetch what it fetches.
+artifact::SlotClass classifyBuffer(mlir::Value value);
+
+} // namespace strata::exec
 
 #endif // STRATA_DIALECTS_EXEC_EXECDIALECT_H

@@ -16,7 +16,8 @@
 //   payload: str producer, str source_model, str mode,
 //            u64 arena_bytes, u64 params_bytes,
 //            vec<Slot>   slots    (str name, u8 dtype, vec<i64> shape,
-//                                  u8 region, u64 offset, u64 bytes)
+//                                  u8 region, u64 offset, u64 bytes,
+//                                  u8 class)
 //            vec<Bind>   inputs   (str name, u32 slot)
 //            vec<Bind>   outputs  (str name, u32 slot)
 //            vec<Param>  params   (str name, u32 slot, u8 flags,
@@ -30,7 +31,9 @@
 //            f64 min_ratio, str optimizer, u32 accumulate,
 //            vec<(str class, u64 bytes)> memory,
 //            u64 host_bytes, u64 ssd_bytes, u64 params_file_bytes,
-//            vec<str> ssd_dirs, u64 synthetic_seed
+//            vec<str> ssd_dirs, u64 synthetic_seed,
+//            vec<Span>   predicted (u8 queue, u32 step, f64 start_us,
+//                                  f64 end_us)
 //
 // Regions: 1 arena (device), 2 device parameters, 3 host, 4 SSD.
 //
@@ -47,7 +50,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 7;
+constexpr uint32_t kPlanFormatVersion = 8;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 /// The largest region (arena, parameters, host, SSD) a plan may claim:
@@ -80,6 +83,27 @@ enum class Region : uint8_t {
 
 const char *regionName(Region region);
 
+/// What a tensor holds, for reports of memory by class. The numbers are
+/// part of the format.
+enum class SlotClass : uint8_t {
+  /// Made by the forward pass (and kept for the backward pass, or not).
+  Activation = 0,
+  /// A gradient on its way to its update (on the device, or swapped to
+  /// host memory or the SSD, or landed there for an update on the CPU).
+  Gradient = 1,
+  /// Made by the backward pass or the optimizer and not a gradient.
+  Workspace = 2,
+  /// A program input (token ids, labels).
+  Input = 3,
+  /// A stored tensor: a trainable or frozen weight, or its low-precision
+  /// copy; the optimizer's states; a constant.
+  Parameter = 4,
+  OptimizerState = 5,
+  Constant = 6,
+};
+constexpr uint8_t kNumSlotClasses = 7;
+const char *slotClassName(SlotClass cls);
+
 /// A tensor at a fixed place: every value of the program has one.
 struct Slot {
   std::string name;
@@ -88,6 +112,7 @@ struct Slot {
   Region region = Region::Arena;
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  SlotClass cls = SlotClass::Activation;
 
   int64_t numElements() const;
 };
@@ -170,6 +195,16 @@ struct Step {
   /// race-free by validatePlan.
   Queue queue = Queue::Compute;
   std::vector<uint32_t> waits;
+};
+
+/// A stretch of work on one queue as the compiler's cost model predicts it
+/// (--strata-predict-time), in microseconds from the start of a run of the
+/// plan: a step's own run, or the SSD reads (staging) and write-backs of a
+/// CPU job, which carry the job's first update as their step.
+struct PredictedSpan {
+  Queue queue = Queue::Compute;
+  uint32_t step = 0;
+  double startUs = 0, endUs = 0;
 };
 
 struct Binding {
@@ -256,6 +291,9 @@ struct Plan {
   uint64_t memoryOf(const std::string &name) const;
   /// The seed of synthetic parameters (ParamEntry::Synthetic).
   uint64_t syntheticSeed = 0;
+  /// The predicted schedule of one run of the steps (empty for plans the
+  /// cost model did not see: tools' and tests' own).
+  std::vector<PredictedSpan> predicted;
   /// Set by readPlan: the payload's checksum, which identifies the plan.
   uint32_t payloadCrc = 0;
 };

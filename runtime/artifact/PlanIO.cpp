@@ -112,6 +112,7 @@ std::string encodePayload(const Plan &plan) {
     w.u8(static_cast<uint8_t>(s.region));
     w.u64(s.offset);
     w.u64(s.bytes);
+    w.u8(static_cast<uint8_t>(s.cls));
   });
   auto binding = [&](const Binding &b) {
     w.str(b.name);
@@ -155,6 +156,12 @@ std::string encodePayload(const Plan &plan) {
   w.u64(plan.paramsFileBytes);
   w.vec(plan.ssdDirs, [&](const std::string &d) { w.str(d); });
   w.u64(plan.syntheticSeed);
+  w.vec(plan.predicted, [&](const PredictedSpan &p) {
+    w.u8(static_cast<uint8_t>(p.queue));
+    w.u32(p.step);
+    w.f64(p.startUs);
+    w.f64(p.endUs);
+  });
   return std::move(w.bytes());
 }
 
@@ -178,6 +185,8 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     uint64_t bytes = r.u64();
     if (isValidDType(dtype))
       s.bytes = bytes;
+    // An unknown class is caught by validation.
+    s.cls = static_cast<SlotClass>(r.u8());
     return s;
   });
   auto binding = [&] {
@@ -231,6 +240,15 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
   plan.paramsFileBytes = r.u64();
   plan.ssdDirs = r.vec<std::string>([&] { return r.str(); });
   plan.syntheticSeed = r.u64();
+  plan.predicted = r.vec<PredictedSpan>([&] {
+    PredictedSpan p;
+    uint8_t queue = r.u8();
+    p.queue = static_cast<Queue>(queue < kNumQueues ? queue : 255);
+    p.step = r.u32();
+    p.startUs = r.f64();
+    p.endUs = r.f64();
+    return p;
+  });
   return r.ok() && r.atEnd() && kind <= 2 && plan.accumulate >= 1;
 }
 
@@ -286,6 +304,19 @@ const char *regionName(Region region) {
   return "invalid";
 }
 
+const char *slotClassName(SlotClass cls) {
+  switch (cls) {
+  case SlotClass::Activation: return "activations";
+  case SlotClass::Gradient: return "gradients";
+  case SlotClass::Workspace: return "workspace";
+  case SlotClass::Input: return "inputs";
+  case SlotClass::Parameter: return "parameters";
+  case SlotClass::OptimizerState: return "optimizer state";
+  case SlotClass::Constant: return "constants";
+  }
+  return "invalid";
+}
+
 uint64_t Plan::memoryOf(const std::string &name) const {
   for (const auto &m : memory)
     if (m.first == name)
@@ -336,6 +367,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
       return fail(where + " has an unknown region");
     if (!isValidDType(static_cast<uint8_t>(s.dtype)))
       return fail(where + " has an unknown element type");
+    if (static_cast<uint8_t>(s.cls) >= kNumSlotClasses)
+      return fail(where + " has an unknown class");
     std::optional<uint64_t> bytes = checkedByteSize(s.shape, dtypeSize(s.dtype));
     if (!bytes)
       return fail(where + " has a negative dimension or more bytes than "
@@ -468,6 +501,15 @@ bool validatePlan(const Plan &plan, std::string &error) {
                   ") is on the " + queueName(s.queue) +
                   " queue; this runtime runs it on the " +
                   queueName(natural) + " queue");
+  }
+  for (size_t i = 0; i < plan.predicted.size(); ++i) {
+    const PredictedSpan &p = plan.predicted[i];
+    // NaN fails every comparison: the negation refuses it too.
+    if (static_cast<size_t>(p.queue) >= kNumQueues ||
+        p.step >= plan.steps.size() || !(p.startUs >= 0) ||
+        !(p.endUs >= p.startUs) || !(p.endUs < 1e15))
+      return fail("predicted span " + std::to_string(i) +
+                  " names no step or queue, or has no sane times");
   }
   std::string why;
   if (!checkPlanRaceFree(plan, why))

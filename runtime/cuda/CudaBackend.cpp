@@ -158,7 +158,7 @@ public:
       fail("step " + std::to_string(label.index) + " (" + label.text +
            "): " + error);
     traceEnd(queue, begin, label.target, artifact::kernelName(step.kernel),
-             Lane::Compute, label.bytes);
+             Lane::Compute, label.bytes, label.index);
     return !failed_;
   }
 
@@ -177,7 +177,7 @@ public:
       fail("step " + std::to_string(label.index) + " (" + label.text +
            "): " + error);
     traceEnd(queue, begin, label.target, toDevice ? "h2d" : "d2h",
-             Lane::HostCopy, bytes);
+             Lane::HostCopy, bytes, label.index);
     return !failed_;
   }
 
@@ -285,6 +285,7 @@ private:
     const char *category;
     Lane lane;
     uint64_t bytes;
+    int64_t step;
   };
   cudaEvent_t traceBegin(Queue queue) {
     if (!trace_)
@@ -301,13 +302,15 @@ private:
     return e;
   }
   void traceEnd(Queue queue, cudaEvent_t begin, const std::string &name,
-                const char *category, Lane lane, uint64_t bytes) {
+                const char *category, Lane lane, uint64_t bytes,
+                size_t step) {
     if (!begin)
       return;
     cudaEvent_t e = nullptr;
     cudaEventCreate(&e);
     cudaEventRecord(e, stream(queue));
-    traced_.push_back({begin, e, name, category, lane, bytes});
+    traced_.push_back({begin, e, name, category, lane, bytes,
+                       static_cast<int64_t>(step)});
   }
   void flushTrace() {
     for (Traced &t : traced_) {
@@ -315,7 +318,7 @@ private:
       if (trace_ && cudaEventElapsedTime(&a, anchor_, t.begin) == cudaSuccess &&
           cudaEventElapsedTime(&b, anchor_, t.end) == cudaSuccess)
         trace_->add(t.name, t.category, t.lane, anchorUs_ + a * 1e3,
-                    anchorUs_ + b * 1e3, t.bytes);
+                    anchorUs_ + b * 1e3, t.bytes, t.step);
       cudaEventDestroy(t.begin);
       cudaEventDestroy(t.end);
     }

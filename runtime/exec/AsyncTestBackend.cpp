@@ -172,7 +172,8 @@ bool AsyncTestBackend::launch(Queue queue, const artifact::Step &step,
     bool ok = cpu::runKernel(step, inputs, outputs, context, error);
     if (trace_)
       trace_->add(label.target, artifact::kernelName(step.kernel),
-                  Lane::Compute, start, trace_->now(), label.bytes);
+                  Lane::Compute, start, trace_->now(), label.bytes,
+                  static_cast<int64_t>(label.index));
     if (!ok)
       error = "step " + std::to_string(label.index) + " (" + label.text +
               "): " + error;
@@ -192,7 +193,8 @@ bool AsyncTestBackend::copy(Queue queue, void *dst, const void *src,
                        : copyFromDevice(dst, src, bytes, error);
     if (trace_)
       trace_->add(label.target, toDevice ? "h2d" : "d2h", Lane::HostCopy,
-                  start, trace_->now(), bytes);
+                  start, trace_->now(), bytes,
+                  static_cast<int64_t>(label.index));
     if (!ok)
       error = "step " + std::to_string(label.index) + " (" + label.text +
               "): " + error;

@@ -56,7 +56,8 @@ bool CpuBackend::launch(Queue, const artifact::Step &step,
   bool ok = cpu::runKernel(step, inputs, outputs, context, error);
   if (trace_)
     trace_->add(label.target, artifact::kernelName(step.kernel),
-                Lane::Compute, start, trace_->now(), label.bytes);
+                Lane::Compute, start, trace_->now(), label.bytes,
+                static_cast<int64_t>(label.index));
   if (!ok)
     fail("step " + std::to_string(label.index) + " (" + label.text +
          "): " + error);
@@ -72,7 +73,7 @@ bool CpuBackend::copy(Queue, void *dst, const void *src, uint64_t bytes,
     std::memcpy(dst, src, bytes);
   if (trace_)
     trace_->add(label.target, toDevice ? "h2d" : "d2h", Lane::HostCopy, start,
-                trace_->now(), bytes);
+                trace_->now(), bytes, static_cast<int64_t>(label.index));
   return true;
 }
 

@@ -225,7 +225,7 @@ bool Executor::ssdTransfer(size_t index, bool fetch, std::string &error) {
   if (trace_)
     trace_->add(stored.name, fetch ? "ssd-read" : "ssd-write",
                 fetch ? Lane::SsdRead : Lane::SsdWrite, start, trace_->now(),
-                stored.bytes);
+                stored.bytes, static_cast<int64_t>(index));
   if (!ok)
     error = "step " + std::to_string(index) + " (SSD transfer of '" +
             stored.name + "'): " + error;
@@ -354,7 +354,8 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
               bool ok = cpu::runKernel(step, u.ins, {}, context, error);
               if (trace_)
                 trace_->add(label.target, artifact::kernelName(step.kernel),
-                            Lane::Cpu, start, trace_->now(), label.bytes);
+                            Lane::Cpu, start, trace_->now(), label.bytes,
+                            static_cast<int64_t>(label.index));
               if (!ok) {
                 error = "step " + std::to_string(label.index) + " (" +
                         label.text + "): " + error;
@@ -402,7 +403,7 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands,
     if (trace_)
       trace_->add(s.name, read ? "ssd-read" : "ssd-write",
                   read ? Lane::SsdRead : Lane::SsdWrite, start,
-                  trace_->now(), s.bytes);
+                  trace_->now(), s.bytes, static_cast<int64_t>(o.step));
     if (!ok) {
       const StepLabel &label = labels_[o.step];
       error = "step " + std::to_string(label.index) + " (" + label.text +
@@ -481,6 +482,7 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
   // writes are done: each run ends synchronized).
   cpuWrittenThisRun_.assign(plan.slots.size(), false);
   cpuLastWriteArea_ = -1;
+  double runStart = trace_ ? trace_->now() : 0;
   for (size_t p = 0; p < order_.size();) {
     size_t i = order_[p];
     if (size_t job = cpuJobAt_[p]) {
@@ -497,7 +499,10 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
   }
   // Outputs, checkpoints and the next step see all work finished; after a
   // failure too, so nothing is still writing.
-  return backend_->synchronize(error);
+  bool ok = backend_->synchronize(error);
+  if (trace_)
+    trace_->add("run", "run", Lane::Run, runStart, trace_->now(), 0);
+  return ok;
 }
 
 bool Executor::getOutput(const std::string &name, npy::Array &array,

@@ -21,9 +21,9 @@ static std::string escape(const std::string &s) {
 bool Trace::write(const std::string &path, std::string &error) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  const char *laneNames[] = {"",         "compute",   "host<->device",
-                             "ssd read", "ssd write", "cpu optimizer"};
-  for (int lane = 1; lane <= 5; ++lane) {
+  const char *laneNames[] = {"plan runs", "compute",   "host<->device",
+                             "ssd read",  "ssd write", "cpu optimizer"};
+  for (int lane = 0; lane <= 5; ++lane) {
     char meta[160];
     std::snprintf(meta, sizeof(meta),
                   "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, "
@@ -36,9 +36,11 @@ bool Trace::write(const std::string &path, std::string &error) const {
     char numbers[200];
     std::snprintf(numbers, sizeof(numbers),
                   "\"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, "
-                  "\"dur\": %.3f, \"args\": {\"bytes\": %llu}}",
+                  "\"dur\": %.3f, \"args\": {\"bytes\": %llu, \"step\": "
+                  "%lld}}",
                   static_cast<int>(e.lane), e.start, e.end - e.start,
-                  static_cast<unsigned long long>(e.bytes));
+                  static_cast<unsigned long long>(e.bytes),
+                  static_cast<long long>(e.step));
     json += "{\"name\": \"" + escape(e.name) + "\", \"cat\": \"" +
             e.category + "\", " + numbers +
             (i + 1 < events_.size() ? ",\n" : "\n");

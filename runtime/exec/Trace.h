@@ -13,6 +13,9 @@ namespace strata::exec {
 
 /// The lanes events are drawn on.
 enum class Lane : int {
+  /// One event per run of the plan's steps (a micro-batch), from the first
+  /// issue to the end of the synchronization after the last.
+  Run = 0,
   Compute = 1,
   HostCopy = 2,
   SsdRead = 3,
@@ -31,11 +34,14 @@ public:
         .count();
   }
 
-  /// Safe to call from the transfer queue's thread too.
+  /// Safe to call from the transfer queue's thread too. `step` is the
+  /// plan step the event runs (-1: none), written as the event's
+  /// args.step so a report can match it with the plan.
   void add(std::string name, const char *category, Lane lane, double start,
-           double end, uint64_t bytes) {
+           double end, uint64_t bytes, int64_t step = -1) {
     std::lock_guard<std::mutex> lock(mutex_);
-    events_.push_back({std::move(name), category, lane, start, end, bytes});
+    events_.push_back(
+        {std::move(name), category, lane, start, end, bytes, step});
   }
 
   /// Writes the events as Chrome trace JSON; false with `error` on failure.
@@ -53,6 +59,7 @@ private:
     Lane lane;
     double start, end;
     uint64_t bytes;
+    int64_t step;
   };
   std::chrono::steady_clock::time_point origin_;
   mutable std::mutex mutex_;

@@ -1,14 +1,22 @@
 // strata-inspect.cpp - Shows what is in a compiled Strata artifact.
 //
 //   strata-inspect model.strata [--plan] [--ops]
+//   strata-inspect model.strata --html report.html [--trace trace.json]
+//                  [--log-json train.jsonl]
 //
 // Prints the manifest (inputs, outputs, parameters, arena sizes), and with
 // --plan the memory plan (every slot, its region, offset and size), with
-// --ops the kernel launches in order. With no flag, all three.
+// --ops the kernel launches in order. With no flag, all three. With --html
+// it writes one self-contained page instead (HtmlReport.h): memory over the
+// step per tier, the predicted queues beside a measured run from a
+// strata-run --trace file, the placement, the planner's choice and the
+// loss curve of a strata-run --log-json file.
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/artifact/HtmlReport.h"
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/artifact/StepOrder.h"
+#include "runtime/support/FileUtil.h"
 #include "runtime/support/Npy.h"
 #include "runtime/support/Size.h"
 
@@ -23,18 +31,95 @@ static std::string describe(const Slot &s) {
   return std::string(dtypeName(s.dtype)) + npy::shapeString(s.shape);
 }
 
+static const char *kUsage =
+    "usage: strata-inspect ARTIFACT [--plan] [--ops]\n"
+    "       strata-inspect ARTIFACT --html REPORT.html [--trace TRACE.json]\n"
+    "                      [--log-json TRAIN.jsonl]\n"
+    "\n"
+    "  --plan          the memory plan: every slot, its region and offset\n"
+    "  --ops           the steps in order, with queue and waits\n"
+    "  --html FILE     write one self-contained HTML page (no scripts, no\n"
+    "                  network): memory over the step per tier, the predicted\n"
+    "                  queues, the placement, the planner's choice\n"
+    "  --trace FILE    with --html: a strata-run --trace file; its last run\n"
+    "                  of the plan is drawn beside the prediction\n"
+    "  --log-json FILE with --html: a strata-run --log-json file, drawn as\n"
+    "                  the loss curve\n";
+
+/// Writes the HTML report; the process's exit status.
+static int writeHtml(const Plan &plan, const std::string &dir,
+                     const std::string &htmlPath, const std::string &tracePath,
+                     const std::string &logPath) {
+  std::string error;
+  std::vector<TraceEvent> trace;
+  std::vector<LogRow> log;
+  ReportInputs inputs;
+  inputs.artifactPath = dir;
+  if (!tracePath.empty()) {
+    if (!readTrace(tracePath, trace, error)) {
+      std::fprintf(stderr, "strata-inspect: error: %s\n", error.c_str());
+      return 1;
+    }
+    inputs.trace = &trace;
+    inputs.tracePath = tracePath;
+  }
+  if (!logPath.empty()) {
+    if (!readTrainingLog(logPath, log, error)) {
+      std::fprintf(stderr, "strata-inspect: error: %s\n", error.c_str());
+      return 1;
+    }
+    inputs.log = &log;
+    inputs.logPath = logPath;
+  }
+  std::string html = htmlReport(plan, inputs);
+  if (!writeFileAtomically(htmlPath, html.data(), html.size(), error)) {
+    std::fprintf(stderr, "strata-inspect: error: writing %s: %s\n",
+                 htmlPath.c_str(), error.c_str());
+    return 1;
+  }
+  std::printf("strata-inspect: wrote %s (%s)\n", htmlPath.c_str(),
+              formatSize(html.size()).c_str());
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  std::string dir;
+  std::string dir, htmlPath, tracePath, logPath;
   bool showPlan = false, showOps = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    // "--opt VALUE" or "--opt=VALUE"; false (with a message) when missing.
+    auto value = [&](const char *name, std::string &out) {
+      std::string prefix = std::string(name) + "=";
+      if (arg.rfind(prefix, 0) == 0)
+        out = arg.substr(prefix.size());
+      else if (i + 1 < argc)
+        out = argv[++i];
+      else
+        out.clear();
+      if (out.empty())
+        std::fprintf(stderr, "strata-inspect: error: %s expects a file\n",
+                     name);
+      return !out.empty();
+    };
+    auto is = [&](const char *name) {
+      return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
+    };
     if (arg == "--help" || arg == "-h") {
-      std::printf("usage: strata-inspect ARTIFACT [--plan] [--ops]\n");
+      std::printf("%s", kUsage);
       return 0;
     } else if (arg == "--plan") {
       showPlan = true;
     } else if (arg == "--ops") {
       showOps = true;
+    } else if (is("--html")) {
+      if (!value("--html", htmlPath))
+        return 2;
+    } else if (is("--trace")) {
+      if (!value("--trace", tracePath))
+        return 2;
+    } else if (is("--log-json")) {
+      if (!value("--log-json", logPath))
+        return 2;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "strata-inspect: error: unknown option '%s'\n",
                    arg.c_str());
@@ -44,7 +129,12 @@ int main(int argc, char **argv) {
     }
   }
   if (dir.empty()) {
-    std::fprintf(stderr, "usage: strata-inspect ARTIFACT [--plan] [--ops]\n");
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  if (htmlPath.empty() && (!tracePath.empty() || !logPath.empty())) {
+    std::fprintf(stderr, "strata-inspect: error: --trace and --log-json go "
+                         "into the HTML report: give --html FILE too\n");
     return 2;
   }
   if (!showPlan && !showOps)
@@ -56,6 +146,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   const Plan &plan = art.plan();
+  if (!htmlPath.empty())
+    return writeHtml(plan, dir, htmlPath, tracePath, logPath);
   uint64_t trainable = 0, frozen = 0, constants = 0, states = 0, copies = 0;
   for (const ParamEntry &p : plan.params) {
     int64_t n = plan.slots[p.slot].numElements();
@@ -206,10 +298,27 @@ int main(int argc, char **argv) {
     });
     for (size_t i : order) {
       const Slot &s = plan.slots[i];
-      std::printf("  [%10llu, %10llu) %-28s %s\n",
+      std::printf("  [%10llu, %10llu) %-28s %s (%s)\n",
                   static_cast<unsigned long long>(s.offset),
                   static_cast<unsigned long long>(s.offset + s.bytes),
-                  describe(s).c_str(), s.name.c_str());
+                  describe(s).c_str(), s.name.c_str(), slotClassName(s.cls));
+    }
+    // Room on the host and the SSD for tensors that are there for part of
+    // a step: swapped activations and gradients, CPU updates' gradients.
+    bool header = false;
+    for (size_t i = 0; i < plan.slots.size(); ++i) {
+      const Slot &s = plan.slots[i];
+      if (isParam[i] || (s.region != Region::Host && s.region != Region::Ssd))
+        continue;
+      if (!header)
+        std::printf("\nswap and landing space (offset in their tier's "
+                    "region):\n");
+      header = true;
+      std::printf("  [%10llu, %10llu) %-28s %s (%s, %s)\n",
+                  static_cast<unsigned long long>(s.offset),
+                  static_cast<unsigned long long>(s.offset + s.bytes),
+                  describe(s).c_str(), s.name.c_str(), slotClassName(s.cls),
+                  regionName(s.region));
     }
     std::printf("\nstored tensors (offset in their tier's region):\n");
     for (const ParamEntry &p : plan.params) {

@@ -9,6 +9,8 @@
   plan/         plan.bin of forward and training artifacts compiled by
                 --compiler (a regular build's strata-compile)
   checkpoint/   a valid checkpoint of fuzz-checkpoint's own artifact
+  report/       a Chrome trace and a training log as strata-run writes
+                them (the first byte picks the reader: even trace, odd log)
 
     make_seeds.py --out DIR --compiler BIN/strata-compile --fuzz-bin DIR
 """
@@ -144,6 +146,29 @@ def checkpoint_seeds(out, fuzz_bin):
     return 1
 
 
+def report_seeds(out):
+    os.makedirs(out, exist_ok=True)
+    trace = ('{"displayTimeUnit": "ms", "traceEvents": [\n'
+             '{"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, '
+             '"args": {"name": "plan runs"}},\n'
+             '{"name": "y", "cat": "exp", "ph": "X", "pid": 1, "tid": 1, '
+             '"ts": 1.5, "dur": 2.0, "args": {"bytes": 16, "step": 0}},\n'
+             '{"name": "h", "cat": "d2h", "ph": "X", "pid": 1, "tid": 2, '
+             '"ts": 4.0, "dur": 1.0, "args": {"bytes": 16, "step": 1}},\n'
+             '{"name": "run", "cat": "run", "ph": "X", "pid": 1, "tid": 0, '
+             '"ts": 1.0, "dur": 5.0, "args": {"bytes": 0, "step": -1}}\n'
+             ']}\n')
+    log = ('{"step": 0, "loss": 4.5, "lr": 0.001, "grad_norm": 1.5, '
+           '"tokens_per_s": 100.0, "step_s": 0.01}\n'
+           '{"step": 1, "loss": null, "lr": 0.001, "grad_norm": null, '
+           '"tokens_per_s": 100.0, "step_s": 0.01}\n')
+    with open(os.path.join(out, "trace"), "wb") as f:
+        f.write(b"\x00" + trace.encode())
+    with open(os.path.join(out, "log"), "wb") as f:
+        f.write(b"\x01" + log.encode())
+    return 2
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -156,6 +181,7 @@ def main():
         "compile": onnx_seeds(os.path.join(a.out, "compile")),
         "npy": npy_seeds(os.path.join(a.out, "npy")),
         "plan": plan_seeds(os.path.join(a.out, "plan"), a.compiler),
+        "report": report_seeds(os.path.join(a.out, "report")),
         "checkpoint": checkpoint_seeds(os.path.join(a.out, "checkpoint"),
                                        a.fuzz_bin),
     }

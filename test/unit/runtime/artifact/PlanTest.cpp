@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -24,10 +25,12 @@ Plan samplePlan() {
   p.paramsFileBytes = 4096;
   p.slots.push_back({"x", DType::F32, {2, 4}, Region::Arena, 0, 32});
   p.slots.push_back({"w", DType::F32, {4, 4}, Region::Params, 0, 64});
-  p.slots.push_back({"y", DType::F32, {2, 4}, Region::Arena, 64, 32});
+  p.slots.push_back({"y", DType::F32, {2, 4}, Region::Arena, 64, 32,
+                     SlotClass::Workspace});
   p.inputs.push_back({"x", 0});
   p.outputs.push_back({"y", 2});
   p.params.push_back({"w", 1, ParamEntry::Trainable, 0, 64, 1234});
+  p.predicted.push_back({Queue::Compute, 0, 1.5, 20.25});
   Step s;
   s.kernel = Kernel::MatMul;
   s.inputs = {0, 1};
@@ -63,6 +66,12 @@ TEST(Plan, RoundTrips) {
   EXPECT_EQ(p.steps[0].kernel, Kernel::MatMul);
   EXPECT_EQ(p.steps[0].ints, (std::vector<int64_t>{0, -3}));
   EXPECT_EQ(p.steps[0].floats, (std::vector<double>{0.5}));
+  EXPECT_EQ(p.slots[2].cls, SlotClass::Workspace);
+  ASSERT_EQ(p.predicted.size(), 1u);
+  EXPECT_EQ(p.predicted[0].queue, Queue::Compute);
+  EXPECT_EQ(p.predicted[0].step, 0u);
+  EXPECT_EQ(p.predicted[0].startUs, 1.5);
+  EXPECT_EQ(p.predicted[0].endUs, 20.25);
   std::remove(path.c_str());
 }
 
@@ -107,6 +116,20 @@ TEST(Plan, ValidationCatchesInconsistentPlans) {
   p.steps[0].outputs[0] = 1; // Writing into the parameter region.
   EXPECT_FALSE(validatePlan(p, error));
   EXPECT_NE(error.find("writes outside the arena"), std::string::npos);
+  p = samplePlan();
+  p.slots[0].cls = static_cast<SlotClass>(kNumSlotClasses);
+  EXPECT_FALSE(validatePlan(p, error));
+  EXPECT_NE(error.find("unknown class"), std::string::npos) << error;
+  // A predicted span names a step and a queue of the plan, with sane times.
+  for (PredictedSpan bad : {PredictedSpan{Queue::Compute, 1, 0, 1},
+                            PredictedSpan{static_cast<Queue>(9), 0, 0, 1},
+                            PredictedSpan{Queue::Compute, 0, 5, 1},
+                            PredictedSpan{Queue::Compute, 0, NAN, 1}}) {
+    p = samplePlan();
+    p.predicted = {bad};
+    EXPECT_FALSE(validatePlan(p, error));
+    EXPECT_NE(error.find("predicted span 0"), std::string::npos) << error;
+  }
 }
 
 // x (arena) -> exp -> a; fetch h (host) into [64, 96); a * h -> y.
