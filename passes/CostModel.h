@@ -62,10 +62,12 @@ double transferSeconds(double bytes, llvm::StringRef tier, bool read,
 /// moves the chosen updates to the CPU (see OffloadOptimizerPass); the tier
 /// planner scores placements with it.
 /// `groupBytes` overrides cpuJobMinBytes when not negative (0: a job per
-/// update).
+/// update); in "auto" mode, updates stay on the device when their landing
+/// buffers would take the host tensors past `hostBudget` (0: no budget).
 void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
                              const MachineProfile &m,
-                             int64_t groupBytes = -1);
+                             int64_t groupBytes = -1,
+                             uint64_t hostBudget = 0);
 
 /// Replays the planned `func` (memory planned, transfers scheduled) on the
 /// runtime's schedule and records the predicted step in `exec.predicted`:

@@ -192,6 +192,27 @@ struct Offloader {
   int64_t groupBytes = -1;
   /// Names the landing buffers of one function.
   unsigned landingCount = 0;
+  /// The host memory budget (--cpu-mem; 0: none). In "auto" mode an update
+  /// moves only while its gradient's landing buffer keeps the host tensors
+  /// within it (counted without the buffers' reuse, so never over).
+  uint64_t hostBudget = 0;
+
+  /// Bytes of the host tensors `body` holds: parameters and states placed
+  /// there and swap space, each page-padded.
+  static uint64_t hostTensorBytes(Block &body) {
+    uint64_t bytes = 0;
+    for (Operation &op : body) {
+      Value v;
+      if (auto p = dyn_cast<exec::ParamOp>(op); p && p.getTier() == "host")
+        v = p.getResult();
+      else if (auto s = dyn_cast<exec::SwapSpaceOp>(op);
+               s && s.getTier() == "host")
+        v = s.getResult();
+      if (v)
+        bytes += artifact::pagePadded(storageBytes(v.getType()));
+    }
+    return bytes;
+  }
 
   void offload(func::FuncOp func, const MachineProfile &m) {
     Block &body = func.getBody().front();
@@ -213,6 +234,8 @@ struct Offloader {
     Reasons stayed;
     unsigned costlier = 0;
     SmallVector<Candidate *> chosen;
+    uint64_t host = hostBudget ? hostTensorBytes(body) : 0;
+    unsigned overHost = 0;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty()) {
         auto it = llvm::find_if(stayed, [&](const Reason &r) {
@@ -231,6 +254,13 @@ struct Offloader {
           ++costlier;
           continue;
         }
+        uint64_t landing = artifact::pagePadded(
+            storageBytes(c.update.getInputs()[1].getType()));
+        if (hostBudget && host + landing > hostBudget) {
+          ++overHost; // On the device it needs no host memory.
+          continue;
+        }
+        host += landing;
       }
       chosen.push_back(&c);
     }
@@ -254,6 +284,10 @@ struct Offloader {
     SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
     report(func, moved, jobAt.size(), overlapping, lateScale, stayed,
            costlier, candidates.size());
+    if (overHost)
+      func->emitRemark() << overHost << " update" << (overHost == 1 ? "" : "s")
+                         << " stay on the device: their gradients would take "
+                            "host memory past --cpu-mem";
   }
 
   /// The CPU job of each chosen update: consecutive updates share one
@@ -461,7 +495,7 @@ struct OffloadOptimizerPass
     if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
-      offloadOptimizerUpdates(func, mode, machine, groupBytes);
+      offloadOptimizerUpdates(func, mode, machine, groupBytes, hostBudget);
   }
 };
 
@@ -469,11 +503,13 @@ struct OffloadOptimizerPass
 
 void strata::offloadOptimizerUpdates(func::FuncOp func, StringRef mode,
                                      const MachineProfile &m,
-                                     int64_t groupBytes) {
+                                     int64_t groupBytes,
+                                     uint64_t hostBudget) {
   if (mode != "cpu" && mode != "auto")
     return;
   Offloader o;
   o.mode = mode.str();
   o.groupBytes = groupBytes;
+  o.hostBudget = hostBudget;
   o.offload(func, m);
 }

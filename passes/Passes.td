@@ -348,6 +348,10 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
            "Updates moving fewer bytes share a CPU job with the next "
            "(-1: enough that a job's hand-off is at most 5% of it, from the "
            "profile; 0: one job per update)">,
+    Option<"hostBudget", "host-budget", "uint64_t", /*default=*/"0",
+           "auto: keep updates on the device whose gradients' landing "
+           "buffers would take host tensors past these bytes (0: no "
+           "budget)">,
   ];
 }
 

@@ -47,6 +47,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   offload.mode = tiers.updates;
   offload.profile = tiers.profile;
   offload.groupBytes = tiers.cpuJobBytes;
+  offload.hostBudget = tiers.cpuMem;
   pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);

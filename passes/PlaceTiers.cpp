@@ -842,7 +842,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       return Score();
     // Updates that would run on the CPU change the host link's traffic and
     // the host memory (landing buffers): score the plan they make.
-    offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes);
+    offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes, cpuMem);
     PassManager pm(ctx, ModuleOp::getOperationName());
     PlanMemoryPassOptions memory;
     memory.deviceBudget = static_cast<int64_t>(gpuMem);

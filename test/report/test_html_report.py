@@ -113,8 +113,11 @@ class HtmlReportTest(unittest.TestCase):
                   "--lr", "3e-3"]
         cls.plans = {
             "memory": [],
-            # Optimizer state spills to the SSD, activations may swap.
-            "ssd": ["--gpu-mem", "448KiB", "--cpu-mem", "32KiB", "--ssd-dir",
+            # Parameters, optimizer state and swapped activations on the
+            # SSD; updates of some parameters on the CPU.
+            "ssd": ["--gpu-mem", "448KiB", "--cpu-mem", "64KiB",
+                    "--place-params", "ssd", "--place-states", "ssd",
+                    "--place-activations", "ssd", "--ssd-dir",
                     os.path.join(work, "ssd")],
         }
         cls.steps = 6
@@ -217,8 +220,13 @@ class HtmlReportTest(unittest.TestCase):
                              int(ssd["data-capacity-bytes"]))
         # The optimizer state's SSD column has bytes.
         rows = {r[0]: r[1:] for r in p.rows["placement"] if r}
-        self.assertNotEqual(rows["optimizer state"][2], "-")
-        # The planner weighed the naive plans.
+        for cls in ("parameters", "optimizer state", "activations"):
+            self.assertNotEqual(rows[cls][2], "-", cls)
+        # Some updates ran on the CPU: predicted and measured busy time.
+        busy = {r[0]: r[1:] for r in p.rows["queue-busy"] if r}
+        self.assertNotEqual(busy["cpu"][0], "0.000 ms")
+        self.assertNotEqual(busy["cpu"][1], "0.000 ms")
+        # The planner weighed the naive plans (activations are forced).
         self.assertGreaterEqual(int(p.by_id["planner"][1]["data-rows"]), 2)
 
     def test_screenshot(self):

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <sstream>
 #include "dialects/Graph/GraphDialect.h"
+#include "passes/ArenaRanges.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -290,6 +291,53 @@ static cl::opt<std::string> placeGradients(
 /// implied by LOMO/AdaLomo, or for updates on the CPU (which overlap the
 /// backward pass only then), unless loss scaling would then need a second
 /// backward pass or updates wait for accumulated gradients.
+/// The host region the plan needs against --cpu-mem: an error naming what
+/// takes the room (stored parameters and states, which --place-params and
+/// --place-states force there regardless of the budget; swapped activations
+/// and gradients; gradients landed for updates on the CPU) when it is over.
+static LogicalResult checkHostBudget(ModuleOp module,
+                                     const strata::TierOptions &tiers) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto attr = func ? func->getAttrOfType<IntegerAttr>("exec.host_bytes")
+                   : IntegerAttr();
+  uint64_t host = attr ? static_cast<uint64_t>(attr.getInt()) : 0;
+  if (host <= tiers.cpuMem)
+    return success();
+  uint64_t params = 0, states = 0;
+  for (auto p : func.getBody().front().getOps<strata::exec::ParamOp>())
+    if (p.getTier() == "host")
+      (p.getState() ? states : params) +=
+          strata::artifact::pagePadded(strata::storageBytes(p.getType()));
+  uint64_t stored = params + states;
+  llvm::errs() << "strata-compile: error: the plan needs "
+               << strata::formatSize(host)
+               << " of host memory; --cpu-mem is "
+               << strata::formatSize(tiers.cpuMem) << ". Parameters take "
+               << strata::formatSize(params) << " of it, optimizer state "
+               << strata::formatSize(states) << ", swapped activations, "
+               << "gradients and CPU-update buffers "
+               << strata::formatSize(host > stored ? host - stored : 0);
+  std::string forced;
+  for (auto [flag, value] : {std::pair{"--place-params", &tiers.params},
+                             std::pair{"--place-states", &tiers.states},
+                             std::pair{"--place-activations",
+                                       &tiers.activations},
+                             std::pair{"--place-gradients", &tiers.gradients}})
+    if (*value == "host")
+      forced += std::string(forced.empty() ? "" : ", ") + flag + " host";
+  if (!forced.empty())
+    llvm::errs() << " (" << forced << " put them there whatever the budget: "
+                 << (tiers.hasSsd ? "use ssd, or auto to let the planner "
+                                    "choose"
+                                  : "use auto to let the planner choose, or "
+                                    "give --ssd-dir and use ssd")
+                 << ")";
+  else if (!tiers.hasSsd)
+    llvm::errs() << "; give --ssd-dir to move more to the SSD";
+  llvm::errs() << "\n";
+  return failure();
+}
+
 /// --loss-scale as the step uses it: fp16 without an explicit choice
 /// scales dynamically (its narrow range underflows small gradients).
 static std::string effectiveLossScale() {
@@ -758,6 +806,9 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  if ((what == Emit::Exec || what == Emit::Artifact) && tiers.cpuMem > 0 &&
+      failed(checkHostBudget(*module, tiers)))
+    return 1;
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
     // Recorded absolute: every tool finds the same SSD directory, whatever
