@@ -240,10 +240,13 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     whole placements -- each applied to a clone, memory planned with
     `--strata-plan-memory`, scheduled and predicted with
     `--strata-predict-time` -- starting from three greedy placements, the
-    naive swap-all and recompute-all plans and the least-device plan, then
-    moves one tensor at a time while the score (bytes over the budgets,
-    then predicted step) improves, up to `max-evaluations` scores. It
-    records what it scored in `exec.planner`.
+    naive swap-all and recompute-all plans, the least-device plan and the
+    greedy and least-device starts of every one-class forced placement
+    (`states=ssd`, ...), then moves whole classes, whole layers and single
+    tensors while the score (bytes over the budgets, then predicted step)
+    improves; with what is left, it searches once more per class from the
+    best start with that class on one tier, holding it there. Up to
+    `max-evaluations` scores. It records what it scored in `exec.planner`.
 
     Every read of an off-device tensor gets a fetch into the device arena
     just before it (`exec.kernel "copy"`), and every in-place update of one

@@ -14,10 +14,13 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -153,6 +156,24 @@ struct Score {
   }
 };
 
+/// The layer a stored tensor belongs to, from its name: the name up to and
+/// including its first all-digit component ("h.3" of "h.3.attn.c_attn.
+/// weight.exp_avg", "model.layers.0" of "model.layers.0.mlp.up_proj.
+/// weight"); empty when it has none.
+static std::string layerOf(StringRef name) {
+  size_t pos = 0;
+  while (pos < name.size()) {
+    size_t end = name.find_first_of("./", pos);
+    if (end == StringRef::npos)
+      end = name.size();
+    StringRef part = name.slice(pos, end);
+    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
+      return name.take_front(end).str();
+    pos = end + 1;
+  }
+  return "";
+}
+
 /// Greedy orders for activations: by the cost model, never recompute, or
 /// recompute wherever it is free.
 enum class Policy { Cost, Swap, Recompute };
@@ -235,7 +256,26 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// program's weights, masks) follow the parameters' option: they are
   /// only read, so off the device they are fetched and never written back.
   bool isAuto(exec::ParamOp p) const {
-    return p.getState() ? states == "auto" : params == "auto";
+    return mode(p.getState() ? Class::States : Class::Params) == "auto";
+  }
+
+  /// The classes a placement option covers.
+  enum class Class { Params, States, Activations, Gradients };
+  /// While the search builds the start a forced option would give, that
+  /// class's forced value; empty otherwise.
+  std::string overrideValue;
+  Class overridden = Class::Params;
+  /// What a class is left to: its option, or the override.
+  StringRef mode(Class c) const {
+    if (!overrideValue.empty() && c == overridden)
+      return overrideValue;
+    switch (c) {
+    case Class::Params: return params;
+    case Class::States: return states;
+    case Class::Activations: return activations;
+    case Class::Gradients: return gradients;
+    }
+    return "auto";
   }
 
   /// Forward values the backward pass reads: the candidates for swapping.
@@ -663,18 +703,18 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     Placement out;
     out.label = "as forced";
     for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
-      StringRef choice = p.getState() ? StringRef(states) : StringRef(params);
+      StringRef choice = mode(p.getState() ? Class::States : Class::Params);
       out.tiers.push_back(p.getConstant() || choice == "auto"
                               ? tierOf(p.getTier())
                               : tierOf(choice));
     }
-    StringRef a = activations;
+    StringRef a = mode(Class::Activations);
     Act act = a == "host"        ? Act::Host
               : a == "ssd"       ? Act::Ssd
               : a == "recompute" ? Act::Recompute
                                  : Act::Keep;
     out.acts.assign(numCandidates, act);
-    StringRef g = gradients;
+    StringRef g = mode(Class::Gradients);
     out.grads.assign(numGradients, g == "host"  ? Act::Host
                                    : g == "ssd" ? Act::Ssd
                                                 : Act::Keep);
@@ -727,11 +767,11 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       largestMoved = std::max(largestMoved, bytes);
     }
     insertFetches(func);
-    if (activations == "auto")
+    if (mode(Class::Activations) == "auto")
       greedyActivations(func, out, policy, resident, host);
     else
       applyForcedActivations(func, out);
-    if (gradients != "auto")
+    if (mode(Class::Gradients) != "auto")
       return out;
     // Then gradients, largest first, until the estimate fits.
     SmallVector<Value> grads = gradientCandidates(body);
@@ -984,16 +1024,72 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       consider(recomputeAll);
       naive.push_back({"planner_recompute_all", tried.back().second});
     }
-    // The least device memory the options allow: everything automatic off
-    // the device (to the host while the host budget lasts), every
-    // activation and gradient swapped. When nothing fits, this is the plan
-    // whose need the error reports as the minimum.
-    Placement least = tried.front().first;
+    // The least device memory the options allow. When nothing fits, this
+    // is the plan whose need the error reports as the minimum.
+    Placement least = leastDevice(func, tried.front().first);
+    consider(least);
+    SmallVector<std::pair<Class, std::string>> forcedClasses =
+        forcedStarts(func, consider);
+    auto bestIt = std::min_element(
+        tried.begin(), tried.end(),
+        [](auto &a, auto &b) { return a.second < b.second; });
+    // Part of what is left to the best start; the rest to one search per
+    // class, as a run forcing that class would do it: from the best
+    // placement tried that has the whole class on one tier (or one
+    // activation choice), with the class held there (a local search from
+    // the best start alone can settle where one of those runs does better).
+    SmallVector<std::pair<size_t, std::pair<Class, std::string>>> order;
+    for (Class c : {Class::Params, Class::States, Class::Activations,
+                    Class::Gradients}) {
+      if (mode(c) != "auto")
+        continue;
+      std::optional<size_t> pick;
+      std::string value;
+      for (const auto &[forcedClass, forcedValue] : forcedClasses) {
+        if (forcedClass != c)
+          continue;
+        for (size_t i = 0; i < tried.size(); ++i)
+          if (uniform(func, tried[i].first, c, forcedValue) &&
+              (!pick || tried[i].second < tried[*pick].second)) {
+            pick = i;
+            value = forcedValue;
+          }
+      }
+      if (pick)
+        order.push_back({*pick, {c, value}});
+    }
+    Placement result = improve(
+        func, bestIt->first, bestIt->second,
+        evaluated + (maxEvaluations - evaluated) / (1 + order.size() / 2));
+    Score resultScore = chosen;
+    for (auto [k, entry] : llvm::enumerate(order)) {
+      int64_t share = (maxEvaluations - evaluated) /
+                      static_cast<int64_t>(order.size() - k);
+      if (share <= 0)
+        break;
+      std::tie(overridden, overrideValue) = entry.second;
+      Placement p = improve(func, tried[entry.first].first,
+                            tried[entry.first].second, evaluated + share);
+      Score ps = chosen;
+      overrideValue.clear();
+      if (ps < resultScore) {
+        result = std::move(p);
+        resultScore = ps;
+      }
+    }
+    chosen = resultScore;
+    return result;
+  }
+
+  /// `base` with everything automatic off the device (to the host while
+  /// the host budget lasts, then the SSD), every automatic activation and
+  /// gradient swapped.
+  Placement leastDevice(func::FuncOp func, const Placement &base) {
+    Placement least = base;
     least.label = "everything off the device";
-    SmallVector<exec::ParamOp> all(
-        func.getBody().front().getOps<exec::ParamOp>());
     uint64_t host = 0;
-    for (auto [i, p] : llvm::enumerate(all)) {
+    for (auto [i, p] :
+         llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>())) {
       uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
       if (isAuto(p)) {
         bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
@@ -1001,15 +1097,76 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
       }
       host += least.tiers[i] == Tier::Host ? bytes : 0;
     }
-    if (activations == "auto")
+    if (mode(Class::Activations) == "auto")
       offDevice(actBytes, least.acts, host);
-    if (gradients == "auto")
+    if (mode(Class::Gradients) == "auto")
       offDevice(gradBytes, least.grads, host);
-    consider(least);
-    auto bestIt = std::min_element(
-        tried.begin(), tried.end(),
-        [](auto &a, auto &b) { return a.second < b.second; });
-    return improve(func, bestIt->first, bestIt->second);
+    return least;
+  }
+
+  /// Whether `p` has every tensor of class `c` the planner may move at
+  /// `value` ("device", "host", "ssd", or "recompute" for activations), as
+  /// forcing the class would.
+  bool uniform(func::FuncOp func, const Placement &p, Class c,
+               StringRef value) {
+    if (c == Class::Activations || c == Class::Gradients) {
+      Act want = value == "host"        ? Act::Host
+                 : value == "ssd"       ? Act::Ssd
+                 : value == "recompute" ? Act::Recompute
+                                        : Act::Keep;
+      const SmallVector<Act> &acts =
+          c == Class::Activations ? p.acts : p.grads;
+      return llvm::all_of(acts, [&](Act a) { return a == want; });
+    }
+    Tier want = tierOf(value);
+    for (auto [i, op] :
+         llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>()))
+      if (isAuto(op) && bool(op.getState()) == (c == Class::States) &&
+          p.tiers[i] != want)
+        return false;
+    return true;
+  }
+
+  /// The greedy start of every placement a user can force for one class
+  /// the options leave to the planner (--place-states ssd, ...), so the
+  /// search begins where such a run would and cannot end up worse than its
+  /// first candidate.
+  SmallVector<std::pair<Class, std::string>>
+  forcedStarts(func::FuncOp func, function_ref<void(Placement)> consider) {
+    SmallVector<std::pair<Class, StringRef>> starts;
+    SmallVector<StringRef> tiers{"device", "host"};
+    if (hasSsd)
+      tiers.push_back("ssd");
+    for (Class c : {Class::Params, Class::States, Class::Gradients})
+      if (mode(c) == "auto")
+        for (StringRef t : tiers)
+          starts.push_back({c, t});
+    if (mode(Class::Activations) == "auto") {
+      for (StringRef t : tiers)
+        starts.push_back({Class::Activations, t});
+      starts.push_back({Class::Activations, "recompute"});
+    }
+    for (auto [c, value] : starts) {
+      overridden = c;
+      overrideValue = value.str();
+      OwningOpRef<ModuleOp> clone(cast<ModuleOp>(getOperation()->clone()));
+      auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+      int64_t savedCount = recomputedCount, savedBytes = recomputedBytes;
+      Placement start = forced(copy, actBytes.size(), gradBytes.size());
+      Placement p = greedy(copy, start, Policy::Cost);
+      recomputedCount = savedCount, recomputedBytes = savedBytes;
+      // The greedy start and the least-device plan of that run.
+      Placement least = leastDevice(func, p);
+      overrideValue.clear();
+      p.label = "forced start";
+      consider(std::move(p));
+      least.label = "forced start, everything else off the device";
+      consider(std::move(least));
+    }
+    SmallVector<std::pair<Class, std::string>> out;
+    for (auto [c, value] : starts)
+      out.push_back({c, value.str()});
+    return out;
   }
 
   /// Local search from `best`: one choice changed at a time, largest
@@ -1017,7 +1174,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
   /// changes nothing or the evaluations run out. Within the budgets only
   /// moves toward the device can pay off (recomputing instead of a round
   /// trip counts); over them, only moves away from it.
-  Placement improve(func::FuncOp func, Placement best, Score bestScore) {
+  Placement improve(func::FuncOp func, Placement best, Score bestScore,
+                    int64_t limit) {
     chosen = bestScore;
     auto bySize = [](ArrayRef<uint64_t> bytes, bool enabled) {
       SmallVector<std::pair<uint64_t, unsigned>> order;
@@ -1035,15 +1193,15 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     }
     auto paramOrder = bySize(paramBytes, true);
     llvm::erase_if(paramOrder, [&](auto &e) { return !paramAuto[e.second]; });
-    auto actOrder = bySize(actBytes, activations == "auto");
-    auto gradOrder = bySize(gradBytes, gradients == "auto");
+    auto actOrder = bySize(actBytes, mode(Class::Activations) == "auto");
+    auto gradOrder = bySize(gradBytes, mode(Class::Gradients) == "auto");
     // How far from the device each choice is.
     auto rank = [](Act a) {
       return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3;
     };
     bool improved = true;
     auto attempt = [&](Placement trial) {
-      if (evaluated >= maxEvaluations)
+      if (evaluated >= limit)
         return false;
       Score s = score(func, trial);
       if (!(s < bestScore))
@@ -1070,7 +1228,37 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     auto towardIfFits = [&](auto cur, auto alt) {
       return bestScore.fits() == (rank(alt) < rank(cur));
     };
-    while (improved && evaluated < maxEvaluations) {
+    // Whole classes and whole layers of stored tensors (the indices of
+    // the automatic ones).
+    SmallVector<unsigned> paramIdx, stateIdx;
+    std::map<std::string, SmallVector<unsigned>> layers;
+    for (auto [i, p] :
+         llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>())) {
+      if (!isAuto(p))
+        continue;
+      (p.getState() ? stateIdx : paramIdx).push_back(i);
+      std::string key = layerOf(p.getName());
+      if (!key.empty())
+        layers[key].push_back(i);
+    }
+    // Sets every choice of `field` at `indices` (all when empty) to `value`
+    // and scores that, unless nothing changes.
+    auto setAll = [&](auto field, ArrayRef<unsigned> indices, auto value) {
+      Placement trial = best;
+      bool changed = false;
+      auto set = [&](unsigned i) {
+        changed |= (trial.*field)[i] != value;
+        (trial.*field)[i] = value;
+      };
+      if (indices.empty())
+        for (unsigned i = 0; i < (trial.*field).size(); ++i)
+          set(i);
+      else
+        llvm::for_each(indices, set);
+      if (changed)
+        attempt(std::move(trial));
+    };
+    while (improved && evaluated < limit) {
       improved = false;
       SmallVector<Act> actAlternatives{Act::Keep, Act::Host, Act::Recompute};
       SmallVector<Act> gradAlternatives{Act::Keep, Act::Host};
@@ -1080,6 +1268,26 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
         gradAlternatives.push_back(Act::Ssd);
         tierAlternatives.push_back(Tier::Ssd);
       }
+      // Whole classes first: each placement a user can force for one class
+      // (--place-states ssd, ...) is one such move from here, so the search
+      // does not stop short of one its own score prefers. Then whole layers
+      // (a layer's parameters and states together), then single tensors.
+      for (Tier t : tierAlternatives) {
+        if (!paramIdx.empty())
+          setAll(&Placement::tiers, paramIdx, t);
+        if (!stateIdx.empty())
+          setAll(&Placement::tiers, stateIdx, t);
+      }
+      if (mode(Class::Activations) == "auto" && !best.acts.empty())
+        for (Act a : actAlternatives)
+          setAll(&Placement::acts, {}, a);
+      if (mode(Class::Gradients) == "auto" && !best.grads.empty())
+        for (Act g : gradAlternatives)
+          setAll(&Placement::grads, {}, g);
+      if (layers.size() > 1)
+        for (auto &[key, indices] : layers)
+          for (Tier t : tierAlternatives)
+            setAll(&Placement::tiers, indices, t);
       moves(&Placement::acts, actOrder, actAlternatives, [&](Act cur, Act alt) {
         if (alt == Act::Recompute)
           return bestScore.fits() ? cur != Act::Keep : cur == Act::Keep;

@@ -287,10 +287,6 @@ static cl::opt<std::string> placeGradients(
              "their last backward use, fetched for the update)"),
     cl::init("auto"), cl::cat(tierCategory));
 
-/// Whether each update runs as soon as its gradient is final: asked for,
-/// implied by LOMO/AdaLomo, or for updates on the CPU (which overlap the
-/// backward pass only then), unless loss scaling would then need a second
-/// backward pass or updates wait for accumulated gradients.
 /// The host region the plan needs against --cpu-mem: an error naming what
 /// takes the room (stored parameters and states, which --place-params and
 /// --place-states force there regardless of the budget; swapped activations
@@ -346,12 +342,22 @@ static std::string effectiveLossScale() {
   return lossScale;
 }
 
+/// Whether each update runs as soon as its gradient is final: asked for,
+/// implied by LOMO/AdaLomo, or for updates that may run on the CPU (which
+/// overlap the backward pass only then), unless loss scaling would then
+/// need a second backward pass or updates wait for accumulated gradients.
 static bool fusingUpdates() {
-  bool offloading =
-      placeUpdates == "cpu" ||
-      (placeUpdates == "auto" &&
-       (placeParams == "host" || placeParams == "ssd" ||
-        placeStates == "host" || placeStates == "ssd"));
+  // Updates may run on the CPU when parameters or states are off the
+  // device: forced there, or left to the planner under a device budget
+  // (which scores placements with the updates fused, so that gradients die
+  // as soon as their update has run).
+  auto offDevice = [](const std::string &place) {
+    return place == "host" || place == "ssd" ||
+           (place == "auto" && !gpuMem.empty());
+  };
+  bool offloading = placeUpdates == "cpu" ||
+                    (placeUpdates == "auto" &&
+                     (offDevice(placeParams) || offDevice(placeStates)));
   return fuseUpdates || optimizer == "lomo" || optimizer == "adalomo" ||
          (offloading && effectiveLossScale() == "none" && accumulate <= 1);
 }
