@@ -109,7 +109,10 @@ static cl::opt<std::string> optimizer(
 static cl::opt<bool> fuseUpdates(
     "fuse-updates",
     cl::desc("Apply each update as soon as its gradient is final (implied "
-             "by lomo and adalomo)"),
+             "by lomo and adalomo; the default when updates may run on the "
+             "CPU: parameters or states forced off the device, or left to "
+             "the planner under --gpu-mem; =false keeps them after the "
+             "backward pass)"),
     cl::init(false), cl::cat(trainCategory));
 static cl::opt<double> lr("lr", cl::desc("Base learning rate"),
                           cl::init(1e-3), cl::cat(trainCategory));
@@ -358,8 +361,12 @@ static bool fusingUpdates() {
   bool offloading = placeUpdates == "cpu" ||
                     (placeUpdates == "auto" &&
                      (offDevice(placeParams) || offDevice(placeStates)));
-  return fuseUpdates || optimizer == "lomo" || optimizer == "adalomo" ||
-         (offloading && effectiveLossScale() == "none" && accumulate <= 1);
+  if (optimizer == "lomo" || optimizer == "adalomo")
+    return true;
+  // --fuse-updates=false keeps the updates after the backward pass.
+  if (fuseUpdates.getNumOccurrences())
+    return fuseUpdates;
+  return offloading && effectiveLossScale() == "none" && accumulate <= 1;
 }
 
 static cl::opt<int64_t> plannerEvaluations(
