@@ -1106,7 +1106,7 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
 
   /// Whether `p` has every tensor of class `c` the planner may move at
   /// `value` ("device", "host", "ssd", or "recompute" for activations), as
-  /// forcing the class would.
+  /// forcing the class would (constants stay where they are then).
   bool uniform(func::FuncOp func, const Placement &p, Class c,
                StringRef value) {
     if (c == Class::Activations || c == Class::Gradients) {
@@ -1121,8 +1121,8 @@ struct PlaceTiersPass : public strata::impl::PlaceTiersPassBase<PlaceTiersPass> 
     Tier want = tierOf(value);
     for (auto [i, op] :
          llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>()))
-      if (isAuto(op) && bool(op.getState()) == (c == Class::States) &&
-          p.tiers[i] != want)
+      if (isAuto(op) && !op.getConstant() &&
+          bool(op.getState()) == (c == Class::States) && p.tiers[i] != want)
         return false;
     return true;
   }
