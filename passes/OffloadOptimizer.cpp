@@ -236,6 +236,7 @@ struct Offloader {
     SmallVector<Candidate *> chosen;
     uint64_t host = hostBudget ? hostTensorBytes(body) : 0;
     unsigned overHost = 0;
+    llvm::DenseSet<Value> scalesLanded;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty()) {
         auto it = llvm::find_if(stayed, [&](const Reason &r) {
@@ -256,11 +257,17 @@ struct Offloader {
         }
         uint64_t landing = artifact::pagePadded(
             storageBytes(c.update.getInputs()[1].getType()));
+        // The scale lands once, beside the first gradient that needs it.
+        Value scale = c.scale >= 0 ? c.update.getInputs()[c.scale] : Value();
+        if (scale && !scalesLanded.contains(scale))
+          landing += artifact::pagePadded(storageBytes(scale.getType()));
         if (hostBudget && host + landing > hostBudget) {
           ++overHost; // On the device it needs no host memory.
           continue;
         }
         host += landing;
+        if (scale)
+          scalesLanded.insert(scale);
       }
       chosen.push_back(&c);
     }
