@@ -184,12 +184,7 @@ Importer::axesOf(const Node &node, size_t inputIndex, LogicalResult &status) {
     }
     return *axes;
   }
-  if (const onnx::Attribute *a = node.attribute("axes")) {
-    if (a->kind != onnx::Attribute::Ints)
-      wrongAttribute(*a, "a list of integers");
-    return SmallVector<int64_t>(a->ints.begin(), a->ints.end());
-  }
-  return std::nullopt;
+  return intsAttr(node, "axes");
 }
 
 Value Importer::scalarConstant(Type elementType, double value, Location loc) {
@@ -210,6 +205,18 @@ Value Importer::scalarConstant(Type elementType, double value, Location loc) {
     attr = DenseElementsAttr::get(type, APInt(i));
   }
   return builder_.create<ConstantOp>(loc, type, cast<TypedAttr>(attr));
+}
+
+std::optional<SmallVector<int64_t>> Importer::intsAttr(const Node &node,
+                                                      const char *name) {
+  const onnx::Attribute *a = node.attribute(name);
+  if (!a)
+    return std::nullopt;
+  if (a->kind != onnx::Attribute::Ints) {
+    wrongAttribute(*a, "a list of integers");
+    return std::nullopt;
+  }
+  return SmallVector<int64_t>(a->ints.begin(), a->ints.end());
 }
 
 int64_t Importer::intAttr(const Node &node, const char *name, int64_t dflt) {

@@ -121,6 +121,10 @@ private:
     return RankedTensorType::get(shape, elementType);
   }
   int64_t intAttr(const Node &node, const char *name, int64_t dflt);
+  /// The integer-list attribute `name`; nullopt when the node has none (or
+  /// it is of another kind: wrongAttribute records that).
+  std::optional<SmallVector<int64_t>> intsAttr(const Node &node,
+                                               const char *name);
   /// The node's "axis" attribute (default `dflt`) normalised for `rank`;
   /// an error naming the rank when it is out of range.
   FailureOr<int64_t> axisAttr(const Node &node, int64_t dflt, int64_t rank);

@@ -149,10 +149,8 @@ LogicalResult Importer::transpose(const Node &node) {
   Value x = input(node, 0);
   Shape in = shapeOf(x);
   SmallVector<int64_t> perm;
-  if (const onnx::Attribute *a = node.attribute("perm")) {
-    if (a->kind != onnx::Attribute::Ints)
-      wrongAttribute(*a, "a list of integers");
-    perm.assign(a->ints.begin(), a->ints.end());
+  if (std::optional<SmallVector<int64_t>> given = intsAttr(node, "perm")) {
+    perm = std::move(*given);
   } else {
     for (int64_t d = in.size(); d-- > 0;)
       perm.push_back(d);
@@ -195,10 +193,9 @@ LogicalResult Importer::split(const Node &node) {
     if (failed(s))
       return failure();
     sizes = *s;
-  } else if (const onnx::Attribute *a = node.attribute("split")) {
-    if (a->kind != onnx::Attribute::Ints)
-      wrongAttribute(*a, "a list of integers");
-    sizes.assign(a->ints.begin(), a->ints.end());
+  } else if (std::optional<SmallVector<int64_t>> given =
+                 intsAttr(node, "split")) {
+    sizes = std::move(*given);
   } else if (const onnx::Attribute *a = node.attribute("num_outputs")) {
     if (a->kind != onnx::Attribute::Int)
       wrongAttribute(*a, "an integer");

@@ -91,9 +91,12 @@ std::string memoryChart(const MemoryOverStep &m, Tier tier, const char *id,
   for (size_t b = 0; b < bins; ++b) {
     size_t from = b * m.positions / bins, to = (b + 1) * m.positions / bins;
     size_t best = from;
+    uint64_t most = 0;
     for (size_t p = from; p < to; ++p)
-      if (m.total(tier, p) > m.total(tier, best))
+      if (uint64_t live = m.total(tier, p); p == from || live > most) {
         best = p;
+        most = live;
+      }
     pick[b] = best;
   }
   auto x = [&](size_t b) { return kLeft + kPlotWidth * b / double(bins); };

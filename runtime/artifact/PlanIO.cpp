@@ -632,20 +632,9 @@ bool serializePlan(const Plan &plan, std::string &file, std::string &error) {
 }
 
 bool readPlan(const std::string &path, Plan &plan, std::string &error) {
-  uint64_t size = 0;
-  UniqueFd fd = openRegularFile(path, "plan", size, error);
-  if (fd.get() < 0)
-    return false;
-  if (size > (uint64_t(1) << 32))
-    return (error = "'" + path + "': " + std::to_string(size) +
-                    " bytes is too large for a plan",
-            false);
-  std::string file(size, '\0');
-  if (!preadAll(fd.get(), file.data(), size, 0))
-    return (error = "cannot read '" + path + "': " +
-                    (errno ? std::strerror(errno) : "it shrank while read"),
-            false);
-  return parsePlan(file, path, plan, error);
+  std::string file;
+  return readRegularFile(path, "plan", uint64_t(1) << 32, file, error) &&
+         parsePlan(file, path, plan, error);
 }
 
 bool parsePlan(const std::string &file, const std::string &path, Plan &plan,

@@ -20,37 +20,14 @@ namespace strata::artifact {
 // Inputs: the trace and the training log
 //===----------------------------------------------------------------------===//
 
-namespace {
-
 /// The most bytes of a trace or log the report reads (a trace of a few
 /// steps of a large plan is tens of MiB).
 constexpr uint64_t kMaxInputBytes = uint64_t(1) << 30;
 
-bool slurp(const std::string &path, const char *what, std::string &text,
-           std::string &error) {
-  uint64_t size = 0;
-  UniqueFd fd = openRegularFile(path, what, size, error);
-  if (fd.get() < 0)
-    return false;
-  if (size > kMaxInputBytes) {
-    error = std::string(what) + " " + path + " is " + formatSize(size) +
-            ", more than the 1 GiB the report reads";
-    return false;
-  }
-  text.resize(size);
-  if (!preadAll(fd.get(), text.data(), size, 0)) {
-    error = std::string("cannot read ") + what + " " + path;
-    return false;
-  }
-  return true;
-}
-
-} // namespace
-
 bool readTrace(const std::string &path, std::vector<TraceEvent> &events,
                std::string &error) {
   std::string text;
-  if (!slurp(path, "trace", text, error))
+  if (!readRegularFile(path, "trace", kMaxInputBytes, text, error))
     return false;
   json::Value doc;
   if (!json::parse(text, doc, error)) {
@@ -96,7 +73,7 @@ bool readTrace(const std::string &path, std::vector<TraceEvent> &events,
 bool readTrainingLog(const std::string &path, std::vector<LogRow> &rows,
                      std::string &error) {
   std::string text;
-  if (!slurp(path, "training log", text, error))
+  if (!readRegularFile(path, "training log", kMaxInputBytes, text, error))
     return false;
   rows.clear();
   size_t line = 0;

@@ -76,6 +76,28 @@ UniqueFd openRegularFile(const std::string &path, const std::string &what,
   return fd;
 }
 
+bool readRegularFile(const std::string &path, const std::string &what,
+                     uint64_t maxBytes, std::string &out, std::string &error) {
+  uint64_t size = 0;
+  UniqueFd fd = openRegularFile(path, what, size, error);
+  if (fd.get() < 0)
+    return false;
+  if (size > maxBytes) {
+    error = what + " '" + path + "' is " + std::to_string(size) +
+            " bytes, more than the " + std::to_string(maxBytes) +
+            " it may have";
+    return false;
+  }
+  out.assign(size, '\0');
+  errno = 0;
+  if (!preadAll(fd.get(), out.data(), size, 0)) {
+    error = "cannot read " + what + " '" + path + "': " +
+            (errno ? std::strerror(errno) : "it shrank while read");
+    return false;
+  }
+  return true;
+}
+
 static std::string parentOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);

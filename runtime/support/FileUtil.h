@@ -65,6 +65,12 @@ bool preadAll(int fd, void *out, size_t size, uint64_t offset);
 UniqueFd openRegularFile(const std::string &path, const std::string &what,
                          uint64_t &size, std::string &error);
 
+/// Reads all of the regular file `path` into `out` when it is at most
+/// `maxBytes`; false with `error` naming `what` and the path otherwise (not
+/// a regular file, too large, unreadable).
+bool readRegularFile(const std::string &path, const std::string &what,
+                     uint64_t maxBytes, std::string &out, std::string &error);
+
 /// Creates `path` and its parents; false with `error` set on failure.
 bool makeDirectories(const std::string &path, std::string &error);
 
