@@ -6,6 +6,7 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "dialects/Train/TrainDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -23,6 +24,22 @@ namespace strata {
 /// or nullopt: what --strata-fuse-elementwise groups and what the lowering
 /// of graph.fused encodes (FuseElementwise.cpp).
 std::optional<artifact::Kernel> elementwiseInstructionOf(mlir::Operation *op);
+
+/// What --strata-plan-memory did to one function.
+struct MemoryPlanStats {
+  size_t buffers = 0;
+  uint64_t arenaBytes = 0, unsharedBytes = 0;
+};
+
+/// --strata-plan-memory on one function: offsets for every buffer, the
+/// region sizes and the memory report. The tier planner scores candidate
+/// placements with it (and scheduleTransfers) without a pass manager.
+MemoryPlanStats planMemory(mlir::func::FuncOp func,
+                           const PlanMemoryPassOptions &options = {});
+
+/// --strata-schedule-transfers on one (memory-planned) function.
+void scheduleTransfers(mlir::func::FuncOp func,
+                       const ScheduleTransfersPassOptions &options = {});
 
 /// Cleans up freshly imported graph IR: folds, canonicalizes and removes
 /// duplicate and dead computations. Registered as `strata-graph-cleanup`.

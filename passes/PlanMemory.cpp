@@ -213,223 +213,234 @@ uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
   return timeArena;
 }
 
+/// The buffer a value's bytes belong to (views resolve to their base).
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<exec::ViewOp>())
+    v = view.getInput();
+  return v;
+}
+
+} // namespace
+
+MemoryPlanStats strata::planMemory(func::FuncOp func,
+                                   const PlanMemoryPassOptions &options) {
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Value, size_t> bufferOf;
+  std::vector<Buffer> buffers;
+  // Stored tensors: each tier's region laid out in order, 4 KiB-aligned
+  // (SSD tensors also padded to 4 KiB: they move by direct I/O).
+  uint64_t paramsBytes = 0, hostBytes = 0, ssdBytes = 0;
+  bool usesSsd = false;
+  for (auto param : body.getOps<exec::ParamOp>())
+    usesSsd |= param.getTier() == "ssd";
+  for (auto space : body.getOps<exec::SwapSpaceOp>())
+    usesSsd |= space.getTier() == "ssd";
+  // Device buffers that SSD transfers land in must be 4 KiB-aligned and
+  // padded; with an SSD tier every arena buffer is.
+  uint64_t alignment = usesSsd ? artifact::kParamAlignment
+                               : artifact::kArenaAlignment;
+  int64_t index = 0, last = 0;
+  // Fetches from host or SSD (buffer, earliest start), and the index of
+  // the last write-back into each stored tensor so far.
+  std::vector<std::pair<size_t, int64_t>> fetches;
+  llvm::DenseMap<Operation *, int64_t> lastWrite;
+  for (Operation &op : body) {
+    if (auto param = dyn_cast<exec::ParamOp>(op)) {
+      uint64_t &region = param.getTier() == "host" ? hostBytes
+                         : param.getTier() == "ssd" ? ssdBytes
+                                                    : paramsBytes;
+      param.setOffsetAttr(
+          OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
+      region = artifact::alignUp(region + storageBytes(param.getType()),
+                       artifact::kParamAlignment);
+    } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
+      uint64_t &region = space.getTier() == "ssd" ? ssdBytes : hostBytes;
+      space.setOffsetAttr(
+          OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
+      region = artifact::alignUp(region + storageBytes(space.getType()),
+                       artifact::kParamAlignment);
+    } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
+      auto kernel = dyn_cast<exec::KernelOp>(op);
+      Operation *stored =
+          kernel && !kernel.getInputs().empty()
+              ? storedRoot(kernel.getInputs()[0])
+              : nullptr;
+      // A fetch may start as soon as its source was last written.
+      if (stored && kernel.getKernel() == "copy") {
+        auto it = lastWrite.find(stored);
+        fetches.push_back({buffers.size(),
+                           it == lastWrite.end() ? 0 : it->second + 1});
+      }
+      if (stored && kernel.getNumResults() == 0)
+        lastWrite[stored] = index;
+      for (Value r : op.getResults()) {
+        bufferOf[r] = buffers.size();
+        buffers.push_back({r, &op, Kind::Activation,
+                           artifact::alignUp(storageBytes(r.getType()), alignment), index,
+                           index});
+      }
+    }
+    // Extend the lifetime of every buffer this op reads.
+    for (Value operand : op.getOperands()) {
+      auto it = bufferOf.find(rootOf(operand));
+      if (it != bufferOf.end())
+        buffers[it->second].end = std::max(buffers[it->second].end, index);
+    }
+    last = index++;
+  }
+  // Outputs are read after the run: they live to the end.
+  for (auto output : body.getOps<exec::OutputOp>()) {
+    auto it = bufferOf.find(rootOf(output.getValue()));
+    if (it != bufferOf.end())
+      buffers[it->second].end = last + 1;
+  }
+
+  auto place = [&] {
+    return placeBuffers(buffers, alignment);
+  };
+  // Fetch destinations reserved up to `window` ops before their fetch, so
+  // the fetch can run while those compute; halved until the arena and
+  // the resident parameters fit the device budget.
+  std::vector<int64_t> defined(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    defined[i] = buffers[i].start;
+  auto withWindow = [&](int64_t window) {
+    for (auto [i, earliest] : fetches)
+      buffers[i].start = std::max(earliest, defined[i] - window);
+    return place();
+  };
+  int64_t window = fetches.empty() ? 0 : options.prefetchWindow;
+  uint64_t arenaBytes = withWindow(window);
+  while (window > 0 && options.deviceBudget > 0 &&
+         arenaBytes + paramsBytes >
+             static_cast<uint64_t>(options.deviceBudget)) {
+    window /= 2;
+    arenaBytes = withWindow(window);
+  }
+  uint64_t unshared = 0;
+  for (const Buffer &b : buffers)
+    unshared += artifact::alignUp(b.bytes, alignment);
+  OpBuilder builder(func.getContext());
+  // The first result's offset is `offset`; all results' are `offsets`.
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> offsetsOf;
+  for (const Buffer &b : buffers)
+    offsetsOf[b.def].push_back(static_cast<int64_t>(b.offset));
+  for (auto &[op, offsets] : offsetsOf) {
+    op->setAttr("offset", builder.getI64IntegerAttr(offsets.front()));
+    if (offsets.size() > 1)
+      op->setAttr("offsets", builder.getDenseI64ArrayAttr(offsets));
+  }
+  func->setAttr("exec.prefetch_window", builder.getI64IntegerAttr(window));
+  func->setAttr("exec.arena_bytes",
+                builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
+  func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(
+                                         static_cast<int64_t>(paramsBytes)));
+  func->setAttr("exec.host_bytes", builder.getI64IntegerAttr(
+                                       static_cast<int64_t>(hostBytes)));
+  func->setAttr("exec.ssd_bytes", builder.getI64IntegerAttr(
+                                      static_cast<int64_t>(ssdBytes)));
+  // The memory report: what is live when the arena is fullest, by class.
+  for (Buffer &b : buffers) {
+    artifact::SlotClass cls = exec::classifyBuffer(b.value);
+    b.kind = cls == artifact::SlotClass::Gradient    ? Kind::Gradient
+             : cls == artifact::SlotClass::Workspace ? Kind::Workspace
+                                                     : Kind::Activation;
+  }
+  uint64_t peakLive = 0;
+  uint64_t atPeak[3] = {0, 0, 0}, classPeak[3] = {0, 0, 0};
+  uint64_t largestGradient = 0;
+  for (const Buffer &b : buffers)
+    if (b.kind == Kind::Gradient)
+      largestGradient = std::max(largestGradient, b.bytes);
+  // Live bytes per class over time, by a sweep over start/end deltas.
+  std::vector<std::array<int64_t, 3>> delta(last + 3, {0, 0, 0});
+  for (const Buffer &b : buffers) {
+    int k = static_cast<int>(b.kind);
+    delta[b.start][k] += static_cast<int64_t>(b.bytes);
+    delta[b.end + 1][k] -= static_cast<int64_t>(b.bytes);
+  }
+  uint64_t live[3] = {0, 0, 0};
+  int64_t peakAt = -1;
+  for (int64_t t = 0; t <= last + 1; ++t) {
+    for (int k = 0; k < 3; ++k)
+      live[k] += delta[t][k];
+    uint64_t total = live[0] + live[1] + live[2];
+    for (int k = 0; k < 3; ++k)
+      classPeak[k] = std::max(classPeak[k], live[k]);
+    if (total > peakLive) {
+      peakLive = total;
+      peakAt = t;
+      std::copy(live, live + 3, atPeak);
+    }
+  }
+  // Each class's bytes, and the same split by element type
+  // ("activations_at_peak:bf16") for the report's split by precision.
+  std::map<std::string, uint64_t> byType;
+  auto typeKey = [](StringRef cls, Type type) {
+    std::string key = cls.str() + ":";
+    llvm::raw_string_ostream os(key);
+    cast<ShapedType>(type).getElementType().print(os);
+    return os.str();
+  };
+  const char *peakNames[3] = {"activations_at_peak", "gradients_at_peak",
+                              "workspace_at_peak"};
+  for (const Buffer &b : buffers)
+    if (b.start <= peakAt && peakAt <= b.end)
+      byType[typeKey(peakNames[static_cast<int>(b.kind)],
+                     b.value.getType())] += b.bytes;
+  uint64_t params = 0, states = 0, constants = 0;
+  uint64_t onHost = 0, onSsd = 0;
+  for (auto p : body.getOps<exec::ParamOp>()) {
+    uint64_t bytes = storageBytes(p.getType());
+    (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
+    byType[typeKey(p.getState()      ? "optimizer_states"
+                   : p.getConstant() ? "constants"
+                                     : "parameters",
+                   p.getType())] += bytes;
+    if (p.getTier() == "host")
+      onHost += bytes;
+    else if (p.getTier() == "ssd")
+      onSsd += bytes;
+  }
+  auto i64 = [&](uint64_t v) {
+    return builder.getI64IntegerAttr(static_cast<int64_t>(v));
+  };
+  SmallVector<NamedAttribute> memory = {
+      builder.getNamedAttr("parameters", i64(params)),
+      builder.getNamedAttr("optimizer_states", i64(states)),
+      builder.getNamedAttr("constants", i64(constants)),
+      builder.getNamedAttr("activations_at_peak", i64(atPeak[0])),
+      builder.getNamedAttr("gradients_at_peak", i64(atPeak[1])),
+      builder.getNamedAttr("workspace_at_peak", i64(atPeak[2])),
+      builder.getNamedAttr("activations_max", i64(classPeak[0])),
+      builder.getNamedAttr("gradients_max", i64(classPeak[1])),
+      builder.getNamedAttr("workspace_max", i64(classPeak[2])),
+      builder.getNamedAttr("largest_gradient", i64(largestGradient)),
+      builder.getNamedAttr("live_peak", i64(peakLive)),
+      builder.getNamedAttr("stored_on_host", i64(onHost)),
+      builder.getNamedAttr("stored_on_ssd", i64(onSsd)),
+  };
+  for (auto &[key, bytes] : byType)
+    memory.push_back(builder.getNamedAttr(key, i64(bytes)));
+  func->setAttr("exec.memory", builder.getDictionaryAttr(memory));
+  return {buffers.size(), arenaBytes, unshared};
+}
+
+namespace {
+
 struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      plan(func);
-  }
-
-  /// The buffer a value's bytes belong to (views resolve to their base).
-  static Value rootOf(Value v) {
-    while (auto view = v.getDefiningOp<exec::ViewOp>())
-      v = view.getInput();
-    return v;
-  }
-
-  void plan(func::FuncOp func) {
-    Block &body = func.getBody().front();
-    llvm::DenseMap<Value, size_t> bufferOf;
-    std::vector<Buffer> buffers;
-    // Stored tensors: each tier's region laid out in order, 4 KiB-aligned
-    // (SSD tensors also padded to 4 KiB: they move by direct I/O).
-    uint64_t paramsBytes = 0, hostBytes = 0, ssdBytes = 0;
-    bool usesSsd = false;
-    for (auto param : body.getOps<exec::ParamOp>())
-      usesSsd |= param.getTier() == "ssd";
-    for (auto space : body.getOps<exec::SwapSpaceOp>())
-      usesSsd |= space.getTier() == "ssd";
-    // Device buffers that SSD transfers land in must be 4 KiB-aligned and
-    // padded; with an SSD tier every arena buffer is.
-    uint64_t alignment = usesSsd ? artifact::kParamAlignment
-                                 : artifact::kArenaAlignment;
-    int64_t index = 0, last = 0;
-    // Fetches from host or SSD (buffer, earliest start), and the index of
-    // the last write-back into each stored tensor so far.
-    std::vector<std::pair<size_t, int64_t>> fetches;
-    llvm::DenseMap<Operation *, int64_t> lastWrite;
-    for (Operation &op : body) {
-      if (auto param = dyn_cast<exec::ParamOp>(op)) {
-        uint64_t &region = param.getTier() == "host" ? hostBytes
-                           : param.getTier() == "ssd" ? ssdBytes
-                                                      : paramsBytes;
-        param.setOffsetAttr(
-            OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
-        region = artifact::alignUp(region + storageBytes(param.getType()),
-                         artifact::kParamAlignment);
-      } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
-        uint64_t &region = space.getTier() == "ssd" ? ssdBytes : hostBytes;
-        space.setOffsetAttr(
-            OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
-        region = artifact::alignUp(region + storageBytes(space.getType()),
-                         artifact::kParamAlignment);
-      } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
-        auto kernel = dyn_cast<exec::KernelOp>(op);
-        Operation *stored =
-            kernel && !kernel.getInputs().empty()
-                ? storedRoot(kernel.getInputs()[0])
-                : nullptr;
-        // A fetch may start as soon as its source was last written.
-        if (stored && kernel.getKernel() == "copy") {
-          auto it = lastWrite.find(stored);
-          fetches.push_back({buffers.size(),
-                             it == lastWrite.end() ? 0 : it->second + 1});
-        }
-        if (stored && kernel.getNumResults() == 0)
-          lastWrite[stored] = index;
-        for (Value r : op.getResults()) {
-          bufferOf[r] = buffers.size();
-          buffers.push_back({r, &op, Kind::Activation,
-                             artifact::alignUp(storageBytes(r.getType()), alignment), index,
-                             index});
-        }
-      }
-      // Extend the lifetime of every buffer this op reads.
-      for (Value operand : op.getOperands()) {
-        auto it = bufferOf.find(rootOf(operand));
-        if (it != bufferOf.end())
-          buffers[it->second].end = std::max(buffers[it->second].end, index);
-      }
-      last = index++;
+    PlanMemoryPassOptions options;
+    options.prefetchWindow = prefetchWindow;
+    options.deviceBudget = deviceBudget;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      MemoryPlanStats stats = planMemory(func, options);
+      numBuffers += stats.buffers;
+      arenaBytes += stats.arenaBytes;
+      unsharedBytes += stats.unsharedBytes;
     }
-    // Outputs are read after the run: they live to the end.
-    for (auto output : body.getOps<exec::OutputOp>()) {
-      auto it = bufferOf.find(rootOf(output.getValue()));
-      if (it != bufferOf.end())
-        buffers[it->second].end = last + 1;
-    }
-
-    auto place = [&] {
-      return placeBuffers(buffers, alignment);
-    };
-    // Fetch destinations reserved up to `window` ops before their fetch, so
-    // the fetch can run while those compute; halved until the arena and
-    // the resident parameters fit the device budget.
-    std::vector<int64_t> defined(buffers.size());
-    for (size_t i = 0; i < buffers.size(); ++i)
-      defined[i] = buffers[i].start;
-    auto withWindow = [&](int64_t window) {
-      for (auto [i, earliest] : fetches)
-        buffers[i].start = std::max(earliest, defined[i] - window);
-      return place();
-    };
-    int64_t window = fetches.empty() ? 0 : prefetchWindow.getValue();
-    uint64_t arenaBytes = withWindow(window);
-    while (window > 0 && deviceBudget > 0 &&
-           arenaBytes + paramsBytes > static_cast<uint64_t>(deviceBudget)) {
-      window /= 2;
-      arenaBytes = withWindow(window);
-    }
-    uint64_t unshared = 0;
-    for (const Buffer &b : buffers)
-      unshared += artifact::alignUp(b.bytes, alignment);
-    OpBuilder builder(func.getContext());
-    // The first result's offset is `offset`; all results' are `offsets`.
-    llvm::DenseMap<Operation *, SmallVector<int64_t>> offsetsOf;
-    for (const Buffer &b : buffers)
-      offsetsOf[b.def].push_back(static_cast<int64_t>(b.offset));
-    for (auto &[op, offsets] : offsetsOf) {
-      op->setAttr("offset", builder.getI64IntegerAttr(offsets.front()));
-      if (offsets.size() > 1)
-        op->setAttr("offsets", builder.getDenseI64ArrayAttr(offsets));
-    }
-    func->setAttr("exec.prefetch_window", builder.getI64IntegerAttr(window));
-    func->setAttr("exec.arena_bytes",
-                  builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
-    func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(
-                                           static_cast<int64_t>(paramsBytes)));
-    func->setAttr("exec.host_bytes", builder.getI64IntegerAttr(
-                                         static_cast<int64_t>(hostBytes)));
-    func->setAttr("exec.ssd_bytes", builder.getI64IntegerAttr(
-                                        static_cast<int64_t>(ssdBytes)));
-    // The memory report: what is live when the arena is fullest, by class.
-    for (Buffer &b : buffers) {
-      artifact::SlotClass cls = exec::classifyBuffer(b.value);
-      b.kind = cls == artifact::SlotClass::Gradient    ? Kind::Gradient
-               : cls == artifact::SlotClass::Workspace ? Kind::Workspace
-                                                       : Kind::Activation;
-    }
-    uint64_t peakLive = 0;
-    uint64_t atPeak[3] = {0, 0, 0}, classPeak[3] = {0, 0, 0};
-    uint64_t largestGradient = 0;
-    for (const Buffer &b : buffers)
-      if (b.kind == Kind::Gradient)
-        largestGradient = std::max(largestGradient, b.bytes);
-    // Live bytes per class over time, by a sweep over start/end deltas.
-    std::vector<std::array<int64_t, 3>> delta(last + 3, {0, 0, 0});
-    for (const Buffer &b : buffers) {
-      int k = static_cast<int>(b.kind);
-      delta[b.start][k] += static_cast<int64_t>(b.bytes);
-      delta[b.end + 1][k] -= static_cast<int64_t>(b.bytes);
-    }
-    uint64_t live[3] = {0, 0, 0};
-    int64_t peakAt = -1;
-    for (int64_t t = 0; t <= last + 1; ++t) {
-      for (int k = 0; k < 3; ++k)
-        live[k] += delta[t][k];
-      uint64_t total = live[0] + live[1] + live[2];
-      for (int k = 0; k < 3; ++k)
-        classPeak[k] = std::max(classPeak[k], live[k]);
-      if (total > peakLive) {
-        peakLive = total;
-        peakAt = t;
-        std::copy(live, live + 3, atPeak);
-      }
-    }
-    // Each class's bytes, and the same split by element type
-    // ("activations_at_peak:bf16") for the report's split by precision.
-    std::map<std::string, uint64_t> byType;
-    auto typeKey = [](StringRef cls, Type type) {
-      std::string key = cls.str() + ":";
-      llvm::raw_string_ostream os(key);
-      cast<ShapedType>(type).getElementType().print(os);
-      return os.str();
-    };
-    const char *peakNames[3] = {"activations_at_peak", "gradients_at_peak",
-                                "workspace_at_peak"};
-    for (const Buffer &b : buffers)
-      if (b.start <= peakAt && peakAt <= b.end)
-        byType[typeKey(peakNames[static_cast<int>(b.kind)],
-                       b.value.getType())] += b.bytes;
-    uint64_t params = 0, states = 0, constants = 0;
-    uint64_t onHost = 0, onSsd = 0;
-    for (auto p : body.getOps<exec::ParamOp>()) {
-      uint64_t bytes = storageBytes(p.getType());
-      (p.getState() ? states : p.getConstant() ? constants : params) += bytes;
-      byType[typeKey(p.getState()      ? "optimizer_states"
-                     : p.getConstant() ? "constants"
-                                       : "parameters",
-                     p.getType())] += bytes;
-      if (p.getTier() == "host")
-        onHost += bytes;
-      else if (p.getTier() == "ssd")
-        onSsd += bytes;
-    }
-    auto i64 = [&](uint64_t v) {
-      return builder.getI64IntegerAttr(static_cast<int64_t>(v));
-    };
-    SmallVector<NamedAttribute> memory = {
-        builder.getNamedAttr("parameters", i64(params)),
-        builder.getNamedAttr("optimizer_states", i64(states)),
-        builder.getNamedAttr("constants", i64(constants)),
-        builder.getNamedAttr("activations_at_peak", i64(atPeak[0])),
-        builder.getNamedAttr("gradients_at_peak", i64(atPeak[1])),
-        builder.getNamedAttr("workspace_at_peak", i64(atPeak[2])),
-        builder.getNamedAttr("activations_max", i64(classPeak[0])),
-        builder.getNamedAttr("gradients_max", i64(classPeak[1])),
-        builder.getNamedAttr("workspace_max", i64(classPeak[2])),
-        builder.getNamedAttr("largest_gradient", i64(largestGradient)),
-        builder.getNamedAttr("live_peak", i64(peakLive)),
-        builder.getNamedAttr("stored_on_host", i64(onHost)),
-        builder.getNamedAttr("stored_on_ssd", i64(onSsd)),
-    };
-    for (auto &[key, bytes] : byType)
-      memory.push_back(builder.getNamedAttr(key, i64(bytes)));
-    func->setAttr("exec.memory", builder.getDictionaryAttr(memory));
-    numBuffers += buffers.size();
-    this->arenaBytes += arenaBytes;
-    unsharedBytes += unshared;
   }
 };
 

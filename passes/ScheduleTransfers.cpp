@@ -26,6 +26,43 @@ namespace strata {
 using namespace mlir;
 using namespace strata;
 
+void strata::scheduleTransfers(func::FuncOp func,
+                               const ScheduleTransfersPassOptions &options) {
+  SmallVector<exec::KernelOp> kernels;
+  for (auto k : func.getBody().front().getOps<exec::KernelOp>())
+    kernels.push_back(k);
+  // Every kernel's arena accesses, and the stored buffer it writes back.
+  std::vector<std::vector<artifact::ArenaRange>> reads(kernels.size()),
+      writes(kernels.size());
+  std::vector<Operation *> writesStored(kernels.size(), nullptr);
+  for (auto [i, k] : llvm::enumerate(kernels)) {
+    arenaAccesses(k, reads[i], writes[i]);
+    if (k.getNumResults() == 0 && !k.getInputs().empty())
+      writesStored[i] = storedRoot(k.getInputs()[0]);
+  }
+  OpBuilder b(func.getContext());
+  for (auto [i, k] : llvm::enumerate(kernels)) {
+    if (!isTransfer(k) || k.getKernel() != "copy")
+      continue;
+    Operation *source = storedRoot(k.getInputs()[0]);
+    // The latest kernel before it that conflicts; without one, the
+    // start of the step or the lookahead bound.
+    int64_t first = std::max<int64_t>(0, static_cast<int64_t>(i) - options.lookahead);
+    int64_t after = first - 1;
+    for (int64_t j = static_cast<int64_t>(i) - 1; j >= first; --j) {
+      if ((writesStored[j] && writesStored[j] == source) ||
+          artifact::accessesConflict(reads[i], writes[i], reads[j],
+                                     writes[j])) {
+        after = j;
+        break;
+      }
+    }
+    if (after == static_cast<int64_t>(i) - 1)
+      continue; // Nothing to overlap: it stays in program order.
+    k->setAttr("issue_after", b.getI64IntegerAttr(after));
+  }
+}
+
 namespace {
 
 struct ScheduleTransfersPass
@@ -33,44 +70,10 @@ struct ScheduleTransfersPass
   using ScheduleTransfersPassBase::ScheduleTransfersPassBase;
 
   void runOnOperation() override {
+    ScheduleTransfersPassOptions options;
+    options.lookahead = lookahead;
     for (auto func : getOperation().getOps<func::FuncOp>())
-      schedule(func);
-  }
-
-  void schedule(func::FuncOp func) {
-    SmallVector<exec::KernelOp> kernels;
-    for (auto k : func.getBody().front().getOps<exec::KernelOp>())
-      kernels.push_back(k);
-    // Every kernel's arena accesses, and the stored buffer it writes back.
-    std::vector<std::vector<artifact::ArenaRange>> reads(kernels.size()),
-        writes(kernels.size());
-    std::vector<Operation *> writesStored(kernels.size(), nullptr);
-    for (auto [i, k] : llvm::enumerate(kernels)) {
-      arenaAccesses(k, reads[i], writes[i]);
-      if (k.getNumResults() == 0 && !k.getInputs().empty())
-        writesStored[i] = storedRoot(k.getInputs()[0]);
-    }
-    OpBuilder b(func.getContext());
-    for (auto [i, k] : llvm::enumerate(kernels)) {
-      if (!isTransfer(k) || k.getKernel() != "copy")
-        continue;
-      Operation *source = storedRoot(k.getInputs()[0]);
-      // The latest kernel before it that conflicts; without one, the
-      // start of the step or the lookahead bound.
-      int64_t first = std::max<int64_t>(0, static_cast<int64_t>(i) - lookahead);
-      int64_t after = first - 1;
-      for (int64_t j = static_cast<int64_t>(i) - 1; j >= first; --j) {
-        if ((writesStored[j] && writesStored[j] == source) ||
-            artifact::accessesConflict(reads[i], writes[i], reads[j],
-                                       writes[j])) {
-          after = j;
-          break;
-        }
-      }
-      if (after == static_cast<int64_t>(i) - 1)
-        continue; // Nothing to overlap: it stays in program order.
-      k->setAttr("issue_after", b.getI64IntegerAttr(after));
-    }
+      scheduleTransfers(func, options);
   }
 };
 

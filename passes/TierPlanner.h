@@ -1,0 +1,250 @@
+//===- TierPlanner.h - Where stored tensors and activations live -*- C++ -*-===//
+//
+// The planner behind --strata-place-tiers, in three parts:
+//
+//  - TierIR.cpp: queries on exec IR the placement needs (swap candidates,
+//    gradient candidates, uses through views, a live-arena estimate);
+//  - TierRewrites.cpp: applying a Placement to a function (fetches and
+//    write-backs for off-device parameters, activation and gradient swaps,
+//    recomputation);
+//  - TierSearch.cpp: building placements (forced, greedy, naive, least
+//    device memory), scoring them on clones with the memory planner, the
+//    transfer scheduler and the cost model, and the local search.
+//
+// PlaceTiers.cpp is the pass: it checks the options and runs place() on
+// every function.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_PASSES_TIERPLANNER_H
+#define STRATA_PASSES_TIERPLANNER_H
+
+#include "passes/CostModel.h"
+#include "passes/Passes.h"
+
+#include "dialects/Exec/ExecDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace strata::tiers {
+
+//===----------------------------------------------------------------------===//
+// Placements
+//===----------------------------------------------------------------------===//
+
+/// Where one stored tensor lives.
+enum class Tier : uint8_t { Device, Host, Ssd };
+
+llvm::StringRef tierName(Tier t);
+/// "host" and "ssd"; anything else is the device.
+Tier parseTier(llvm::StringRef name);
+
+/// What happens to a forward activation the backward pass reads.
+enum class Act : uint8_t { Keep, Host, Ssd, Recompute };
+
+const char *actName(Act a);
+
+/// One placement of a function: the tier of each `exec.param` and the fate
+/// of each swap candidate, both in program order. Applying it to the same
+/// function always gives the same program, so the planner can compare
+/// placements on clones and apply the best one to the original.
+struct Placement {
+  std::string label;
+  llvm::SmallVector<Tier> tiers;
+  llvm::SmallVector<Act> acts;
+  /// Per gradient candidate: Keep, Host or Ssd.
+  llvm::SmallVector<Act> grads;
+};
+
+/// How good a placement is: the bytes by which it misses the budgets (0
+/// when it fits), then the predicted step.
+struct Score {
+  uint64_t overBytes = std::numeric_limits<uint64_t>::max();
+  int64_t stepUs = std::numeric_limits<int64_t>::max();
+  bool fits() const { return overBytes == 0; }
+  bool operator<(const Score &o) const {
+    return overBytes != o.overBytes ? overBytes < o.overBytes
+                                    : stepUs < o.stepUs;
+  }
+};
+
+/// Greedy orders for activations: by the cost model, never recompute, or
+/// recompute wherever it is free.
+enum class Policy { Cost, Swap, Recompute };
+
+/// The classes a placement option covers.
+enum class Class { Params, States, Activations, Gradients };
+
+/// What applying a placement inserted (the pass's statistics).
+struct PlacementCounters {
+  int64_t fetches = 0, writebacks = 0, swapped = 0, gradientsSwapped = 0;
+  int64_t recomputed = 0, recomputedBytes = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Queries on exec IR (TierIR.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The operands an update-type kernel writes in place (not counting the
+/// destinations of transfers: assign and store).
+llvm::SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel);
+
+/// Each op's index in `body`.
+llvm::DenseMap<mlir::Operation *, unsigned> positions(mlir::Block &body);
+
+/// The uses of `value`, looking through views (a use of a view of `value`
+/// is a use of `value`).
+llvm::SmallVector<mlir::OpOperand *> usesThroughViews(mlir::Value value);
+
+/// The uses of `value` (through views) in the backward pass.
+llvm::SmallVector<mlir::OpOperand *> backwardUsesOf(mlir::Value value);
+
+/// The first (in program order) owner of `uses` (all in one block).
+mlir::Operation *earliestUser(llvm::ArrayRef<mlir::OpOperand *> uses);
+
+/// Whether `value` (through views) is used at `op` or after it.
+bool usedFrom(mlir::Value value, mlir::Operation *op);
+
+/// A copy, store or assign kernel.
+bool isTransferKernel(exec::KernelOp k);
+
+/// Whether `op` runs after the backward pass, in the optimizer step.
+bool isOptimizerPhase(mlir::Operation *op);
+
+/// Whether `use` writes its value in place.
+bool writesInPlace(mlir::OpOperand *use);
+
+/// Forward values the backward pass reads: the candidates for swapping.
+llvm::SmallVector<mlir::Value> swappable(mlir::Block &body);
+
+/// Gradients the optimizer step reads after the backward pass is done
+/// with them (see TierIR.cpp).
+llvm::SmallVector<mlir::Value> gradientCandidates(mlir::Block &body);
+
+/// Bytes the device arena needs, without any placement (a lower bound of
+/// the real plan's): the largest sum of live buffers at any op.
+uint64_t liveArenaEstimate(mlir::Block &body, uint64_t alignment);
+
+/// Host bytes the stored tensors `placement` puts on the host take.
+uint64_t hostBytes(mlir::func::FuncOp func, const Placement &placement);
+
+/// The layer a stored tensor belongs to, from its name: the name up to and
+/// including its first all-digit component ("h.3" of "h.3.attn.c_attn.
+/// weight.exp_avg"); empty when it has none.
+std::string layerOf(llvm::StringRef name);
+
+/// A swap space `name` on `tier` for `value`, which is stored into it
+/// right after `after`. Returns the space.
+mlir::Value storeAfter(mlir::Block &body, mlir::Operation *after,
+                       mlir::Value value, const std::string &name,
+                       llvm::StringRef tier);
+
+/// Points `uses` of `value` (possibly through views) at `replacement`,
+/// rebuilding the views in between.
+void replaceUses(llvm::ArrayRef<mlir::OpOperand *> uses, mlir::Value value,
+                 mlir::Value replacement);
+
+//===----------------------------------------------------------------------===//
+// The planner
+//===----------------------------------------------------------------------===//
+
+/// Plans one module's functions under the pass's options.
+class TierPlanner : public PlaceTiersPassOptions {
+public:
+  TierPlanner(mlir::ModuleOp module, const PlaceTiersPassOptions &options,
+              const MachineProfile &machine)
+      : PlaceTiersPassOptions(options), module(module), machine(machine) {}
+
+  /// Plans `func` and rewrites it. With a device budget and something left
+  /// to the planner, it scores the greedy placements and the two naive
+  /// ones (every activation swapped, every one recomputed), then improves
+  /// the best by moving one tensor at a time while the predicted step
+  /// drops (or, over budget, while the excess does); each placement is
+  /// scored by planning its memory and replaying its schedule.
+  mlir::LogicalResult place(mlir::func::FuncOp func);
+
+  /// What the last place() inserted into its function.
+  PlacementCounters counters;
+
+private:
+  //===--- Options ---------------------------------------------------------===//
+
+  uint64_t arenaAlignment() const;
+  /// Whether the planner may choose the tier of `p`.
+  bool isAuto(exec::ParamOp p) const;
+  /// What a class is left to: its option, or the override.
+  llvm::StringRef mode(Class c) const;
+
+  //===--- Rewrites (TierRewrites.cpp) -------------------------------------===//
+
+  void insertFetches(mlir::func::FuncOp func);
+  bool swap(mlir::Block &body, mlir::Value value, llvm::StringRef tier,
+            unsigned index);
+  bool swapGradient(mlir::Block &body, mlir::Value value,
+                    llvm::StringRef tier, unsigned index);
+  llvm::SmallVector<mlir::Operation *>
+  recomputeChain(mlir::Value value, mlir::Operation *at,
+                 const llvm::DenseSet<mlir::Value> &kept);
+  llvm::SmallVector<mlir::Operation *>
+  chainFor(mlir::Value value, const llvm::DenseSet<mlir::Value> &kept);
+  double chainSeconds(llvm::ArrayRef<mlir::Operation *> chain);
+  void recompute(mlir::Value value, llvm::ArrayRef<mlir::Operation *> chain);
+  Act applyAct(mlir::Block &body, mlir::Value value, Act act,
+               llvm::DenseSet<mlir::Value> &kept, unsigned &swaps,
+               llvm::ArrayRef<mlir::Operation *> chain = {});
+  mlir::LogicalResult apply(mlir::func::FuncOp func,
+                            const Placement &placement);
+
+  //===--- Placements and search (TierSearch.cpp) --------------------------===//
+
+  Placement forced(mlir::func::FuncOp func, size_t numCandidates,
+                   size_t numGradients);
+  Placement greedy(mlir::func::FuncOp func, const Placement &start,
+                   Policy policy);
+  void applyForcedActivations(mlir::func::FuncOp func, const Placement &out);
+  void greedyActivations(mlir::func::FuncOp func, Placement &out,
+                         Policy policy, uint64_t resident, uint64_t &host);
+  Score score(mlir::func::FuncOp func, const Placement &placement);
+  void offDevice(llvm::ArrayRef<uint64_t> bytes,
+                 llvm::SmallVectorImpl<Act> &choices, uint64_t &host) const;
+  Placement search(mlir::func::FuncOp func, const Placement &start);
+  Placement leastDevice(mlir::func::FuncOp func, const Placement &base);
+  bool uniform(mlir::func::FuncOp func, const Placement &p, Class c,
+               llvm::StringRef value);
+  llvm::SmallVector<std::pair<Class, std::string>>
+  forcedStarts(mlir::func::FuncOp func,
+               llvm::function_ref<void(Placement)> consider);
+  Placement improve(mlir::func::FuncOp func, Placement best, Score bestScore,
+                    int64_t limit);
+  /// A greedy placement built on a clone of the module, leaving the
+  /// counters as they were.
+  Placement greedyOnClone(mlir::func::FuncOp func, const Placement &start,
+                          Policy policy);
+
+  //===--- State -----------------------------------------------------------===//
+
+  mlir::ModuleOp module;
+  const MachineProfile &machine;
+  /// While the search builds the start a forced option would give, that
+  /// class's forced value; empty otherwise.
+  std::string overrideValue;
+  Class overridden = Class::Params;
+  /// Sizes of the activation and gradient swap candidates, by index.
+  llvm::SmallVector<uint64_t> actBytes, gradBytes;
+  int64_t evaluated = 0;
+  Score chosen;
+  std::chrono::steady_clock::time_point lastReport;
+  llvm::SmallVector<std::pair<std::string, Score>> naive;
+};
+
+} // namespace strata::tiers
+
+#endif // STRATA_PASSES_TIERPLANNER_H

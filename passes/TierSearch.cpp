@@ -1,0 +1,566 @@
+//===- TierSearch.cpp - Placements, their scores and the search -----------===//
+//
+// The starting placements (forced by the options, greedy, the naive ones,
+// the least device memory), scoring a placement on a clone of the module
+// (memory plan, transfer schedule, predicted step) and the local search.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/TierPlanner.h"
+
+#include "passes/ArenaRanges.h"
+
+#include "runtime/artifact/Plan.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Debug.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#define DEBUG_TYPE "strata-place-tiers"
+
+using namespace mlir;
+using namespace strata;
+using namespace strata::tiers;
+
+/// The placement the options force, with everything automatic kept on
+/// the device.
+Placement TierPlanner::forced(func::FuncOp func, size_t numCandidates,
+                 size_t numGradients) {
+  Placement out;
+  out.label = "as forced";
+  for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
+    StringRef choice = mode(p.getState() ? Class::States : Class::Params);
+    out.tiers.push_back(p.getConstant() || choice == "auto"
+                            ? parseTier(p.getTier())
+                            : parseTier(choice));
+  }
+  StringRef a = mode(Class::Activations);
+  Act act = a == "host"        ? Act::Host
+            : a == "ssd"       ? Act::Ssd
+            : a == "recompute" ? Act::Recompute
+                               : Act::Keep;
+  out.acts.assign(numCandidates, act);
+  StringRef g = mode(Class::Gradients);
+  out.grads.assign(numGradients, g == "host"  ? Act::Host
+                                 : g == "ssd" ? Act::Ssd
+                                              : Act::Keep);
+  return out;
+}
+
+/// A greedy placement, built on `func` (a clone: it is rewritten):
+/// optimizer state leaves the device first, then parameters, largest
+/// first, to the host while the host budget lasts and then to the SSD;
+/// then activations, largest first, until the arena estimate fits, each
+/// recomputed or swapped as `policy` says.
+Placement TierPlanner::greedy(func::FuncOp func, const Placement &start, Policy policy) {
+  Block &body = func.getBody().front();
+  Placement out = start;
+  out.label = policy == Policy::Cost   ? "greedy"
+              : policy == Policy::Swap ? "greedy, swaps only"
+                                       : "greedy, recomputation first";
+  SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
+  for (auto [p, tier] : llvm::zip(all, start.tiers))
+    p.setTier(tierName(tier));
+  uint64_t arena = liveArenaEstimate(body, arenaAlignment());
+  uint64_t resident = 0, largestMoved = 0, host = 0;
+  for (exec::ParamOp p : all) {
+    uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
+    if (p.getTier() == "device")
+      resident += bytes;
+    else if (p.getTier() == "host")
+      host += bytes;
+  }
+  SmallVector<unsigned> order;
+  for (auto [i, p] : llvm::enumerate(all))
+    if (isAuto(p) && p.getTier() == "device")
+      order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) {
+    if (all[a].getState() != all[b].getState())
+      return bool(all[a].getState());
+    return storageBytes(all[a].getType()) > storageBytes(all[b].getType());
+  });
+  // A fetched tensor needs a device copy while in use: budget for two of
+  // the largest (the one in use and the next).
+  for (unsigned i : order) {
+    if (arena + resident + 2 * largestMoved <= gpuMem)
+      break;
+    uint64_t bytes = artifact::pagePadded(storageBytes(all[i].getType()));
+    bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
+    out.tiers[i] = toHost ? Tier::Host : Tier::Ssd;
+    all[i].setTier(tierName(out.tiers[i]));
+    host += toHost ? bytes : 0;
+    resident -= bytes;
+    largestMoved = std::max(largestMoved, bytes);
+  }
+  insertFetches(func);
+  if (mode(Class::Activations) == "auto")
+    greedyActivations(func, out, policy, resident, host);
+  else
+    applyForcedActivations(func, out);
+  if (mode(Class::Gradients) != "auto")
+    return out;
+  // Then gradients, largest first, until the estimate fits.
+  SmallVector<Value> grads = gradientCandidates(body);
+  auto byBytes = llvm::to_vector(llvm::seq<unsigned>(0, grads.size()));
+  std::stable_sort(byBytes.begin(), byBytes.end(), [&](unsigned a, unsigned b) {
+    return storageBytes(grads[a].getType()) > storageBytes(grads[b].getType());
+  });
+  for (unsigned i : byBytes) {
+    if (liveArenaEstimate(body, arenaAlignment()) + resident <= gpuMem)
+      break;
+    uint64_t bytes = storageBytes(grads[i].getType());
+    bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
+    if (!toHost && !hasSsd)
+      continue;
+    if (!swapGradient(body, grads[i], toHost ? "host" : "ssd", i))
+      continue;
+    out.grads[i] = toHost ? Act::Host : Act::Ssd;
+    host += toHost ? bytes : 0;
+  }
+  return out;
+}
+
+Placement TierPlanner::greedyOnClone(func::FuncOp func, const Placement &start,
+                                     Policy policy) {
+  OwningOpRef<ModuleOp> clone(cast<ModuleOp>(module->clone()));
+  auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+  PlacementCounters saved = counters;
+  Placement p = greedy(copy, start, policy);
+  counters = saved;
+  return p;
+}
+
+/// Rewrites `func` with the activation choices `out` already holds (the
+/// forced ones), so that later greedy steps see them.
+void TierPlanner::applyForcedActivations(func::FuncOp func, const Placement &out) {
+  Block &body = func.getBody().front();
+  SmallVector<Value> candidates = swappable(body);
+  llvm::DenseSet<Value> kept;
+  for (auto [v, act] : llvm::zip(candidates, out.acts))
+    if (act == Act::Keep)
+      kept.insert(v);
+  unsigned swaps = 0;
+  for (auto [v, act] : llvm::zip(candidates, out.acts))
+    if (act == Act::Host || act == Act::Ssd)
+      applyAct(body, v, act, kept, swaps);
+  for (auto [v, act] : llvm::zip(candidates, out.acts))
+    if (act == Act::Recompute)
+      applyAct(body, v, act, kept, swaps);
+}
+
+/// The greedy activation step: largest first until the arena estimate
+/// fits, each recomputed or swapped as `policy` says.
+void TierPlanner::greedyActivations(func::FuncOp func, Placement &out, Policy policy,
+                       uint64_t resident, uint64_t &host) {
+  Block &body = func.getBody().front();
+  SmallVector<Value> candidates = swappable(body);
+  assert(candidates.size() == out.acts.size() && "candidates changed");
+  llvm::DenseMap<Value, unsigned> indexOf;
+  for (auto [i, v] : llvm::enumerate(candidates))
+    indexOf[v] = i;
+  llvm::DenseSet<Value> kept(candidates.begin(), candidates.end());
+  SmallVector<Value> bySize = candidates;
+  std::stable_sort(bySize.begin(), bySize.end(), [](Value a, Value b) {
+    return storageBytes(a.getType()) > storageBytes(b.getType());
+  });
+  unsigned swaps = 0;
+  for (Value v : bySize) {
+    if (liveArenaEstimate(body, arenaAlignment()) + resident <= gpuMem)
+      break;
+    uint64_t bytes = storageBytes(v.getType());
+    bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
+    Act moved = toHost ? Act::Host : Act::Ssd;
+    SmallVector<Operation *> chain;
+    if (policy != Policy::Swap)
+      chain = chainFor(v, kept);
+    double again = chain.empty() ? -1 : chainSeconds(chain);
+    double round = transferSeconds(bytes, actName(moved), false, machine) +
+                   transferSeconds(bytes, actName(moved), true, machine);
+    Act act = again >= 0 && (policy == Policy::Recompute || again < round)
+                  ? Act::Recompute
+              : moved == Act::Ssd && !hasSsd ? Act::Keep
+                                             : moved;
+    act = applyAct(body, v, act, kept, swaps, chain);
+    out.acts[indexOf[v]] = act;
+    if (act == Act::Host)
+      host += bytes;
+  }
+}
+
+/// Applies `placement` to a clone of the module, plans its memory and
+/// predicts its step.
+Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
+  ++evaluated;
+  if (progress) {
+    // A line every few seconds, only when planning runs that long.
+    auto now = std::chrono::steady_clock::now();
+    if (evaluated == 1)
+      lastReport = now;
+    else if (now - lastReport > std::chrono::seconds(3)) {
+      lastReport = now;
+      llvm::errs() << "strata-compile: planning placement: " << evaluated
+                   << "/" << maxEvaluations << " placements scored";
+      if (chosen.fits())
+        llvm::errs() << ", best so far "
+                     << llvm::format("%.2f", chosen.stepUs / 1e3)
+                     << " ms predicted";
+      llvm::errs() << "\n";
+    }
+  }
+  MLIRContext *ctx = module.getContext();
+  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+  OwningOpRef<ModuleOp> clone(cast<ModuleOp>(module->clone()));
+  auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+  PlacementCounters saved = counters;
+  LogicalResult applied = apply(copy, placement);
+  counters = saved;
+  if (failed(applied))
+    return Score();
+  // Updates that would run on the CPU change the host link's traffic and
+  // the host memory (landing buffers): score the plan they make.
+  offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes, cpuMem);
+  // The memory plan and the transfer schedule the pipeline makes next,
+  // called directly (no nested pass manager per candidate).
+  PlanMemoryPassOptions memory;
+  memory.deviceBudget = static_cast<int64_t>(gpuMem);
+  planMemory(copy, memory);
+  scheduleTransfers(copy);
+  // The profile this pass read already, not the file again per score.
+  predictStepTime(copy, machine);
+  auto integer = [&](StringRef name) -> uint64_t {
+    auto attr = copy->getAttrOfType<IntegerAttr>(name);
+    return attr ? attr.getInt() : 0;
+  };
+  Score s;
+  uint64_t device = integer("exec.arena_bytes") + integer("exec.params_bytes");
+  uint64_t host = integer("exec.host_bytes");
+  s.overBytes = (gpuMem && device > gpuMem ? device - gpuMem : 0) +
+                (cpuMem && host > cpuMem ? host - cpuMem : 0);
+  auto predicted = copy->getAttrOfType<DictionaryAttr>("exec.predicted");
+  s.stepUs = cast<IntegerAttr>(predicted.get("predicted_step_us")).getInt();
+  return s;
+}
+
+/// Moves `choices` (indexed like `bytes`) off the device: to the host
+/// while `host` stays within the host budget, then to the SSD.
+void TierPlanner::offDevice(ArrayRef<uint64_t> bytes, SmallVectorImpl<Act> &choices,
+               uint64_t &host) const {
+  for (auto [n, act] : llvm::zip(bytes, choices)) {
+    bool toHost = cpuMem == 0 || host + n <= cpuMem || !hasSsd;
+    act = toHost ? Act::Host : Act::Ssd;
+    host += toHost ? n : 0;
+  }
+}
+
+/// The planner's search (see place()).
+Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
+  SmallVector<std::pair<Placement, Score>> tried;
+  auto consider = [&](Placement p) {
+    Score s = score(func, p);
+    LLVM_DEBUG(llvm::dbgs() << p.label << ": over " << s.overBytes
+                            << " B, " << s.stepUs << " us\n");
+    tried.push_back({std::move(p), s});
+  };
+  for (Policy policy : {Policy::Cost, Policy::Swap, Policy::Recompute}) {
+    consider(greedyOnClone(func, start, policy));
+    if (activations != "auto")
+      break;
+  }
+  naive.clear();
+  naive.push_back({"planner_greedy", tried.front().second});
+  if (activations == "auto") {
+    // The naive plans, with the first greedy plan's parameters: every
+    // activation swapped (to the host while the host budget lasts), and
+    // every one that can be recomputed recomputed.
+    Placement swapAll = tried.front().first;
+    swapAll.label = "swap all activations";
+    uint64_t host = hostBytes(func, swapAll);
+    offDevice(actBytes, swapAll.acts, host);
+    Placement recomputeAll = tried.front().first;
+    recomputeAll.label = "recompute all activations";
+    recomputeAll.acts.assign(recomputeAll.acts.size(), Act::Recompute);
+    consider(swapAll);
+    naive.push_back({"planner_swap_all", tried.back().second});
+    consider(recomputeAll);
+    naive.push_back({"planner_recompute_all", tried.back().second});
+  }
+  // The least device memory the options allow. When nothing fits, this
+  // is the plan whose need the error reports as the minimum.
+  Placement least = leastDevice(func, tried.front().first);
+  consider(least);
+  SmallVector<std::pair<Class, std::string>> forcedClasses =
+      forcedStarts(func, consider);
+  auto bestIt = std::min_element(
+      tried.begin(), tried.end(),
+      [](auto &a, auto &b) { return a.second < b.second; });
+  // Part of what is left to the best start; the rest to one search per
+  // class, as a run forcing that class would do it: from the best
+  // placement tried that has the whole class on one tier (or one
+  // activation choice), with the class held there (a local search from
+  // the best start alone can settle where one of those runs does better).
+  SmallVector<std::pair<size_t, std::pair<Class, std::string>>> order;
+  for (Class c : {Class::Params, Class::States, Class::Activations,
+                  Class::Gradients}) {
+    if (mode(c) != "auto")
+      continue;
+    std::optional<size_t> pick;
+    std::string value;
+    for (const auto &[forcedClass, forcedValue] : forcedClasses) {
+      if (forcedClass != c)
+        continue;
+      for (size_t i = 0; i < tried.size(); ++i)
+        if (uniform(func, tried[i].first, c, forcedValue) &&
+            (!pick || tried[i].second < tried[*pick].second)) {
+          pick = i;
+          value = forcedValue;
+        }
+    }
+    if (pick)
+      order.push_back({*pick, {c, value}});
+  }
+  Placement result = improve(
+      func, bestIt->first, bestIt->second,
+      evaluated + (maxEvaluations - evaluated) / (1 + order.size() / 2));
+  Score resultScore = chosen;
+  for (auto [k, entry] : llvm::enumerate(order)) {
+    int64_t share = (maxEvaluations - evaluated) /
+                    static_cast<int64_t>(order.size() - k);
+    if (share <= 0)
+      break;
+    std::tie(overridden, overrideValue) = entry.second;
+    Placement p = improve(func, tried[entry.first].first,
+                          tried[entry.first].second, evaluated + share);
+    Score ps = chosen;
+    overrideValue.clear();
+    if (ps < resultScore) {
+      result = std::move(p);
+      resultScore = ps;
+    }
+  }
+  chosen = resultScore;
+  return result;
+}
+
+/// `base` with everything automatic off the device (to the host while
+/// the host budget lasts, then the SSD), every automatic activation and
+/// gradient swapped.
+Placement TierPlanner::leastDevice(func::FuncOp func, const Placement &base) {
+  Placement least = base;
+  least.label = "everything off the device";
+  uint64_t host = 0;
+  for (auto [i, p] :
+       llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>())) {
+    uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
+    if (isAuto(p)) {
+      bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
+      least.tiers[i] = toHost ? Tier::Host : Tier::Ssd;
+    }
+    host += least.tiers[i] == Tier::Host ? bytes : 0;
+  }
+  if (mode(Class::Activations) == "auto")
+    offDevice(actBytes, least.acts, host);
+  if (mode(Class::Gradients) == "auto")
+    offDevice(gradBytes, least.grads, host);
+  return least;
+}
+
+/// Whether `p` has every tensor of class `c` the planner may move at
+/// `value` ("device", "host", "ssd", or "recompute" for activations), as
+/// forcing the class would (constants stay where they are then).
+bool TierPlanner::uniform(func::FuncOp func, const Placement &p, Class c,
+             StringRef value) {
+  if (c == Class::Activations || c == Class::Gradients) {
+    Act want = value == "host"        ? Act::Host
+               : value == "ssd"       ? Act::Ssd
+               : value == "recompute" ? Act::Recompute
+                                      : Act::Keep;
+    const SmallVector<Act> &acts =
+        c == Class::Activations ? p.acts : p.grads;
+    return llvm::all_of(acts, [&](Act a) { return a == want; });
+  }
+  Tier want = parseTier(value);
+  for (auto [i, op] :
+       llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>()))
+    if (isAuto(op) && !op.getConstant() &&
+        bool(op.getState()) == (c == Class::States) && p.tiers[i] != want)
+      return false;
+  return true;
+}
+
+/// The greedy start of every placement a user can force for one class
+/// the options leave to the planner (--place-states ssd, ...), so the
+/// search begins where such a run would and cannot end up worse than its
+/// first candidate.
+SmallVector<std::pair<Class, std::string>>
+TierPlanner::forcedStarts(func::FuncOp func, function_ref<void(Placement)> consider) {
+  SmallVector<std::pair<Class, StringRef>> starts;
+  SmallVector<StringRef> tiers{"device", "host"};
+  if (hasSsd)
+    tiers.push_back("ssd");
+  for (Class c : {Class::Params, Class::States, Class::Gradients})
+    if (mode(c) == "auto")
+      for (StringRef t : tiers)
+        starts.push_back({c, t});
+  if (mode(Class::Activations) == "auto") {
+    for (StringRef t : tiers)
+      starts.push_back({Class::Activations, t});
+    starts.push_back({Class::Activations, "recompute"});
+  }
+  for (auto [c, value] : starts) {
+    overridden = c;
+    overrideValue = value.str();
+    Placement start = forced(func, actBytes.size(), gradBytes.size());
+    Placement p = greedyOnClone(func, start, Policy::Cost);
+    // The greedy start and the least-device plan of that run.
+    Placement least = leastDevice(func, p);
+    overrideValue.clear();
+    p.label = "forced start";
+    consider(std::move(p));
+    least.label = "forced start, everything else off the device";
+    consider(std::move(least));
+  }
+  SmallVector<std::pair<Class, std::string>> out;
+  for (auto [c, value] : starts)
+    out.push_back({c, value.str()});
+  return out;
+}
+
+/// Local search from `best`: one choice changed at a time, largest
+/// tensor first, a change kept when it lowers the score, until a round
+/// changes nothing or the evaluations run out. Within the budgets only
+/// moves toward the device can pay off (recomputing instead of a round
+/// trip counts); over them, only moves away from it.
+Placement TierPlanner::improve(func::FuncOp func, Placement best, Score bestScore,
+                  int64_t limit) {
+  chosen = bestScore;
+  auto bySize = [](ArrayRef<uint64_t> bytes, bool enabled) {
+    SmallVector<std::pair<uint64_t, unsigned>> order;
+    if (enabled)
+      for (auto [i, n] : llvm::enumerate(bytes))
+        order.push_back({n, static_cast<unsigned>(i)});
+    llvm::sort(order, std::greater<>());
+    return order;
+  };
+  SmallVector<uint64_t> paramBytes;
+  SmallVector<bool> paramAuto;
+  for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
+    paramBytes.push_back(isAuto(p) ? storageBytes(p.getType()) : 0);
+    paramAuto.push_back(isAuto(p));
+  }
+  auto paramOrder = bySize(paramBytes, true);
+  llvm::erase_if(paramOrder, [&](auto &e) { return !paramAuto[e.second]; });
+  auto actOrder = bySize(actBytes, mode(Class::Activations) == "auto");
+  auto gradOrder = bySize(gradBytes, mode(Class::Gradients) == "auto");
+  // How far from the device each choice is.
+  auto rank = [](Act a) {
+    return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3;
+  };
+  bool improved = true;
+  auto attempt = [&](Placement trial) {
+    if (evaluated >= limit)
+      return false;
+    Score s = score(func, trial);
+    if (!(s < bestScore))
+      return false;
+    best = std::move(trial);
+    bestScore = chosen = s;
+    improved = true;
+    return true;
+  };
+  // Tries the alternatives of choice `i` of `field`, first improvement.
+  auto moves = [&](auto field, ArrayRef<std::pair<uint64_t, unsigned>> order,
+                   auto alternatives, auto useful) {
+    for (auto [bytes, i] : order)
+      for (auto alt : alternatives) {
+        auto cur = (best.*field)[i];
+        if (alt == cur || !useful(cur, alt))
+          continue;
+        Placement trial = best;
+        (trial.*field)[i] = alt;
+        if (attempt(std::move(trial)))
+          break;
+      }
+  };
+  auto towardIfFits = [&](auto cur, auto alt) {
+    return bestScore.fits() == (rank(alt) < rank(cur));
+  };
+  // Whole classes and whole layers of stored tensors (the indices of
+  // the automatic ones).
+  SmallVector<unsigned> paramIdx, stateIdx;
+  std::map<std::string, SmallVector<unsigned>> layers;
+  for (auto [i, p] :
+       llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>())) {
+    if (!isAuto(p))
+      continue;
+    (p.getState() ? stateIdx : paramIdx).push_back(i);
+    std::string key = layerOf(p.getName());
+    if (!key.empty())
+      layers[key].push_back(i);
+  }
+  // Sets every choice of `field` at `indices` (all when empty) to `value`
+  // and scores that, unless nothing changes.
+  auto setAll = [&](auto field, ArrayRef<unsigned> indices, auto value) {
+    Placement trial = best;
+    bool changed = false;
+    auto set = [&](unsigned i) {
+      changed |= (trial.*field)[i] != value;
+      (trial.*field)[i] = value;
+    };
+    if (indices.empty())
+      for (unsigned i = 0; i < (trial.*field).size(); ++i)
+        set(i);
+    else
+      llvm::for_each(indices, set);
+    if (changed)
+      attempt(std::move(trial));
+  };
+  while (improved && evaluated < limit) {
+    improved = false;
+    SmallVector<Act> actAlternatives{Act::Keep, Act::Host, Act::Recompute};
+    SmallVector<Act> gradAlternatives{Act::Keep, Act::Host};
+    SmallVector<Tier> tierAlternatives{Tier::Device, Tier::Host};
+    if (hasSsd) {
+      actAlternatives.push_back(Act::Ssd);
+      gradAlternatives.push_back(Act::Ssd);
+      tierAlternatives.push_back(Tier::Ssd);
+    }
+    // Whole classes first: each placement a user can force for one class
+    // (--place-states ssd, ...) is one such move from here, so the search
+    // does not stop short of one its own score prefers. Then whole layers
+    // (a layer's parameters and states together), then single tensors.
+    for (Tier t : tierAlternatives) {
+      if (!paramIdx.empty())
+        setAll(&Placement::tiers, paramIdx, t);
+      if (!stateIdx.empty())
+        setAll(&Placement::tiers, stateIdx, t);
+    }
+    if (mode(Class::Activations) == "auto" && !best.acts.empty())
+      for (Act a : actAlternatives)
+        setAll(&Placement::acts, {}, a);
+    if (mode(Class::Gradients) == "auto" && !best.grads.empty())
+      for (Act g : gradAlternatives)
+        setAll(&Placement::grads, {}, g);
+    if (layers.size() > 1)
+      for (auto &[key, indices] : layers)
+        for (Tier t : tierAlternatives)
+          setAll(&Placement::tiers, indices, t);
+    moves(&Placement::acts, actOrder, actAlternatives, [&](Act cur, Act alt) {
+      if (alt == Act::Recompute)
+        return bestScore.fits() ? cur != Act::Keep : cur == Act::Keep;
+      return towardIfFits(cur, alt);
+    });
+    moves(&Placement::grads, gradOrder, gradAlternatives, towardIfFits);
+    moves(&Placement::tiers, paramOrder, tierAlternatives,
+          [&](Tier cur, Tier alt) { return bestScore.fits() == (alt < cur); });
+  }
+  chosen = bestScore;
+  LLVM_DEBUG(llvm::dbgs() << "chosen: over " << bestScore.overBytes
+                          << " B, " << bestScore.stepUs << " us after "
+                          << evaluated << " placements\n");
+  return best;
+}
