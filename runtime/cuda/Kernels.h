@@ -1,4 +1,4 @@
-// Kernels.h - The CUDA backend's kernels (runtime/cuda/Kernels.cu).
+// Kernels.h - The CUDA backend's kernels (runtime/cuda/*.cu, KernelFamilies.cuh).
 //
 // Host-callable entry points only: no CUDA types in this header beyond an
 // opaque stream, so CudaBackend.cpp and the tests include it freely.
