@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileSupport.h"
+
 #include "compiler/import/OnnxImporter.h"
 #include "compiler/serialize/ArtifactWriter.h"
 #include "dialects/Exec/ExecDialect.h"
@@ -290,53 +292,6 @@ static cl::opt<std::string> placeGradients(
              "their last backward use, fetched for the update)"),
     cl::init("auto"), cl::cat(tierCategory));
 
-/// The host region the plan needs against --cpu-mem: an error naming what
-/// takes the room (stored parameters and states, which --place-params and
-/// --place-states force there regardless of the budget; swapped activations
-/// and gradients; gradients landed for updates on the CPU) when it is over.
-static LogicalResult checkHostBudget(ModuleOp module,
-                                     const strata::TierOptions &tiers) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  auto attr = func ? func->getAttrOfType<IntegerAttr>("exec.host_bytes")
-                   : IntegerAttr();
-  uint64_t host = attr ? static_cast<uint64_t>(attr.getInt()) : 0;
-  if (host <= tiers.cpuMem)
-    return success();
-  uint64_t params = 0, states = 0;
-  for (auto p : func.getBody().front().getOps<strata::exec::ParamOp>())
-    if (p.getTier() == "host")
-      (p.getState() ? states : params) +=
-          strata::artifact::pagePadded(strata::storageBytes(p.getType()));
-  uint64_t stored = params + states;
-  llvm::errs() << "strata-compile: error: the plan needs "
-               << strata::formatSize(host)
-               << " of host memory; --cpu-mem is "
-               << strata::formatSize(tiers.cpuMem) << ". Parameters take "
-               << strata::formatSize(params) << " of it, optimizer state "
-               << strata::formatSize(states) << ", swapped activations, "
-               << "gradients and CPU-update buffers "
-               << strata::formatSize(host > stored ? host - stored : 0);
-  std::string forced;
-  for (auto [flag, value] : {std::pair{"--place-params", &tiers.params},
-                             std::pair{"--place-states", &tiers.states},
-                             std::pair{"--place-activations",
-                                       &tiers.activations},
-                             std::pair{"--place-gradients", &tiers.gradients}})
-    if (*value == "host")
-      forced += std::string(forced.empty() ? "" : ", ") + flag + " host";
-  if (!forced.empty())
-    llvm::errs() << " (" << forced << " put them there whatever the budget: "
-                 << (tiers.hasSsd ? "use ssd, or auto to let the planner "
-                                    "choose"
-                                  : "use auto to let the planner choose, or "
-                                    "give --ssd-dir and use ssd")
-                 << ")";
-  else if (!tiers.hasSsd)
-    llvm::errs() << "; give --ssd-dir to move more to the SSD";
-  llvm::errs() << "\n";
-  return failure();
-}
-
 /// --loss-scale as the step uses it: fp16 without an explicit choice
 /// scales dynamically (its narrow range underflows small gradients).
 static std::string effectiveLossScale() {
@@ -399,75 +354,6 @@ static cl::opt<bool> listOpsets(
     "list-opsets",
     cl::desc("Print the lowest and highest supported opset and exit"),
     cl::init(false), cl::cat(category));
-
-namespace {
-
-/// The ONNX data type code of a runtime element type.
-int32_t onnxDataType(strata::DType dtype) {
-  using strata::DType;
-  switch (dtype) {
-  case DType::F32: return strata::onnx::kFloat;
-  case DType::F64: return strata::onnx::kDouble;
-  case DType::F16: return strata::onnx::kFloat16;
-  case DType::BF16: return strata::onnx::kBFloat16;
-  case DType::I64: return strata::onnx::kInt64;
-  case DType::I32: return strata::onnx::kInt32;
-  case DType::I16: return strata::onnx::kInt16;
-  case DType::I8: return strata::onnx::kInt8;
-  case DType::U8: return strata::onnx::kUInt8;
-  case DType::U16: return strata::onnx::kUInt16;
-  case DType::U32: return strata::onnx::kUInt32;
-  case DType::U64: return strata::onnx::kUInt64;
-  case DType::Bool: return strata::onnx::kBool;
-  }
-  return strata::onnx::kUndefined;
-}
-
-OpPrintingFlags printingFlags() {
-  OpPrintingFlags flags;
-  if (!printWeights) {
-    flags.elideLargeElementsAttrs(16);
-    flags.elideLargeResourceString(64);
-  }
-  return flags;
-}
-
-/// Writes the IR after every pass into a numbered file of a directory.
-class DumpIRInstrumentation : public PassInstrumentation {
-public:
-  explicit DumpIRInstrumentation(std::string dir) : dir_(std::move(dir)) {}
-
-  void write(Operation *op, llvm::StringRef stage) {
-    std::string path = llvm::formatv("{0}/{1:02}-{2}.mlir", dir_, counter_++,
-                                     stage)
-                           .str();
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec) {
-      llvm::errs() << "strata-compile: warning: cannot write " << path << ": "
-                   << ec.message() << "\n";
-      return;
-    }
-    op->print(os, printingFlags());
-  }
-
-  void runAfterPass(Pass *pass, Operation *op) override {
-    // Pass adaptors (which run nested pipelines) have no argument; the
-    // passes they run are dumped themselves.
-    if (pass->getArgument().empty())
-      return;
-    // Nested passes run per function; dump the whole module.
-    while (op->getParentOp())
-      op = op->getParentOp();
-    write(op, pass->getArgument());
-  }
-
-private:
-  std::string dir_;
-  int counter_ = 0;
-};
-
-} // namespace
 
 /// Every hyperparameter's domain, checked before any work: an out-of-domain
 /// value would otherwise train with meaningless numbers. Empty when fine.
@@ -565,39 +451,11 @@ int main(int argc, char **argv) {
   }
 
   strata::ImportOptions options;
-  for (const std::string &spec : inputShapes) {
-    std::string name, error;
-    std::vector<int64_t> dims;
-    if (!strata::parseInputShapeSpec(spec, name, dims, error)) {
-      llvm::errs() << "strata-compile: error: --input-shape: " << error << "\n";
-      return 1;
-    }
-    options.inputShapes[name] = dims;
-  }
   options.freezeGlobs.assign(freezeGlobs.begin(), freezeGlobs.end());
-  for (const std::string &spec : inputValues) {
-    size_t eq = spec.find('=');
-    std::string error;
-    if (eq == std::string::npos || eq == 0) {
-      llvm::errs() << "strata-compile: error: --input-value expects "
-                      "NAME=FILE.npy, got '"
-                   << spec << "'\n";
-      return 1;
-    }
-    auto array = std::make_shared<strata::npy::Array>();
-    if (!strata::npy::readFile(spec.substr(eq + 1), *array, error)) {
-      llvm::errs() << "strata-compile: error: --input-value: " << error
-                   << "\n";
-      return 1;
-    }
-    strata::onnx::TensorData t;
-    t.name = spec.substr(0, eq);
-    t.dataType = onnxDataType(array->dtype);
-    t.dims = array->shape;
-    t.data = array->data.data();
-    t.size = array->data.size();
-    t.keepAlive = array;
-    options.inputValues[t.name] = t;
+  if (std::string error; !strata::compile::addInputSpecs(
+          inputShapes, inputValues, options, error)) {
+    llvm::errs() << "strata-compile: error: " << error << "\n";
+    return 1;
   }
 
   strata::onnx::Model model;
@@ -627,14 +485,15 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  std::unique_ptr<DumpIRInstrumentation> dumper;
+  std::unique_ptr<strata::compile::DumpIRInstrumentation> dumper;
   if (!dumpIRDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpIRDir)) {
       llvm::errs() << "strata-compile: error: cannot create " << dumpIRDir
                    << ": " << ec.message() << "\n";
       return 1;
     }
-    dumper = std::make_unique<DumpIRInstrumentation>(dumpIRDir);
+    dumper = std::make_unique<strata::compile::DumpIRInstrumentation>(
+        dumpIRDir, printWeights);
     dumper->write(*module, "import");
   }
 
@@ -645,7 +504,7 @@ int main(int argc, char **argv) {
         [](Pass *, Operation *) { return false; },
         [](Pass *, Operation *) { return true; },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
-        /*printAfterOnlyOnFailure=*/false, llvm::errs(), printingFlags());
+        /*printAfterOnlyOnFailure=*/false, llvm::errs(), strata::compile::printingFlags(printWeights));
   }
   if (dumper) {
     context.disableMultithreading();
@@ -796,31 +655,10 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  if ((what == Emit::Exec || what == Emit::Artifact) && tiers.gpuMem > 0) {
-    auto func = module->lookupSymbol<func::FuncOp>("main");
-    uint64_t arena = func->getAttrOfType<IntegerAttr>("exec.arena_bytes").getInt();
-    uint64_t resident =
-        func->getAttrOfType<IntegerAttr>("exec.params_bytes").getInt();
-    if (arena + resident > tiers.gpuMem) {
-      llvm::errs() << "strata-compile: error: the plan needs "
-                   << strata::formatSize(arena + resident)
-                   << " of device memory (arena " << strata::formatSize(arena)
-                   << " + resident parameters "
-                   << strata::formatSize(resident) << "); --gpu-mem is "
-                   << strata::formatSize(tiers.gpuMem)
-                   << ". Even with parameters, state and swappable "
-                      "activations off the device, the arena (gradients, "
-                      "workspace, activations in use) needs about "
-                   << strata::formatSize(arena)
-                   << (tiers.hasSsd || tiers.cpuMem == 0
-                           ? ""
-                           : "; give --ssd-dir to move more off the device")
-                   << "\n";
-      return 1;
-    }
-  }
-  if ((what == Emit::Exec || what == Emit::Artifact) && tiers.cpuMem > 0 &&
-      failed(checkHostBudget(*module, tiers)))
+  bool planned = what == Emit::Exec || what == Emit::Artifact;
+  if (planned && (failed(strata::compile::checkDeviceBudget(*module, tiers)) ||
+                  (tiers.cpuMem > 0 &&
+                   failed(strata::compile::checkHostBudget(*module, tiers)))))
     return 1;
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
@@ -868,7 +706,7 @@ int main(int argc, char **argv) {
     llvm::errs() << "strata-compile: error: " << openError << "\n";
     return 1;
   }
-  module->print(output->os(), printingFlags());
+  module->print(output->os(), strata::compile::printingFlags(printWeights));
   output->os() << "\n";
   output->keep();
   return 0;
