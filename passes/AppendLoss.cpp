@@ -19,7 +19,8 @@ using namespace strata;
 
 namespace {
 
-struct AppendLossPass : public strata::impl::AppendLossPassBase<AppendLossPass> {
+struct AppendLossPass
+    : public strata::impl::AppendLossPassBase<AppendLossPass> {
   using AppendLossPassBase::AppendLossPassBase;
 
   void runOnOperation() override {
@@ -35,8 +36,8 @@ struct AppendLossPass : public strata::impl::AppendLossPassBase<AppendLossPass> 
       if (failed(outputLoss(func)))
         signalPassFailure();
     } else {
-      func.emitError("unknown loss '") << kind
-                                       << "' (expected causal-lm or output)";
+      func.emitError("unknown loss '")
+          << kind << "' (expected causal-lm or output)";
       signalPassFailure();
     }
   }
@@ -87,8 +88,9 @@ struct AppendLossPass : public strata::impl::AppendLossPassBase<AppendLossPass> 
       return func.emitError(
                  "--loss causal-lm needs a model mapping token ids [B, T] "
                  "to logits [B, T, V]; its first output is ")
-             << lt << " (use --loss output for a model that returns its "
-                      "own scalar loss)";
+             << lt
+             << " (use --loss output for a model that returns its "
+                "own scalar loss)";
     auto it = cast<RankedTensorType>(ids.getType());
     if (it.getShape() != lt.getShape().drop_back())
       return func.emitError("--loss causal-lm: token ids ")
@@ -97,13 +99,13 @@ struct AppendLossPass : public strata::impl::AppendLossPassBase<AppendLossPass> 
     // The labels are the token ids shifted by one; the data loader provides
     // them as a second input of the same type.
     unsigned index = func.getNumArguments();
-    func.insertArgument(index, it,
-                        DictionaryAttr::get(
-                            func.getContext(),
-                            {NamedAttribute(
-                                StringAttr::get(func.getContext(), "graph.name"),
-                                StringAttr::get(func.getContext(), "labels"))}),
-                        func.getLoc());
+    func.insertArgument(
+        index, it,
+        DictionaryAttr::get(
+            func.getContext(),
+            {NamedAttribute(StringAttr::get(func.getContext(), "graph.name"),
+                            StringAttr::get(func.getContext(), "labels"))}),
+        func.getLoc());
     Value labels = body.getArgument(index);
     OpBuilder b(ret);
     Location loc = NameLoc::get(b.getStringAttr("loss"), func.getLoc());

@@ -74,7 +74,7 @@ std::optional<artifact::ArenaRange> arenaRange(Value v, bool pageAligned) {
   if (pageAligned)
     bytes = artifact::pagePadded(bytes);
   return artifact::ArenaRange{static_cast<uint64_t>(offset),
-                   static_cast<uint64_t>(offset) + bytes};
+                              static_cast<uint64_t>(offset) + bytes};
 }
 
 void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
@@ -95,8 +95,8 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
     return artifact::Access{artifact::Region::Host, {id, id + 1}};
   };
   std::vector<unsigned> written = writtenInputs(kernel);
-  bool writesBack = kernel.getKernel() == "assign" ||
-                    kernel.getKernel() == "store";
+  bool writesBack =
+      kernel.getKernel() == "assign" || kernel.getKernel() == "store";
   for (auto [k, v] : llvm::enumerate(kernel.getInputs())) {
     std::optional<artifact::Access> a = access(v);
     if (!a)

@@ -1,4 +1,5 @@
-//===- ArenaRanges.h - Device-arena bytes an exec kernel touches -*- C++ -*-===//
+//===- ArenaRanges.h - Device-arena bytes an exec kernel touches -*- C++
+//-*-===//
 //
 // After --strata-plan-memory every buffer in the device arena has an
 // offset. The transfer scheduler and the cost model need the byte ranges
@@ -52,7 +53,7 @@ std::vector<unsigned> writtenInputs(exec::KernelOp kernel);
 
 /// The arena range of `v`, if it lives in the arena.
 std::optional<artifact::ArenaRange> arenaRange(mlir::Value v,
-                                              bool pageAligned = false);
+                                               bool pageAligned = false);
 
 /// Numbers for stored buffers (exec.param, exec.swap_space) in accesses.
 using StoredIds = llvm::DenseMap<mlir::Operation *, uint64_t>;

@@ -1,4 +1,5 @@
-//===- AssignQueues.cpp - Queues and waits for every step ------------------===//
+//===- AssignQueues.cpp - Queues and waits for every step
+//------------------===//
 //
 // Each exec.kernel gets the queue it runs on and the waits that order it
 // after the steps on other queues it conflicts with. The algorithm is the

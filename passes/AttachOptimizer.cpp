@@ -1,7 +1,7 @@
 //===- AttachOptimizer.cpp - Gradients to in-place optimizer updates ------===//
 
-#include "runtime/support/Checked.h"
 #include "passes/Passes.h"
+#include "runtime/support/Checked.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Train/TrainDialect.h"
@@ -35,12 +35,10 @@ struct AttachOptimizerPass
       getOperation().emitError("no @main function");
       return signalPassFailure();
     }
-    if (optimizer != "sgd" && optimizer != "momentum" &&
-        optimizer != "adamw" && optimizer != "lomo" &&
-        optimizer != "adalomo") {
+    if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "adamw" &&
+        optimizer != "lomo" && optimizer != "adalomo") {
       func.emitError("unknown optimizer '")
-          << optimizer
-          << "' (expected sgd, momentum, adamw, lomo or adalomo)";
+          << optimizer << "' (expected sgd, momentum, adamw, lomo or adalomo)";
       return signalPassFailure();
     }
     if (accumulate < 1) {
@@ -137,8 +135,7 @@ struct AttachOptimizerPass
     // that the sum overflows only when a gradient did.
     Value inverseScale;
     if (lossScaleValue)
-      inverseScale = b.create<graph::DivOp>(loc, f32Scalar,
-                                            scalar(b, loc, 1.0),
+      inverseScale = b.create<graph::DivOp>(loc, f32Scalar, scalar(b, loc, 1.0),
                                             lossScaleValue);
     Value total;
     for (auto &[param, g] : updates) {
@@ -162,8 +159,8 @@ struct AttachOptimizerPass
       // A step whose gradients overflowed has an infinite or NaN norm.
       auto inf = RankedTensorType::get({}, b.getF32Type());
       Value infinity = b.create<graph::ConstantOp>(
-          loc, inf, DenseElementsAttr::get(inf, APFloat::getInf(
-                                                     APFloat::IEEEsingle())));
+          loc, inf,
+          DenseElementsAttr::get(inf, APFloat::getInf(APFloat::IEEEsingle())));
       finite = b.create<graph::LessOp>(loc, i1Scalar, total, infinity);
     }
     // As clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
@@ -195,9 +192,9 @@ struct AttachOptimizerPass
     }
     if (lossScaleValue) {
       // Unscale (and clip); an overflowed step gets 0: the updates skip.
-      Value base = scale ? b.create<graph::MulOp>(loc, f32Scalar, scale,
-                                                  inverseScale)
-                         : inverseScale;
+      Value base =
+          scale ? b.create<graph::MulOp>(loc, f32Scalar, scale, inverseScale)
+                : inverseScale;
       scale = b.create<graph::SelectOp>(loc, f32Scalar, finite, base,
                                         scalar(b, loc, 0.0));
     }
@@ -207,7 +204,8 @@ struct AttachOptimizerPass
       llvm::SetVector<Operation *> first;
       for (Operation &op : body)
         if (op.hasAttr("strata.backward") ||
-            (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect())))
+            (!before.contains(&op) &&
+             isa<graph::GraphDialect>(op.getDialect())))
           first.insert(&op);
       Operation *firstBackward = nullptr;
       for (Operation &op : body)
@@ -240,7 +238,9 @@ struct AttachOptimizerPass
             ploc, type, stateBuilder.getStringAttr(param.getName() + suffix),
             stateBuilder.getF64FloatAttr(0.0));
       };
-      auto state = [&](const std::string &suffix) { return stateOf(suffix, t); };
+      auto state = [&](const std::string &suffix) {
+        return stateOf(suffix, t);
+      };
       Value gs = g;
       if (accumulate > 1) {
         Value acc = state(".grad_accum");
@@ -251,8 +251,8 @@ struct AttachOptimizerPass
       Value s = scale;
       if (s && !cast<ShapedType>(t).getElementType().isF32())
         s = b.create<graph::CastOp>(
-            loc, RankedTensorType::get({}, cast<ShapedType>(t).getElementType()),
-            s);
+            loc,
+            RankedTensorType::get({}, cast<ShapedType>(t).getElementType()), s);
       if (optimizer == "adalomo") {
         if (s || accumulate > 1 || lossScaleValue)
           return func.emitError("adalomo supports neither clipping nor "
@@ -262,11 +262,11 @@ struct AttachOptimizerPass
         if (shaped.getRank() >= 2) {
           int64_t rows = shaped.getNumElements() / shaped.getShape().back();
           Type et = shaped.getElementType();
-          states.push_back(stateOf(".exp_avg_sq_row",
-                                   RankedTensorType::get({rows}, et)));
-          states.push_back(stateOf(
-              ".exp_avg_sq_col",
-              RankedTensorType::get({shaped.getShape().back()}, et)));
+          states.push_back(
+              stateOf(".exp_avg_sq_row", RankedTensorType::get({rows}, et)));
+          states.push_back(
+              stateOf(".exp_avg_sq_col",
+                      RankedTensorType::get({shaped.getShape().back()}, et)));
         } else {
           states.push_back(state(".exp_avg_sq"));
         }
@@ -274,10 +274,9 @@ struct AttachOptimizerPass
                                          b.getF64FloatAttr(lr),
                                          b.getF64FloatAttr(weightDecay));
       } else if (optimizer == "sgd" || optimizer == "lomo") {
-        b.create<train::UpdateSgdOp>(ploc, param.getResult(), gs, s,
-                                     b.getF64FloatAttr(lr),
-                                     b.getF64FloatAttr(weightDecay),
-                                     accumulateAttr);
+        b.create<train::UpdateSgdOp>(
+            ploc, param.getResult(), gs, s, b.getF64FloatAttr(lr),
+            b.getF64FloatAttr(weightDecay), accumulateAttr);
       } else if (optimizer == "momentum") {
         Value buf = state(".momentum_buffer");
         b.create<train::UpdateMomentumOp>(
@@ -304,8 +303,8 @@ struct AttachOptimizerPass
     if (scaleState) {
       // Dynamic scale: halve on overflow; double after `window` good steps.
       Value s = scaleState.getResult(), good = goodSteps.getResult();
-      Value good1 = b.create<graph::AddOp>(loc, f32Scalar, good,
-                                           scalar(b, loc, 1.0));
+      Value good1 =
+          b.create<graph::AddOp>(loc, f32Scalar, good, scalar(b, loc, 1.0));
       Value grow = b.create<graph::NotOp>(
           loc, i1Scalar,
           b.create<graph::LessOp>(loc, i1Scalar, good1,
@@ -320,8 +319,8 @@ struct AttachOptimizerPass
       Value sGood = b.create<graph::SelectOp>(loc, f32Scalar, grow, doubled, s);
       Value goodGood = b.create<graph::SelectOp>(loc, f32Scalar, grow,
                                                  scalar(b, loc, 0.0), good1);
-      Value sNext = b.create<graph::SelectOp>(loc, f32Scalar, finite, sGood,
-                                              halved);
+      Value sNext =
+          b.create<graph::SelectOp>(loc, f32Scalar, finite, sGood, halved);
       Value goodNext = b.create<graph::SelectOp>(loc, f32Scalar, finite,
                                                  goodGood, scalar(b, loc, 0.0));
       b.create<train::AssignOp>(loc, s, sNext);

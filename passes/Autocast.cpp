@@ -39,7 +39,7 @@ enum class Class {
   /// copy of them, which would be the largest activation of a big
   /// vocabulary, and its gradient is in the logits' precision.
   Inside,
-  Keep,   ///< Untouched (sources, explicit casts, ops without floats).
+  Keep, ///< Untouched (sources, explicit casts, ops without floats).
 };
 
 Class classOf(Operation *op) {
@@ -103,7 +103,7 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
         noteWeight(&op);
         continue;
       }
-      Type target = c == Class::Low                      ? low
+      Type target = c == Class::Low                          ? low
                     : c == Class::Wide || c == Class::Inside ? wide
                                                              : followType(&op);
       if (!target) {
@@ -140,8 +140,7 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
       if (!chosen)
         chosen = t;
       else if (chosen != t)
-        chosen = t.getWidth() > cast<FloatType>(chosen).getWidth() ? t
-                                                                   : chosen;
+        chosen = t.getWidth() > cast<FloatType>(chosen).getWidth() ? t : chosen;
     }
     return chosen;
   }
@@ -174,9 +173,8 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
   /// Parameters and constants are weights, and so are views and casts of
   /// weights.
   void noteWeight(Operation *op) {
-    bool view =
-        isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, CastOp>(op) &&
-        weights_.contains(op->getOperand(0));
+    bool view = isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, CastOp>(op) &&
+                weights_.contains(op->getOperand(0));
     if (isa<ParamOp, ConstantOp>(op) || view)
       for (Value r : op->getResults())
         weights_.insert(r);
@@ -194,8 +192,9 @@ struct AutocastPass : public strata::impl::AutocastPassBase<AutocastPass> {
     ArrayRef<Type> declared = func.getFunctionType().getResults();
     for (auto [i, operand] : llvm::enumerate(ret->getOpOperands()))
       if (operand.get().getType() != declared[i])
-        operand.set(castTo(*ret, operand.get(),
-                         cast<RankedTensorType>(declared[i]).getElementType()));
+        operand.set(
+            castTo(*ret, operand.get(),
+                   cast<RankedTensorType>(declared[i]).getElementType()));
   }
 
   llvm::DenseSet<Value> weights_;

@@ -62,8 +62,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       }
       if (!isa<GradientOpInterface>(op))
         continue;
-      bool anyActive = llvm::any_of(op.getOperands(),
-                                    [&](Value v) { return active.contains(v); });
+      bool anyActive = llvm::any_of(
+          op.getOperands(), [&](Value v) { return active.contains(v); });
       if (!anyActive)
         continue;
       for (Value r : op.getResults())
@@ -91,8 +91,9 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     };
     APFloat oneValue(1.0);
     bool losesInfo;
-    oneValue.convert(cast<FloatType>(lossType.getElementType()).getFloatSemantics(),
-                     APFloat::rmNearestTiesToEven, &losesInfo);
+    oneValue.convert(
+        cast<FloatType>(lossType.getElementType()).getFloatSemantics(),
+        APFloat::rmNearestTiesToEven, &losesInfo);
     auto one = b.create<ConstantOp>(loss.getLoc(), lossType,
                                     DenseElementsAttr::get(lossType, oneValue));
     one->setAttr("strata.seed", b.getUnitAttr());

@@ -38,8 +38,8 @@ double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
   ArrayRef<int64_t> ints = k.getInts();
   bool ta = !ints.empty() && ints[0];
   int64_t K = lhs.getRank() == 1 ? lhs.getDimSize(0)
-              : ta ? lhs.getDimSize(lhs.getRank() - 2)
-                   : lhs.getDimSize(lhs.getRank() - 1);
+              : ta               ? lhs.getDimSize(lhs.getRank() - 2)
+                                 : lhs.getDimSize(lhs.getRank() - 1);
   double flops = 2.0 * out.getNumElements() * K;
   return flops / (matmulGflops(flops / 2.0, m) * 1e9);
 }
@@ -83,8 +83,8 @@ double fusedElementwiseSeconds(exec::KernelOp k, const MachineProfile &m) {
   for (Value v : k.getResults())
     moved += elements(v.getType());
   double n = elements(k.getResult(0).getType());
-  double extra = std::max(
-      0.0, m.transcendentalNsPerElement - m.simpleNsPerElement * 2 / 3);
+  double extra = std::max(0.0, m.transcendentalNsPerElement -
+                                   m.simpleNsPerElement * 2 / 3);
   double ns = moved * m.simpleNsPerElement / 3;
   for (const auto &in : program.instructions)
     if (artifact::kernelInfo(in.kernel).cost ==
@@ -96,10 +96,8 @@ double fusedElementwiseSeconds(exec::KernelOp k, const MachineProfile &m) {
 } // namespace
 
 double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
-  const artifact::KernelInfo *info =
-      artifact::kernelInfoByName(k.getKernel());
-  artifact::CostClass cost =
-      info ? info->cost : artifact::CostClass::Simple;
+  const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());
+  artifact::CostClass cost = info ? info->cost : artifact::CostClass::Simple;
   double seconds = m.launchUs * 1e-6;
   if (cost == artifact::CostClass::MatMul)
     return seconds + matmulSeconds(k, m);
@@ -116,11 +114,10 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     n = std::max(n, elements(v.getType()));
   for (Value v : k.getResults())
     n = std::max(n, elements(v.getType()));
-  double perElement = cost == artifact::CostClass::Transcendental
-                          ? m.transcendentalNsPerElement
-                      : cost == artifact::CostClass::Movement
-                          ? m.movementNsPerElement
-                          : m.simpleNsPerElement;
+  double perElement =
+      cost == artifact::CostClass::Transcendental ? m.transcendentalNsPerElement
+      : cost == artifact::CostClass::Movement     ? m.movementNsPerElement
+                                                  : m.simpleNsPerElement;
   seconds += n * perElement * 1e-9;
   // Kernels past the runtime's grain are split across threads.
   if (n > kParallelGrain)

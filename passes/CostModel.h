@@ -65,8 +65,7 @@ double transferSeconds(double bytes, llvm::StringRef tier, bool read,
 /// update); in "auto" mode, updates stay on the device when their landing
 /// buffers would take the host tensors past `hostBudget` (0: no budget).
 void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
-                             const MachineProfile &m,
-                             int64_t groupBytes = -1,
+                             const MachineProfile &m, int64_t groupBytes = -1,
                              uint64_t hostBudget = 0);
 
 /// Replays the planned `func` (memory planned, transfers scheduled) on the

@@ -1,4 +1,5 @@
-//===- FuseAttention.cpp - Score-softmax-value chains become graph.attention ===//
+//===- FuseAttention.cpp - Score-softmax-value chains become graph.attention
+//===//
 //
 // Part of --strata-fuse-patterns (FusePatterns.cpp). An exporter writes
 // scaled dot-product attention as
@@ -142,8 +143,7 @@ bool matchChain(Value v, Chain &c) {
 
 /// Whether the constant `mask` (kind 1 to 3, broadcasting to [..., T, S])
 /// hides exactly the keys j > i + S - T of each query i.
-bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t,
-              int64_t s) {
+bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t, int64_t s) {
   auto c = mask.getDefiningOp<ConstantOp>();
   if (!c || (maskKind != 1 && fill > kHidden))
     return false;
@@ -197,8 +197,7 @@ bool fuseAt(SoftmaxOp softmax) {
   if (c.mask && dependsOnParam(c.mask))
     return false;
   Value q = c.scores.getLhs(), kOrKT = c.scores.getRhs(), vOrVT = pv.getRhs();
-  ArrayRef<int64_t> sq = shapeOf(q), sk = shapeOf(kOrKT),
-                    sv = shapeOf(vOrVT);
+  ArrayRef<int64_t> sq = shapeOf(q), sk = shapeOf(kOrKT), sv = shapeOf(vOrVT);
   if (static_cast<int64_t>(sq.size()) != rank ||
       static_cast<int64_t>(sk.size()) != rank ||
       static_cast<int64_t>(sv.size()) != rank ||

@@ -59,8 +59,7 @@ bool fusable(Operation *op) {
   if (!type || !isa<FloatType>(type.getElementType()))
     return false;
   for (Value v : op->getOperands())
-    if (cast<ShapedType>(v.getType()).getElementType() !=
-        type.getElementType())
+    if (cast<ShapedType>(v.getType()).getElementType() != type.getElementType())
       return false;
   return true;
 }
@@ -68,9 +67,7 @@ bool fusable(Operation *op) {
 /// Ops a group may not span: anything outside the graph dialect (the
 /// optimizer's updates write their operands in place once lowered, so a
 /// read moved past one would see the new value).
-bool isBarrier(Operation *op) {
-  return !isa<GraphDialect>(op->getDialect());
-}
+bool isBarrier(Operation *op) { return !isa<GraphDialect>(op->getDialect()); }
 
 struct Group {
   SmallVector<Operation *> ops;
@@ -113,8 +110,7 @@ struct Group {
       return false;
     for (Operation *m : ops)
       for (Operation *user : m->getResult(0).getUsers())
-        if (user != op && !members.contains(user) &&
-            user->isBeforeInBlock(op))
+        if (user != op && !members.contains(user) && user->isBeforeInBlock(op))
           return false;
     return true;
   }

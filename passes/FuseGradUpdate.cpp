@@ -24,9 +24,8 @@ using namespace strata;
 namespace {
 
 bool isUpdate(Operation *op) {
-  return isa<train::UpdateSgdOp, train::UpdateMomentumOp,
-             train::UpdateAdamWOp, train::UpdateAdaLomoOp,
-             train::AccumulateOp>(op);
+  return isa<train::UpdateSgdOp, train::UpdateMomentumOp, train::UpdateAdamWOp,
+             train::UpdateAdaLomoOp, train::AccumulateOp>(op);
 }
 
 /// Ops that write state in place but are not parameter updates.

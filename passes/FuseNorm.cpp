@@ -1,4 +1,5 @@
-//===- FuseNorm.cpp - Decomposed layer and RMS norms become graph.layer_norm ===//
+//===- FuseNorm.cpp - Decomposed layer and RMS norms become graph.layer_norm
+//===//
 //
 // Part of --strata-fuse-patterns (FusePatterns.cpp). Exporters before ONNX
 // opset 17 (which added LayerNormalization) write a layer norm as
@@ -118,8 +119,8 @@ std::optional<Norm> matchNormalised(Operation *n) {
   // RMSNorm: d is x itself.
   auto sub = d.getDefiningOp<SubOp>();
   auto mean = sub ? sub.getRhs().getDefiningOp<ReduceMeanOp>() : nullptr;
-  bool rms = !(mean && mean.getInput() == sub.getLhs() &&
-               trailingAxes(mean) == k);
+  bool rms =
+      !(mean && mean.getInput() == sub.getLhs() && trailingAxes(mean) == k);
   Value x = rms ? d : sub.getLhs();
   if (!k || n->getResult(0).getType() != x.getType())
     return std::nullopt;
@@ -233,9 +234,10 @@ unsigned fuseLayerNorms(Block &body, std::optional<Location> &where) {
             def && def->getNumResults() == 1 &&
             !isa<ConstantOp, ParamOp>(def) && def != ln &&
             llvm::find(dead, def) == dead.end() &&
-            llvm::all_of(def->getUsers(), [&](Operation *u) {
-              return llvm::find(dead, u) != dead.end();
-            }) &&
+            llvm::all_of(def->getUsers(),
+                         [&](Operation *u) {
+                           return llvm::find(dead, u) != dead.end();
+                         }) &&
             def->getResult(0) != norm->x && def->getResult(0) != gamma &&
             def->getResult(0) != beta)
           dead.push_back(def);

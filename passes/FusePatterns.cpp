@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialects/Graph/GraphOps.h"
 #include "passes/FusePatterns.h"
+#include "dialects/Graph/GraphOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -103,9 +103,8 @@ SmallVector<Operation *> closedSubgraph(Operation *root, Value x) {
           return {};
   // In program order, so that evaluating in turn sees operands first.
   SmallVector<Operation *> ordered(ops.begin(), ops.end());
-  llvm::sort(ordered, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return ordered;
 }
 
@@ -135,16 +134,18 @@ double geluTanh(double x) {
   return 0.5 * x *
          (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
-double geluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double geluErf(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
 
 constexpr Known kKnown[] = {{geluTanh, true}, {geluErf, false}};
 
 /// Whether `ops` computes `known` of x: equal at every probe point within
 /// what float32 constants (0.044715, sqrt(2/pi) rounded) change.
 bool computes(ArrayRef<Operation *> ops, Value x, const Known &known) {
-  static const double probes[] = {-7.5, -4,   -2.25, -1.3, -0.8, -0.35,
-                                  -0.05, -1e-3, 0,    1e-3, 0.07, 0.4,
-                                  0.95, 1.6,   2.7,  5,    9.5};
+  static const double probes[] = {-7.5,  -4,    -2.25, -1.3, -0.8, -0.35,
+                                  -0.05, -1e-3, 0,     1e-3, 0.07, 0.4,
+                                  0.95,  1.6,   2.7,   5,    9.5};
   for (double p : probes) {
     double got = evaluate(ops, x, p), want = known.f(p);
     if (!(std::fabs(got - want) <= 1e-5 * std::max(1.0, std::fabs(want))))
@@ -237,8 +238,7 @@ struct FusePatternsPass
         SmallVector<Operation *> ops = closedSubgraph(root, x);
         // One op or two are not worth it and a GELU takes at least four,
         // one of them a tanh or an erf.
-        if (ops.size() < 4 ||
-            llvm::none_of(ops, [](Operation *op) {
+        if (ops.size() < 4 || llvm::none_of(ops, [](Operation *op) {
               return isa<TanhOp, ErfOp>(op);
             }))
           continue;
@@ -251,9 +251,9 @@ struct FusePatternsPass
         if (!match)
           continue;
         OpBuilder b(root);
-        auto gelu = b.create<GeluOp>(
-            root->getLoc(), type, x,
-            match->tanhGelu ? b.getUnitAttr() : UnitAttr());
+        auto gelu =
+            b.create<GeluOp>(root->getLoc(), type, x,
+                             match->tanhGelu ? b.getUnitAttr() : UnitAttr());
         root->getResult(0).replaceAllUsesWith(gelu.getResult());
         if (!where)
           where = gelu.getLoc();

@@ -1,4 +1,5 @@
-//===- FusePatterns.h - The recognisers of --strata-fuse-patterns -*- C++ -*-===//
+//===- FusePatterns.h - The recognisers of --strata-fuse-patterns -*- C++
+//-*-===//
 //
 // Each replaces, in `body`, the chains it recognises with a fused graph op
 // and returns how many; `where` is set to the first one's location if it is
@@ -17,8 +18,7 @@
 namespace strata {
 
 /// Score-softmax-value chains to graph.attention (FuseAttention.cpp).
-unsigned fuseAttention(mlir::Block &body,
-                       std::optional<mlir::Location> &where);
+unsigned fuseAttention(mlir::Block &body, std::optional<mlir::Location> &where);
 
 /// Layer norms written as reductions and elementwise ops to
 /// graph.layer_norm (FuseNorm.cpp).

@@ -45,7 +45,8 @@ std::optional<ElementsAttr> convertValues(ElementsAttr attr, size_t fromBytes,
   AsmResourceBlob blob = HeapAsmResourceBlob::allocate(n * toBytes, toBytes);
   MutableArrayRef<char> out = blob.getMutableData();
   for (int64_t i = 0; i < n; ++i)
-    convert(raw->data() + (splat ? 0 : fromBytes * i), out.data() + i * toBytes);
+    convert(raw->data() + (splat ? 0 : fromBytes * i),
+            out.data() + i * toBytes);
   return ElementsAttr(DenseResourceElementsAttr::get(
       RankedTensorType::get(type.getShape(), to), name, std::move(blob)));
 }
@@ -58,19 +59,18 @@ std::optional<ElementsAttr> strata::widenValues(ElementsAttr attr,
   if (!element || element.getWidth() != 16)
     return std::nullopt;
   bool brain = element.isBF16();
-  return convertValues(
-      attr, 2, Builder(attr.getContext()).getF32Type(), 4, name,
-      [brain](const char *in, char *out) {
-        uint16_t bits;
-        std::memcpy(&bits, in, 2);
-        float v = brain ? cpu::BFloat16::toFloat(bits) : cpu::Half::toFloat(bits);
-        std::memcpy(out, &v, 4);
-      });
+  return convertValues(attr, 2, Builder(attr.getContext()).getF32Type(), 4,
+                       name, [brain](const char *in, char *out) {
+                         uint16_t bits;
+                         std::memcpy(&bits, in, 2);
+                         float v = brain ? cpu::BFloat16::toFloat(bits)
+                                         : cpu::Half::toFloat(bits);
+                         std::memcpy(out, &v, 4);
+                       });
 }
 
-std::optional<ElementsAttr> strata::narrowValues(ElementsAttr attr,
-                                                 FloatType low,
-                                                 StringRef name) {
+std::optional<ElementsAttr>
+strata::narrowValues(ElementsAttr attr, FloatType low, StringRef name) {
   if (!attr.getElementType().isF32() || !(low.isBF16() || low.isF16()))
     return std::nullopt;
   bool brain = low.isBF16();

@@ -113,8 +113,8 @@ struct LowPrecisionCopiesPass
           narrowValues(master.getValue(), low, name);
       if (!value)
         return master.emitError("cannot read the values of '")
-               << master.getName() << "' to make its "
-               << suffix.drop_front() << " copy";
+               << master.getName() << "' to make its " << suffix.drop_front()
+               << " copy";
       OpBuilder b(master);
       b.setInsertionPointAfter(master);
       auto copy = b.create<exec::ParamOp>(

@@ -59,11 +59,9 @@ std::optional<KernelSpec> programFor(graph::FusedOp fused) {
       flag = g.getTanh();
     if (auto g = dyn_cast<graph::GeluGradOp>(op))
       flag = g.getTanh();
-    spec.ints.append({static_cast<int64_t>(*kernel),
-                      reg.lookup(op.getOperand(0)),
-                      op.getNumOperands() == 2 ? reg.lookup(op.getOperand(1))
-                                               : -1,
-                      flag});
+    spec.ints.append(
+        {static_cast<int64_t>(*kernel), reg.lookup(op.getOperand(0)),
+         op.getNumOperands() == 2 ? reg.lookup(op.getOperand(1)) : -1, flag});
     reg[op.getResult(0)] = next++;
     ++instructions;
   }
@@ -79,38 +77,38 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<KernelSpec>>(op)
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp,
             EqualOp, LessOp, GreaterOp, SelectOp, NegOp, AbsOp, ExpOp, LogOp,
-            SqrtOp,
-            ReciprocalOp, TanhOp, SinOp, CosOp, ErfOp, SigmoidOp, ReluOp, NotOp, CastOp,
-            BroadcastOp>([](Operation *op) {
+            SqrtOp, ReciprocalOp, TanhOp, SinOp, CosOp, ErfOp, SigmoidOp,
+            ReluOp, NotOp, CastOp, BroadcastOp>([](Operation *op) {
         // These kernels are named after the op and need no attributes.
         return KernelSpec{op->getName().stripDialect().str(), {}, {}};
       })
       .Case<MatMulOp>([](MatMulOp op) {
-        return KernelSpec{"matmul",
-                          {op.getTransposeLhs() ? 1 : 0,
-                           op.getTransposeRhs() ? 1 : 0},
-                          {}};
+        return KernelSpec{
+            "matmul",
+            {op.getTransposeLhs() ? 1 : 0, op.getTransposeRhs() ? 1 : 0},
+            {}};
       })
       .Case<GeluOp>([](GeluOp op) {
         return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};
       })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceSumSquareOp>(
           [](auto op) {
-        KernelSpec spec{op->getName().stripDialect().str(), {}, {}};
-        spec.ints.assign(op.getAxes().begin(), op.getAxes().end());
-        spec.ints.push_back(op.getKeepdims() ? 1 : 0);
-        return spec;
-      })
+            KernelSpec spec{op->getName().stripDialect().str(), {}, {}};
+            spec.ints.assign(op.getAxes().begin(), op.getAxes().end());
+            spec.ints.push_back(op.getKeepdims() ? 1 : 0);
+            return spec;
+          })
       .Case<SoftmaxOp, LogSoftmaxOp>([](auto op) {
         return KernelSpec{op->getName().stripDialect().str(),
-                          {static_cast<int64_t>(op.getAxis())}, {}};
+                          {static_cast<int64_t>(op.getAxis())},
+                          {}};
       })
       .Case<LayerNormOp>([](LayerNormOp op) {
-        return KernelSpec{"layer_norm",
-                          {static_cast<int64_t>(op.getAxis()),
-                           op.getBias() ? 1 : 0, op.getRms() ? 1 : 0},
-                          {static_cast<double>(
-                              op.getEpsilon().convertToFloat())}};
+        return KernelSpec{
+            "layer_norm",
+            {static_cast<int64_t>(op.getAxis()), op.getBias() ? 1 : 0,
+             op.getRms() ? 1 : 0},
+            {static_cast<double>(op.getEpsilon().convertToFloat())}};
       })
       .Case<TransposeOp>([](TransposeOp op) {
         KernelSpec spec{"transpose", {}, {}};
@@ -130,10 +128,10 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"gather", {static_cast<int64_t>(op.getAxis())}, {}};
       })
       .Case<TriluOp>([](TriluOp op) {
-        return KernelSpec{"trilu",
-                          {op.getUpper() ? 1 : 0,
-                           static_cast<int64_t>(op.getK())},
-                          {}};
+        return KernelSpec{
+            "trilu",
+            {op.getUpper() ? 1 : 0, static_cast<int64_t>(op.getK())},
+            {}};
       })
       .Case<CrossEntropyOp, CrossEntropyGradOp>([](Operation *op) {
         return KernelSpec{op->getName().stripDialect().str(), {}, {}};
@@ -149,15 +147,14 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       })
       .Case<FusedOp>([](FusedOp op) { return programFor(op); })
       .Case<AttentionOp, AttentionGradOp>([](auto op) {
-        return KernelSpec{op->getName().stripDialect().str(),
-                          {op.getCausal() ? 1 : 0,
-                           static_cast<int64_t>(op.getMaskKind())},
-                          {op.getScale().convertToDouble(),
-                           op.getFill().convertToDouble()}};
+        return KernelSpec{
+            op->getName().stripDialect().str(),
+            {op.getCausal() ? 1 : 0, static_cast<int64_t>(op.getMaskKind())},
+            {op.getScale().convertToDouble(), op.getFill().convertToDouble()}};
       })
       .Case<GatherGradOp>([](GatherGradOp op) {
-        return KernelSpec{"gather_grad", {static_cast<int64_t>(op.getAxis())},
-                          {}};
+        return KernelSpec{
+            "gather_grad", {static_cast<int64_t>(op.getAxis())}, {}};
       })
       .Case<SliceGradOp>([](SliceGradOp op) {
         KernelSpec spec{"slice_grad", {}, {}};
@@ -191,13 +188,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
                            op.getWeightDecay().convertToDouble()}};
       })
       .Case<train::UpdateAdamWOp>([](train::UpdateAdamWOp op) {
-        return KernelSpec{"update_adamw",
-                          {static_cast<int64_t>(op.getAccumulate())},
-                          {op.getLr().convertToDouble(),
-                           op.getBeta1().convertToDouble(),
-                           op.getBeta2().convertToDouble(),
-                           op.getEps().convertToDouble(),
-                           op.getWeightDecay().convertToDouble()}};
+        return KernelSpec{
+            "update_adamw",
+            {static_cast<int64_t>(op.getAccumulate())},
+            {op.getLr().convertToDouble(), op.getBeta1().convertToDouble(),
+             op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
+             op.getWeightDecay().convertToDouble()}};
       })
       .Default([](Operation *) { return std::nullopt; });
 }
@@ -228,12 +224,11 @@ struct LowerGraphToExecPass
     };
     // Arguments become inputs.
     for (BlockArgument arg : body.getArguments()) {
-      std::string name =
-          nameOf(func.getArgAttrDict(arg.getArgNumber()),
-                 "arg" + std::to_string(arg.getArgNumber()));
-      Value input = builder.create<exec::InputOp>(
-          arg.getLoc(), arg.getType(), builder.getStringAttr(name),
-          IntegerAttr());
+      std::string name = nameOf(func.getArgAttrDict(arg.getArgNumber()),
+                                "arg" + std::to_string(arg.getArgNumber()));
+      Value input = builder.create<exec::InputOp>(arg.getLoc(), arg.getType(),
+                                                  builder.getStringAttr(name),
+                                                  IntegerAttr());
       mapping.map(arg, input);
     }
     int constants = 0;
@@ -248,8 +243,8 @@ struct LowerGraphToExecPass
       Value result;
       if (auto state = dyn_cast<train::StateOp>(op)) {
         auto type = cast<ShapedType>(state.getType());
-        Attribute zero = builder.getFloatAttr(type.getElementType(),
-                                              state.getInit().convertToDouble());
+        Attribute zero = builder.getFloatAttr(
+            type.getElementType(), state.getInit().convertToDouble());
         result = builder.create<exec::ParamOp>(
             op.getLoc(), type, state.getNameAttr(), UnitAttr(), UnitAttr(),
             builder.getUnitAttr(), DenseElementsAttr::get(type, zero),
@@ -284,9 +279,8 @@ struct LowerGraphToExecPass
         builder.create<func::ReturnOp>(op.getLoc());
       } else if (std::optional<KernelSpec> spec = kernelFor(&op)) {
         auto kernel = builder.create<exec::KernelOp>(
-            op.getLoc(), op.getResultTypes(),
-            builder.getStringAttr(spec->name), operands,
-            builder.getDenseI64ArrayAttr(spec->ints),
+            op.getLoc(), op.getResultTypes(), builder.getStringAttr(spec->name),
+            operands, builder.getDenseI64ArrayAttr(spec->ints),
             builder.getDenseF64ArrayAttr(spec->floats), IntegerAttr(),
             DenseI64ArrayAttr());
         for (auto [from, to] : llvm::zip(op.getResults(), kernel.getResults()))

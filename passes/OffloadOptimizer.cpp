@@ -91,10 +91,10 @@ Candidate examine(exec::KernelOp update) {
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
     if (!root || root->getNumResults() != 1) {
-      c.blocked = (i == 0                           ? std::string("its parameter")
-                   : i == c.gradient                ? "its gradient accumulator"
+      c.blocked = (i == 0            ? std::string("its parameter")
+                   : i == c.gradient ? "its gradient accumulator"
                    : static_cast<int>(i) == at.low ? "its low-precision copy"
-                                                    : "a state") +
+                                                   : "a state") +
                   " lives in device memory (the CPU updates tensors in "
                   "host memory or on the SSD: --place-params host, "
                   "--place-states host or ssd)";
@@ -239,9 +239,8 @@ struct Offloader {
     llvm::DenseSet<Value> scalesLanded;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty()) {
-        auto it = llvm::find_if(stayed, [&](const Reason &r) {
-          return r.why == c.blocked;
-        });
+        auto it = llvm::find_if(
+            stayed, [&](const Reason &r) { return r.why == c.blocked; });
         if (it == stayed.end())
           stayed.push_back({c.blocked, 1, c.update});
         else
@@ -283,14 +282,14 @@ struct Offloader {
       Operation *scale = c->scale >= 0
                              ? c->update.getInputs()[c->scale].getDefiningOp()
                              : nullptr;
-      c->lateScale = scale && lastBackward &&
-                     lastBackward->isBeforeInBlock(scale);
+      c->lateScale =
+          scale && lastBackward && lastBackward->isBeforeInBlock(scale);
       overlapping += c->overlaps;
       lateScale += !c->overlaps && c->lateScale;
     }
     SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
-    report(func, moved, jobAt.size(), overlapping, lateScale, stayed,
-           costlier, candidates.size());
+    report(func, moved, jobAt.size(), overlapping, lateScale, stayed, costlier,
+           candidates.size());
     if (overHost)
       func->emitRemark() << overHost << " update" << (overHost == 1 ? "" : "s")
                          << " stay on the device: their gradients would take "
@@ -313,9 +312,8 @@ struct Offloader {
     llvm::DenseSet<Operation *> own;
     for (Candidate *c : chosen) {
       if (!jobOf.empty() &&
-          (bytes >= minBytes ||
-           touchedBetween(chosen[jobOf.size() - 1]->update, c->update,
-                          stored, own))) {
+          (bytes >= minBytes || touchedBetween(chosen[jobOf.size() - 1]->update,
+                                               c->update, stored, own))) {
         ++job;
         bytes = 0;
         stored.clear();
@@ -351,16 +349,15 @@ struct Offloader {
   /// Stores each chosen update's gradient (and each scale, once) to host
   /// memory where the update stood, and runs the updates on the stored
   /// tensors, a job's together where its last update stood.
-  SmallVector<exec::KernelOp> rewrite(Block &body,
-                                      ArrayRef<Candidate *> chosen,
+  SmallVector<exec::KernelOp> rewrite(Block &body, ArrayRef<Candidate *> chosen,
                                       ArrayRef<unsigned> jobOf,
                                       ArrayRef<exec::KernelOp> jobAt) {
     auto hostSpace = [&](Value of, const std::string &name) {
       OpBuilder top(&body, body.begin());
-      return top.create<exec::SwapSpaceOp>(of.getLoc(), of.getType(),
-                                           top.getStringAttr(name),
-                                           top.getStringAttr("host"),
-                                           IntegerAttr())
+      return top
+          .create<exec::SwapSpaceOp>(of.getLoc(), of.getType(),
+                                     top.getStringAttr(name),
+                                     top.getStringAttr("host"), IntegerAttr())
           .getResult();
     };
     llvm::DenseMap<Value, Value> scaleSpace;
@@ -379,8 +376,7 @@ struct Offloader {
         }
       exec::KernelOp u = c->update;
       OpBuilder b(u);
-      SmallVector<Value> operands(u.getInputs().begin(),
-                                  u.getInputs().end());
+      SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
       for (auto [i, f] : llvm::zip(writtenInputs(u), c->fetched))
         operands[i] = f.stored;
       if (!c->accumulated) {
@@ -403,11 +399,11 @@ struct Offloader {
         Value scale = operands[c->scale];
         Value &ss = scaleSpace[scale];
         if (!ss) {
-          ss = hostSpace(
-              scale, "cpu-update.scale" +
-                         (scaleSpace.size() > 1
-                              ? "." + std::to_string(scaleSpace.size())
-                              : std::string()));
+          ss = hostSpace(scale,
+                         "cpu-update.scale" +
+                             (scaleSpace.size() > 1
+                                  ? "." + std::to_string(scaleSpace.size())
+                                  : std::string()));
           createTransfer(b, u.getLoc(), "store", {}, {ss, scale});
         }
         operands[c->scale] = ss;
@@ -421,9 +417,8 @@ struct Offloader {
       exec::KernelOp u = c->update;
       OpBuilder b(jobAt[job]);
       auto m = b.create<exec::KernelOp>(
-          u.getLoc(), TypeRange(), u.getKernelAttr(), operands,
-          u.getIntsAttr(), u.getFloatsAttr(), IntegerAttr(),
-          DenseI64ArrayAttr());
+          u.getLoc(), TypeRange(), u.getKernelAttr(), operands, u.getIntsAttr(),
+          u.getFloatsAttr(), IntegerAttr(), DenseI64ArrayAttr());
       // Keep the markers (strata.backward, ...); placement attributes are
       // derived again later.
       for (NamedAttribute a : u->getDiscardableAttrs())
@@ -441,8 +436,8 @@ struct Offloader {
     return moved;
   }
 
-  void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved,
-              size_t jobs, unsigned overlapping, unsigned lateScale, const Reasons &stayed,
+  void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved, size_t jobs,
+              unsigned overlapping, unsigned lateScale, const Reasons &stayed,
               unsigned costlier, size_t total) {
     OpBuilder b(func.getContext());
     func->setAttr(
@@ -470,8 +465,8 @@ struct Offloader {
         diag << "; " << last
              << " after it: their gradients are final only when it ends";
       if (jobs < moved.size())
-        diag << "; small ones grouped with the next: " << jobs
-             << " CPU job" << (jobs == 1 ? "" : "s");
+        diag << "; small ones grouped with the next: " << jobs << " CPU job"
+             << (jobs == 1 ? "" : "s");
     }
     if (costlier)
       func->emitRemark() << costlier << " update" << (costlier == 1 ? "" : "s")
@@ -481,8 +476,7 @@ struct Offloader {
     if (mode != "cpu")
       return;
     for (const Reason &r : stayed)
-      r.first->emitRemark() << r.count << " update"
-                            << (r.count == 1 ? "" : "s")
+      r.first->emitRemark() << r.count << " update" << (r.count == 1 ? "" : "s")
                             << " stay on the device: " << r.why;
   }
 };
@@ -510,8 +504,7 @@ struct OffloadOptimizerPass
 
 void strata::offloadOptimizerUpdates(func::FuncOp func, StringRef mode,
                                      const MachineProfile &m,
-                                     int64_t groupBytes,
-                                     uint64_t hostBudget) {
+                                     int64_t groupBytes, uint64_t hostBudget) {
   if (mode != "cpu" && mode != "auto")
     return;
   Offloader o;

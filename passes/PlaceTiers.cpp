@@ -80,16 +80,17 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     return failure();
   Builder b(func.getContext());
   if (counters.recomputed > 0)
-    func->setAttr("exec.recomputed",
-                  b.getDictionaryAttr({
-                      b.getNamedAttr("recomputed_activations",
-                                     b.getI64IntegerAttr(counters.recomputed)),
-                      b.getNamedAttr("recomputed_bytes",
-                                     b.getI64IntegerAttr(counters.recomputedBytes)),
-                  }));
+    func->setAttr(
+        "exec.recomputed",
+        b.getDictionaryAttr({
+            b.getNamedAttr("recomputed_activations",
+                           b.getI64IntegerAttr(counters.recomputed)),
+            b.getNamedAttr("recomputed_bytes",
+                           b.getI64IntegerAttr(counters.recomputedBytes)),
+        }));
   if (evaluated > 0) {
-    SmallVector<NamedAttribute> entries{b.getNamedAttr(
-        "planner_evaluated", b.getI64IntegerAttr(evaluated))};
+    SmallVector<NamedAttribute> entries{
+        b.getNamedAttr("planner_evaluated", b.getI64IntegerAttr(evaluated))};
     for (auto &[key, s] : naive)
       entries.push_back(b.getNamedAttr(
           s.fits() ? key + "_us" : key + "_over_bytes",

@@ -108,7 +108,8 @@ uint64_t placeBySize(std::vector<Buffer> &buffers, uint64_t alignment,
     busy.clear();
     for (uint32_t j : adjacent[i])
       if (placed[j])
-        busy.push_back({buffers[j].offset, buffers[j].offset + buffers[j].bytes});
+        busy.push_back(
+            {buffers[j].offset, buffers[j].offset + buffers[j].bytes});
     std::sort(busy.begin(), busy.end());
     uint64_t offset = 0;
     for (auto [lo, hi] : busy) {
@@ -237,8 +238,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     usesSsd |= space.getTier() == "ssd";
   // Device buffers that SSD transfers land in must be 4 KiB-aligned and
   // padded; with an SSD tier every arena buffer is.
-  uint64_t alignment = usesSsd ? artifact::kParamAlignment
-                               : artifact::kArenaAlignment;
+  uint64_t alignment =
+      usesSsd ? artifact::kParamAlignment : artifact::kArenaAlignment;
   int64_t index = 0, last = 0;
   // Fetches from host or SSD (buffer, earliest start), and the index of
   // the last write-back into each stored tensor so far.
@@ -246,38 +247,38 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   llvm::DenseMap<Operation *, int64_t> lastWrite;
   for (Operation &op : body) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
-      uint64_t &region = param.getTier() == "host" ? hostBytes
+      uint64_t &region = param.getTier() == "host"  ? hostBytes
                          : param.getTier() == "ssd" ? ssdBytes
                                                     : paramsBytes;
       param.setOffsetAttr(
           OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
       region = artifact::alignUp(region + storageBytes(param.getType()),
-                       artifact::kParamAlignment);
+                                 artifact::kParamAlignment);
     } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
       uint64_t &region = space.getTier() == "ssd" ? ssdBytes : hostBytes;
       space.setOffsetAttr(
           OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
       region = artifact::alignUp(region + storageBytes(space.getType()),
-                       artifact::kParamAlignment);
+                                 artifact::kParamAlignment);
     } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
       auto kernel = dyn_cast<exec::KernelOp>(op);
-      Operation *stored =
-          kernel && !kernel.getInputs().empty()
-              ? storedRoot(kernel.getInputs()[0])
-              : nullptr;
+      Operation *stored = kernel && !kernel.getInputs().empty()
+                              ? storedRoot(kernel.getInputs()[0])
+                              : nullptr;
       // A fetch may start as soon as its source was last written.
       if (stored && kernel.getKernel() == "copy") {
         auto it = lastWrite.find(stored);
-        fetches.push_back({buffers.size(),
-                           it == lastWrite.end() ? 0 : it->second + 1});
+        fetches.push_back(
+            {buffers.size(), it == lastWrite.end() ? 0 : it->second + 1});
       }
       if (stored && kernel.getNumResults() == 0)
         lastWrite[stored] = index;
       for (Value r : op.getResults()) {
         bufferOf[r] = buffers.size();
-        buffers.push_back({r, &op, Kind::Activation,
-                           artifact::alignUp(storageBytes(r.getType()), alignment), index,
-                           index});
+        buffers.push_back(
+            {r, &op, Kind::Activation,
+             artifact::alignUp(storageBytes(r.getType()), alignment), index,
+             index});
       }
     }
     // Extend the lifetime of every buffer this op reads.
@@ -295,9 +296,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       buffers[it->second].end = last + 1;
   }
 
-  auto place = [&] {
-    return placeBuffers(buffers, alignment);
-  };
+  auto place = [&] { return placeBuffers(buffers, alignment); };
   // Fetch destinations reserved up to `window` ops before their fetch, so
   // the fetch can run while those compute; halved until the arena and
   // the resident parameters fit the device budget.
@@ -333,12 +332,12 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   func->setAttr("exec.prefetch_window", builder.getI64IntegerAttr(window));
   func->setAttr("exec.arena_bytes",
                 builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
-  func->setAttr("exec.params_bytes", builder.getI64IntegerAttr(
-                                         static_cast<int64_t>(paramsBytes)));
-  func->setAttr("exec.host_bytes", builder.getI64IntegerAttr(
-                                       static_cast<int64_t>(hostBytes)));
-  func->setAttr("exec.ssd_bytes", builder.getI64IntegerAttr(
-                                      static_cast<int64_t>(ssdBytes)));
+  func->setAttr("exec.params_bytes",
+                builder.getI64IntegerAttr(static_cast<int64_t>(paramsBytes)));
+  func->setAttr("exec.host_bytes",
+                builder.getI64IntegerAttr(static_cast<int64_t>(hostBytes)));
+  func->setAttr("exec.ssd_bytes",
+                builder.getI64IntegerAttr(static_cast<int64_t>(ssdBytes)));
   // The memory report: what is live when the arena is fullest, by class.
   for (Buffer &b : buffers) {
     artifact::SlotClass cls = exec::classifyBuffer(b.value);
@@ -386,8 +385,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
                               "workspace_at_peak"};
   for (const Buffer &b : buffers)
     if (b.start <= peakAt && peakAt <= b.end)
-      byType[typeKey(peakNames[static_cast<int>(b.kind)],
-                     b.value.getType())] += b.bytes;
+      byType[typeKey(peakNames[static_cast<int>(b.kind)], b.value.getType())] +=
+          b.bytes;
   uint64_t params = 0, states = 0, constants = 0;
   uint64_t onHost = 0, onSsd = 0;
   for (auto p : body.getOps<exec::ParamOp>()) {
@@ -428,7 +427,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
 
 namespace {
 
-struct PlanMemoryPass : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
+struct PlanMemoryPass
+    : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
   void runOnOperation() override {

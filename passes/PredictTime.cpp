@@ -187,8 +187,7 @@ struct PredictTimePass
       }
       if (q == artifact::Queue::SsdRead || q == artifact::Queue::SsdWrite) {
         int mine = q == artifact::Queue::SsdRead ? 0 : 1;
-        double start = queueFree[mine] > clock ? queueFree[mine]
-                                               : clock + wake;
+        double start = queueFree[mine] > clock ? queueFree[mine] : clock + wake;
         start = waited(i, start);
         // While the other direction is busy the drives are shared: the
         // transfer runs 1 + its direction's duplex slowdown times slower.
@@ -221,8 +220,8 @@ struct PredictTimePass
       if (!isTransfer(k))
         computeEnd = clock;
     }
-    double step = std::max({clock, queueFree[0], queueFree[1], copyFree[0],
-                            copyFree[1], cpuFree});
+    double step = std::max(
+        {clock, queueFree[0], queueFree[1], copyFree[0], copyFree[1], cpuFree});
     // CPU update time past the last device kernel is exposed; the rest ran
     // behind the device's work.
     double cpuExposed = std::max(0.0, cpuFree - computeEnd);
@@ -235,26 +234,23 @@ struct PredictTimePass
     auto us = [&](double s) {
       return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));
     };
-    func->setAttr("exec.predicted",
-                  b.getDictionaryAttr({
-                      b.getNamedAttr("predicted_step_us", us(step)),
-                      b.getNamedAttr("predicted_serial_us", us(serial)),
-                      b.getNamedAttr("predicted_compute_us", us(compute)),
-                      b.getNamedAttr("predicted_host_link_us", us(hostLink)),
-                      b.getNamedAttr("predicted_host_to_device_us",
-                                     us(links.toDevice)),
-                      b.getNamedAttr("predicted_device_to_host_us",
-                                     us(links.toHost)),
-                      b.getNamedAttr("predicted_ssd_link_us", us(links.ssd)),
-                      b.getNamedAttr("predicted_ssd_read_us",
-                                     us(links.ssdRead)),
-                      b.getNamedAttr("predicted_ssd_write_us",
-                                     us(links.ssdWrite)),
-                      b.getNamedAttr("predicted_lower_bound_us", us(bound)),
-                      b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
-                      b.getNamedAttr("predicted_cpu_exposed_us",
-                                     us(std::min(cpuExposed, cpuBusy))),
-                  }));
+    func->setAttr(
+        "exec.predicted",
+        b.getDictionaryAttr({
+            b.getNamedAttr("predicted_step_us", us(step)),
+            b.getNamedAttr("predicted_serial_us", us(serial)),
+            b.getNamedAttr("predicted_compute_us", us(compute)),
+            b.getNamedAttr("predicted_host_link_us", us(hostLink)),
+            b.getNamedAttr("predicted_host_to_device_us", us(links.toDevice)),
+            b.getNamedAttr("predicted_device_to_host_us", us(links.toHost)),
+            b.getNamedAttr("predicted_ssd_link_us", us(links.ssd)),
+            b.getNamedAttr("predicted_ssd_read_us", us(links.ssdRead)),
+            b.getNamedAttr("predicted_ssd_write_us", us(links.ssdWrite)),
+            b.getNamedAttr("predicted_lower_bound_us", us(bound)),
+            b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
+            b.getNamedAttr("predicted_cpu_exposed_us",
+                           us(std::min(cpuExposed, cpuBusy))),
+        }));
     if (recordSpans)
       func->setAttr("exec.predicted_spans", b.getDenseF64ArrayAttr(spans));
   }

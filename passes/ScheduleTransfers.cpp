@@ -47,7 +47,8 @@ void strata::scheduleTransfers(func::FuncOp func,
     Operation *source = storedRoot(k.getInputs()[0]);
     // The latest kernel before it that conflicts; without one, the
     // start of the step or the lookahead bound.
-    int64_t first = std::max<int64_t>(0, static_cast<int64_t>(i) - options.lookahead);
+    int64_t first =
+        std::max<int64_t>(0, static_cast<int64_t>(i) - options.lookahead);
     int64_t after = first - 1;
     for (int64_t j = static_cast<int64_t>(i) - 1; j >= first; --j) {
       if ((writesStored[j] && writesStored[j] == source) ||

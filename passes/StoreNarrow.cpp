@@ -38,7 +38,8 @@ struct StoreNarrowPass
           kernel.getNumResults() != 1)
         continue;
       Value wide = kernel.getResult(0), narrow = kernel.getInputs()[0];
-      if (!isa<FloatType>(cast<ShapedType>(narrow.getType()).getElementType()) ||
+      if (!isa<FloatType>(
+              cast<ShapedType>(narrow.getType()).getElementType()) ||
           !isa<FloatType>(cast<ShapedType>(wide.getType()).getElementType()) ||
           elementBits(narrow) >= elementBits(wide))
         continue;

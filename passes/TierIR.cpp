@@ -72,10 +72,9 @@ SmallVector<OpOperand *> backwardUsesOf(Value value) {
 Value storeAfter(Block &body, Operation *after, Value value,
                  const std::string &name, StringRef tier) {
   OpBuilder b(&body, body.begin());
-  Value space = b.create<exec::SwapSpaceOp>(value.getLoc(), value.getType(),
-                                            b.getStringAttr(name),
-                                            b.getStringAttr(tier),
-                                            IntegerAttr());
+  Value space = b.create<exec::SwapSpaceOp>(
+      value.getLoc(), value.getType(), b.getStringAttr(name),
+      b.getStringAttr(tier), IntegerAttr());
   b.setInsertionPointAfter(after);
   createTransfer(b, value.getLoc(), "store", {}, {space, value});
   return space;
@@ -252,8 +251,7 @@ bool isTransferKernel(exec::KernelOp k) {
 
 /// Points `uses` of `value` (possibly through views) at `replacement`,
 /// rebuilding the views in between.
-void replaceUses(ArrayRef<OpOperand *> uses, Value value,
-                        Value replacement) {
+void replaceUses(ArrayRef<OpOperand *> uses, Value value, Value replacement) {
   for (OpOperand *use : uses) {
     SmallVector<exec::ViewOp> chain;
     for (Value v = use->get(); v != value;

@@ -1,4 +1,5 @@
-//===- TierPlanner.h - Where stored tensors and activations live -*- C++ -*-===//
+//===- TierPlanner.h - Where stored tensors and activations live -*- C++
+//-*-===//
 //
 // The planner behind --strata-place-tiers, in three parts:
 //
@@ -175,7 +176,8 @@ public:
   PlacementCounters counters;
 
 private:
-  //===--- Options ---------------------------------------------------------===//
+  //===--- Options
+  //---------------------------------------------------------===//
 
   uint64_t arenaAlignment() const;
   /// Whether the planner may choose the tier of `p`.
@@ -183,13 +185,14 @@ private:
   /// What a class is left to: its option, or the override.
   llvm::StringRef mode(Class c) const;
 
-  //===--- Rewrites (TierRewrites.cpp) -------------------------------------===//
+  //===--- Rewrites (TierRewrites.cpp)
+  //-------------------------------------===//
 
   void insertFetches(mlir::func::FuncOp func);
   bool swap(mlir::Block &body, mlir::Value value, llvm::StringRef tier,
             unsigned index);
-  bool swapGradient(mlir::Block &body, mlir::Value value,
-                    llvm::StringRef tier, unsigned index);
+  bool swapGradient(mlir::Block &body, mlir::Value value, llvm::StringRef tier,
+                    unsigned index);
   llvm::SmallVector<mlir::Operation *>
   recomputeChain(mlir::Value value, mlir::Operation *at,
                  const llvm::DenseSet<mlir::Value> &kept);
@@ -203,15 +206,16 @@ private:
   mlir::LogicalResult apply(mlir::func::FuncOp func,
                             const Placement &placement);
 
-  //===--- Placements and search (TierSearch.cpp) --------------------------===//
+  //===--- Placements and search (TierSearch.cpp)
+  //--------------------------===//
 
   Placement forced(mlir::func::FuncOp func, size_t numCandidates,
                    size_t numGradients);
   Placement greedy(mlir::func::FuncOp func, const Placement &start,
                    Policy policy);
   void applyForcedActivations(mlir::func::FuncOp func, const Placement &out);
-  void greedyActivations(mlir::func::FuncOp func, Placement &out,
-                         Policy policy, uint64_t resident, uint64_t &host);
+  void greedyActivations(mlir::func::FuncOp func, Placement &out, Policy policy,
+                         uint64_t resident, uint64_t &host);
   Score score(mlir::func::FuncOp func, const Placement &placement);
   void offDevice(llvm::ArrayRef<uint64_t> bytes,
                  llvm::SmallVectorImpl<Act> &choices, uint64_t &host) const;
@@ -229,7 +233,8 @@ private:
   Placement greedyOnClone(mlir::func::FuncOp func, const Placement &start,
                           Policy policy);
 
-  //===--- State -----------------------------------------------------------===//
+  //===--- State
+  //-----------------------------------------------------------===//
 
   mlir::ModuleOp module;
   const MachineProfile &machine;

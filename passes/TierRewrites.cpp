@@ -28,7 +28,8 @@ static constexpr unsigned kMaxChain = 8;
 /// fetches it before each use in the optimizer step (once, before the
 /// first, when one of them writes it in place). False, and nothing
 /// changed, when no kernel runs in between (a fused update).
-bool TierPlanner::swapGradient(Block &body, Value value, StringRef tier, unsigned index) {
+bool TierPlanner::swapGradient(Block &body, Value value, StringRef tier,
+                               unsigned index) {
   SmallVector<OpOperand *> after;
   Operation *lastBefore = value.getDefiningOp();
   bool inPlace = false;
@@ -90,17 +91,17 @@ void TierPlanner::insertFetches(func::FuncOp func) {
       if (kernel && kernel.getKernel() == "assign" &&
           use->getOperandNumber() == 0)
         continue; // Writes go to any tier directly.
-      Value fetched = createTransfer(b, user->getLoc(), "copy",
-                                     p.getType(), p.getResult())
-                          .getResult(0);
+      Value fetched =
+          createTransfer(b, user->getLoc(), "copy", p.getType(), p.getResult())
+              .getResult(0);
       ++counters.fetches;
       SmallVector<exec::ViewOp> chain;
       for (Value v = use->get(); v != p.getResult();
            v = v.getDefiningOp<exec::ViewOp>().getInput())
         chain.push_back(v.getDefiningOp<exec::ViewOp>());
       for (exec::ViewOp view : llvm::reverse(chain))
-        fetched = b.create<exec::ViewOp>(view.getLoc(), view.getType(),
-                                         fetched);
+        fetched =
+            b.create<exec::ViewOp>(view.getLoc(), view.getType(), fetched);
       use->set(fetched);
       if (inPlace) {
         // The kernel ran on the copy: write it back. After an optimizer
@@ -119,7 +120,8 @@ void TierPlanner::insertFetches(func::FuncOp func) {
 
 /// Swaps `value` out to `tier` after its last forward use and back in
 /// before its first backward use. False when it cannot wait elsewhere.
-bool TierPlanner::swap(Block &body, Value value, StringRef tier, unsigned index) {
+bool TierPlanner::swap(Block &body, Value value, StringRef tier,
+                       unsigned index) {
   SmallVector<OpOperand *> backwardUses;
   Operation *lastForward = value.getDefiningOp();
   for (OpOperand *use : usesThroughViews(value)) {
@@ -139,8 +141,7 @@ bool TierPlanner::swap(Block &body, Value value, StringRef tier, unsigned index)
   Value space = storeAfter(body, lastForward, value,
                            "swap." + std::to_string(index), tier);
   OpBuilder b(firstBackward);
-  auto back =
-      createTransfer(b, value.getLoc(), "copy", value.getType(), space);
+  auto back = createTransfer(b, value.getLoc(), "copy", value.getType(), space);
   back->setAttr("strata.backward", b.getUnitAttr());
   replaceUses(backwardUses, value, back.getResult(0));
   ++counters.swapped;
@@ -156,8 +157,9 @@ bool TierPlanner::swap(Block &body, Value value, StringRef tier, unsigned index)
 /// its forward reader and `at`. Empty when the chain would need more
 /// than kMaxChain kernels, a kernel that cannot rerun (a transfer, one
 /// with several results), or a leaf written in place.
-SmallVector<Operation *> TierPlanner::recomputeChain(Value value, Operation *at,
-                                        const llvm::DenseSet<Value> &kept) {
+SmallVector<Operation *>
+TierPlanner::recomputeChain(Value value, Operation *at,
+                            const llvm::DenseSet<Value> &kept) {
   SmallVector<Operation *> chain;
   llvm::DenseSet<Operation *> inChain;
   unsigned kernels = 0;
@@ -216,8 +218,8 @@ SmallVector<Operation *> TierPlanner::recomputeChain(Value value, Operation *at,
 
 /// The recomputeChain of `value` before its first backward use (empty
 /// when the backward pass does not read it or it cannot be recomputed).
-SmallVector<Operation *> TierPlanner::chainFor(Value value,
-                                  const llvm::DenseSet<Value> &kept) {
+SmallVector<Operation *>
+TierPlanner::chainFor(Value value, const llvm::DenseSet<Value> &kept) {
   SmallVector<OpOperand *> uses = backwardUsesOf(value);
   if (uses.empty())
     return {};
@@ -255,8 +257,9 @@ void TierPlanner::recompute(Value value, ArrayRef<Operation *> chain) {
 /// Applies `act` to `value`; returns what was done (a swap or a
 /// recomputation that is not possible keeps the value).
 /// `chain`, when given, is `value`'s recomputeChain, already found.
-Act TierPlanner::applyAct(Block &body, Value value, Act act, llvm::DenseSet<Value> &kept,
-             unsigned &swaps, ArrayRef<Operation *> chain) {
+Act TierPlanner::applyAct(Block &body, Value value, Act act,
+                          llvm::DenseSet<Value> &kept, unsigned &swaps,
+                          ArrayRef<Operation *> chain) {
   if (act == Act::Recompute) {
     kept.erase(value);
     SmallVector<Operation *> found(chain);
@@ -281,7 +284,8 @@ Act TierPlanner::applyAct(Block &body, Value value, Act act, llvm::DenseSet<Valu
 
 /// Rewrites `func` as `placement` says. The caller suppresses
 /// diagnostics when this runs on a trial clone.
-LogicalResult TierPlanner::apply(func::FuncOp func, const Placement &placement) {
+LogicalResult TierPlanner::apply(func::FuncOp func,
+                                 const Placement &placement) {
   Block &body = func.getBody().front();
   SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
   for (auto [p, tier] : llvm::zip(all, placement.tiers)) {

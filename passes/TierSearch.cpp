@@ -30,7 +30,7 @@ using namespace strata::tiers;
 /// The placement the options force, with everything automatic kept on
 /// the device.
 Placement TierPlanner::forced(func::FuncOp func, size_t numCandidates,
-                 size_t numGradients) {
+                              size_t numGradients) {
   Placement out;
   out.label = "as forced";
   for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
@@ -57,7 +57,8 @@ Placement TierPlanner::forced(func::FuncOp func, size_t numCandidates,
 /// first, to the host while the host budget lasts and then to the SSD;
 /// then activations, largest first, until the arena estimate fits, each
 /// recomputed or swapped as `policy` says.
-Placement TierPlanner::greedy(func::FuncOp func, const Placement &start, Policy policy) {
+Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
+                              Policy policy) {
   Block &body = func.getBody().front();
   Placement out = start;
   out.label = policy == Policy::Cost   ? "greedy"
@@ -137,7 +138,8 @@ Placement TierPlanner::greedyOnClone(func::FuncOp func, const Placement &start,
 
 /// Rewrites `func` with the activation choices `out` already holds (the
 /// forced ones), so that later greedy steps see them.
-void TierPlanner::applyForcedActivations(func::FuncOp func, const Placement &out) {
+void TierPlanner::applyForcedActivations(func::FuncOp func,
+                                         const Placement &out) {
   Block &body = func.getBody().front();
   SmallVector<Value> candidates = swappable(body);
   llvm::DenseSet<Value> kept;
@@ -155,8 +157,9 @@ void TierPlanner::applyForcedActivations(func::FuncOp func, const Placement &out
 
 /// The greedy activation step: largest first until the arena estimate
 /// fits, each recomputed or swapped as `policy` says.
-void TierPlanner::greedyActivations(func::FuncOp func, Placement &out, Policy policy,
-                       uint64_t resident, uint64_t &host) {
+void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
+                                    Policy policy, uint64_t resident,
+                                    uint64_t &host) {
   Block &body = func.getBody().front();
   SmallVector<Value> candidates = swappable(body);
   assert(candidates.size() == out.acts.size() && "candidates changed");
@@ -203,8 +206,8 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
       lastReport = now;
     else if (now - lastReport > std::chrono::seconds(3)) {
       lastReport = now;
-      llvm::errs() << "strata-compile: planning placement: " << evaluated
-                   << "/" << maxEvaluations << " placements scored";
+      llvm::errs() << "strata-compile: planning placement: " << evaluated << "/"
+                   << maxEvaluations << " placements scored";
       if (chosen.fits())
         llvm::errs() << ", best so far "
                      << llvm::format("%.2f", chosen.stepUs / 1e3)
@@ -248,8 +251,9 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
 
 /// Moves `choices` (indexed like `bytes`) off the device: to the host
 /// while `host` stays within the host budget, then to the SSD.
-void TierPlanner::offDevice(ArrayRef<uint64_t> bytes, SmallVectorImpl<Act> &choices,
-               uint64_t &host) const {
+void TierPlanner::offDevice(ArrayRef<uint64_t> bytes,
+                            SmallVectorImpl<Act> &choices,
+                            uint64_t &host) const {
   for (auto [n, act] : llvm::zip(bytes, choices)) {
     bool toHost = cpuMem == 0 || host + n <= cpuMem || !hasSsd;
     act = toHost ? Act::Host : Act::Ssd;
@@ -262,8 +266,8 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   SmallVector<std::pair<Placement, Score>> tried;
   auto consider = [&](Placement p) {
     Score s = score(func, p);
-    LLVM_DEBUG(llvm::dbgs() << p.label << ": over " << s.overBytes
-                            << " B, " << s.stepUs << " us\n");
+    LLVM_DEBUG(llvm::dbgs() << p.label << ": over " << s.overBytes << " B, "
+                            << s.stepUs << " us\n");
     tried.push_back({std::move(p), s});
   };
   for (Policy policy : {Policy::Cost, Policy::Swap, Policy::Recompute}) {
@@ -295,17 +299,17 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   consider(least);
   SmallVector<std::pair<Class, std::string>> forcedClasses =
       forcedStarts(func, consider);
-  auto bestIt = std::min_element(
-      tried.begin(), tried.end(),
-      [](auto &a, auto &b) { return a.second < b.second; });
+  auto bestIt =
+      std::min_element(tried.begin(), tried.end(),
+                       [](auto &a, auto &b) { return a.second < b.second; });
   // Part of what is left to the best start; the rest to one search per
   // class, as a run forcing that class would do it: from the best
   // placement tried that has the whole class on one tier (or one
   // activation choice), with the class held there (a local search from
   // the best start alone can settle where one of those runs does better).
   SmallVector<std::pair<size_t, std::pair<Class, std::string>>> order;
-  for (Class c : {Class::Params, Class::States, Class::Activations,
-                  Class::Gradients}) {
+  for (Class c :
+       {Class::Params, Class::States, Class::Activations, Class::Gradients}) {
     if (mode(c) != "auto")
       continue;
     std::optional<size_t> pick;
@@ -323,13 +327,13 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     if (pick)
       order.push_back({*pick, {c, value}});
   }
-  Placement result = improve(
-      func, bestIt->first, bestIt->second,
-      evaluated + (maxEvaluations - evaluated) / (1 + order.size() / 2));
+  Placement result = improve(func, bestIt->first, bestIt->second,
+                             evaluated + (maxEvaluations - evaluated) /
+                                             (1 + order.size() / 2));
   Score resultScore = chosen;
   for (auto [k, entry] : llvm::enumerate(order)) {
-    int64_t share = (maxEvaluations - evaluated) /
-                    static_cast<int64_t>(order.size() - k);
+    int64_t share =
+        (maxEvaluations - evaluated) / static_cast<int64_t>(order.size() - k);
     if (share <= 0)
       break;
     std::tie(overridden, overrideValue) = entry.second;
@@ -373,14 +377,13 @@ Placement TierPlanner::leastDevice(func::FuncOp func, const Placement &base) {
 /// `value` ("device", "host", "ssd", or "recompute" for activations), as
 /// forcing the class would (constants stay where they are then).
 bool TierPlanner::uniform(func::FuncOp func, const Placement &p, Class c,
-             StringRef value) {
+                          StringRef value) {
   if (c == Class::Activations || c == Class::Gradients) {
     Act want = value == "host"        ? Act::Host
                : value == "ssd"       ? Act::Ssd
                : value == "recompute" ? Act::Recompute
                                       : Act::Keep;
-    const SmallVector<Act> &acts =
-        c == Class::Activations ? p.acts : p.grads;
+    const SmallVector<Act> &acts = c == Class::Activations ? p.acts : p.grads;
     return llvm::all_of(acts, [&](Act a) { return a == want; });
   }
   Tier want = parseTier(value);
@@ -397,7 +400,8 @@ bool TierPlanner::uniform(func::FuncOp func, const Placement &p, Class c,
 /// search begins where such a run would and cannot end up worse than its
 /// first candidate.
 SmallVector<std::pair<Class, std::string>>
-TierPlanner::forcedStarts(func::FuncOp func, function_ref<void(Placement)> consider) {
+TierPlanner::forcedStarts(func::FuncOp func,
+                          function_ref<void(Placement)> consider) {
   SmallVector<std::pair<Class, StringRef>> starts;
   SmallVector<StringRef> tiers{"device", "host"};
   if (hasSsd)
@@ -435,8 +439,8 @@ TierPlanner::forcedStarts(func::FuncOp func, function_ref<void(Placement)> consi
 /// changes nothing or the evaluations run out. Within the budgets only
 /// moves toward the device can pay off (recomputing instead of a round
 /// trip counts); over them, only moves away from it.
-Placement TierPlanner::improve(func::FuncOp func, Placement best, Score bestScore,
-                  int64_t limit) {
+Placement TierPlanner::improve(func::FuncOp func, Placement best,
+                               Score bestScore, int64_t limit) {
   chosen = bestScore;
   auto bySize = [](ArrayRef<uint64_t> bytes, bool enabled) {
     SmallVector<std::pair<uint64_t, unsigned>> order;
@@ -458,7 +462,10 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best, Score bestScor
   auto gradOrder = bySize(gradBytes, mode(Class::Gradients) == "auto");
   // How far from the device each choice is.
   auto rank = [](Act a) {
-    return a == Act::Keep ? 0 : a == Act::Host ? 1 : a == Act::Recompute ? 2 : 3;
+    return a == Act::Keep        ? 0
+           : a == Act::Host      ? 1
+           : a == Act::Recompute ? 2
+                                 : 3;
   };
   bool improved = true;
   auto attempt = [&](Placement trial) {
@@ -559,8 +566,8 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best, Score bestScor
           [&](Tier cur, Tier alt) { return bestScore.fits() == (alt < cur); });
   }
   chosen = bestScore;
-  LLVM_DEBUG(llvm::dbgs() << "chosen: over " << bestScore.overBytes
-                          << " B, " << bestScore.stepUs << " us after "
-                          << evaluated << " placements\n");
+  LLVM_DEBUG(llvm::dbgs() << "chosen: over " << bestScore.overBytes << " B, "
+                          << bestScore.stepUs << " us after " << evaluated
+                          << " placements\n");
   return best;
 }

@@ -87,14 +87,13 @@ std::optional<int64_t> Importer::constantScalar(Value v) {
 // Sub-graphs
 //===----------------------------------------------------------------------===//
 
-LogicalResult Importer::runSubgraph(const Node &owner,
-                                    const onnx::Graph &graph,
+LogicalResult Importer::runSubgraph(const Node &owner, const onnx::Graph &graph,
                                     ArrayRef<Slot> inputs,
                                     SmallVectorImpl<Slot> &outputs) {
   if (inputs.size() != graph.inputs.size())
-    return nodeError(owner) << "its sub-graph '" << graph.name << "' takes "
-                            << graph.inputs.size() << " inputs, given "
-                            << inputs.size();
+    return nodeError(owner)
+           << "its sub-graph '" << graph.name << "' takes "
+           << graph.inputs.size() << " inputs, given " << inputs.size();
   // Loop bodies run once per iteration, branches inside them as often:
   // what all sub-graphs import together is bounded.
   subgraphNodes_ += static_cast<int64_t>(graph.nodes.size());
@@ -180,8 +179,7 @@ LogicalResult Importer::loop(const Node &node) {
   if (!body)
     return nodeError(node) << "has no 'body' graph";
   size_t carried = node.inputs.size() < 2 ? 0 : node.inputs.size() - 2;
-  if (body->inputs.size() != carried + 2 ||
-      body->outputs.size() < carried + 1)
+  if (body->inputs.size() != carried + 2 || body->outputs.size() < carried + 1)
     return nodeError(node) << "its body takes " << body->inputs.size()
                            << " inputs and gives " << body->outputs.size()
                            << " outputs; with " << carried
@@ -201,9 +199,9 @@ LogicalResult Importer::loop(const Node &node) {
   if (Value m = input(node, 0)) {
     std::optional<int64_t> trips = constantScalar(m);
     if (!trips)
-      return nodeError(node) << "the trip count '" << node.inputs[0]
-                             << "' is computed from the model's data"
-                             << unrolls;
+      return nodeError(node)
+             << "the trip count '" << node.inputs[0]
+             << "' is computed from the model's data" << unrolls;
     tripCount = std::max<int64_t>(0, *trips);
   }
   bool cond = true;
@@ -211,9 +209,9 @@ LogicalResult Importer::loop(const Node &node) {
   if (condIn) {
     std::optional<int64_t> c = constantScalar(condIn);
     if (!c)
-      return nodeError(node) << "the condition '" << node.inputs[1]
-                             << "' is computed from the model's data"
-                             << unrolls;
+      return nodeError(node)
+             << "the condition '" << node.inputs[1]
+             << "' is computed from the model's data" << unrolls;
     cond = *c != 0;
   } else if (!input(node, 0)) {
     return nodeError(node) << "has neither a trip count nor a condition "
@@ -244,19 +242,18 @@ LogicalResult Importer::loop(const Node &node) {
     std::optional<int64_t> next =
         outputs[0].sequence ? std::nullopt : constantScalar(outputs[0].tensor);
     if (!next)
-      return nodeError(node) << "the body's condition output '"
-                             << body->outputs[0].name
-                             << "' is computed from the model's data"
-                             << unrolls;
+      return nodeError(node)
+             << "the body's condition output '" << body->outputs[0].name
+             << "' is computed from the model's data" << unrolls;
     cond = *next != 0;
     for (size_t i = 0; i < carried; ++i)
       state[i] = outputs[1 + i];
     for (size_t k = 0; k < scans; ++k) {
       const Slot &s = outputs[1 + carried + k];
       if (s.sequence)
-        return nodeError(node) << "scan output '"
-                               << body->outputs[1 + carried + k].name
-                               << "' is a sequence";
+        return nodeError(node)
+               << "scan output '" << body->outputs[1 + carried + k].name
+               << "' is a sequence";
       scanned[k].push_back(s.tensor);
     }
   }
@@ -279,8 +276,7 @@ LogicalResult Importer::loop(const Node &node) {
     SmallVector<Value> rows;
     for (Value v : scanned[k]) {
       if (shapeOf(v) != one || elementTypeOf(v) != et)
-        return nodeError(node) << "scan output '"
-                               << node.outputs[carried + k]
+        return nodeError(node) << "scan output '" << node.outputs[carried + k]
                                << "' changes type between iterations";
       Shape s = one;
       s.insert(s.begin(), 1);
@@ -307,9 +303,9 @@ LogicalResult Importer::ifNode(const Node &node) {
     return nodeError(node) << "the condition must be a single bool";
   auto defineAll = [&](ArrayRef<Slot> outs) -> LogicalResult {
     if (outs.size() < node.outputs.size())
-      return nodeError(node) << "the branch gives " << outs.size()
-                             << " outputs; the node has "
-                             << node.outputs.size();
+      return nodeError(node)
+             << "the branch gives " << outs.size() << " outputs; the node has "
+             << node.outputs.size();
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (outs[i].sequence)
         defineSequence(node, i, *outs[i].sequence);
@@ -368,8 +364,8 @@ static std::optional<int64_t> sequencePosition(int64_t position, int64_t size,
 }
 
 LogicalResult Importer::sequenceEmpty(const Node &node) {
-  Type et = elementType(
-      static_cast<int32_t>(intAttr(node, "dtype", onnx::kFloat)));
+  Type et =
+      elementType(static_cast<int32_t>(intAttr(node, "dtype", onnx::kFloat)));
   if (!et)
     return nodeError(node) << "unsupported dtype";
   defineSequence(node, 0, Sequence{et, {}});
@@ -400,8 +396,7 @@ LogicalResult Importer::sequenceInsert(const Node &node) {
     return nodeError(node) << "the inserted value must be a tensor";
   if (elementTypeOf(t) != seq->elementType)
     return nodeError(node) << "inserts a " << elementTypeOf(t)
-                           << " tensor into a sequence of "
-                           << seq->elementType;
+                           << " tensor into a sequence of " << seq->elementType;
   int64_t size = static_cast<int64_t>(seq->items.size());
   int64_t at = size;
   if (input(node, 2)) {
@@ -409,8 +404,8 @@ LogicalResult Importer::sequenceInsert(const Node &node) {
     std::optional<int64_t> q =
         p ? sequencePosition(*p, size, true) : std::nullopt;
     if (!q)
-      return nodeError(node) << "the position must be a constant in ["
-                             << -size << ", " << size << "]";
+      return nodeError(node) << "the position must be a constant in [" << -size
+                             << ", " << size << "]";
     at = *q;
   }
   if (size >= kMaxSequence)
@@ -427,11 +422,11 @@ LogicalResult Importer::sequenceAt(const Node &node) {
     return failure();
   int64_t size = static_cast<int64_t>(seq->items.size());
   std::optional<int64_t> p = constantScalar(input(node, 1));
-  std::optional<int64_t> q = p ? sequencePosition(*p, size, false)
-                               : std::nullopt;
+  std::optional<int64_t> q =
+      p ? sequencePosition(*p, size, false) : std::nullopt;
   if (!q)
-    return nodeError(node) << "the position must be a constant in ["
-                           << -size << ", " << size - 1 << "]";
+    return nodeError(node) << "the position must be a constant in [" << -size
+                           << ", " << size - 1 << "]";
   define(node, 0, seq->items[*q]);
   return success();
 }
@@ -448,8 +443,8 @@ LogicalResult Importer::sequenceErase(const Node &node) {
     q = p ? sequencePosition(*p, size, false) : std::nullopt;
   }
   if (!q)
-    return nodeError(node) << "the position must be a constant in ["
-                           << -size << ", " << size - 1 << "]";
+    return nodeError(node) << "the position must be a constant in [" << -size
+                           << ", " << size - 1 << "]";
   seq->items.erase(seq->items.begin() + *q);
   defineSequence(node, 0, std::move(*seq));
   return success();
@@ -483,11 +478,10 @@ LogicalResult Importer::splitToSequence(const Node &node) {
     if (shapeOf(s).empty()) {
       int64_t chunk = (*split)[0];
       if (chunk <= 0)
-        return nodeError(node) << "split size " << chunk
-                               << " must be positive";
+        return nodeError(node) << "split size " << chunk << " must be positive";
       if ((dim + chunk - 1) / chunk > kMaxSequence)
-        return nodeError(node) << "the sequence would exceed "
-                               << kMaxSequence << " elements";
+        return nodeError(node)
+               << "the sequence would exceed " << kMaxSequence << " elements";
       for (int64_t at = 0; at < dim; at += chunk)
         sizes.push_back(std::min(chunk, dim - at));
     } else {
@@ -496,9 +490,9 @@ LogicalResult Importer::splitToSequence(const Node &node) {
     keepDims = true; // keepdims applies only without 'split'.
   } else {
     if (dim > kMaxSequence)
-      return nodeError(node) << "splitting " << dim << " elements one by one "
-                             << "exceeds the longest sequence, "
-                             << kMaxSequence;
+      return nodeError(node)
+             << "splitting " << dim << " elements one by one "
+             << "exceeds the longest sequence, " << kMaxSequence;
     sizes.assign(dim, 1);
   }
   if (static_cast<int64_t>(sizes.size()) > kMaxSequence)
@@ -547,8 +541,8 @@ LogicalResult Importer::concatFromSequence(const Node &node) {
   if (failed(out))
     return failure();
   define(node, 0,
-         builder_.createOrFold<ConcatOp>(loc, tensorType(*out, seq->elementType),
-                                         parts,
-                                         builder_.getI64IntegerAttr(*axis)));
+         builder_.createOrFold<ConcatOp>(
+             loc, tensorType(*out, seq->elementType), parts,
+             builder_.getI64IntegerAttr(*axis)));
   return success();
 }

@@ -58,8 +58,7 @@ static bool parseTerm(const std::string &text, int64_t rank,
   for (const std::string &part : {before, after})
     for (char c : part)
       if (!std::isalpha(static_cast<unsigned char>(c))) {
-        error = std::string("invalid character '") + c + "' in '" + text +
-                "'";
+        error = std::string("invalid character '") + c + "' in '" + text + "'";
         return false;
       }
   int64_t letters = static_cast<int64_t>(before.size() + after.size());
@@ -120,8 +119,7 @@ LogicalResult Importer::einsum(const Node &node) {
       return nodeError(node) << "operands must be tensors of one element "
                                 "type";
     Term t{v, {}};
-    if (!parseTerm(texts[i], shapeOf(v).size(), ellipsisRank, t.labels,
-                   error))
+    if (!parseTerm(texts[i], shapeOf(v).size(), ellipsisRank, t.labels, error))
       return nodeError(node) << error;
     Shape shape = shapeOf(v);
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -135,8 +133,7 @@ LogicalResult Importer::einsum(const Node &node) {
   }
   Labels output;
   if (arrow != std::string::npos) {
-    if (!parseTerm(equation.substr(arrow + 2), -1, ellipsisRank, output,
-                   error))
+    if (!parseTerm(equation.substr(arrow + 2), -1, ellipsisRank, output, error))
       return nodeError(node) << error;
     for (Label l : output)
       if (!sizes.count(l))
@@ -189,14 +186,16 @@ LogicalResult Importer::einsum(const Node &node) {
         SmallVector<Attribute> ones;
         for (int64_t r = 0; r < n; ++r)
           for (int64_t c = 0; c < n; ++c)
-            ones.push_back(isa<FloatType>(et)
-                               ? Attribute(builder_.getFloatAttr(et, r == c))
-                               : Attribute(builder_.getIntegerAttr(et, r == c)));
-        Value eye = reshape(builder_.create<ConstantOp>(
-                                loc, eyeType, DenseElementsAttr::get(eyeType, ones)),
-                            eyeShape, loc);
-        Value masked = builder_.createOrFold<MulOp>(loc, t.value.getType(),
-                                                    t.value, eye);
+            ones.push_back(
+                isa<FloatType>(et)
+                    ? Attribute(builder_.getFloatAttr(et, r == c))
+                    : Attribute(builder_.getIntegerAttr(et, r == c)));
+        Value eye =
+            reshape(builder_.create<ConstantOp>(
+                        loc, eyeType, DenseElementsAttr::get(eyeType, ones)),
+                    eyeShape, loc);
+        Value masked =
+            builder_.createOrFold<MulOp>(loc, t.value.getType(), t.value, eye);
         Labels left = t.labels;
         left.erase(left.begin() + d2);
         t.value = builder_.create<ReduceSumOp>(
@@ -291,10 +290,10 @@ LogicalResult Importer::einsum(const Node &node) {
               na = numElements(shapeFor(onlyA)),
               nc = numElements(shapeFor(contracted)),
               nbo = numElements(shapeFor(onlyB));
-      Value m = builder_.create<MatMulOp>(
-          loc, tensorType({nb, na, nbo}, et),
-          reshape(acc.value, {nb, na, nc}, loc),
-          reshape(next.value, {nb, nc, nbo}, loc));
+      Value m =
+          builder_.create<MatMulOp>(loc, tensorType({nb, na, nbo}, et),
+                                    reshape(acc.value, {nb, na, nc}, loc),
+                                    reshape(next.value, {nb, nc, nbo}, loc));
       product = reshape(m, shapeFor(result), loc);
     }
     acc = Term{product, result};

@@ -1,4 +1,5 @@
-//===- ElementwiseOps.cpp --------------------------------------------------===//
+//===- ElementwiseOps.cpp
+//--------------------------------------------------===//
 //
 // The binary, comparison, variadic and unary ops map one to one onto graph
 // ops (broadcast shapes computed here); the activation family, Mod and the
@@ -24,8 +25,7 @@ using namespace strata;
 using namespace strata::graph;
 using namespace strata::importer;
 
-template <typename OpT>
-LogicalResult Importer::binary(const Node &node) {
+template <typename OpT> LogicalResult Importer::binary(const Node &node) {
   if (failed(requireInputs(node, 2)))
     return failure();
   Value lhs = input(node, 0), rhs = input(node, 1);
@@ -42,14 +42,14 @@ LogicalResult Importer::binary(const Node &node) {
   if (!shape)
     return nodeError(node) << "operand shapes " << lhs.getType() << " and "
                            << rhs.getType() << " do not broadcast";
-  bool compare = std::is_same_v<OpT, EqualOp> ||
-                 std::is_same_v<OpT, LessOp> || std::is_same_v<OpT, GreaterOp>;
+  bool compare = std::is_same_v<OpT, EqualOp> || std::is_same_v<OpT, LessOp> ||
+                 std::is_same_v<OpT, GreaterOp>;
   Type et = compare ? builder_.getI1Type() : elementTypeOf(lhs);
-  if ((std::is_same_v<OpT, AndOp> || std::is_same_v<OpT, OrOp>) &&
-      !et.isInteger(1))
+  if ((std::is_same_v<OpT, AndOp> ||
+       std::is_same_v<OpT, OrOp>)&&!et.isInteger(1))
     return nodeError(node) << "operands must be bool";
-  define(node, 0, builder_.createOrFold<OpT>(loc, tensorType(*shape, et), lhs,
-                                             rhs));
+  define(node, 0,
+         builder_.createOrFold<OpT>(loc, tensorType(*shape, et), lhs, rhs));
   return success();
 }
 
@@ -76,8 +76,7 @@ LogicalResult Importer::compareOrEqual(const Node &node) {
   return success();
 }
 
-template <typename OpT>
-LogicalResult Importer::variadic(const Node &node) {
+template <typename OpT> LogicalResult Importer::variadic(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
   Location loc = nodeLoc(node);
@@ -98,8 +97,7 @@ LogicalResult Importer::variadic(const Node &node) {
   return success();
 }
 
-template <typename OpT>
-LogicalResult Importer::unary(const Node &node) {
+template <typename OpT> LogicalResult Importer::unary(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
   Value x = input(node, 0);
@@ -184,9 +182,9 @@ LogicalResult Importer::gelu(const Node &node) {
   if (!isa<FloatType>(elementTypeOf(x)))
     return nodeError(node) << "input must be a float tensor";
   define(node, 0,
-         builder_.create<GeluOp>(
-             nodeLoc(node), x.getType(), x,
-             approximate == "tanh" ? builder_.getUnitAttr() : UnitAttr()));
+         builder_.create<GeluOp>(nodeLoc(node), x.getType(), x,
+                                 approximate == "tanh" ? builder_.getUnitAttr()
+                                                       : UnitAttr()));
   return success();
 }
 
@@ -237,8 +235,8 @@ LogicalResult Importer::activation(const Node &node) {
   auto softplus = [&] {
     Value pos = builder_.create<ReluOp>(loc, type, x);
     Value abs = builder_.create<AbsOp>(loc, type, x);
-    Value e = builder_.create<ExpOp>(
-        loc, type, builder_.create<NegOp>(loc, type, abs));
+    Value e = builder_.create<ExpOp>(loc, type,
+                                     builder_.create<NegOp>(loc, type, abs));
     return add(pos, builder_.create<LogOp>(loc, type, add(e, k(1.0))));
   };
   const std::string &op = node.opType;
@@ -334,8 +332,7 @@ LogicalResult Importer::rounding(const Node &node) {
     Value tie = builder_.createOrFold<EqualOp>(
         loc, bools, builder_.createOrFold<SubOp>(loc, type, up, x), k(0.5));
     Value half = builder_.createOrFold<MulOp>(loc, type, up, k(0.5));
-    Value odd = builder_.createOrFold<EqualOp>(loc, bools, floorOf(half),
-                                               half);
+    Value odd = builder_.createOrFold<EqualOp>(loc, bools, floorOf(half), half);
     odd = builder_.createOrFold<NotOp>(loc, bools, odd);
     Value down = asFloat(builder_.createOrFold<AndOp>(loc, bools, tie, odd));
     r = builder_.createOrFold<SubOp>(loc, type, up, down);
@@ -380,14 +377,14 @@ LogicalResult Importer::mean(const Node &node) {
   Value sum = values_.lookup(node.outputs[0]);
   if (!isa<FloatType>(elementTypeOf(sum)))
     return nodeError(node) << "inputs must be float tensors";
-  int64_t count = llvm::count_if(node.inputs,
-                                 [](const std::string &n) { return !n.empty(); });
+  int64_t count = llvm::count_if(
+      node.inputs, [](const std::string &n) { return !n.empty(); });
   Location loc = nodeLoc(node);
-  define(node, 0,
-         builder_.createOrFold<DivOp>(
-             loc, sum.getType(), sum,
-             scalarConstant(elementTypeOf(sum), static_cast<double>(count),
-                            loc)));
+  define(
+      node, 0,
+      builder_.createOrFold<DivOp>(
+          loc, sum.getType(), sum,
+          scalarConstant(elementTypeOf(sum), static_cast<double>(count), loc)));
   return success();
 }
 
@@ -420,11 +417,10 @@ LogicalResult Importer::dropout(const Node &node) {
     DenseElementsAttr attr, ratio;
     if (!matchPattern(mode, m_Constant(&attr)))
       return nodeError(node) << "training_mode must be a constant";
-    bool zeroRatio = input(node, 1) &&
-                     matchPattern(input(node, 1), m_Constant(&ratio)) &&
-                     isa<FloatType>(ratio.getElementType()) &&
-                     ratio.getNumElements() == 1 &&
-                     (*ratio.getValues<APFloat>().begin()).isZero();
+    bool zeroRatio =
+        input(node, 1) && matchPattern(input(node, 1), m_Constant(&ratio)) &&
+        isa<FloatType>(ratio.getElementType()) && ratio.getNumElements() == 1 &&
+        (*ratio.getValues<APFloat>().begin()).isZero();
     if (attr.getSplatValue<bool>() && !zeroRatio)
       return nodeError(node)
              << "Dropout in training mode (a ratio other than 0) is not "
@@ -436,9 +432,8 @@ LogicalResult Importer::dropout(const Node &node) {
   if (node.outputs.size() > 1 && isConsumed(node.outputs[1])) {
     auto maskType = tensorType(shapeOf(x), builder_.getI1Type());
     define(node, 1,
-           builder_.create<ConstantOp>(
-               nodeLoc(node), maskType,
-               DenseElementsAttr::get(maskType, true)));
+           builder_.create<ConstantOp>(nodeLoc(node), maskType,
+                                       DenseElementsAttr::get(maskType, true)));
   }
   return success();
 }

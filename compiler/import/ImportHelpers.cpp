@@ -34,9 +34,8 @@ std::string strata::importer::nodeLabel(const Node &node) {
 Location Importer::nodeLoc(const Node &node) {
   std::string file = model_.path.empty() ? "<onnx>" : model_.path;
   Location fileLoc = FileLineColLoc::get(&context_, file, 0, 0);
-  std::string name = node.name.empty() && !node.outputs.empty()
-                         ? node.outputs[0]
-                         : node.name;
+  std::string name =
+      node.name.empty() && !node.outputs.empty() ? node.outputs[0] : node.name;
   return NameLoc::get(StringAttr::get(&context_, name), fileLoc);
 }
 
@@ -109,7 +108,8 @@ FailureOr<ElementsAttr> Importer::tensorAttr(const onnx::TensorData &t,
   if (reinterpret_cast<uintptr_t>(t.data) % align == 0) {
     std::shared_ptr<const void> owner = t.keepAlive;
     blob = AsmResourceBlob(
-        bytes, align, [owner](void *, size_t, size_t) mutable { owner.reset(); },
+        bytes, align,
+        [owner](void *, size_t, size_t) mutable { owner.reset(); },
         /*dataIsMutable=*/false);
   } else {
     blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, align);
@@ -146,9 +146,8 @@ Type Importer::elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
 }
 
-FailureOr<SmallVector<int64_t>> Importer::constInts(const Node &node,
-                                                    size_t index,
-                                                    const char *what) {
+FailureOr<SmallVector<int64_t>>
+Importer::constInts(const Node &node, size_t index, const char *what) {
   Value v = input(node, index);
   DenseElementsAttr attr;
   if (!v || !matchPattern(v, m_Constant(&attr)) ||
@@ -208,7 +207,7 @@ Value Importer::scalarConstant(Type elementType, double value, Location loc) {
 }
 
 std::optional<SmallVector<int64_t>> Importer::intsAttr(const Node &node,
-                                                      const char *name) {
+                                                       const char *name) {
   const onnx::Attribute *a = node.attribute(name);
   if (!a)
     return std::nullopt;
@@ -228,8 +227,8 @@ int64_t Importer::intAttr(const Node &node, const char *name, int64_t dflt) {
 
 FailureOr<int64_t> Importer::axisAttr(const Node &node, int64_t dflt,
                                       int64_t rank) {
-  std::optional<int64_t> axis = normalizeAxis(intAttr(node, "axis", dflt),
-                                              rank);
+  std::optional<int64_t> axis =
+      normalizeAxis(intAttr(node, "axis", dflt), rank);
   if (!axis)
     return nodeError(node) << "axis out of range for rank " << rank;
   return *axis;
@@ -255,4 +254,3 @@ Value Importer::reshape(Value v, const Shape &shape, Location loc) {
   return builder_.createOrFold<ReshapeOp>(
       loc, tensorType(shape, elementTypeOf(v)), v);
 }
-

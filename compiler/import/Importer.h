@@ -110,9 +110,8 @@ private:
   }
   FailureOr<SmallVector<int64_t>> constInts(const Node &node, size_t index,
                                             const char *what);
-  std::optional<SmallVector<int64_t>> axesOf(const Node &node,
-                                             size_t inputIndex,
-                                             LogicalResult &status);
+  std::optional<SmallVector<int64_t>>
+  axesOf(const Node &node, size_t inputIndex, LogicalResult &status);
   Value scalarConstant(Type elementType, double value, Location loc);
   static Shape shapeOf(Value v);
   static Type elementTypeOf(Value v);
@@ -137,11 +136,9 @@ private:
                         ", not " + kindName(a.kind);
   }
   static const char *kindName(int kind) {
-    static const char *names[] = {"a float",   "an integer",
-                                  "a string",  "a tensor",
-                                  "floats",    "integers",
-                                  "strings",   "a graph",
-                                  "another kind"};
+    static const char *names[] = {"a float",  "an integer", "a string",
+                                  "a tensor", "floats",     "integers",
+                                  "strings",  "a graph",    "another kind"};
     return names[std::clamp(kind, 0, 8)];
   }
   std::string attributeError_;
@@ -151,21 +148,17 @@ private:
   Value reshape(Value v, const Shape &shape, Location loc);
   /// Slices of `x` along `axis` with the given sizes (checked: none
   /// negative, adding up to the dimension).
-  FailureOr<SmallVector<Value>> splitAlong(const Node &node, Value x,
-                                           int64_t axis,
-                                           ArrayRef<int64_t> sizes);
+  FailureOr<SmallVector<Value>>
+  splitAlong(const Node &node, Value x, int64_t axis, ArrayRef<int64_t> sizes);
   /// The shape of `parts` concatenated along `axis` (checked: same rank,
   /// element type and other dimensions).
   FailureOr<Shape> concatShape(const Node &node, ArrayRef<Value> parts,
                                int64_t axis);
 
   // Op handlers, one per ONNX op family.
-  template <typename OpT>
-  LogicalResult binary(const Node &node);
-  template <typename OpT>
-  LogicalResult variadic(const Node &node);
-  template <typename OpT>
-  LogicalResult unary(const Node &node);
+  template <typename OpT> LogicalResult binary(const Node &node);
+  template <typename OpT> LogicalResult variadic(const Node &node);
+  template <typename OpT> LogicalResult unary(const Node &node);
   template <typename OpT, bool Negate>
   LogicalResult compareOrEqual(const Node &node);
   LogicalResult identity(const Node &node);
@@ -183,13 +176,10 @@ private:
   LogicalResult dropout(const Node &node);
   LogicalResult matmul(const Node &node);
   LogicalResult gemm(const Node &node);
-  template <typename OpT>
-  LogicalResult softmax(const Node &node);
+  template <typename OpT> LogicalResult softmax(const Node &node);
   LogicalResult layerNorm(const Node &node);
-  template <bool WithSoftmax>
-  LogicalResult classLoss(const Node &node);
-  template <typename OpT>
-  LogicalResult reduce(const Node &node);
+  template <bool WithSoftmax> LogicalResult classLoss(const Node &node);
+  template <typename OpT> LogicalResult reduce(const Node &node);
   LogicalResult gather(const Node &node);
   LogicalResult reshapeNode(const Node &node);
   LogicalResult flatten(const Node &node);
@@ -247,8 +237,7 @@ private:
   static bool takesSequences(const std::string &opType);
 
   // Index ops (IndexOps.cpp).
-  Value intConstant(const Shape &shape, ArrayRef<int64_t> values,
-                    Location loc);
+  Value intConstant(const Shape &shape, ArrayRef<int64_t> values, Location loc);
   Value asInt64(Value v, Location loc);
   Value wrapNegative(Value index, Value size, Location loc);
   /// Row-major positions in the data (flat) of GatherElements-style

@@ -85,9 +85,8 @@ FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
                            << ", the data " << dataShape.size();
   for (size_t d = 0; d < idxShape.size(); ++d)
     if (static_cast<int64_t>(d) != axis && idxShape[d] > dataShape[d])
-      return nodeError(node) << "indices dimension " << d << " ("
-                             << idxShape[d] << ") exceeds the data's ("
-                             << dataShape[d] << ")";
+      return nodeError(node) << "indices dimension " << d << " (" << idxShape[d]
+                             << ") exceeds the data's (" << dataShape[d] << ")";
   int64_t count = numElements(idxShape);
   if (count > kMaxIndexMap)
     return nodeError(node) << "has " << count << " indices; at most "
@@ -114,9 +113,9 @@ FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
   if (matchPattern(idx, m_Constant(&known)))
     for (const APInt &v : known.getValues<APInt>())
       if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
-        return nodeError(node) << "index " << v.getSExtValue()
-                               << " is out of range for axis " << axis
-                               << " of size " << dim;
+        return nodeError(node)
+               << "index " << v.getSExtValue() << " is out of range for axis "
+               << axis << " of size " << dim;
   auto i64 = tensorType(idxShape, builder_.getI64Type());
   // TopK's own indices are never negative; the last axis has stride 1.
   Value scaled =
@@ -150,8 +149,9 @@ FailureOr<Value> Importer::rowPositions(const Node &node, Value indices,
                            << dataShape.size() << " less batch_dims";
   for (int64_t d = 0; d < b; ++d)
     if (idxShape[d] != dataShape[d])
-      return nodeError(node) << "batch dimension " << d << " differs: "
-                             << idxShape[d] << " and " << dataShape[d];
+      return nodeError(node)
+             << "batch dimension " << d << " differs: " << idxShape[d]
+             << " and " << dataShape[d];
   Shape lead(idxShape.begin(), idxShape.end() - 1);
   int64_t count = numElements(lead);
   if (count > kMaxIndexMap)
@@ -172,20 +172,18 @@ FailureOr<Value> Importer::rowPositions(const Node &node, Value indices,
     for (const APInt &v : known.getValues<APInt>()) {
       int64_t dim = indexed[i++ % k];
       if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
-        return nodeError(node) << "index " << v.getSExtValue()
-                               << " is out of range for a dimension of size "
-                               << dim;
+        return nodeError(node)
+               << "index " << v.getSExtValue()
+               << " is out of range for a dimension of size " << dim;
     }
   }
   auto i64 = tensorType(idxShape, builder_.getI64Type());
-  Value normalized =
-      wrapNegative(idx, intConstant({k}, indexed, loc), loc);
+  Value normalized = wrapNegative(idx, intConstant({k}, indexed, loc), loc);
   Value scaled = builder_.createOrFold<MulOp>(loc, i64, normalized,
                                               intConstant({k}, strides, loc));
   Value sum = intConstant(lead, base, loc);
   for (int64_t j = 0; j < k; ++j) {
-    SmallVector<int64_t> offsets(idxShape.size(), 0),
-        steps(idxShape.size(), 1);
+    SmallVector<int64_t> offsets(idxShape.size(), 0), steps(idxShape.size(), 1);
     offsets.back() = j;
     Shape one = idxShape;
     one.back() = 1;
@@ -193,8 +191,9 @@ FailureOr<Value> Importer::rowPositions(const Node &node, Value indices,
         loc, tensorType(one, builder_.getI64Type()), scaled,
         builder_.getDenseI64ArrayAttr(offsets),
         builder_.getDenseI64ArrayAttr(steps));
-    sum = builder_.createOrFold<AddOp>(loc, tensorType(lead, builder_.getI64Type()),
-                                      sum, reshape(part, lead, loc));
+    sum = builder_.createOrFold<AddOp>(loc,
+                                       tensorType(lead, builder_.getI64Type()),
+                                       sum, reshape(part, lead, loc));
   }
   return sum;
 }
@@ -245,10 +244,10 @@ LogicalResult Importer::gatherND(const Node &node) {
   Shape out(idxShape.begin(), idxShape.end() - 1);
   out.insert(out.end(), shape.begin() + b + k, shape.end());
   define(node, 0,
-         builder_.createOrFold<GatherOp>(
-             loc, tensorType(out, elementTypeOf(data)),
-             reshape(data, rowShape, loc), *rows,
-             builder_.getI64IntegerAttr(0)));
+         builder_.createOrFold<GatherOp>(loc,
+                                         tensorType(out, elementTypeOf(data)),
+                                         reshape(data, rowShape, loc), *rows,
+                                         builder_.getI64IntegerAttr(0)));
   return success();
 }
 
@@ -320,10 +319,11 @@ FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
     }
     auto hitType = tensorType(hitShape, et);
     Value ones = builder_.create<ConstantOp>(
-        loc, hitType, DenseElementsAttr::get(hitType, builder_.getFloatAttr(et, 1.0)));
-    Value hits = builder_.create<GatherGradOp>(
-        loc, tensorType(maskShape, et), ones, positions,
-        builder_.getI64IntegerAttr(0));
+        loc, hitType,
+        DenseElementsAttr::get(hitType, builder_.getFloatAttr(et, 1.0)));
+    Value hits =
+        builder_.create<GatherGradOp>(loc, tensorType(maskShape, et), ones,
+                                      positions, builder_.getI64IntegerAttr(0));
     Value hit = builder_.createOrFold<GreaterOp>(
         loc, tensorType(maskShape, builder_.getI1Type()), hits,
         scalarConstant(et, 0.0, loc));
@@ -423,33 +423,32 @@ LogicalResult Importer::topK(const Node &node) {
     iotaValues[i] = i;
   Value iota = intConstant(iotaShape, iotaValues, loc);
   Value candidates =
-      largest ? x
-              : builder_.createOrFold<NegOp>(loc, x.getType(), x);
+      largest ? x : builder_.createOrFold<NegOp>(loc, x.getType(), x);
   auto reduceMax = [&](Value v, Type elem) {
-    return builder_.create<ReduceMaxOp>(
-        loc, tensorType(row, elem), v,
-        builder_.getDenseI64ArrayAttr({*axis}), builder_.getUnitAttr());
+    return builder_.create<ReduceMaxOp>(loc, tensorType(row, elem), v,
+                                        builder_.getDenseI64ArrayAttr({*axis}),
+                                        builder_.getUnitAttr());
   };
-  Value lowest = scalarConstant(et, -std::numeric_limits<double>::infinity(),
-                                loc);
+  Value lowest =
+      scalarConstant(et, -std::numeric_limits<double>::infinity(), loc);
   Value past = scalarConstant(i64, double(n), loc);
   SmallVector<Value> picks;
   for (int64_t r = 0; r < k; ++r) {
     Value best = reduceMax(candidates, et);
-    Value isBest = builder_.create<EqualOp>(loc, tensorType(shape, i1),
-                                            candidates, best);
+    Value isBest =
+        builder_.create<EqualOp>(loc, tensorType(shape, i1), candidates, best);
     // The lowest index among equal values: max of (n - index) there.
-    Value fromEnd = builder_.create<SubOp>(loc, tensorType(iotaShape, i64),
-                                           past, iota);
-    Value score = builder_.create<SelectOp>(
-        loc, tensorType(shape, i64), isBest, fromEnd,
-        scalarConstant(i64, 0, loc));
+    Value fromEnd =
+        builder_.create<SubOp>(loc, tensorType(iotaShape, i64), past, iota);
+    Value score =
+        builder_.create<SelectOp>(loc, tensorType(shape, i64), isBest, fromEnd,
+                                  scalarConstant(i64, 0, loc));
     Value pick = builder_.create<SubOp>(loc, tensorType(row, i64), past,
                                         reduceMax(score, i64));
     picks.push_back(pick);
     if (r + 1 < k) {
-      Value taken = builder_.create<EqualOp>(loc, tensorType(shape, i1), iota,
-                                             pick);
+      Value taken =
+          builder_.create<EqualOp>(loc, tensorType(shape, i1), iota, pick);
       candidates = builder_.create<SelectOp>(loc, x.getType(), taken, lowest,
                                              candidates);
     }
@@ -457,10 +456,10 @@ LogicalResult Importer::topK(const Node &node) {
   Shape out = shape;
   out[*axis] = k;
   Value indices =
-      k == 0 ? intConstant(out, {}, loc)
-             : builder_.createOrFold<ConcatOp>(loc, tensorType(out, i64),
-                                               picks,
-                                               builder_.getI64IntegerAttr(*axis));
+      k == 0
+          ? intConstant(out, {}, loc)
+          : builder_.createOrFold<ConcatOp>(loc, tensorType(out, i64), picks,
+                                            builder_.getI64IntegerAttr(*axis));
   FailureOr<Value> positions = elementPositions(node, indices, shape, *axis,
                                                 /*nonNegative=*/true);
   if (failed(positions))
@@ -517,8 +516,7 @@ LogicalResult Importer::pad(const Node &node) {
   Value fill = scalarConstant(et, 0.0, loc);
   if (Value v = input(node, 2)) {
     if (numElements(shapeOf(v)) != 1 || elementTypeOf(v) != et)
-      return nodeError(node) << "constant_value must be one " << et
-                             << " value";
+      return nodeError(node) << "constant_value must be one " << et << " value";
     fill = reshape(v, {}, loc);
   } else if (const onnx::Attribute *a = node.attribute("value")) {
     fill = scalarConstant(et, a->f, loc);
@@ -540,36 +538,36 @@ LogicalResult Importer::pad(const Node &node) {
     if (mode == "constant") {
       // Crop (negative pads), then concatenate fill blocks.
       int64_t from = std::max<int64_t>(0, -begin);
-      int64_t kept = std::max<int64_t>(0, n - from - std::max<int64_t>(0, -end));
+      int64_t kept =
+          std::max<int64_t>(0, n - from - std::max<int64_t>(0, -end));
       Shape keptShape = shape;
       keptShape[axis] = kept;
       SmallVector<int64_t> offsets(rank, 0), steps(rank, 1);
       offsets[axis] = kept ? from : 0;
-      Value core = builder_.createOrFold<SliceOp>(
-          loc, tensorType(keptShape, et), x,
-          builder_.getDenseI64ArrayAttr(offsets),
-          builder_.getDenseI64ArrayAttr(steps));
+      Value core =
+          builder_.createOrFold<SliceOp>(loc, tensorType(keptShape, et), x,
+                                         builder_.getDenseI64ArrayAttr(offsets),
+                                         builder_.getDenseI64ArrayAttr(steps));
       SmallVector<Value> parts;
       auto block = [&](int64_t size) {
         Shape s = shape;
         s[axis] = size;
-        return builder_.createOrFold<graph::BroadcastOp>(
-            loc, tensorType(s, et), fill);
+        return builder_.createOrFold<graph::BroadcastOp>(loc, tensorType(s, et),
+                                                         fill);
       };
       if (begin > 0)
         parts.push_back(block(begin));
       parts.push_back(core);
       if (end > 0)
         parts.push_back(block(end));
-      x = parts.size() == 1
-              ? core
-              : builder_.createOrFold<ConcatOp>(
-                    loc, tensorType(out, et), parts,
-                    builder_.getI64IntegerAttr(axis));
+      x = parts.size() == 1 ? core
+                            : builder_.createOrFold<ConcatOp>(
+                                  loc, tensorType(out, et), parts,
+                                  builder_.getI64IntegerAttr(axis));
     } else {
       if (n == 0)
-        return nodeError(node) << "cannot pad an empty axis in mode '"
-                               << mode << "'";
+        return nodeError(node)
+               << "cannot pad an empty axis in mode '" << mode << "'";
       std::vector<int64_t> map(length);
       for (int64_t j = 0; j < length; ++j) {
         int64_t s = j - begin;
@@ -622,8 +620,7 @@ LogicalResult Importer::argExtreme(const Node &node) {
   auto axesAttr = builder_.getDenseI64ArrayAttr({*axis});
   Value best = builder_.create<ReduceMaxOp>(loc, tensorType(row, et), v,
                                             axesAttr, builder_.getUnitAttr());
-  Value isBest =
-      builder_.create<EqualOp>(loc, tensorType(shape, i1), v, best);
+  Value isBest = builder_.create<EqualOp>(loc, tensorType(shape, i1), v, best);
   // Among equal values the first index (the largest n - index) or the last
   // (the largest index + 1).
   Shape iotaShape(shape.size(), 1);
@@ -631,17 +628,16 @@ LogicalResult Importer::argExtreme(const Node &node) {
   std::vector<int64_t> score(n);
   for (int64_t i = 0; i < n; ++i)
     score[i] = last ? i + 1 : n - i;
-  Value scores = builder_.create<SelectOp>(
-      loc, tensorType(shape, i64), isBest, intConstant(iotaShape, score, loc),
-      scalarConstant(i64, 0, loc));
+  Value scores = builder_.create<SelectOp>(loc, tensorType(shape, i64), isBest,
+                                           intConstant(iotaShape, score, loc),
+                                           scalarConstant(i64, 0, loc));
   Value top = builder_.create<ReduceMaxOp>(loc, tensorType(row, i64), scores,
                                            axesAttr, builder_.getUnitAttr());
   Value index =
       last ? builder_.createOrFold<SubOp>(loc, top.getType(), top,
                                           scalarConstant(i64, 1, loc))
-           : builder_.createOrFold<SubOp>(loc, top.getType(),
-                                          scalarConstant(i64, double(n), loc),
-                                          top);
+           : builder_.createOrFold<SubOp>(
+                 loc, top.getType(), scalarConstant(i64, double(n), loc), top);
   if (!keepDims) {
     Shape out = shape;
     out.erase(out.begin() + *axis);
@@ -701,9 +697,9 @@ LogicalResult Importer::oneHot(const Node &node) {
   Type vt = elementTypeOf(values);
   Value flat = reshape(values, {2}, loc);
   auto pick = [&](int64_t k) {
-    return builder_.createOrFold<SliceOp>(
-        loc, tensorType({1}, vt), flat, builder_.getDenseI64ArrayAttr({k}),
-        builder_.getDenseI64ArrayAttr({1}));
+    return builder_.createOrFold<SliceOp>(loc, tensorType({1}, vt), flat,
+                                          builder_.getDenseI64ArrayAttr({k}),
+                                          builder_.getDenseI64ArrayAttr({1}));
   };
   define(node, 0,
          builder_.createOrFold<SelectOp>(loc, tensorType(out, vt), hit,

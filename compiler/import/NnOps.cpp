@@ -1,4 +1,5 @@
-//===- NnOps.cpp -----------------------------------------------------------===//
+//===- NnOps.cpp
+//-----------------------------------------------------------===//
 //
 // MatMul and Gemm, the softmaxes, LayerNormalization, the reductions, the
 // classification losses (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss),
@@ -31,14 +32,13 @@ LogicalResult Importer::cumsum(const Node &node) {
   Type et = elementTypeOf(x);
   bool isFloat = isa<FloatType>(et);
   if (!isFloat && !et.isInteger(32) && !et.isInteger(64))
-    return nodeError(node) << "input must be float, int32 or int64, not "
-                           << et;
+    return nodeError(node) << "input must be float, int32 or int64, not " << et;
   FailureOr<SmallVector<int64_t>> axes = constInts(node, 1, "axis");
   if (failed(axes))
     return failure();
-  std::optional<int64_t> axis =
-      axes->size() == 1 ? normalizeAxis((*axes)[0], shape.size())
-                        : std::nullopt;
+  std::optional<int64_t> axis = axes->size() == 1
+                                    ? normalizeAxis((*axes)[0], shape.size())
+                                    : std::nullopt;
   if (!axis)
     return nodeError(node) << "axis must be one value in range for rank "
                            << shape.size();
@@ -63,9 +63,9 @@ LogicalResult Importer::cumsum(const Node &node) {
     SmallVector<Attribute> out(total);
     for (int64_t line = 0; line < lines; ++line) {
       int64_t base = (line / inner) * n * inner + line % inner;
-      APFloat fsum = APFloat::getZero(
-          isFloat ? cast<FloatType>(et).getFloatSemantics()
-                  : APFloat::IEEEdouble());
+      APFloat fsum =
+          APFloat::getZero(isFloat ? cast<FloatType>(et).getFloatSemantics()
+                                   : APFloat::IEEEdouble());
       APInt isum(et.getIntOrFloatBitWidth(), 0);
       for (int64_t step = 0; step < n; ++step) {
         int64_t k = reverse ? n - 1 - step : step;
@@ -117,11 +117,12 @@ LogicalResult Importer::cumsum(const Node &node) {
   entries.reserve(n * n);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < n; ++i)
-      entries.push_back(isFloat ? Attribute(FloatAttr::get(et, counts(j, i)))
-                                : Attribute(IntegerAttr::get(et, counts(j, i))));
+      entries.push_back(isFloat
+                            ? Attribute(FloatAttr::get(et, counts(j, i)))
+                            : Attribute(IntegerAttr::get(et, counts(j, i))));
   auto mType = tensorType({n, n}, et);
-  Value m = builder_.create<ConstantOp>(
-      loc, mType, DenseElementsAttr::get(mType, entries));
+  Value m = builder_.create<ConstantOp>(loc, mType,
+                                        DenseElementsAttr::get(mType, entries));
   Value y = builder_.create<MatMulOp>(loc, tensorType(moved, et), v, m);
   if (*axis != rank - 1) {
     SmallVector<int64_t> back(rank);
@@ -161,7 +162,9 @@ LogicalResult Importer::trainingOptimizer(const Node &node) {
   auto sub = [&](Value a, Value b) { return bin(SubOp(), a, b); };
   auto mul = [&](Value a, Value b) { return bin(MulOp(), a, b); };
   auto div = [&](Value a, Value b) { return bin(DivOp(), a, b); };
-  auto sqrt = [&](Value a) { return builder_.create<SqrtOp>(loc, a.getType(), a); };
+  auto sqrt = [&](Value a) {
+    return builder_.create<SqrtOp>(loc, a.getType(), a);
+  };
   Value tf = builder_.create<CastOp>(loc, tensorType({}, et), t);
   Value tPositive = builder_.create<GreaterOp>(
       loc, tensorType({}, builder_.getI1Type()), tf, scalar(0.0));
@@ -190,9 +193,8 @@ LogicalResult Importer::trainingOptimizer(const Node &node) {
       Value betaAdjusted = builder_.create<SelectOp>(
           loc, tensorType({}, et), tPositive, scalar(beta), scalar(1.0));
       Value vNew = add(mul(scalar(alpha), v), mul(betaAdjusted, reg));
-      Value step = modeName == "standard"
-                       ? vNew
-                       : add(reg, mul(scalar(alpha), vNew));
+      Value step =
+          modeName == "standard" ? vNew : add(reg, mul(scalar(alpha), vNew));
       define(node, k, sub(x, mul(r, step)));
       define(node, groups + k, vNew);
     } else {
@@ -212,8 +214,8 @@ LogicalResult Importer::trainingOptimizer(const Node &node) {
       };
       Value adjusted = div(mul(r, sqrt(sub(scalar(1.0), power(beta)))),
                            sub(scalar(1.0), power(alpha)));
-      Value rate = builder_.create<SelectOp>(loc, tensorType({}, et),
-                                             tPositive, adjusted, r);
+      Value rate = builder_.create<SelectOp>(loc, tensorType({}, et), tPositive,
+                                             adjusted, r);
       Value xNew = sub(x, mul(rate, div(vNew, hSqrt)));
       define(node, k, mul(scalar(1.0 - post), xNew));
       define(node, groups + k, vNew);
@@ -281,8 +283,7 @@ LogicalResult Importer::gemm(const Node &node) {
   return success();
 }
 
-template <typename OpT>
-LogicalResult Importer::softmax(const Node &node) {
+template <typename OpT> LogicalResult Importer::softmax(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
   Value x = input(node, 0);
@@ -339,8 +340,8 @@ LogicalResult Importer::classLoss(const Node &node) {
                               "d1...]; they are "
                            << x.getType() << " and " << labels.getType();
   int64_t classes = xs[1];
-  if (weights && (shapeOf(weights) != Shape{classes} ||
-                  elementTypeOf(weights) != et))
+  if (weights &&
+      (shapeOf(weights) != Shape{classes} || elementTypeOf(weights) != et))
     return nodeError(node) << "weights must be [" << classes
                            << "] of the scores' type, not "
                            << weights.getType();
@@ -392,9 +393,8 @@ LogicalResult Importer::classLoss(const Node &node) {
       loc, tensorType(xs, i1), reshape(labels, spread, loc), classIds);
   Value zero = scalarConstant(et, 0.0, loc);
   auto perClass = [&](Value v) {
-    Value masked =
-        builder_.createOrFold<SelectOp>(loc, tensorType(xs, et), onehot, v,
-                                        zero);
+    Value masked = builder_.createOrFold<SelectOp>(loc, tensorType(xs, et),
+                                                   onehot, v, zero);
     return builder_.create<ReduceSumOp>(loc, tensorType(ls, et), masked,
                                         builder_.getDenseI64ArrayAttr({1}),
                                         UnitAttr());
@@ -428,8 +428,7 @@ LogicalResult Importer::classLoss(const Node &node) {
   else if (reduction == "mean" && weight) {
     Value sum = total(loss), counted = total(weight);
     out = builder_.create<DivOp>(loc, tensorType({}, et), sum, counted);
-  }
-  else if (reduction == "mean")
+  } else if (reduction == "mean")
     out = builder_.create<ReduceMeanOp>(loc, tensorType({}, et), loss,
                                         builder_.getDenseI64ArrayAttr(all),
                                         UnitAttr());
@@ -465,7 +464,8 @@ LogicalResult Importer::layerNorm(const Node &node) {
   bool wantInv = node.outputs.size() > 2 && isConsumed(node.outputs[2]);
   if (!wantMean && !wantInv)
     return success();
-  Type stash = elementType(static_cast<int32_t>(intAttr(node, "stash_type", 1)));
+  Type stash =
+      elementType(static_cast<int32_t>(intAttr(node, "stash_type", 1)));
   if (!stash || !isa<FloatType>(stash))
     return nodeError(node) << "unsupported stash_type";
   Value xs = builder_.createOrFold<CastOp>(loc, tensorType(shape, stash), x);
@@ -481,8 +481,8 @@ LogicalResult Importer::layerNorm(const Node &node) {
     return success();
   Value centered =
       builder_.create<SubOp>(loc, tensorType(shape, stash), xs, mean);
-  Value squared = builder_.create<MulOp>(loc, tensorType(shape, stash),
-                                         centered, centered);
+  Value squared =
+      builder_.create<MulOp>(loc, tensorType(shape, stash), centered, centered);
   Value var = builder_.create<ReduceMeanOp>(loc, statType, squared, axesAttr,
                                             builder_.getUnitAttr());
   Value shifted = builder_.create<AddOp>(loc, statType, var,
@@ -492,8 +492,7 @@ LogicalResult Importer::layerNorm(const Node &node) {
   return success();
 }
 
-template <typename OpT>
-LogicalResult Importer::reduce(const Node &node) {
+template <typename OpT> LogicalResult Importer::reduce(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
   Value x = input(node, 0);
@@ -516,8 +515,8 @@ LogicalResult Importer::reduce(const Node &node) {
     for (int64_t a : *axes) {
       std::optional<int64_t> n = normalizeAxis(a, rank);
       if (!n)
-        return nodeError(node) << "axis " << a << " out of range for rank "
-                               << rank;
+        return nodeError(node)
+               << "axis " << a << " out of range for rank " << rank;
       normalized.push_back(*n);
     }
     std::sort(normalized.begin(), normalized.end());
@@ -531,10 +530,10 @@ LogicalResult Importer::reduce(const Node &node) {
   Location loc = nodeLoc(node);
   if (min)
     x = builder_.createOrFold<NegOp>(loc, x.getType(), x);
-  Value r = builder_.create<OpT>(loc, tensorType(out, elementTypeOf(x)), x,
-                                 builder_.getDenseI64ArrayAttr(normalized),
-                                 keepdims ? builder_.getUnitAttr()
-                                          : UnitAttr());
+  Value r =
+      builder_.create<OpT>(loc, tensorType(out, elementTypeOf(x)), x,
+                           builder_.getDenseI64ArrayAttr(normalized),
+                           keepdims ? builder_.getUnitAttr() : UnitAttr());
   if (min)
     r = builder_.createOrFold<NegOp>(loc, r.getType(), r);
   define(node, 0, r);

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/support/Checked.h"
 #include "compiler/import/Importer.h"
+#include "runtime/support/Checked.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/ShapeInference.h"
@@ -18,8 +18,8 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/APSInt.h"
@@ -41,8 +41,8 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
                                  std::string &error) {
   size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0) {
-    error = "expected NAME=D0xD1x... (e.g. input_ids=4x128), got '" + spec +
-            "'";
+    error =
+        "expected NAME=D0xD1x... (e.g. input_ids=4x128), got '" + spec + "'";
     return false;
   }
   name = spec.substr(0, eq);
@@ -65,7 +65,8 @@ bool strata::parseInputShapeSpec(const std::string &spec, std::string &name,
     }
     // An empty batch or sequence trains on nothing (a NaN loss): refuse it.
     if (dim == 0) {
-      error = "dimension 0 in '" + spec + "' is an empty dimension; bind "
+      error = "dimension 0 in '" + spec +
+              "' is an empty dimension; bind "
               "it to a positive size";
       return false;
     }
@@ -194,10 +195,8 @@ const std::map<std::string, Handler> &Importer::handlers() {
       {"CastLike", {&Importer::castLike, 15}},
       {"Mean", {&Importer::mean, 8}},
       {"ai.onnx.preview.training.Adam", {&Importer::trainingOptimizer, 1}},
-      {"ai.onnx.preview.training.Adagrad",
-       {&Importer::trainingOptimizer, 1}},
-      {"ai.onnx.preview.training.Momentum",
-       {&Importer::trainingOptimizer, 1}},
+      {"ai.onnx.preview.training.Adagrad", {&Importer::trainingOptimizer, 1}},
+      {"ai.onnx.preview.training.Momentum", {&Importer::trainingOptimizer, 1}},
   };
   return table;
 }
@@ -512,8 +511,8 @@ LogicalResult Importer::checkSizes(func::FuncOp func) {
   }
   WalkResult walk = func.walk([&](Operation *op) {
     for (Value r : op->getResults())
-      if (failed(check(r, op->getLoc(), "the result of " +
-                                            op->getName().getStringRef().str())))
+      if (failed(check(r, op->getLoc(),
+                       "the result of " + op->getName().getStringRef().str())))
         return WalkResult::interrupt();
     return WalkResult::advance();
   });
@@ -571,8 +570,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     const onnx::TensorData &t = given->second;
     if (t.dataType != in.dataType) {
       emitError(fileLoc) << "--input-value for '" << in.name << "' is "
-                         << onnx::dataTypeName(t.dataType)
-                         << "; the input is "
+                         << onnx::dataTypeName(t.dataType) << "; the input is "
                          << onnx::dataTypeName(in.dataType);
       return nullptr;
     }
@@ -585,8 +583,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     FailureOr<ElementsAttr> value = tensorAttr(t, fileLoc, false);
     if (failed(value))
       return nullptr;
-    values_[in.name] = builder_.create<ConstantOp>(
-        fileLoc, value->getType(), cast<TypedAttr>(*value));
+    values_[in.name] = builder_.create<ConstantOp>(fileLoc, value->getType(),
+                                                   cast<TypedAttr>(*value));
   }
   if (failed(importNodes(model_.nodes)) || failed(finishOutputs(func)))
     return nullptr;

@@ -14,8 +14,8 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata {

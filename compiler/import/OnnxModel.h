@@ -83,8 +83,17 @@ struct TensorData {
 struct Graph;
 
 struct Attribute {
-  enum Kind { Float, Int, String, Tensor, Floats, Ints, Strings, GraphBody,
-              Other };
+  enum Kind {
+    Float,
+    Int,
+    String,
+    Tensor,
+    Floats,
+    Ints,
+    Strings,
+    GraphBody,
+    Other
+  };
   std::string name;
   Kind kind = Other;
   float f = 0;

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/import/OnnxModel.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
-#include "compiler/import/OnnxModel.h"
 
 #include <onnx/defs/parser.h>
 #include <onnx/defs/schema.h>
@@ -129,10 +129,9 @@ private:
                         std::string &error, int depth);
   bool convertNode(const ::onnx::NodeProto &n, Node &out, std::string &error,
                    int depth);
-  bool convertGraph(const ::onnx::GraphProto &g, Graph &out,
-                    std::string &error, int depth);
-  static void convertValueInfo(const ::onnx::ValueInfoProto &v,
-                               ValueInfo &out);
+  bool convertGraph(const ::onnx::GraphProto &g, Graph &out, std::string &error,
+                    int depth);
+  static void convertValueInfo(const ::onnx::ValueInfoProto &v, ValueInfo &out);
 
   template <typename T, typename Field>
   static void packTyped(const Field &field, TensorData &out) {
@@ -165,8 +164,7 @@ bool Converter::convertExternal(const ::onnx::TensorProto &t, TensorData &out,
       ok = strata::parseInt64(entry.value(), length, 0);
     if (!ok) {
       error = "tensor '" + t.name() + "': invalid external data " +
-              entry.key() + " '" + entry.value() +
-              "' (a non-negative integer)";
+              entry.key() + " '" + entry.value() + "' (a non-negative integer)";
       return false;
     }
   }
@@ -196,10 +194,10 @@ bool Converter::convertExternal(const ::onnx::TensorProto &t, TensorData &out,
   if (offset < 0 || length < 0 ||
       static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) >
           file->size()) {
-    error = "tensor '" + t.name() + "': external data file '" + path +
-            "' is " + std::to_string(file->size()) +
-            " bytes, too short for offset " + std::to_string(offset) +
-            " + length " + std::to_string(length) + " (truncated?)";
+    error = "tensor '" + t.name() + "': external data file '" + path + "' is " +
+            std::to_string(file->size()) + " bytes, too short for offset " +
+            std::to_string(offset) + " + length " + std::to_string(length) +
+            " (truncated?)";
     return false;
   }
   out.externalLocation = location;
@@ -274,8 +272,8 @@ bool Converter::convertTensor(const ::onnx::TensorProto &t, TensorData &out,
   std::optional<uint64_t> bytes =
       strata::checkedByteSize(out.dims, elementSize);
   if (!bytes) {
-    error = "tensor '" + t.name() + "' has dimensions " +
-            dimsString(out.dims) + " whose size overflows 64 bits";
+    error = "tensor '" + t.name() + "' has dimensions " + dimsString(out.dims) +
+            " whose size overflows 64 bits";
     return false;
   }
   size_t expected = *bytes;
@@ -433,11 +431,10 @@ static bool checkAgainstSchema(const ::onnx::NodeProto &n, const Model &model,
     error = "has " + std::to_string(n.input_size()) + " inputs; " +
             n.op_type() + " (opset " + std::to_string(model.opset) +
             ") takes " + std::to_string(schema->min_input()) +
-            (schema->max_input() == schema->min_input()
-                 ? ""
-                 : schema->max_input() > 1000
-                       ? " or more"
-                       : " to " + std::to_string(schema->max_input()));
+            (schema->max_input() == schema->min_input() ? ""
+             : schema->max_input() > 1000
+                 ? " or more"
+                 : " to " + std::to_string(schema->max_input()));
     return false;
   }
   if (n.output_size() > schema->max_output() ||
@@ -613,8 +610,8 @@ bool Converter::convert(Model &model, std::string &error) {
     auto [it, inserted] = defined.emplace(name, what);
     if (inserted)
       return true;
-    error = "'" + name + "' is defined twice: by " + it->second + " and by " +
-            what;
+    error =
+        "'" + name + "' is defined twice: by " + it->second + " and by " + what;
     return false;
   };
   if (proto.functions_size() > 0) {
@@ -681,8 +678,8 @@ bool readModelFile(const std::string &path, Model &model, std::string &error) {
     google::protobuf::io::FileInputStream stream(fd);
     google::protobuf::io::CodedInputStream coded(&stream);
     coded.SetTotalBytesLimit(INT_MAX);
-    parsed = proto->ParseFromCodedStream(&coded) &&
-             coded.ConsumedEntireMessage();
+    parsed =
+        proto->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
   }
   ::close(fd);
   if (!parsed) {

@@ -1,4 +1,5 @@
-//===- ShapeOps.cpp --------------------------------------------------------===//
+//===- ShapeOps.cpp
+//--------------------------------------------------------===//
 //
 // Views, slices, concatenations, gathers and broadcasts; Shape, Size,
 // Range, ConstantOfShape and Constant, which (with the folds of the ops
@@ -35,8 +36,8 @@ LogicalResult Importer::tile(const Node &node) {
   if (failed(repeats))
     return failure();
   if (repeats->size() != shape.size())
-    return nodeError(node) << "has " << repeats->size()
-                           << " repeats for rank " << shape.size();
+    return nodeError(node) << "has " << repeats->size() << " repeats for rank "
+                           << shape.size();
   Shape spread, wide, out;
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t r = (*repeats)[d], tiled;
@@ -72,8 +73,8 @@ LogicalResult Importer::gather(const Node &node) {
   Shape out = gatherShape(shape, shapeOf(indices), *axis);
   define(node, 0,
          builder_.createOrFold<GatherOp>(
-             nodeLoc(node), tensorType(out, elementTypeOf(data)), data,
-             indices, builder_.getI64IntegerAttr(*axis)));
+             nodeLoc(node), tensorType(out, elementTypeOf(data)), data, indices,
+             builder_.getI64IntegerAttr(*axis)));
   return success();
 }
 
@@ -92,8 +93,8 @@ LogicalResult Importer::reshapeNode(const Node &node) {
     int64_t d = (*target)[i];
     if (d == 0 && !allowZero) {
       if (i >= in.size())
-        return nodeError(node) << "shape entry " << i
-                               << " copies a dimension the input lacks";
+        return nodeError(node)
+               << "shape entry " << i << " copies a dimension the input lacks";
       d = in[i];
     }
     if (d == -1) {
@@ -119,8 +120,8 @@ LogicalResult Importer::reshapeNode(const Node &node) {
     out[inferred] = total / known;
   }
   if (numElements(out) != total)
-    return nodeError(node) << "cannot reshape " << x.getType() << " ("
-                           << total << " elements) to "
+    return nodeError(node) << "cannot reshape " << x.getType() << " (" << total
+                           << " elements) to "
                            << tensorType(out, elementTypeOf(x));
   define(node, 0, reshape(x, out, nodeLoc(node)));
   return success();
@@ -156,8 +157,8 @@ LogicalResult Importer::transpose(const Node &node) {
       perm.push_back(d);
   }
   if (perm.size() != in.size())
-    return nodeError(node) << "perm has " << perm.size()
-                           << " entries for rank " << in.size();
+    return nodeError(node) << "perm has " << perm.size() << " entries for rank "
+                           << in.size();
   Shape out;
   std::vector<bool> seen(in.size(), false);
   for (int64_t &p : perm) {
@@ -251,8 +252,8 @@ FailureOr<SmallVector<Value>> Importer::splitAlong(const Node &node, Value x,
   return parts;
 }
 
-FailureOr<Shape> Importer::concatShape(const Node &node,
-                                       ArrayRef<Value> parts, int64_t axis) {
+FailureOr<Shape> Importer::concatShape(const Node &node, ArrayRef<Value> parts,
+                                       int64_t axis) {
   Shape out = shapeOf(parts[0]);
   out[axis] = 0;
   for (Value v : parts) {
@@ -357,8 +358,8 @@ LogicalResult Importer::concat(const Node &node) {
     return failure();
   define(node, 0,
          builder_.createOrFold<ConcatOp>(
-             nodeLoc(node), tensorType(*out, elementTypeOf(inputs[0])),
-             inputs, builder_.getI64IntegerAttr(*axis)));
+             nodeLoc(node), tensorType(*out, elementTypeOf(inputs[0])), inputs,
+             builder_.getI64IntegerAttr(*axis)));
   return success();
 }
 
@@ -405,8 +406,8 @@ LogicalResult Importer::squeeze(const Node &node) {
       if (!n)
         return nodeError(node) << "axis " << a << " out of range";
       if (in[*n] != 1)
-        return nodeError(node) << "cannot squeeze dimension " << *n
-                               << " of size " << in[*n];
+        return nodeError(node)
+               << "cannot squeeze dimension " << *n << " of size " << in[*n];
       drop[*n] = true;
     }
   } else {
@@ -456,10 +457,10 @@ LogicalResult Importer::trilu(const Node &node) {
   }
   bool upper = intAttr(node, "upper", 1) != 0;
   define(node, 0,
-         builder_.createOrFold<TriluOp>(
-             nodeLoc(node), x.getType(), x,
-             upper ? builder_.getUnitAttr() : UnitAttr(),
-             builder_.getI64IntegerAttr(k)));
+         builder_.createOrFold<TriluOp>(nodeLoc(node), x.getType(), x,
+                                        upper ? builder_.getUnitAttr()
+                                              : UnitAttr(),
+                                        builder_.getI64IntegerAttr(k)));
   return success();
 }
 
@@ -471,8 +472,8 @@ LogicalResult Importer::range(const Node &node) {
   for (int i = 0; i < 3; ++i) {
     if (!matchPattern(input(node, i), m_Constant(&attrs[i])) ||
         attrs[i].getNumElements() != 1)
-      return nodeError(node) << names[i]
-                             << " must be a compile-time scalar constant";
+      return nodeError(node)
+             << names[i] << " must be a compile-time scalar constant";
   }
   Type et = attrs[0].getElementType();
   if (attrs[1].getElementType() != et || attrs[2].getElementType() != et)
@@ -492,9 +493,9 @@ LogicalResult Importer::range(const Node &node) {
       return nodeError(node) << "delta is zero";
     double count = std::ceil((limit - start) / delta);
     if (!std::isfinite(count) || tooLong(count))
-      return nodeError(node) << "the range [" << start << ", " << limit
-                             << ") by " << delta << " has more than "
-                             << kMaxRangeElements << " elements";
+      return nodeError(node)
+             << "the range [" << start << ", " << limit << ") by " << delta
+             << " has more than " << kMaxRangeElements << " elements";
     // A range running the other way is empty (and a count far below zero
     // does not fit int64).
     int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
@@ -510,8 +511,7 @@ LogicalResult Importer::range(const Node &node) {
       for (int64_t k = 0; k < n; ++k) {
         APFloat v(start + k * delta);
         bool lost;
-        v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                  &lost);
+        v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
         values.push_back(v);
       }
       attr = DenseElementsAttr::get(type, values);
@@ -528,9 +528,9 @@ LogicalResult Importer::range(const Node &node) {
   __int128 span = static_cast<__int128>(limit) - start;
   __int128 count128 = (span + delta + (delta > 0 ? -1 : 1)) / delta;
   if (count128 > kMaxRangeElements)
-    return nodeError(node) << "the range [" << start << ", " << limit
-                           << ") by " << delta << " has more than "
-                           << kMaxRangeElements << " elements";
+    return nodeError(node) << "the range [" << start << ", " << limit << ") by "
+                           << delta << " has more than " << kMaxRangeElements
+                           << " elements";
   // A range running the other way is empty; its count can lie far below
   // what int64 holds (a span near -2^64), so clamp before narrowing.
   int64_t n = count128 > 0 ? static_cast<int64_t>(count128) : 0;
@@ -582,8 +582,8 @@ LogicalResult Importer::constantOfShape(const Node &node) {
     if (failed(v))
       return failure();
     auto dense = cast<DenseElementsAttr>(*v);
-    auto type = tensorType(Shape(shape->begin(), shape->end()),
-                           dense.getElementType());
+    auto type =
+        tensorType(Shape(shape->begin(), shape->end()), dense.getElementType());
     splat = dense.resizeSplat(type);
     if (!dense.isSplat()) // A one-element tensor is always a splat.
       return nodeError(node) << "value must be a one-element tensor";
@@ -613,8 +613,8 @@ LogicalResult Importer::shape(const Node &node) {
   start = std::max<int64_t>(0, std::min(start, rank));
   end = std::max<int64_t>(start, std::min(end, rank));
   SmallVector<int64_t> dims(in.begin() + start, in.begin() + end);
-  auto type = tensorType({static_cast<int64_t>(dims.size())},
-                         builder_.getI64Type());
+  auto type =
+      tensorType({static_cast<int64_t>(dims.size())}, builder_.getI64Type());
   define(node, 0,
          builder_.create<ConstantOp>(
              nodeLoc(node), type,
@@ -626,10 +626,11 @@ LogicalResult Importer::size(const Node &node) {
   if (failed(requireInputs(node, 1)))
     return failure();
   auto type = tensorType({}, builder_.getI64Type());
-  define(node, 0,
-         builder_.create<ConstantOp>(
-             nodeLoc(node), type,
-             DenseElementsAttr::get(type, numElements(shapeOf(input(node, 0))))));
+  define(
+      node, 0,
+      builder_.create<ConstantOp>(
+          nodeLoc(node), type,
+          DenseElementsAttr::get(type, numElements(shapeOf(input(node, 0))))));
   return success();
 }
 

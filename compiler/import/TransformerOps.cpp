@@ -58,10 +58,9 @@ LogicalResult Importer::rmsNorm(const Node &node) {
   Value unit = builder_.create<ConstantOp>(
       loc, onesType,
       DenseElementsAttr::get(onesType, builder_.getFloatAttr(stash, 1.0)));
-  Value n = builder_.create<LayerNormOp>(loc, xs.getType(), xs, unit, Value(),
-                                         builder_.getI64IntegerAttr(*axis),
-                                         builder_.getF32FloatAttr(epsilon),
-                                         builder_.getUnitAttr());
+  Value n = builder_.create<LayerNormOp>(
+      loc, xs.getType(), xs, unit, Value(), builder_.getI64IntegerAttr(*axis),
+      builder_.getF32FloatAttr(epsilon), builder_.getUnitAttr());
   n = builder_.createOrFold<CastOp>(loc, x.getType(), n);
   define(node, 0, builder_.createOrFold<MulOp>(loc, x.getType(), n, scale));
   return success();
@@ -146,10 +145,10 @@ LogicalResult Importer::rotaryEmbedding(const Node &node) {
   auto mul = [&](Value p, Value q) {
     return builder_.createOrFold<MulOp>(loc, halfType, p, q);
   };
-  Value real = builder_.createOrFold<SubOp>(loc, halfType, mul(cos, x1),
-                                            mul(sin, x2));
-  Value imag = builder_.createOrFold<AddOp>(loc, halfType, mul(sin, x1),
-                                            mul(cos, x2));
+  Value real =
+      builder_.createOrFold<SubOp>(loc, halfType, mul(cos, x1), mul(sin, x2));
+  Value imag =
+      builder_.createOrFold<AddOp>(loc, halfType, mul(sin, x1), mul(cos, x2));
   Value rotated;
   auto rotType = tensorType({b, s, h, r}, et);
   if (interleaved) {
@@ -160,9 +159,8 @@ LogicalResult Importer::rotaryEmbedding(const Node &node) {
         builder_.getI64IntegerAttr(4));
     rotated = reshape(stacked, {b, s, h, r}, loc);
   } else {
-    rotated = builder_.createOrFold<ConcatOp>(loc, rotType,
-                                              ValueRange{real, imag},
-                                              builder_.getI64IntegerAttr(3));
+    rotated = builder_.createOrFold<ConcatOp>(
+        loc, rotType, ValueRange{real, imag}, builder_.getI64IntegerAttr(3));
   }
   if (r < d)
     rotated = builder_.createOrFold<ConcatOp>(
@@ -196,8 +194,8 @@ LogicalResult Importer::attention(const Node &node) {
       static_cast<int64_t>(vs.size()) != rank)
     return nodeError(node) << "Q, K and V must have the same rank";
   // Heads first: [B, H, L, D].
-  auto split = [&](Value t, int64_t heads, const char *what)
-      -> FailureOr<Value> {
+  auto split = [&](Value t, int64_t heads,
+                   const char *what) -> FailureOr<Value> {
     Shape s = shapeOf(t);
     if (heads <= 0 || s[2] % heads != 0)
       return nodeError(node) << "a 3-D " << what << " needs a head count "
@@ -225,17 +223,16 @@ LogicalResult Importer::attention(const Node &node) {
   }
   int64_t b = qs[0], hq = qs[1], l = qs[2], dq = qs[3];
   int64_t hkv = ks[1], dv = vs[3];
-  if (ks[0] != b || vs[0] != b || ks[3] != dq || vs[1] != hkv ||
-      vs[2] != ks[2])
+  if (ks[0] != b || vs[0] != b || ks[3] != dq || vs[1] != hkv || vs[2] != ks[2])
     return nodeError(node) << "Q " << q.getType() << ", K " << k.getType()
                            << " and V " << v.getType() << " do not agree";
   if (hkv <= 0 || hq % hkv != 0)
-    return nodeError(node) << hq << " query heads are not a multiple of "
-                           << hkv << " key/value heads";
+    return nodeError(node) << hq << " query heads are not a multiple of " << hkv
+                           << " key/value heads";
   // The cache: past keys and values come first.
   int64_t past = 0;
-  auto prepend = [&](Value pastT, Value cur, const char *what)
-      -> FailureOr<Value> {
+  auto prepend = [&](Value pastT, Value cur,
+                     const char *what) -> FailureOr<Value> {
     if (!pastT)
       return cur;
     Shape ps = shapeOf(pastT), cs = shapeOf(cur);
@@ -264,8 +261,8 @@ LogicalResult Importer::attention(const Node &node) {
   // The additive bias [.., L, total]: the mask, causal, padding.
   Type i1 = builder_.getI1Type(), i64 = builder_.getI64Type();
   double inf = std::numeric_limits<double>::infinity();
-  Value zero = scalarConstant(et, 0.0, loc), minusInf =
-                                                 scalarConstant(et, -inf, loc);
+  Value zero = scalarConstant(et, 0.0, loc),
+        minusInf = scalarConstant(et, -inf, loc);
   auto toBias = [&](Value allowed) {
     return builder_.createOrFold<SelectOp>(
         loc, tensorType(shapeOf(allowed), et), allowed, zero, minusInf);
@@ -283,9 +280,9 @@ LogicalResult Importer::attention(const Node &node) {
     Shape ms = shapeOf(mask);
     Type mt = elementTypeOf(mask);
     if (ms.size() < 2 || ms.back() > total || (!mt.isInteger(1) && mt != et))
-      return nodeError(node) << "attn_mask " << mask.getType()
-                             << " must be bool or " << et
-                             << " with at most " << total << " keys";
+      return nodeError(node)
+             << "attn_mask " << mask.getType() << " must be bool or " << et
+             << " with at most " << total << " keys";
     bias = mt.isInteger(1) ? toBias(mask) : mask;
     if (ms.back() < total) {
       Shape padShape = ms;
@@ -314,8 +311,7 @@ LogicalResult Importer::attention(const Node &node) {
   Value nonpadLen;
   if (nonpad) {
     if (shapeOf(nonpad) != Shape{b} || !elementTypeOf(nonpad).isInteger(64))
-      return nodeError(node) << "nonpad_kv_seqlen must be int64 [" << b
-                             << "]";
+      return nodeError(node) << "nonpad_kv_seqlen must be int64 [" << b << "]";
     nonpadLen = reshape(nonpad, {b, 1, 1, 1}, loc);
   }
   if (intAttr(node, "is_causal", 0) != 0) {
@@ -326,12 +322,11 @@ LogicalResult Importer::attention(const Node &node) {
       // L x S would be too large, or differs per batch).
       Value i = intConstant({1, 1, l, 1}, rows, loc);
       Value j = intConstant({1, 1, 1, total}, cols, loc);
-      Value offset =
-          nonpadLen && !pastKey
-              ? builder_.createOrFold<SubOp>(
-                    loc, tensorType({b, 1, 1, 1}, i64), nonpadLen,
-                    scalarConstant(i64, double(l), loc))
-              : scalarConstant(i64, double(past), loc);
+      Value offset = nonpadLen && !pastKey
+                         ? builder_.createOrFold<SubOp>(
+                               loc, tensorType({b, 1, 1, 1}, i64), nonpadLen,
+                               scalarConstant(i64, double(l), loc))
+                         : scalarConstant(i64, double(past), loc);
       int64_t ob = shapeOf(offset).empty() ? 1 : b;
       Value limit = builder_.createOrFold<AddOp>(
           loc, tensorType({ob, 1, l, 1}, i64), i, offset);
@@ -378,7 +373,8 @@ LogicalResult Importer::attention(const Node &node) {
   v = repeatHeads(v);
 
   float scaleAttr = floatAttr(node, "scale", 0.0f);
-  double scale = scaleAttr != 0.0f ? double(scaleAttr) : 1.0 / std::sqrt(double(dq));
+  double scale =
+      scaleAttr != 0.0f ? double(scaleAttr) : 1.0 / std::sqrt(double(dq));
   Value root = scalarConstant(et, std::sqrt(scale), loc);
   Value qScaled = builder_.createOrFold<MulOp>(loc, q.getType(), q, root);
   Value kScaled = builder_.createOrFold<MulOp>(loc, k.getType(), k, root);
@@ -398,9 +394,8 @@ LogicalResult Importer::attention(const Node &node) {
     if (failed(sum))
       return failure();
     if (shapeOf(*sum) != Shape{b, hq, l, total})
-      return nodeError(node) << "attn_mask does not broadcast to [" << b
-                             << ", " << hq << ", " << l << ", " << total
-                             << "]";
+      return nodeError(node) << "attn_mask does not broadcast to [" << b << ", "
+                             << hq << ", " << l << ", " << total << "]";
     scores = *sum;
   }
   int64_t mode = intAttr(node, "qk_matmul_output_mode", 0);
@@ -435,10 +430,10 @@ LogicalResult Importer::attention(const Node &node) {
           loc, tensorType(rs, et), bias,
           builder_.getDenseI64ArrayAttr({static_cast<int64_t>(rs.size()) - 1}),
           builder_.getUnitAttr());
-      rowOk = builder_.createOrFold<GreaterOp>(loc, tensorType(rs, i1),
-                                               rowMax, minusInf);
-      scores = builder_.createOrFold<SelectOp>(loc, scoreType, rowOk, scores,
-                                               zero);
+      rowOk = builder_.createOrFold<GreaterOp>(loc, tensorType(rs, i1), rowMax,
+                                               minusInf);
+      scores =
+          builder_.createOrFold<SelectOp>(loc, scoreType, rowOk, scores, zero);
     }
   }
   Value probs;
@@ -454,8 +449,7 @@ LogicalResult Importer::attention(const Node &node) {
                                      builder_.getI64IntegerAttr(3));
   probs = builder_.createOrFold<CastOp>(loc, scoreType, probs);
   if (rowOk)
-    probs = builder_.createOrFold<SelectOp>(loc, scoreType, rowOk, probs,
-                                            zero);
+    probs = builder_.createOrFold<SelectOp>(loc, scoreType, rowOk, probs, zero);
   if (mode == 3)
     qkOut = probs;
   define(node, 3, qkOut);

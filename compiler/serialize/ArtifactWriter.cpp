@@ -4,8 +4,8 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/artifact/MemoryReport.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/artifact/Plan.h"
+#include "runtime/cpu/Half.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
@@ -13,12 +13,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-#include <cmath>
-#include <cstring>
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
+#include <cstring>
 
 #include <cerrno>
 #include <cstring>
@@ -36,18 +36,27 @@ using artifact::Slot;
 namespace {
 
 std::optional<DType> dtypeOf(Type type) {
-  if (type.isF32()) return DType::F32;
-  if (type.isF64()) return DType::F64;
-  if (type.isF16()) return DType::F16;
-  if (type.isBF16()) return DType::BF16;
-  if (type.isInteger(1)) return DType::Bool;
+  if (type.isF32())
+    return DType::F32;
+  if (type.isF64())
+    return DType::F64;
+  if (type.isF16())
+    return DType::F16;
+  if (type.isBF16())
+    return DType::BF16;
+  if (type.isInteger(1))
+    return DType::Bool;
   if (auto it = dyn_cast<IntegerType>(type)) {
     bool u = it.isUnsigned();
     switch (it.getWidth()) {
-    case 8: return u ? DType::U8 : DType::I8;
-    case 16: return u ? DType::U16 : DType::I16;
-    case 32: return u ? DType::U32 : DType::I32;
-    case 64: return u ? DType::U64 : DType::I64;
+    case 8:
+      return u ? DType::U8 : DType::I8;
+    case 16:
+      return u ? DType::U16 : DType::I16;
+    case 32:
+      return u ? DType::U32 : DType::I32;
+    case 64:
+      return u ? DType::U64 : DType::I64;
     }
   }
   return std::nullopt;
@@ -130,13 +139,15 @@ public:
     struct stat st;
     if (::stat(dir.c_str(), &st) == 0) {
       if (!S_ISDIR(st.st_mode)) {
-        error = "'" + dir + "' exists and is not a directory; refusing to "
+        error = "'" + dir +
+                "' exists and is not a directory; refusing to "
                 "replace it with an artifact (an artifact is a directory)";
         return false;
       }
       struct stat plan;
       if (::stat((dir + "/plan.bin").c_str(), &plan) != 0 && !isEmpty(dir)) {
-        error = "'" + dir + "' is a directory that holds no Strata artifact "
+        error = "'" + dir +
+                "' is a directory that holds no Strata artifact "
                 "(no plan.bin); refusing to write into it. Name a new "
                 "directory, or an artifact to replace";
         return false;
@@ -235,14 +246,13 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.optimizer = info.optimizer;
   plan.labels = info.labels;
   plan.accumulate = info.accumulate;
-  for (const char *report :
-       {"exec.memory", "exec.predicted", "exec.recomputed", "exec.planner",
-        "exec.offload"})
+  for (const char *report : {"exec.memory", "exec.predicted", "exec.recomputed",
+                             "exec.planner", "exec.offload"})
     if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
       for (NamedAttribute entry : dict)
         if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
-          plan.memory.push_back({entry.getName().str(),
-                                 static_cast<uint64_t>(v.getInt())});
+          plan.memory.push_back(
+              {entry.getName().str(), static_cast<uint64_t>(v.getInt())});
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
   if (auto host = func->getAttrOfType<IntegerAttr>("exec.host_bytes"))
@@ -302,7 +312,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       MemRegion region = param.getTier() == "host"  ? MemRegion::Host
                          : param.getTier() == "ssd" ? MemRegion::Ssd
                                                     : MemRegion::Params;
-      FailureOr<uint32_t> slot = addSlot(param.getResult(), &op, region, *offset);
+      FailureOr<uint32_t> slot =
+          addSlot(param.getResult(), &op, region, *offset);
       if (failed(slot))
         return failure();
       Slot &s = plan.slots[*slot];
@@ -314,10 +325,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         return param.emitError("stored value has ")
                << data->size() << " bytes, expected " << s.bytes;
       artifact::ParamEntry entry;
-      bool synthetic = info.syntheticParams &&
-                       (param.getTrainable() || param.getState() ||
-                        param.getCopyOf()) &&
-                       isFloatDType(s.dtype) && s.bytes > 0;
+      bool synthetic =
+          info.syntheticParams &&
+          (param.getTrainable() || param.getState() || param.getCopyOf()) &&
+          isFloatDType(s.dtype) && s.bytes > 0;
       uint64_t fileOffset = synthetic ? 0 : params.size();
       if (synthetic) {
         // Keep the values' mean and spread, so LayerNorm scales stay near
@@ -325,15 +336,15 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         double sum = 0, squares = 0;
         size_t n = data->size() / dtypeSize(s.dtype);
         for (size_t i = 0; i < n; ++i) {
-          double v = cpu::loadAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
+          double v =
+              cpu::loadAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
           sum += v;
           squares += v * v;
         }
         entry.mean = n ? sum / double(n) : 0.0;
-        entry.stddev =
-            n ? std::sqrt(std::max(0.0, squares / double(n) -
-                                            entry.mean * entry.mean))
-              : 0.0;
+        entry.stddev = n ? std::sqrt(std::max(0.0, squares / double(n) -
+                                                       entry.mean * entry.mean))
+                         : 0.0;
         if (!std::isfinite(entry.mean) || !std::isfinite(entry.stddev))
           entry.mean = entry.stddev = 0;
       } else {
@@ -342,10 +353,11 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       }
       entry.name = s.name;
       entry.slot = *slot;
-      entry.flags = (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
-                    (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
-                    (param.getState() ? artifact::ParamEntry::State : 0) |
-                    (param.getCopyOf() ? artifact::ParamEntry::LowCopy : 0);
+      entry.flags =
+          (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
+          (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
+          (param.getState() ? artifact::ParamEntry::State : 0) |
+          (param.getCopyOf() ? artifact::ParamEntry::LowCopy : 0);
       entry.fileOffset = fileOffset;
       entry.bytes = s.bytes;
       entry.crc = synthetic ? 0 : crc32c(data->data(), data->size());
@@ -398,8 +410,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       // validator refuses a program without the waits it needs).
       if (auto queue = op.getAttrOfType<StringAttr>("queue"))
         if (!artifact::queueByName(queue.str(), step.queue))
-          return kernel.emitError("unknown queue '") << queue.getValue()
-                                                      << "'";
+          return kernel.emitError("unknown queue '") << queue.getValue() << "'";
       if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("waits"))
         for (int64_t w : waits.asArrayRef()) {
           if (w < 0 || w > UINT32_MAX)
@@ -416,8 +427,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   }
 
   // The predicted schedule (--strata-predict-time), four numbers a span.
-  if (auto spans = func->getAttrOfType<DenseF64ArrayAttr>(
-          "exec.predicted_spans")) {
+  if (auto spans =
+          func->getAttrOfType<DenseF64ArrayAttr>("exec.predicted_spans")) {
     ArrayRef<double> v = spans.asArrayRef();
     for (size_t i = 0; i + 3 < v.size(); i += 4) {
       artifact::PredictedSpan p;
@@ -442,8 +453,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     return module.emitError(error);
   std::string planBytes;
   if (!artifact::serializePlan(plan, planBytes, error) ||
-      !target.stage("plan.bin", {{planBytes.data(), planBytes.size()}},
-                    error))
+      !target.stage("plan.bin", {{planBytes.data(), planBytes.size()}}, error))
     return module.emitError(error);
 
   uint64_t trainable = 0, frozen = 0, constants = 0;
@@ -459,8 +469,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
      << ")\nsource: " << plan.sourceModel << "\nproducer: " << plan.producer
      << "\nmode: " << plan.mode << "\n";
   if (plan.mode == "train")
-    os << "optimizer: " << plan.optimizer << "\nlabels (--data): "
-       << plan.labels << "\n";
+    os << "optimizer: " << plan.optimizer
+       << "\nlabels (--data): " << plan.labels << "\n";
   os << "inputs:\n";
   for (const artifact::Binding &b : plan.inputs)
     os << "  " << b.name << ": " << dtypeName(plan.slots[b.slot].dtype) << " "

@@ -229,10 +229,10 @@ static Attribute foldElementwise(Operation *op, ArrayRef<Attribute> operands,
   result.splat = allSplat;
   result.isFloat = isFloat && (floatFn != nullptr);
   int64_t n = allSplat ? 1 : numElements(out);
-  std::vector<int64_t> srcA = allSplat ? std::vector<int64_t>{0}
-                                       : broadcastSources(a.shape, out);
-  std::vector<int64_t> srcB = allSplat ? std::vector<int64_t>{0}
-                                       : broadcastSources(b.shape, out);
+  std::vector<int64_t> srcA =
+      allSplat ? std::vector<int64_t>{0} : broadcastSources(a.shape, out);
+  std::vector<int64_t> srcB =
+      allSplat ? std::vector<int64_t>{0} : broadcastSources(b.shape, out);
   for (int64_t k = 0; k < n; ++k) {
     if (isFloat) {
       if (!floatFn)
@@ -255,9 +255,10 @@ static Attribute foldElementwise(Operation *op, ArrayRef<Attribute> operands,
 }
 
 /// Comparisons compute in the operand domain but produce i1.
-static Attribute foldCompare(Operation *op, ArrayRef<Attribute> operands,
-                             const std::function<bool(double, double)> &fcmp,
-                             const std::function<bool(int64_t, int64_t)> &icmp) {
+static Attribute
+foldCompare(Operation *op, ArrayRef<Attribute> operands,
+            const std::function<bool(double, double)> &fcmp,
+            const std::function<bool(int64_t, int64_t)> &icmp) {
   std::optional<HostTensor> a = unpack(operands[0]), b = unpack(operands[1]);
   if (!a || !b)
     return {};
@@ -270,10 +271,10 @@ static Attribute foldCompare(Operation *op, ArrayRef<Attribute> operands,
   result.shape = out;
   result.splat = allSplat;
   int64_t n = allSplat ? 1 : numElements(out);
-  std::vector<int64_t> srcA = allSplat ? std::vector<int64_t>{0}
-                                       : broadcastSources(a->shape, out);
-  std::vector<int64_t> srcB = allSplat ? std::vector<int64_t>{0}
-                                       : broadcastSources(b->shape, out);
+  std::vector<int64_t> srcA =
+      allSplat ? std::vector<int64_t>{0} : broadcastSources(a->shape, out);
+  std::vector<int64_t> srcB =
+      allSplat ? std::vector<int64_t>{0} : broadcastSources(b->shape, out);
   for (int64_t k = 0; k < n; ++k) {
     bool v = a->isFloat ? fcmp(a->asDouble(srcA[k]), b->asDouble(srcB[k]))
                         : icmp(a->asInt(srcA[k]), b->asInt(srcB[k]));

@@ -267,8 +267,8 @@ LogicalResult LogOp::buildGradients(OpBuilder &b, Value g,
 LogicalResult SqrtOp::buildGradients(OpBuilder &b, Value g,
                                      SmallVectorImpl<Value> &grads) {
   GradBuilder gb(b, getLoc());
-  grads.push_back(gb.div(gb.mul(g, gb.scalar(0.5, elementTypeOf(g))),
-                         getResult()));
+  grads.push_back(
+      gb.div(gb.mul(g, gb.scalar(0.5, elementTypeOf(g))), getResult()));
   return success();
 }
 
@@ -329,8 +329,8 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, Value g,
 
 LogicalResult GeluOp::buildGradients(OpBuilder &b, Value g,
                                      SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<GeluGradOp>(getLoc(), getType(), getInput(), g,
-                                       getTanhAttr()));
+  grads.push_back(
+      b.create<GeluGradOp>(getLoc(), getType(), getInput(), g, getTanhAttr()));
   return success();
 }
 
@@ -341,8 +341,8 @@ LogicalResult SelectOp::buildGradients(OpBuilder &b, Value g,
     return grads.append(2, Value()), success();
   GradBuilder gb(b, getLoc());
   Value zero = gb.zerosLike(g);
-  grads.push_back(gb.unbroadcast(gb.select(getCondition(), g, zero),
-                                 shapeOf(getOnTrue())));
+  grads.push_back(
+      gb.unbroadcast(gb.select(getCondition(), g, zero), shapeOf(getOnTrue())));
   grads.push_back(gb.unbroadcast(gb.select(getCondition(), zero, g),
                                  shapeOf(getOnFalse())));
   return success();
@@ -475,8 +475,8 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, Value g,
   Shape normalized(in.begin() + getAxis(), in.end());
   auto nt = gb.type(normalized, elementTypeOf(g));
   auto lng = b.create<LayerNormGradOp>(
-      getLoc(), TypeRange{getInput().getType(), nt, nt}, getInput(),
-      getScale(), g, getAxisAttr(), getEpsilonAttr(), getRmsAttr());
+      getLoc(), TypeRange{getInput().getType(), nt, nt}, getInput(), getScale(),
+      g, getAxisAttr(), getEpsilonAttr(), getRmsAttr());
   grads.push_back(lng.getInputGrad());
   grads.push_back(gb.unbroadcast(lng.getScaleGrad(), shapeOf(getScale())));
   if (getBias())
@@ -489,9 +489,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, Value g,
   // The fusion pass only fuses masks that need no gradient (constants and
   // values computed from inputs), so the mask gets none.
   auto ag = b.create<AttentionGradOp>(
-      getLoc(),
-      TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(),
-      getK(), getV(), g, getMask(), getScaleAttr(), getMaskKindAttr(),
+      getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()},
+      getQ(), getK(), getV(), g, getMask(), getScaleAttr(), getMaskKindAttr(),
       getFillAttr(), getCausalAttr());
   grads.push_back(ag.getQGrad());
   grads.push_back(ag.getKGrad());
@@ -503,8 +502,8 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, Value g,
 
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, Value g,
                                              SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<CrossEntropyGradOp>(
-      getLoc(), getLogits().getType(), getLogits(), getLabels(), g));
+  grads.push_back(b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
+                                               getLogits(), getLabels(), g));
   grads.push_back(Value());
   return success();
 }
@@ -564,8 +563,7 @@ LogicalResult BroadcastOp::buildGradients(OpBuilder &b, Value g,
                                           SmallVectorImpl<Value> &grads) {
   if (!isFloat(g))
     return grads.push_back(Value()), success();
-  grads.push_back(
-      GradBuilder(b, getLoc()).unbroadcast(g, shapeOf(getInput())));
+  grads.push_back(GradBuilder(b, getLoc()).unbroadcast(g, shapeOf(getInput())));
   return success();
 }
 
@@ -593,7 +591,7 @@ LogicalResult TriluOp::buildGradients(OpBuilder &b, Value g,
                                       SmallVectorImpl<Value> &grads) {
   if (!isFloat(g))
     return grads.push_back(Value()), success();
-  grads.push_back(b.create<TriluOp>(getLoc(), getType(), g, getUpperAttr(),
-                                    getKAttr()));
+  grads.push_back(
+      b.create<TriluOp>(getLoc(), getType(), g, getUpperAttr(), getKAttr()));
   return success();
 }

@@ -48,7 +48,8 @@ LogicalResult strata::graph::verifyBroadcastingOp(Operation *op) {
   Value result = op->getResult(0);
   if (shapeOf(result) != *expected)
     return op->emitOpError("result shape must be the broadcast shape ")
-           << shapeString(*expected) << ", got " << shapeString(shapeOf(result));
+           << shapeString(*expected) << ", got "
+           << shapeString(shapeOf(result));
   Type expectedElement =
       isCompare ? IntegerType::get(op->getContext(), 1) : elementType;
   if (elementTypeOf(result) != expectedElement)
@@ -78,8 +79,8 @@ LogicalResult MatMulOp::verify() {
     return emitOpError("operands and result must share the element type");
   std::string why;
   std::optional<Shape> expected =
-      matmulShape(shapeOf(getLhs()), shapeOf(getRhs()), &why,
-                  getTransposeLhs(), getTransposeRhs());
+      matmulShape(shapeOf(getLhs()), shapeOf(getRhs()), &why, getTransposeLhs(),
+                  getTransposeRhs());
   if (!expected)
     return emitOpError("invalid operand shapes: ") << why;
   if (*expected != shapeOf(getResult()))
@@ -92,16 +93,15 @@ static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
                                 int64_t rank) {
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i] < 0 || axes[i] >= rank)
-      return op->emitOpError("axis ") << axes[i] << " out of range for rank "
-                                      << rank;
+      return op->emitOpError("axis ")
+             << axes[i] << " out of range for rank " << rank;
     if (i > 0 && axes[i] <= axes[i - 1])
       return op->emitOpError("axes must be strictly increasing");
   }
   return success();
 }
 
-template <typename ReduceOpT>
-static LogicalResult verifyReduce(ReduceOpT op) {
+template <typename ReduceOpT> static LogicalResult verifyReduce(ReduceOpT op) {
   Shape in = shapeOf(op.getInput());
   if (failed(verifyAxes(op, op.getAxes(), in.size())))
     return failure();
@@ -125,8 +125,8 @@ LogicalResult ReduceSumSquareOp::verify() {
 
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   if (axis < 0 || axis >= rank)
-    return op->emitOpError("axis ") << axis << " out of range [0, " << rank
-                                    << ")";
+    return op->emitOpError("axis ")
+           << axis << " out of range [0, " << rank << ")";
   return success();
 }
 
@@ -237,9 +237,9 @@ std::optional<double> strata::graph::splatFloatValue(Value v) {
 LogicalResult FusedOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
-    return emitOpError("body takes ") << body.getNumArguments()
-                                      << " arguments for "
-                                      << getInputs().size() << " inputs";
+    return emitOpError("body takes ")
+           << body.getNumArguments() << " arguments for " << getInputs().size()
+           << " inputs";
   for (auto [arg, in] : llvm::zip(body.getArguments(), getInputs()))
     if (arg.getType() != in.getType())
       return emitOpError("body argument types must be the input types");
@@ -352,8 +352,8 @@ LogicalResult GatherOp::verify() {
   Shape expected = gatherShape(data, shapeOf(getIndices()), getAxis());
   if (expected != shapeOf(getResult()) ||
       elementTypeOf(getResult()) != elementTypeOf(getData()))
-    return emitOpError("result must be ") << shapeString(expected) << " of "
-                                          << elementTypeOf(getData());
+    return emitOpError("result must be ")
+           << shapeString(expected) << " of " << elementTypeOf(getData());
   return success();
 }
 
@@ -453,9 +453,8 @@ struct AdjacentSliceGrads : public OpRewritePattern<AddOp> {
     Value concat = rewriter.create<ConcatOp>(
         add.getLoc(), type, ValueRange{a.getGrad(), b.getGrad()},
         rewriter.getI64IntegerAttr(axis));
-    rewriter.replaceOpWithNewOp<SliceGradOp>(add, add.getType(), concat,
-                                             a.getOffsetsAttr(),
-                                             a.getStridesAttr());
+    rewriter.replaceOpWithNewOp<SliceGradOp>(
+        add, add.getType(), concat, a.getOffsetsAttr(), a.getStridesAttr());
     return success();
   }
 };

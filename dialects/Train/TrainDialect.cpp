@@ -19,8 +19,7 @@ void TrainDialect::initialize() {
 
 /// Parameter, gradient and state operands share one float tensor type; the
 /// clipping scale is a float scalar.
-static LogicalResult verifyUpdate(Operation *op, ValueRange same,
-                                  Value scale) {
+static LogicalResult verifyUpdate(Operation *op, ValueRange same, Value scale) {
   Type type = same.front().getType();
   if (!isa<FloatType>(cast<ShapedType>(type).getElementType()))
     return op->emitOpError("updates float parameters only");
@@ -38,14 +37,12 @@ LogicalResult UpdateSgdOp::verify() {
 }
 
 LogicalResult UpdateMomentumOp::verify() {
-  return verifyUpdate(*this, {getParam(), getGrad(), getBuffer()},
-                      getScale());
+  return verifyUpdate(*this, {getParam(), getGrad(), getBuffer()}, getScale());
 }
 
 LogicalResult UpdateAdamWOp::verify() {
-  return verifyUpdate(*this,
-                      {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
-                      getScale());
+  return verifyUpdate(
+      *this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()}, getScale());
 }
 
 LogicalResult UpdateAdaLomoOp::verify() {

@@ -51,8 +51,10 @@ bool Artifact::open(const std::string &dir, std::string &error,
   access_ = access;
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    error = "'" + dir + "' is not an artifact directory (compile one with "
-            "strata-compile model.onnx -o " + dir + ")";
+    error = "'" + dir +
+            "' is not an artifact directory (compile one with "
+            "strata-compile model.onnx -o " +
+            dir + ")";
     return false;
   }
   if (!readPlan(dir + "/plan.bin", plan_, error))
@@ -85,8 +87,8 @@ bool Artifact::open(const std::string &dir, std::string &error,
   if (plan_.ssdBytes > 0 && access == Access::ReadWrite) {
     const std::vector<std::string> &dirs =
         ssdDirs.empty() ? plan_.ssdDirs : ssdDirs;
-    ssd_ = tiers::SsdStore::open(dirs, plan_.ssdBytes, tiers::SsdOptions(),
-                                 error);
+    ssd_ =
+        tiers::SsdStore::open(dirs, plan_.ssdBytes, tiers::SsdOptions(), error);
     if (!ssd_) {
       ::close(fd);
       return false;
@@ -218,7 +220,8 @@ bool Artifact::readSsdImage(const Slot &slot, char *out, std::string &error) {
       return true;
     }
     if (index >= ssdFileOffset_.size() || ssdFileOffset_[index] == UINT64_MAX)
-      return (error = "'" + slot.name + "' lives on the SSD tier and is not "
+      return (error = "'" + slot.name +
+                      "' lives on the SSD tier and is not "
                       "a stored tensor; it is only readable during a run",
               false);
     offset = ssdFileOffset_[index];
@@ -233,8 +236,8 @@ bool Artifact::readSsdImage(const Slot &slot, char *out, std::string &error) {
   return true;
 }
 
-bool Artifact::readState(
-    const std::function<bool(const char *, size_t)> &sink, std::string &error) {
+bool Artifact::readState(const std::function<bool(const char *, size_t)> &sink,
+                         std::string &error) {
   if (readOnly() && plan_.ssdBytes > 0)
     return (error = "'" + dir_ + "' is open read-only (no SSD store)", false);
   auto failed = [&] { return (error = "cannot write the state", false); };
@@ -243,8 +246,7 @@ bool Artifact::readState(
     return failed();
   return forEachSsdChunk(plan_.ssdBytes, [&](uint64_t off, uint64_t n,
                                              char *buffer) {
-    return ssd_->read(off, buffer, n, error) &&
-           (sink(buffer, n) || failed());
+    return ssd_->read(off, buffer, n, error) && (sink(buffer, n) || failed());
   });
 }
 
@@ -254,13 +256,13 @@ bool Artifact::writeState(const std::function<bool(char *, size_t)> &source,
   if (!source(params_.data(), plan_.paramsBytes) ||
       !source(host_.data(), plan_.hostBytes))
     return failed();
-  return forEachSsdChunk(plan_.ssdBytes, [&](uint64_t off, uint64_t n,
-                                             char *buffer) {
-    // ReadOnly: the bytes are only checked (the caller's checksum); reads
-    // of SSD slots then go to the file they came from (setSsdImage).
-    return (source(buffer, n) || failed()) &&
-           (readOnly() || ssd_->write(off, buffer, n, error));
-  });
+  return forEachSsdChunk(
+      plan_.ssdBytes, [&](uint64_t off, uint64_t n, char *buffer) {
+        // ReadOnly: the bytes are only checked (the caller's checksum); reads
+        // of SSD slots then go to the file they came from (setSsdImage).
+        return (source(buffer, n) || failed()) &&
+               (readOnly() || ssd_->write(off, buffer, n, error));
+      });
 }
 
 } // namespace strata::artifact

@@ -22,11 +22,21 @@ std::string escape(const std::string &s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&quot;"; break;
-    case '\'': out += "&#39;"; break;
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    case '\'':
+      out += "&#39;";
+      break;
     default:
       // Control bytes are not allowed in HTML text.
       if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t')
@@ -56,8 +66,8 @@ const char *kClassColor[kNumSlotClasses] = {
 };
 /// Stacking order, bottom up: what stays put first.
 const SlotClass kStackOrder[kNumSlotClasses] = {
-    SlotClass::Parameter,  SlotClass::OptimizerState, SlotClass::Constant,
-    SlotClass::Input,      SlotClass::Activation,     SlotClass::Gradient,
+    SlotClass::Parameter, SlotClass::OptimizerState, SlotClass::Constant,
+    SlotClass::Input,     SlotClass::Activation,     SlotClass::Gradient,
     SlotClass::Workspace};
 const char *kQueueColor[kNumQueues] = {"#4e79a7", "#59a14f", "#9c755f",
                                        "#f28e2b", "#e15759", "#b07aa1"};
@@ -66,7 +76,8 @@ const char *kQueueColor[kNumQueues] = {"#4e79a7", "#59a14f", "#9c755f",
 constexpr double kLeft = 90, kPlotWidth = 820, kRight = 20;
 constexpr double kWidth = kLeft + kPlotWidth + kRight;
 
-std::string legend(const std::vector<std::pair<std::string, const char *>> &entries) {
+std::string
+legend(const std::vector<std::pair<std::string, const char *>> &entries) {
   std::string out = "<div class=\"legend\">";
   for (const auto &[label, color] : entries)
     out += std::string("<span><i style=\"background:") + color + "\"></i>" +
@@ -131,8 +142,8 @@ std::string memoryChart(const MemoryOverStep &m, Tier tier, const char *id,
     }
     svg += std::string("<polygon class=\"area\" data-class=\"") +
            slotClassName(cls) + "\" fill=\"" +
-           kClassColor[static_cast<int>(cls)] + "\" points=\"" + upper +
-           lower + "\"><title>" + slotClassName(cls) + ": up to " +
+           kClassColor[static_cast<int>(cls)] + "\" points=\"" + upper + lower +
+           "\"><title>" + slotClassName(cls) + ": up to " +
            formatSize(classPeak) + "</title></polygon>\n";
   }
   // Axes, the capacity line and labels.
@@ -146,8 +157,8 @@ std::string memoryChart(const MemoryOverStep &m, Tier tier, const char *id,
            formatSize(static_cast<uint64_t>(bytes)) + "</text>\n";
   }
   if (capacity > 0)
-    svg += "<line class=\"capacity\" x1=\"" + fmt("%.1f", kLeft) +
-           "\" y1=\"" + fmt("%.1f", y(double(capacity))) + "\" x2=\"" +
+    svg += "<line class=\"capacity\" x1=\"" + fmt("%.1f", kLeft) + "\" y1=\"" +
+           fmt("%.1f", y(double(capacity))) + "\" x2=\"" +
            fmt("%.1f", kLeft + kPlotWidth) + "\" y2=\"" +
            fmt("%.1f", y(double(capacity))) + "\"><title>" +
            escape(capacityLabel) + ": " + formatSize(capacity) +
@@ -169,9 +180,8 @@ struct Bar {
 };
 
 /// Lanes of the queues, top to bottom.
-const char *kLaneNames[kNumQueues] = {"compute",  "host->device",
-                                      "device->host", "ssd read",
-                                      "ssd write", "cpu"};
+const char *kLaneNames[kNumQueues] = {
+    "compute", "host->device", "device->host", "ssd read", "ssd write", "cpu"};
 
 /// Lane rectangles on a shared time scale of `spanUs`; bars narrower than
 /// a pixel that touch are drawn as one.
@@ -183,16 +193,15 @@ std::string timeline(const char *id, const std::vector<Bar> &bars,
   std::string svg = "<svg id=\"" + std::string(id) +
                     "\" class=\"chart\" width=\"" + fmt("%.0f", kWidth) +
                     "\" height=\"" + fmt("%.0f", height) + "\" " +
-                    dataAttributes +
-                    " xmlns=\"http://www.w3.org/2000/svg\">\n";
+                    dataAttributes + " xmlns=\"http://www.w3.org/2000/svg\">\n";
   for (int lane = 0; lane < static_cast<int>(kNumQueues); ++lane) {
     double y = top + lane * laneHeight;
     svg += "<rect class=\"lane\" x=\"" + fmt("%.1f", kLeft) + "\" y=\"" +
            fmt("%.1f", y) + "\" width=\"" + fmt("%.1f", kPlotWidth) +
            "\" height=\"" + fmt("%.1f", laneHeight - 4) + "\"/>\n";
     svg += "<text class=\"tick\" x=\"" + fmt("%.1f", kLeft - 6) + "\" y=\"" +
-           fmt("%.1f", y + 13) + "\" text-anchor=\"end\">" +
-           kLaneNames[lane] + "</text>\n";
+           fmt("%.1f", y + 13) + "\" text-anchor=\"end\">" + kLaneNames[lane] +
+           "</text>\n";
   }
   std::vector<std::vector<const Bar *>> byLane(kNumQueues);
   for (const Bar &b : bars)
@@ -216,8 +225,8 @@ std::string timeline(const char *id, const std::vector<Bar> &bars,
           title = std::to_string(j - i) + " short stretches from " +
                   ms(list[i]->startUs);
       }
-      svg += "<rect class=\"bar\" x=\"" + fmt("%.2f", kLeft + x0) +
-             "\" y=\"" + fmt("%.1f", y) + "\" width=\"" +
+      svg += "<rect class=\"bar\" x=\"" + fmt("%.2f", kLeft + x0) + "\" y=\"" +
+             fmt("%.1f", y) + "\" width=\"" +
              fmt("%.2f", std::max(x1 - x0, 0.5)) + "\" height=\"" +
              fmt("%.1f", laneHeight - 4) + "\" fill=\"" + kQueueColor[lane] +
              "\"><title>" + escape(title) + "</title></rect>\n";
@@ -228,8 +237,10 @@ std::string timeline(const char *id, const std::vector<Bar> &bars,
   for (double f : {0.0, 0.25, 0.5, 0.75, 1.0})
     svg += "<text class=\"tick\" x=\"" + fmt("%.1f", kLeft + kPlotWidth * f) +
            "\" y=\"" + fmt("%.1f", axisY) + "\" text-anchor=\"" +
-           (f == 0 ? "start" : f == 1 ? "end" : "middle") + "\">" +
-           ms(spanUs * f) + "</text>\n";
+           (f == 0   ? "start"
+            : f == 1 ? "end"
+                     : "middle") +
+           "\">" + ms(spanUs * f) + "</text>\n";
   return svg + "</svg>\n";
 }
 
@@ -271,10 +282,10 @@ MeasuredRun measuredRun(const Plan &plan,
   for (const TraceEvent &e : events) {
     if (e.lane <= 0 || e.startUs < from || e.startUs > to)
       continue;
-    int lane = e.lane == 1   ? static_cast<int>(Queue::Compute)
-               : e.lane == 2 ? static_cast<int>(e.category == "d2h"
-                                                    ? Queue::DeviceToHost
-                                                    : Queue::HostToDevice)
+    int lane = e.lane == 1 ? static_cast<int>(Queue::Compute)
+               : e.lane == 2
+                   ? static_cast<int>(e.category == "d2h" ? Queue::DeviceToHost
+                                                          : Queue::HostToDevice)
                : e.lane == 3 ? static_cast<int>(Queue::SsdRead)
                : e.lane == 4 ? static_cast<int>(Queue::SsdWrite)
                : e.lane == 5 ? static_cast<int>(Queue::Cpu)
@@ -284,10 +295,9 @@ MeasuredRun measuredRun(const Plan &plan,
     ++run.events;
     if (e.step >= 0 && static_cast<uint64_t>(e.step) < plan.steps.size())
       steps.insert(e.step);
-    std::string title = (e.step >= 0 ? "step " + std::to_string(e.step) + " "
-                                     : std::string()) +
-                        e.category + " " + e.name + ": " +
-                        ms(e.endUs - e.startUs);
+    std::string title =
+        (e.step >= 0 ? "step " + std::to_string(e.step) + " " : std::string()) +
+        e.category + " " + e.name + ": " + ms(e.endUs - e.startUs);
     run.bars.push_back({lane, e.startUs - from, e.endUs - from, title});
   }
   run.stepsCovered = steps.size();
@@ -324,11 +334,11 @@ std::string plannerChart(const Plan &plan) {
     most = std::max(most, r.us);
   const double rowHeight = 24, labelWidth = 230;
   double width = kWidth, barWidth = width - labelWidth - 120;
-  std::string svg =
-      "<svg id=\"planner\" class=\"chart\" width=\"" + fmt("%.0f", width) +
-      "\" height=\"" + fmt("%.0f", rows.size() * rowHeight + 8) +
-      "\" data-rows=\"" + std::to_string(rows.size()) +
-      "\" xmlns=\"http://www.w3.org/2000/svg\">\n";
+  std::string svg = "<svg id=\"planner\" class=\"chart\" width=\"" +
+                    fmt("%.0f", width) + "\" height=\"" +
+                    fmt("%.0f", rows.size() * rowHeight + 8) +
+                    "\" data-rows=\"" + std::to_string(rows.size()) +
+                    "\" xmlns=\"http://www.w3.org/2000/svg\">\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row &r = rows[i];
     double y = 4 + i * rowHeight;
@@ -336,9 +346,8 @@ std::string plannerChart(const Plan &plan) {
            "\" y=\"" + fmt("%.1f", y + 14) + "\" text-anchor=\"end\">" +
            escape(r.label) + "</text>\n";
     if (!r.note.empty()) {
-      svg += "<text class=\"note\" x=\"" + fmt("%.1f", labelWidth) +
-             "\" y=\"" + fmt("%.1f", y + 14) + "\">" + escape(r.note) +
-             "</text>\n";
+      svg += "<text class=\"note\" x=\"" + fmt("%.1f", labelWidth) + "\" y=\"" +
+             fmt("%.1f", y + 14) + "\">" + escape(r.note) + "</text>\n";
       continue;
     }
     double w = most > 0 ? barWidth * r.us / most : 0;
@@ -369,10 +378,9 @@ std::string lossChart(const std::vector<LogRow> &rows) {
     hi = std::max(hi, r.loss);
   }
   std::string svg = "<svg id=\"loss-curve\" class=\"chart\" width=\"" +
-                    fmt("%.0f", kWidth) + "\" height=\"" +
-                    fmt("%.0f", height) + "\" data-points=\"" +
-                    std::to_string(points) + "\" data-diverged=\"" +
-                    std::to_string(missing) +
+                    fmt("%.0f", kWidth) + "\" height=\"" + fmt("%.0f", height) +
+                    "\" data-points=\"" + std::to_string(points) +
+                    "\" data-diverged=\"" + std::to_string(missing) +
                     "\" xmlns=\"http://www.w3.org/2000/svg\">\n";
   if (points == 0)
     return svg + "<text class=\"note\" x=\"" + fmt("%.0f", kLeft) +
@@ -380,7 +388,9 @@ std::string lossChart(const std::vector<LogRow> &rows) {
   if (hi - lo < 1e-12)
     hi = lo + 1;
   double stepSpan = s1 > s0 ? double(s1 - s0) : 1;
-  auto x = [&](int64_t s) { return kLeft + kPlotWidth * double(s - s0) / stepSpan; };
+  auto x = [&](int64_t s) {
+    return kLeft + kPlotWidth * double(s - s0) / stepSpan;
+  };
   auto y = [&](double v) {
     return top + plotHeight - plotHeight * (v - lo) / (hi - lo);
   };
@@ -397,8 +407,8 @@ std::string lossChart(const std::vector<LogRow> &rows) {
   svg += "<polyline class=\"loss\" points=\"" + line + "\"/>\n";
   for (double v : {lo, (lo + hi) / 2, hi})
     svg += "<text class=\"tick\" x=\"" + fmt("%.1f", kLeft - 6) + "\" y=\"" +
-           fmt("%.1f", y(v) + 4) + "\" text-anchor=\"end\">" +
-           fmt("%.4g", v) + "</text>\n";
+           fmt("%.1f", y(v) + 4) + "\" text-anchor=\"end\">" + fmt("%.4g", v) +
+           "</text>\n";
   svg += "<text class=\"tick\" x=\"" + fmt("%.1f", kLeft) + "\" y=\"" +
          fmt("%.1f", height - 10) + "\">step " + std::to_string(s0) +
          "</text>\n<text class=\"tick\" x=\"" +
@@ -456,20 +466,18 @@ std::string htmlReport(const Plan &plan, const ReportInputs &in) {
           "is the tier's size in the plan.</p>\n";
   std::vector<std::pair<std::string, const char *>> classes;
   for (SlotClass cls : kStackOrder)
-    classes.push_back(
-        {slotClassName(cls), kClassColor[static_cast<int>(cls)]});
+    classes.push_back({slotClassName(cls), kClassColor[static_cast<int>(cls)]});
   html += legend(classes);
   const char *tierIds[kNumTiers] = {"memory-device", "memory-host",
                                     "memory-ssd"};
   const char *tierTitles[kNumTiers] = {"Device", "Host memory", "SSD"};
-  const char *capacityLabels[kNumTiers] = {
-      "device arena + parameter region", "host region", "SSD store"};
+  const char *capacityLabels[kNumTiers] = {"device arena + parameter region",
+                                           "host region", "SSD store"};
   for (int t = 0; t < kNumTiers; ++t) {
     Tier tier = static_cast<Tier>(t);
     uint64_t peak = memory.peak(tier);
-    html += std::string("<h3>") + tierTitles[t] + ": peak " +
-            formatSize(peak) + " of " + formatSize(memory.capacity[t]) +
-            "</h3>\n";
+    html += std::string("<h3>") + tierTitles[t] + ": peak " + formatSize(peak) +
+            " of " + formatSize(memory.capacity[t]) + "</h3>\n";
     if (peak == 0 && memory.capacity[t] == 0) {
       html += "<p class=\"muted\" id=\"" + std::string(tierIds[t]) +
               "\">Nothing on this tier.</p>\n";
@@ -542,8 +550,8 @@ std::string htmlReport(const Plan &plan, const ReportInputs &in) {
     else if (!step.inputs.empty())
       what += " " + plan.slots[step.inputs[0]].name;
     predicted.push_back({static_cast<int>(s.queue), s.startUs, s.endUs,
-                         "step " + std::to_string(s.step) + " " + what +
-                             ": " + ms(s.endUs - s.startUs)});
+                         "step " + std::to_string(s.step) + " " + what + ": " +
+                             ms(s.endUs - s.startUs)});
     predictedEnd = std::max(predictedEnd, s.endUs);
     busy[0][static_cast<int>(s.queue)] += s.endUs - s.startUs;
   }
@@ -555,10 +563,10 @@ std::string htmlReport(const Plan &plan, const ReportInputs &in) {
     html += "<p class=\"muted\" id=\"timeline-predicted\">This plan carries "
             "no predicted schedule.</p>\n";
   else
-    html += timeline("timeline-predicted", predicted, span,
-                     "data-spans=\"" + std::to_string(predicted.size()) +
-                         "\" data-end-us=\"" + fmt("%.3f", predictedEnd) +
-                         "\"");
+    html +=
+        timeline("timeline-predicted", predicted, span,
+                 "data-spans=\"" + std::to_string(predicted.size()) +
+                     "\" data-end-us=\"" + fmt("%.3f", predictedEnd) + "\"");
   html += "<h3>Measured</h3>\n";
   if (!in.trace)
     html += "<p class=\"muted\" id=\"timeline-measured\">No trace given "

@@ -56,11 +56,11 @@ enum class Tier { Device = 0, Host = 1, Ssd = 2 };
 constexpr int kNumTiers = 3;
 
 /// Bytes live on each tier over one run of the steps, by slot class, at
-/// each position of the issue order (on the SSD, in whole pages). A stored tensor (parameter, state,
-/// constant) is live throughout; any other is live from the step that first
-/// writes it to the last that reads it (from the start if read first: it
-/// carries over from the previous run; to the end if it is an output). A
-/// slot no step writes that shares its bytes with one that is (an
+/// each position of the issue order (on the SSD, in whole pages). A stored
+/// tensor (parameter, state, constant) is live throughout; any other is live
+/// from the step that first writes it to the last that reads it (from the start
+/// if read first: it carries over from the previous run; to the end if it is an
+/// output). A slot no step writes that shares its bytes with one that is (an
 /// exec.view) counts as that one.
 struct MemoryOverStep {
   size_t positions = 0;

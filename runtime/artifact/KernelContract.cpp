@@ -46,7 +46,7 @@ private:
     size_t maxIn = k.maxInputs == kVariadic ? SIZE_MAX : k.maxInputs;
     if (step_.inputs.size() < k.minInputs || step_.inputs.size() > maxIn)
       return fail("takes " + std::to_string(k.minInputs) +
-                  (maxIn == SIZE_MAX           ? " or more"
+                  (maxIn == SIZE_MAX      ? " or more"
                    : maxIn != k.minInputs ? "-" + std::to_string(maxIn)
                                           : "") +
                   " inputs, has " + std::to_string(step_.inputs.size()));
@@ -82,15 +82,14 @@ private:
   }
   bool sameCount(const Slot &a, const Slot &b) {
     if (count(a.shape) != count(b.shape))
-      return fail("'" + a.name + "' " + shapeText(a.shape) + " and '" +
-                  b.name + "' " + shapeText(b.shape) +
-                  " differ in element count");
+      return fail("'" + a.name + "' " + shapeText(a.shape) + " and '" + b.name +
+                  "' " + shapeText(b.shape) + " differ in element count");
     return true;
   }
   bool sameShape(const Slot &a, const Slot &b) {
     if (a.shape != b.shape)
-      return fail("'" + a.name + "' " + shapeText(a.shape) + " and '" +
-                  b.name + "' " + shapeText(b.shape) + " differ in shape");
+      return fail("'" + a.name + "' " + shapeText(a.shape) + " and '" + b.name +
+                  "' " + shapeText(b.shape) + " differ in shape");
     return true;
   }
   bool elementCount(const Slot &s, int64_t expected) {
@@ -129,8 +128,8 @@ private:
       return true;
     for (size_t d = 0; d < rank; ++d) {
       __int128 first = step_.ints[d];
-      __int128 last = first + static_cast<__int128>(window[d] - 1) *
-                                  step_.ints[rank + d];
+      __int128 last =
+          first + static_cast<__int128>(window[d] - 1) * step_.ints[rank + d];
       if (first < 0 || first >= whole[d] || last < 0 || last >= whole[d])
         return fail("window " + shapeText(window) + " at offsets/strides " +
                     shapeText(step_.ints) + " leaves " + shapeText(whole) +
@@ -158,11 +157,10 @@ private:
 bool StepChecker::elementwise() {
   Kernel k = step_.kernel;
   bool binary = k <= Kernel::Greater;
-  bool compare = k == Kernel::Equal || k == Kernel::Less ||
-                 k == Kernel::Greater;
+  bool compare =
+      k == Kernel::Equal || k == Kernel::Less || k == Kernel::Greater;
   if (k == Kernel::Select) {
-    if (!operands() || !sameType(in(1), in(2)) ||
-        !sameType(in(1), out(0)))
+    if (!operands() || !sameType(in(1), in(2)) || !sameType(in(1), out(0)))
       return false;
     if (in(0).dtype != DType::Bool)
       return fail("needs a bool condition");
@@ -189,8 +187,7 @@ bool StepChecker::elementwise() {
 }
 
 bool StepChecker::matmul() {
-  if (!operands() || !sameType(in(0), in(1)) ||
-      !sameType(in(0), out(0)))
+  if (!operands() || !sameType(in(0), in(1)) || !sameType(in(0), out(0)))
     return false;
   MatMulShape s;
   std::string why;
@@ -268,8 +265,7 @@ bool StepChecker::attention() {
   size_t maskAt = grad ? 4 : 3;
   bool hasMask = step_.inputs.size() > maskAt;
   if (kind < 0 || kind > 3 || (kind != 0) != hasMask)
-    return fail("mask kind " + std::to_string(kind) +
-                " and operands disagree");
+    return fail("mask kind " + std::to_string(kind) + " and operands disagree");
   if (hasMask && (kind == 1 ? in(maskAt).dtype != in(0).dtype
                             : in(maskAt).dtype != DType::Bool))
     return fail("mask '" + in(maskAt).name + "' is " +
@@ -332,8 +328,8 @@ bool StepChecker::concat() {
       return fail("joins '" + in(k).name + "' of another rank");
     for (size_t d = 0; d < s.size(); ++d)
       if (static_cast<int64_t>(d) != a && s[d] != o[d])
-        return fail("joins '" + in(k).name + "' " + shapeText(s) +
-                    " into " + shapeText(o));
+        return fail("joins '" + in(k).name + "' " + shapeText(s) + " into " +
+                    shapeText(o));
     std::optional<int64_t> sum = checkedAdd(total, s[a]);
     if (!sum)
       return fail("joined sizes overflow");
@@ -391,12 +387,11 @@ bool StepChecker::update() {
       return fail("factors a parameter with no columns");
     return elementCount(in(2), n / cols) && elementCount(in(3), cols);
   }
-  UpdateOperands at =
-      updateOperands(k, step_.inputs.size(), step_.ints);
-  size_t hyper = k == Kernel::UpdateSgd ? 2 : k == Kernel::UpdateMomentum ? 3
-                                                                          : 5;
-  if (!operands() || !attributes(0, hyper) ||
-      !floating(in(0)))
+  UpdateOperands at = updateOperands(k, step_.inputs.size(), step_.ints);
+  size_t hyper = k == Kernel::UpdateSgd        ? 2
+                 : k == Kernel::UpdateMomentum ? 3
+                                               : 5;
+  if (!operands() || !attributes(0, hyper) || !floating(in(0)))
     return false;
   if (step_.inputs.size() < at.before)
     return fail("takes at least " + std::to_string(at.before) + " inputs");
@@ -496,8 +491,7 @@ bool StepChecker::check() {
       return fail("needs a matrix");
     return true;
   case Kernel::Copy:
-    return operands() && sameType(in(0), out(0)) &&
-           sameCount(in(0), out(0));
+    return operands() && sameType(in(0), out(0)) && sameCount(in(0), out(0));
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
     // The loss and its gradient may be of another float type than the
@@ -547,15 +541,29 @@ bool StepChecker::check() {
 
 bool elementwiseInstruction(Kernel kernel, int &arity) {
   switch (kernel) {
-  case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
-  case Kernel::Pow: case Kernel::Max: case Kernel::Min:
+  case Kernel::Add:
+  case Kernel::Sub:
+  case Kernel::Mul:
+  case Kernel::Div:
+  case Kernel::Pow:
+  case Kernel::Max:
+  case Kernel::Min:
   case Kernel::GeluGrad:
     arity = 2;
     return true;
-  case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
-  case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
-  case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Gelu:
-  case Kernel::Abs: case Kernel::Sin: case Kernel::Cos:
+  case Kernel::Neg:
+  case Kernel::Exp:
+  case Kernel::Log:
+  case Kernel::Sqrt:
+  case Kernel::Reciprocal:
+  case Kernel::Tanh:
+  case Kernel::Erf:
+  case Kernel::Sigmoid:
+  case Kernel::Relu:
+  case Kernel::Gelu:
+  case Kernel::Abs:
+  case Kernel::Sin:
+  case Kernel::Cos:
     arity = 1;
     return true;
   default:
@@ -602,10 +610,9 @@ bool elementwiseProgram(const std::vector<int64_t> &ints,
     if (!ok)
       return fail("instruction " + std::to_string(i) +
                   " reads a register not yet written or has a bad flag");
-    p.instructions.push_back({static_cast<Kernel>(w[0]),
-                              static_cast<int32_t>(w[1]),
-                              static_cast<int32_t>(w[2]),
-                              static_cast<int32_t>(w[3])});
+    p.instructions.push_back(
+        {static_cast<Kernel>(w[0]), static_cast<int32_t>(w[1]),
+         static_cast<int32_t>(w[2]), static_cast<int32_t>(w[3])});
   }
   for (size_t k = 0; k < numOutputs; ++k) {
     int64_t r = ints[1 + 4 * n + k];
@@ -642,8 +649,8 @@ bool attentionShape(const std::vector<int64_t> &q,
   a.s = k[rank - 2];
   a.dv = v[rank - 1];
   if (k[rank - 1] != a.d || v[rank - 2] != a.s) {
-    why = "k " + shapeText(k) + " and v " + shapeText(v) +
-          " do not fit q " + shapeText(q);
+    why = "k " + shapeText(k) + " and v " + shapeText(v) + " do not fit q " +
+          shapeText(q);
     return false;
   }
   if (count(q) < 0 || count(k) < 0 || count(v) < 0 ||
@@ -718,8 +725,7 @@ bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
   return true;
 }
 
-bool checkKernelContract(const Plan &plan, const Step &step,
-                         std::string &why) {
+bool checkKernelContract(const Plan &plan, const Step &step, std::string &why) {
   return StepChecker(plan, step, why).check();
 }
 

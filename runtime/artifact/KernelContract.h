@@ -70,8 +70,7 @@ struct ElementwiseProgram {
   int32_t numInputs = 0, numConstants = 0;
 
   int32_t numRegisters() const {
-    return numInputs + numConstants +
-           static_cast<int32_t>(instructions.size());
+    return numInputs + numConstants + static_cast<int32_t>(instructions.size());
   }
 };
 /// Limits every backend supports.

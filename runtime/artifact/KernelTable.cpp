@@ -68,8 +68,8 @@ const std::vector<KernelInfo> kTable = {
     // the low-precision copy written (updateOperands).
     {K::UpdateSgd, "update_sgd", 2, 4, 0, 0, 2, P::ParamAndStates, 0,
      C::Simple},
-    {K::UpdateMomentum, "update_momentum", 3, 5, 0, 0, 3, P::ParamAndStates,
-     1, C::Simple},
+    {K::UpdateMomentum, "update_momentum", 3, 5, 0, 0, 3, P::ParamAndStates, 1,
+     C::Simple},
     {K::UpdateAdamW, "update_adamw", 4, 6, 0, 0, 5, P::ParamAndStates, 2,
      C::Transcendental},
     {K::Accumulate, "accumulate", 2, 2, 0, 0, 0, P::First, 0, C::Simple},

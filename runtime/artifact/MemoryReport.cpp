@@ -68,12 +68,11 @@ std::string formatMemoryReport(const Plan &plan) {
   split("activations_at_peak");
   line("  gradients", gradients,
        "at the peak (max " + formatSize(plan.memoryOf("gradients_max")) +
-           ", largest single " +
-           formatSize(plan.memoryOf("largest_gradient")) + ")");
+           ", largest single " + formatSize(plan.memoryOf("largest_gradient")) +
+           ")");
   split("gradients_at_peak");
   line("  workspace", workspace,
-       "at the peak (max " + formatSize(plan.memoryOf("workspace_max")) +
-           ")");
+       "at the peak (max " + formatSize(plan.memoryOf("workspace_max")) + ")");
   split("workspace_at_peak");
   line("total", plan.arenaBytes + plan.paramsBytes,
        "device arena + parameter region");
@@ -102,21 +101,19 @@ std::string formatMemoryReport(const Plan &plan) {
            exposed = plan.memoryOf("predicted_cpu_exposed_us") / 1e3;
     // Artifacts from before updates were grouped into jobs lack the count.
     uint64_t jobs = plan.memoryOf("cpu_jobs");
-    std::string inJobs =
-        jobs ? " in " + std::to_string(jobs) + " CPU job" +
-                   (jobs == 1 ? "" : "s")
-             : "";
-    std::snprintf(buf, sizeof(buf),
-                  "optimizer on the CPU: %llu updates%s (%llu overlap the "
-                  "backward pass, %llu stay on the device); predicted %.3f "
-                  "ms of CPU work, %.3f ms of it hidden behind the device's "
-                  "work, %.3f ms exposed\n",
-                  static_cast<unsigned long long>(n), inJobs.c_str(),
-                  static_cast<unsigned long long>(
-                      plan.memoryOf("overlapping_backward")),
-                  static_cast<unsigned long long>(
-                      plan.memoryOf("device_updates")),
-                  cpu, cpu - exposed, exposed);
+    std::string inJobs = jobs ? " in " + std::to_string(jobs) + " CPU job" +
+                                    (jobs == 1 ? "" : "s")
+                              : "";
+    std::snprintf(
+        buf, sizeof(buf),
+        "optimizer on the CPU: %llu updates%s (%llu overlap the "
+        "backward pass, %llu stay on the device); predicted %.3f "
+        "ms of CPU work, %.3f ms of it hidden behind the device's "
+        "work, %.3f ms exposed\n",
+        static_cast<unsigned long long>(n), inJobs.c_str(),
+        static_cast<unsigned long long>(plan.memoryOf("overlapping_backward")),
+        static_cast<unsigned long long>(plan.memoryOf("device_updates")), cpu,
+        cpu - exposed, exposed);
     out += buf;
   }
   if (uint64_t n = plan.memoryOf("planner_evaluated")) {
@@ -126,8 +123,7 @@ std::string formatMemoryReport(const Plan &plan) {
       if (uint64_t us = plan.memoryOf(k + "_us"))
         return std::string(what) + " " + formatMs(us);
       if (uint64_t over = plan.memoryOf(k + "_over_bytes"))
-        return std::string(what) + " misses the budgets by " +
-               formatSize(over);
+        return std::string(what) + " misses the budgets by " + formatSize(over);
       return "";
     };
     out += "planner: best of " + std::to_string(n) +
@@ -135,7 +131,7 @@ std::string formatMemoryReport(const Plan &plan) {
     std::string sep = "; ";
     for (auto [key, what] :
          {std::pair{"planner_greedy", "the greedy start:"},
-         std::pair{"planner_swap_all", "swapping every activation:"},
+          std::pair{"planner_swap_all", "swapping every activation:"},
           std::pair{"planner_recompute_all", "recomputing every one:"}}) {
       std::string s = naive(key, what);
       if (!s.empty()) {

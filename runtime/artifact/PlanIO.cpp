@@ -1,8 +1,8 @@
 // PlanIO.cpp - Serialization of plan.bin.
 
-#include "runtime/artifact/Plan.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/artifact/Plan.h"
 #include "runtime/artifact/StepOrder.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
@@ -54,12 +54,36 @@ class Reader {
 public:
   Reader(const char *p, size_t n) : p_(p), end_(p + n) {}
   bool ok() const { return ok_; }
-  uint8_t u8() { uint8_t v = 0; raw(&v, 1); return v; }
-  uint16_t u16() { uint16_t v = 0; raw(&v, 2); return v; }
-  uint32_t u32() { uint32_t v = 0; raw(&v, 4); return v; }
-  uint64_t u64() { uint64_t v = 0; raw(&v, 8); return v; }
-  int64_t i64() { int64_t v = 0; raw(&v, 8); return v; }
-  double f64() { double v = 0; raw(&v, 8); return v; }
+  uint8_t u8() {
+    uint8_t v = 0;
+    raw(&v, 1);
+    return v;
+  }
+  uint16_t u16() {
+    uint16_t v = 0;
+    raw(&v, 2);
+    return v;
+  }
+  uint32_t u32() {
+    uint32_t v = 0;
+    raw(&v, 4);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    raw(&v, 8);
+    return v;
+  }
+  int64_t i64() {
+    int64_t v = 0;
+    raw(&v, 8);
+    return v;
+  }
+  double f64() {
+    double v = 0;
+    raw(&v, 8);
+    return v;
+  }
   std::string str() {
     uint32_t n = u32();
     if (!check(n))
@@ -275,12 +299,18 @@ bool kernelByName(const std::string &name, Kernel &kernel) {
 
 const char *queueName(Queue queue) {
   switch (queue) {
-  case Queue::Compute: return "compute";
-  case Queue::HostToDevice: return "h2d";
-  case Queue::DeviceToHost: return "d2h";
-  case Queue::SsdRead: return "ssd-read";
-  case Queue::SsdWrite: return "ssd-write";
-  case Queue::Cpu: return "cpu";
+  case Queue::Compute:
+    return "compute";
+  case Queue::HostToDevice:
+    return "h2d";
+  case Queue::DeviceToHost:
+    return "d2h";
+  case Queue::SsdRead:
+    return "ssd-read";
+  case Queue::SsdWrite:
+    return "ssd-write";
+  case Queue::Cpu:
+    return "cpu";
   }
   return "invalid";
 }
@@ -296,23 +326,34 @@ bool queueByName(const std::string &name, Queue &queue) {
 
 const char *regionName(Region region) {
   switch (region) {
-  case Region::Arena: return "device arena";
-  case Region::Params: return "device";
-  case Region::Host: return "host";
-  case Region::Ssd: return "ssd";
+  case Region::Arena:
+    return "device arena";
+  case Region::Params:
+    return "device";
+  case Region::Host:
+    return "host";
+  case Region::Ssd:
+    return "ssd";
   }
   return "invalid";
 }
 
 const char *slotClassName(SlotClass cls) {
   switch (cls) {
-  case SlotClass::Activation: return "activations";
-  case SlotClass::Gradient: return "gradients";
-  case SlotClass::Workspace: return "workspace";
-  case SlotClass::Input: return "inputs";
-  case SlotClass::Parameter: return "parameters";
-  case SlotClass::OptimizerState: return "optimizer state";
-  case SlotClass::Constant: return "constants";
+  case SlotClass::Activation:
+    return "activations";
+  case SlotClass::Gradient:
+    return "gradients";
+  case SlotClass::Workspace:
+    return "workspace";
+  case SlotClass::Input:
+    return "inputs";
+  case SlotClass::Parameter:
+    return "parameters";
+  case SlotClass::OptimizerState:
+    return "optimizer state";
+  case SlotClass::Constant:
+    return "constants";
   }
   return "invalid";
 }
@@ -324,9 +365,7 @@ uint64_t Plan::memoryOf(const std::string &name) const {
   return 0;
 }
 
-bool isUpdateKernel(Kernel kernel) {
-  return kernelInfo(kernel).outputs == 0;
-}
+bool isUpdateKernel(Kernel kernel) { return kernelInfo(kernel).outputs == 0; }
 
 double Schedule::factor(int64_t step) const {
   if (warmupSteps > 0 && step <= warmupSteps)
@@ -369,7 +408,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
       return fail(where + " has an unknown element type");
     if (static_cast<uint8_t>(s.cls) >= kNumSlotClasses)
       return fail(where + " has an unknown class");
-    std::optional<uint64_t> bytes = checkedByteSize(s.shape, dtypeSize(s.dtype));
+    std::optional<uint64_t> bytes =
+        checkedByteSize(s.shape, dtypeSize(s.dtype));
     if (!bytes)
       return fail(where + " has a negative dimension or more bytes than "
                           "int64 can count");
@@ -384,8 +424,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
   }
   auto checkSlot = [&](uint32_t slot, const std::string &what) {
     if (slot >= plan.slots.size())
-      return fail(what + " refers to slot " + std::to_string(slot) +
-                  " of " + std::to_string(plan.slots.size()));
+      return fail(what + " refers to slot " + std::to_string(slot) + " of " +
+                  std::to_string(plan.slots.size()));
     return true;
   };
   for (const Binding &b : plan.inputs)
@@ -418,8 +458,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step &s = plan.steps[i];
     std::string where = "step " + std::to_string(i);
-    if (static_cast<uint16_t>(s.kernel) == 0 ||
-        s.kernel >= Kernel::NumKernels)
+    if (static_cast<uint16_t>(s.kernel) == 0 || s.kernel >= Kernel::NumKernels)
       return fail(where + " has an unknown kernel");
     const KernelInfo &info = kernelInfo(s.kernel);
     if (s.ints.size() < info.minInts || s.floats.size() < info.minFloats)
@@ -442,8 +481,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
     // Assign and store write back to any stored region from the device;
     // updates work on device memory (the parameter region or a fetched
     // copy in the arena).
-    bool writesBack = info.inPlace == InPlace::First &&
-                      s.kernel != Kernel::Accumulate;
+    bool writesBack =
+        info.inPlace == InPlace::First && s.kernel != Kernel::Accumulate;
     bool onCpu = isCpuUpdate(plan, s);
     for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
       Region r = plan.slots[s.inputs[k]].region;
@@ -474,8 +513,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
     }
     std::string where = "step " + std::to_string(i);
     bool fetch = isTransfer(plan, s) && s.kernel == Kernel::Copy;
-    if (!fetch || s.issueAfter < -1 ||
-        s.issueAfter >= static_cast<int64_t>(i))
+    if (!fetch || s.issueAfter < -1 || s.issueAfter >= static_cast<int64_t>(i))
       return fail(where + " is scheduled ahead but is not a fetch, or is "
                           "scheduled after itself");
     for (size_t j = s.issueAfter + 1; j < i; ++j) {
@@ -499,8 +537,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (s.queue != natural)
       return fail("step " + std::to_string(i) + " (" + kernelName(s.kernel) +
                   ") is on the " + queueName(s.queue) +
-                  " queue; this runtime runs it on the " +
-                  queueName(natural) + " queue");
+                  " queue; this runtime runs it on the " + queueName(natural) +
+                  " queue");
   }
   for (size_t i = 0; i < plan.predicted.size(); ++i) {
     const PredictedSpan &p = plan.predicted[i];
@@ -529,8 +567,7 @@ bool accessesConflict(const std::vector<ArenaRange> &readsA,
           return true;
     return false;
   };
-  return any(writesA, readsB) || any(writesA, writesB) ||
-         any(readsA, writesB);
+  return any(writesA, readsB) || any(writesA, writesB) || any(readsA, writesB);
 }
 
 bool isTransfer(const Plan &plan, const Step &step) {
@@ -538,9 +575,9 @@ bool isTransfer(const Plan &plan, const Step &step) {
     return false;
   Region r = plan.slots[step.inputs[0]].region;
   bool stored = r == Region::Host || r == Region::Ssd;
-  return stored && (step.kernel == Kernel::Copy ||
-                    step.kernel == Kernel::Assign ||
-                    step.kernel == Kernel::Store);
+  return stored &&
+         (step.kernel == Kernel::Copy || step.kernel == Kernel::Assign ||
+          step.kernel == Kernel::Store);
 }
 
 bool runsOnCpu(Kernel kernel) {
@@ -570,8 +607,8 @@ void stepAccesses(const Plan &plan, const Step &step,
              plan.slots[step.inputs[0]].region == Region::Ssd;
   auto access = [&](uint32_t slot) {
     const Slot &s = plan.slots[slot];
-    uint64_t bytes = ssd || s.region == Region::Ssd ? pagePadded(s.bytes)
-                                                    : s.bytes;
+    uint64_t bytes =
+        ssd || s.region == Region::Ssd ? pagePadded(s.bytes) : s.bytes;
     return Access{s.region, {s.offset, s.offset + bytes}};
   };
   std::vector<unsigned> written =
@@ -580,8 +617,8 @@ void stepAccesses(const Plan &plan, const Step &step,
     uint32_t slot = step.inputs[k];
     if (slot >= plan.slots.size())
       continue;
-    bool writes_ = std::find(written.begin(), written.end(), k) !=
-                   written.end();
+    bool writes_ =
+        std::find(written.begin(), written.end(), k) != written.end();
     // Assign and store only write their destination.
     if (!writes_ || kernelInfo(step.kernel).inPlace != InPlace::First ||
         step.kernel == Kernel::Accumulate)

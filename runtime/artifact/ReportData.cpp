@@ -47,8 +47,8 @@ bool readTrace(const std::string &path, std::vector<TraceEvent> &events,
       continue; // Metadata (thread names) and other phases.
     double tid = e.numberOr("tid", -1), ts = e.numberOr("ts", NAN),
            dur = e.numberOr("dur", NAN);
-    if (!(tid >= 0 && tid < 1e6) || !std::isfinite(ts) ||
-        !std::isfinite(dur) || dur < 0) {
+    if (!(tid >= 0 && tid < 1e6) || !std::isfinite(ts) || !std::isfinite(dur) ||
+        dur < 0) {
       error = "trace " + path + ": event " + std::to_string(i) +
               " has no lane (tid), start (ts) or duration (dur), or a "
               "negative one";
@@ -89,8 +89,8 @@ bool readTrainingLog(const std::string &path, std::vector<LogRow> &rows,
     json::Value v;
     std::string why;
     if (!json::parse(row, v, why) || !v.isObject()) {
-      error = "training log " + path + ", line " + std::to_string(line) +
-              ": " + (why.empty() ? "not a JSON object" : why);
+      error = "training log " + path + ", line " + std::to_string(line) + ": " +
+              (why.empty() ? "not a JSON object" : why);
       return false;
     }
     const json::Value *step = v.get("step");
@@ -179,8 +179,7 @@ MemoryOverStep memoryOverStep(const Plan &plan) {
   for (const ParamEntry &p : plan.params) {
     stored[p.slot] = true;
     const Slot &s = plan.slots[p.slot];
-    liveFor(s.region, storedClass(p), 0, static_cast<int64_t>(n) - 1,
-            s.bytes);
+    liveFor(s.region, storedClass(p), 0, static_cast<int64_t>(n) - 1, s.bytes);
   }
   for (const Binding &b : plan.inputs)
     input[b.slot] = true;

@@ -135,9 +135,8 @@ public:
   void record(size_t s, const StepAccesses &a) {
     size_t q = queueOf(s);
     for (const Access &r : a.reads)
-      history_.forEach(r, [&](Segment &seg) {
-        seg.readers[q] = static_cast<int64_t>(s);
-      });
+      history_.forEach(
+          r, [&](Segment &seg) { seg.readers[q] = static_cast<int64_t>(s); });
     for (const Access &w : a.writes)
       history_.forEach(w, [&](Segment &seg) {
         seg.writer = static_cast<int64_t>(s);
@@ -281,10 +280,9 @@ deriveWaits(const std::vector<Queue> &queues,
     for (size_t q = 0; q < kNumQueues; ++q)
       if (q != own && need[q] != kNone)
         candidates.push_back(sweep.stepAt(q, static_cast<uint32_t>(need[q])));
-    std::sort(candidates.begin(), candidates.end(),
-              [&](size_t a, size_t b) {
-                return sweep.issued(a) > sweep.issued(b);
-              });
+    std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+      return sweep.issued(a) > sweep.issued(b);
+    });
     for (size_t w : candidates) {
       if (sweep.ordered(w, s))
         continue;
@@ -309,10 +307,10 @@ bool checkRaceFree(const std::vector<Queue> &queues,
     for (uint32_t w : waits[s]) {
       if (w >= queues.size() || sweep.issued(w) >= sweep.issued(s)) {
         why = describe(s) + " waits for " +
-              (w >= queues.size() ? "step " + std::to_string(w) +
-                                        ", which does not exist"
-                                  : describe(w) + ", which is issued after "
-                                                  "it");
+              (w >= queues.size()
+                   ? "step " + std::to_string(w) + ", which does not exist"
+                   : describe(w) + ", which is issued after "
+                                   "it");
         return false;
       }
       sweep.join(s, w);
@@ -360,13 +358,13 @@ bool checkPlanRaceFree(const Plan &plan, std::string &why) {
   }
   auto describe = [&](size_t i) {
     const Step &s = plan.steps[i];
-    uint32_t named = !s.outputs.empty() ? s.outputs[0]
+    uint32_t named = !s.outputs.empty()  ? s.outputs[0]
                      : !s.inputs.empty() ? s.inputs[0]
                                          : 0;
     std::string target =
         named < plan.slots.size() ? plan.slots[named].name : "?";
-    return "step " + std::to_string(i) + " (" + kernelName(s.kernel) +
-           " '" + target + "' on " + queueName(s.queue) + ")";
+    return "step " + std::to_string(i) + " (" + kernelName(s.kernel) + " '" +
+           target + "' on " + queueName(s.queue) + ")";
   };
   return checkRaceFree(queues, waits, planAccesses(plan), issueOrder(plan),
                        describe, why);

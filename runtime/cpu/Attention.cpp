@@ -59,7 +59,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, C alpha,
       for (int64_t p = 0; p < k; ++p)
         sum += (ta ? a[p * lda + i] : a[i * lda + p]) *
                (tb ? b[j * ldb + p] : b[p * ldb + j]);
-      c[i * ldc + j] = alpha * sum + (beta == C(0) ? C(0) : beta * c[i * ldc + j]);
+      c[i * ldc + j] =
+          alpha * sum + (beta == C(0) ? C(0) : beta * c[i * ldc + j]);
     }
 }
 
@@ -130,8 +131,8 @@ void probabilities(const Problem &p, int64_t bh, int64_t i0, int64_t rows,
                    int64_t cols, const C *q, const C *k, C *s,
                    std::vector<uint8_t> *masked) {
   const artifact::AttentionShape &a = p.shape;
-  gemm<C>(false, true, rows, cols, a.d, C(p.scale), q + i0 * a.d, a.d, k,
-          a.d, C(0), s, cols);
+  gemm<C>(false, true, rows, cols, a.d, C(p.scale), q + i0 * a.d, a.d, k, a.d,
+          C(0), s, cols);
   const C neg = -std::numeric_limits<C>::infinity();
   std::vector<C> exps(cols);
   if (masked)
@@ -229,14 +230,14 @@ void backward(const Problem &p, const std::vector<TensorRef> &in,
     std::vector<C> qb, kb, vb, gb, scores, dp, dq, dk, dv;
     std::vector<uint8_t> masked;
     for (int64_t bh = begin; bh < end; ++bh) {
-      const C *q = asCompute(static_cast<const T *>(in[0].data) +
-                                 bh * a.t * a.d, a.t * a.d, qb);
-      const C *k = asCompute(static_cast<const T *>(in[1].data) +
-                                 bh * a.s * a.d, a.s * a.d, kb);
-      const C *v = asCompute(static_cast<const T *>(in[2].data) +
-                                 bh * a.s * a.dv, a.s * a.dv, vb);
-      const C *g = asCompute(static_cast<const T *>(in[3].data) +
-                                 bh * a.t * a.dv, a.t * a.dv, gb);
+      const C *q = asCompute(
+          static_cast<const T *>(in[0].data) + bh * a.t * a.d, a.t * a.d, qb);
+      const C *k = asCompute(
+          static_cast<const T *>(in[1].data) + bh * a.s * a.d, a.s * a.d, kb);
+      const C *v = asCompute(
+          static_cast<const T *>(in[2].data) + bh * a.s * a.dv, a.s * a.dv, vb);
+      const C *g = asCompute(
+          static_cast<const T *>(in[3].data) + bh * a.t * a.dv, a.t * a.dv, gb);
       dq.assign(a.t * a.d, C(0));
       dk.assign(a.s * a.d, C(0));
       dv.assign(a.s * a.dv, C(0));
@@ -315,8 +316,7 @@ bool attention(const artifact::Step &step, const std::vector<TensorRef> &in,
   return run(step, in, out, false, error);
 }
 
-bool attentionGrad(const artifact::Step &step,
-                   const std::vector<TensorRef> &in,
+bool attentionGrad(const artifact::Step &step, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, std::string &error) {
   return run(step, in, out, true, error);
 }

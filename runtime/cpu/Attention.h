@@ -20,8 +20,7 @@ bool attention(const artifact::Step &step, const std::vector<TensorRef> &in,
 
 /// The gradients of q, k and v from (q, k, v, grad, [mask]): each block of
 /// scores and probabilities is recomputed from q and k, never read back.
-bool attentionGrad(const artifact::Step &step,
-                   const std::vector<TensorRef> &in,
+bool attentionGrad(const artifact::Step &step, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out, std::string &error);
 
 } // namespace strata::cpu

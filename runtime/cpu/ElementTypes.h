@@ -35,19 +35,32 @@ constexpr bool kIsFloat = std::is_floating_point_v<typename Traits<T>::C>;
 /// Calls `f(T{})` with the C++ storage type of `dtype`.
 template <typename F> auto dispatch(DType dtype, F &&f) {
   switch (dtype) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  case DType::F16: return f(Half{});
-  case DType::BF16: return f(BFloat16{});
-  case DType::I64: return f(int64_t{});
-  case DType::I32: return f(int32_t{});
-  case DType::I16: return f(int16_t{});
-  case DType::I8: return f(int8_t{});
-  case DType::U8: return f(uint8_t{});
-  case DType::U16: return f(uint16_t{});
-  case DType::U32: return f(uint32_t{});
-  case DType::U64: return f(uint64_t{});
-  case DType::Bool: return f(bool{});
+  case DType::F32:
+    return f(float{});
+  case DType::F64:
+    return f(double{});
+  case DType::F16:
+    return f(Half{});
+  case DType::BF16:
+    return f(BFloat16{});
+  case DType::I64:
+    return f(int64_t{});
+  case DType::I32:
+    return f(int32_t{});
+  case DType::I16:
+    return f(int16_t{});
+  case DType::I8:
+    return f(int8_t{});
+  case DType::U8:
+    return f(uint8_t{});
+  case DType::U16:
+    return f(uint16_t{});
+  case DType::U32:
+    return f(uint32_t{});
+  case DType::U64:
+    return f(uint64_t{});
+  case DType::Bool:
+    return f(bool{});
   }
   return f(float{});
 }

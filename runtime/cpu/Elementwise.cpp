@@ -78,8 +78,8 @@ void apply(const artifact::ElementwiseProgram::Instruction &in,
 
 template <typename T>
 void run(const artifact::ElementwiseProgram &p,
-         const std::vector<double> &constants,
-         const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
+         const std::vector<double> &constants, const std::vector<TensorRef> &in,
+         const std::vector<TensorRef> &out) {
   using C = typename Traits<T>::C;
   const Shape &shape = out[0].shape;
   size_t rank = shape.size();
@@ -101,45 +101,47 @@ void run(const artifact::ElementwiseProgram &p,
     strides.push_back(std::move(st));
   }
   int32_t fixed = p.numInputs + p.numConstants;
-  parallelFor(rows * blocksPerRow, std::max<int64_t>(1, 16384 / kBlock),
-              [&](int64_t begin, int64_t end) {
-    std::vector<C> regs(static_cast<size_t>(p.numRegisters()) * kBlock);
-    auto reg = [&](int32_t r) { return regs.data() + int64_t(r) * kBlock; };
-    for (int32_t c = 0; c < p.numConstants; ++c)
-      std::fill(reg(p.numInputs + c), reg(p.numInputs + c) + kBlock,
-                C(constants[c]));
-    for (int64_t task = begin; task < end; ++task) {
-      int64_t row = task / blocksPerRow, c0 = (task % blocksPerRow) * kBlock;
-      int64_t n = std::min(kBlock, inner - c0);
-      for (int32_t k = 0; k < p.numInputs; ++k) {
-        const Shape &st = strides[k];
-        int64_t base = 0, rem = row;
-        for (size_t d = rank >= 1 ? rank - 1 : 0; d-- > 0;) {
-          base += (rem % shape[d]) * st[d];
-          rem /= shape[d];
+  parallelFor(
+      rows * blocksPerRow, std::max<int64_t>(1, 16384 / kBlock),
+      [&](int64_t begin, int64_t end) {
+        std::vector<C> regs(static_cast<size_t>(p.numRegisters()) * kBlock);
+        auto reg = [&](int32_t r) { return regs.data() + int64_t(r) * kBlock; };
+        for (int32_t c = 0; c < p.numConstants; ++c)
+          std::fill(reg(p.numInputs + c), reg(p.numInputs + c) + kBlock,
+                    C(constants[c]));
+        for (int64_t task = begin; task < end; ++task) {
+          int64_t row = task / blocksPerRow,
+                  c0 = (task % blocksPerRow) * kBlock;
+          int64_t n = std::min(kBlock, inner - c0);
+          for (int32_t k = 0; k < p.numInputs; ++k) {
+            const Shape &st = strides[k];
+            int64_t base = 0, rem = row;
+            for (size_t d = rank >= 1 ? rank - 1 : 0; d-- > 0;) {
+              base += (rem % shape[d]) * st[d];
+              rem /= shape[d];
+            }
+            int64_t is = rank ? st[rank - 1] : 0;
+            const T *src = static_cast<const T *>(in[k].data) + base + c0 * is;
+            C *dst = reg(k);
+            if (is == 0)
+              std::fill(dst, dst + n, Traits<T>::load(src[0]));
+            else
+              for (int64_t j = 0; j < n; ++j)
+                dst[j] = Traits<T>::load(src[j]);
+          }
+          for (size_t i = 0; i < p.instructions.size(); ++i) {
+            const auto &ins = p.instructions[i];
+            apply<C>(ins, reg(ins.a), ins.b >= 0 ? reg(ins.b) : nullptr,
+                     reg(fixed + static_cast<int32_t>(i)), n);
+          }
+          for (size_t k = 0; k < out.size(); ++k) {
+            const C *src = reg(p.outputs[k]);
+            T *dst = static_cast<T *>(out[k].data) + row * inner + c0;
+            for (int64_t j = 0; j < n; ++j)
+              dst[j] = Traits<T>::store(src[j]);
+          }
         }
-        int64_t is = rank ? st[rank - 1] : 0;
-        const T *src = static_cast<const T *>(in[k].data) + base + c0 * is;
-        C *dst = reg(k);
-        if (is == 0)
-          std::fill(dst, dst + n, Traits<T>::load(src[0]));
-        else
-          for (int64_t j = 0; j < n; ++j)
-            dst[j] = Traits<T>::load(src[j]);
-      }
-      for (size_t i = 0; i < p.instructions.size(); ++i) {
-        const auto &ins = p.instructions[i];
-        apply<C>(ins, reg(ins.a), ins.b >= 0 ? reg(ins.b) : nullptr,
-                 reg(fixed + static_cast<int32_t>(i)), n);
-      }
-      for (size_t k = 0; k < out.size(); ++k) {
-        const C *src = reg(p.outputs[k]);
-        T *dst = static_cast<T *>(out[k].data) + row * inner + c0;
-        for (int64_t j = 0; j < n; ++j)
-          dst[j] = Traits<T>::store(src[j]);
-      }
-    }
-  });
+      });
 }
 
 } // namespace

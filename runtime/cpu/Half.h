@@ -104,15 +104,28 @@ inline void narrowFloats(const float *in, uint16_t *out, int64_t n,
 /// other types.
 inline double loadAsDouble(DType dtype, const char *p) {
   switch (dtype) {
-  case DType::F64: { double d; std::memcpy(&d, p, 8); return d; }
-  case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
-  case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); return Half::toFloat(h); }
+  case DType::F64: {
+    double d;
+    std::memcpy(&d, p, 8);
+    return d;
+  }
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return Half::toFloat(h);
+  }
   case DType::BF16: {
     uint16_t h;
     std::memcpy(&h, p, 2);
     return BFloat16::toFloat(h);
   }
-  default: return 0;
+  default:
+    return 0;
   }
 }
 
@@ -120,7 +133,9 @@ inline double loadAsDouble(DType dtype, const char *p) {
 /// to nearest even); other types are left alone.
 inline void storeFromDouble(DType dtype, double v, char *p) {
   switch (dtype) {
-  case DType::F64: std::memcpy(p, &v, 8); break;
+  case DType::F64:
+    std::memcpy(p, &v, 8);
+    break;
   case DType::F32: {
     float f = static_cast<float>(v);
     std::memcpy(p, &f, 4);
@@ -136,7 +151,8 @@ inline void storeFromDouble(DType dtype, double v, char *p) {
     std::memcpy(p, &h, 2);
     break;
   }
-  default: break;
+  default:
+    break;
   }
 }
 

@@ -33,9 +33,11 @@ inline int64_t rowsPerTask(int64_t rowElements, int64_t target) {
   return std::max<int64_t>(1, target / std::max<int64_t>(rowElements, 1));
 }
 
-inline int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
+inline int64_t product(const Shape &s, size_t begin = 0,
+                       size_t end = SIZE_MAX) {
   auto last = s.begin() + static_cast<std::ptrdiff_t>(std::min(end, s.size()));
-  auto first = s.begin() + static_cast<std::ptrdiff_t>(std::min(begin, s.size()));
+  auto first =
+      s.begin() + static_cast<std::ptrdiff_t>(std::min(begin, s.size()));
   int64_t n = 1;
   for (auto it = first; it < last; ++it)
     n *= *it;
@@ -101,8 +103,7 @@ bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
 bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
             const TensorRef &out);
 
-void unary(Kernel k, const TensorRef &in, const TensorRef &out,
-           bool tanhGelu);
+void unary(Kernel k, const TensorRef &in, const TensorRef &out, bool tanhGelu);
 
 void cast(const TensorRef &in, const TensorRef &out);
 
@@ -120,8 +121,7 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
 void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
             const std::vector<int64_t> &ints);
 
-void softmax(Kernel k, const TensorRef &in, const TensorRef &out,
-             int64_t axis);
+void softmax(Kernel k, const TensorRef &in, const TensorRef &out, int64_t axis);
 
 /// Values of `t` broadcast to `shape` (right-aligned), as doubles.
 std::vector<double> expandTo(const TensorRef &t, const Shape &shape);

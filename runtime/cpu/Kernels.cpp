@@ -39,7 +39,7 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return elementwise(step, in, out, error);
   case Kernel::LayerNormGrad:
     k::layerNormGrad(in, out, step.ints.at(0), step.floats.at(0),
-                  step.ints.size() > 1 && step.ints[1] != 0);
+                     step.ints.size() > 1 && step.ints[1] != 0);
     return true;
   case Kernel::GatherGrad:
     return k::gatherGrad(in[0], in[1], out[0], step.ints.at(0), error);
@@ -76,17 +76,34 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   }
   const TensorRef &o = out[0];
   switch (step.kernel) {
-  case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
-  case Kernel::Pow: case Kernel::Max: case Kernel::Min: case Kernel::And:
-  case Kernel::Or: case Kernel::Equal: case Kernel::Less:
+  case Kernel::Add:
+  case Kernel::Sub:
+  case Kernel::Mul:
+  case Kernel::Div:
+  case Kernel::Pow:
+  case Kernel::Max:
+  case Kernel::Min:
+  case Kernel::And:
+  case Kernel::Or:
+  case Kernel::Equal:
+  case Kernel::Less:
   case Kernel::Greater:
     return k::binary(step.kernel, in[0], in[1], o, error);
   case Kernel::Select:
     return k::select(in[0], in[1], in[2], o);
-  case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
-  case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
-  case Kernel::Sin: case Kernel::Cos:
-  case Kernel::Sigmoid: case Kernel::Relu: case Kernel::Not: case Kernel::Abs:
+  case Kernel::Neg:
+  case Kernel::Exp:
+  case Kernel::Log:
+  case Kernel::Sqrt:
+  case Kernel::Reciprocal:
+  case Kernel::Tanh:
+  case Kernel::Erf:
+  case Kernel::Sin:
+  case Kernel::Cos:
+  case Kernel::Sigmoid:
+  case Kernel::Relu:
+  case Kernel::Not:
+  case Kernel::Abs:
     k::unary(step.kernel, in[0], o, false);
     return true;
   case Kernel::Gelu:
@@ -97,18 +114,21 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     return true;
   case Kernel::MatMul:
     k::matmul(in[0], in[1], o, step.ints.size() > 0 && step.ints[0] != 0,
-           step.ints.size() > 1 && step.ints[1] != 0);
+              step.ints.size() > 1 && step.ints[1] != 0);
     return true;
-  case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax:
+  case Kernel::ReduceSum:
+  case Kernel::ReduceMean:
+  case Kernel::ReduceMax:
   case Kernel::ReduceSumSquare:
     k::reduce(step.kernel, in[0], o, step.ints);
     return true;
-  case Kernel::Softmax: case Kernel::LogSoftmax:
+  case Kernel::Softmax:
+  case Kernel::LogSoftmax:
     k::softmax(step.kernel, in[0], o, step.ints.at(0));
     return true;
   case Kernel::LayerNorm:
     k::layerNorm(in, o, step.ints.at(0), step.ints.at(1) != 0,
-              step.floats.at(0), step.ints.size() > 2 && step.ints[2] != 0);
+                 step.floats.at(0), step.ints.size() > 2 && step.ints[2] != 0);
     return true;
   case Kernel::Transpose:
     k::transpose(in[0], o, step.ints);

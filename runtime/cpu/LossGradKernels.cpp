@@ -1,24 +1,24 @@
 // LossGradKernels.cpp - CPU kernels: losses and gradient kernels.
 
-#include "runtime/cpu/KernelFamilies.h"
-#include "runtime/cpu/Attention.h"
-#include "runtime/cpu/Elementwise.h"
-#include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/Elementwise.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/KernelFamilies.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <cblas.h>
 
 namespace strata::cpu::kernels {
 
@@ -72,19 +72,18 @@ bool crossEntropy(const TensorRef &logits, const TensorRef &labels,
     using C = typename Traits<T>::C;
     const T *x = static_cast<const T *>(logits.data);
     std::vector<double> rowLoss(n, 0.0);
-    parallelFor(n, rowsPerTask(v, 4096),
-                [&](int64_t b, int64_t e) {
-                  std::vector<C> exps;
-                  for (int64_t i = b; i < e; ++i) {
-                    int64_t l = labelAt(labels, i);
-                    if (l < 0)
-                      continue;
-                    const T *row = x + i * v;
-                    auto [mx, sum] = rowMaxAndExpSum(row, v, exps);
-                    rowLoss[i] = double(mx) + std::log(sum) -
-                                 double(Traits<T>::load(row[l]));
-                  }
-                });
+    parallelFor(n, rowsPerTask(v, 4096), [&](int64_t b, int64_t e) {
+      std::vector<C> exps;
+      for (int64_t i = b; i < e; ++i) {
+        int64_t l = labelAt(labels, i);
+        if (l < 0)
+          continue;
+        const T *row = x + i * v;
+        auto [mx, sum] = rowMaxAndExpSum(row, v, exps);
+        rowLoss[i] =
+            double(mx) + std::log(sum) - double(Traits<T>::load(row[l]));
+      }
+    });
     double total = 0;
     for (double r : rowLoss)
       total += r;
@@ -109,27 +108,26 @@ bool crossEntropyGrad(const TensorRef &logits, const TensorRef &labels,
     T *dx = static_cast<T *>(out.data);
     double g = loadAsDouble(grad.dtype, static_cast<const char *>(grad.data));
     double scale = count ? g / count : 0.0;
-    parallelFor(n, rowsPerTask(v, 4096),
-                [&](int64_t b, int64_t e) {
-                  std::vector<C> exps;
-                  for (int64_t i = b; i < e; ++i) {
-                    int64_t l = labelAt(labels, i);
-                    const T *row = x + i * v;
-                    T *drow = dx + i * v;
-                    if (l < 0) {
-                      for (int64_t j = 0; j < v; ++j)
-                        drow[j] = Traits<T>::store(C(0));
-                      continue;
-                    }
-                    double sum = rowMaxAndExpSum(row, v, exps).second;
-                    // p * scale, with the label's 1 subtracted after.
-                    double k = scale / sum;
-                    for (int64_t j = 0; j < v; ++j)
-                      drow[j] = Traits<T>::store(static_cast<C>(exps[j] * k));
-                    drow[l] = Traits<T>::store(
-                        static_cast<C>((exps[l] / sum - 1.0) * scale));
-                  }
-                });
+    parallelFor(n, rowsPerTask(v, 4096), [&](int64_t b, int64_t e) {
+      std::vector<C> exps;
+      for (int64_t i = b; i < e; ++i) {
+        int64_t l = labelAt(labels, i);
+        const T *row = x + i * v;
+        T *drow = dx + i * v;
+        if (l < 0) {
+          for (int64_t j = 0; j < v; ++j)
+            drow[j] = Traits<T>::store(C(0));
+          continue;
+        }
+        double sum = rowMaxAndExpSum(row, v, exps).second;
+        // p * scale, with the label's 1 subtracted after.
+        double k = scale / sum;
+        for (int64_t j = 0; j < v; ++j)
+          drow[j] = Traits<T>::store(static_cast<C>(exps[j] * k));
+        drow[l] =
+            Traits<T>::store(static_cast<C>((exps[l] / sum - 1.0) * scale));
+      }
+    });
   });
   return true;
 }
@@ -170,8 +168,7 @@ void layerNormGrad(const std::vector<TensorRef> &in,
     const T *px = static_cast<const T *>(x.data);
     const T *pdy = static_cast<const T *>(dy.data);
     T *pdx = static_cast<T *>(out[0].data);
-    parallelFor(rows, rowsPerTask(inner, 4096),
-                [&](int64_t b, int64_t e) {
+    parallelFor(rows, rowsPerTask(inner, 4096), [&](int64_t b, int64_t e) {
       std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner),
           dxhat(inner);
       for (int64_t r = b; r < e; ++r) {

@@ -1,24 +1,24 @@
 // MatMulKernels.cpp - CPU kernels: matrix products.
 
-#include "runtime/cpu/KernelFamilies.h"
-#include "runtime/cpu/Attention.h"
-#include "runtime/cpu/Elementwise.h"
-#include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/Elementwise.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/KernelFamilies.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <cblas.h>
 
 #ifdef STRATA_HAVE_CBLAS
 #include <cblas.h>
@@ -37,7 +37,8 @@ void gemmReference(const T *a, const T *b, T *c, int64_t M, int64_t N,
   for (int64_t i = 0; i < M; ++i) {
     std::fill(row.begin(), row.end(), Acc(0));
     for (int64_t k = 0; k < K; ++k) {
-      Acc av = static_cast<Acc>(Traits<T>::load(ta ? a[k * M + i] : a[i * K + k]));
+      Acc av =
+          static_cast<Acc>(Traits<T>::load(ta ? a[k * M + i] : a[i * K + k]));
       for (int64_t j = 0; j < N; ++j)
         row[j] += av * static_cast<Acc>(
                            Traits<T>::load(tb ? b[j * K + k] : b[k * N + j]));
@@ -70,8 +71,7 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
   // The validator checked the shapes (artifact::matmulShape).
   artifact::MatMulShape s;
   std::string ignored;
-  artifact::matmulShape(a.shape, b.shape, {ta ? 1 : 0, tb ? 1 : 0}, s,
-                        ignored);
+  artifact::matmulShape(a.shape, b.shape, {ta ? 1 : 0, tb ? 1 : 0}, s, ignored);
   ta = s.ta;
   tb = s.tb;
   int64_t M = s.m, K = s.k, N = s.n;

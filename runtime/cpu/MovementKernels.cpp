@@ -1,24 +1,24 @@
 // MovementKernels.cpp - CPU kernels: data movement.
 
-#include "runtime/cpu/KernelFamilies.h"
-#include "runtime/cpu/Attention.h"
-#include "runtime/cpu/Elementwise.h"
-#include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/Elementwise.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/KernelFamilies.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <cblas.h>
 
 namespace strata::cpu::kernels {
 
@@ -80,10 +80,9 @@ void slice(const TensorRef &in, const TensorRef &out,
 }
 
 void broadcast(const TensorRef &in, const TensorRef &out) {
-  stridedCopy(dtypeSize(in.dtype), out.shape,
-              static_cast<const char *>(in.data), 0,
-              broadcastStrides(in.shape, out.shape),
-              static_cast<char *>(out.data));
+  stridedCopy(
+      dtypeSize(in.dtype), out.shape, static_cast<const char *>(in.data), 0,
+      broadcastStrides(in.shape, out.shape), static_cast<char *>(out.data));
 }
 
 void concat(const std::vector<TensorRef> &inputs, const TensorRef &out,
@@ -123,14 +122,12 @@ bool gather(const TensorRef &data, const TensorRef &indices,
   }
   const char *src = static_cast<const char *>(data.data);
   char *dst = static_cast<char *>(out.data);
-  parallelFor(outer * n, rowsPerTask(inner, 65536),
-              [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; ++r) {
-                  int64_t o = r / n, i = r % n;
-                  std::memcpy(dst + r * inner, src + (o * dim + idx[i]) * inner,
-                              inner);
-                }
-              });
+  parallelFor(outer * n, rowsPerTask(inner, 65536), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t o = r / n, i = r % n;
+      std::memcpy(dst + r * inner, src + (o * dim + idx[i]) * inner, inner);
+    }
+  });
   return true;
 }
 

@@ -1,24 +1,24 @@
 // PointwiseKernels.cpp - CPU kernels: elementwise.
 
-#include "runtime/cpu/KernelFamilies.h"
-#include "runtime/cpu/Attention.h"
-#include "runtime/cpu/Elementwise.h"
-#include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/Elementwise.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/KernelFamilies.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <cblas.h>
 
 namespace strata::cpu::kernels {
 
@@ -31,8 +31,8 @@ using math::wrap;
 /// other kernels): the operation chosen outside the loop, and a stride-0
 /// (broadcast) operand read once, so that the loop vectorises.
 template <typename T>
-bool floatArithmetic(Kernel k, const T *ra, int64_t sa, const T *rb,
-                     int64_t sb, T *ro, int64_t n) {
+bool floatArithmetic(Kernel k, const T *ra, int64_t sa, const T *rb, int64_t sb,
+                     T *ro, int64_t n) {
   using C = typename Traits<T>::C;
   auto loop = [&](auto op) {
     auto at = [](const T *p, int64_t i) { return Traits<T>::load(p[i]); };
@@ -54,18 +54,23 @@ bool floatArithmetic(Kernel k, const T *ra, int64_t sa, const T *rb,
     return true;
   };
   switch (k) {
-  case Kernel::Add: return loop([](C x, C y) { return x + y; });
-  case Kernel::Sub: return loop([](C x, C y) { return x - y; });
-  case Kernel::Mul: return loop([](C x, C y) { return x * y; });
-  case Kernel::Div: return loop([](C x, C y) { return x / y; });
-  default: return false;
+  case Kernel::Add:
+    return loop([](C x, C y) { return x + y; });
+  case Kernel::Sub:
+    return loop([](C x, C y) { return x - y; });
+  case Kernel::Mul:
+    return loop([](C x, C y) { return x * y; });
+  case Kernel::Div:
+    return loop([](C x, C y) { return x / y; });
+  default:
+    return false;
   }
 }
 
 bool binary(Kernel k, const TensorRef &a, const TensorRef &b,
             const TensorRef &out, std::string &error) {
-  bool compare = k == Kernel::Equal || k == Kernel::Less ||
-                 k == Kernel::Greater;
+  bool compare =
+      k == Kernel::Equal || k == Kernel::Less || k == Kernel::Greater;
   std::array<Shape, 2> strides = {broadcastStrides(a.shape, out.shape),
                                   broadcastStrides(b.shape, out.shape)};
   bool divByZero = false;
@@ -142,10 +147,18 @@ bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
                });
   };
   switch (size) {
-  case 1: rows(uint8_t()); break;
-  case 2: rows(uint16_t()); break;
-  case 4: rows(uint32_t()); break;
-  case 8: rows(uint64_t()); break;
+  case 1:
+    rows(uint8_t());
+    break;
+  case 2:
+    rows(uint16_t());
+    break;
+  case 4:
+    rows(uint32_t());
+    break;
+  case 8:
+    rows(uint64_t());
+    break;
   default:
     forEachRow(out.shape, strides,
                [&](int64_t o, int64_t n, const std::array<int64_t, 3> &base,
@@ -161,8 +174,7 @@ bool select(const TensorRef &c, const TensorRef &a, const TensorRef &b,
   return true;
 }
 
-void unary(Kernel k, const TensorRef &in, const TensorRef &out,
-           bool tanhGelu) {
+void unary(Kernel k, const TensorRef &in, const TensorRef &out, bool tanhGelu) {
   dispatch(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = typename Traits<T>::C;
@@ -172,16 +184,15 @@ void unary(Kernel k, const TensorRef &in, const TensorRef &out,
       // Eight at a time without the C library (RowLoops.h).
       if (detail::hasVectorForm(k, tanhGelu)) {
         parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
-          detail::rowLoops().transcendental(k, pi + b, nullptr, po + b,
-                                            e - b);
+          detail::rowLoops().transcendental(k, pi + b, nullptr, po + b, e - b);
         });
         return;
       }
     }
     parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        po[i] = Traits<T>::store(applyUnary<C>(k, Traits<T>::load(pi[i]),
-                                               tanhGelu));
+        po[i] = Traits<T>::store(
+            applyUnary<C>(k, Traits<T>::load(pi[i]), tanhGelu));
     });
   });
 }

@@ -1,24 +1,24 @@
 // ReductionKernels.cpp - CPU kernels: reductions and normalisations.
 
-#include "runtime/cpu/KernelFamilies.h"
-#include "runtime/cpu/Attention.h"
-#include "runtime/cpu/Elementwise.h"
-#include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/Elementwise.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/KernelFamilies.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <cblas.h>
 
 namespace strata::cpu::kernels {
 
@@ -26,8 +26,7 @@ namespace strata::cpu::kernels {
 /// lanes, value i in lane i % 8, the lanes combined pairwise at the end:
 /// independent additions instead of one chain of dependent ones (which the
 /// adder's latency bounds). The bits depend on the values and n alone.
-template <typename T>
-double laneSum(const T *p, int64_t n, bool square) {
+template <typename T> double laneSum(const T *p, int64_t n, bool square) {
   double lane[8] = {};
   int64_t i = 0;
   if (square)
@@ -51,7 +50,8 @@ double laneSum(const T *p, int64_t n, bool square) {
 void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
             const std::vector<int64_t> &ints) {
   // ints: the axes, then keepdims.
-  std::vector<int64_t> axes(ints.begin(), ints.empty() ? ints.end() : ints.end() - 1);
+  std::vector<int64_t> axes(ints.begin(),
+                            ints.empty() ? ints.end() : ints.end() - 1);
   const Shape &s = in.shape;
   std::vector<bool> reduced(s.size(), false);
   int64_t count = 1;
@@ -80,9 +80,9 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
   dispatch(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = typename Traits<T>::C;
-    using Acc = std::conditional_t<std::is_floating_point_v<C>, double,
-                                   std::conditional_t<std::is_signed_v<C>,
-                                                      int64_t, uint64_t>>;
+    using Acc = std::conditional_t<
+        std::is_floating_point_v<C>, double,
+        std::conditional_t<std::is_signed_v<C>, int64_t, uint64_t>>;
     const T *pi = static_cast<const T *>(in.data);
     T *po = static_cast<T *>(out.data);
     bool isMax = k == Kernel::ReduceMax;
@@ -129,8 +129,8 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       parallelFor(outCount * chunks, 1, [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
           int64_t o = t / chunks, c0 = (t % chunks) * kChunk;
-          partial[t] = rangeAcc(pi + o * count + c0,
-                                std::min(kChunk, count - c0));
+          partial[t] =
+              rangeAcc(pi + o * count + c0, std::min(kChunk, count - c0));
         }
       });
       for (int64_t o = 0; o < outCount; ++o) {
@@ -159,8 +159,7 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       parallelFor(blocks, 1, [&](int64_t b, int64_t e) {
         std::vector<Acc> acc(kColumns);
         for (int64_t blk = b; blk < e; ++blk) {
-          int64_t c0 = blk * kColumns,
-                  n = std::min(kColumns, outCount - c0);
+          int64_t c0 = blk * kColumns, n = std::min(kColumns, outCount - c0);
           std::fill(acc.begin(), acc.begin() + n, init);
           for (int64_t r = 0; r < rows; ++r) {
             const T *row = pi + r * outCount + c0;
@@ -206,29 +205,30 @@ void softmax(Kernel k, const TensorRef &in, const TensorRef &out,
     using C = typename Traits<T>::C;
     const T *pi = static_cast<const T *>(in.data);
     T *po = static_cast<T *>(out.data);
-    parallelFor(outer * inner, rowsPerTask(dim, 8192),
-                [&](int64_t b, int64_t e) {
-      std::vector<C> exps(dim);
-      for (int64_t r = b; r < e; ++r) {
-        int64_t o = r / inner, i = r % inner;
-        const T *x = pi + o * dim * inner + i;
-        T *y = po + o * dim * inner + i;
-        C mx = rowMax(x, inner, dim);
-        if (std::isinf(mx) && mx < 0)
-          mx = 0; // All -inf: keep exp() finite (result is NaN/-inf).
-        double sum = expShiftedSum(x, inner, dim, mx, exps.data());
-        if (logSoftmax) {
-          C logSum = static_cast<C>(std::log(sum));
-          for (int64_t j = 0; j < dim; ++j)
-            y[j * inner] =
-                Traits<T>::store((Traits<T>::load(x[j * inner]) - mx) - logSum);
-        } else {
-          double invSum = 1.0 / sum;
-          for (int64_t j = 0; j < dim; ++j)
-            y[j * inner] = Traits<T>::store(static_cast<C>(exps[j] * invSum));
-        }
-      }
-    });
+    parallelFor(
+        outer * inner, rowsPerTask(dim, 8192), [&](int64_t b, int64_t e) {
+          std::vector<C> exps(dim);
+          for (int64_t r = b; r < e; ++r) {
+            int64_t o = r / inner, i = r % inner;
+            const T *x = pi + o * dim * inner + i;
+            T *y = po + o * dim * inner + i;
+            C mx = rowMax(x, inner, dim);
+            if (std::isinf(mx) && mx < 0)
+              mx = 0; // All -inf: keep exp() finite (result is NaN/-inf).
+            double sum = expShiftedSum(x, inner, dim, mx, exps.data());
+            if (logSoftmax) {
+              C logSum = static_cast<C>(std::log(sum));
+              for (int64_t j = 0; j < dim; ++j)
+                y[j * inner] = Traits<T>::store(
+                    (Traits<T>::load(x[j * inner]) - mx) - logSum);
+            } else {
+              double invSum = 1.0 / sum;
+              for (int64_t j = 0; j < dim; ++j)
+                y[j * inner] =
+                    Traits<T>::store(static_cast<C>(exps[j] * invSum));
+            }
+          }
+        });
   });
 }
 
@@ -264,8 +264,7 @@ void layerNorm(const std::vector<TensorRef> &inputs, const TensorRef &out,
     using C = typename Traits<T>::C;
     const T *px = static_cast<const T *>(x.data);
     T *py = static_cast<T *>(out.data);
-    parallelFor(outer, rowsPerTask(inner, 8192),
-                [&](int64_t b, int64_t e) {
+    parallelFor(outer, rowsPerTask(inner, 8192), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T *row = px + r * inner;
         double mean = 0, var = 0;
@@ -280,8 +279,8 @@ void layerNorm(const std::vector<TensorRef> &inputs, const TensorRef &out,
         double inv = 1.0 / std::sqrt(var + epsilon);
         T *y = py + r * inner;
         for (int64_t i = 0; i < inner; ++i) {
-          double v = (static_cast<double>(Traits<T>::load(row[i])) - mean) *
-                     inv;
+          double v =
+              (static_cast<double>(Traits<T>::load(row[i])) - mean) * inv;
           y[i] = Traits<T>::store(static_cast<C>(v * scale[i] + bias[i]));
         }
       }

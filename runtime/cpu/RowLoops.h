@@ -1,8 +1,8 @@
 // RowLoops.h - The float row loops behind the CPU's softmax, cross-entropy,
-// attention, tanh, GELU, exp and sigmoid kernels, built once per ISA (RowLoopsBody.h in
-// RowLoops.cpp at the baseline and in RowLoopsAvx2.cpp with -mavx2) and
-// chosen at run time. Plain functions over plain data, so that nothing
-// inline is shared between code built for different ISAs.
+// attention, tanh, GELU, exp and sigmoid kernels, built once per ISA
+// (RowLoopsBody.h in RowLoops.cpp at the baseline and in RowLoopsAvx2.cpp with
+// -mavx2) and chosen at run time. Plain functions over plain data, so that
+// nothing inline is shared between code built for different ISAs.
 //
 // Both builds run the same operations on vectors of eight floats (the
 // baseline as two SSE halves), lane by lane, without fused multiply-adds:

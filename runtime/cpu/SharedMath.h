@@ -116,9 +116,9 @@ __attribute__((always_inline)) inline F tanhCore(F x) {
   F e = expfCore<F, I>((a < 10 ? a : F{} + 10) * 2);
   F large = 1 - 2 / (e + 1);
   F t = a < 0.3f ? small : large;
-  return __builtin_bit_cast(
-      F, __builtin_bit_cast(I, t) |
-             (__builtin_bit_cast(I, x) & (I{} + INT32_MIN)));
+  return __builtin_bit_cast(F,
+                            __builtin_bit_cast(I, t) |
+                                (__builtin_bit_cast(I, x) & (I{} + INT32_MIN)));
 }
 
 /// exp of a double for the host, the same way (`D` a double or a GCC vector
@@ -205,9 +205,12 @@ template <typename C> STRATA_HD C wrap(C a, C b, char op) {
 template <typename C>
 STRATA_HD C applyBinary(Kernel k, C a, C b, bool &divByZero) {
   switch (k) {
-  case Kernel::Add: return wrap(a, b, '+');
-  case Kernel::Sub: return wrap(a, b, '-');
-  case Kernel::Mul: return wrap(a, b, '*');
+  case Kernel::Add:
+    return wrap(a, b, '+');
+  case Kernel::Sub:
+    return wrap(a, b, '-');
+  case Kernel::Mul:
+    return wrap(a, b, '*');
   case Kernel::Div:
     if constexpr (std::is_integral_v<C>) {
       if (b == 0) {
@@ -220,8 +223,7 @@ STRATA_HD C applyBinary(Kernel k, C a, C b, bool &divByZero) {
     }
     return a / b;
   case Kernel::Pow:
-    return static_cast<C>(
-        pow_(static_cast<double>(a), static_cast<double>(b)));
+    return static_cast<C>(pow_(static_cast<double>(a), static_cast<double>(b)));
   case Kernel::Max:
     if constexpr (std::is_floating_point_v<C>)
       if (a != a || b != b)
@@ -232,18 +234,25 @@ STRATA_HD C applyBinary(Kernel k, C a, C b, bool &divByZero) {
       if (a != a || b != b)
         return a + b;
     return a < b ? a : b;
-  case Kernel::And: return a && b;
-  case Kernel::Or: return a || b;
-  default: return a;
+  case Kernel::And:
+    return a && b;
+  case Kernel::Or:
+    return a || b;
+  default:
+    return a;
   }
 }
 
 template <typename C> STRATA_HD bool applyCompare(Kernel k, C a, C b) {
   switch (k) {
-  case Kernel::Equal: return a == b;
-  case Kernel::Less: return a < b;
-  case Kernel::Greater: return a > b;
-  default: return false;
+  case Kernel::Equal:
+    return a == b;
+  case Kernel::Less:
+    return a < b;
+  case Kernel::Greater:
+    return a > b;
+  default:
+    return false;
   }
 }
 
@@ -273,25 +282,37 @@ STRATA_HD C geluTanhDerivative(C v, Tanh tanhOf = {}) {
 template <typename C> STRATA_HD C applyUnary(Kernel k, C x, bool tanhGelu) {
   if constexpr (std::is_floating_point_v<C>) {
     switch (k) {
-    case Kernel::Neg: return -x;
-    case Kernel::Abs: return fabs_(x);
-    case Kernel::Exp: return exp_(x);
-    case Kernel::Log: return log_(x);
-    case Kernel::Sqrt: return sqrt_(x);
-    case Kernel::Reciprocal: return C(1) / x;
-    case Kernel::Tanh: return tanh_(x);
-    case Kernel::Sin: return sin_(x);
-    case Kernel::Cos: return cos_(x);
-    case Kernel::Erf: return erf_(x);
+    case Kernel::Neg:
+      return -x;
+    case Kernel::Abs:
+      return fabs_(x);
+    case Kernel::Exp:
+      return exp_(x);
+    case Kernel::Log:
+      return log_(x);
+    case Kernel::Sqrt:
+      return sqrt_(x);
+    case Kernel::Reciprocal:
+      return C(1) / x;
+    case Kernel::Tanh:
+      return tanh_(x);
+    case Kernel::Sin:
+      return sin_(x);
+    case Kernel::Cos:
+      return cos_(x);
+    case Kernel::Erf:
+      return erf_(x);
     case Kernel::Sigmoid:
       // Stable for large |x|.
       return x >= 0 ? C(1) / (C(1) + exp_(-x)) : exp_(x) / (C(1) + exp_(x));
-    case Kernel::Relu: return x > 0 ? x : C(0);
+    case Kernel::Relu:
+      return x > 0 ? x : C(0);
     case Kernel::Gelu:
       if (tanhGelu)
         return geluTanh(x);
       return C(0.5) * x * (C(1) + erf_(x * C(0.7071067811865476)));
-    default: return x;
+    default:
+      return x;
     }
   } else {
     if (k == Kernel::Neg)

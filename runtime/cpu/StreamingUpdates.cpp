@@ -27,7 +27,8 @@ UpdateIsa detectIsa() {
   const char *want = std::getenv("STRATA_CPU_ISA");
   if (!want || !*want)
     return best;
-  for (UpdateIsa isa : {UpdateIsa::Scalar, UpdateIsa::Avx2, UpdateIsa::Avx512}) {
+  for (UpdateIsa isa :
+       {UpdateIsa::Scalar, UpdateIsa::Avx2, UpdateIsa::Avx512}) {
     if (std::strcmp(want, updateIsaName(isa)) != 0)
       continue;
     if (cpuSupports(isa))
@@ -145,9 +146,9 @@ double measureAdamwGBs(int64_t n) {
                                     r + 1, 1.0, c);
     auto t0 = std::chrono::steady_clock::now();
     adamwF32(w.data(), g.data(), m.data(), v.data(), n, c);
-    double s = std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - t0)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (r > 0)
       times.push_back(s);
   }

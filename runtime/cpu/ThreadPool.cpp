@@ -1,7 +1,7 @@
 // ThreadPool.cpp - A fixed pool of worker threads.
 
-#include "runtime/support/Checked.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/support/Checked.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,24 +1,25 @@
-// UpdateKernels.cpp - CPU kernels: optimizer updates (in place), with PyTorch's arithmetic order.
+// UpdateKernels.cpp - CPU kernels: optimizer updates (in place), with PyTorch's
+// arithmetic order.
 
-#include "runtime/cpu/KernelFamilies.h"
-#include "runtime/cpu/Attention.h"
-#include "runtime/cpu/Elementwise.h"
-#include "runtime/cpu/ElementTypes.h"
-#include "runtime/cpu/RowMath.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/ElementTypes.h"
+#include "runtime/cpu/Elementwise.h"
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/KernelFamilies.h"
+#include "runtime/cpu/RowMath.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
-#include <cblas.h>
 
 namespace strata::cpu::kernels {
 
@@ -29,8 +30,8 @@ void accumulate(const TensorRef &acc, const TensorRef &g) {
     const T *pg = static_cast<const T *>(g.data);
     parallelFor(acc.numElements(), 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        pa[i] = Traits<T>::store(Traits<T>::load(pa[i]) +
-                                 Traits<T>::load(pg[i]));
+        pa[i] =
+            Traits<T>::store(Traits<T>::load(pa[i]) + Traits<T>::load(pg[i]));
     });
   });
 }
@@ -69,14 +70,13 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
           s += g2;
           colMean[j] += g2;
         }
-        double r = beta2 * Traits<T>::load(row[i]) +
-                   (1 - beta2) * (s / cols);
+        double r = beta2 * Traits<T>::load(row[i]) + (1 - beta2) * (s / cols);
         row[i] = Traits<T>::store(static_cast<C>(r));
         rowMeanSum += double(Traits<T>::load(row[i]));
       }
       for (int64_t j = 0; j < cols; ++j) {
-        double c = beta2 * Traits<T>::load(col[j]) +
-                   (1 - beta2) * (colMean[j] / rows);
+        double c =
+            beta2 * Traits<T>::load(col[j]) + (1 - beta2) * (colMean[j] / rows);
         col[j] = Traits<T>::store(static_cast<C>(c));
       }
       double rowMean = rowMeanSum / rows;
@@ -90,8 +90,8 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
       T *v = static_cast<T *>(in[2].data);
       for (int64_t i = 0; i < n; ++i) {
         double gi = Traits<T>::load(pg[i]);
-        double vi = beta2 * Traits<T>::load(v[i]) +
-                    (1 - beta2) * (gi * gi + eps1);
+        double vi =
+            beta2 * Traits<T>::load(v[i]) + (1 - beta2) * (gi * gi + eps1);
         v[i] = Traits<T>::store(static_cast<C>(vi));
       }
     }
@@ -102,7 +102,7 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
         return gi * rowFactor[i / cols] * colFactor[i % cols];
       return gi / std::sqrt(double(Traits<T>::load(pv[i])));
     };
-// Grouped update normalisation: per parameter tensor.
+    // Grouped update normalisation: per parameter tensor.
     double su = 0, sw = 0;
     for (int64_t i = 0; i < n; ++i) {
       double ui = u(i);
@@ -138,8 +138,9 @@ void update(const artifact::Step &step, const std::vector<TensorRef> &in,
   dispatchFloat(in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = typename Traits<T>::C;
-    C scale = scaleRef ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
-                       : C(1);
+    C scale = scaleRef
+                  ? Traits<T>::load(*static_cast<const T *>(scaleRef->data))
+                  : C(1);
     math::UpdateCoefficients<C> c;
     if (!math::updateCoefficients<C>(k, hp.data(), scale, micro, ctx.step,
                                      ctx.lrFactor, c))

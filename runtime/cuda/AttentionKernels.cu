@@ -1,4 +1,5 @@
-// AttentionKernels.cu - CUDA kernels: fused attention, a warp per query row (forward, dq) or key row (dk, dv).
+// AttentionKernels.cu - CUDA kernels: fused attention, a warp per query row
+// (forward, dq) or key row (dk, dv).
 
 #include "runtime/cuda/KernelFamilies.cuh"
 
@@ -54,8 +55,7 @@ __device__ void loadRow(const T *row, int64_t n, C (&x)[kPerLane]) {
 
 /// acc (a lane's elements of a row) += w * row.
 template <typename T, typename C>
-__device__ void addScaledRow(C (&acc)[kPerLane], C w, const T *row,
-                             int64_t n) {
+__device__ void addScaledRow(C (&acc)[kPerLane], C w, const T *row, int64_t n) {
   int lane = threadIdx.x % 32;
   for (int r = 0; r < kPerLane; ++r) {
     int64_t e = lane + 32 * r;
@@ -94,8 +94,7 @@ __device__ C warpDot(const C (&x)[kPerLane], const T *row, int64_t n) {
 /// Takes score `s` into a running softmax: `m` the maximum so far, `l` the
 /// sum of exp(score - m). Sets `p` = exp(s - m) for the new m and returns
 /// the factor the terms summed before are rescaled by.
-template <typename C>
-__device__ C onlineSoftmaxStep(C s, C &m, C &l, C &p) {
+template <typename C> __device__ C onlineSoftmaxStep(C s, C &m, C &l, C &p) {
   C mNew = s > m ? s : m;
   C alpha = exp(m - mNew);
   p = exp(s - mNew);
@@ -145,10 +144,9 @@ __global__ void attentionForward(const T *q, const T *k, const T *v, T *o,
 /// dq of one query row, and the row's log-sum-exp and sum(P * dP) into
 /// `stats` (rows of each) for attentionGradKeys.
 template <typename T>
-__global__ void attentionGradQueries(const T *q, const T *k, const T *v,
-                                     const T *g, T *dq,
-                                     typename DT<T>::C *stats,
-                                     AttentionArgs a) {
+__global__ void
+attentionGradQueries(const T *q, const T *k, const T *v, const T *g, T *dq,
+                     typename DT<T>::C *stats, AttentionArgs a) {
   using C = typename DT<T>::C;
   int64_t rows = a.b * a.h * a.t;
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -197,10 +195,9 @@ __global__ void attentionGradQueries(const T *q, const T *k, const T *v,
 
 /// dk and dv of one key row, from the queries that see it.
 template <typename T>
-__global__ void attentionGradKeys(const T *q, const T *k, const T *v,
-                                  const T *g, T *dk, T *dv,
-                                  const typename DT<T>::C *stats,
-                                  AttentionArgs a) {
+__global__ void
+attentionGradKeys(const T *q, const T *k, const T *v, const T *g, T *dk, T *dv,
+                  const typename DT<T>::C *stats, AttentionArgs a) {
   using C = typename DT<T>::C;
   int64_t rows = a.b * a.h * a.t;
   int64_t key = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -243,10 +240,18 @@ bool attentionArgs(const Step &step, const std::vector<TensorRef> &in,
   if (!artifact::attentionShape(in[0].shape, in[1].shape, in[2].shape,
                                 mask ? &mask->shape : nullptr, shape, error))
     return false;
-  a = AttentionArgs{shape.b, shape.h, shape.t, shape.s, shape.d, shape.dv,
-                    {0, 0, 0, 0}, mask ? mask->data : nullptr,
-                    static_cast<int>(step.ints[1]), step.ints[0] != 0,
-                    step.floats[0], step.floats[1]};
+  a = AttentionArgs{shape.b,
+                    shape.h,
+                    shape.t,
+                    shape.s,
+                    shape.d,
+                    shape.dv,
+                    {0, 0, 0, 0},
+                    mask ? mask->data : nullptr,
+                    static_cast<int>(step.ints[1]),
+                    step.ints[0] != 0,
+                    step.floats[0],
+                    step.floats[1]};
   for (size_t d = 0; d < shape.maskStrides.size(); ++d)
     a.maskStrides[d] = shape.maskStrides[d];
   return true;
@@ -270,12 +275,12 @@ STRATA_KERNEL_FAMILY(launchAttention) {
     typed = dispatchFloat(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       if (int64_t rows = a.b * a.h * a.t)
-        attentionForward<T><<<warpBlocks(rows), 32 * kWarpsPerBlock, 0,
-                              stream>>>(
-            static_cast<const T *>(in[0].data),
-            static_cast<const T *>(in[1].data),
-            static_cast<const T *>(in[2].data), static_cast<T *>(out[0].data),
-            a);
+        attentionForward<T>
+            <<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, stream>>>(
+                static_cast<const T *>(in[0].data),
+                static_cast<const T *>(in[1].data),
+                static_cast<const T *>(in[2].data),
+                static_cast<T *>(out[0].data), a);
     });
     break;
   }
@@ -299,9 +304,9 @@ STRATA_KERNEL_FAMILY(launchAttention) {
               *v = static_cast<const T *>(in[2].data),
               *g = static_cast<const T *>(in[3].data);
       if (rows)
-        attentionGradQueries<T><<<warpBlocks(rows), 32 * kWarpsPerBlock, 0,
-                                  stream>>>(
-            q, k, v, g, static_cast<T *>(out[0].data), stats, a);
+        attentionGradQueries<T>
+            <<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, stream>>>(
+                q, k, v, g, static_cast<T *>(out[0].data), stats, a);
       if (keys && !rows) { // No queries: nothing flows to k and v.
         cudaMemsetAsync(out[1].data, 0, out[1].numElements() * sizeof(T),
                         stream);
@@ -309,10 +314,10 @@ STRATA_KERNEL_FAMILY(launchAttention) {
                         stream);
       }
       if (keys && rows)
-        attentionGradKeys<T><<<warpBlocks(keys), 32 * kWarpsPerBlock, 0,
-                               stream>>>(
-            q, k, v, g, static_cast<T *>(out[1].data),
-            static_cast<T *>(out[2].data), stats, a);
+        attentionGradKeys<T>
+            <<<warpBlocks(keys), 32 * kWarpsPerBlock, 0, stream>>>(
+                q, k, v, g, static_cast<T *>(out[1].data),
+                static_cast<T *>(out[2].data), stats, a);
     });
     break;
   }

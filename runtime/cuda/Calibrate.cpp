@@ -4,9 +4,9 @@
 // and pinned copies each way and both at once. Each figure is the median
 // of timed repetitions (CUDA events) after a warm-up.
 
+#include "runtime/cpu/Half.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Kernels.h"
-#include "runtime/cpu/Half.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -133,8 +133,8 @@ bool calibrateCuda(MachineProfile &profile, std::string &report,
     std::string e;
     bool ok = true;
     double sec = timed(d.stream, n >= 4096 ? 10 : 30, [&] {
-      ok = ok && cuda::launchKernel(s, in, out, cpu::KernelContext(),
-                                    d.launch, e);
+      ok = ok &&
+           cuda::launchKernel(s, in, out, cpu::KernelContext(), d.launch, e);
     });
     return ok ? 2.0 * n * n * n / sec / 1e9 : 0;
   };

@@ -2,8 +2,8 @@
 
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Kernels.h"
-#include "runtime/exec/Trace.h"
 #include "runtime/exec/HostQueues.h"
+#include "runtime/exec/Trace.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -54,9 +54,9 @@ public:
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-      error = std::string("no GPU: ") +
-              (e != cudaSuccess ? cudaGetErrorString(e)
-                                : "no CUDA device found");
+      error =
+          std::string("no GPU: ") +
+          (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
       return false;
     }
     if (!cudaOk(cudaSetDevice(0), "cudaSetDevice", error))
@@ -168,12 +168,11 @@ public:
       return false;
     std::string error;
     cudaEvent_t begin = traceBegin(queue);
-    if (bytes &&
-        !cudaOk(cudaMemcpyAsync(dst, src, bytes,
-                                toDevice ? cudaMemcpyHostToDevice
-                                         : cudaMemcpyDeviceToHost,
-                                stream(queue)),
-                "copy", error))
+    if (bytes && !cudaOk(cudaMemcpyAsync(dst, src, bytes,
+                                         toDevice ? cudaMemcpyHostToDevice
+                                                  : cudaMemcpyDeviceToHost,
+                                         stream(queue)),
+                         "copy", error))
       fail("step " + std::to_string(label.index) + " (" + label.text +
            "): " + error);
     traceEnd(queue, begin, label.target, toDevice ? "h2d" : "d2h",
@@ -186,8 +185,7 @@ public:
       return false;
     if (onDevice(queue)) { // Not used by plans; kept correct anyway.
       std::string error;
-      if (!cudaOk(cudaStreamSynchronize(stream(queue)), "synchronize",
-                  error) ||
+      if (!cudaOk(cudaStreamSynchronize(stream(queue)), "synchronize", error) ||
           !task(error))
         fail(error);
       return !failed_;
@@ -205,10 +203,9 @@ public:
     deviceQueue_[event] = static_cast<int>(queue);
     host_.clear(event);
     std::string error;
-    if (!events_[event] &&
-        !cudaOk(cudaEventCreateWithFlags(&events_[event],
-                                         cudaEventDisableTiming),
-                "cudaEventCreate", error)) {
+    if (!events_[event] && !cudaOk(cudaEventCreateWithFlags(
+                                       &events_[event], cudaEventDisableTiming),
+                                   "cudaEventCreate", error)) {
       fail(error);
       return;
     }
@@ -302,15 +299,14 @@ private:
     return e;
   }
   void traceEnd(Queue queue, cudaEvent_t begin, const std::string &name,
-                const char *category, Lane lane, uint64_t bytes,
-                size_t step) {
+                const char *category, Lane lane, uint64_t bytes, size_t step) {
     if (!begin)
       return;
     cudaEvent_t e = nullptr;
     cudaEventCreate(&e);
     cudaEventRecord(e, stream(queue));
-    traced_.push_back({begin, e, name, category, lane, bytes,
-                       static_cast<int64_t>(step)});
+    traced_.push_back(
+        {begin, e, name, category, lane, bytes, static_cast<int64_t>(step)});
   }
   void flushTrace() {
     for (Traced &t : traced_) {

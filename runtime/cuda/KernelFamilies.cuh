@@ -16,10 +16,10 @@
 #ifndef STRATA_RUNTIME_CUDA_KERNELFAMILIES_CUH
 #define STRATA_RUNTIME_CUDA_KERNELFAMILIES_CUH
 
-#include "runtime/cuda/Kernels.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/cpu/SharedMath.h"
+#include "runtime/cuda/Kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,8 +51,12 @@ constexpr int kWarpsPerBlock = 8;
 // Element types: storage T computes in DT<T>::C
 //===----------------------------------------------------------------------===//
 
-struct F16 { uint16_t bits; };
-struct BF16 { uint16_t bits; };
+struct F16 {
+  uint16_t bits;
+};
+struct BF16 {
+  uint16_t bits;
+};
 
 template <typename T> struct DT {
   using C = T;
@@ -84,25 +88,53 @@ constexpr bool kIsFloat = std::is_floating_point_v<typename DT<T>::C>;
 /// Calls f(T{}) for the element types the backend runs; false for others.
 template <typename F> bool dispatch(DType dtype, F &&f) {
   switch (dtype) {
-  case DType::F32: f(float{}); return true;
-  case DType::F64: f(double{}); return true;
-  case DType::F16: f(F16{}); return true;
-  case DType::BF16: f(BF16{}); return true;
-  case DType::I64: f(int64_t{}); return true;
-  case DType::I32: f(int32_t{}); return true;
-  case DType::I8: f(int8_t{}); return true;
-  case DType::U8: f(uint8_t{}); return true;
-  case DType::Bool: f(bool{}); return true;
-  default: return false;
+  case DType::F32:
+    f(float{});
+    return true;
+  case DType::F64:
+    f(double{});
+    return true;
+  case DType::F16:
+    f(F16{});
+    return true;
+  case DType::BF16:
+    f(BF16{});
+    return true;
+  case DType::I64:
+    f(int64_t{});
+    return true;
+  case DType::I32:
+    f(int32_t{});
+    return true;
+  case DType::I8:
+    f(int8_t{});
+    return true;
+  case DType::U8:
+    f(uint8_t{});
+    return true;
+  case DType::Bool:
+    f(bool{});
+    return true;
+  default:
+    return false;
   }
 }
 template <typename F> bool dispatchFloat(DType dtype, F &&f) {
   switch (dtype) {
-  case DType::F32: f(float{}); return true;
-  case DType::F64: f(double{}); return true;
-  case DType::F16: f(F16{}); return true;
-  case DType::BF16: f(BF16{}); return true;
-  default: return false;
+  case DType::F32:
+    f(float{});
+    return true;
+  case DType::F64:
+    f(double{});
+    return true;
+  case DType::F16:
+    f(F16{});
+    return true;
+  case DType::BF16:
+    f(BF16{});
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -144,7 +176,8 @@ inline Shape broadcastStrides(const Shape &in, const Shape &out) {
   return s;
 }
 
-inline int64_t product(const Shape &s, size_t begin = 0, size_t end = SIZE_MAX) {
+inline int64_t product(const Shape &s, size_t begin = 0,
+                       size_t end = SIZE_MAX) {
   int64_t n = 1;
   end = std::min(end, s.size());
   for (auto it = s.begin() + std::min(begin, end); it != s.begin() + end; ++it)
@@ -166,7 +199,8 @@ Indexer<N> makeIndexer(const Shape &out, const std::array<Shape, N> &strides) {
 
 inline unsigned blocksFor(int64_t n) {
   int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 1 << 20)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(b, 1 << 20)));
 }
 
 #define STRATA_GRID_LOOP(i, n)                                                 \
@@ -224,18 +258,25 @@ inline cudaStream_t streamOf(LaunchContext &l) {
 /// Copies of `bytes`-sized elements by the widest word that divides them.
 template <typename F> void byWord(size_t bytes, F &&f) {
   switch (bytes) {
-  case 8: f(uint64_t{}); break;
-  case 4: f(uint32_t{}); break;
-  case 2: f(uint16_t{}); break;
-  default: f(uint8_t{}); break;
+  case 8:
+    f(uint64_t{});
+    break;
+  case 4:
+    f(uint32_t{});
+    break;
+  case 2:
+    f(uint16_t{});
+    break;
+  default:
+    f(uint8_t{});
+    break;
   }
 }
 
 /// The end of a family's launch: an error naming the element type when
 /// the family had no kernel for it (`typed` false), else any launch error.
 inline bool finishLaunch(bool typed, const char *name,
-                         const std::vector<TensorRef> &in,
-                         std::string &error) {
+                         const std::vector<TensorRef> &in, std::string &error) {
   if (!typed) {
     error = std::string("the CUDA backend has no ") + name + " kernel for " +
             dtypeName(in[0].dtype);
@@ -249,10 +290,10 @@ inline bool finishLaunch(bool typed, const char *name,
 // that worked, or nullopt for a kernel of another family
 //===----------------------------------------------------------------------===//
 
-#define STRATA_KERNEL_FAMILY(name)                                            \
+#define STRATA_KERNEL_FAMILY(name)                                             \
   std::optional<bool> name(const Step &step, const std::vector<TensorRef> &in, \
-                           const std::vector<TensorRef> &out,                 \
-                           const cpu::KernelContext &ctx, LaunchContext &l,   \
+                           const std::vector<TensorRef> &out,                  \
+                           const cpu::KernelContext &ctx, LaunchContext &l,    \
                            std::string &error)
 
 STRATA_KERNEL_FAMILY(launchPointwise);

@@ -62,14 +62,12 @@ bool supportsStep(const artifact::Plan &plan, const Step &step,
   }
 }
 
-
 bool launchKernel(const Step &step, const std::vector<TensorRef> &in,
                   const std::vector<TensorRef> &out,
                   const cpu::KernelContext &ctx, LaunchContext &l,
                   std::string &error) {
   for (auto family : {launchPointwise, launchMovement, launchReduction,
-                      launchLoss, launchUpdate, launchAttention,
-                      launchMatMul})
+                      launchLoss, launchUpdate, launchAttention, launchMatMul})
     if (std::optional<bool> done = family(step, in, out, ctx, l, error))
       return *done;
   const char *name = artifact::kernelName(step.kernel);

@@ -1,4 +1,5 @@
-// Kernels.h - The CUDA backend's kernels (runtime/cuda/*.cu, KernelFamilies.cuh).
+// Kernels.h - The CUDA backend's kernels (runtime/cuda/*.cu,
+// KernelFamilies.cuh).
 //
 // Host-callable entry points only: no CUDA types in this header beyond an
 // opaque stream, so CudaBackend.cpp and the tests include it freely.
@@ -16,9 +17,9 @@ namespace strata::cuda {
 
 /// What a launch needs besides its operands.
 struct LaunchContext {
-  void *stream = nullptr;      // cudaStream_t
-  void *cublasLt = nullptr;    // cublasLtHandle_t
-  void *workspace = nullptr;   // cuBLASLt workspace (device)
+  void *stream = nullptr;    // cudaStream_t
+  void *cublasLt = nullptr;  // cublasLtHandle_t
+  void *workspace = nullptr; // cuBLASLt workspace (device)
   uint64_t workspaceBytes = 0;
   /// A device int set non-zero by kernels that meet bad data (an index
   /// out of range); the backend checks it when it synchronizes.

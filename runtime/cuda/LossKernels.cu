@@ -39,11 +39,16 @@ __global__ void crossEntropyRows(const T *x, const I *labels, double *rowLoss,
 /// One float scalar of type `t` at `p`, as a double (0: not a float).
 __device__ double loadScalar(const void *p, DType t) {
   switch (t) {
-  case DType::F64: return *static_cast<const double *>(p);
-  case DType::F32: return *static_cast<const float *>(p);
-  case DType::F16: return DT<F16>::load(*static_cast<const F16 *>(p));
-  case DType::BF16: return DT<BF16>::load(*static_cast<const BF16 *>(p));
-  default: return 0;
+  case DType::F64:
+    return *static_cast<const double *>(p);
+  case DType::F32:
+    return *static_cast<const float *>(p);
+  case DType::F16:
+    return DT<F16>::load(*static_cast<const F16 *>(p));
+  case DType::BF16:
+    return DT<BF16>::load(*static_cast<const BF16 *>(p));
+  default:
+    return 0;
   }
 }
 
@@ -51,15 +56,20 @@ __device__ double loadScalar(const void *p, DType t) {
 /// even through float, as the CPU's storeFromDouble).
 __device__ void storeScalar(void *p, DType t, double v) {
   switch (t) {
-  case DType::F64: *static_cast<double *>(p) = v; break;
-  case DType::F32: *static_cast<float *>(p) = static_cast<float>(v); break;
+  case DType::F64:
+    *static_cast<double *>(p) = v;
+    break;
+  case DType::F32:
+    *static_cast<float *>(p) = static_cast<float>(v);
+    break;
   case DType::F16:
     *static_cast<F16 *>(p) = DT<F16>::store(static_cast<float>(v));
     break;
   case DType::BF16:
     *static_cast<BF16 *>(p) = DT<BF16>::store(static_cast<float>(v));
     break;
-  default: break;
+  default:
+    break;
   }
 }
 
@@ -101,8 +111,8 @@ __global__ void crossEntropyGradKernel(const T *x, const I *labels,
       continue;
     }
     double p = exp(double(DT<T>::load(x[e])) - rowMax[i]) * (1.0 / rowSum[i]);
-    dx[e] = DT<T>::store(static_cast<typename DT<T>::C>(
-        (p - (j == l ? 1.0 : 0.0)) * scale));
+    dx[e] = DT<T>::store(
+        static_cast<typename DT<T>::C>((p - (j == l ? 1.0 : 0.0)) * scale));
   }
 }
 
@@ -133,18 +143,18 @@ STRATA_KERNEL_FAMILY(launchLoss) {
         const I *labels = static_cast<const I *>(in[1].data);
         if (n == 0)
           return;
-        crossEntropyRows<T, I><<<static_cast<unsigned>(n), kThreads, 0,
-                                 stream>>>(x, labels, rowLoss, rowSum, rowMax,
-                                           v, l.errorFlag);
+        crossEntropyRows<T, I>
+            <<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+                x, labels, rowLoss, rowSum, rowMax, v, l.errorFlag);
         bool loss = step.kernel == Kernel::CrossEntropy;
         crossEntropyMean<T, I><<<1, 1, 0, stream>>>(
             loss ? rowLoss : nullptr, labels, loss ? out[0].data : nullptr,
             out[0].dtype, n, count);
         if (!loss)
-          crossEntropyGradKernel<T, I><<<blocksFor(n * v), kThreads, 0,
-                                         stream>>>(
-              x, labels, in[2].data, in[2].dtype, rowSum, rowMax,
-              static_cast<T *>(out[0].data), n, v, count);
+          crossEntropyGradKernel<T, I>
+              <<<blocksFor(n * v), kThreads, 0, stream>>>(
+                  x, labels, in[2].data, in[2].dtype, rowSum, rowMax,
+                  static_cast<T *>(out[0].data), n, v, count);
       };
       in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
     });

@@ -81,10 +81,10 @@ bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
       return false;
     cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                   &opB, sizeof(opB));
-    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                   &opA, sizeof(opA));
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB,
+                                   sizeof(opB));
+    cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA,
+                                   sizeof(opA));
     // Column-major views of the row-major operands.
     uint64_t rowsB = tb ? k : n, colsB = tb ? n : k; // B^T as stored
     uint64_t rowsA = ta ? m : k, colsA = ta ? k : m;
@@ -99,9 +99,8 @@ bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
     int64_t strideC = m * n;
     for (auto [layout, stride] :
          {std::pair{plan.a, strideB}, {plan.b, strideA}, {plan.c, strideC}}) {
-      cublasLtMatrixLayoutSetAttribute(layout,
-                                       CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                       &count, sizeof(count));
+      cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
       cublasLtMatrixLayoutSetAttribute(
           layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
           sizeof(stride));
@@ -114,9 +113,9 @@ bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
-        handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result,
-        &found);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a,
+                                                      plan.b, plan.c, plan.c,
+                                                      pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (!lt(s, "heuristic", error))
       return false;

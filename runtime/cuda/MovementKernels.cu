@@ -1,4 +1,5 @@
-// MovementKernels.cu - CUDA kernels: views (transpose, slice, broadcast), concat, trilu, gather and their gradients.
+// MovementKernels.cu - CUDA kernels: views (transpose, slice, broadcast),
+// concat, trilu, gather and their gradients.
 
 #include "runtime/cuda/KernelFamilies.cuh"
 
@@ -75,9 +76,8 @@ __global__ void gatherGradKernel(const T *g, const I *idx, T *out,
   }
 }
 
-bool viewCopy(const TensorRef &in, const TensorRef &out,
-              const Shape &inStrides, int64_t base, LaunchContext &l,
-              std::string &error) {
+bool viewCopy(const TensorRef &in, const TensorRef &out, const Shape &inStrides,
+              int64_t base, LaunchContext &l, std::string &error) {
   int64_t n = out.numElements();
   if (n == 0)
     return true;
@@ -155,8 +155,8 @@ STRATA_KERNEL_FAMILY(launchMovement) {
         using W = decltype(w);
         if (n)
           scatterView<W><<<blocksFor(n), kThreads, 0, stream>>>(
-              static_cast<const W *>(t.data), static_cast<W *>(out[0].data),
-              n, ix, at * dst[axis]);
+              static_cast<const W *>(t.data), static_cast<W *>(out[0].data), n,
+              ix, at * dst[axis]);
       });
       at += t.shape[axis];
     }
@@ -187,9 +187,8 @@ STRATA_KERNEL_FAMILY(launchMovement) {
         if (n)
           gatherKernel<W, I><<<blocksFor(n), kThreads, 0, stream>>>(
               static_cast<const W *>(in[0].data),
-              static_cast<const I *>(in[1].data),
-              static_cast<W *>(out[0].data), n, count, dim, inner,
-              l.errorFlag);
+              static_cast<const I *>(in[1].data), static_cast<W *>(out[0].data),
+              n, count, dim, inner, l.errorFlag);
       };
       in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
     });
@@ -210,12 +209,12 @@ STRATA_KERNEL_FAMILY(launchMovement) {
       auto go = [&](auto idx) {
         using I = decltype(idx);
         if (outer * inner != 0)
-          gatherGradKernel<T, I><<<blocksFor(outer * inner), kThreads, 0,
-                                   stream>>>(
-              static_cast<const T *>(in[0].data),
-              static_cast<const I *>(in[1].data),
-              static_cast<T *>(out[0].data), outer, count, dim, inner,
-              l.errorFlag);
+          gatherGradKernel<T, I>
+              <<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+                  static_cast<const T *>(in[0].data),
+                  static_cast<const I *>(in[1].data),
+                  static_cast<T *>(out[0].data), outer, count, dim, inner,
+                  l.errorFlag);
       };
       in[1].dtype == DType::I32 ? go(int32_t{}) : go(int64_t{});
     });

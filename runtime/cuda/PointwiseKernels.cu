@@ -1,4 +1,5 @@
-// PointwiseKernels.cu - CUDA kernels: elementwise arithmetic, casts, gelu's gradient and fused elementwise chains.
+// PointwiseKernels.cu - CUDA kernels: elementwise arithmetic, casts, gelu's
+// gradient and fused elementwise chains.
 
 #include "runtime/cuda/KernelFamilies.cuh"
 
@@ -96,8 +97,7 @@ __global__ void elementwiseKernel(ElementwiseArgs a,
                                   Indexer<kMaxElementwiseInputs> ix,
                                   int64_t n) {
   using C = typename DT<T>::C;
-  constexpr int kRegisters = kMaxElementwiseInputs +
-                             kMaxElementwiseConstants +
+  constexpr int kRegisters = kMaxElementwiseInputs + kMaxElementwiseConstants +
                              kMaxElementwiseInstructions;
   int fixed = a.numInputs + a.numConstants;
   STRATA_GRID_LOOP(i, n) {
@@ -133,9 +133,17 @@ STRATA_KERNEL_FAMILY(launchPointwise) {
   [[maybe_unused]] const char *name = artifact::kernelName(step.kernel);
   bool typed = true;
   switch (step.kernel) {
-  case Kernel::Add: case Kernel::Sub: case Kernel::Mul: case Kernel::Div:
-  case Kernel::Pow: case Kernel::Max: case Kernel::Min: case Kernel::And:
-  case Kernel::Or: case Kernel::Equal: case Kernel::Less:
+  case Kernel::Add:
+  case Kernel::Sub:
+  case Kernel::Mul:
+  case Kernel::Div:
+  case Kernel::Pow:
+  case Kernel::Max:
+  case Kernel::Min:
+  case Kernel::And:
+  case Kernel::Or:
+  case Kernel::Equal:
+  case Kernel::Less:
   case Kernel::Greater: {
     bool compare = step.kernel == Kernel::Equal ||
                    step.kernel == Kernel::Less ||
@@ -173,13 +181,23 @@ STRATA_KERNEL_FAMILY(launchPointwise) {
     });
     break;
   }
-  case Kernel::Neg: case Kernel::Exp: case Kernel::Log: case Kernel::Sqrt:
-  case Kernel::Reciprocal: case Kernel::Tanh: case Kernel::Erf:
-  case Kernel::Sin: case Kernel::Cos: case Kernel::Sigmoid: case Kernel::Relu:
-  case Kernel::Not: case Kernel::Abs: case Kernel::Gelu: {
+  case Kernel::Neg:
+  case Kernel::Exp:
+  case Kernel::Log:
+  case Kernel::Sqrt:
+  case Kernel::Reciprocal:
+  case Kernel::Tanh:
+  case Kernel::Erf:
+  case Kernel::Sin:
+  case Kernel::Cos:
+  case Kernel::Sigmoid:
+  case Kernel::Relu:
+  case Kernel::Not:
+  case Kernel::Abs:
+  case Kernel::Gelu: {
     int64_t n = out[0].numElements();
-    bool tanhGelu = step.kernel == Kernel::Gelu && !step.ints.empty() &&
-                    step.ints[0] != 0;
+    bool tanhGelu =
+        step.kernel == Kernel::Gelu && !step.ints.empty() && step.ints[0] != 0;
     typed = dispatch(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       if (n)
@@ -191,16 +209,19 @@ STRATA_KERNEL_FAMILY(launchPointwise) {
   }
   case Kernel::Cast: {
     int64_t n = out[0].numElements();
-    typed = dispatch(in[0].dtype, [&](auto from) {
-      using From = decltype(from);
-      typed = dispatch(out[0].dtype, [&](auto to) {
-        using To = decltype(to);
-        if (n)
-          castKernel<To, From><<<blocksFor(n), kThreads, 0, stream>>>(
-              static_cast<const From *>(in[0].data),
-              static_cast<To *>(out[0].data), n);
-      });
-    }) && typed;
+    typed = dispatch(in[0].dtype,
+                     [&](auto from) {
+                       using From = decltype(from);
+                       typed = dispatch(out[0].dtype, [&](auto to) {
+                         using To = decltype(to);
+                         if (n)
+                           castKernel<To, From>
+                               <<<blocksFor(n), kThreads, 0, stream>>>(
+                                   static_cast<const From *>(in[0].data),
+                                   static_cast<To *>(out[0].data), n);
+                       });
+                     }) &&
+            typed;
     break;
   }
   case Kernel::Elementwise: {

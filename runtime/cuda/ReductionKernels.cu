@@ -1,4 +1,5 @@
-// ReductionKernels.cu - CUDA kernels: reductions, softmax and norms, a block per row with a fixed tree.
+// ReductionKernels.cu - CUDA kernels: reductions, softmax and norms, a block
+// per row with a fixed tree.
 
 #include "runtime/cuda/KernelFamilies.cuh"
 
@@ -12,10 +13,10 @@ namespace {
 /// reduceFinish. The chunk size follows from the shape alone, never the
 /// GPU, so the order of the sum, and its bits, are the same on every card.
 template <typename T, typename A>
-__global__ void reduceKernel(const T *in, T *out, A *partial,
-                             Indexer<1> keptIx, Indexer<1> reducedIx,
-                             int64_t count, int64_t chunk, int64_t chunks,
-                             bool isMax, bool mean, bool square, A init) {
+__global__ void reduceKernel(const T *in, T *out, A *partial, Indexer<1> keptIx,
+                             Indexer<1> reducedIx, int64_t count, int64_t chunk,
+                             int64_t chunks, bool isMax, bool mean, bool square,
+                             A init) {
   __shared__ A shared[kThreads];
   int64_t o = blockIdx.x / chunks, c = blockIdx.x % chunks;
   int64_t base[1];
@@ -81,8 +82,8 @@ __global__ void softmaxKernel(const T *in, T *out, int64_t dim, int64_t inner,
   C logSum = static_cast<C>(log(sum)), invSum = static_cast<C>(1.0 / sum);
   for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
     C v = DT<T>::load(x[j * inner]) - m;
-    y[j * inner] = DT<T>::store(logSoftmax ? v - logSum
-                                           : math::exp_(v) * invSum);
+    y[j * inner] =
+        DT<T>::store(logSoftmax ? v - logSum : math::exp_(v) * invSum);
   }
 }
 
@@ -105,9 +106,9 @@ __device__ void rowMoments(const T *row, int64_t n, double eps, double *shared,
 }
 
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
-                                T *y, int64_t inner, Indexer<2> paramIx,
-                                double eps, bool rms) {
+__global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
+                                int64_t inner, Indexer<2> paramIx, double eps,
+                                bool rms) {
   __shared__ double shared[kThreads];
   const T *row = x + blockIdx.x * inner;
   double mean, inv;
@@ -141,7 +142,8 @@ __global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
     int64_t off[1];
     paramIx.offsets(i, off);
     double xhat = (double(DT<T>::load(xr[i])) - mean) * inv;
-    double dxhat = double(DT<T>::load(dyr[i])) * double(DT<T>::load(scale[off[0]]));
+    double dxhat =
+        double(DT<T>::load(dyr[i])) * double(DT<T>::load(scale[off[0]]));
     a += dxhat;
     b += dxhat * xhat;
   }
@@ -153,7 +155,8 @@ __global__ void layerNormGradRows(const T *x, const T *scale, const T *dy,
     int64_t off[1];
     paramIx.offsets(i, off);
     double xhat = (double(DT<T>::load(xr[i])) - mean) * inv;
-    double dxhat = double(DT<T>::load(dyr[i])) * double(DT<T>::load(scale[off[0]]));
+    double dxhat =
+        double(DT<T>::load(dyr[i])) * double(DT<T>::load(scale[off[0]]));
     dx[blockIdx.x * inner + i] = DT<T>::store(static_cast<typename DT<T>::C>(
         inv * (dxhat - meanDxhat - xhat * meanDxhatXhat)));
   }
@@ -185,7 +188,9 @@ STRATA_KERNEL_FAMILY(launchReduction) {
   [[maybe_unused]] const char *name = artifact::kernelName(step.kernel);
   bool typed = true;
   switch (step.kernel) {
-  case Kernel::ReduceSum: case Kernel::ReduceMean: case Kernel::ReduceMax:
+  case Kernel::ReduceSum:
+  case Kernel::ReduceMean:
+  case Kernel::ReduceMax:
   case Kernel::ReduceSumSquare: {
     const Shape &s = in[0].shape;
     std::vector<bool> reduced(s.size(), false);
@@ -228,19 +233,21 @@ STRATA_KERNEL_FAMILY(launchReduction) {
         chunks = (count + chunk - 1) / chunk;
       }
       A *partial = static_cast<A *>(l.workspace);
-      reduceKernel<T, A><<<static_cast<unsigned>(outCount * chunks),
-                           kThreads, 0, stream>>>(
-          static_cast<const T *>(in[0].data), static_cast<T *>(out[0].data),
-          partial, keptIx, redIx, count, chunk, chunks, isMax, mean, square,
-          init);
+      reduceKernel<T, A>
+          <<<static_cast<unsigned>(outCount * chunks), kThreads, 0, stream>>>(
+              static_cast<const T *>(in[0].data), static_cast<T *>(out[0].data),
+              partial, keptIx, redIx, count, chunk, chunks, isMax, mean, square,
+              init);
       if (chunks > 1)
-        reduceFinish<T, A><<<static_cast<unsigned>(outCount), kThreads, 0,
-                             stream>>>(partial, static_cast<T *>(out[0].data),
-                                       count, chunks, isMax, mean, init);
+        reduceFinish<T, A>
+            <<<static_cast<unsigned>(outCount), kThreads, 0, stream>>>(
+                partial, static_cast<T *>(out[0].data), count, chunks, isMax,
+                mean, init);
     });
     break;
   }
-  case Kernel::Softmax: case Kernel::LogSoftmax: {
+  case Kernel::Softmax:
+  case Kernel::LogSoftmax: {
     const Shape &s = in[0].shape;
     int64_t axis = step.ints[0];
     int64_t outer = product(s, 0, axis), dim = s[axis],
@@ -248,11 +255,11 @@ STRATA_KERNEL_FAMILY(launchReduction) {
     typed = dispatchFloat(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       if (outer * inner != 0 && dim != 0)
-        softmaxKernel<T><<<static_cast<unsigned>(outer * inner), kThreads, 0,
-                           stream>>>(static_cast<const T *>(in[0].data),
-                                     static_cast<T *>(out[0].data), dim,
-                                     inner,
-                                     step.kernel == Kernel::LogSoftmax);
+        softmaxKernel<T>
+            <<<static_cast<unsigned>(outer * inner), kThreads, 0, stream>>>(
+                static_cast<const T *>(in[0].data),
+                static_cast<T *>(out[0].data), dim, inner,
+                step.kernel == Kernel::LogSoftmax);
     });
     break;
   }
@@ -269,13 +276,13 @@ STRATA_KERNEL_FAMILY(launchReduction) {
     typed = dispatchFloat(in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       if (rows && inner)
-        layerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0,
-                             stream>>>(
-            static_cast<const T *>(in[0].data),
-            static_cast<const T *>(in[1].data),
-            hasBias ? static_cast<const T *>(in[2].data) : nullptr,
-            static_cast<T *>(out[0].data), inner, ix, step.floats[0],
-            step.ints.size() > 2 && step.ints[2] != 0);
+        layerNormKernel<T>
+            <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+                static_cast<const T *>(in[0].data),
+                static_cast<const T *>(in[1].data),
+                hasBias ? static_cast<const T *>(in[2].data) : nullptr,
+                static_cast<T *>(out[0].data), inner, ix, step.floats[0],
+                step.ints.size() > 2 && step.ints[2] != 0);
     });
     break;
   }
@@ -284,8 +291,8 @@ STRATA_KERNEL_FAMILY(launchReduction) {
     int64_t axis = step.ints[0];
     Shape normalized(x.begin() + axis, x.end());
     int64_t rows = product(x, 0, axis), inner = product(normalized);
-    auto ix = makeIndexer<1>(normalized,
-                             {broadcastStrides(in[1].shape, normalized)});
+    auto ix =
+        makeIndexer<1>(normalized, {broadcastStrides(in[1].shape, normalized)});
     // Each row's mean and 1/std, in the workspace.
     if (uint64_t(rows) * 2 * sizeof(double) > l.workspaceBytes) {
       error = "layer_norm_grad over " + std::to_string(rows) +
@@ -297,13 +304,13 @@ STRATA_KERNEL_FAMILY(launchReduction) {
       using T = decltype(tag);
       if (!rows || !inner)
         return;
-      layerNormGradRows<T><<<static_cast<unsigned>(rows), kThreads, 0,
-                             stream>>>(
-          static_cast<const T *>(in[0].data),
-          static_cast<const T *>(in[1].data),
-          static_cast<const T *>(in[2].data), static_cast<T *>(out[0].data),
-          inner, ix, step.floats[0], moments,
-          step.ints.size() > 1 && step.ints[1] != 0);
+      layerNormGradRows<T>
+          <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+              static_cast<const T *>(in[0].data),
+              static_cast<const T *>(in[1].data),
+              static_cast<const T *>(in[2].data), static_cast<T *>(out[0].data),
+              inner, ix, step.floats[0], moments,
+              step.ints.size() > 1 && step.ints[1] != 0);
       layerNormGradColumns<T><<<blocksFor(inner), kThreads, 0, stream>>>(
           static_cast<const T *>(in[0].data),
           static_cast<const T *>(in[2].data), static_cast<T *>(out[1].data),

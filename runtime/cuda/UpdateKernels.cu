@@ -1,4 +1,5 @@
-// UpdateKernels.cu - CUDA kernels: optimizer updates in place, with the CPU's arithmetic (SharedMath.h).
+// UpdateKernels.cu - CUDA kernels: optimizer updates in place, with the CPU's
+// arithmetic (SharedMath.h).
 
 #include "runtime/cuda/KernelFamilies.cuh"
 
@@ -12,8 +13,7 @@ template <typename T>
 __global__ void updateKernel(Kernel k, T *w, T *g, T *s1, T *s2,
                              const T *scalePtr, int64_t micro, int64_t n,
                              math::UpdateCoefficients<typename DT<T>::C> c,
-                             bool zeroGradient, BF16 *lowBrain,
-                             F16 *lowHalf) {
+                             bool zeroGradient, BF16 *lowBrain, F16 *lowHalf) {
   using C = typename DT<T>::C;
   C scale = scalePtr ? DT<T>::load(*scalePtr) : C(1);
   // Zero or NaN: an overflowed step under loss scaling, skipped whole.
@@ -58,8 +58,8 @@ __global__ void updateKernel(Kernel k, T *w, T *g, T *s1, T *s2,
 constexpr int kPartials = 1024;
 
 struct AdaLomoScratch {
-  double rowMean;      // Mean of the updated row statistics (factored).
-  double step, decay;  // The final step size and weight decay factor.
+  double rowMean;     // Mean of the updated row statistics (factored).
+  double step, decay; // The final step size and weight decay factor.
   double partials[2 * kPartials];
 };
 
@@ -105,8 +105,7 @@ __global__ void adaLomoRowMean(const T *row, int64_t rows,
 }
 
 template <typename T>
-__global__ void adaLomoSecondMoment(const T *g, T *v, int64_t n,
-                                    double beta2) {
+__global__ void adaLomoSecondMoment(const T *g, T *v, int64_t n, double beta2) {
   STRATA_GRID_LOOP(i, n) {
     double gi = double(DT<T>::load(g[i]));
     v[i] = DT<T>::store(static_cast<typename DT<T>::C>(
@@ -192,7 +191,8 @@ STRATA_KERNEL_FAMILY(launchUpdate) {
   [[maybe_unused]] const char *name = artifact::kernelName(step.kernel);
   bool typed = true;
   switch (step.kernel) {
-  case Kernel::UpdateSgd: case Kernel::UpdateMomentum:
+  case Kernel::UpdateSgd:
+  case Kernel::UpdateMomentum:
   case Kernel::UpdateAdamW: {
     if (!ctx.applyUpdates)
       return true;
@@ -216,10 +216,8 @@ STRATA_KERNEL_FAMILY(launchUpdate) {
             static_cast<T *>(in[1].data),
             needed > 2 ? static_cast<T *>(in[2].data) : nullptr,
             needed > 3 ? static_cast<T *>(in[3].data) : nullptr,
-            at.scale >= 0 ? static_cast<const T *>(in[at.scale].data)
-                          : nullptr,
-            micro, n, c, micro > 1,
-            brain ? static_cast<BF16 *>(low) : nullptr,
+            at.scale >= 0 ? static_cast<const T *>(in[at.scale].data) : nullptr,
+            micro, n, c, micro > 1, brain ? static_cast<BF16 *>(low) : nullptr,
             brain ? nullptr : static_cast<F16 *>(low));
     });
     // A skipped step still zeroes the accumulator, as on the CPU.
@@ -262,8 +260,8 @@ STRATA_KERNEL_FAMILY(launchUpdate) {
             pg, col, rows, cols, beta2);
         adaLomoRowMean<T><<<1, kThreads, 0, stream>>>(row, rows, scratch);
       } else {
-        adaLomoSecondMoment<T><<<blocksFor(n), kThreads, 0, stream>>>(
-            pg, v, n, beta2);
+        adaLomoSecondMoment<T>
+            <<<blocksFor(n), kThreads, 0, stream>>>(pg, v, n, beta2);
       }
       adaLomoPartials<T><<<kPartials, kThreads, 0, stream>>>(
           pw, pg, v, row, col, n, cols, scratch);

@@ -3,8 +3,8 @@
 #include "runtime/exec/AsyncTestBackend.h"
 #include "runtime/exec/Trace.h"
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -153,32 +153,32 @@ bool AsyncTestBackend::launch(Queue queue, const artifact::Step &step,
                               const StepLabel &label) {
   if (failed_)
     return false;
-  submit(queue, [this, &step, inputs = std::move(inputs),
-                 outputs = std::move(outputs), context,
-                 &label](std::string &error) mutable {
-    for (auto *list : {&inputs, &outputs})
-      for (cpu::TensorRef &t : *list) {
-        uint64_t bytes = static_cast<uint64_t>(t.numElements()) *
-                         dtypeSize(t.dtype);
-        char *real = translate(t.data, bytes);
-        if (!real) {
-          error = "step " + std::to_string(label.index) + " (" + label.text +
-                  "): an operand is not device memory";
-          return false;
-        }
-        t.data = real;
-      }
-    double start = trace_ ? trace_->now() : 0;
-    bool ok = cpu::runKernel(step, inputs, outputs, context, error);
-    if (trace_)
-      trace_->add(label.target, artifact::kernelName(step.kernel),
-                  Lane::Compute, start, trace_->now(), label.bytes,
-                  static_cast<int64_t>(label.index));
-    if (!ok)
-      error = "step " + std::to_string(label.index) + " (" + label.text +
-              "): " + error;
-    return ok;
-  });
+  submit(queue,
+         [this, &step, inputs = std::move(inputs), outputs = std::move(outputs),
+          context, &label](std::string &error) mutable {
+           for (auto *list : {&inputs, &outputs})
+             for (cpu::TensorRef &t : *list) {
+               uint64_t bytes =
+                   static_cast<uint64_t>(t.numElements()) * dtypeSize(t.dtype);
+               char *real = translate(t.data, bytes);
+               if (!real) {
+                 error = "step " + std::to_string(label.index) + " (" +
+                         label.text + "): an operand is not device memory";
+                 return false;
+               }
+               t.data = real;
+             }
+           double start = trace_ ? trace_->now() : 0;
+           bool ok = cpu::runKernel(step, inputs, outputs, context, error);
+           if (trace_)
+             trace_->add(label.target, artifact::kernelName(step.kernel),
+                         Lane::Compute, start, trace_->now(), label.bytes,
+                         static_cast<int64_t>(label.index));
+           if (!ok)
+             error = "step " + std::to_string(label.index) + " (" + label.text +
+                     "): " + error;
+           return ok;
+         });
   return true;
 }
 
@@ -192,9 +192,8 @@ bool AsyncTestBackend::copy(Queue queue, void *dst, const void *src,
     bool ok = toDevice ? copyToDevice(dst, src, bytes, error)
                        : copyFromDevice(dst, src, bytes, error);
     if (trace_)
-      trace_->add(label.target, toDevice ? "h2d" : "d2h", Lane::HostCopy,
-                  start, trace_->now(), bytes,
-                  static_cast<int64_t>(label.index));
+      trace_->add(label.target, toDevice ? "h2d" : "d2h", Lane::HostCopy, start,
+                  trace_->now(), bytes, static_cast<int64_t>(label.index));
     if (!ok)
       error = "step " + std::to_string(label.index) + " (" + label.text +
               "): " + error;

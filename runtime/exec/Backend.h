@@ -73,7 +73,8 @@ public:
   virtual bool copyFromDevice(void *host, const void *device, uint64_t bytes,
                               std::string &error) = 0;
 
-  // -- work --------------------------------------------------------------------
+  // -- work
+  // --------------------------------------------------------------------
   /// How many events the plan uses (step numbers index them).
   virtual void setEventCount(size_t events) = 0;
   /// Where kernels and copies record trace events (null: nowhere).

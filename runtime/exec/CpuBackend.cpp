@@ -28,8 +28,8 @@ bool CpuBackend::copyToDevice(void *device, const void *host, uint64_t bytes,
   return true;
 }
 
-bool CpuBackend::copyFromDevice(void *host, const void *device,
-                                uint64_t bytes, std::string &) {
+bool CpuBackend::copyFromDevice(void *host, const void *device, uint64_t bytes,
+                                std::string &) {
   if (bytes)
     std::memcpy(host, device, bytes);
   return true;
@@ -55,8 +55,8 @@ bool CpuBackend::launch(Queue, const artifact::Step &step,
   std::string error;
   bool ok = cpu::runKernel(step, inputs, outputs, context, error);
   if (trace_)
-    trace_->add(label.target, artifact::kernelName(step.kernel),
-                Lane::Compute, start, trace_->now(), label.bytes,
+    trace_->add(label.target, artifact::kernelName(step.kernel), Lane::Compute,
+                start, trace_->now(), label.bytes,
                 static_cast<int64_t>(label.index));
   if (!ok)
     fail("step " + std::to_string(label.index) + " (" + label.text +

@@ -22,8 +22,7 @@ bool DeviceArena::reserve(Backend &backend, uint64_t bytes, uint64_t budget,
                           std::string &error) {
   if (budget != 0 && bytes > budget) {
     error = "the plan needs " + std::to_string(bytes) +
-            " bytes of device memory; the budget is " +
-            std::to_string(budget);
+            " bytes of device memory; the budget is " + std::to_string(budget);
     return false;
   }
   release();
@@ -87,8 +86,8 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
       waitedFor_[w] = true;
     StepLabel &label = labels_[i];
     label.index = i;
-    const Slot &named = plan.slots[step.outputs.empty() ? step.inputs[0]
-                                                        : step.outputs[0]];
+    const Slot &named =
+        plan.slots[step.outputs.empty() ? step.inputs[0] : step.outputs[0]];
     label.target = named.name;
     label.text = std::string(artifact::kernelName(step.kernel)) + " -> '" +
                  named.name + "'";
@@ -125,15 +124,14 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   // Each step's event, then the staging areas' (stagedEvent).
   backend_->setEventCount(n + 6);
   backend_->setTrace(trace_);
-  if (!arena_.reserve(*backend_, plan.arenaBytes, options.deviceBudget,
-                      error))
+  if (!arena_.reserve(*backend_, plan.arenaBytes, options.deviceBudget, error))
     return false;
   // The parameter region lives on the device.
   if (backend_->deviceIsHost()) {
     params_ = artifact_.params();
   } else {
-    params_ = static_cast<char *>(
-        backend_->allocDevice(plan.paramsBytes, error));
+    params_ =
+        static_cast<char *>(backend_->allocDevice(plan.paramsBytes, error));
     if (!params_) {
       error = "cannot allocate the " + std::to_string(plan.paramsBytes) +
               "-byte device parameter region: " + error;
@@ -143,8 +141,8 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
     if (!parametersToDevice(error))
       return false;
     if (plan.hostBytes > 0)
-      hostRegistered_ = backend_->registerHost(artifact_.host(),
-                                               plan.hostBytes);
+      hostRegistered_ =
+          backend_->registerHost(artifact_.host(), plan.hostBytes);
     if (plan.ssdBytes > 0)
       for (auto &s : staging_) {
         s = artifact::AlignedBuffer(kStagingBytes);
@@ -212,14 +210,13 @@ bool Executor::ssdTransfer(size_t index, bool fetch, std::string &error) {
     artifact::AlignedBuffer &stage = staging_[fetch ? 0 : 1];
     for (uint64_t done = 0; ok && done < padded; done += stage.size()) {
       uint64_t n = std::min<uint64_t>(stage.size(), padded - done);
-      ok = fetch ? artifact_.ssd()->read(stored.offset + done, stage.data(),
-                                         n, error) &&
-                       backend_->copyToDevice(dst + done, stage.data(), n,
-                                              error)
-                 : backend_->copyFromDevice(stage.data(), dst + done, n,
-                                            error) &&
-                       artifact_.ssd()->write(stored.offset + done,
-                                              stage.data(), n, error);
+      ok = fetch
+               ? artifact_.ssd()->read(stored.offset + done, stage.data(), n,
+                                       error) &&
+                     backend_->copyToDevice(dst + done, stage.data(), n, error)
+               : backend_->copyFromDevice(stage.data(), dst + done, n, error) &&
+                     artifact_.ssd()->write(stored.offset + done, stage.data(),
+                                            n, error);
     }
   }
   if (trace_)
@@ -291,8 +288,8 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
     size_t index = order_[p];
     const artifact::Step &step = plan.steps[index];
     std::vector<bool> writes(step.inputs.size(), false);
-    for (unsigned i : artifact::writtenInputs(step.kernel, step.inputs.size(),
-                                              step.ints))
+    for (unsigned i :
+         artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints))
       writes[i] = true;
     Update u{index, {}};
     for (size_t i = 0; i < step.inputs.size(); ++i) {
@@ -344,37 +341,35 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   }
   forEachWait([&](uint32_t w) { backend_->wait(Queue::Cpu, w); });
   if (!updates.empty() &&
-      !backend_->hostTask(
-          Queue::Cpu, [this, updates = std::move(updates),
-                       context](std::string &error) mutable {
-            for (Update &u : updates) {
-              const artifact::Step &step = artifact_.plan().steps[u.index];
-              const StepLabel &label = labels_[u.index];
-              double start = trace_ ? trace_->now() : 0;
-              bool ok = cpu::runKernel(step, u.ins, {}, context, error);
-              if (trace_)
-                trace_->add(label.target, artifact::kernelName(step.kernel),
-                            Lane::Cpu, start, trace_->now(), label.bytes,
-                            static_cast<int64_t>(label.index));
-              if (!ok) {
-                error = "step " + std::to_string(label.index) + " (" +
-                        label.text + "): " + error;
-                return false;
-              }
-            }
-            return true;
-          }))
+      !backend_->hostTask(Queue::Cpu, [this, updates = std::move(updates),
+                                       context](std::string &error) mutable {
+        for (Update &u : updates) {
+          const artifact::Step &step = artifact_.plan().steps[u.index];
+          const StepLabel &label = labels_[u.index];
+          double start = trace_ ? trace_->now() : 0;
+          bool ok = cpu::runKernel(step, u.ins, {}, context, error);
+          if (trace_)
+            trace_->add(label.target, artifact::kernelName(step.kernel),
+                        Lane::Cpu, start, trace_->now(), label.bytes,
+                        static_cast<int64_t>(label.index));
+          if (!ok) {
+            error = "step " + std::to_string(label.index) + " (" + label.text +
+                    "): " + error;
+            return false;
+          }
+        }
+        return true;
+      }))
     return false;
   // The updates are done when their SSD operands are written back.
   Queue done = Queue::Cpu;
   if (writesSsd) {
     backend_->record(Queue::Cpu, stagedEvent(1, area));
     backend_->wait(Queue::SsdWrite, stagedEvent(1, area));
-    if (!backend_->hostTask(Queue::SsdWrite,
-                            [this, ssd = std::move(ssd),
-                             staged](std::string &error) {
-                              return stageCpuJob(ssd, staged, false, error);
-                            }))
+    if (!backend_->hostTask(Queue::SsdWrite, [this, ssd = std::move(ssd),
+                                              staged](std::string &error) {
+          return stageCpuJob(ssd, staged, false, error);
+        }))
       return false;
     done = Queue::SsdWrite;
     cpuLastWriteArea_ = static_cast<int>(area);
@@ -387,8 +382,8 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   return true;
 }
 
-bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands,
-                           char *area, bool read, std::string &error) {
+bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
+                           bool read, std::string &error) {
   const Plan &plan = artifact_.plan();
   for (const SsdOperand &o : operands) {
     if (!read && !o.written)
@@ -396,14 +391,13 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands,
     const Slot &s = plan.slots[o.slot];
     uint64_t padded = artifact::pagePadded(s.bytes);
     double start = trace_ ? trace_->now() : 0;
-    bool ok = read ? artifact_.ssd()->read(s.offset, area + o.offset, padded,
-                                           error)
-                   : artifact_.ssd()->write(s.offset, area + o.offset,
-                                            padded, error);
+    bool ok =
+        read ? artifact_.ssd()->read(s.offset, area + o.offset, padded, error)
+             : artifact_.ssd()->write(s.offset, area + o.offset, padded, error);
     if (trace_)
       trace_->add(s.name, read ? "ssd-read" : "ssd-write",
-                  read ? Lane::SsdRead : Lane::SsdWrite, start,
-                  trace_->now(), s.bytes, static_cast<int64_t>(o.step));
+                  read ? Lane::SsdRead : Lane::SsdWrite, start, trace_->now(),
+                  s.bytes, static_cast<int64_t>(o.step));
     if (!ok) {
       const StepLabel &label = labels_[o.step];
       error = "step " + std::to_string(label.index) + " (" + label.text +
@@ -448,14 +442,13 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
     const Slot &s = plan.slots[plan.inputs[i].slot];
     if (array.dtype != s.dtype || array.shape != s.shape) {
       error = "input '" + name + "' must be " + dtypeName(s.dtype) + " " +
-              npy::shapeString(s.shape) + ", got " +
-              dtypeName(array.dtype) + " " + npy::shapeString(array.shape);
+              npy::shapeString(s.shape) + ", got " + dtypeName(array.dtype) +
+              " " + npy::shapeString(array.shape);
       return false;
     }
     // An empty array may have no storage at all.
-    if (s.bytes > 0 &&
-        !backend_->copyToDevice(deviceMemory(s), array.data.data(), s.bytes,
-                                error))
+    if (s.bytes > 0 && !backend_->copyToDevice(
+                           deviceMemory(s), array.data.data(), s.bytes, error))
       return false;
     arena_.touch(s.offset, s.bytes);
     inputSet_[i] = true;

@@ -18,8 +18,7 @@ void HostQueues::submit(Queue queue, Backend::HostTask task) {
 void HostQueues::record(Queue queue, uint32_t event) {
   auto q = static_cast<size_t>(queue);
   // Nothing given to the queue yet: there is nothing to wait for.
-  marks_[event] = lastJob_[q] ? Mark{static_cast<int>(q), lastJob_[q]}
-                              : Mark();
+  marks_[event] = lastJob_[q] ? Mark{static_cast<int>(q), lastJob_[q]} : Mark();
 }
 
 bool HostQueues::wait(Queue queue, uint32_t event, std::string &error) {

@@ -1,7 +1,7 @@
 // NoCuda.cpp - The CUDA backend's entry points in builds without CUDA.
 
-#include "runtime/exec/Backend.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/exec/Backend.h"
 
 namespace strata::exec {
 

@@ -41,9 +41,8 @@ bool Trace::write(const std::string &path, std::string &error) const {
                   static_cast<int>(e.lane), e.start, e.end - e.start,
                   static_cast<unsigned long long>(e.bytes),
                   static_cast<long long>(e.step));
-    json += "{\"name\": \"" + escape(e.name) + "\", \"cat\": \"" +
-            e.category + "\", " + numbers +
-            (i + 1 < events_.size() ? ",\n" : "\n");
+    json += "{\"name\": \"" + escape(e.name) + "\", \"cat\": \"" + e.category +
+            "\", " + numbers + (i + 1 < events_.size() ? ",\n" : "\n");
   }
   json += "]}\n";
   return writeFileAtomically(path, json.data(), json.size(), error);

@@ -14,8 +14,7 @@ namespace strata {
 struct MachineProfile {
   /// Matrix products, GFLOP/s, for small (~64), medium (~256) and large
   /// (~1024) operands.
-  double matmulSmallGflops = 5, matmulMediumGflops = 30,
-         matmulLargeGflops = 60;
+  double matmulSmallGflops = 5, matmulMediumGflops = 30, matmulLargeGflops = 60;
   /// Streaming kernels: nanoseconds per element for simple arithmetic,
   /// transcendental functions and data movement, plus a fixed cost per
   /// kernel launch (microseconds).

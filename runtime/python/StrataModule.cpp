@@ -36,19 +36,32 @@ namespace {
 /// The NumPy dtype of a runtime type (bf16 has none: read as float32).
 py::dtype numpyType(DType t) {
   switch (t) {
-  case DType::F32: return py::dtype::of<float>();
-  case DType::F64: return py::dtype::of<double>();
-  case DType::F16: return py::dtype("float16");
-  case DType::BF16: return py::dtype::of<float>();
-  case DType::I64: return py::dtype::of<int64_t>();
-  case DType::I32: return py::dtype::of<int32_t>();
-  case DType::I16: return py::dtype::of<int16_t>();
-  case DType::I8: return py::dtype::of<int8_t>();
-  case DType::U8: return py::dtype::of<uint8_t>();
-  case DType::U16: return py::dtype::of<uint16_t>();
-  case DType::U32: return py::dtype::of<uint32_t>();
-  case DType::U64: return py::dtype::of<uint64_t>();
-  case DType::Bool: return py::dtype::of<bool>();
+  case DType::F32:
+    return py::dtype::of<float>();
+  case DType::F64:
+    return py::dtype::of<double>();
+  case DType::F16:
+    return py::dtype("float16");
+  case DType::BF16:
+    return py::dtype::of<float>();
+  case DType::I64:
+    return py::dtype::of<int64_t>();
+  case DType::I32:
+    return py::dtype::of<int32_t>();
+  case DType::I16:
+    return py::dtype::of<int16_t>();
+  case DType::I8:
+    return py::dtype::of<int8_t>();
+  case DType::U8:
+    return py::dtype::of<uint8_t>();
+  case DType::U16:
+    return py::dtype::of<uint16_t>();
+  case DType::U32:
+    return py::dtype::of<uint32_t>();
+  case DType::U64:
+    return py::dtype::of<uint64_t>();
+  case DType::Bool:
+    return py::dtype::of<bool>();
   }
   return py::dtype::of<float>();
 }
@@ -77,12 +90,12 @@ py::array toNumpy(DType dtype, const std::vector<int64_t> &shape,
 npy::Array fromNumpy(const std::string &name, const artifact::Slot &slot,
                      const py::handle &value) {
   if (slot.dtype == DType::BF16)
-    throw py::value_error("input '" + name + "' is bfloat16, which NumPy "
+    throw py::value_error("input '" + name +
+                          "' is bfloat16, which NumPy "
                           "cannot give");
-  py::array a = py::array::ensure(
-      py::module_::import("numpy").attr("asarray")(value,
-                                                   numpyType(slot.dtype)),
-      py::array::c_style);
+  py::array a = py::array::ensure(py::module_::import("numpy").attr("asarray")(
+                                      value, numpyType(slot.dtype)),
+                                  py::array::c_style);
   if (!a)
     throw py::value_error("input '" + name + "' is not an array");
   std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
@@ -111,8 +124,7 @@ const artifact::Binding &inputOf(const artifact::Plan &plan,
 class Artifact {
 public:
   Artifact(const std::string &path, std::optional<std::string> backend,
-           uint64_t deviceMem, std::vector<std::string> ssdDirs,
-           bool overlap)
+           uint64_t deviceMem, std::vector<std::string> ssdDirs, bool overlap)
       : path_(path) {
     std::string error;
     if (!art_.open(path, error, ssdDirs))
@@ -163,8 +175,8 @@ public:
       npy::Array a;
       if (!executor_->getOutput(b.name, a, error))
         fail(error);
-      out[py::str(b.name)] = toNumpy(a.dtype, a.shape, a.data.data(),
-                                     a.data.size());
+      out[py::str(b.name)] =
+          toNumpy(a.dtype, a.shape, a.data.data(), a.data.size());
     }
     return out;
   }
@@ -176,8 +188,7 @@ public:
     if (inputs.size() != art_.plan().inputs.size())
       throw py::value_error("the plan takes " +
                             std::to_string(art_.plan().inputs.size()) +
-                            " inputs, given " +
-                            std::to_string(inputs.size()));
+                            " inputs, given " + std::to_string(inputs.size()));
     setInputs(inputs);
     std::string error;
     bool ok;
@@ -203,12 +214,12 @@ private:
 /// A training run of an artifact, driven a step at a time.
 class Trainer {
 public:
-  Trainer(Artifact &art, std::optional<std::string> checkpointDir,
-          bool resume, const std::string &onNan, bool quiet)
+  Trainer(Artifact &art, std::optional<std::string> checkpointDir, bool resume,
+          const std::string &onNan, bool quiet)
       : art_(art), session_(art.artifact(), art.executor()) {
     train::SessionOptions options;
-    options.checkpointDir = checkpointDir ? *checkpointDir
-                                          : art.path() + "/checkpoint";
+    options.checkpointDir =
+        checkpointDir ? *checkpointDir : art.path() + "/checkpoint";
     options.resume = resume;
     options.quiet = quiet;
     if (onNan == "skip")
@@ -235,10 +246,9 @@ public:
         micro.push_back(b.cast<py::dict>());
     }
     if (static_cast<int64_t>(micro.size()) != accumulate())
-      throw py::value_error("the plan accumulates " +
-                            std::to_string(accumulate()) +
-                            " micro-batches a step; given " +
-                            std::to_string(micro.size()));
+      throw py::value_error(
+          "the plan accumulates " + std::to_string(accumulate()) +
+          " micro-batches a step; given " + std::to_string(micro.size()));
     // Converted before the step runs, so a bad array changes nothing.
     std::vector<std::vector<std::pair<std::string, npy::Array>>> arrays;
     const artifact::Plan &plan = art_.artifact().plan();
@@ -247,8 +257,8 @@ public:
       for (auto item : d) {
         std::string name = py::str(item.first);
         arrays.back().emplace_back(
-            name, fromNumpy(name, plan.slots[inputOf(plan, name).slot],
-                            item.second));
+            name,
+            fromNumpy(name, plan.slots[inputOf(plan, name).slot], item.second));
       }
       if (arrays.back().size() != plan.inputs.size())
         throw py::value_error("a batch needs every input of the plan (" +
@@ -298,9 +308,9 @@ public:
     py::dict out;
     const artifact::Plan &plan = art_.artifact().plan();
     for (const artifact::ParamEntry &p : plan.params) {
-      if (p.flags & (artifact::ParamEntry::Constant |
-                     artifact::ParamEntry::State |
-                     artifact::ParamEntry::LowCopy))
+      if (p.flags &
+          (artifact::ParamEntry::Constant | artifact::ParamEntry::State |
+           artifact::ParamEntry::LowCopy))
         continue;
       const artifact::Slot &slot = plan.slots[p.slot];
       std::vector<char> bytes(slot.bytes);
@@ -325,8 +335,8 @@ PYBIND11_MODULE(strata_runtime, m) {
   m.doc() = "The Strata runtime: run compiled artifacts, train them a step "
             "at a time from NumPy batches.";
   py::class_<Artifact>(m, "Artifact")
-      .def(py::init<const std::string &, std::optional<std::string>,
-                    uint64_t, std::vector<std::string>, bool>(),
+      .def(py::init<const std::string &, std::optional<std::string>, uint64_t,
+                    std::vector<std::string>, bool>(),
            py::arg("path"), py::arg("backend") = py::none(),
            py::arg("device_mem") = 0,
            py::arg("ssd_dirs") = std::vector<std::string>(),
@@ -334,8 +344,7 @@ PYBIND11_MODULE(strata_runtime, m) {
            "Opens an artifact (a directory written by strata-compile -o) "
            "on a backend (cpu, async-test, cuda; default: $STRATA_BACKEND, "
            "else cuda when a GPU is present, else cpu).")
-      .def_property_readonly("mode", &Artifact::mode,
-                             "'train' or 'forward'")
+      .def_property_readonly("mode", &Artifact::mode, "'train' or 'forward'")
       .def_property_readonly("inputs", &Artifact::inputs,
                              "[(name, shape, dtype)] of the plan's inputs")
       .def_property_readonly("outputs", &Artifact::outputs,

@@ -108,8 +108,7 @@ bool parseFiniteDouble(const std::string &text, double &out) {
   char *end = nullptr;
   errno = 0;
   double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || errno == ERANGE ||
-      !std::isfinite(v))
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v))
     return false;
   out = v;
   return true;

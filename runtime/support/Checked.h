@@ -34,8 +34,8 @@ std::optional<uint64_t> checkedByteSize(const std::vector<int64_t> &shape,
 
 /// Parses all of `text` as a base-10 integer in [min, max]. No sign for
 /// max < 0 is special; leading '+' is accepted; whitespace is not.
-bool parseInt64(const std::string &text, int64_t &out,
-                int64_t min = INT64_MIN, int64_t max = INT64_MAX);
+bool parseInt64(const std::string &text, int64_t &out, int64_t min = INT64_MIN,
+                int64_t max = INT64_MAX);
 /// Parses all of `text` as a finite floating-point number.
 bool parseFiniteDouble(const std::string &text, double &out);
 

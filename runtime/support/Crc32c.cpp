@@ -31,8 +31,7 @@ uint32_t crcTable(const unsigned char *p, size_t n, uint32_t crc) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crcHardware(const unsigned char *p,
-                                                       size_t n,
-                                                       uint32_t crc) {
+                                                       size_t n, uint32_t crc) {
   uint64_t c = crc;
   while (n >= 8) {
     uint64_t v;

@@ -8,8 +8,8 @@
 #include <fcntl.h>
 #include <map>
 #include <mutex>
-#include <sys/stat.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace strata {
@@ -71,13 +71,12 @@ bool FileLock::lockDirectory(const std::string &dir, Mode mode,
                              const std::string &purpose, std::string &error) {
   release();
   std::string path = dir + "/" + kLockFileName;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                  0644);
+  int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0 && (errno == EACCES || errno == EROFS))
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    error = "cannot lock '" + dir + "' (" + path + "): " +
-            std::strerror(errno);
+    error = "cannot lock '" + dir + "' (" + path + "): " + std::strerror(errno);
     return false;
   }
   struct stat st;

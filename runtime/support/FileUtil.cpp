@@ -91,8 +91,8 @@ bool readRegularFile(const std::string &path, const std::string &what,
   out.assign(size, '\0');
   errno = 0;
   if (!preadAll(fd.get(), out.data(), size, 0)) {
-    error = "cannot read " + what + " '" + path + "': " +
-            (errno ? std::strerror(errno) : "it shrank while read");
+    error = "cannot read " + what + " '" + path +
+            "': " + (errno ? std::strerror(errno) : "it shrank while read");
     return false;
   }
   return true;
@@ -115,8 +115,8 @@ bool syncDirectory(const std::string &path) {
   return ok;
 }
 
-bool writeFileAtomically(const std::string &path, const void *data,
-                         size_t size, std::string &error) {
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string &error) {
   return writeFileAtomically(path, {FilePiece{data, size}}, error);
 }
 
@@ -163,8 +163,8 @@ bool makeDirectories(const std::string &path, std::string &error) {
     if (partial.empty())
       continue;
     if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      error = "cannot create directory '" + partial +
-              "': " + std::strerror(errno);
+      error =
+          "cannot create directory '" + partial + "': " + std::strerror(errno);
       return false;
     }
   }

@@ -13,8 +13,8 @@ namespace strata {
 /// Writes `size` bytes to `path` through a temporary file in the same
 /// directory, fsync and rename, so readers see the old or the new file,
 /// never a partial one. Returns false with `error` set (disk full included).
-bool writeFileAtomically(const std::string &path, const void *data,
-                         size_t size, std::string &error);
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string &error);
 
 /// Like writeFileAtomically, with the contents given as several pieces.
 struct FilePiece {

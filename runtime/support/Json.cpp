@@ -31,8 +31,7 @@ namespace {
 class Parser {
 public:
   explicit Parser(const std::string &text)
-      : p_(text.data()), begin_(text.data()), end_(text.data() + text.size()) {
-  }
+      : p_(text.data()), begin_(text.data()), end_(text.data() + text.size()) {}
 
   bool document(Value &out, std::string &error) {
     skipSpace();
@@ -223,14 +222,30 @@ private:
         return fail("a string ends in a backslash");
       char e = *p_++;
       switch (e) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '/':
+        out += '/';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
       case 'u': {
         unsigned code;
         if (!hex4(code))

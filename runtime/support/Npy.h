@@ -31,8 +31,7 @@ struct Array {
 bool readFile(const std::string &path, Array &array, std::string &error);
 
 /// Writes `array` to `path` atomically (temporary file, fsync, rename).
-bool writeFile(const std::string &path, const Array &array,
-               std::string &error);
+bool writeFile(const std::string &path, const Array &array, std::string &error);
 
 /// Formats a shape as "[4, 128]".
 std::string shapeString(const std::vector<int64_t> &shape);

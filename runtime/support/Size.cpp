@@ -11,8 +11,8 @@ namespace strata {
 
 bool parseSize(const std::string &text, uint64_t &bytes) {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
-                             text[i] == '.'))
+  while (i < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
     ++i;
   if (i == 0)
     return false;

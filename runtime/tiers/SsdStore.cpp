@@ -1,7 +1,7 @@
 // SsdStore.cpp - The SSD tier: striped files, io_uring or threads.
 
-#include "runtime/support/Checked.h"
 #include "runtime/tiers/SsdStore.h"
+#include "runtime/support/Checked.h"
 #include "runtime/support/Size.h"
 
 #include <algorithm>
@@ -144,8 +144,8 @@ public:
       int index = registeredBuffers_ ? store.stagingIndex(buf, bytes) : -1;
       if (index >= 0) {
         if (r.write)
-          io_uring_prep_write_fixed(sqe, store.fds_[p.file], buf, bytes,
-                                    offset, index);
+          io_uring_prep_write_fixed(sqe, store.fds_[p.file], buf, bytes, offset,
+                                    index);
         else
           io_uring_prep_read_fixed(sqe, store.fds_[p.file], buf, bytes, offset,
                                    index);
@@ -163,8 +163,8 @@ public:
       }
       int submitted = io_uring_submit(&ring_);
       if (submitted < 0) {
-        error = std::string("io_uring submit failed: ") +
-                std::strerror(-submitted);
+        error =
+            std::string("io_uring submit failed: ") + std::strerror(-submitted);
         return false;
       }
       io_uring_cqe *cqe;
@@ -255,8 +255,8 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
       }
     seen.emplace_back(dirStat.st_dev, dirStat.st_ino);
     FileLock lock;
-    if (!lock.lockDirectory(dirs[i], FileLock::Mode::Exclusive,
-                            "its SSD store", error)) {
+    if (!lock.lockDirectory(dirs[i], FileLock::Mode::Exclusive, "its SSD store",
+                            error)) {
       error = "SSD directory: " + error;
       return nullptr;
     }
@@ -271,8 +271,8 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
               " more there";
       return nullptr;
     }
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT,
-                    0644);
+    int fd =
+        ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0644);
     if (fd < 0 && errno == EINVAL) { // No O_DIRECT here (tmpfs).
       store->direct_ = false;
       fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -137,8 +137,8 @@ int main(int argc, char **argv) {
     });
     double t1b = seconds();
     math::UpdateCoefficients<float> co;
-    math::updateCoefficients<float>(artifact::Kernel::UpdateAdamW, hp, 1.0f,
-                                    1, r + 2, 1.0, co);
+    math::updateCoefficients<float>(artifact::Kernel::UpdateAdamW, hp, 1.0f, 1,
+                                    r + 2, 1.0, co);
     cpu::adamwF32(w.get(), g.get(), m.get(), v.get(), n, co, {}, isa);
     double t2 = seconds();
     if (r >= 0) {
@@ -160,20 +160,20 @@ int main(int argc, char **argv) {
                 "\"adamw_gbs\": %.3f, \"adamw_params_per_s\": %.4g, "
                 "\"share_of_bound\": %.4f}\n",
                 static_cast<long long>(n), cpu::numThreads(),
-                cpu::updateIsaName(isa), triadGBs, streamGBs, boundGBs,
-                adamwS, adamwGBs, params, adamwGBs / boundGBs);
+                cpu::updateIsaName(isa), triadGBs, streamGBs, boundGBs, adamwS,
+                adamwGBs, params, adamwGBs / boundGBs);
   } else {
     std::printf("%lld parameters, %d threads, %s, medians of %d\n",
                 static_cast<long long>(n), cpu::numThreads(),
                 cpu::updateIsaName(isa), reps);
     std::printf("triad  %8.2f GB/s (16 B an element, write-allocate "
-                "counted)\n", triadGBs);
+                "counted)\n",
+                triadGBs);
     std::printf("stream %8.2f GB/s (28 B an element, AdamW's traffic)\n",
                 streamGBs);
     std::printf("adamw  %8.2f GB/s (28 B a parameter), %.3g parameters/s, "
                 "%.4f s a step: %.0f%% of the memory bound (%.2f GB/s)\n",
-                adamwGBs, params, adamwS, 100 * adamwGBs / boundGBs,
-                boundGBs);
+                adamwGBs, params, adamwS, 100 * adamwGBs / boundGBs, boundGBs);
   }
   return 0;
 }

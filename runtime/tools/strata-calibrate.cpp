@@ -17,8 +17,8 @@
 
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/exec/TransferQueue.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/exec/TransferQueue.h"
 #include "runtime/profile/MachineProfile.h"
 #include "runtime/tiers/SsdStore.h"
 
@@ -50,9 +50,9 @@ double timeIt(int repeat, const std::function<void()> &body,
       before();
     auto start = std::chrono::steady_clock::now();
     body();
-    t.push_back(std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count());
+    t.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -73,9 +73,9 @@ double kernelSeconds(Kernel kernel, std::vector<cpu::TensorRef> in,
 /// fraction (0.25: 25% longer). Alone and beside alternate `rounds` times
 /// and the median ratio is kept: this machine's speed drifts more between
 /// seconds than the effect.
-double slowdownBeside(
-    int rounds, const std::function<void()> &body,
-    const std::vector<std::function<void(uint64_t)>> &backgrounds) {
+double
+slowdownBeside(int rounds, const std::function<void()> &body,
+               const std::vector<std::function<void(uint64_t)>> &backgrounds) {
   auto seconds = [&] {
     auto start = std::chrono::steady_clock::now();
     body();
@@ -149,15 +149,16 @@ int main(int argc, char **argv) {
   // spinning by chance); samples at two sizes give a line whose intercept
   // is that cost.
   auto perKernelInBurst = [&](int64_t m) {
-    cpu::TensorRef Xs{DType::F32, {m}, x.data()},
-        Ys{DType::F32, {m}, y.data()}, Zs{DType::F32, {m}, z.data()};
-    return timeIt(15, [&] {
-             std::string error;
-             for (int i = 0; i < 32; ++i) {
-               cpu::runKernel(add, {Xs, Ys}, {Zs}, error);
-               cpu::runKernel(tanh, {Xs}, {Zs}, error);
-             }
-           }) /
+    cpu::TensorRef Xs{DType::F32, {m}, x.data()}, Ys{DType::F32, {m}, y.data()},
+        Zs{DType::F32, {m}, z.data()};
+    return timeIt(15,
+                  [&] {
+                    std::string error;
+                    for (int i = 0; i < 32; ++i) {
+                      cpu::runKernel(add, {Xs, Ys}, {Zs}, error);
+                      cpu::runKernel(tanh, {Xs}, {Zs}, error);
+                    }
+                  }) /
            64;
   };
   float tiny[16] = {}, tinyOut[16];
@@ -174,8 +175,7 @@ int main(int argc, char **argv) {
     r.transcendentalNsPerElement =
         kernelSeconds(Kernel::Tanh, {X}, Z, {}, 10) / n * 1e9;
     r.movementNsPerElement =
-        kernelSeconds(Kernel::Transpose,
-                      {{DType::F32, {2048, 2048}, x.data()}},
+        kernelSeconds(Kernel::Transpose, {{DType::F32, {2048, 2048}, x.data()}},
                       {DType::F32, {2048, 2048}, z.data()}, {1, 0}, 10) /
         n * 1e9;
     const int64_t m1 = 32768, m2 = 131072;
@@ -248,9 +248,9 @@ int main(int argc, char **argv) {
     }
     std::vector<tiers::IoRequest> req;
     for (uint64_t off = 0; off < bytes; off += block)
-      req.push_back({true, off,
-                     store->stagingBuffer((off / block) % store->stagingCount()),
-                     block});
+      req.push_back(
+          {true, off,
+           store->stagingBuffer((off / block) % store->stagingCount()), block});
     double w = timeIt(3, [&] { store->transfer(req, error); });
     for (auto &r : req)
       r.write = false;
@@ -275,10 +275,10 @@ int main(int argc, char **argv) {
     matmul.kernel = Kernel::MatMul;
     uint64_t next = 0;
     auto between = [&] {
-      cpu::runKernel(matmul,
-                     {{DType::F32, {m, m}, ma.data()},
-                      {DType::F32, {m, m}, mb.data()}},
-                     {{DType::F32, {m, m}, mc.data()}}, error);
+      cpu::runKernel(
+          matmul,
+          {{DType::F32, {m, m}, ma.data()}, {DType::F32, {m, m}, mb.data()}},
+          {{DType::F32, {m, m}, mc.data()}}, error);
       for (int k = 0; k < 4; ++k)
         cpu::runKernel(add, {Xm, Ym}, {Zm}, error);
       next = (next + (uint64_t(37) << 20) + largest) % (bytes - largest) /
@@ -331,10 +331,10 @@ int main(int argc, char **argv) {
     auto mix = [&] {
       std::string e;
       for (int i = 0; i < 8; ++i) {
-        cpu::runKernel(matmul,
-                       {{DType::F32, {d, d}, ba.data()},
-                        {DType::F32, {d, d}, bb.data()}},
-                       {{DType::F32, {d, d}, bc.data()}}, e);
+        cpu::runKernel(
+            matmul,
+            {{DType::F32, {d, d}, ba.data()}, {DType::F32, {d, d}, bb.data()}},
+            {{DType::F32, {d, d}, bc.data()}}, e);
         for (int k = 0; k < 4; ++k) {
           cpu::runKernel(add, {Xm, Ym}, {Zm}, e);
           cpu::runKernel(tanh, {Xm}, {Zm}, e);

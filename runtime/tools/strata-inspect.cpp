@@ -197,8 +197,7 @@ int main(int argc, char **argv) {
     std::printf("synthetic: %zu stored tensors are generated at load (seed "
                 "%llu) from their mean and deviation: a plan-only artifact, "
                 "not the model's weights\n",
-                synthetic,
-                static_cast<unsigned long long>(plan.syntheticSeed));
+                synthetic, static_cast<unsigned long long>(plan.syntheticSeed));
   std::printf("memory:\n");
   auto region = [](const char *label, uint64_t bytes, const char *end) {
     std::printf("  %-39s%s (%llu bytes)%s", label, formatSize(bytes).c_str(),
@@ -244,7 +243,7 @@ int main(int argc, char **argv) {
       continue;
     int kind = s.name.rfind("grad.", 0) == 0         ? 1
                : s.name.rfind("cpu-update.", 0) == 0 ? 2
-                                                      : 0;
+                                                     : 0;
     swapped[kind][s.region == Region::Ssd] += s.bytes;
   }
   const char *kinds[3] = {"activations swapped", "gradients swapped",
@@ -326,8 +325,9 @@ int main(int argc, char **argv) {
       const char *kind = (p.flags & ParamEntry::Constant)    ? "constant"
                          : (p.flags & ParamEntry::State)     ? "optimizer state"
                          : (p.flags & ParamEntry::Trainable) ? "trainable"
-                         : (p.flags & ParamEntry::LowCopy)   ? "low-precision copy"
-                                                             : "frozen";
+                         : (p.flags & ParamEntry::LowCopy)
+                             ? "low-precision copy"
+                             : "frozen";
       std::printf("  [%10llu, %10llu) %-28s %s (%s, %s)\n",
                   static_cast<unsigned long long>(s.offset),
                   static_cast<unsigned long long>(s.offset + s.bytes),
@@ -361,10 +361,9 @@ int main(int argc, char **argv) {
                 describe(plan.slots[s]);
       std::string ahead;
       if (step.issueAfter != artifact::kInProgramOrder)
-        ahead = step.issueAfter < 0
-                    ? "  [issued at the start of the step]"
-                    : "  [issued after step " +
-                          std::to_string(step.issueAfter) + "]";
+        ahead = step.issueAfter < 0 ? "  [issued at the start of the step]"
+                                    : "  [issued after step " +
+                                          std::to_string(step.issueAfter) + "]";
       std::printf("  %4zu %-12s %s = (%s)%s%s\n", i, kernelName(step.kernel),
                   outs.c_str(), ins.c_str(), order.c_str(), ahead.c_str());
     }

@@ -75,9 +75,9 @@ int main(int argc, char **argv) {
     std::memset(store->stagingBuffer(b), static_cast<int>(b), block);
   std::vector<tiers::IoRequest> requests;
   for (uint64_t off = 0; off < size; off += block)
-    requests.push_back({false, off,
-                        store->stagingBuffer((off / block) % store->stagingCount()),
-                        block});
+    requests.push_back(
+        {false, off,
+         store->stagingBuffer((off / block) % store->stagingCount()), block});
   std::printf("engine %s, %s, %zu drive(s), %s in %s blocks, depth %u\n",
               store->engineName(), store->direct() ? "O_DIRECT" : "buffered",
               dirs.size(), formatSize(size).c_str(), formatSize(block).c_str(),
@@ -90,9 +90,9 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "strata-iobench: error: %s\n", error.c_str());
       return 1;
     }
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             start)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     std::printf("%s %.1f MiB/s\n", write ? "write" : "read",
                 size / s / (1024.0 * 1024.0));
   }

@@ -72,7 +72,10 @@ void fill(const Operand &o, std::vector<char> &bytes, std::mt19937_64 &rng) {
       v = static_cast<double>(static_cast<int64_t>(rng() % (o.limit + 1)) - 1);
     char *p = bytes.data() + i * dtypeSize(o.dtype);
     switch (o.dtype) {
-    case DType::F32: case DType::F64: case DType::F16: case DType::BF16:
+    case DType::F32:
+    case DType::F64:
+    case DType::F16:
+    case DType::BF16:
       cpu::storeFromDouble(o.dtype, v, p);
       break;
     case DType::I64: {
@@ -85,20 +88,36 @@ void fill(const Operand &o, std::vector<char> &bytes, std::mt19937_64 &rng) {
       std::memcpy(p, &x, 4);
       break;
     }
-    case DType::Bool: *p = (rng() & 1) ? 1 : 0; break;
-    default: break;
+    case DType::Bool:
+      *p = (rng() & 1) ? 1 : 0;
+      break;
+    default:
+      break;
     }
   }
 }
 
 double valueAt(DType t, const char *p) {
   switch (t) {
-  case DType::F32: case DType::F64: case DType::F16: case DType::BF16:
+  case DType::F32:
+  case DType::F64:
+  case DType::F16:
+  case DType::BF16:
     return cpu::loadAsDouble(t, p);
-  case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return double(x); }
-  case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return double(x); }
-  case DType::Bool: return *p ? 1 : 0;
-  default: return 0;
+  case DType::I64: {
+    int64_t x;
+    std::memcpy(&x, p, 8);
+    return double(x);
+  }
+  case DType::I32: {
+    int32_t x;
+    std::memcpy(&x, p, 4);
+    return double(x);
+  }
+  case DType::Bool:
+    return *p ? 1 : 0;
+  default:
+    return 0;
   }
 }
 
@@ -151,44 +170,51 @@ std::vector<Case> cases(bool small) {
       add(std::string(artifact::kernelName(k)) + " " + dtypeName(t), step(k),
           {{t, {4, 1, 8}}, {t, {3, 8}, k == Kernel::Div ? 'p' : 'n'}},
           {{t, {4, 3, 8}}}, k != Kernel::Div || t != F);
-  add("pow f32", step(Kernel::Pow), {{F, {5, 7}, 'p'}, {F, {7}}}, {{F, {5, 7}}});
+  add("pow f32", step(Kernel::Pow), {{F, {5, 7}, 'p'}, {F, {7}}},
+      {{F, {5, 7}}});
   add("add i64", step(Kernel::Add), {{DType::I64, {6, 5}}, {DType::I64, {5}}},
       {{DType::I64, {6, 5}}}, true);
-  add("mul i32", step(Kernel::Mul), {{DType::I32, {6, 5}}, {DType::I32, {6, 1}}},
-      {{DType::I32, {6, 5}}}, true);
+  add("mul i32", step(Kernel::Mul),
+      {{DType::I32, {6, 5}}, {DType::I32, {6, 1}}}, {{DType::I32, {6, 5}}},
+      true);
   for (Kernel k : {Kernel::Equal, Kernel::Less, Kernel::Greater})
     add(std::string(artifact::kernelName(k)) + " f32", step(k),
         {{F, {3, 4}}, {F, {4}}}, {{DType::Bool, {3, 4}}}, true);
-  add("and bool", step(Kernel::And), {{DType::Bool, {9}, 'b'}, {DType::Bool, {9}, 'b'}},
-      {{DType::Bool, {9}}}, true);
+  add("and bool", step(Kernel::And),
+      {{DType::Bool, {9}, 'b'}, {DType::Bool, {9}, 'b'}}, {{DType::Bool, {9}}},
+      true);
   add("select", step(Kernel::Select),
       {{DType::Bool, {4, 1}, 'b'}, {F, {4, 6}}, {F, {6}}}, {{F, {4, 6}}}, true);
-  for (Kernel k : {Kernel::Neg, Kernel::Exp, Kernel::Log, Kernel::Sqrt,
-                   Kernel::Reciprocal, Kernel::Tanh, Kernel::Erf, Kernel::Sin,
-                   Kernel::Cos, Kernel::Sigmoid, Kernel::Relu, Kernel::Abs,
-                   Kernel::Gelu}) {
+  for (Kernel k :
+       {Kernel::Neg, Kernel::Exp, Kernel::Log, Kernel::Sqrt, Kernel::Reciprocal,
+        Kernel::Tanh, Kernel::Erf, Kernel::Sin, Kernel::Cos, Kernel::Sigmoid,
+        Kernel::Relu, Kernel::Abs, Kernel::Gelu}) {
     bool positive = k == Kernel::Log || k == Kernel::Sqrt;
     bool exact = k == Kernel::Neg || k == Kernel::Relu || k == Kernel::Abs;
     add(std::string(artifact::kernelName(k)) + " f32", step(k),
         {{F, {1000 * big}, positive ? 'p' : 'n'}}, {{F, {1000 * big}}}, exact);
   }
   add("gelu tanh bf16", step(Kernel::Gelu, {1}), {{B, {512}}}, {{B, {512}}});
-  add("cast f32->i64", step(Kernel::Cast), {{F, {100}}}, {{DType::I64, {100}}}, true);
+  add("cast f32->i64", step(Kernel::Cast), {{F, {100}}}, {{DType::I64, {100}}},
+      true);
   add("cast f32->bf16", step(Kernel::Cast), {{F, {100}}}, {{B, {100}}}, true);
-  add("cast i32->f32", step(Kernel::Cast), {{DType::I32, {100}}}, {{F, {100}}}, true);
-  add("cast f32->bool", step(Kernel::Cast), {{F, {100}}}, {{DType::Bool, {100}}}, true);
+  add("cast i32->f32", step(Kernel::Cast), {{DType::I32, {100}}}, {{F, {100}}},
+      true);
+  add("cast f32->bool", step(Kernel::Cast), {{F, {100}}},
+      {{DType::Bool, {100}}}, true);
   // Matrix products: batches, broadcast batches, transposes, vectors.
-  add("matmul batched", step(Kernel::MatMul), {{F, {3, 17, 33}}, {F, {3, 33, 9}}},
-      {{F, {3, 17, 9}}});
-  add("matmul broadcast rhs", step(Kernel::MatMul), {{F, {2, 5, 7}}, {F, {7, 3}}},
-      {{F, {2, 5, 3}}});
-  add("matmul broadcast lhs", step(Kernel::MatMul), {{F, {5, 7}}, {F, {2, 7, 3}}},
-      {{F, {2, 5, 3}}});
-  add("matmul transpose a", step(Kernel::MatMul, {1, 0}), {{F, {7, 5}}, {F, {7, 3}}},
-      {{F, {5, 3}}});
-  add("matmul transpose b", step(Kernel::MatMul, {0, 1}), {{F, {5, 7}}, {F, {3, 7}}},
-      {{F, {5, 3}}});
-  add("matmul vector", step(Kernel::MatMul), {{F, {7}}, {F, {7, 3}}}, {{F, {3}}});
+  add("matmul batched", step(Kernel::MatMul),
+      {{F, {3, 17, 33}}, {F, {3, 33, 9}}}, {{F, {3, 17, 9}}});
+  add("matmul broadcast rhs", step(Kernel::MatMul),
+      {{F, {2, 5, 7}}, {F, {7, 3}}}, {{F, {2, 5, 3}}});
+  add("matmul broadcast lhs", step(Kernel::MatMul),
+      {{F, {5, 7}}, {F, {2, 7, 3}}}, {{F, {2, 5, 3}}});
+  add("matmul transpose a", step(Kernel::MatMul, {1, 0}),
+      {{F, {7, 5}}, {F, {7, 3}}}, {{F, {5, 3}}});
+  add("matmul transpose b", step(Kernel::MatMul, {0, 1}),
+      {{F, {5, 7}}, {F, {3, 7}}}, {{F, {5, 3}}});
+  add("matmul vector", step(Kernel::MatMul), {{F, {7}}, {F, {7, 3}}},
+      {{F, {3}}});
   add("matmul bf16", step(Kernel::MatMul),
       {{B, {64 * big, 128}}, {B, {128, 32}}}, {{B, {64 * big, 32}}});
   add("matmul f16", step(Kernel::MatMul), {{H, {32, 64}}, {H, {64, 16}}},
@@ -196,27 +222,28 @@ std::vector<Case> cases(bool small) {
   // Reductions, softmax, norms.
   add("reduce_sum last", step(Kernel::ReduceSum, {2, 0}), {{F, {4, 5, 300}}},
       {{F, {4, 5}}});
-  add("reduce_sum middle keep", step(Kernel::ReduceSum, {1, 1}), {{F, {4, 5, 6}}},
-      {{F, {4, 1, 6}}});
+  add("reduce_sum middle keep", step(Kernel::ReduceSum, {1, 1}),
+      {{F, {4, 5, 6}}}, {{F, {4, 1, 6}}});
   add("reduce_mean 0,2", step(Kernel::ReduceMean, {0, 2, 0}), {{F, {4, 5, 6}}},
       {{F, {5}}});
-  add("reduce_max", step(Kernel::ReduceMax, {1, 0}), {{F, {7, 300}}}, {{F, {7}}},
-      true);
-  add("reduce_sum i64", step(Kernel::ReduceSum, {0, 0}), {{DType::I64, {50, 3}}},
-      {{DType::I64, {3}}}, true);
+  add("reduce_max", step(Kernel::ReduceMax, {1, 0}), {{F, {7, 300}}},
+      {{F, {7}}}, true);
+  add("reduce_sum i64", step(Kernel::ReduceSum, {0, 0}),
+      {{DType::I64, {50, 3}}}, {{DType::I64, {3}}}, true);
   // Few outputs over many elements take the chunked two-pass path.
   add("reduce_sum all, chunked", step(Kernel::ReduceSum, {0, 1, 0}),
       {{F, {3 * big, 100003}}}, {{F, {}}});
   add("reduce_mean strided, chunked", step(Kernel::ReduceMean, {0, 0}),
       {{F, {140001, 3}}}, {{F, {3}}});
-  add("reduce_max chunked", step(Kernel::ReduceMax, {1, 0}),
-      {{F, {2, 270000}}}, {{F, {2}}}, true);
+  add("reduce_max chunked", step(Kernel::ReduceMax, {1, 0}), {{F, {2, 270000}}},
+      {{F, {2}}}, true);
   add("reduce_sum i64 chunked", step(Kernel::ReduceSum, {0, 0}),
       {{DType::I64, {131073}}}, {{DType::I64, {}}}, true);
   add("reduce_sum_square middle", step(Kernel::ReduceSumSquare, {1, 1}),
       {{F, {4, 5, 6}}}, {{F, {4, 1, 6}}});
-  add("reduce_sum_square all, chunked", step(Kernel::ReduceSumSquare, {0, 1, 0}),
-      {{F, {3 * big, 100003}}}, {{F, {}}});
+  add("reduce_sum_square all, chunked",
+      step(Kernel::ReduceSumSquare, {0, 1, 0}), {{F, {3 * big, 100003}}},
+      {{F, {}}});
   add("softmax last", step(Kernel::Softmax, {2}), {{F, {2, 3, 500}}},
       {{F, {2, 3, 500}}});
   add("softmax middle", step(Kernel::Softmax, {1}), {{F, {2, 9, 4}}},
@@ -265,16 +292,23 @@ std::vector<Case> cases(bool small) {
       {{F, {2, 5, 16}}});
   add("attention drop mask bf16",
       step(Kernel::Attention, {0, 3}, {0.125, -1e9}),
-      {{B, {2, 2, 9, 64}}, {B, {2, 2, 9, 64}}, {B, {2, 2, 9, 64}},
+      {{B, {2, 2, 9, 64}},
+       {B, {2, 2, 9, 64}},
+       {B, {2, 2, 9, 64}},
        {DType::Bool, {1, 1, 9, 9}, 'b'}},
       {{B, {2, 2, 9, 64}}});
   add("attention_grad causal", step(Kernel::AttentionGrad, {1, 0}, {0.25, 0}),
-      {{F, {2, 3, 70, 32}}, {F, {2, 3, 90, 32}}, {F, {2, 3, 90, 16}},
+      {{F, {2, 3, 70, 32}},
+       {F, {2, 3, 90, 32}},
+       {F, {2, 3, 90, 16}},
        {F, {2, 3, 70, 16}}},
       {{F, {2, 3, 70, 32}}, {F, {2, 3, 90, 32}}, {F, {2, 3, 90, 16}}});
   add("attention_grad keep mask",
       step(Kernel::AttentionGrad, {0, 2}, {0.5, -1e4}),
-      {{F, {3, 6, 8}}, {F, {3, 6, 8}}, {F, {3, 6, 8}}, {F, {3, 6, 8}},
+      {{F, {3, 6, 8}},
+       {F, {3, 6, 8}},
+       {F, {3, 6, 8}},
+       {F, {3, 6, 8}},
        {DType::Bool, {6, 6}, 'b'}},
       {{F, {3, 6, 8}}, {F, {3, 6, 8}}, {F, {3, 6, 8}}});
   // Data movement.
@@ -286,9 +320,11 @@ std::vector<Case> cases(bool small) {
       {{F, {5, 9}}}, true);
   {
     add("concat", step(Kernel::Concat, {1}),
-        {{F, {2, 3, 4}}, {F, {2, 1, 4}}, {F, {2, 5, 4}}}, {{F, {2, 9, 4}}}, true);
+        {{F, {2, 3, 4}}, {F, {2, 1, 4}}, {F, {2, 5, 4}}}, {{F, {2, 9, 4}}},
+        true);
   }
-  add("broadcast", step(Kernel::Broadcast), {{F, {3, 1}}}, {{F, {2, 3, 4}}}, true);
+  add("broadcast", step(Kernel::Broadcast), {{F, {3, 1}}}, {{F, {2, 3, 4}}},
+      true);
   add("trilu upper", step(Kernel::Trilu, {1, 1}), {{F, {2, 5, 6}}},
       {{F, {2, 5, 6}}}, true);
   add("trilu lower", step(Kernel::Trilu, {0, -1}), {{F, {5, 6}}}, {{F, {5, 6}}},
@@ -308,21 +344,35 @@ std::vector<Case> cases(bool small) {
   // Updates: bit for bit (shared arithmetic, no FMA contraction).
   add("update_sgd wd", step(Kernel::UpdateSgd, {}, {0.1, 0.01}),
       {{F, {1000}}, {F, {1000}}}, {}, true);
-  add("update_momentum scale", step(Kernel::UpdateMomentum, {}, {0.1, 0.9, 0.01}),
+  add("update_momentum scale",
+      step(Kernel::UpdateMomentum, {}, {0.1, 0.9, 0.01}),
       {{F, {1000}}, {F, {1000}}, {F, {1000}}, {F, {1}, 's'}}, {}, true);
-  add("update_adamw", step(Kernel::UpdateAdamW, {}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
+  add("update_adamw",
+      step(Kernel::UpdateAdamW, {}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
       {{F, {1000}}, {F, {1000}}, {F, {1000}, 'p'}, {F, {1000}, 'p'}}, {}, true);
-  add("update_adamw accumulated", step(Kernel::UpdateAdamW, {2}, {1e-3, 0.9, 0.999, 1e-8, 0.0}),
-      {{F, {1000}}, {F, {1000}}, {F, {1000}, 'p'}, {F, {1000}, 'p'}, {F, {1}, 's'}},
+  add("update_adamw accumulated",
+      step(Kernel::UpdateAdamW, {2}, {1e-3, 0.9, 0.999, 1e-8, 0.0}),
+      {{F, {1000}},
+       {F, {1000}},
+       {F, {1000}, 'p'},
+       {F, {1000}, 'p'},
+       {F, {1}, 's'}},
       {}, true);
   all.back().context.step = 3;
   all.back().context.lrFactor = 0.5;
-  add("update_adamw bf16", step(Kernel::UpdateAdamW, {}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
+  add("update_adamw bf16",
+      step(Kernel::UpdateAdamW, {}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
       {{B, {500}}, {B, {500}}, {B, {500}, 'p'}, {B, {500}, 'p'}}, {}, true);
   // Mixed precision: the update writes the bf16/fp16 copy of its fp32
   // weights (the same rounding on both), and the loss reads bf16 logits.
-  add("update_adamw bf16 copy", step(Kernel::UpdateAdamW, {1, 1}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
-      {{F, {1000}}, {F, {1000}}, {F, {1000}, 'p'}, {F, {1000}, 'p'}, {F, {1}, 's'}, {B, {1000}}},
+  add("update_adamw bf16 copy",
+      step(Kernel::UpdateAdamW, {1, 1}, {1e-3, 0.9, 0.999, 1e-8, 0.01}),
+      {{F, {1000}},
+       {F, {1000}},
+       {F, {1000}, 'p'},
+       {F, {1000}, 'p'},
+       {F, {1}, 's'},
+       {B, {1000}}},
       {}, true);
   add("update_sgd fp16 copy", step(Kernel::UpdateSgd, {1, 1}, {0.1, 0.0}),
       {{F, {999}}, {F, {999}}, {H, {999}}}, {}, true);
@@ -331,7 +381,8 @@ std::vector<Case> cases(bool small) {
   add("cross_entropy_grad bf16 logits", step(Kernel::CrossEntropyGrad),
       {{B, {12, 50}}, {DType::I64, {12}, 'l', 50}, {F, {}, 's'}},
       {{B, {12, 50}}});
-  add("accumulate", step(Kernel::Accumulate), {{F, {300}}, {F, {300}}}, {}, true);
+  add("accumulate", step(Kernel::Accumulate), {{F, {300}}, {F, {300}}}, {},
+      true);
   // AdaLomo sums over rows, columns and the tensor: a fixed order, but not
   // the CPU's serial one.
   add("update_adalomo factored", step(Kernel::UpdateAdaLomo, {}, {0.01, 0.01}),
@@ -370,9 +421,11 @@ int main(int argc, char **argv) {
     }
   }
   std::string error;
-  std::unique_ptr<exec::Backend> backend = exec::makeBackend(backendName, error);
+  std::unique_ptr<exec::Backend> backend =
+      exec::makeBackend(backendName, error);
   if (!backend) {
-    if (error.rfind("no GPU", 0) == 0 || error.find("no CUDA") != std::string::npos) {
+    if (error.rfind("no GPU", 0) == 0 ||
+        error.find("no CUDA") != std::string::npos) {
       std::printf("skipped: %s\n", error.c_str());
       return 0;
     }
@@ -410,7 +463,8 @@ int main(int argc, char **argv) {
       cpuIns.push_back({o.dtype, o.shape, cpuIn[i].data()});
       void *d = devAlloc(inData[i].size());
       if (ok)
-        ok = backend->copyToDevice(d, inData[i].data(), inData[i].size(), error);
+        ok =
+            backend->copyToDevice(d, inData[i].data(), inData[i].size(), error);
       devIns.push_back({o.dtype, o.shape, d});
     }
     for (size_t i = 0; i < c.outputs.size(); ++i) {

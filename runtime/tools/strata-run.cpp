@@ -5,17 +5,17 @@
 // Each output is written as DIR/<output name>.npy.
 
 #include "runtime/exec/Executor.h"
-#include "runtime/train/Trainer.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
+#include "runtime/train/Trainer.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <sys/resource.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 #include <vector>
 
 using namespace strata;
@@ -146,8 +146,9 @@ int main(int argc, char **argv) {
       std::string text = value(steps ? "--steps" : "--save-every");
       int64_t n = 0;
       if (!parseInt64(text, n, 0)) {
-        std::fprintf(stderr, "strata-run: error: %s expects a non-negative "
-                             "integer, got '%s'\n",
+        std::fprintf(stderr,
+                     "strata-run: error: %s expects a non-negative "
+                     "integer, got '%s'\n",
                      steps ? "--steps" : "--save-every", text.c_str());
         return 2;
       }
@@ -161,8 +162,9 @@ int main(int argc, char **argv) {
     } else if (arg == "--trace-steps" || arg.rfind("--trace-steps=", 0) == 0) {
       std::string text = value("--trace-steps");
       if (!parseInt64(text, trainOptions.traceSteps, 0)) {
-        std::fprintf(stderr, "strata-run: error: --trace-steps expects a "
-                             "non-negative integer, got '%s'\n",
+        std::fprintf(stderr,
+                     "strata-run: error: --trace-steps expects a "
+                     "non-negative integer, got '%s'\n",
                      text.c_str());
         return 2;
       }
@@ -173,8 +175,9 @@ int main(int argc, char **argv) {
       else if (text == "skip")
         trainOptions.onNan = train::TrainerOptions::OnNan::Skip;
       else {
-        std::fprintf(stderr, "strata-run: error: --on-nan expects stop or "
-                             "skip, got '%s'\n",
+        std::fprintf(stderr,
+                     "strata-run: error: --on-nan expects stop or "
+                     "skip, got '%s'\n",
                      text.c_str());
         return 2;
       }
@@ -229,9 +232,10 @@ int main(int argc, char **argv) {
   }
   bool training = art.plan().mode == "train";
   if (!training && (stepsGiven || !trainOptions.dataPath.empty())) {
-    std::fprintf(stderr, "strata-run: error: '%s' is a forward plan; "
-                         "--data/--steps need one compiled with --mode "
-                         "train\n",
+    std::fprintf(stderr,
+                 "strata-run: error: '%s' is a forward plan; "
+                 "--data/--steps need one compiled with --mode "
+                 "train\n",
                  artifactDir.c_str());
     return 2;
   }
@@ -288,9 +292,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (!writeTrace())
     return 1;
   if (!outputDir.empty()) {

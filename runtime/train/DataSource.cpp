@@ -29,7 +29,8 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
       return false;
     }
     if (bytes.size() % 2 != 0) {
-      error = "data '" + path + "' has an odd number of bytes; a .bin is a "
+      error = "data '" + path +
+              "' has an odd number of bytes; a .bin is a "
               "stream of uint16 tokens";
       return false;
     }
@@ -45,8 +46,7 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
                 : 0;
     if (rows_ == 0) {
       error = "data '" + path + "' has " + std::to_string(tokens_.size()) +
-              " tokens, fewer than one window of " +
-              std::to_string(seq + 1);
+              " tokens, fewer than one window of " + std::to_string(seq + 1);
       return false;
     }
     description_ = std::to_string(tokens_.size()) + " tokens (" +
@@ -64,8 +64,9 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
   }
   if (array.shape.size() != 2 || array.shape[1] != seq + 1) {
     error = "data '" + path + "' must have shape [N, " +
-            std::to_string(seq + 1) + "] (rows of T+1 tokens for T = " +
-            std::to_string(seq) + "), it has " + npy::shapeString(array.shape);
+            std::to_string(seq + 1) +
+            "] (rows of T+1 tokens for T = " + std::to_string(seq) +
+            "), it has " + npy::shapeString(array.shape);
     return false;
   }
   rows_ = array.shape[0];
@@ -93,8 +94,8 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
               std::to_string(i % (seq + 1));
       return false;
     }
-  description_ = std::to_string(rows_) + " rows of " +
-                 std::to_string(seq + 1) + " tokens";
+  description_ =
+      std::to_string(rows_) + " rows of " + std::to_string(seq + 1) + " tokens";
   return true;
 }
 

@@ -91,7 +91,8 @@ std::string Session::checkpointState() const {
 bool Session::open(const SessionOptions &options, std::string &error) {
   options_ = options;
   if (art_.plan().mode != "train") {
-    error = "'" + art_.dir() + "' is a forward plan; training needs one "
+    error = "'" + art_.dir() +
+            "' is a forward plan; training needs one "
             "compiled with --mode train";
     return false;
   }
@@ -109,10 +110,9 @@ bool Session::open(const SessionOptions &options, std::string &error) {
     return (error = "artifact " + error, false);
   if (!makeDirectories(options.checkpointDir, error))
     return false;
-  if (!checkpointLock_.lockDirectory(options.checkpointDir,
-                                     FileLock::Mode::Exclusive,
-                                     "writing checkpoints of " + art_.dir(),
-                                     error))
+  if (!checkpointLock_.lockDirectory(
+          options.checkpointDir, FileLock::Mode::Exclusive,
+          "writing checkpoints of " + art_.dir(), error))
     return (error = "checkpoint directory " + error, false);
   std::string ckpt = checkpointFile();
   removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
@@ -175,9 +175,9 @@ bool Session::step(const std::function<bool(int64_t, std::string &)> &feed,
   }
   metrics.skipped =
       !std::isnan(metrics.lossScale) && !std::isfinite(metrics.gradNorm);
-  metrics.seconds = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+  metrics.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   // The base rate of the first update kernel, for the log.
   for (const artifact::Step &s : plan.steps)
     if (artifact::isUpdateKernel(s.kernel) && !s.floats.empty()) {

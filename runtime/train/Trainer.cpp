@@ -1,9 +1,9 @@
 // Trainer.cpp - The training loop of strata-run.
 
 #include "runtime/train/Trainer.h"
+#include "runtime/support/Size.h"
 #include "runtime/train/DataSource.h"
 #include "runtime/train/Session.h"
-#include "runtime/support/Size.h"
 
 #include <algorithm>
 
@@ -95,8 +95,9 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   std::string ckpt = session.checkpointFile();
   int64_t start = session.completedSteps();
   if (options.resume && start >= options.steps) {
-    std::fprintf(stderr, "strata-run: the checkpoint is at step %lld; "
-                         "nothing left to run for --steps %lld\n",
+    std::fprintf(stderr,
+                 "strata-run: the checkpoint is at step %lld; "
+                 "nothing left to run for --steps %lld\n",
                  static_cast<long long>(start),
                  static_cast<long long>(options.steps));
     return true;
@@ -144,8 +145,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                           : nullptr);
     StepMetrics m;
     if (!session.step(
-            [&](int64_t j, std::string &err) { return feed(step, j, err); },
-            m, error)) {
+            [&](int64_t j, std::string &err) { return feed(step, j, err); }, m,
+            error)) {
       ok = false;
       break;
     }
@@ -204,7 +205,8 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                    "skipped, scale halved\n",
                    static_cast<long long>(step + 1), m.lossScale);
     if (options.checkpoints &&
-        (last || (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0))) {
+        (last ||
+         (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0))) {
       if (!session.save(error)) {
         ok = false;
         break;
@@ -222,15 +224,16 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   executor.setTrace(nullptr);
   if (ok && !options.quiet) {
     std::fprintf(stderr, "strata-run: done; checkpoint %s\n",
-                 options.checkpoints ? ckpt.c_str() : "not saved (--no-checkpoint)");
+                 options.checkpoints ? ckpt.c_str()
+                                     : "not saved (--no-checkpoint)");
     std::vector<double> sorted = stepTimes;
     std::sort(sorted.begin(), sorted.end());
     const exec::Executor::LinkBytes &l = executor.linkBytes();
     double steps = std::max<size_t>(1, stepTimes.size());
-    double predicted = plan.memoryOf(executor.overlapsTransfers()
-                                         ? "predicted_step_us"
-                                         : "predicted_serial_us") *
-                       1e-6;
+    double predicted =
+        plan.memoryOf(executor.overlapsTransfers() ? "predicted_step_us"
+                                                   : "predicted_serial_us") *
+        1e-6;
     double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
     if (predicted > 0)
       std::fprintf(stderr,

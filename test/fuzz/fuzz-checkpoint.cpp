@@ -10,8 +10,8 @@
 #include "test/fuzz/FuzzInput.h"
 
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <unistd.h>
 
@@ -40,14 +40,14 @@ bool makeArtifact(std::string &dir, std::string &error) {
     float v = 0.25f * i;
     std::memcpy(params.data() + 4 * i, &v, 4);
   }
-  plan.params.push_back({"w", 0, ParamEntry::Trainable, 0, 64,
-                         crc32c(params.data(), 64)});
-  plan.params.push_back({"m", 1, ParamEntry::State, 4096, 64,
-                         crc32c(params.data() + 4096, 64)});
+  plan.params.push_back(
+      {"w", 0, ParamEntry::Trainable, 0, 64, crc32c(params.data(), 64)});
+  plan.params.push_back(
+      {"m", 1, ParamEntry::State, 4096, 64, crc32c(params.data() + 4096, 64)});
   plan.paramsFileBytes = params.size();
   return writePlan(dir + "/plan.bin", plan, error) &&
-         writeFileAtomically(dir + "/params.bin", params.data(),
-                             params.size(), error);
+         writeFileAtomically(dir + "/params.bin", params.data(), params.size(),
+                             error);
 }
 
 } // namespace

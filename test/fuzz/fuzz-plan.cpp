@@ -60,11 +60,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (const Step &step : plan.steps) {
     std::vector<cpu::TensorRef> in, out;
     for (uint32_t s : step.inputs)
-      in.push_back({plan.slots[s].dtype, plan.slots[s].shape,
-                    buffers[s].data()});
+      in.push_back(
+          {plan.slots[s].dtype, plan.slots[s].shape, buffers[s].data()});
     for (uint32_t s : step.outputs)
-      out.push_back({plan.slots[s].dtype, plan.slots[s].shape,
-                     buffers[s].data()});
+      out.push_back(
+          {plan.slots[s].dtype, plan.slots[s].shape, buffers[s].data()});
     // A data-dependent refusal (index out of range) is fine; a crash is not.
     cpu::runKernel(step, in, out, error);
   }

@@ -21,8 +21,8 @@ Plan smallPlan() {
   p.paramsFileBytes = 4096;
   p.slots.push_back({"x", DType::F32, {4}, Region::Arena, 0, 16});
   p.slots.push_back({"y", DType::F32, {4}, Region::Arena, 64, 16});
-  p.slots.push_back({"h", DType::F32, {4}, Region::Host, 0, 16,
-                     SlotClass::OptimizerState});
+  p.slots.push_back(
+      {"h", DType::F32, {4}, Region::Host, 0, 16, SlotClass::OptimizerState});
   p.inputs.push_back({"x", 0});
   p.params.push_back({"h", 2, ParamEntry::State, 0, 16, 0});
   Step exp, back;

@@ -21,19 +21,32 @@ namespace strata::compile {
 /// The ONNX data type code of a runtime element type.
 static int32_t onnxDataType(DType dtype) {
   switch (dtype) {
-  case DType::F32: return onnx::kFloat;
-  case DType::F64: return onnx::kDouble;
-  case DType::F16: return onnx::kFloat16;
-  case DType::BF16: return onnx::kBFloat16;
-  case DType::I64: return onnx::kInt64;
-  case DType::I32: return onnx::kInt32;
-  case DType::I16: return onnx::kInt16;
-  case DType::I8: return onnx::kInt8;
-  case DType::U8: return onnx::kUInt8;
-  case DType::U16: return onnx::kUInt16;
-  case DType::U32: return onnx::kUInt32;
-  case DType::U64: return onnx::kUInt64;
-  case DType::Bool: return onnx::kBool;
+  case DType::F32:
+    return onnx::kFloat;
+  case DType::F64:
+    return onnx::kDouble;
+  case DType::F16:
+    return onnx::kFloat16;
+  case DType::BF16:
+    return onnx::kBFloat16;
+  case DType::I64:
+    return onnx::kInt64;
+  case DType::I32:
+    return onnx::kInt32;
+  case DType::I16:
+    return onnx::kInt16;
+  case DType::I8:
+    return onnx::kInt8;
+  case DType::U8:
+    return onnx::kUInt8;
+  case DType::U16:
+    return onnx::kUInt16;
+  case DType::U32:
+    return onnx::kUInt32;
+  case DType::U64:
+    return onnx::kUInt64;
+  case DType::Bool:
+    return onnx::kBool;
   }
   return onnx::kUndefined;
 }
@@ -147,20 +160,19 @@ LogicalResult checkHostBudget(ModuleOp module, const TierOptions &tiers) {
       (p.getState() ? states : params) +=
           artifact::pagePadded(storageBytes(p.getType()));
   uint64_t stored = params + states;
-  llvm::errs() << "strata-compile: error: the plan needs "
-               << formatSize(host)
-               << " of host memory; --cpu-mem is "
-               << formatSize(tiers.cpuMem) << ". Parameters take "
-               << formatSize(params) << " of it, optimizer state "
-               << formatSize(states) << ", swapped activations, "
+  llvm::errs() << "strata-compile: error: the plan needs " << formatSize(host)
+               << " of host memory; --cpu-mem is " << formatSize(tiers.cpuMem)
+               << ". Parameters take " << formatSize(params)
+               << " of it, optimizer state " << formatSize(states)
+               << ", swapped activations, "
                << "gradients and CPU-update buffers "
                << formatSize(host > stored ? host - stored : 0);
   std::string forced;
-  for (auto [flag, value] : {std::pair{"--place-params", &tiers.params},
-                             std::pair{"--place-states", &tiers.states},
-                             std::pair{"--place-activations",
-                                       &tiers.activations},
-                             std::pair{"--place-gradients", &tiers.gradients}})
+  for (auto [flag, value] :
+       {std::pair{"--place-params", &tiers.params},
+        std::pair{"--place-states", &tiers.states},
+        std::pair{"--place-activations", &tiers.activations},
+        std::pair{"--place-gradients", &tiers.gradients}})
     if (*value == "host")
       forced += std::string(forced.empty() ? "" : ", ") + flag + " host";
   if (!forced.empty())

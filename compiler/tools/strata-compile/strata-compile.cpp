@@ -14,14 +14,14 @@
 #include "runtime/support/Npy.h"
 #include "runtime/support/Size.h"
 
-#include <tuple>
 #include "runtime/artifact/MemoryReport.h"
+#include <tuple>
 
-#include <cmath>
-#include <sstream>
 #include "dialects/Graph/GraphDialect.h"
 #include "passes/ArenaRanges.h"
 #include "passes/Passes.h"
+#include <cmath>
+#include <sstream>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -31,8 +31,8 @@
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -66,17 +66,17 @@ static cl::opt<Emit> emit(
     cl::cat(category));
 
 enum class Mode { Train, Forward, Grad };
-static cl::opt<Mode> mode(
-    "mode", cl::desc("What the artifact computes"), cl::init(Mode::Train),
-    cl::values(clEnumValN(Mode::Train, "train",
-                          "a training step: loss, gradients, optimizer "
-                          "update (default)"),
-               clEnumValN(Mode::Forward, "forward",
-                          "inference/evaluation: the model's outputs"),
-               clEnumValN(Mode::Grad, "grad",
-                          "the loss and the gradient of every trainable "
-                          "parameter (outputs grad:<name>), no update")),
-    cl::cat(category));
+static cl::opt<Mode>
+    mode("mode", cl::desc("What the artifact computes"), cl::init(Mode::Train),
+         cl::values(clEnumValN(Mode::Train, "train",
+                               "a training step: loss, gradients, optimizer "
+                               "update (default)"),
+                    clEnumValN(Mode::Forward, "forward",
+                               "inference/evaluation: the model's outputs"),
+                    clEnumValN(Mode::Grad, "grad",
+                               "the loss and the gradient of every trainable "
+                               "parameter (outputs grad:<name>), no update")),
+         cl::cat(category));
 
 static cl::opt<std::string> fusion(
     "fusion",
@@ -116,24 +116,25 @@ static cl::opt<bool> fuseUpdates(
              "the planner under --gpu-mem; =false keeps them after the "
              "backward pass)"),
     cl::init(false), cl::cat(trainCategory));
-static cl::opt<double> lr("lr", cl::desc("Base learning rate"),
-                          cl::init(1e-3), cl::cat(trainCategory));
+static cl::opt<double> lr("lr", cl::desc("Base learning rate"), cl::init(1e-3),
+                          cl::cat(trainCategory));
 static cl::opt<double> momentum("momentum",
                                 cl::desc("Momentum (--optimizer momentum)"),
                                 cl::init(0.9), cl::cat(trainCategory));
 static cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9),
                              cl::cat(trainCategory));
-static cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"),
-                             cl::init(0.999), cl::cat(trainCategory));
+static cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999),
+                             cl::cat(trainCategory));
 static cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
                            cl::cat(trainCategory));
 static cl::opt<double> weightDecay(
     "weight-decay",
     cl::desc("Weight decay (decoupled for AdamW, L2 for SGD/momentum)"),
     cl::init(0.0), cl::cat(trainCategory));
-static cl::opt<double> clipGradNorm(
-    "clip-grad-norm", cl::desc("Clip gradients to this global norm (0: off)"),
-    cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<double>
+    clipGradNorm("clip-grad-norm",
+                 cl::desc("Clip gradients to this global norm (0: off)"),
+                 cl::init(0.0), cl::cat(trainCategory));
 static cl::opt<std::string> clipMode(
     "clip-mode",
     cl::desc("With --clip-grad-norm: exact (this step's norm; fused updates "
@@ -190,16 +191,17 @@ static cl::opt<std::string> lrSchedule(
 static cl::opt<int64_t> warmupSteps("warmup-steps",
                                     cl::desc("Linear warmup steps"),
                                     cl::init(0), cl::cat(trainCategory));
-static cl::opt<int64_t> totalSteps(
-    "total-steps", cl::desc("Steps the cosine schedule decays over"),
-    cl::init(0), cl::cat(trainCategory));
-static cl::opt<double> minLrRatio(
-    "min-lr-ratio", cl::desc("Final learning rate / base (cosine)"),
-    cl::init(0.0), cl::cat(trainCategory));
+static cl::opt<int64_t>
+    totalSteps("total-steps", cl::desc("Steps the cosine schedule decays over"),
+               cl::init(0), cl::cat(trainCategory));
+static cl::opt<double>
+    minLrRatio("min-lr-ratio", cl::desc("Final learning rate / base (cosine)"),
+               cl::init(0.0), cl::cat(trainCategory));
 
 static cl::opt<std::string> outputFile(
-    "o", cl::desc("Output: the artifact directory, or the IR file ('-' for "
-                  "stdout)"),
+    "o",
+    cl::desc("Output: the artifact directory, or the IR file ('-' for "
+             "stdout)"),
     cl::value_desc("path"), cl::init("-"), cl::cat(category));
 
 static cl::list<std::string> inputShapes(
@@ -221,13 +223,15 @@ static cl::list<std::string> freezeGlobs(
              "gradient, no update); repeatable"),
     cl::value_desc("GLOB"), cl::cat(category));
 
-static cl::opt<bool> printIRAfterAll(
-    "print-ir-after-all", cl::desc("Print the IR after every pass to stderr"),
-    cl::init(false), cl::cat(category));
+static cl::opt<bool>
+    printIRAfterAll("print-ir-after-all",
+                    cl::desc("Print the IR after every pass to stderr"),
+                    cl::init(false), cl::cat(category));
 
 static cl::opt<std::string> dumpIRDir(
     "dump-ir",
-    cl::desc("Write the IR after import and after every pass to DIR/NN-<pass>.mlir"),
+    cl::desc(
+        "Write the IR after import and after every pass to DIR/NN-<pass>.mlir"),
     cl::value_desc("DIR"), cl::init(""), cl::cat(category));
 
 static cl::opt<bool> printWeights(
@@ -241,9 +245,10 @@ static cl::opt<std::string> gpuMem(
     cl::desc("Device memory budget (bytes, or with KiB/MiB/GiB/TiB); tensors "
              "move to host memory or SSD to fit"),
     cl::init(""), cl::cat(tierCategory));
-static cl::opt<std::string> cpuMem(
-    "cpu-mem", cl::desc("Host memory budget for tensors moved off the device"),
-    cl::init(""), cl::cat(tierCategory));
+static cl::opt<std::string>
+    cpuMem("cpu-mem",
+           cl::desc("Host memory budget for tensors moved off the device"),
+           cl::init(""), cl::cat(tierCategory));
 static cl::list<std::string> ssdDirs(
     "ssd-dir",
     cl::desc("Directory of the SSD store, one per drive (repeatable: drives "
@@ -367,13 +372,10 @@ static std::string checkTrainingOptions() {
   };
   const Range ranges[] = {
       {"--lr", lr, finite(lr) && lr > 0, "a positive number"},
-      {"--momentum", momentum, finite(momentum) && momentum >= 0 &&
-                                   momentum < 1,
-       "in [0, 1)"},
-      {"--beta1", beta1, finite(beta1) && beta1 >= 0 && beta1 < 1,
-       "in [0, 1)"},
-      {"--beta2", beta2, finite(beta2) && beta2 >= 0 && beta2 < 1,
-       "in [0, 1)"},
+      {"--momentum", momentum,
+       finite(momentum) && momentum >= 0 && momentum < 1, "in [0, 1)"},
+      {"--beta1", beta1, finite(beta1) && beta1 >= 0 && beta1 < 1, "in [0, 1)"},
+      {"--beta2", beta2, finite(beta2) && beta2 >= 0 && beta2 < 1, "in [0, 1)"},
       {"--eps", eps, finite(eps) && eps > 0, "a positive number"},
       {"--weight-decay", weightDecay, finite(weightDecay) && weightDecay >= 0,
        "a non-negative number"},
@@ -435,7 +437,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "Strata: ahead-of-time training compiler for ONNX transformers\n\n"
-      "  strata-compile model.onnx --input-shape input_ids=4x128 --emit=graph\n");
+      "  strata-compile model.onnx --input-shape input_ids=4x128 "
+      "--emit=graph\n");
 
   // Nothing the user did not name as the output is ever overwritten.
   if (outputFile != "-" && llvm::sys::fs::exists(outputFile) &&
@@ -468,11 +471,10 @@ int main(int argc, char **argv) {
   MLIRContext context;
   context.printOpOnDiagnostic(false);
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
-    const char *kind = diag.getSeverity() == DiagnosticSeverity::Error
-                           ? "error"
-                           : diag.getSeverity() == DiagnosticSeverity::Warning
-                                 ? "warning"
-                                 : "note";
+    const char *kind = diag.getSeverity() == DiagnosticSeverity::Error ? "error"
+                       : diag.getSeverity() == DiagnosticSeverity::Warning
+                           ? "warning"
+                           : "note";
     std::string file;
     if (auto fileLoc = diag.getLocation()->findInstanceOf<FileLineColLoc>())
       file = fileLoc.getFilename().str() + ": ";
@@ -500,11 +502,12 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (printIRAfterAll) {
     context.disableMultithreading();
-    pm.enableIRPrinting(
-        [](Pass *, Operation *) { return false; },
-        [](Pass *, Operation *) { return true; },
-        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
-        /*printAfterOnlyOnFailure=*/false, llvm::errs(), strata::compile::printingFlags(printWeights));
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/false,
+                        /*printAfterOnlyOnFailure=*/false, llvm::errs(),
+                        strata::compile::printingFlags(printWeights));
   }
   if (dumper) {
     context.disableMultithreading();

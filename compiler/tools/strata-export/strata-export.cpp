@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/artifact/Artifact.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
-#include "runtime/artifact/Artifact.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
 #include "runtime/train/Checkpoint.h"
@@ -29,9 +29,9 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <tuple>
 #include <sstream>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
 using namespace strata;
@@ -124,7 +124,8 @@ bool initializerBytes(const onnx::TensorProto &t, const std::string &baseDir,
     if (location.empty() || location.front() == '/' ||
         location.find("..") != std::string::npos) {
       error = "initializer '" + t.name() + "': external data location '" +
-              location + "' must be a relative path inside the model's "
+              location +
+              "' must be a relative path inside the model's "
               "directory";
       return false;
     }
@@ -247,10 +248,10 @@ int main(int argc, char **argv) {
                    options.artifact.c_str());
       break;
     }
-  std::string ckpt = options.checkpoint.empty()
-                         ? train::checkpointPath(options.artifact +
-                                                 "/checkpoint")
-                         : options.checkpoint;
+  std::string ckpt =
+      options.checkpoint.empty()
+          ? train::checkpointPath(options.artifact + "/checkpoint")
+          : options.checkpoint;
   struct stat st;
   if (::stat(ckpt.c_str(), &st) == 0) {
     train::CheckpointInfo info;
@@ -261,13 +262,13 @@ int main(int argc, char **argv) {
   } else if (!options.checkpoint.empty()) {
     return fail("cannot open checkpoint '" + ckpt + "'");
   } else {
-    std::fprintf(stderr, "strata-export: no checkpoint in %s; exporting "
-                         "the initial weights\n",
+    std::fprintf(stderr,
+                 "strata-export: no checkpoint in %s; exporting "
+                 "the initial weights\n",
                  options.artifact.c_str());
   }
 
-  std::string source =
-      options.model.empty() ? plan.sourceModel : options.model;
+  std::string source = options.model.empty() ? plan.sourceModel : options.model;
   onnx::ModelProto model;
   if (!loadModel(source, model, error))
     return fail(error);
@@ -276,9 +277,9 @@ int main(int argc, char **argv) {
   // copies of mixed precision, which are the masters rounded) by name.
   std::map<std::string, const artifact::ParamEntry *> params;
   for (const artifact::ParamEntry &p : plan.params)
-    if (!(p.flags & (artifact::ParamEntry::Constant |
-                     artifact::ParamEntry::State |
-                     artifact::ParamEntry::LowCopy)))
+    if (!(p.flags &
+          (artifact::ParamEntry::Constant | artifact::ParamEntry::State |
+           artifact::ParamEntry::LowCopy)))
       params[p.name] = &p;
 
   bool external = options.externalData;
@@ -310,12 +311,12 @@ int main(int argc, char **argv) {
     if (it != params.end()) {
       const artifact::ParamEntry &p = *it->second;
       const artifact::Slot &slot = plan.slots[p.slot];
-      int64_t n = checkedNumElements(std::vector<int64_t>(
-                                         t.dims().begin(), t.dims().end()))
+      int64_t n = checkedNumElements(
+                      std::vector<int64_t>(t.dims().begin(), t.dims().end()))
                       .value_or(-1);
       if (n != slot.numElements())
-        return fail("initializer '" + t.name() + "' has " +
-                    std::to_string(n) + " elements in the source model, " +
+        return fail("initializer '" + t.name() + "' has " + std::to_string(n) +
+                    " elements in the source model, " +
                     std::to_string(slot.numElements()) + " in the artifact");
       bytes.resize(p.bytes);
       if (!art.readSlot(slot, bytes.data(), error))
@@ -326,9 +327,10 @@ int main(int argc, char **argv) {
           float v;
           std::memcpy(&v, bytes.data() + k, 4);
           if (!std::isfinite(v))
-            return fail("parameter '" + t.name() + "' holds a non-finite "
-                        "value (element " + std::to_string(k / 4) +
-                        " is " + std::to_string(v) +
+            return fail("parameter '" + t.name() +
+                        "' holds a non-finite "
+                        "value (element " +
+                        std::to_string(k / 4) + " is " + std::to_string(v) +
                         "); the run diverged, export an earlier checkpoint");
         }
       // An fp16 or bf16 initializer trained as an fp32 master (see
@@ -337,8 +339,7 @@ int main(int argc, char **argv) {
       int want = t.data_type();
       bool half = want == onnx::TensorProto_DataType_FLOAT16,
            brain = want == onnx::TensorProto_DataType_BFLOAT16;
-      if (slot.dtype == DType::F32 && (half || brain) &&
-          options.fp32Masters) {
+      if (slot.dtype == DType::F32 && (half || brain) && options.fp32Masters) {
         std::string name = t.name() + ".fp32";
         while (taken.count(name))
           name += "_";
@@ -355,7 +356,8 @@ int main(int argc, char **argv) {
                           brain);
         bytes.assign(reinterpret_cast<const char *>(narrow.data()), n * 2);
       } else if (DType d = slot.dtype;
-                 (want == onnx::TensorProto_DataType_FLOAT && d != DType::F32) ||
+                 (want == onnx::TensorProto_DataType_FLOAT &&
+                  d != DType::F32) ||
                  (want == onnx::TensorProto_DataType_DOUBLE &&
                   d != DType::F64) ||
                  (half && d != DType::F16) || (brain && d != DType::BF16)) {
@@ -417,12 +419,12 @@ int main(int argc, char **argv) {
     model.mutable_graph()->mutable_node()->Swap(&nodes);
   }
   if (replaced != params.size())
-    std::fprintf(stderr, "strata-export: warning: %zu of %zu parameters "
-                         "have no initializer of the same name\n",
+    std::fprintf(stderr,
+                 "strata-export: warning: %zu of %zu parameters "
+                 "have no initializer of the same name\n",
                  params.size() - replaced, params.size());
-  if (external &&
-      !writeFileAtomically(dirOf(options.output) + "/" + dataName, data.data(),
-                           data.size(), error))
+  if (external && !writeFileAtomically(dirOf(options.output) + "/" + dataName,
+                                       data.data(), data.size(), error))
     return fail(error);
   std::string bytes;
   if (!model.SerializeToString(&bytes))

@@ -20,8 +20,7 @@ int main(int argc, char **argv) {
   strata::registerPassesAndPipelines();
   mlir::DialectRegistry registry;
   registry.insert<strata::graph::GraphDialect, strata::train::TrainDialect,
-                  strata::exec::ExecDialect,
-                  mlir::func::FuncDialect>();
+                  strata::exec::ExecDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Strata optimizer driver\n", registry));
 }

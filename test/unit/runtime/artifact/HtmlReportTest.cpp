@@ -28,20 +28,25 @@ Plan handPlan() {
   p.hostBytes = 64;
   p.ssdBytes = 4096;
   p.paramsFileBytes = 8192;
-  p.slots.push_back({"w", DType::F32, {4, 4}, Region::Ssd, 0, 64,
-                     SlotClass::Parameter});
-  p.slots.push_back({"wf", DType::F32, {4, 4}, Region::Arena, 0, 64,
-                     SlotClass::Parameter});
-  p.slots.push_back({"x", DType::F32, {4, 4}, Region::Arena, 64, 64,
-                     SlotClass::Input});
+  p.slots.push_back(
+      {"w", DType::F32, {4, 4}, Region::Ssd, 0, 64, SlotClass::Parameter});
+  p.slots.push_back(
+      {"wf", DType::F32, {4, 4}, Region::Arena, 0, 64, SlotClass::Parameter});
+  p.slots.push_back(
+      {"x", DType::F32, {4, 4}, Region::Arena, 64, 64, SlotClass::Input});
   p.slots.push_back({"y", DType::F32, {4, 4}, Region::Arena, 128, 64});
   p.slots.push_back({"yv", DType::F32, {16}, Region::Arena, 128, 64});
-  p.slots.push_back({"h", DType::F32, {4, 4}, Region::Host, 0, 64,
+  p.slots.push_back({"h",
+                     DType::F32,
+                     {4, 4},
+                     Region::Host,
+                     0,
+                     64,
                      SlotClass::OptimizerState});
-  p.slots.push_back({"<script>z</script>", DType::F32, {4, 4}, Region::Arena,
-                     192, 64});
-  p.slots.push_back({"g", DType::F32, {4, 4}, Region::Arena, 0, 64,
-                     SlotClass::Gradient});
+  p.slots.push_back(
+      {"<script>z</script>", DType::F32, {4, 4}, Region::Arena, 192, 64});
+  p.slots.push_back(
+      {"g", DType::F32, {4, 4}, Region::Arena, 0, 64, SlotClass::Gradient});
   p.inputs.push_back({"x", 2});
   p.outputs.push_back({"z", 6});
   p.params.push_back({"w", 0, ParamEntry::Trainable, 0, 64, 0});

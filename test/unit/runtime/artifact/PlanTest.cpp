@@ -25,8 +25,8 @@ Plan samplePlan() {
   p.paramsFileBytes = 4096;
   p.slots.push_back({"x", DType::F32, {2, 4}, Region::Arena, 0, 32});
   p.slots.push_back({"w", DType::F32, {4, 4}, Region::Params, 0, 64});
-  p.slots.push_back({"y", DType::F32, {2, 4}, Region::Arena, 64, 32,
-                     SlotClass::Workspace});
+  p.slots.push_back(
+      {"y", DType::F32, {2, 4}, Region::Arena, 64, 32, SlotClass::Workspace});
   p.inputs.push_back({"x", 0});
   p.outputs.push_back({"y", 2});
   p.params.push_back({"w", 1, ParamEntry::Trainable, 0, 64, 1234});
@@ -176,8 +176,7 @@ TEST(Plan, FetchesScheduledAheadMustNotOvertakeConflicts) {
   std::remove(path.c_str());
   // Into bytes step 0 writes: it must wait for step 0.
   EXPECT_FALSE(validatePlan(fetchPlan(-1, 64), error));
-  EXPECT_NE(error.find("scheduled before step 0"), std::string::npos)
-      << error;
+  EXPECT_NE(error.find("scheduled before step 0"), std::string::npos) << error;
   EXPECT_TRUE(validatePlan(fetchPlan(0, 64), error)) << error;
   // Not after itself; only fetches.
   EXPECT_FALSE(validatePlan(fetchPlan(1, 128), error));

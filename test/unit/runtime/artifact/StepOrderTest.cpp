@@ -153,8 +153,7 @@ TEST(StepOrder, DerivedWaitsAreRaceFreeAndEachIsNeeded) {
     for (const auto &w : waits)
       total += w.size();
     std::string why;
-    ASSERT_TRUE(checkRaceFree(queues, waits, acc, order, describe, why))
-        << why;
+    ASSERT_TRUE(checkRaceFree(queues, waits, acc, order, describe, why)) << why;
     for (size_t i = 0; i < n; ++i)
       for (size_t k = 0; k < waits[i].size(); ++k) {
         auto fewer = waits;

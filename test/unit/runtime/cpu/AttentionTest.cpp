@@ -147,9 +147,8 @@ void check(const Case &c, DType dtype, double tol, unsigned seed = 1) {
   static_assert(sizeof(bool) == 1);
   std::vector<int64_t> sq{c.b, c.h, c.t, c.d}, sk{c.b, c.h, c.s, c.d},
       sv{c.b, c.h, c.s, c.dv}, so{c.b, c.h, c.t, c.dv}, sm{c.t, c.s};
-  std::vector<TensorRef> in{{dtype, sq, q.data()},
-                            {dtype, sk, k.data()},
-                            {dtype, sv, v.data()}};
+  std::vector<TensorRef> in{
+      {dtype, sq, q.data()}, {dtype, sk, k.data()}, {dtype, sv, v.data()}};
   TensorRef mask;
   if (c.maskKind == 1)
     mask = {dtype, sm, add.data()};
@@ -171,11 +170,10 @@ void check(const Case &c, DType dtype, double tol, unsigned seed = 1) {
   bwdIn.push_back({dtype, so, g.data()});
   if (c.maskKind)
     bwdIn.push_back(mask);
-  ASSERT_TRUE(runKernel(step, bwdIn,
-                        {{dtype, sq, gq.data()},
-                         {dtype, sk, gk.data()},
-                         {dtype, sv, gv.data()}},
-                        error))
+  ASSERT_TRUE(runKernel(
+      step, bwdIn,
+      {{dtype, sq, gq.data()}, {dtype, sk, gk.data()}, {dtype, sv, gv.data()}},
+      error))
       << error;
   auto compare = [&](const char *what, const std::vector<T> &got,
                      const std::vector<double> &want) {

@@ -36,7 +36,8 @@ TEST(Elementwise, ChainEqualsTheKernelsItReplaces) {
   std::vector<float> a = randomFloats(b * r * n, 1), bias = randomFloats(n, 2),
                      res = randomFloats(b * n, 3);
   std::vector<int64_t> full{b, r, n}, resShape{b, 1, n}, biasShape{n};
-  TensorRef A{DType::F32, full, a.data()}, B{DType::F32, biasShape, bias.data()},
+  TensorRef A{DType::F32, full, a.data()},
+      B{DType::F32, biasShape, bias.data()},
       R{DType::F32, resShape, res.data()};
   // Unfused.
   std::vector<float> x(a.size()), g(a.size()), m(a.size()), s(a.size());
@@ -50,16 +51,20 @@ TEST(Elementwise, ChainEqualsTheKernelsItReplaces) {
   ASSERT_TRUE(runStep(Kernel::Add, {M, R}, {S}));
   // Fused: registers a=0, bias=1, res=2, 0.5=3, then 4.. per instruction.
   std::vector<float> fx(a.size()), fs(a.size());
-  std::vector<int64_t> program{4,
-                               op(Kernel::Add), 0, 1, 0,
-                               op(Kernel::Gelu), 4, -1, 1,
-                               op(Kernel::Mul), 5, 3, 0,
-                               op(Kernel::Add), 6, 2, 0,
-                               4, 7};
-  ASSERT_TRUE(runStep(Kernel::Elementwise, {A, B, R},
-                      {{DType::F32, full, fx.data()},
-                       {DType::F32, full, fs.data()}},
-                      program, {0.5}));
+  std::vector<int64_t> program{4, op(Kernel::Add),
+                               0, 1,
+                               0, op(Kernel::Gelu),
+                               4, -1,
+                               1, op(Kernel::Mul),
+                               5, 3,
+                               0, op(Kernel::Add),
+                               6, 2,
+                               0, 4,
+                               7};
+  ASSERT_TRUE(
+      runStep(Kernel::Elementwise, {A, B, R},
+              {{DType::F32, full, fx.data()}, {DType::F32, full, fs.data()}},
+              program, {0.5}));
   EXPECT_EQ(0, std::memcmp(fx.data(), x.data(), x.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(fs.data(), s.data(), s.size() * sizeof(float)));
 }
@@ -75,21 +80,26 @@ TEST(Elementwise, HalfStorageRoundsOnce) {
     hc[i] = Half{Half::fromFloat(c[i])};
   }
   // exp(-|a|) * c - a: registers a=0, c=1, then 2.. per instruction.
-  std::vector<int64_t> program{5,
-                               op(Kernel::Abs), 0, -1, 0,
-                               op(Kernel::Neg), 2, -1, 0,
-                               op(Kernel::Exp), 3, -1, 0,
-                               op(Kernel::Mul), 4, 1, 0,
-                               op(Kernel::Sub), 5, 0, 0,
-                               6};
-  ASSERT_TRUE(runStep(Kernel::Elementwise,
-                      {{DType::F16, {n}, ha.data()}, {DType::F16, {n}, hc.data()}},
-                      {{DType::F16, {n}, out.data()}}, program));
+  std::vector<int64_t> program{5, op(Kernel::Abs),
+                               0, -1,
+                               0, op(Kernel::Neg),
+                               2, -1,
+                               0, op(Kernel::Exp),
+                               3, -1,
+                               0, op(Kernel::Mul),
+                               4, 1,
+                               0, op(Kernel::Sub),
+                               5, 0,
+                               0, 6};
+  ASSERT_TRUE(
+      runStep(Kernel::Elementwise,
+              {{DType::F16, {n}, ha.data()}, {DType::F16, {n}, hc.data()}},
+              {{DType::F16, {n}, out.data()}}, program));
   for (int64_t i = 0; i < n; ++i) {
     float x = Half::toFloat(ha[i].bits), y = Half::toFloat(hc[i].bits);
     float want = std::exp(-std::fabs(x)) * y - x;
-    EXPECT_NEAR(Half::toFloat(out[i].bits), want,
-                std::fabs(want) * 1e-3 + 1e-6) << i;
+    EXPECT_NEAR(Half::toFloat(out[i].bits), want, std::fabs(want) * 1e-3 + 1e-6)
+        << i;
   }
 }
 
@@ -100,23 +110,24 @@ TEST(Elementwise, MalformedProgramsAreRejected) {
   artifact::ElementwiseProgram p;
   std::string why;
   int64_t add = op(Kernel::Add);
-  EXPECT_TRUE(artifact::elementwiseProgram({1, add, 0, 1, 0, 2}, {}, 2, 1, p,
-                                           why)) << why;
-  EXPECT_FALSE(artifact::elementwiseProgram({1, add, 0, 2, 0, 2}, {}, 2, 1, p,
-                                            why));
+  EXPECT_TRUE(
+      artifact::elementwiseProgram({1, add, 0, 1, 0, 2}, {}, 2, 1, p, why))
+      << why;
+  EXPECT_FALSE(
+      artifact::elementwiseProgram({1, add, 0, 2, 0, 2}, {}, 2, 1, p, why));
   EXPECT_NE(why.find("not yet written"), std::string::npos) << why;
-  EXPECT_FALSE(artifact::elementwiseProgram(
-      {1, op(Kernel::MatMul), 0, 1, 0, 2}, {}, 2, 1, p, why));
+  EXPECT_FALSE(artifact::elementwiseProgram({1, op(Kernel::MatMul), 0, 1, 0, 2},
+                                            {}, 2, 1, p, why));
   EXPECT_NE(why.find("not an elementwise"), std::string::npos) << why;
-  EXPECT_FALSE(artifact::elementwiseProgram({1, add, 0, 1, 0}, {}, 2, 1, p,
-                                            why));
-  EXPECT_FALSE(artifact::elementwiseProgram({1, add, 0, 1, 0, 3}, {}, 2, 1, p,
-                                            why));
+  EXPECT_FALSE(
+      artifact::elementwiseProgram({1, add, 0, 1, 0}, {}, 2, 1, p, why));
+  EXPECT_FALSE(
+      artifact::elementwiseProgram({1, add, 0, 1, 0, 3}, {}, 2, 1, p, why));
   EXPECT_FALSE(artifact::elementwiseProgram({1, op(Kernel::Exp), 0, 1, 0, 1},
                                             {}, 1, 1, p, why));
   EXPECT_FALSE(artifact::elementwiseProgram({0, 0}, {}, 1, 1, p, why));
-  EXPECT_FALSE(artifact::elementwiseProgram({1, 9999, 0, 1, 0, 2}, {}, 2, 1,
-                                            p, why));
+  EXPECT_FALSE(
+      artifact::elementwiseProgram({1, 9999, 0, 1, 0, 2}, {}, 2, 1, p, why));
 }
 
 } // namespace

@@ -1,10 +1,10 @@
 // KernelsTest.cpp - CPU kernels against straightforward reference loops.
 
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
-#include "test/unit/runtime/cpu/KernelTestUtil.h"
+#include "runtime/cpu/Half.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "test/unit/runtime/cpu/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -35,7 +35,8 @@ bool run(Kernel k, std::vector<TensorRef> in, TensorRef out,
 
 TEST(Kernels, BatchedMatMulWithBroadcastMatchesLoops) {
   // [2,1,3,5] x [4,5,6] -> [2,4,3,6]: batch dims broadcast.
-  std::vector<float> a = randomFloats(2 * 3 * 5, 1), b = randomFloats(4 * 5 * 6, 2);
+  std::vector<float> a = randomFloats(2 * 3 * 5, 1),
+                     b = randomFloats(4 * 5 * 6, 2);
   std::vector<float> c(2 * 4 * 3 * 6);
   run(Kernel::MatMul,
       {ref(a, {2, 1, 3, 5}, DType::F32), ref(b, {4, 5, 6}, DType::F32)},
@@ -55,7 +56,8 @@ TEST(Kernels, MatMulWithAnEmptyBatchWritesNothing) {
   // [0,2,3] x [1,3,4] -> [0,2,4]: the batch of 1 broadcasts to 0, so no
   // product is written (a zero-element result owns no bytes).
   std::vector<float> a(1), b = randomFloats(12, 3), c(8, -7.0f);
-  run(Kernel::MatMul, {ref(a, {0, 2, 3}, DType::F32), ref(b, {1, 3, 4}, DType::F32)},
+  run(Kernel::MatMul,
+      {ref(a, {0, 2, 3}, DType::F32), ref(b, {1, 3, 4}, DType::F32)},
       ref(c, {0, 2, 4}, DType::F32));
   for (float x : c)
     EXPECT_EQ(x, -7.0f);
@@ -230,8 +232,8 @@ TEST(Kernels, LayerNormMatchesDefinition) {
 
 // The tanh, the tanh GELU and its gradient run eight floats at a time
 // without the C library (math::fast::tanhCore): within four ulps of the
-// library's tanh in double, over every scale of float, at lengths that leave a scalar
-// tail, with the special values; and the vector lanes give the scalar
+// library's tanh in double, over every scale of float, at lengths that leave a
+// scalar tail, with the special values; and the vector lanes give the scalar
 // path's bits.
 TEST(Kernels, TanhAndTanhGeluMatchTheLibrary) {
   std::vector<float> x;
@@ -258,10 +260,10 @@ TEST(Kernels, TanhAndTanhGeluMatchTheLibrary) {
                   ref(t, {int64_t(n)}, DType::F32)));
   ASSERT_TRUE(run(Kernel::Gelu, {ref(x, {int64_t(n)}, DType::F32)},
                   ref(gelu, {int64_t(n)}, DType::F32), {1}));
-  ASSERT_TRUE(run(Kernel::GeluGrad,
-                  {ref(x, {int64_t(n)}, DType::F32),
-                   ref(ones, {int64_t(n)}, DType::F32)},
-                  ref(grad, {int64_t(n)}, DType::F32), {1}));
+  ASSERT_TRUE(run(
+      Kernel::GeluGrad,
+      {ref(x, {int64_t(n)}, DType::F32), ref(ones, {int64_t(n)}, DType::F32)},
+      ref(grad, {int64_t(n)}, DType::F32), {1}));
   double worst = 0;
   for (size_t i = 0; i < n; ++i) {
     worst = std::max(worst, ulps(t[i], std::tanh(double(x[i]))));
@@ -273,8 +275,8 @@ TEST(Kernels, TanhAndTanhGeluMatchTheLibrary) {
       continue;
     double th = std::tanh(k0 * (v + k1 * v * v * v));
     double g = 0.5 * v * (1 + th);
-    double d = 0.5 * (1 + th) +
-               0.5 * v * (1 - th * th) * k0 * (1 + 3 * k1 * v * v);
+    double d =
+        0.5 * (1 + th) + 0.5 * v * (1 - th * th) * k0 * (1 + 3 * k1 * v * v);
     EXPECT_NEAR(gelu[i], g, 1e-6 * std::max(1.0, std::fabs(g))) << v;
     EXPECT_NEAR(grad[i], d, 1e-5 * std::max(1.0, std::fabs(d))) << v;
   }
@@ -360,8 +362,8 @@ TEST(FastMath, FloatExpMatchesTheLibrary) {
     float got = exp1(y);
     double want = std::exp(double(y));
     float w = float(want);
-    worst = std::max(worst, std::fabs(got - want) /
-                                (std::nextafter(w, INFINITY) - w));
+    worst = std::max(worst,
+                     std::fabs(got - want) / (std::nextafter(w, INFINITY) - w));
     if (i % 301 == 0) {
       F4 v = math::fast::expfCore<F4, I4>(F4{y, -y, y * 0.5f, 0.0f});
       float lanes[2] = {v[0], v[1]}, neg = exp1(-y);
@@ -450,7 +452,8 @@ TEST(Kernels, CrossEntropyOfBf16LogitsComputesInFloat) {
   want /= 5;
   std::vector<float> loss(1), loss32(1);
   run(Kernel::CrossEntropy,
-      {TensorRef{DType::BF16, {n, v}, low.data()}, ref(labels, {n}, DType::I64)},
+      {TensorRef{DType::BF16, {n, v}, low.data()},
+       ref(labels, {n}, DType::I64)},
       ref(loss, {}, DType::F32));
   run(Kernel::CrossEntropy,
       {ref(wide, {n, v}, DType::F32), ref(labels, {n}, DType::I64)},

@@ -54,13 +54,14 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b,
 math::UpdateCoefficients<float> coefficients(artifact::Kernel k, int64_t step,
                                              double wd) {
   // lr, then (momentum, wd) / (wd) / (b1, b2, eps, wd).
-  std::vector<double> hp =
-      k == artifact::Kernel::UpdateAdamW ? std::vector<double>{1e-3, 0.9, 0.999, 1e-8, wd}
-      : k == artifact::Kernel::UpdateMomentum ? std::vector<double>{0.1, 0.9, wd}
-                                              : std::vector<double>{0.1, wd};
+  std::vector<double> hp = k == artifact::Kernel::UpdateAdamW
+                               ? std::vector<double>{1e-3, 0.9, 0.999, 1e-8, wd}
+                           : k == artifact::Kernel::UpdateMomentum
+                               ? std::vector<double>{0.1, 0.9, wd}
+                               : std::vector<double>{0.1, wd};
   math::UpdateCoefficients<float> c;
-  EXPECT_TRUE(math::updateCoefficients<float>(k, hp.data(), 0.5f, 1, step,
-                                              0.7, c));
+  EXPECT_TRUE(
+      math::updateCoefficients<float>(k, hp.data(), 0.5f, 1, step, 0.7, c));
   return c;
 }
 
@@ -87,7 +88,8 @@ TEST(StreamingUpdates, AdamwMatchesTheElementFunction) {
           auto rw = w, rm = m, rv = v;
           for (size_t i = 0; i < n; ++i)
             math::adamwElement<float>(rw[i], g[i], rm[i], rv[i], c);
-          adamwF32(w.data(), g.data(), m.data(), v.data(), int64_t(n), c, {}, isa);
+          adamwF32(w.data(), g.data(), m.data(), v.data(), int64_t(n), c, {},
+                   isa);
           size_t at;
           EXPECT_TRUE(sameBits(w, rw, at))
               << updateIsaName(isa) << " n=" << n << " w[" << at << "]";
@@ -119,9 +121,10 @@ TEST(StreamingUpdates, SgdAndMomentumMatchTheElementFunctions) {
             math::momentumElement<float>(rmw[i], g[i], rb[i], mc);
           momentumF32(mw.data(), g.data(), b.data(), int64_t(n), mc, {}, isa);
           EXPECT_TRUE(sameBits(mw, rmw, at))
-              << "momentum " << updateIsaName(isa) << " n=" << n << " w at " << at;
-          EXPECT_TRUE(sameBits(b, rb, at))
-              << "momentum " << updateIsaName(isa) << " n=" << n << " buf at " << at;
+              << "momentum " << updateIsaName(isa) << " n=" << n << " w at "
+              << at;
+          EXPECT_TRUE(sameBits(b, rb, at)) << "momentum " << updateIsaName(isa)
+                                           << " n=" << n << " buf at " << at;
         }
       }
 }
@@ -137,16 +140,16 @@ TEST(StreamingUpdates, LowCopyIsTheNewWeightsRounded) {
         auto w = values(n, 11, false), g = values(n, 12, false),
              m = values(n, 13, false), v = values(n, 14, true);
         auto rw = w, rm = m, rv = v;
-        adamwF32(rw.data(), g.data(), rm.data(), rv.data(), int64_t(n), c,
-                 {}, isa);
+        adamwF32(rw.data(), g.data(), rm.data(), rv.data(), int64_t(n), c, {},
+                 isa);
         std::vector<uint16_t> low(n, 0xdead);
         adamwF32(w.data(), g.data(), m.data(), v.data(), int64_t(n), c,
                  {low.data(), brain}, isa);
         size_t at;
         EXPECT_TRUE(sameBits(w, rw, at)) << updateIsaName(isa) << " n=" << n;
         for (at = 0; at < n; ++at) {
-          uint16_t want = brain ? BFloat16::fromFloat(rw[at])
-                                : Half::fromFloat(rw[at]);
+          uint16_t want =
+              brain ? BFloat16::fromFloat(rw[at]) : Half::fromFloat(rw[at]);
           if (low[at] != want)
             break;
         }
@@ -158,8 +161,8 @@ TEST(StreamingUpdates, LowCopyIsTheNewWeightsRounded) {
         auto sc = coefficients(artifact::Kernel::UpdateSgd, 1, 0.0);
         sgdF32(sw.data(), g.data(), int64_t(n), sc, {slow.data(), brain}, isa);
         for (at = 0; at < n; ++at)
-          if (slow[at] != (brain ? BFloat16::fromFloat(sw[at])
-                                 : Half::fromFloat(sw[at])))
+          if (slow[at] !=
+              (brain ? BFloat16::fromFloat(sw[at]) : Half::fromFloat(sw[at])))
             break;
         EXPECT_EQ(at, n) << "sgd " << updateIsaName(isa) << " n=" << n;
         auto mw = values(n, 16, false), b = values(n, 17, false);
@@ -168,8 +171,8 @@ TEST(StreamingUpdates, LowCopyIsTheNewWeightsRounded) {
         momentumF32(mw.data(), g.data(), b.data(), int64_t(n), mc,
                     {mlow.data(), brain}, isa);
         for (at = 0; at < n; ++at)
-          if (mlow[at] != (brain ? BFloat16::fromFloat(mw[at])
-                                 : Half::fromFloat(mw[at])))
+          if (mlow[at] !=
+              (brain ? BFloat16::fromFloat(mw[at]) : Half::fromFloat(mw[at])))
             break;
         EXPECT_EQ(at, n) << "momentum " << updateIsaName(isa) << " n=" << n;
       }

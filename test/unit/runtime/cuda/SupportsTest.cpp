@@ -38,13 +38,13 @@ TEST(CudaSupports, NamesTheKernelAndElementTypeItLacks) {
   EXPECT_FALSE(cuda::supportsStep(i16, step(Kernel::Add), why));
   EXPECT_EQ(why, "add on int16");
   // Batches that broadcast against each other (2x1 and 1x3).
-  Plan crossed = twoOperands(DType::F32, {2, 1, 4, 8}, {1, 3, 8, 2},
-                             {2, 3, 4, 2});
+  Plan crossed =
+      twoOperands(DType::F32, {2, 1, 4, 8}, {1, 3, 8, 2}, {2, 3, 4, 2});
   EXPECT_FALSE(cuda::supportsStep(crossed, step(Kernel::MatMul), why));
   EXPECT_NE(why.find("batches"), std::string::npos) << why;
-  Plan deep = twoOperands(DType::F32, std::vector<int64_t>(9, 1),
-                          std::vector<int64_t>(9, 1),
-                          std::vector<int64_t>(9, 1));
+  Plan deep =
+      twoOperands(DType::F32, std::vector<int64_t>(9, 1),
+                  std::vector<int64_t>(9, 1), std::vector<int64_t>(9, 1));
   EXPECT_FALSE(cuda::supportsStep(deep, step(Kernel::Add), why));
   EXPECT_EQ(why, "add of rank > 8");
 }

@@ -1,7 +1,7 @@
 // BackendTest.cpp - The backends' ordering, memory and error contract.
 
-#include "runtime/exec/AsyncTestBackend.h"
 #include "runtime/exec/Backend.h"
+#include "runtime/exec/AsyncTestBackend.h"
 
 #include <gtest/gtest.h>
 
@@ -92,8 +92,8 @@ TEST(AsyncTestBackend, AMissingWaitReadsStaleBytesAndTheWaitFixesIt) {
       return true;
     });
     StepLabel label;
-    ASSERT_TRUE(b.copy(Queue::HostToDevice, in, ones.data(), n * 4, true,
-                       label));
+    ASSERT_TRUE(
+        b.copy(Queue::HostToDevice, in, ones.data(), n * 4, true, label));
     b.record(Queue::HostToDevice, 0);
     if (withWait)
       b.wait(Queue::Compute, 0);

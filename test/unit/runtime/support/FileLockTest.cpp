@@ -24,12 +24,11 @@ bool otherProcessCanLock(const std::string &dir) {
   if (pid == 0) {
     FileLock lock;
     std::string error;
-    ::_exit(lock.lockDirectory(dir, FileLock::Mode::Exclusive, "child", error)
-                ? 0
-                : error.find("in use by another Strata process") !=
-                          std::string::npos
-                      ? 1
-                      : 2);
+    ::_exit(
+        lock.lockDirectory(dir, FileLock::Mode::Exclusive, "child", error) ? 0
+        : error.find("in use by another Strata process") != std::string::npos
+            ? 1
+            : 2);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -42,14 +41,14 @@ TEST(FileLock, RefusesASecondProcessAndSharesWithinOne) {
   std::string dir = tempDir(), error;
   {
     FileLock first;
-    ASSERT_TRUE(first.lockDirectory(dir, FileLock::Mode::Exclusive, "test",
-                                    error))
+    ASSERT_TRUE(
+        first.lockDirectory(dir, FileLock::Mode::Exclusive, "test", error))
         << error;
     EXPECT_FALSE(otherProcessCanLock(dir));
     {
       FileLock again; // The same process, another purpose.
-      ASSERT_TRUE(again.lockDirectory(dir, FileLock::Mode::Exclusive,
-                                      "again", error))
+      ASSERT_TRUE(
+          again.lockDirectory(dir, FileLock::Mode::Exclusive, "again", error))
           << error;
     }
     // Releasing the second holder keeps the first one's lock.
@@ -61,8 +60,8 @@ TEST(FileLock, RefusesASecondProcessAndSharesWithinOne) {
 TEST(FileLock, NamesTheHolder) {
   std::string dir = tempDir(), error;
   FileLock lock;
-  ASSERT_TRUE(lock.lockDirectory(dir, FileLock::Mode::Exclusive,
-                                 "training it", error));
+  ASSERT_TRUE(
+      lock.lockDirectory(dir, FileLock::Mode::Exclusive, "training it", error));
   int pipeFds[2];
   ASSERT_EQ(::pipe(pipeFds), 0);
   pid_t pid = ::fork();

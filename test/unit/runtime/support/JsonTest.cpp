@@ -66,11 +66,9 @@ TEST(Json, RefusesWhatIsNotJsonNamingTheByte) {
   EXPECT_NE(parseError("\"a\nb\"").find("control character"),
             std::string::npos);
   EXPECT_NE(parseError("\"\\x\"").find("unknown escape"), std::string::npos);
-  EXPECT_NE(parseError("\"\\u12\"").find("four hex digits"),
-            std::string::npos);
+  EXPECT_NE(parseError("\"\\u12\"").find("four hex digits"), std::string::npos);
   EXPECT_NE(parseError("01").find("text after the value"), std::string::npos);
-  EXPECT_NE(parseError("1.").find("digits after its point"),
-            std::string::npos);
+  EXPECT_NE(parseError("1.").find("digits after its point"), std::string::npos);
   EXPECT_NE(parseError("1e+").find("exponent"), std::string::npos);
   EXPECT_NE(parseError("NaN").find("not a JSON value"), std::string::npos);
   EXPECT_NE(parseError("tru").find("not a JSON value"), std::string::npos);

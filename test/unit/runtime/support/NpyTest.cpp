@@ -47,8 +47,7 @@ TEST(Npy, ReadsNumpyFloat32Matrix) {
 }
 
 TEST(Npy, RoundTripsScalarsAndVectors) {
-  for (std::vector<int64_t> shape :
-       {std::vector<int64_t>{}, {5}, {2, 1, 3}}) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{}, {5}, {2, 1, 3}}) {
     Array a;
     a.dtype = DType::I64;
     a.shape = shape;

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <thread>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace strata::tiers;
@@ -18,8 +18,8 @@ using namespace strata::tiers;
 namespace {
 
 std::string tempDir(const std::string &name) {
-  std::string dir = ::testing::TempDir() + "/ssd-" + name + "-" +
-                    std::to_string(::getpid());
+  std::string dir =
+      ::testing::TempDir() + "/ssd-" + name + "-" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }
@@ -45,8 +45,8 @@ TEST_P(SsdStoreTest, RoundTripsAcrossStripesAndDrives) {
   options.stagingBuffers = 4;
   options.stagingBytes = 64 * 1024;
   std::string error;
-  auto store = SsdStore::open({tempDir("a"), tempDir("b")}, 1 << 20, options,
-                              error);
+  auto store =
+      SsdStore::open({tempDir("a"), tempDir("b")}, 1 << 20, options, error);
   ASSERT_TRUE(store) << error;
   EXPECT_EQ(store->capacity(), uint64_t(1) << 20);
   Aligned data(1 << 20), back(1 << 20);
@@ -130,8 +130,8 @@ TEST(SsdStore, RejectsUnalignedAndOutOfRangeRequests) {
 
 TEST(SsdStore, RefusesWhatDoesNotFit) {
   std::string error;
-  auto store = SsdStore::open({tempDir("d")}, uint64_t(1) << 60, SsdOptions(),
-                              error);
+  auto store =
+      SsdStore::open({tempDir("d")}, uint64_t(1) << 60, SsdOptions(), error);
   EXPECT_FALSE(store);
   EXPECT_NE(error.find("free; the plan needs"), std::string::npos) << error;
   // A missing directory is created; one that cannot be (its parent is a
