@@ -25,6 +25,8 @@ PACKAGES=(
   chromium
   # fuzzing (scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang)
   clang libclang-rt-14-dev
+  # the format check (scripts/check-format.sh, .clang-format)
+  clang-format
 )
 
 missing=()

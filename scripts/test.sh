@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/install-deps.sh --models
+# Formatting first: it takes seconds and fails before a long build.
+./scripts/check-format.sh
 BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja
 cmake --build "$BUILD_DIR"
