@@ -181,7 +181,8 @@ bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t, int64_t s) {
 bool fuseAt(SoftmaxOp softmax) {
   auto type = cast<RankedTensorType>(softmax.getType());
   int64_t rank = type.getRank();
-  if (rank < 2 || rank > 4 || softmax.getAxis() != rank - 1 ||
+  if (rank < 2 || rank > 4 ||
+      static_cast<int64_t>(softmax.getAxis()) != rank - 1 ||
       !singleUse(softmax.getResult()))
     return false;
   auto pv = dyn_cast<MatMulOp>(*softmax->getUsers().begin());

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # Formatting first: it takes seconds and fails before a long build.
 ./scripts/check-format.sh
 BUILD_DIR=${STRATA_BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja
+# Warnings are errors here (CI); a plain configure only shows them.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DSTRATA_WERROR=ON
 cmake --build "$BUILD_DIR"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 # The sanitizer leg: the same suites against ASan+UBSan tools, then every

@@ -325,7 +325,7 @@ LogicalResult ConcatOp::verify() {
     if (s.size() != expected.size() || elementTypeOf(v) != elementType)
       return emitOpError("inputs must share rank and element type");
     for (size_t d = 0; d < s.size(); ++d)
-      if (static_cast<int64_t>(d) != getAxis() && s[d] != expected[d])
+      if (d != getAxis() && s[d] != expected[d])
         return emitOpError("inputs differ in dimension ") << d;
     expected[getAxis()] += s[getAxis()];
   }

@@ -110,7 +110,8 @@ bool calibrateCuda(MachineProfile &profile, std::string &report,
   d.launch.cublasLt = handle;
   d.launch.stream = d.stream;
   d.launch.workspaceBytes = 32 << 20;
-  char line[256];
+  // Room for the longest line: a device name (up to 256 bytes) and figures.
+  char line[640];
   auto say = [&](const char *fmt, auto... args) {
     std::snprintf(line, sizeof line, fmt, args...);
     report += line;

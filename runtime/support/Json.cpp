@@ -247,7 +247,7 @@ private:
         out += '\t';
         break;
       case 'u': {
-        unsigned code;
+        unsigned code = 0;
         if (!hex4(code))
           return false;
         // A surrogate pair is one code point; a lone half becomes U+FFFD.
@@ -255,7 +255,7 @@ private:
             p_[0] == '\\' && p_[1] == 'u') {
           const char *save = p_;
           p_ += 2;
-          unsigned low;
+          unsigned low = 0;
           if (!hex4(low))
             return false;
           if (low >= 0xDC00 && low < 0xE000)

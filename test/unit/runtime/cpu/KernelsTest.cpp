@@ -312,8 +312,9 @@ TEST(Kernels, ExpAndSigmoidMatchTheLibrary) {
       continue;
     }
     double want = std::exp(v), sig = 1 / (1 + std::exp(-v));
-    if (std::fabs(v) <= 87)
+    if (std::fabs(v) <= 87) {
       EXPECT_NEAR(e[i], want, 2.4e-7 * want) << v;
+    }
     // Below float's normal range (1.2e-38) the sigmoid is 0.
     EXPECT_NEAR(s[i], sig, 4.8e-7 * sig + 1.2e-38) << v;
   }
@@ -475,8 +476,9 @@ TEST(Kernels, CrossEntropyOfBf16LogitsComputesInFloat) {
     float got = BFloat16::toFloat(grad[i]);
     EXPECT_NEAR(got, grad32[i], std::fabs(grad32[i]) * (1.0f / 128) + 1e-30f)
         << i;
-    if (labels[i / v] < 0)
+    if (labels[i / v] < 0) {
       EXPECT_EQ(grad[i], 0) << i;
+    }
   }
 }
 
