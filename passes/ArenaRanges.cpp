@@ -114,10 +114,7 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
 
 exec::KernelOp createTransfer(OpBuilder &b, Location loc, StringRef kernel,
                               TypeRange results, ValueRange operands) {
-  return b.create<exec::KernelOp>(loc, results, b.getStringAttr(kernel),
-                                  operands, b.getDenseI64ArrayAttr({}),
-                                  b.getDenseF64ArrayAttr({}), IntegerAttr(),
-                                  DenseI64ArrayAttr());
+  return b.create<exec::KernelOp>(loc, results, kernel, operands);
 }
 
 bool isCpuUpdate(exec::KernelOp k) {
@@ -147,15 +144,14 @@ StepOrdering orderSteps(ArrayRef<exec::KernelOp> kernels) {
   std::vector<int64_t> issueAfter;
   bool given = !kernels.empty();
   for (exec::KernelOp k : kernels) {
-    auto after = k->getAttrOfType<IntegerAttr>("issue_after");
-    issueAfter.push_back(after ? after.getInt() : artifact::kInProgramOrder);
+    issueAfter.push_back(k.getIssueAfter().value_or(artifact::kInProgramOrder));
     artifact::Queue q = naturalQueue(k);
-    auto name = k->getAttrOfType<StringAttr>("queue");
+    StringAttr name = k.getQueueAttr();
     if (!name || !artifact::queueByName(name.str(), q))
       given = false;
     o.queues.push_back(q);
     std::vector<uint32_t> w;
-    if (auto waits = k->getAttrOfType<DenseI64ArrayAttr>("waits"))
+    if (DenseI64ArrayAttr waits = k.getWaitsAttr())
       for (int64_t i : waits.asArrayRef())
         if (i >= 0 && static_cast<size_t>(i) < kernels.size())
           w.push_back(static_cast<uint32_t>(i));

@@ -39,19 +39,18 @@ struct AssignQueuesPass
       kernels.push_back(k);
     // Derived afresh: the attributes of an earlier run may be stale.
     for (exec::KernelOp k : kernels)
-      k->removeAttr("queue");
+      k.removeQueueAttr();
     StepOrdering o = orderSteps(kernels);
     std::vector<artifact::Queue> &queues = o.queues;
     std::vector<std::vector<uint32_t>> &waits = o.waits;
-    OpBuilder b(func.getContext());
     for (auto [i, k] : llvm::enumerate(kernels)) {
-      k->setAttr("queue", b.getStringAttr(artifact::queueName(queues[i])));
+      k.setQueue(artifact::queueName(queues[i]));
       if (waits[i].empty()) {
-        k->removeAttr("waits");
+        k.removeWaitsAttr();
         continue;
       }
       SmallVector<int64_t> w(waits[i].begin(), waits[i].end());
-      k->setAttr("waits", b.getDenseI64ArrayAttr(w));
+      k.setWaits(w);
     }
   }
 };

@@ -279,10 +279,8 @@ struct LowerGraphToExecPass
         builder.create<func::ReturnOp>(op.getLoc());
       } else if (std::optional<KernelSpec> spec = kernelFor(&op)) {
         auto kernel = builder.create<exec::KernelOp>(
-            op.getLoc(), op.getResultTypes(), builder.getStringAttr(spec->name),
-            operands, builder.getDenseI64ArrayAttr(spec->ints),
-            builder.getDenseF64ArrayAttr(spec->floats), IntegerAttr(),
-            DenseI64ArrayAttr());
+            op.getLoc(), op.getResultTypes(), spec->name, operands, spec->ints,
+            spec->floats);
         for (auto [from, to] : llvm::zip(op.getResults(), kernel.getResults()))
           mapping.map(from, to);
         // Which part of the step the kernel belongs to, for the report.

@@ -203,10 +203,11 @@ struct Offloader {
     uint64_t bytes = 0;
     for (Operation &op : body) {
       Value v;
-      if (auto p = dyn_cast<exec::ParamOp>(op); p && p.getTier() == "host")
+      if (auto p = dyn_cast<exec::ParamOp>(op);
+          p && p.getTierKind() == exec::Tier::Host)
         v = p.getResult();
       else if (auto s = dyn_cast<exec::SwapSpaceOp>(op);
-               s && s.getTier() == "host")
+               s && s.getTierKind() == exec::Tier::Host)
         v = s.getResult();
       if (v)
         bytes += artifact::pagePadded(storageBytes(v.getType()));
@@ -416,9 +417,8 @@ struct Offloader {
     for (auto [c, job, operands] : llvm::zip(chosen, jobOf, operandsOf)) {
       exec::KernelOp u = c->update;
       OpBuilder b(jobAt[job]);
-      auto m = b.create<exec::KernelOp>(
-          u.getLoc(), TypeRange(), u.getKernelAttr(), operands, u.getIntsAttr(),
-          u.getFloatsAttr(), IntegerAttr(), DenseI64ArrayAttr());
+      auto m = b.create<exec::KernelOp>(u.getLoc(), TypeRange(), u.getKernel(),
+                                        operands, u.getInts(), u.getFloats());
       // Keep the markers (strata.backward, ...); placement attributes are
       // derived again later.
       for (NamedAttribute a : u->getDiscardableAttrs())

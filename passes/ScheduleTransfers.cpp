@@ -40,7 +40,6 @@ void strata::scheduleTransfers(func::FuncOp func,
     if (k.getNumResults() == 0 && !k.getInputs().empty())
       writesStored[i] = storedRoot(k.getInputs()[0]);
   }
-  OpBuilder b(func.getContext());
   for (auto [i, k] : llvm::enumerate(kernels)) {
     if (!isTransfer(k) || k.getKernel() != "copy")
       continue;
@@ -60,7 +59,7 @@ void strata::scheduleTransfers(func::FuncOp func,
     }
     if (after == static_cast<int64_t>(i) - 1)
       continue; // Nothing to overlap: it stays in program order.
-    k->setAttr("issue_after", b.getI64IntegerAttr(after));
+    k.setIssueAfter(after);
   }
 }
 

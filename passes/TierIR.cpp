@@ -89,12 +89,8 @@ Operation *earliestUser(ArrayRef<OpOperand *> uses) {
   return first;
 }
 
-StringRef tierName(Tier t) {
-  return t == Tier::Device ? "device" : t == Tier::Host ? "host" : "ssd";
-}
-
-Tier parseTier(StringRef name) {
-  return name == "host" ? Tier::Host : name == "ssd" ? Tier::Ssd : Tier::Device;
+Tier namedTier(StringRef name) {
+  return exec::parseTier(name).value_or(Tier::Device);
 }
 
 const char *actName(Act a) {

@@ -42,11 +42,11 @@ namespace strata::tiers {
 //===----------------------------------------------------------------------===//
 
 /// Where one stored tensor lives.
-enum class Tier : uint8_t { Device, Host, Ssd };
+using exec::Tier;
 
-llvm::StringRef tierName(Tier t);
-/// "host" and "ssd"; anything else is the device.
-Tier parseTier(llvm::StringRef name);
+/// The tier a placement option names ("host", "ssd"; anything else is the
+/// device: "auto" has been resolved by then).
+Tier namedTier(llvm::StringRef name);
 
 /// What happens to a forward activation the backward pass reads.
 enum class Act : uint8_t { Keep, Host, Ssd, Recompute };

@@ -76,7 +76,7 @@ bool TierPlanner::swapGradient(Block &body, Value value, StringRef tier,
 void TierPlanner::insertFetches(func::FuncOp func) {
   Block &body = func.getBody().front();
   for (exec::ParamOp p : llvm::to_vector(body.getOps<exec::ParamOp>())) {
-    if (p.getTier() == "device")
+    if (p.getTierKind() == exec::Tier::Device)
       continue;
     // Uses through views are rebuilt on the fetched copy.
     for (OpOperand *use : usesThroughViews(p.getResult())) {
@@ -172,7 +172,7 @@ TierPlanner::recomputeChain(Value value, Operation *at,
     Operation *def = root.getDefiningOp();
     bool keptThere;
     if (auto p = dyn_cast_or_null<exec::ParamOp>(def))
-      keptThere = p.getTier() == "device";
+      keptThere = p.getTierKind() == exec::Tier::Device;
     else
       keptThere = isa_and_nonnull<exec::InputOp>(def) ||
                   (kept.contains(root) && usedFrom(root, at));
@@ -291,7 +291,7 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
   for (auto [p, tier] : llvm::zip(all, placement.tiers)) {
     if (tier == Tier::Ssd && !hasSsd)
       return p.emitError("placed on the SSD, but no --ssd-dir was given");
-    p.setTier(tierName(tier));
+    p.setTierKind(tier);
   }
   insertFetches(func);
   SmallVector<Value> candidates = swappable(body);

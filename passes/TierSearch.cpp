@@ -36,8 +36,8 @@ Placement TierPlanner::forced(func::FuncOp func, size_t numCandidates,
   for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
     StringRef choice = mode(p.getState() ? Class::States : Class::Params);
     out.tiers.push_back(p.getConstant() || choice == "auto"
-                            ? parseTier(p.getTier())
-                            : parseTier(choice));
+                            ? p.getTierKind()
+                            : namedTier(choice));
   }
   StringRef a = mode(Class::Activations);
   Act act = a == "host"        ? Act::Host
@@ -66,19 +66,19 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
                                        : "greedy, recomputation first";
   SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
   for (auto [p, tier] : llvm::zip(all, start.tiers))
-    p.setTier(tierName(tier));
+    p.setTierKind(tier);
   uint64_t arena = liveArenaEstimate(body, arenaAlignment());
   uint64_t resident = 0, largestMoved = 0, host = 0;
   for (exec::ParamOp p : all) {
     uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
-    if (p.getTier() == "device")
+    if (p.getTierKind() == exec::Tier::Device)
       resident += bytes;
-    else if (p.getTier() == "host")
+    else if (p.getTierKind() == exec::Tier::Host)
       host += bytes;
   }
   SmallVector<unsigned> order;
   for (auto [i, p] : llvm::enumerate(all))
-    if (isAuto(p) && p.getTier() == "device")
+    if (isAuto(p) && p.getTierKind() == exec::Tier::Device)
       order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) {
     if (all[a].getState() != all[b].getState())
@@ -93,7 +93,7 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
     uint64_t bytes = artifact::pagePadded(storageBytes(all[i].getType()));
     bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
     out.tiers[i] = toHost ? Tier::Host : Tier::Ssd;
-    all[i].setTier(tierName(out.tiers[i]));
+    all[i].setTierKind(out.tiers[i]);
     host += toHost ? bytes : 0;
     resident -= bytes;
     largestMoved = std::max(largestMoved, bytes);
@@ -386,7 +386,7 @@ bool TierPlanner::uniform(func::FuncOp func, const Placement &p, Class c,
     const SmallVector<Act> &acts = c == Class::Activations ? p.acts : p.grads;
     return llvm::all_of(acts, [&](Act a) { return a == want; });
   }
-  Tier want = parseTier(value);
+  Tier want = namedTier(value);
   for (auto [i, op] :
        llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>()))
     if (isAuto(op) && !op.getConstant() &&

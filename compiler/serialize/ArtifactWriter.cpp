@@ -309,9 +309,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       FailureOr<uint64_t> offset = offsetOf(&op);
       if (failed(offset))
         return failure();
-      MemRegion region = param.getTier() == "host"  ? MemRegion::Host
-                         : param.getTier() == "ssd" ? MemRegion::Ssd
-                                                    : MemRegion::Params;
+      MemRegion region =
+          param.getTierKind() == exec::Tier::Host  ? MemRegion::Host
+          : param.getTierKind() == exec::Tier::Ssd ? MemRegion::Ssd
+                                                   : MemRegion::Params;
       FailureOr<uint32_t> slot =
           addSlot(param.getResult(), &op, region, *offset);
       if (failed(slot))
@@ -368,9 +369,11 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       FailureOr<uint64_t> offset = offsetOf(&op);
       if (failed(offset))
         return failure();
-      FailureOr<uint32_t> slot = addSlot(
-          space.getResult(), &op,
-          space.getTier() == "ssd" ? MemRegion::Ssd : MemRegion::Host, *offset);
+      FailureOr<uint32_t> slot =
+          addSlot(space.getResult(), &op,
+                  space.getTierKind() == exec::Tier::Ssd ? MemRegion::Ssd
+                                                         : MemRegion::Host,
+                  *offset);
       if (failed(slot))
         return failure();
       plan.slots[*slot].name = space.getName().str();
@@ -404,14 +407,14 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       }
       step.ints.assign(kernel.getInts().begin(), kernel.getInts().end());
       step.floats.assign(kernel.getFloats().begin(), kernel.getFloats().end());
-      if (auto after = op.getAttrOfType<IntegerAttr>("issue_after"))
-        step.issueAfter = after.getInt();
+      if (std::optional<int64_t> after = kernel.getIssueAfter())
+        step.issueAfter = *after;
       // Queues and waits come from --strata-assign-queues (the plan
       // validator refuses a program without the waits it needs).
-      if (auto queue = op.getAttrOfType<StringAttr>("queue"))
+      if (StringAttr queue = kernel.getQueueAttr())
         if (!artifact::queueByName(queue.str(), step.queue))
           return kernel.emitError("unknown queue '") << queue.getValue() << "'";
-      if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("waits"))
+      if (DenseI64ArrayAttr waits = kernel.getWaitsAttr())
         for (int64_t w : waits.asArrayRef()) {
           if (w < 0 || w > UINT32_MAX)
             return kernel.emitError("wait on a step that does not exist");

@@ -103,6 +103,29 @@ void storedInto(Value v, SmallVectorImpl<Value> &spaces) {
 
 } // namespace
 
+llvm::StringRef strata::exec::tierName(Tier tier) {
+  switch (tier) {
+  case Tier::Device:
+    return "device";
+  case Tier::Host:
+    return "host";
+  case Tier::Ssd:
+    return "ssd";
+  }
+  return "device";
+}
+
+std::optional<strata::exec::Tier>
+strata::exec::parseTier(llvm::StringRef name) {
+  if (name == "device")
+    return Tier::Device;
+  if (name == "host")
+    return Tier::Host;
+  if (name == "ssd")
+    return Tier::Ssd;
+  return std::nullopt;
+}
+
 strata::artifact::SlotClass strata::exec::classifyBuffer(Value value) {
   using strata::artifact::SlotClass;
   while (auto view = value.getDefiningOp<ViewOp>())

@@ -11,6 +11,21 @@
 
 #include "runtime/artifact/Plan.h"
 
+#include <optional>
+
+namespace strata::exec {
+
+/// Where a stored tensor (exec.param, exec.swap_space) lives: the `tier`
+/// attribute, whose verifier accepts exactly these names.
+enum class Tier : uint8_t { Device, Host, Ssd };
+
+/// "device", "host" or "ssd".
+llvm::StringRef tierName(Tier tier);
+/// The tier named `name`; nullopt for any other string.
+std::optional<Tier> parseTier(llvm::StringRef name);
+
+} // namespace strata::exec
+
 #include "dialects/Exec/ExecDialect.h.inc"
 
 #define GET_OP_CLASSES

@@ -39,6 +39,27 @@ def Exec_Dialect : Dialect {
 class Exec_Op<string mnemonic, list<Trait> traits = []>
     : Op<Exec_Dialect, mnemonic, traits>;
 
+/// A stored tensor's tier: "device", "host" or "ssd" (exec::Tier). Any other
+/// string fails verification.
+def Exec_TierAttr : ConfinedAttr<StrAttr, [AttrConstraint<
+    CPred<"::strata::exec::parseTier(::llvm::cast<::mlir::StringAttr>($_self)"
+          ".getValue()).has_value()">,
+    "whose value is device, host or ssd">]>;
+
+/// getTierKind() on ops with a `tier`.
+def Exec_TierAccessor {
+  code decl = [{
+    /// The verified `tier` as an enum.
+    ::strata::exec::Tier getTierKind() {
+      return ::strata::exec::parseTier(getTier()).value_or(
+          ::strata::exec::Tier::Device);
+    }
+    void setTierKind(::strata::exec::Tier tier) {
+      setTier(::strata::exec::tierName(tier));
+    }
+  }];
+}
+
 def Exec_InputOp : Exec_Op<"input"> {
   let summary = "A graph input, copied into the device arena before a run";
   let description = [{
@@ -71,7 +92,7 @@ def Exec_ParamOp : Exec_Op<"param"> {
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, UnitAttr:$constant,
                        UnitAttr:$state, ElementsAttr:$value,
                        OptionalAttr<I64Attr>:$offset,
-                       DefaultValuedAttr<StrAttr, "\"device\"">:$tier,
+                       DefaultValuedAttr<Exec_TierAttr, "\"device\"">:$tier,
                        OptionalAttr<StrAttr>:$copy_of);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
@@ -79,6 +100,7 @@ def Exec_ParamOp : Exec_Op<"param"> {
     (`state` $state^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = Exec_TierAccessor.decl;
 }
 
 def Exec_SwapSpaceOp : Exec_Op<"swap_space"> {
@@ -93,9 +115,11 @@ def Exec_SwapSpaceOp : Exec_Op<"swap_space"> {
     %s = exec.swap_space "swap.3" {tier = "ssd", offset = 0 : i64} : tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, StrAttr:$tier, OptionalAttr<I64Attr>:$offset);
+  let arguments = (ins StrAttr:$name, Exec_TierAttr:$tier,
+                       OptionalAttr<I64Attr>:$offset);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+  let extraClassDeclaration = Exec_TierAccessor.decl;
 }
 
 def Exec_KernelOp : Exec_Op<"kernel"> {
@@ -107,6 +131,13 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
     the device arena. Update kernels have no result: they write their first
     operands (parameter, optimizer state) in place.
 
+    The schedule, set by later passes and read by the cost model and the
+    artifact writer: `issue_after` (--strata-schedule-transfers) is the
+    index of the kernel after which a fetch is issued (-1: at the start of
+    the step; absent: in program order); `queue` and `waits`
+    (--strata-assign-queues) name the queue the kernel runs on and the
+    kernels (by index) it waits for.
+
     ```mlir
     %p = exec.kernel "softmax"(%s) {ints = array<i64: 2>, offset = 256 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
     ```
@@ -115,11 +146,27 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
                        DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats,
                        OptionalAttr<I64Attr>:$offset,
-                       OptionalAttr<DenseI64ArrayAttr>:$offsets);
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets,
+                       OptionalAttr<I64Attr>:$issue_after,
+                       OptionalAttr<StrAttr>:$queue,
+                       OptionalAttr<DenseI64ArrayAttr>:$waits);
   let results = (outs Variadic<AnyStaticShapeTensor>:$results);
   let assemblyFormat = [{
     $kernel `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
   }];
+  let builders = [
+    // A kernel with nothing planned or scheduled yet.
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::llvm::StringRef":$kernel,
+                   "::mlir::ValueRange":$inputs,
+                   CArg<"::llvm::ArrayRef<int64_t>", "{}">:$ints,
+                   CArg<"::llvm::ArrayRef<double>", "{}">:$floats), [{
+      build($_builder, $_state, results, $_builder.getStringAttr(kernel),
+            inputs, $_builder.getDenseI64ArrayAttr(ints),
+            $_builder.getDenseF64ArrayAttr(floats), ::mlir::IntegerAttr(),
+            ::mlir::DenseI64ArrayAttr(), ::mlir::IntegerAttr(),
+            ::mlir::StringAttr(), ::mlir::DenseI64ArrayAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

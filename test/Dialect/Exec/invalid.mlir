@@ -24,3 +24,22 @@ func.func @bad_param() {
   %0 = exec.param "w" {value = dense<1.0> : tensor<2xf32>} : tensor<4xf32>
   return
 }
+
+// -----
+
+// Tests that a parameter's tier is one the runtime has (an unknown name
+// used to mean the device).
+func.func @unknown_param_tier() {
+  // expected-error @+1 {{attribute 'tier' failed to satisfy constraint: string attribute whose value is device, host or ssd}}
+  %0 = exec.param "w" {tier = "nvme", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a swap space's tier is checked too.
+func.func @unknown_swap_tier() {
+  // expected-error @+1 {{attribute 'tier' failed to satisfy constraint: string attribute whose value is device, host or ssd}}
+  %0 = exec.swap_space "swap.0" {tier = "disk"} : tensor<4xf32>
+  return
+}
