@@ -1,5 +1,6 @@
 //===- AttachOptimizer.cpp - Gradients to in-place optimizer updates ------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/Passes.h"
 #include "runtime/support/Checked.h"
 
@@ -121,7 +122,7 @@ struct AttachOptimizerPass
       }
       Operation *seed = nullptr;
       for (Operation &op : body)
-        if (op.hasAttr("strata.seed"))
+        if (markers::isSeed(&op))
           seed = &op;
       if (!seed)
         return func.emitError("loss scaling needs the autodiff seed");
@@ -203,13 +204,13 @@ struct AttachOptimizerPass
       // the norm; the real pass then has its scale before its first update.
       llvm::SetVector<Operation *> first;
       for (Operation &op : body)
-        if (op.hasAttr("strata.backward") ||
+        if (markers::isBackward(&op) ||
             (!before.contains(&op) &&
              isa<graph::GraphDialect>(op.getDialect())))
           first.insert(&op);
       Operation *firstBackward = nullptr;
       for (Operation &op : body)
-        if (op.hasAttr("strata.backward")) {
+        if (markers::isBackward(&op)) {
           firstBackward = &op;
           break;
         }
@@ -217,7 +218,7 @@ struct AttachOptimizerPass
       OpBuilder cb(firstBackward);
       for (Operation *op : first) {
         Operation *copy = cb.clone(*op, clones);
-        copy->setAttr("strata.norm_pass", cb.getUnitAttr());
+        markers::setNormPass(copy);
       }
       scale = clones.lookup(scale);
       norm = clones.lookup(norm);
@@ -328,8 +329,8 @@ struct AttachOptimizerPass
     }
     for (Operation &op : body)
       if (!before.contains(&op) && isa<graph::GraphDialect>(op.getDialect()) &&
-          !op.hasAttr("strata.backward"))
-        op.setAttr("strata.optimizer", b.getUnitAttr());
+          !markers::isBackward(&op))
+        markers::setOptimizer(&op);
     Value loss = ret.getOperand(0);
     SmallVector<Value> results{loss, norm};
     SmallVector<Type> resultTypes{loss.getType(), f32Scalar};

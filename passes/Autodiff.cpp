@@ -1,5 +1,6 @@
 //===- Autodiff.cpp - Reverse-mode differentiation of the loss ------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -96,7 +97,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
         APFloat::rmNearestTiesToEven, &losesInfo);
     auto one = b.create<ConstantOp>(loss.getLoc(), lossType,
                                     DenseElementsAttr::get(lossType, oneValue));
-    one->setAttr("strata.seed", b.getUnitAttr());
+    markers::setSeed(one);
     grads[loss] = one;
     SmallVector<Operation *> forward;
     for (Operation &op : body)
@@ -144,7 +145,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     ret.erase();
     for (Operation &op : body)
       if (!forwardOps.contains(&op) && !isa<func::ReturnOp>(op))
-        op.setAttr("strata.backward", b.getUnitAttr());
+        markers::setBackward(&op);
     func.setFunctionType(
         b.getFunctionType(func.getFunctionType().getInputs(), types));
     func.setAllResultAttrs(attrs);

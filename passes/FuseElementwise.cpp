@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/Passes.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
@@ -44,7 +45,7 @@ bool isSplatConstant(Value v) { return splatFloatValue(v).has_value(); }
 DictionaryAttr stepAttrs(Operation *op) {
   SmallVector<NamedAttribute> attrs;
   for (NamedAttribute a : op->getDiscardableAttrs())
-    if (a.getName().getValue().starts_with("strata."))
+    if (markers::isMarker(a))
       attrs.push_back(a);
   return DictionaryAttr::get(op->getContext(), attrs);
 }

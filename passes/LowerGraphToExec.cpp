@@ -1,5 +1,6 @@
 //===- LowerGraphToExec.cpp - graph ops to exec kernel launches -----------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
@@ -285,7 +286,7 @@ struct LowerGraphToExecPass
           mapping.map(from, to);
         // Which part of the step the kernel belongs to, for the report.
         for (NamedAttribute attr : op.getDiscardableAttrs())
-          if (attr.getName().getValue().starts_with("strata."))
+          if (markers::isMarker(attr))
             kernel->setAttr(attr.getName(), attr.getValue());
         ++numKernels;
       } else {

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/ArenaRanges.h"
 #include "passes/CostModel.h"
 #include "passes/Passes.h"
@@ -226,7 +227,7 @@ struct Offloader {
       if (artifact::kernelByName(k.getKernel().str(), kernel) &&
           artifact::runsOnCpu(kernel))
         candidates.push_back(examine(k));
-      if (k->hasAttr("strata.backward") && !isTransfer(k))
+      if (markers::isBackward(k) && !isTransfer(k))
         lastBackward = k;
     }
     if (candidates.empty())

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,7 +35,7 @@ struct StoreNarrowPass
 
   void run(Block &body) {
     for (auto kernel : llvm::to_vector(body.getOps<exec::KernelOp>())) {
-      if (kernel.getKernel() != "cast" || kernel->hasAttr("strata.backward") ||
+      if (kernel.getKernel() != "cast" || markers::isBackward(kernel) ||
           kernel.getNumResults() != 1)
         continue;
       Value wide = kernel.getResult(0), narrow = kernel.getInputs()[0];
@@ -49,7 +50,7 @@ struct StoreNarrowPass
       SmallVector<OpOperand *> backward;
       for (OpOperand &use : wide.getUses()) {
         Operation *user = use.getOwner();
-        if (!user->hasAttr("strata.backward"))
+        if (!markers::isBackward(user))
           continue;
         backward.push_back(&use);
         if (!first || user->isBeforeInBlock(first))
@@ -59,7 +60,7 @@ struct StoreNarrowPass
         continue;
       OpBuilder b(first);
       Operation *again = b.clone(*kernel);
-      again->setAttr("strata.backward", b.getUnitAttr());
+      markers::setBackward(again);
       for (OpOperand *use : backward)
         use->set(again->getResult(0));
       ++numRecomputed;

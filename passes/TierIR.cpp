@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/TierPlanner.h"
 
 #include "passes/ArenaRanges.h"
@@ -62,7 +63,7 @@ SmallVector<OpOperand *> usesThroughViews(Value value) {
 SmallVector<OpOperand *> backwardUsesOf(Value value) {
   SmallVector<OpOperand *> uses = usesThroughViews(value);
   llvm::erase_if(uses, [](OpOperand *use) {
-    return !use->getOwner()->hasAttr("strata.backward");
+    return !markers::isBackward(use->getOwner());
   });
   return uses;
 }
@@ -163,8 +164,8 @@ SmallVector<Value> swappable(Block &body) {
   SmallVector<Value> out;
   for (Operation &op : body) {
     auto kernel = dyn_cast<exec::KernelOp>(op);
-    if (!kernel || kernel->hasAttr("strata.backward") ||
-        kernel->hasAttr("strata.optimizer") || isTransferKernel(kernel))
+    if (!kernel || markers::isBackward(kernel) ||
+        markers::isOptimizer(kernel) || isTransferKernel(kernel))
       continue;
     for (Value r : kernel.getResults())
       if (!backwardUsesOf(r).empty())
@@ -175,7 +176,7 @@ SmallVector<Value> swappable(Block &body) {
 
 /// Whether `op` runs after the backward pass, in the optimizer step.
 bool isOptimizerPhase(Operation *op) {
-  if (op->hasAttr("strata.optimizer"))
+  if (markers::isOptimizer(op))
     return true;
   auto kernel = dyn_cast<exec::KernelOp>(op);
   return kernel && kernel.getKernel().starts_with("update_");
@@ -204,8 +205,7 @@ SmallVector<Value> gradientCandidates(Block &body) {
   SmallVector<Value> out;
   for (Operation &op : body) {
     auto kernel = dyn_cast<exec::KernelOp>(op);
-    if (!kernel || !kernel->hasAttr("strata.backward") ||
-        isTransferKernel(kernel))
+    if (!kernel || !markers::isBackward(kernel) || isTransferKernel(kernel))
       continue;
     for (Value r : kernel.getResults()) {
       bool isGradient = false;

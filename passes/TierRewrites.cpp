@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/TierPlanner.h"
 
 #include "passes/ArenaRanges.h"
@@ -126,7 +127,7 @@ bool TierPlanner::swap(Block &body, Value value, StringRef tier,
   Operation *lastForward = value.getDefiningOp();
   for (OpOperand *use : usesThroughViews(value)) {
     Operation *u = use->getOwner();
-    if (u->hasAttr("strata.backward"))
+    if (markers::isBackward(u))
       backwardUses.push_back(use);
     else if (lastForward->isBeforeInBlock(u))
       lastForward = u;
@@ -142,7 +143,7 @@ bool TierPlanner::swap(Block &body, Value value, StringRef tier,
                            "swap." + std::to_string(index), tier);
   OpBuilder b(firstBackward);
   auto back = createTransfer(b, value.getLoc(), "copy", value.getType(), space);
-  back->setAttr("strata.backward", b.getUnitAttr());
+  markers::setBackward(back);
   replaceUses(backwardUses, value, back.getResult(0));
   ++counters.swapped;
   return true;
@@ -197,7 +198,7 @@ TierPlanner::recomputeChain(Value value, Operation *at,
     } else {
       auto k = dyn_cast<exec::KernelOp>(def);
       if (!k || k.getNumResults() != 1 || isTransferKernel(k) ||
-          k->hasAttr("strata.backward") || k->hasAttr("strata.optimizer") ||
+          markers::isBackward(k) || markers::isOptimizer(k) ||
           ++kernels > kMaxChain) {
         ok = false;
         return;
@@ -243,8 +244,8 @@ void TierPlanner::recompute(Value value, ArrayRef<Operation *> chain) {
   IRMapping mapping;
   for (Operation *op : chain) {
     Operation *again = b.clone(*op, mapping);
-    again->setAttr("strata.backward", b.getUnitAttr());
-    again->setAttr("strata.recomputed", b.getUnitAttr());
+    markers::setBackward(again);
+    markers::setRecomputed(again);
   }
   replaceUses(backwardUses, value, mapping.lookup(value));
   ++counters.recomputed;

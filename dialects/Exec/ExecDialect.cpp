@@ -1,6 +1,7 @@
 //===- ExecDialect.cpp - Strata exec dialect ------------------------------===//
 
 #include "dialects/Exec/ExecDialect.h"
+#include "dialects/Strata/StrataDialect.h"
 
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
@@ -171,7 +172,7 @@ strata::artifact::SlotClass strata::exec::classifyBuffer(Value value) {
   for (Value space : spaces)
     if (feedsUpdateAsGradient(space))
       return SlotClass::Gradient;
-  if (def->hasAttr("strata.backward") || def->hasAttr("strata.optimizer"))
+  if (markers::isBackward(def) || markers::isOptimizer(def))
     return SlotClass::Workspace;
   return SlotClass::Activation;
 }

@@ -7,6 +7,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphDialect.h"
+#include "dialects/Strata/StrataDialect.h"
 #include "dialects/Train/TrainDialect.h"
 #include "passes/Passes.h"
 
@@ -19,8 +20,9 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   strata::registerPassesAndPipelines();
   mlir::DialectRegistry registry;
-  registry.insert<strata::graph::GraphDialect, strata::train::TrainDialect,
-                  strata::exec::ExecDialect, mlir::func::FuncDialect>();
+  registry.insert<strata::StrataDialect, strata::graph::GraphDialect,
+                  strata::train::TrainDialect, strata::exec::ExecDialect,
+                  mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Strata optimizer driver\n", registry));
 }
