@@ -1,5 +1,4 @@
-//===- FuseAttention.cpp - Score-softmax-value chains become graph.attention
-//===//
+//===- FuseAttention.cpp - Attention chains become graph.attention --------===//
 //
 // Part of --strata-fuse-patterns (FusePatterns.cpp). An exporter writes
 // scaled dot-product attention as

@@ -1,5 +1,4 @@
-//===- FuseNorm.cpp - Decomposed layer and RMS norms become graph.layer_norm
-//===//
+//===- FuseNorm.cpp - Decomposed norms become graph.layer_norm ------------===//
 //
 // Part of --strata-fuse-patterns (FusePatterns.cpp). Exporters before ONNX
 // opset 17 (which added LayerNormalization) write a layer norm as

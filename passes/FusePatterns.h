@@ -1,5 +1,4 @@
-//===- FusePatterns.h - The recognisers of --strata-fuse-patterns -*- C++
-//-*-===//
+//===- FusePatterns.h - Recognisers of --strata-fuse-patterns ---*- C++ -*-===//
 //
 // Each replaces, in `body`, the chains it recognises with a fused graph op
 // and returns how many; `where` is set to the first one's location if it is

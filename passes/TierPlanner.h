@@ -1,5 +1,4 @@
-//===- TierPlanner.h - Where stored tensors and activations live -*- C++
-//-*-===//
+//===- TierPlanner.h - Where stored tensors live ----------------*- C++ -*-===//
 //
 // The planner behind --strata-place-tiers, in three parts:
 //
