@@ -56,6 +56,17 @@ std::vector<unsigned> writtenInputs(exec::KernelOp kernel) {
       std::vector<int64_t>(kernel.getInts().begin(), kernel.getInts().end()));
 }
 
+std::vector<artifact::InputUse> inputUses(exec::KernelOp kernel) {
+  size_t n = kernel.getInputs().size();
+  const artifact::KernelInfo *info =
+      artifact::kernelInfoByName(kernel.getKernel());
+  if (!info)
+    return std::vector<artifact::InputUse>(n);
+  return artifact::inputUses(
+      info->kernel, n,
+      std::vector<int64_t>(kernel.getInts().begin(), kernel.getInts().end()));
+}
+
 std::optional<artifact::ArenaRange> arenaRange(Value v, bool pageAligned) {
   uint64_t bytes = storageBytes(v.getType());
   while (auto view = v.getDefiningOp<exec::ViewOp>())
@@ -94,17 +105,15 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
     uint64_t id = ids.try_emplace(root, ids.size()).first->second;
     return artifact::Access{artifact::Region::Host, {id, id + 1}};
   };
-  std::vector<unsigned> written = writtenInputs(kernel);
-  bool writesBack =
-      kernel.getKernel() == "assign" || kernel.getKernel() == "store";
+  // Which inputs are read and written: the runtime's rule.
+  std::vector<artifact::InputUse> uses = inputUses(kernel);
   for (auto [k, v] : llvm::enumerate(kernel.getInputs())) {
     std::optional<artifact::Access> a = access(v);
     if (!a)
       continue;
-    bool isWritten = llvm::is_contained(written, k);
-    if (!isWritten || !writesBack)
+    if (uses[k].read)
       reads.push_back(*a);
-    if (isWritten)
+    if (uses[k].written)
       writes.push_back(*a);
   }
   for (Value v : kernel.getResults())

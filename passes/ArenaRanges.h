@@ -1,10 +1,10 @@
-//===- ArenaRanges.h - Device-arena bytes an exec kernel touches -*- C++
-//-*-===//
+//===- ArenaRanges.h - Arena bytes an exec kernel touches -------*- C++ -*-===//
 //
 // After --strata-plan-memory every buffer in the device arena has an
 // offset. The transfer scheduler and the cost model need the byte ranges
 // each kernel reads and writes, with the runtime's rules
-// (runtime/artifact/PlanIO.cpp, stepAccesses): update kernels write the
+// (runtime/artifact/PlanIO.cpp, stepAccesses; artifact::inputUses is the
+// one rule of which inputs are read and written): update kernels write the
 // operands the kernel table names in place, and SSD transfers move whole
 // 4 KiB pages.
 //
@@ -14,6 +14,7 @@
 #define STRATA_PASSES_ARENARANGES_H
 
 #include "dialects/Exec/ExecDialect.h"
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
 
 #include "mlir/IR/Value.h"
@@ -50,6 +51,9 @@ exec::KernelOp createTransfer(mlir::OpBuilder &b, mlir::Location loc,
 
 /// The inputs `kernel` writes in place (runtime/artifact/KernelTable).
 std::vector<unsigned> writtenInputs(exec::KernelOp kernel);
+
+/// Whether `kernel` reads and writes each input (artifact::inputUses).
+std::vector<artifact::InputUse> inputUses(exec::KernelOp kernel);
 
 /// The arena range of `v`, if it lives in the arena.
 std::optional<artifact::ArenaRange> arenaRange(mlir::Value v,

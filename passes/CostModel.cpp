@@ -7,6 +7,9 @@
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
 
+#include "runtime/cpu/ThreadPool.h"
+#include "runtime/tiers/SsdStore.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -16,10 +19,11 @@ namespace strata {
 
 namespace {
 
-/// Streaming kernels larger than this many elements run on several threads.
-constexpr int64_t kParallelGrain = 16384;
-/// The SSD store's stripe (tiers::SsdOptions::stripeBytes).
-constexpr double kSsdStripeBytes = 1 << 20;
+/// The runtime's rules, from its own headers: streaming kernels larger
+/// than kParallelGrain elements run on several threads, and the SSD store
+/// splits transfers at its stripe.
+using cpu::kParallelGrain;
+constexpr double kSsdStripeBytes = tiers::kDefaultStripeBytes;
 
 int64_t elements(Type type) { return cast<ShapedType>(type).getNumElements(); }
 

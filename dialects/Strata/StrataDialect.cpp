@@ -23,9 +23,7 @@ template <typename Helper> static void set(Operation *op) {
 bool isBackward(Operation *op) {
   return has<StrataDialect::BackwardAttrHelper>(op);
 }
-void setBackward(Operation *op) {
-  set<StrataDialect::BackwardAttrHelper>(op);
-}
+void setBackward(Operation *op) { set<StrataDialect::BackwardAttrHelper>(op); }
 bool isOptimizer(Operation *op) {
   return has<StrataDialect::OptimizerAttrHelper>(op);
 }

@@ -117,6 +117,22 @@ const KernelInfo *kernelInfoByName(std::string_view name) {
   return nullptr;
 }
 
+bool writesBack(Kernel kernel) {
+  return kernelInfo(kernel).inPlace == InPlace::First &&
+         kernel != Kernel::Accumulate;
+}
+
+std::vector<InputUse> inputUses(Kernel kernel, size_t numInputs,
+                                const std::vector<int64_t> &ints) {
+  std::vector<InputUse> uses(numInputs);
+  for (unsigned k : writtenInputs(kernel, numInputs, ints))
+    if (k < numInputs) {
+      uses[k].written = true;
+      uses[k].read = !writesBack(kernel);
+    }
+  return uses;
+}
+
 std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
                                     const std::vector<int64_t> &ints) {
   const KernelInfo &k = kernelInfo(kernel);

@@ -78,6 +78,23 @@ const std::vector<KernelInfo> &kernelTable();
 std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
                                     const std::vector<int64_t> &ints);
 
+/// Whether `kernel` writes its first input without reading it: a write-back
+/// to a stored tensor (assign, store), unlike accumulate.
+bool writesBack(Kernel kernel);
+
+/// How a step uses one of its inputs.
+struct InputUse {
+  bool read = true;
+  bool written = false;
+};
+
+/// How a step of `kernel` uses each of its `numInputs` inputs: every input
+/// is read except the destination of a write-back; writtenInputs are
+/// written. The one rule for the runtime's step accesses and the
+/// compiler's transfer schedule (passes/ArenaRanges.cpp).
+std::vector<InputUse> inputUses(Kernel kernel, size_t numInputs,
+                                const std::vector<int64_t> &ints);
+
 /// Where the optional operands of an update (sgd, momentum, adamw) are:
 /// (w, g, states..., [scale], [low]). `low`, present when ints[1] == 1, is
 /// the low-precision copy of w the model reads (bf16 or fp16), which the

@@ -481,8 +481,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
     // Assign and store write back to any stored region from the device;
     // updates work on device memory (the parameter region or a fetched
     // copy in the arena).
-    bool writesBack =
-        info.inPlace == InPlace::First && s.kernel != Kernel::Accumulate;
+    bool writesBack = artifact::writesBack(s.kernel);
     bool onCpu = isCpuUpdate(plan, s);
     for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
       Region r = plan.slots[s.inputs[k]].region;
@@ -611,19 +610,15 @@ void stepAccesses(const Plan &plan, const Step &step,
         ssd || s.region == Region::Ssd ? pagePadded(s.bytes) : s.bytes;
     return Access{s.region, {s.offset, s.offset + bytes}};
   };
-  std::vector<unsigned> written =
-      writtenInputs(step.kernel, step.inputs.size(), step.ints);
+  std::vector<InputUse> uses =
+      inputUses(step.kernel, step.inputs.size(), step.ints);
   for (size_t k = 0; k < step.inputs.size(); ++k) {
     uint32_t slot = step.inputs[k];
     if (slot >= plan.slots.size())
       continue;
-    bool writes_ =
-        std::find(written.begin(), written.end(), k) != written.end();
-    // Assign and store only write their destination.
-    if (!writes_ || kernelInfo(step.kernel).inPlace != InPlace::First ||
-        step.kernel == Kernel::Accumulate)
+    if (uses[k].read)
       reads.push_back(access(slot));
-    if (writes_)
+    if (uses[k].written)
       writes.push_back(access(slot));
   }
   for (uint32_t slot : step.outputs)

@@ -102,7 +102,7 @@ void run(const artifact::ElementwiseProgram &p,
   }
   int32_t fixed = p.numInputs + p.numConstants;
   parallelFor(
-      rows * blocksPerRow, std::max<int64_t>(1, 16384 / kBlock),
+      rows * blocksPerRow, std::max<int64_t>(1, kParallelGrain / kBlock),
       [&](int64_t begin, int64_t end) {
         std::vector<C> regs(static_cast<size_t>(p.numRegisters()) * kBlock);
         auto reg = [&](int32_t r) { return regs.data() + int64_t(r) * kBlock; };

@@ -183,13 +183,15 @@ void unary(Kernel k, const TensorRef &in, const TensorRef &out, bool tanhGelu) {
     if constexpr (std::is_same_v<T, float>) {
       // Eight at a time without the C library (RowLoops.h).
       if (detail::hasVectorForm(k, tanhGelu)) {
-        parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
-          detail::rowLoops().transcendental(k, pi + b, nullptr, po + b, e - b);
-        });
+        parallelFor(in.numElements(), kParallelGrain,
+                    [&](int64_t b, int64_t e) {
+                      detail::rowLoops().transcendental(k, pi + b, nullptr,
+                                                        po + b, e - b);
+                    });
         return;
       }
     }
-    parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
+    parallelFor(in.numElements(), kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         po[i] = Traits<T>::store(
             applyUnary<C>(k, Traits<T>::load(pi[i]), tanhGelu));
@@ -222,7 +224,7 @@ void cast(const TensorRef &in, const TensorRef &out) {
       using To = decltype(toTag);
       const From *pi = static_cast<const From *>(in.data);
       To *po = static_cast<To *>(out.data);
-      parallelFor(in.numElements(), 16384, [&](int64_t b, int64_t e) {
+      parallelFor(in.numElements(), kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
           po[i] = convert<To, From>(pi[i]);
       });

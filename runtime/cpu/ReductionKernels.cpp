@@ -142,7 +142,7 @@ void reduce(Kernel k, const TensorRef &in, const TensorRef &out,
       return;
     }
     if (trailing) {
-      parallelFor(outCount, rowsPerTask(count, 16384),
+      parallelFor(outCount, rowsPerTask(count, kParallelGrain),
                   [&](int64_t b, int64_t e) {
                     for (int64_t o = b; o < e; ++o)
                       po[o] = finish(rangeAcc(pi + o * count, count));

@@ -8,6 +8,11 @@
 
 namespace strata::cpu {
 
+/// Streaming kernels split their elements across threads in chunks of at
+/// least this many; the compiler's cost model charges a parallel launch to
+/// kernels larger than it (passes/CostModel.cpp).
+constexpr int64_t kParallelGrain = 16384;
+
 /// Runs `body(begin, end)` over [0, n) split into contiguous chunks of at
 /// least `grain` items, on the calling thread and the pool's workers. Small
 /// ranges run inline. The pool size follows STRATA_NUM_THREADS, else the

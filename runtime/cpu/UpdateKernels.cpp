@@ -28,7 +28,7 @@ void accumulate(const TensorRef &acc, const TensorRef &g) {
     using T = decltype(tag);
     T *pa = static_cast<T *>(acc.data);
     const T *pg = static_cast<const T *>(g.data);
-    parallelFor(acc.numElements(), 16384, [&](int64_t b, int64_t e) {
+    parallelFor(acc.numElements(), kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         pa[i] =
             Traits<T>::store(Traits<T>::load(pa[i]) + Traits<T>::load(pg[i]));
@@ -160,14 +160,14 @@ void update(const artifact::Step &step, const std::vector<TensorRef> &in,
       return;
     }
     if (k == Kernel::UpdateSgd) {
-      parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+      parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
           w[i] = Traits<T>::store(math::sgdElement<C>(
               Traits<T>::load(w[i]), Traits<T>::load(g[i]), c));
       });
     } else if (k == Kernel::UpdateMomentum) {
       T *buf = static_cast<T *>(in[2].data);
-      parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+      parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           C wi = Traits<T>::load(w[i]), bi = Traits<T>::load(buf[i]);
           math::momentumElement<C>(wi, Traits<T>::load(g[i]), bi, c);
@@ -178,7 +178,7 @@ void update(const artifact::Step &step, const std::vector<TensorRef> &in,
     } else {
       T *m = static_cast<T *>(in[2].data);
       T *v = static_cast<T *>(in[3].data);
-      parallelFor(n, 16384, [&](int64_t b, int64_t e) {
+      parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           C wi = Traits<T>::load(w[i]), mi = Traits<T>::load(m[i]),
             vi = Traits<T>::load(v[i]);

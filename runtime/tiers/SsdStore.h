@@ -24,9 +24,12 @@ namespace strata::tiers {
 
 constexpr uint64_t kIoAlignment = 4096;
 
+/// The default stripe; the compiler's cost model splits SSD transfers at it.
+constexpr uint64_t kDefaultStripeBytes = uint64_t(1) << 20;
+
 struct SsdOptions {
   /// Bytes per stripe: consecutive stripes go to consecutive drives.
-  uint64_t stripeBytes = uint64_t(1) << 20;
+  uint64_t stripeBytes = kDefaultStripeBytes;
   /// Requests kept in flight.
   unsigned queueDepth = 32;
   /// Use the thread-pool engine even where io_uring works.
