@@ -51,7 +51,8 @@ struct AppendLossPass
         b.getFunctionType(func.getFunctionType().getInputs(), loss.getType()));
     // The model's other outputs (its logits) are dropped with their names.
     func.setAllResultAttrs(ArrayRef<DictionaryAttr>{b.getDictionaryAttr(
-        b.getNamedAttr("graph.name", b.getStringAttr("loss")))});
+        b.getNamedAttr(graph::GraphDialect::NameAttrHelper::getNameStr(),
+                       b.getStringAttr("loss")))});
   }
 
   LogicalResult outputLoss(func::FuncOp func) {
@@ -103,8 +104,11 @@ struct AppendLossPass
         index, it,
         DictionaryAttr::get(
             func.getContext(),
-            {NamedAttribute(StringAttr::get(func.getContext(), "graph.name"),
-                            StringAttr::get(func.getContext(), "labels"))}),
+            {NamedAttribute(
+                StringAttr::get(
+                    func.getContext(),
+                    graph::GraphDialect::NameAttrHelper::getNameStr()),
+                StringAttr::get(func.getContext(), "labels"))}),
         func.getLoc());
     Value labels = body.getArgument(index);
     OpBuilder b(ret);

@@ -76,7 +76,8 @@ struct AttachOptimizerPass
 
     SmallVector<std::pair<graph::ParamOp, Value>> updates;
     for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
-      auto of = func.getResultAttrOfType<StringAttr>(i, "graph.grad_of");
+      auto of = func.getResultAttrOfType<StringAttr>(
+          i, graph::GraphDialect::GradOfAttrHelper::getNameStr());
       if (!of)
         return func.emitError("result ") << i << " is not a gradient";
       auto it = params.find(of.getValue());
@@ -336,14 +337,17 @@ struct AttachOptimizerPass
     SmallVector<Type> resultTypes{loss.getType(), f32Scalar};
     SmallVector<DictionaryAttr> attrs = {
         b.getDictionaryAttr(
-            b.getNamedAttr("graph.name", b.getStringAttr("loss"))),
+            b.getNamedAttr(graph::GraphDialect::NameAttrHelper::getNameStr(),
+                           b.getStringAttr("loss"))),
         b.getDictionaryAttr(
-            b.getNamedAttr("graph.name", b.getStringAttr("grad_norm")))};
+            b.getNamedAttr(graph::GraphDialect::NameAttrHelper::getNameStr(),
+                           b.getStringAttr("grad_norm")))};
     if (scaleUsed) {
       results.push_back(scaleUsed);
       resultTypes.push_back(f32Scalar);
       attrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr("graph.name", b.getStringAttr("loss_scale"))));
+          b.getNamedAttr(graph::GraphDialect::NameAttrHelper::getNameStr(),
+                         b.getStringAttr("loss_scale"))));
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();

@@ -137,7 +137,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       results.push_back(it->second);
       types.push_back(it->second.getType());
       attrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr("graph.grad_of", param.getNameAttr())));
+          b.getNamedAttr(graph::GraphDialect::GradOfAttrHelper::getNameStr(),
+                         param.getNameAttr())));
       ++numGradients;
     }
     b.setInsertionPoint(ret);

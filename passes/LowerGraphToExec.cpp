@@ -216,9 +216,11 @@ struct LowerGraphToExecPass
     IRMapping mapping;
     auto nameOf = [](DictionaryAttr attrs, const std::string &fallback) {
       if (attrs) {
-        if (auto name = attrs.getAs<StringAttr>("graph.name"))
+        if (auto name = attrs.getAs<StringAttr>(
+                graph::GraphDialect::NameAttrHelper::getNameStr()))
           return name.getValue().str();
-        if (auto of = attrs.getAs<StringAttr>("graph.grad_of"))
+        if (auto of = attrs.getAs<StringAttr>(
+                graph::GraphDialect::GradOfAttrHelper::getNameStr()))
           return "grad:" + of.getValue().str();
       }
       return fallback;

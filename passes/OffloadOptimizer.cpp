@@ -441,8 +441,8 @@ struct Offloader {
               unsigned overlapping, unsigned lateScale, const Reasons &stayed,
               unsigned costlier, size_t total) {
     OpBuilder b(func.getContext());
-    func->setAttr(
-        "exec.offload",
+    setDeclaredAttr<exec::ExecDialect::OffloadAttrHelper>(
+        func,
         b.getDictionaryAttr(
             {b.getNamedAttr("cpu_updates", b.getI64IntegerAttr(moved.size())),
              b.getNamedAttr("cpu_jobs", b.getI64IntegerAttr(jobs)),

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/TierPlanner.h"
 
 #include "passes/ArenaRanges.h"
@@ -80,14 +81,13 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     return failure();
   Builder b(func.getContext());
   if (counters.recomputed > 0)
-    func->setAttr(
-        "exec.recomputed",
-        b.getDictionaryAttr({
-            b.getNamedAttr("recomputed_activations",
-                           b.getI64IntegerAttr(counters.recomputed)),
-            b.getNamedAttr("recomputed_bytes",
-                           b.getI64IntegerAttr(counters.recomputedBytes)),
-        }));
+    setDeclaredAttr<exec::ExecDialect::RecomputedAttrHelper>(
+        func, b.getDictionaryAttr({
+                  b.getNamedAttr("recomputed_activations",
+                                 b.getI64IntegerAttr(counters.recomputed)),
+                  b.getNamedAttr("recomputed_bytes",
+                                 b.getI64IntegerAttr(counters.recomputedBytes)),
+              }));
   if (evaluated > 0) {
     SmallVector<NamedAttribute> entries{
         b.getNamedAttr("planner_evaluated", b.getI64IntegerAttr(evaluated))};
@@ -96,7 +96,8 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
           s.fits() ? key + "_us" : key + "_over_bytes",
           b.getI64IntegerAttr(s.fits() ? s.stepUs
                                        : static_cast<int64_t>(s.overBytes))));
-    func->setAttr("exec.planner", b.getDictionaryAttr(entries));
+    setDeclaredAttr<exec::ExecDialect::PlannerAttrHelper>(
+        func, b.getDictionaryAttr(entries));
   }
   return success();
 }

@@ -1,5 +1,6 @@
 //===- PlanMemory.cpp - Static memory plan with liveness-based reuse ------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/ArenaRanges.h"
 #include "passes/Passes.h"
 
@@ -330,15 +331,16 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     if (offsets.size() > 1)
       op->setAttr("offsets", builder.getDenseI64ArrayAttr(offsets));
   }
-  func->setAttr("exec.prefetch_window", builder.getI64IntegerAttr(window));
-  func->setAttr("exec.arena_bytes",
-                builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
-  func->setAttr("exec.params_bytes",
-                builder.getI64IntegerAttr(static_cast<int64_t>(paramsBytes)));
-  func->setAttr("exec.host_bytes",
-                builder.getI64IntegerAttr(static_cast<int64_t>(hostBytes)));
-  func->setAttr("exec.ssd_bytes",
-                builder.getI64IntegerAttr(static_cast<int64_t>(ssdBytes)));
+  setDeclaredAttr<exec::ExecDialect::PrefetchWindowAttrHelper>(
+      func, builder.getI64IntegerAttr(window));
+  setDeclaredAttr<exec::ExecDialect::ArenaBytesAttrHelper>(
+      func, builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
+  setDeclaredAttr<exec::ExecDialect::ParamsBytesAttrHelper>(
+      func, builder.getI64IntegerAttr(static_cast<int64_t>(paramsBytes)));
+  setDeclaredAttr<exec::ExecDialect::HostBytesAttrHelper>(
+      func, builder.getI64IntegerAttr(static_cast<int64_t>(hostBytes)));
+  setDeclaredAttr<exec::ExecDialect::SsdBytesAttrHelper>(
+      func, builder.getI64IntegerAttr(static_cast<int64_t>(ssdBytes)));
   // The memory report: what is live when the arena is fullest, by class.
   for (Buffer &b : buffers) {
     artifact::SlotClass cls = exec::classifyBuffer(b.value);
@@ -422,7 +424,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   };
   for (auto &[key, bytes] : byType)
     memory.push_back(builder.getNamedAttr(key, i64(bytes)));
-  func->setAttr("exec.memory", builder.getDictionaryAttr(memory));
+  setDeclaredAttr<exec::ExecDialect::MemoryAttrHelper>(
+      func, builder.getDictionaryAttr(memory));
   return {buffers.size(), arenaBytes, unshared};
 }
 

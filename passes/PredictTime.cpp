@@ -1,5 +1,6 @@
 //===- PredictTime.cpp - Cost model of the planned program ----------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
@@ -234,8 +235,8 @@ struct PredictTimePass
     auto us = [&](double s) {
       return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));
     };
-    func->setAttr(
-        "exec.predicted",
+    setDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(
+        func,
         b.getDictionaryAttr({
             b.getNamedAttr("predicted_step_us", us(step)),
             b.getNamedAttr("predicted_serial_us", us(serial)),
@@ -252,7 +253,8 @@ struct PredictTimePass
                            us(std::min(cpuExposed, cpuBusy))),
         }));
     if (recordSpans)
-      func->setAttr("exec.predicted_spans", b.getDenseF64ArrayAttr(spans));
+      setDeclaredAttr<exec::ExecDialect::PredictedSpansAttrHelper>(
+          func, b.getDenseF64ArrayAttr(spans));
   }
 };
 

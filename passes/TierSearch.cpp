@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Strata/StrataDialect.h"
 #include "passes/TierPlanner.h"
 
 #include "passes/ArenaRanges.h"
@@ -240,11 +241,14 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
     return attr ? attr.getInt() : 0;
   };
   Score s;
-  uint64_t device = integer("exec.arena_bytes") + integer("exec.params_bytes");
-  uint64_t host = integer("exec.host_bytes");
+  uint64_t device =
+      integer(exec::ExecDialect::ArenaBytesAttrHelper::getNameStr()) +
+      integer(exec::ExecDialect::ParamsBytesAttrHelper::getNameStr());
+  uint64_t host = integer(exec::ExecDialect::HostBytesAttrHelper::getNameStr());
   s.overBytes = (gpuMem && device > gpuMem ? device - gpuMem : 0) +
                 (cpuMem && host > cpuMem ? host - cpuMem : 0);
-  auto predicted = copy->getAttrOfType<DictionaryAttr>("exec.predicted");
+  auto predicted =
+      getDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(copy);
   s.stepUs = cast<IntegerAttr>(predicted.get("predicted_step_us")).getInt();
   return s;
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/import/Importer.h"
+#include "dialects/Strata/StrataDialect.h"
 #include "runtime/support/Checked.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -474,7 +475,7 @@ LogicalResult Importer::finishOutputs(func::FuncOp func) {
   func.setFunctionType(builder_.getFunctionType(
       func.getFunctionType().getInputs(), resultTypes));
   for (size_t i = 0; i < model_.outputs.size(); ++i)
-    func.setResultAttr(i, "graph.name",
+    func.setResultAttr(i, graph::GraphDialect::NameAttrHelper::getNameStr(),
                        builder_.getStringAttr(model_.outputs[i].name));
   return success();
 }
@@ -502,7 +503,9 @@ LogicalResult Importer::checkSizes(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
     std::string name =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "graph.name")
+        func.getArgAttrOfType<StringAttr>(
+                arg.getArgNumber(),
+                graph::GraphDialect::NameAttrHelper::getNameStr())
             .getValue()
             .str();
     (void)type;
@@ -557,7 +560,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   Block *entry = func.addEntryBlock();
   for (size_t i = 0; i < argNames.size(); ++i) {
     values_[argNames[i]] = entry->getArgument(i);
-    func.setArgAttr(i, "graph.name", builder_.getStringAttr(argNames[i]));
+    func.setArgAttr(i, graph::GraphDialect::NameAttrHelper::getNameStr(),
+                    builder_.getStringAttr(argNames[i]));
   }
   builder_.setInsertionPointToStart(entry);
   for (const onnx::TensorData &t : model_.initializers)
@@ -589,9 +593,10 @@ OwningOpRef<ModuleOp> Importer::run() {
   if (failed(importNodes(model_.nodes)) || failed(finishOutputs(func)))
     return nullptr;
   if (!model_.producer.empty())
-    (*module)->setAttr("graph.producer",
-                       builder_.getStringAttr(model_.producer));
-  (*module)->setAttr("graph.opset", builder_.getI64IntegerAttr(model_.opset));
+    setDeclaredAttr<graph::GraphDialect::ProducerAttrHelper>(
+        (*module), builder_.getStringAttr(model_.producer));
+  setDeclaredAttr<graph::GraphDialect::OpsetAttrHelper>(
+      (*module), builder_.getI64IntegerAttr(model_.opset));
   if (failed(checkSizes(func)) || failed(verify(*module)))
     return nullptr;
   return module;

@@ -1,6 +1,7 @@
 //===- ArtifactWriter.cpp - exec IR to an artifact directory --------------===//
 
 #include "compiler/serialize/ArtifactWriter.h"
+#include "dialects/Strata/StrataDialect.h"
 
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/artifact/MemoryReport.h"
@@ -233,8 +234,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no @main function to serialize");
-  auto arenaAttr = func->getAttrOfType<IntegerAttr>("exec.arena_bytes");
-  auto paramsAttr = func->getAttrOfType<IntegerAttr>("exec.params_bytes");
+  auto arenaAttr =
+      getDeclaredAttr<exec::ExecDialect::ArenaBytesAttrHelper>(func);
+  auto paramsAttr =
+      getDeclaredAttr<exec::ExecDialect::ParamsBytesAttrHelper>(func);
   if (!arenaAttr || !paramsAttr)
     return func.emitError("the function has no memory plan (run "
                           "--strata-plan-memory first)");
@@ -246,8 +249,12 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.optimizer = info.optimizer;
   plan.labels = info.labels;
   plan.accumulate = info.accumulate;
-  for (const char *report : {"exec.memory", "exec.predicted", "exec.recomputed",
-                             "exec.planner", "exec.offload"})
+  for (llvm::StringRef report :
+       {exec::ExecDialect::MemoryAttrHelper::getNameStr(),
+        exec::ExecDialect::PredictedAttrHelper::getNameStr(),
+        exec::ExecDialect::RecomputedAttrHelper::getNameStr(),
+        exec::ExecDialect::PlannerAttrHelper::getNameStr(),
+        exec::ExecDialect::OffloadAttrHelper::getNameStr()})
     if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
       for (NamedAttribute entry : dict)
         if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
@@ -255,9 +262,9 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
               {entry.getName().str(), static_cast<uint64_t>(v.getInt())});
   plan.arenaBytes = arenaAttr.getInt();
   plan.paramsBytes = paramsAttr.getInt();
-  if (auto host = func->getAttrOfType<IntegerAttr>("exec.host_bytes"))
+  if (auto host = getDeclaredAttr<exec::ExecDialect::HostBytesAttrHelper>(func))
     plan.hostBytes = host.getInt();
-  if (auto ssd = func->getAttrOfType<IntegerAttr>("exec.ssd_bytes"))
+  if (auto ssd = getDeclaredAttr<exec::ExecDialect::SsdBytesAttrHelper>(func))
     plan.ssdBytes = ssd.getInt();
   plan.ssdDirs = info.ssdDirs;
   if (plan.ssdBytes > 0 && plan.ssdDirs.empty())
@@ -431,7 +438,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
 
   // The predicted schedule (--strata-predict-time), four numbers a span.
   if (auto spans =
-          func->getAttrOfType<DenseF64ArrayAttr>("exec.predicted_spans")) {
+          getDeclaredAttr<exec::ExecDialect::PredictedSpansAttrHelper>(func)) {
     ArrayRef<double> v = spans.asArrayRef();
     for (size_t i = 0; i + 3 < v.size(); i += 4) {
       artifact::PredictedSpan p;

@@ -34,6 +34,26 @@ def Exec_Dialect : Dialect {
     ```
   }];
   let cppNamespace = "::strata::exec";
+  // What passes record on the planned function, for the passes after them,
+  // the artifact writer and the compile driver: the region sizes and the
+  // prefetch window (--strata-plan-memory), the memory report
+  // (--strata-plan-memory), the predicted step and its per-step schedule
+  // (--strata-predict-time), the planner's and the recomputation's figures
+  // (--strata-place-tiers), the updates moved to the CPU
+  // (--strata-offload-optimizer).
+  let discardableAttrs = (ins
+    "::mlir::IntegerAttr":$arena_bytes,
+    "::mlir::IntegerAttr":$params_bytes,
+    "::mlir::IntegerAttr":$host_bytes,
+    "::mlir::IntegerAttr":$ssd_bytes,
+    "::mlir::IntegerAttr":$prefetch_window,
+    "::mlir::DictionaryAttr":$memory,
+    "::mlir::DictionaryAttr":$predicted,
+    "::mlir::DenseF64ArrayAttr":$predicted_spans,
+    "::mlir::DictionaryAttr":$planner,
+    "::mlir::DictionaryAttr":$recomputed,
+    "::mlir::DictionaryAttr":$offload
+  );
 }
 
 class Exec_Op<string mnemonic, list<Trait> traits = []>

@@ -35,6 +35,16 @@ def Graph_Dialect : Dialect {
   }];
   let cppNamespace = "::strata::graph";
   let hasConstantMaterializer = 1;
+  // Attributes outside the ops: on the module (`producer`, `opset`, from
+  // the ONNX model), and on function arguments and results (`name`: the
+  // graph input or output's name; `grad_of`: the parameter a returned
+  // gradient belongs to, --strata-autodiff).
+  let discardableAttrs = (ins
+    "::mlir::StringAttr":$producer,
+    "::mlir::IntegerAttr":$opset,
+    "::mlir::StringAttr":$name,
+    "::mlir::StringAttr":$grad_of
+  );
 }
 
 #endif // STRATA_DIALECTS_GRAPH_GRAPHDIALECT_TD

@@ -20,6 +20,25 @@ using mlir::UnitAttr;
 
 #include "dialects/Strata/StrataDialect.h.inc"
 
+namespace strata {
+
+/// A discardable attribute a dialect's ODS declares (`Helper` is the
+/// generated XAttrHelper, e.g. exec::ExecDialect::ArenaBytesAttrHelper),
+/// read from `op` (null when absent), written on it, or its name.
+template <typename Helper> auto getDeclaredAttr(mlir::Operation *op) {
+  return Helper(op->getContext()).getAttr(op);
+}
+template <typename Helper, typename A>
+void setDeclaredAttr(mlir::Operation *op, A value) {
+  Helper(op->getContext()).setAttr(op, value);
+}
+template <typename Helper>
+mlir::StringAttr declaredName(mlir::MLIRContext *ctx) {
+  return Helper(ctx).getName();
+}
+
+} // namespace strata
+
 namespace strata::markers {
 
 /// The op belongs to the backward pass.

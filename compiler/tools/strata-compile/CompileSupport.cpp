@@ -1,6 +1,7 @@
 //===- CompileSupport.cpp - strata-compile's pieces besides main ----------===//
 
 #include "CompileSupport.h"
+#include "dialects/Strata/StrataDialect.h"
 
 #include "dialects/Exec/ExecDialect.h"
 #include "passes/ArenaRanges.h"
@@ -127,8 +128,10 @@ LogicalResult checkDeviceBudget(ModuleOp module, const TierOptions &tiers) {
     auto attr = func->getAttrOfType<IntegerAttr>(name);
     return attr ? static_cast<uint64_t>(attr.getInt()) : 0;
   };
-  uint64_t arena = integer("exec.arena_bytes");
-  uint64_t resident = integer("exec.params_bytes");
+  uint64_t arena =
+      integer(exec::ExecDialect::ArenaBytesAttrHelper::getNameStr());
+  uint64_t resident =
+      integer(exec::ExecDialect::ParamsBytesAttrHelper::getNameStr());
   if (arena + resident <= tiers.gpuMem)
     return success();
   llvm::errs() << "strata-compile: error: the plan needs "
@@ -149,8 +152,9 @@ LogicalResult checkDeviceBudget(ModuleOp module, const TierOptions &tiers) {
 
 LogicalResult checkHostBudget(ModuleOp module, const TierOptions &tiers) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
-  auto attr = func ? func->getAttrOfType<IntegerAttr>("exec.host_bytes")
-                   : IntegerAttr();
+  auto attr =
+      func ? getDeclaredAttr<exec::ExecDialect::HostBytesAttrHelper>(func)
+           : IntegerAttr();
   uint64_t host = attr ? static_cast<uint64_t>(attr.getInt()) : 0;
   if (host <= tiers.cpuMem)
     return success();

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileSupport.h"
+#include "dialects/Strata/StrataDialect.h"
 
 #include "compiler/import/OnnxImporter.h"
 #include "compiler/serialize/ArtifactWriter.h"
@@ -674,7 +675,8 @@ int main(int argc, char **argv) {
       info.ssdDirs.push_back(path.str().str());
     }
 
-    if (auto producer = (*module)->getAttrOfType<StringAttr>("graph.producer"))
+    if (auto producer = strata::getDeclaredAttr<
+            strata::graph::GraphDialect::ProducerAttrHelper>(*module))
       info.producer = producer.getValue().str();
     info.mode = mode == Mode::Train ? "train" : "forward";
     // Recorded absolute, so strata-export finds the model from anywhere.
