@@ -98,11 +98,14 @@ void strata::registerPassesAndPipelines() {
       "strata-graph-cleanup",
       "Fold, canonicalize and deduplicate imported graph IR",
       buildGraphCleanupPipeline);
-  PassPipelineRegistration<>(
-      "strata-training", "Loss, autodiff and AdamW (defaults) on graph IR",
-      [](OpPassManager &pm) { buildTrainingPipeline(pm, TrainingOptions()); });
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<TrainingOptions>(
+      "strata-training",
+      "Loss, autodiff and the optimizer on graph IR (strata-compile's "
+      "training flags as options)",
+      buildTrainingPipeline);
+  PassPipelineRegistration<TierOptions>(
       "strata-forward-to-exec",
-      "Lower a forward graph program to exec IR with a memory plan",
-      [](OpPassManager &pm) { buildForwardToExecPipeline(pm); });
+      "Lower a graph program to exec IR with tiers and a memory plan "
+      "(strata-compile's budget flags as options)",
+      buildForwardToExecPipeline);
 }

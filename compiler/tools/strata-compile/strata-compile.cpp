@@ -240,6 +240,14 @@ static cl::opt<bool> printWeights(
     cl::desc("Print parameter values in full instead of eliding them"),
     cl::init(false), cl::cat(category));
 
+static cl::opt<bool> printPipeline(
+    "print-pipeline",
+    cl::desc("Print the pass pipeline this compile would run, in "
+             "strata-opt's --pass-pipeline syntax with every option "
+             "resolved, and exit (strata-opt on the imported IR, e.g. from "
+             "--dump-ir, then reproduces the compile)"),
+    cl::init(false), cl::cat(category));
+
 static cl::OptionCategory tierCategory("memory tiers");
 static cl::opt<std::string> gpuMem(
     "gpu-mem",
@@ -584,22 +592,22 @@ int main(int argc, char **argv) {
   }
   if (what != Emit::Graph && mode != Mode::Forward) {
     strata::TrainingOptions training;
-    training.loss = loss;
-    training.optimizer = optimizer;
-    training.lr = lr;
-    training.momentum = momentum;
-    training.beta1 = beta1;
-    training.beta2 = beta2;
-    training.eps = eps;
-    training.weightDecay = weightDecay;
-    training.clipGradNorm = clipGradNorm;
-    training.accumulate = accumulate;
+    training.loss = loss.getValue();
+    training.optimizer = optimizer.getValue();
+    training.lr = lr.getValue();
+    training.momentum = momentum.getValue();
+    training.beta1 = beta1.getValue();
+    training.beta2 = beta2.getValue();
+    training.eps = eps.getValue();
+    training.weightDecay = weightDecay.getValue();
+    training.clipGradNorm = clipGradNorm.getValue();
+    training.accumulate = accumulate.getValue();
     training.fuseUpdates = fusingUpdates();
-    training.clipMode = clipMode;
+    training.clipMode = clipMode.getValue();
     training.lossScale = effectiveLossScale();
-    training.lossScaleInit = lossScaleInit;
-    training.lossScaleWindow = lossScaleWindow;
-    training.precision = precision;
+    training.lossScaleInit = lossScaleInit.getValue();
+    training.lossScaleWindow = lossScaleWindow.getValue();
+    training.precision = precision.getValue();
     if (precision == "fp16" && lossScale == "none")
       llvm::errs() << (lossScale.getNumOccurrences()
                            ? "strata-compile: warning: --precision fp16 with "
@@ -628,34 +636,41 @@ int main(int argc, char **argv) {
   if (fusion == "on" && what != Emit::Graph)
     pm.addPass(strata::createFuseElementwisePass());
   strata::TierOptions tiers;
-  tiers.params = placeParams;
-  tiers.states = placeStates;
-  tiers.activations = placeActivations;
-  tiers.gradients = placeGradients;
-  tiers.updates = placeUpdates;
-  tiers.cpuJobBytes = cpuJobBytes;
+  tiers.params = placeParams.getValue();
+  tiers.states = placeStates.getValue();
+  tiers.activations = placeActivations.getValue();
+  tiers.gradients = placeGradients.getValue();
+  tiers.updates = placeUpdates.getValue();
+  tiers.cpuJobBytes = cpuJobBytes.getValue();
   tiers.lowCopies = lowCopies == "on";
-  tiers.maxEvaluations = plannerEvaluations;
+  tiers.maxEvaluations = plannerEvaluations.getValue();
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();
-  tiers.profile = profileFile;
+  tiers.profile = profileFile.getValue();
   for (auto [flag, text, out] :
        {std::tuple{"--gpu-mem", &gpuMem, &tiers.gpuMem},
         std::tuple{"--cpu-mem", &cpuMem, &tiers.cpuMem}}) {
-    if (!text->empty() && !strata::parseSize(*text, *out)) {
+    uint64_t bytes = 0;
+    if (!text->empty() && !strata::parseSize(*text, bytes)) {
       llvm::errs() << "strata-compile: error: " << flag << ": invalid size '"
                    << *text << "' (e.g. 24GiB)\n";
       return 1;
     }
     // 0 would read as "no budget" downstream: say so instead of guessing.
-    if (!text->empty() && *out == 0) {
+    if (!text->empty() && bytes == 0) {
       llvm::errs() << "strata-compile: error: " << flag
                    << " must be positive (leave it out for no limit)\n";
       return 1;
     }
+    *out = bytes;
   }
   if (what == Emit::Exec || what == Emit::Artifact)
     strata::buildForwardToExecPipeline(pm, tiers);
+  if (printPipeline) {
+    pm.printAsTextualPipeline(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
+  }
   if (failed(pm.run(*module)))
     return 1;
 
