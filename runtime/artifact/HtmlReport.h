@@ -23,7 +23,7 @@ namespace strata::artifact {
 /// One complete event ("ph": "X") of a strata-run --trace file.
 struct TraceEvent {
   std::string name, category;
-  /// exec::Lane: 0 a run of the plan, 1 compute, 2 host copies, 3 SSD
+  /// runtime::Lane: 0 a run of the plan, 1 compute, 2 host copies, 3 SSD
   /// reads, 4 SSD writes, 5 CPU.
   int lane = 0;
   double startUs = 0, endUs = 0;

@@ -18,7 +18,7 @@
 #include <random>
 #include <vector>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 namespace {
 
@@ -252,4 +252,4 @@ bool calibrateCuda(MachineProfile &profile, std::string &report,
   return true;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

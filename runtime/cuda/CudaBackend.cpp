@@ -11,7 +11,7 @@
 #include <map>
 #include <set>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 namespace {
 
@@ -358,4 +358,4 @@ std::unique_ptr<Backend> makeCudaBackend(std::string &error) {
   return backend;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

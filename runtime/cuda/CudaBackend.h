@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 /// Whether this build has the CUDA backend.
 bool cudaBuilt();
@@ -34,6 +34,6 @@ std::unique_ptr<Backend> makeCudaBackend(std::string &error);
 bool calibrateCuda(MachineProfile &profile, std::string &report,
                    std::string &error);
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_CUDA_CUDABACKEND_H

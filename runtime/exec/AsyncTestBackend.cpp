@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <thread>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 AsyncTestBackend::AsyncTestBackend() {
   if (const char *seed = std::getenv("STRATA_ASYNC_CHAOS")) {
@@ -253,4 +253,4 @@ bool AsyncTestBackend::synchronize(std::string &error) {
   return true;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

@@ -25,7 +25,7 @@
 #include <condition_variable>
 #include <mutex>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 class AsyncTestBackend : public Backend {
 public:
@@ -82,6 +82,6 @@ private:
   uint64_t chaosSeed_ = 1;
 };
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_ASYNCTESTBACKEND_H

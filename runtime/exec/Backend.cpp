@@ -5,7 +5,7 @@
 #include "runtime/exec/AsyncTestBackend.h"
 #include "runtime/exec/CpuBackend.h"
 
-namespace strata::exec {
+namespace strata::runtime {
 
 bool Backend::supports(const artifact::Plan &, std::string &) const {
   return true;
@@ -40,4 +40,4 @@ std::string defaultBackendName() {
   return makeCudaBackend(ignored) ? "cuda" : "cpu";
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 class Trace;
 using artifact::Queue;
@@ -114,6 +114,6 @@ std::unique_ptr<Backend> makeBackend(const std::string &name,
 /// "cuda" when a GPU is present and this build has CUDA, else "cpu".
 std::string defaultBackendName();
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_BACKEND_H

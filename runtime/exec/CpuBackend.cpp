@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 void *CpuBackend::allocDevice(uint64_t bytes, std::string &error) {
   artifact::AlignedBuffer buffer(bytes);
@@ -113,4 +113,4 @@ bool CpuBackend::synchronize(std::string &error) {
   return !failed_;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

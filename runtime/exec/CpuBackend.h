@@ -15,7 +15,7 @@
 
 #include <map>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 class CpuBackend : public Backend {
 public:
@@ -56,6 +56,6 @@ private:
   std::string error_;
 };
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_CPUBACKEND_H

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 using artifact::Plan;
 using artifact::Region;
@@ -518,4 +518,4 @@ bool Executor::getOutput(const std::string &name, npy::Array &array,
   return false;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 /// The device tier's arena, with the budget accounting a GPU's memory gets.
 /// It records the highest byte any slot reaches, which must equal the
@@ -178,6 +178,6 @@ private:
   artifact::AlignedBuffer staging_[2];
 };
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_EXECUTOR_H

@@ -2,7 +2,7 @@
 
 #include "runtime/exec/HostQueues.h"
 
-namespace strata::exec {
+namespace strata::runtime {
 
 TransferQueue *HostQueues::worker(Queue queue) {
   auto &w = workers_[static_cast<size_t>(queue)];
@@ -47,4 +47,4 @@ bool HostQueues::drain(std::string &error) {
   return ok;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

@@ -18,7 +18,7 @@
 #include <functional>
 #include <memory>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 class HostQueues {
 public:
@@ -57,6 +57,6 @@ private:
   std::vector<Mark> marks_;
 };
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_HOSTQUEUES_H

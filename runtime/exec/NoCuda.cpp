@@ -3,7 +3,7 @@
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/exec/Backend.h"
 
-namespace strata::exec {
+namespace strata::runtime {
 
 bool cudaBuilt() { return false; }
 
@@ -18,4 +18,4 @@ bool calibrateCuda(MachineProfile &, std::string &, std::string &error) {
   return false;
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

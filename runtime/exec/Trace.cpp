@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 static std::string escape(const std::string &s) {
   std::string out;
@@ -48,4 +48,4 @@ bool Trace::write(const std::string &path, std::string &error) const {
   return writeFileAtomically(path, json.data(), json.size(), error);
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 /// The lanes events are drawn on.
 enum class Lane : int {
@@ -66,6 +66,6 @@ private:
   std::vector<Event> events_;
 };
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_TRACE_H

@@ -2,7 +2,7 @@
 
 #include "runtime/exec/TransferQueue.h"
 
-namespace strata::exec {
+namespace strata::runtime {
 
 TransferQueue::TransferQueue() : worker_([this] { work(); }) {}
 
@@ -63,4 +63,4 @@ void TransferQueue::work() {
   }
 }
 
-} // namespace strata::exec
+} // namespace strata::runtime

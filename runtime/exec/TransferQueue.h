@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-namespace strata::exec {
+namespace strata::runtime {
 
 class TransferQueue {
 public:
@@ -50,6 +50,6 @@ private:
   std::thread worker_;
 };
 
-} // namespace strata::exec
+} // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_EXEC_TRANSFERQUEUE_H

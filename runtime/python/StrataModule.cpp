@@ -7,7 +7,7 @@
 //   trainer.save(); weights = trainer.parameters()
 //   outputs = rt.Artifact("fwd.strata").run({"input_ids": ids})
 //
-// A step goes through train::Session, the code strata-run's loop uses, so
+// A step goes through trainer::Session, the code strata-run's loop uses, so
 // the same batches give the same bits. Like the rest of the runtime, no
 // LLVM inside; errors are Python exceptions (RuntimeError, ValueError).
 
@@ -129,15 +129,15 @@ public:
     std::string error;
     if (!art_.open(path, error, ssdDirs))
       fail(error);
-    executor_ = std::make_unique<exec::Executor>(art_);
-    exec::ExecutorOptions options;
+    executor_ = std::make_unique<runtime::Executor>(art_);
+    runtime::ExecutorOptions options;
     options.deviceBudget = deviceMem;
     options.overlapTransfers = overlap;
     if (backend) {
       options.backend = *backend;
     } else {
       const char *env = std::getenv("STRATA_BACKEND");
-      options.backend = env && *env ? env : exec::defaultBackendName();
+      options.backend = env && *env ? env : runtime::defaultBackendName();
     }
     if (!executor_->prepare(options, error))
       fail(error);
@@ -202,13 +202,13 @@ public:
   }
 
   artifact::Artifact &artifact() { return art_; }
-  exec::Executor &executor() { return *executor_; }
+  runtime::Executor &executor() { return *executor_; }
   const std::string &path() const { return path_; }
 
 private:
   std::string path_;
   artifact::Artifact art_;
-  std::unique_ptr<exec::Executor> executor_;
+  std::unique_ptr<runtime::Executor> executor_;
 };
 
 /// A training run of an artifact, driven a step at a time.
@@ -217,13 +217,13 @@ public:
   Trainer(Artifact &art, std::optional<std::string> checkpointDir, bool resume,
           const std::string &onNan, bool quiet)
       : art_(art), session_(art.artifact(), art.executor()) {
-    train::SessionOptions options;
+    trainer::SessionOptions options;
     options.checkpointDir =
         checkpointDir ? *checkpointDir : art.path() + "/checkpoint";
     options.resume = resume;
     options.quiet = quiet;
     if (onNan == "skip")
-      options.onNan = train::OnNan::Skip;
+      options.onNan = trainer::OnNan::Skip;
     else if (onNan != "stop")
       throw py::value_error("on_nan must be 'stop' or 'skip', not '" + onNan +
                             "'");
@@ -264,7 +264,7 @@ public:
         throw py::value_error("a batch needs every input of the plan (" +
                               std::to_string(plan.inputs.size()) + ")");
     }
-    train::StepMetrics m;
+    trainer::StepMetrics m;
     std::string error;
     bool ok;
     {
@@ -326,7 +326,7 @@ public:
 
 private:
   Artifact &art_;
-  train::Session session_;
+  trainer::Session session_;
 };
 
 } // namespace

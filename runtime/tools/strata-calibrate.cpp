@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
   // and then the waiter's wake-up, as the runtime pays them (a kernel runs
   // before each, so the worker has gone to sleep).
   {
-    exec::TransferQueue queue;
+    runtime::TransferQueue queue;
     std::string error;
     std::vector<double> trips;
     for (int i = 0; i < 101; ++i) {
@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
     // The device figures are the GPU's; the queue hand-off and the SSD
     // stay the host's.
     std::string report, error;
-    if (!exec::calibrateCuda(p, report, error)) {
+    if (!runtime::calibrateCuda(p, report, error)) {
       std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
       return 1;
     }

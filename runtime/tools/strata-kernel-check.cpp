@@ -421,8 +421,8 @@ int main(int argc, char **argv) {
     }
   }
   std::string error;
-  std::unique_ptr<exec::Backend> backend =
-      exec::makeBackend(backendName, error);
+  std::unique_ptr<runtime::Backend> backend =
+      runtime::makeBackend(backendName, error);
   if (!backend) {
     if (error.rfind("no GPU", 0) == 0 ||
         error.find("no CUDA") != std::string::npos) {
@@ -435,7 +435,7 @@ int main(int argc, char **argv) {
   backend->setEventCount(0);
   std::mt19937_64 rng(seed);
   int failures = 0, passed = 0;
-  exec::StepLabel label;
+  runtime::StepLabel label;
   for (Case &c : cases(small)) {
     // Operand slots: inputs then outputs (the Step names them by index).
     c.step.inputs.clear();
@@ -538,7 +538,7 @@ int main(int argc, char **argv) {
         backend->freeDevice(p);
     if (!ok) {
       // A failed backend stays failed: start a fresh one for what is left.
-      backend = exec::makeBackend(backendName, error);
+      backend = runtime::makeBackend(backendName, error);
       if (!backend)
         return 1;
       backend->setEventCount(0);

@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
   std::vector<std::pair<std::string, std::string>> inputs;
   uint64_t budget = 0;
   bool quiet = false;
-  train::TrainerOptions trainOptions;
+  trainer::TrainerOptions trainOptions;
   bool stepsGiven = false;
   std::string tracePath;
   std::vector<std::string> ssdDirs;
@@ -171,9 +171,9 @@ int main(int argc, char **argv) {
     } else if (arg == "--on-nan" || arg.rfind("--on-nan=", 0) == 0) {
       std::string text = value("--on-nan");
       if (text == "stop")
-        trainOptions.onNan = train::TrainerOptions::OnNan::Stop;
+        trainOptions.onNan = trainer::TrainerOptions::OnNan::Stop;
       else if (text == "skip")
-        trainOptions.onNan = train::TrainerOptions::OnNan::Skip;
+        trainOptions.onNan = trainer::TrainerOptions::OnNan::Skip;
       else {
         std::fprintf(stderr,
                      "strata-run: error: --on-nan expects stop or "
@@ -217,13 +217,13 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;
   }
-  exec::Executor executor(art);
-  exec::ExecutorOptions options;
+  runtime::Executor executor(art);
+  runtime::ExecutorOptions options;
   options.deviceBudget = budget;
   options.overlapTransfers = overlap;
   if (backendName.empty()) {
     const char *env = std::getenv("STRATA_BACKEND");
-    backendName = env && *env ? env : exec::defaultBackendName();
+    backendName = env && *env ? env : runtime::defaultBackendName();
   }
   options.backend = backendName;
   if (!executor.prepare(options, error)) {
@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
                  artifactDir.c_str());
     return 2;
   }
-  exec::Trace trace;
+  runtime::Trace trace;
   if (!tracePath.empty()) {
     executor.setTrace(&trace);
     trainOptions.trace = &trace;
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
     if (trainOptions.checkpointDir.empty())
       trainOptions.checkpointDir = artifactDir + "/checkpoint";
     trainOptions.quiet = quiet;
-    if (!train::runTraining(art, executor, trainOptions, error)) {
+    if (!trainer::runTraining(art, executor, trainOptions, error)) {
       std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
       writeTrace();
       return 1;

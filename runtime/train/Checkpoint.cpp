@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace strata::train {
+namespace strata::trainer {
 
 namespace {
 
@@ -149,4 +149,4 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
   return true;
 }
 
-} // namespace strata::train
+} // namespace strata::trainer

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-namespace strata::train {
+namespace strata::trainer {
 
 constexpr uint32_t kCheckpointVersion = 1;
 
@@ -37,6 +37,6 @@ bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
 bool loadCheckpoint(const std::string &path, artifact::Artifact &artifact,
                     CheckpointInfo &info, std::string &error);
 
-} // namespace strata::train
+} // namespace strata::trainer
 
 #endif // STRATA_RUNTIME_TRAIN_CHECKPOINT_H

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <fstream>
 
-namespace strata::train {
+namespace strata::trainer {
 
 bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
                       std::string &error) {
@@ -118,4 +118,4 @@ void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
   }
 }
 
-} // namespace strata::train
+} // namespace strata::trainer

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace strata::train {
+namespace strata::trainer {
 
 /// Training data: rows of T+1 tokens. Step k uses rows k*B .. k*B+B-1
 /// (wrapping around); the input is row[:T] and the labels row[1:].
@@ -39,6 +39,6 @@ private:
   std::string description_;
 };
 
-} // namespace strata::train
+} // namespace strata::trainer
 
 #endif // STRATA_RUNTIME_TRAIN_DATASOURCE_H

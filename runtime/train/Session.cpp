@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace strata::train {
+namespace strata::trainer {
 
 using artifact::Binding;
 using artifact::Plan;
@@ -46,7 +46,7 @@ bool fileExists(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-bool scalarOutput(exec::Executor &executor, const std::string &name,
+bool scalarOutput(runtime::Executor &executor, const std::string &name,
                   double &value) {
   npy::Array a;
   std::string ignored;
@@ -65,7 +65,7 @@ std::string Session::checkpointFile() const {
   return checkpointPath(options_.checkpointDir);
 }
 
-Session::Session(artifact::Artifact &artifact, exec::Executor &executor)
+Session::Session(artifact::Artifact &artifact, runtime::Executor &executor)
     : art_(artifact), executor_(executor) {
   const Plan &plan = art_.plan();
   // The causal-LM plan takes token ids and labels of the same shape.
@@ -206,4 +206,4 @@ bool Session::save(std::string &error) {
   return true;
 }
 
-} // namespace strata::train
+} // namespace strata::trainer

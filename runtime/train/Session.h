@@ -17,7 +17,7 @@
 #include <functional>
 #include <string>
 
-namespace strata::train {
+namespace strata::trainer {
 
 /// What a non-finite loss or gradient norm does. Stop (default): the step
 /// is an error and nothing of it is saved (the last checkpoint stays).
@@ -54,7 +54,7 @@ struct StepMetrics {
 
 class Session {
 public:
-  Session(artifact::Artifact &artifact, exec::Executor &executor);
+  Session(artifact::Artifact &artifact, runtime::Executor &executor);
 
   /// Locks the artifact and the checkpoint directory, removes temporaries
   /// of interrupted saves, and with `resume` loads the checkpoint.
@@ -86,7 +86,7 @@ public:
 
 private:
   artifact::Artifact &art_;
-  exec::Executor &executor_;
+  runtime::Executor &executor_;
   SessionOptions options_;
   FileLock artifactLock_, checkpointLock_;
   const artifact::Binding *ids_ = nullptr, *labels_ = nullptr;
@@ -94,6 +94,6 @@ private:
   int64_t completed_ = 0;
 };
 
-} // namespace strata::train
+} // namespace strata::trainer
 
 #endif // STRATA_RUNTIME_TRAIN_SESSION_H

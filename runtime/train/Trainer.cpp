@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace strata::train {
+namespace strata::trainer {
 
 using artifact::Binding;
 using artifact::Plan;
@@ -56,7 +56,7 @@ npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
 
 } // namespace
 
-bool runTraining(artifact::Artifact &art, exec::Executor &executor,
+bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                  const TrainerOptions &options, std::string &error) {
   const Plan &plan = art.plan();
   if (options.steps <= 0) {
@@ -228,7 +228,7 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
                                      : "not saved (--no-checkpoint)");
     std::vector<double> sorted = stepTimes;
     std::sort(sorted.begin(), sorted.end());
-    const exec::Executor::LinkBytes &l = executor.linkBytes();
+    const runtime::Executor::LinkBytes &l = executor.linkBytes();
     double steps = std::max<size_t>(1, stepTimes.size());
     double predicted =
         plan.memoryOf(executor.overlapsTransfers() ? "predicted_step_us"
@@ -252,4 +252,4 @@ bool runTraining(artifact::Artifact &art, exec::Executor &executor,
   return ok;
 }
 
-} // namespace strata::train
+} // namespace strata::trainer

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace strata::train {
+namespace strata::trainer {
 
 struct TrainerOptions {
   /// Token data (.npy rows or .bin stream); empty when the plan's inputs
@@ -29,21 +29,21 @@ struct TrainerOptions {
   bool quiet = false;
   std::vector<std::pair<std::string, npy::Array>> fixedInputs;
   /// Record the first `traceSteps` steps into `trace` (null: no trace).
-  exec::Trace *trace = nullptr;
+  runtime::Trace *trace = nullptr;
   int64_t traceSteps = 2;
   /// What a non-finite loss or gradient norm does (see Session.h).
-  using OnNan = train::OnNan;
+  using OnNan = trainer::OnNan;
   OnNan onNan = OnNan::Stop;
 };
 
 /// Runs the training loop of a "train" plan. Returns false with `error` set;
 /// the last checkpoint written stays valid whatever happens.
-bool runTraining(artifact::Artifact &artifact, exec::Executor &executor,
+bool runTraining(artifact::Artifact &artifact, runtime::Executor &executor,
                  const TrainerOptions &options, std::string &error);
 
 /// The checkpoint file of a checkpoint directory.
 std::string checkpointPath(const std::string &dir);
 
-} // namespace strata::train
+} // namespace strata::trainer
 
 #endif // STRATA_RUNTIME_TRAIN_TRAINER_H

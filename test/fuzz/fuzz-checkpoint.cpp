@@ -60,10 +60,10 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     std::abort();
   }
   if (const char *seed = std::getenv("STRATA_FUZZ_WRITE_SEED")) {
-    train::CheckpointInfo info;
+    trainer::CheckpointInfo info;
     info.planCrc = theArtifact->plan().payloadCrc;
     info.step = 7;
-    if (!train::saveCheckpoint(seed, info, *theArtifact, error)) {
+    if (!trainer::saveCheckpoint(seed, info, *theArtifact, error)) {
       std::fprintf(stderr, "fuzz-checkpoint: %s\n", error.c_str());
       std::abort();
     }
@@ -73,9 +73,9 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   strata::fuzz::MemoryFile file(data, size);
-  train::CheckpointInfo info;
+  trainer::CheckpointInfo info;
   std::string error;
-  if (!train::loadCheckpoint(file.path(), *theArtifact, info, error) &&
+  if (!trainer::loadCheckpoint(file.path(), *theArtifact, info, error) &&
       error.empty())
     __builtin_trap(); // Every refusal says why.
   return 0;

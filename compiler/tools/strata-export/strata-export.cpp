@@ -250,12 +250,12 @@ int main(int argc, char **argv) {
     }
   std::string ckpt =
       options.checkpoint.empty()
-          ? train::checkpointPath(options.artifact + "/checkpoint")
+          ? trainer::checkpointPath(options.artifact + "/checkpoint")
           : options.checkpoint;
   struct stat st;
   if (::stat(ckpt.c_str(), &st) == 0) {
-    train::CheckpointInfo info;
-    if (!train::loadCheckpoint(ckpt, art, info, error))
+    trainer::CheckpointInfo info;
+    if (!trainer::loadCheckpoint(ckpt, art, info, error))
       return fail(error);
     std::fprintf(stderr, "strata-export: weights after %llu steps (%s)\n",
                  static_cast<unsigned long long>(info.step), ckpt.c_str());

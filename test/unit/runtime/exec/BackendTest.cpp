@@ -12,7 +12,7 @@
 #include <vector>
 
 using namespace strata;
-using namespace strata::exec;
+using namespace strata::runtime;
 using artifact::Kernel;
 using artifact::Step;
 

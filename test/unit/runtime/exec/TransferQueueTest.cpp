@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-using namespace strata::exec;
+using namespace strata::runtime;
 
 namespace {
 
