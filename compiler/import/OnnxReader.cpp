@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/import/OnnxModel.h"
+#include "compiler/import/OnnxProto.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
 
@@ -119,10 +120,10 @@ public:
       : baseDir_(std::move(baseDir)), proto_(std::move(proto)) {}
 
   bool convert(Model &model, std::string &error);
-
-private:
   bool convertTensor(const ::onnx::TensorProto &t, TensorData &out,
                      std::string &error);
+
+private:
   bool convertExternal(const ::onnx::TensorProto &t, TensorData &out,
                        std::string &error);
   bool convertAttribute(const ::onnx::AttributeProto &a, Attribute &out,
@@ -656,52 +657,16 @@ std::string directoryOf(const std::string &path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-} // namespace
-
-bool readModelFile(const std::string &path, Model &model, std::string &error) {
-  uint64_t size = 0;
-  strata::UniqueFd owned = strata::openRegularFile(path, "model", size, error);
-  if (owned.get() < 0)
-    return false;
-  int fd = owned.release();
-  if (size >= INT_MAX) {
-    ::close(fd);
-    error = "'" + path + "' is " + std::to_string(size) +
-            " bytes; a protobuf cannot exceed 2 GiB. Save the model with its "
-            "tensors as external data (onnx.save_model(..., "
-            "save_as_external_data=True))";
-    return false;
-  }
-  auto proto = std::make_shared<::onnx::ModelProto>();
-  bool parsed;
-  {
-    google::protobuf::io::FileInputStream stream(fd);
-    google::protobuf::io::CodedInputStream coded(&stream);
-    coded.SetTotalBytesLimit(INT_MAX);
-    parsed =
-        proto->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
-  }
-  ::close(fd);
-  if (!parsed) {
-    error = "'" + path + "' is not a valid ONNX model (protobuf parse failed)";
-    return false;
-  }
-  model = Model();
-  model.path = path;
-  Converter converter(directoryOf(path), proto);
-  if (!converter.convert(model, error)) {
-    error = path + ": " + error;
-    return false;
-  }
-  return true;
+bool endsWith(const std::string &path, const std::string &suffix) {
+  return path.size() >= suffix.size() &&
+         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool parseModelText(const std::string &text, const std::string &baseDir,
-                    Model &model, std::string &error) {
-  auto proto = std::make_shared<::onnx::ModelProto>();
+bool parseText(const std::string &text, ::onnx::ModelProto &proto,
+               std::string &error) {
   try {
     ::onnx::Common::Status status =
-        ::onnx::OnnxParser::Parse(*proto, text.c_str());
+        ::onnx::OnnxParser::Parse(proto, text.c_str());
     if (!status.IsOK()) {
       error = "ONNX text syntax error: " + status.ErrorMessage();
       return false;
@@ -710,19 +675,34 @@ bool parseModelText(const std::string &text, const std::string &baseDir,
     error = std::string("ONNX text syntax error: ") + e.what();
     return false;
   }
-  model = Model();
-  Converter converter(baseDir, proto);
-  return converter.convert(model, error);
+  return true;
 }
 
-bool loadModel(const std::string &path, Model &model, std::string &error) {
-  auto endsWith = [&](const std::string &suffix) {
-    return path.size() >= suffix.size() &&
-           path.compare(path.size() - suffix.size(), suffix.size(), suffix) ==
-               0;
-  };
-  if (!endsWith(".onnxtext") && !endsWith(".txt"))
-    return readModelFile(path, model, error);
+bool readBinary(const std::string &path, ::onnx::ModelProto &proto,
+                std::string &error) {
+  uint64_t size = 0;
+  strata::UniqueFd fd = strata::openRegularFile(path, "model", size, error);
+  if (fd.get() < 0)
+    return false;
+  if (size >= INT_MAX) {
+    error = "'" + path + "' is " + std::to_string(size) +
+            " bytes; a protobuf cannot exceed 2 GiB. Save the model with its "
+            "tensors as external data (onnx.save_model(..., "
+            "save_as_external_data=True))";
+    return false;
+  }
+  google::protobuf::io::FileInputStream stream(fd.get());
+  google::protobuf::io::CodedInputStream coded(&stream);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+    error = "'" + path + "' is not a valid ONNX model (protobuf parse failed)";
+    return false;
+  }
+  return true;
+}
+
+bool readText(const std::string &path, ::onnx::ModelProto &proto,
+              std::string &error) {
   uint64_t size = 0;
   strata::UniqueFd fd = strata::openRegularFile(path, "model", size, error);
   if (fd.get() < 0)
@@ -736,11 +716,70 @@ bool loadModel(const std::string &path, Model &model, std::string &error) {
     error = "cannot read '" + path + "': " + std::strerror(errno);
     return false;
   }
-  if (!parseModelText(text, directoryOf(path), model, error)) {
+  if (!parseText(text, proto, error)) {
     error = path + ": " + error;
     return false;
   }
+  return true;
+}
+
+} // namespace
+
+std::string modelDirectory(const std::string &path) {
+  return directoryOf(path);
+}
+
+bool loadModelProto(const std::string &path, ::onnx::ModelProto &proto,
+                    std::string &error) {
+  return endsWith(path, ".onnxtext") || endsWith(path, ".txt")
+             ? readText(path, proto, error)
+             : readBinary(path, proto, error);
+}
+
+bool readTensor(const ::onnx::TensorProto &tensor, const std::string &baseDir,
+                TensorData &out, std::string &error) {
+  // Raw data stays in `tensor` (the caller's): nothing to keep alive.
+  Converter converter(baseDir, nullptr);
+  return converter.convertTensor(tensor, out, error);
+}
+
+bool readModelFile(const std::string &path, Model &model, std::string &error) {
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  if (!readBinary(path, *proto, error))
+    return false;
+  model = Model();
   model.path = path;
+  Converter converter(directoryOf(path), proto);
+  if (!converter.convert(model, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  return true;
+}
+
+bool parseModelText(const std::string &text, const std::string &baseDir,
+                    Model &model, std::string &error) {
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  if (!parseText(text, *proto, error))
+    return false;
+  model = Model();
+  Converter converter(baseDir, proto);
+  return converter.convert(model, error);
+}
+
+bool loadModel(const std::string &path, Model &model, std::string &error) {
+  if (!endsWith(path, ".onnxtext") && !endsWith(path, ".txt"))
+    return readModelFile(path, model, error);
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  if (!readText(path, *proto, error))
+    return false;
+  model = Model();
+  model.path = path;
+  Converter converter(directoryOf(path), proto);
+  if (!converter.convert(model, error)) {
+    error = path + ": " + error;
+    return false;
+  }
   return true;
 }
 

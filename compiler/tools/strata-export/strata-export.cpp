@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/import/OnnxProto.h"
 #include "runtime/artifact/Artifact.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
@@ -18,7 +19,6 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Trainer.h"
 
-#include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 
 #include <cerrno>
@@ -65,117 +65,12 @@ void usage(FILE *out) {
                "                     rounded to the model's own type)\n");
 }
 
-std::string dirOf(const std::string &path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 std::string baseOf(const std::string &path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-bool loadModel(const std::string &path, onnx::ModelProto &model,
-               std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open the source model '" + path +
-            "' (moved? give it with --model)";
-    return false;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string bytes = buffer.str();
-  if (path.size() > 9 && path.substr(path.size() - 9) == ".onnxtext") {
-    auto status = onnx::OnnxParser::Parse(model, bytes.c_str());
-    if (!status.IsOK()) {
-      error = "cannot parse '" + path + "': " + status.ErrorMessage();
-      return false;
-    }
-    return true;
-  }
-  if (!model.ParseFromString(bytes)) {
-    error = "'" + path + "' is not a valid ONNX model";
-    return false;
-  }
-  return true;
-}
-
-/// The bytes of an initializer as stored in the source model.
-bool initializerBytes(const onnx::TensorProto &t, const std::string &baseDir,
-                      std::string &bytes, std::string &error) {
-  if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &e : t.external_data()) {
-      bool ok = true;
-      if (e.key() == "location")
-        location = e.value();
-      else if (e.key() == "offset")
-        ok = parseInt64(e.value(), offset, 0);
-      else if (e.key() == "length")
-        ok = parseInt64(e.value(), length, 0);
-      if (!ok) {
-        error = "initializer '" + t.name() + "': invalid external data " +
-                e.key() + " '" + e.value() + "'";
-        return false;
-      }
-    }
-    if (location.empty() || location.front() == '/' ||
-        location.find("..") != std::string::npos) {
-      error = "initializer '" + t.name() + "': external data location '" +
-              location +
-              "' must be a relative path inside the model's "
-              "directory";
-      return false;
-    }
-    std::string path = baseDir + "/" + location;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      error = "cannot open external data '" + path + "' of '" + t.name() +
-              "': " + std::strerror(errno);
-      return false;
-    }
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      error = "external data '" + path + "' of '" + t.name() +
-              "' is not a regular file";
-      return false;
-    }
-    if (length < 0)
-      length = st.st_size - std::min<int64_t>(offset, st.st_size);
-    if (static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) >
-        static_cast<uint64_t>(st.st_size)) {
-      ::close(fd);
-      error = "external data '" + path + "' of '" + t.name() + "' is " +
-              std::to_string(st.st_size) + " bytes, too short for offset " +
-              std::to_string(offset) + " + length " + std::to_string(length);
-      return false;
-    }
-    bytes.resize(static_cast<size_t>(length));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t r = ::pread(fd, &bytes[done], bytes.size() - done,
-                          static_cast<off_t>(offset + done));
-      if (r <= 0) {
-        ::close(fd);
-        error = "cannot read external data of '" + t.name() + "'";
-        return false;
-      }
-      done += static_cast<size_t>(r);
-    }
-    ::close(fd);
-    return true;
-  }
-  if (t.has_raw_data()) {
-    bytes = t.raw_data();
-    return true;
-  }
-  return false; // Typed fields: left where they are.
-}
-
-void clearData(onnx::TensorProto &t) {
+void clearData(::onnx::TensorProto &t) {
   t.clear_raw_data();
   t.clear_float_data();
   t.clear_double_data();
@@ -183,7 +78,7 @@ void clearData(onnx::TensorProto &t) {
   t.clear_int64_data();
   t.clear_uint64_data();
   t.clear_external_data();
-  t.set_data_location(onnx::TensorProto_DataLocation_DEFAULT);
+  t.set_data_location(::onnx::TensorProto_DataLocation_DEFAULT);
 }
 
 int fail(const std::string &message) {
@@ -269,8 +164,8 @@ int main(int argc, char **argv) {
   }
 
   std::string source = options.model.empty() ? plan.sourceModel : options.model;
-  onnx::ModelProto model;
-  if (!loadModel(source, model, error))
+  ::onnx::ModelProto model;
+  if (!strata::onnx::loadModelProto(source, model, error))
     return fail(error);
 
   // Parameters (not constants, optimizer state or the low-precision
@@ -285,7 +180,7 @@ int main(int argc, char **argv) {
   bool external = options.externalData;
   uint64_t total = 0;
   for (const auto &t : model.graph().initializer()) {
-    external |= t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+    external |= t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL;
     total += t.raw_data().size();
   }
   for (const auto &[name, p] : params)
@@ -294,7 +189,7 @@ int main(int argc, char **argv) {
 
   std::string dataName = baseOf(options.output) + ".data";
   std::string data;
-  std::string baseDir = dirOf(source);
+  std::string baseDir = strata::onnx::modelDirectory(source);
   size_t replaced = 0;
   // --fp32-masters: (fp32 initializer name, model name, model type) of each
   // master kept in fp32, for the Casts put in front of the graph.
@@ -337,8 +232,8 @@ int main(int argc, char **argv) {
       // --strata-autocast) goes back in the model's own type, rounded to
       // nearest; any other difference would be a corrupt model.
       int want = t.data_type();
-      bool half = want == onnx::TensorProto_DataType_FLOAT16,
-           brain = want == onnx::TensorProto_DataType_BFLOAT16;
+      bool half = want == ::onnx::TensorProto_DataType_FLOAT16,
+           brain = want == ::onnx::TensorProto_DataType_BFLOAT16;
       if (slot.dtype == DType::F32 && (half || brain) && options.fp32Masters) {
         std::string name = t.name() + ".fp32";
         while (taken.count(name))
@@ -346,7 +241,7 @@ int main(int argc, char **argv) {
         taken.insert(name);
         masters.emplace_back(name, t.name(), want);
         t.set_name(name);
-        t.set_data_type(onnx::TensorProto_DataType_FLOAT);
+        t.set_data_type(::onnx::TensorProto_DataType_FLOAT);
       } else if (slot.dtype == DType::F32 && (half || brain)) {
         size_t n = bytes.size() / 4;
         std::vector<float> wide(n);
@@ -356,21 +251,27 @@ int main(int argc, char **argv) {
                           brain);
         bytes.assign(reinterpret_cast<const char *>(narrow.data()), n * 2);
       } else if (DType d = slot.dtype;
-                 (want == onnx::TensorProto_DataType_FLOAT &&
+                 (want == ::onnx::TensorProto_DataType_FLOAT &&
                   d != DType::F32) ||
-                 (want == onnx::TensorProto_DataType_DOUBLE &&
+                 (want == ::onnx::TensorProto_DataType_DOUBLE &&
                   d != DType::F64) ||
                  (half && d != DType::F16) || (brain && d != DType::BF16)) {
         return fail("initializer '" + t.name() + "' is " +
-                    onnx::TensorProto_DataType_Name(want) +
+                    ::onnx::TensorProto_DataType_Name(want) +
                     " in the source model; the artifact holds " +
                     std::string(dtypeName(slot.dtype)) +
                     " values that do not convert to it");
       }
       ++replaced;
-    } else if (!initializerBytes(t, baseDir, bytes, error)) {
-      if (!error.empty())
+    } else if (t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
+      // The importer's reader: the same checks of the location and size.
+      strata::onnx::TensorData stored;
+      if (!strata::onnx::readTensor(t, baseDir, stored, error))
         return fail(error);
+      bytes.assign(static_cast<const char *>(stored.data), stored.size);
+    } else if (t.has_raw_data()) {
+      bytes = t.raw_data();
+    } else {
       continue; // Typed-field data stays inline.
     }
     clearData(t);
@@ -381,7 +282,7 @@ int main(int argc, char **argv) {
     size_t offset = (data.size() + 4095) / 4096 * 4096;
     data.resize(offset, '\0');
     data += bytes;
-    t.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    t.set_data_location(::onnx::TensorProto_DataLocation_EXTERNAL);
     auto add = [&](const char *key, const std::string &value) {
       auto *e = t.add_external_data();
       e->set_key(key);
@@ -402,19 +303,19 @@ int main(int argc, char **argv) {
     if (castNames.count(inputs->Get(i).name()))
       inputs->DeleteSubrange(i, 1);
   if (!masters.empty()) {
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
     for (const auto &[from, to, type] : masters) {
-      onnx::NodeProto *cast = nodes.Add();
+      ::onnx::NodeProto *cast = nodes.Add();
       cast->set_op_type("Cast");
       cast->set_name(to + "/master_cast");
       cast->add_input(from);
       cast->add_output(to);
       auto *attr = cast->add_attribute();
       attr->set_name("to");
-      attr->set_type(onnx::AttributeProto_AttributeType_INT);
+      attr->set_type(::onnx::AttributeProto_AttributeType_INT);
       attr->set_i(type);
     }
-    for (onnx::NodeProto &n : *model.mutable_graph()->mutable_node())
+    for (::onnx::NodeProto &n : *model.mutable_graph()->mutable_node())
       nodes.Add(std::move(n));
     model.mutable_graph()->mutable_node()->Swap(&nodes);
   }
@@ -423,8 +324,10 @@ int main(int argc, char **argv) {
                  "strata-export: warning: %zu of %zu parameters "
                  "have no initializer of the same name\n",
                  params.size() - replaced, params.size());
-  if (external && !writeFileAtomically(dirOf(options.output) + "/" + dataName,
-                                       data.data(), data.size(), error))
+  if (external &&
+      !writeFileAtomically(strata::onnx::modelDirectory(options.output) + "/" +
+                               dataName,
+                           data.data(), data.size(), error))
     return fail(error);
   std::string bytes;
   if (!model.SerializeToString(&bytes))
