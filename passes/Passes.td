@@ -161,6 +161,19 @@ def AutocastPass : Pass<"strata-autocast", "mlir::ModuleOp"> {
     precision and parameter gradients fp32. Whatever the precision, a
     trainable fp16 or bf16 parameter (a model exported in half precision)
     becomes an fp32 master read through a cast to its own type.
+
+    Before (`precision=bf16`):
+    ```mlir
+    %n = graph.layer_norm %x, %g, %beta axis = 1 epsilon = 1.0E-5 : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %y = graph.matmul %n, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    ```
+    After:
+    ```mlir
+    %n = graph.layer_norm %x, %g, %beta axis = 1 epsilon = 1.0E-5 : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %n16 = graph.cast %n : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %w16 = graph.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
+    %y = graph.matmul %n16, %w16 : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+    ```
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",
@@ -181,6 +194,25 @@ def FuseElementwisePass : Pass<"strata-fuse-elementwise", "mlir::ModuleOp"> {
     and writes each result once; values used only inside never reach
     memory. Splat constants become the kernel's constants. A remark says how
     many chains and ops were fused.
+
+    Before:
+    ```mlir
+    %x = graph.add %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %g = graph.gelu %x tanh : tensor<4x8xf32>
+    %s = graph.add %g, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %sum = graph.reduce_sum %x axes = [0] : tensor<4x8xf32> -> tensor<8xf32>
+    ```
+    After (%x is used outside, so it is a result too):
+    ```mlir
+    %f:2 = graph.fused %a, %b, %r : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+    ^bb0(%a0: tensor<4x8xf32>, %b0: tensor<8xf32>, %r0: tensor<4x8xf32>):
+      %x = graph.add %a0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %g = graph.gelu %x tanh : tensor<4x8xf32>
+      %s = graph.add %g, %r0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+      graph.yield %x, %s : tensor<4x8xf32>, tensor<4x8xf32>
+    }
+    %sum = graph.reduce_sum %f#0 axes = [0] : tensor<4x8xf32> -> tensor<8xf32>
+    ```
   }];
 }
 
@@ -368,6 +400,19 @@ def ScheduleTransfersPass : Pass<"strata-schedule-transfers", "mlir::ModuleOp"> 
     overlaps the kernels in between; the memory plan already guarantees
     those never touch the destination. `lookahead` bounds how many kernels
     ahead a fetch may start.
+
+    Before (the fetch's destination, offset 64, was %a's bytes):
+    ```mlir
+    %a = exec.kernel "exp"(%x) {offset = 64 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %b = exec.kernel "exp"(%a) {offset = 128 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %c = exec.kernel "exp"(%b) {offset = 192 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %wf = exec.kernel "copy"(%w) {offset = 64 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    ```
+    After (issued once kernel 1, the last reader of %a, is done; it
+    overlaps kernel 2):
+    ```mlir
+    %wf = exec.kernel "copy"(%w) {issue_after = 1 : i64, offset = 64 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    ```
   }];
   let options = [
     Option<"lookahead", "lookahead", "int64_t", /*default=*/"1000000",
@@ -402,13 +447,18 @@ def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
     FLOPs at a size-dependent rate, streaming kernels by elements (simple,
     transcendental, data movement) plus a launch cost, and transfers by
     bytes over their link (host copies, SSD reads and writes plus a
-    latency). The runtime runs steps one after another, so the prediction
-    is the sum; the lower bound is the busiest resource (compute, host link,
-    SSD), what perfect overlap would reach. Sets `exec.predicted` (in
-    microseconds) on the function; strata-compile --report and strata-run
-    show it. Sets `exec.predicted_spans` too: the predicted schedule, four
+    latency). The prediction replays the runtime's schedule: each step on
+    its queue (`queue`), after the steps it waits for (`waits`) and, for a
+    fetch, from its issue point (`issue_after`); the lower bound is the
+    busiest resource (compute, host link, SSD), what perfect overlap would
+    reach. Sets `exec.predicted` (in microseconds) on the function;
+    strata-compile --report and strata-run show it. Sets `exec.predicted_spans` too: the predicted schedule, four
     numbers per stretch of work (queue, step, start and end in
     microseconds), which the artifact keeps for strata-inspect --html.
+
+    ```mlir
+    func.func @main() attributes {exec.predicted = {predicted_compute_us = 1002 : i64, predicted_lower_bound_us = 1249 : i64, predicted_serial_us = 3661 : i64, predicted_step_us = 3000 : i64, ...}, exec.predicted_spans = array<f64: ...>}
+    ```
   }];
   let options = [
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
