@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the runtime's unit tests and the end-to-end suites (reliability,
-# forward and training parity, ONNX conformance) against tools built with
-# AddressSanitizer and UndefinedBehaviorSanitizer (clang, in the fuzzing
-# build directory). Any sanitizer report fails the run.
+# Runs the unit tests, the lit tests and the end-to-end suites
+# (reliability, forward and training parity, ONNX conformance) against tools
+# built with AddressSanitizer, UndefinedBehaviorSanitizer and assertions
+# (clang, in the fuzzing build directory; RelWithDebInfo without NDEBUG).
+# Any sanitizer report or failed assertion fails the run.
 #
 #   scripts/asan-tests.sh
 set -euo pipefail
@@ -10,9 +11,11 @@ cd "$(dirname "$0")/.."
 FUZZ_BUILD=${STRATA_FUZZ_BUILD_DIR:-build-fuzz}
 
 CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" \
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g" \
+  -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
 cmake --build "$FUZZ_BUILD" --target strata-compile strata-run strata-export \
-  strata-inspect strata-unit-tests
+  strata-inspect strata-opt strata-unit-tests
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -21,6 +24,14 @@ WORK="$FUZZ_BUILD/asan-tests"
 rm -rf "$WORK"
 status=0
 "$BIN/strata-unit-tests" --gtest_brief=1 || status=1
+if /usr/lib/llvm-19/build/utils/lit/lit.py "$FUZZ_BUILD/test" -q \
+    > "$WORK.lit.log" 2>&1; then
+  echo "asan-tests: lit: passed"
+else
+  echo "asan-tests: lit: FAILED" >&2
+  grep -E 'FAIL|Sanitizer|Assertion' "$WORK.lit.log" | head -20 >&2
+  status=1
+fi
 for suite in test/models/test_reliability.py test/models/test_forward.py \
              test/models/test_train.py test/models/test_backends.py; do
   name=$(basename "$suite" .py)
