@@ -11,6 +11,7 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ThreadPool.h"
+#include "runtime/support/Strides.h"
 
 #include <algorithm>
 #include <array>
@@ -21,7 +22,10 @@
 namespace strata::cpu::kernels {
 
 using artifact::Kernel;
-using Shape = std::vector<int64_t>;
+using strata::broadcastStrides;
+using strata::contiguousStrides;
+using strata::product;
+using strata::Shape;
 
 //===----------------------------------------------------------------------===//
 // Shapes and row loops
@@ -31,35 +35,6 @@ using Shape = std::vector<int64_t>;
 /// elements of rows `rowElements` long (at least one row).
 inline int64_t rowsPerTask(int64_t rowElements, int64_t target) {
   return std::max<int64_t>(1, target / std::max<int64_t>(rowElements, 1));
-}
-
-inline int64_t product(const Shape &s, size_t begin = 0,
-                       size_t end = SIZE_MAX) {
-  auto last = s.begin() + static_cast<std::ptrdiff_t>(std::min(end, s.size()));
-  auto first =
-      s.begin() + static_cast<std::ptrdiff_t>(std::min(begin, s.size()));
-  int64_t n = 1;
-  for (auto it = first; it < last; ++it)
-    n *= *it;
-  return n;
-}
-
-inline Shape contiguousStrides(const Shape &shape) {
-  Shape strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
-/// Strides (in elements) to read `in` broadcast to `out`: right-aligned,
-/// zero where `in` has size 1.
-inline Shape broadcastStrides(const Shape &in, const Shape &out) {
-  Shape strides(out.size(), 0);
-  Shape own = contiguousStrides(in);
-  size_t offset = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    strides[offset + d] = in[d] == 1 ? 0 : own[d];
-  return strides;
 }
 
 /// Walks the output in rows of its innermost dimension. For each row calls

@@ -20,6 +20,7 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/cpu/SharedMath.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/support/Strides.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,7 +37,10 @@ namespace strata::cuda::kernels {
 using artifact::Kernel;
 using artifact::Step;
 using cpu::TensorRef;
-using Shape = std::vector<int64_t>;
+using strata::broadcastStrides;
+using strata::contiguousStrides;
+using strata::product;
+using strata::Shape;
 
 constexpr int kMaxRank = 8;
 constexpr int kThreads = 256;
@@ -159,31 +163,6 @@ template <int N> struct Indexer {
     }
   }
 };
-
-inline Shape contiguousStrides(const Shape &shape) {
-  Shape s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
-/// Strides of `in` read as `out` (right-aligned broadcasting).
-inline Shape broadcastStrides(const Shape &in, const Shape &out) {
-  Shape contiguous = contiguousStrides(in), s(out.size(), 0);
-  size_t offset = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    s[offset + d] = in[d] == 1 ? 0 : contiguous[d];
-  return s;
-}
-
-inline int64_t product(const Shape &s, size_t begin = 0,
-                       size_t end = SIZE_MAX) {
-  int64_t n = 1;
-  end = std::min(end, s.size());
-  for (auto it = s.begin() + std::min(begin, end); it != s.begin() + end; ++it)
-    n *= *it;
-  return n;
-}
 
 template <int N>
 Indexer<N> makeIndexer(const Shape &out, const std::array<Shape, N> &strides) {
