@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs the unit tests, the lit tests and the end-to-end suites
 # (reliability, forward and training parity, ONNX conformance) against tools
-# built with AddressSanitizer, UndefinedBehaviorSanitizer and assertions
-# (clang, in the fuzzing build directory; RelWithDebInfo without NDEBUG).
-# Any sanitizer report or failed assertion fails the run.
+# built with AddressSanitizer and UndefinedBehaviorSanitizer (clang, in the
+# fuzzing build directory). Any sanitizer report fails the run.
+#
+# Assertions stay off (NDEBUG): Debian's MLIR is a release build, and the
+# layout of its classes depends on NDEBUG (llvm::Statistic, for one, is a
+# tracking statistic without it), so code built without NDEBUG against it
+# is undefined behaviour, which UBSan reports.
 #
 #   scripts/asan-tests.sh
 set -euo pipefail
@@ -11,9 +15,7 @@ cd "$(dirname "$0")/.."
 FUZZ_BUILD=${STRATA_FUZZ_BUILD_DIR:-build-fuzz}
 
 CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" \
-  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g" \
-  -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
 cmake --build "$FUZZ_BUILD" --target strata-compile strata-run strata-export \
   strata-inspect strata-opt strata-unit-tests
 
@@ -29,7 +31,7 @@ if /usr/lib/llvm-19/build/utils/lit/lit.py "$FUZZ_BUILD/test" -q \
   echo "asan-tests: lit: passed"
 else
   echo "asan-tests: lit: FAILED" >&2
-  grep -E 'FAIL|Sanitizer|Assertion' "$WORK.lit.log" | head -20 >&2
+  grep -E 'FAIL|Sanitizer|runtime error' "$WORK.lit.log" | head -20 >&2 || true
   status=1
 fi
 for suite in test/models/test_reliability.py test/models/test_forward.py \
