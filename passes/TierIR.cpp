@@ -27,10 +27,12 @@ namespace strata::tiers {
 /// The operands an update-type kernel writes in place (not counting the
 /// destinations of transfers: assign and store).
 SmallVector<unsigned> inPlaceOperands(exec::KernelOp kernel) {
-  if (kernel.getKernel() == "assign" || kernel.getKernel() == "store")
-    return {};
-  std::vector<unsigned> written = writtenInputs(kernel);
-  return SmallVector<unsigned>(written.begin(), written.end());
+  // Read and written: in place (a write-back writes without reading).
+  SmallVector<unsigned> out;
+  for (auto [k, use] : llvm::enumerate(inputUses(kernel)))
+    if (use.read && use.written)
+      out.push_back(static_cast<unsigned>(k));
+  return out;
 }
 
 /// Each op's index in `body`.

@@ -236,15 +236,9 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   scheduleTransfers(copy);
   // The profile this pass read already, not the file again per score.
   predictStepTime(copy, machine);
-  auto integer = [&](StringRef name) -> uint64_t {
-    auto attr = copy->getAttrOfType<IntegerAttr>(name);
-    return attr ? attr.getInt() : 0;
-  };
+  exec::RegionSizes regions = exec::regionSizes(copy);
   Score s;
-  uint64_t device =
-      integer(exec::ExecDialect::ArenaBytesAttrHelper::getNameStr()) +
-      integer(exec::ExecDialect::ParamsBytesAttrHelper::getNameStr());
-  uint64_t host = integer(exec::ExecDialect::HostBytesAttrHelper::getNameStr());
+  uint64_t device = regions.device(), host = regions.host;
   s.overBytes = (gpuMem && device > gpuMem ? device - gpuMem : 0) +
                 (cpuMem && host > cpuMem ? host - cpuMem : 0);
   auto predicted =

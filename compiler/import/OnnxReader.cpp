@@ -743,18 +743,24 @@ bool readTensor(const ::onnx::TensorProto &tensor, const std::string &baseDir,
   return converter.convertTensor(tensor, out, error);
 }
 
-bool readModelFile(const std::string &path, Model &model, std::string &error) {
-  auto proto = std::make_shared<::onnx::ModelProto>();
-  if (!readBinary(path, *proto, error))
-    return false;
+/// `proto`, read from `path`, as a Model; errors name the file.
+static bool convertFile(const std::string &path,
+                        std::shared_ptr<::onnx::ModelProto> proto, Model &model,
+                        std::string &error) {
   model = Model();
   model.path = path;
-  Converter converter(directoryOf(path), proto);
+  Converter converter(directoryOf(path), std::move(proto));
   if (!converter.convert(model, error)) {
     error = path + ": " + error;
     return false;
   }
   return true;
+}
+
+bool readModelFile(const std::string &path, Model &model, std::string &error) {
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  return readBinary(path, *proto, error) &&
+         convertFile(path, std::move(proto), model, error);
 }
 
 bool parseModelText(const std::string &text, const std::string &baseDir,
@@ -768,19 +774,9 @@ bool parseModelText(const std::string &text, const std::string &baseDir,
 }
 
 bool loadModel(const std::string &path, Model &model, std::string &error) {
-  if (!endsWith(path, ".onnxtext") && !endsWith(path, ".txt"))
-    return readModelFile(path, model, error);
   auto proto = std::make_shared<::onnx::ModelProto>();
-  if (!readText(path, *proto, error))
-    return false;
-  model = Model();
-  model.path = path;
-  Converter converter(directoryOf(path), proto);
-  if (!converter.convert(model, error)) {
-    error = path + ": " + error;
-    return false;
-  }
-  return true;
+  return loadModelProto(path, *proto, error) &&
+         convertFile(path, std::move(proto), model, error);
 }
 
 } // namespace strata::onnx

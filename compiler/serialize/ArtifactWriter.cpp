@@ -234,11 +234,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError("no @main function to serialize");
-  auto arenaAttr =
-      getDeclaredAttr<exec::ExecDialect::ArenaBytesAttrHelper>(func);
-  auto paramsAttr =
-      getDeclaredAttr<exec::ExecDialect::ParamsBytesAttrHelper>(func);
-  if (!arenaAttr || !paramsAttr)
+  exec::RegionSizes regions = exec::regionSizes(func);
+  if (!regions.planned)
     return func.emitError("the function has no memory plan (run "
                           "--strata-plan-memory first)");
   Plan plan;
@@ -260,12 +257,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
           plan.memory.push_back(
               {entry.getName().str(), static_cast<uint64_t>(v.getInt())});
-  plan.arenaBytes = arenaAttr.getInt();
-  plan.paramsBytes = paramsAttr.getInt();
-  if (auto host = getDeclaredAttr<exec::ExecDialect::HostBytesAttrHelper>(func))
-    plan.hostBytes = host.getInt();
-  if (auto ssd = getDeclaredAttr<exec::ExecDialect::SsdBytesAttrHelper>(func))
-    plan.ssdBytes = ssd.getInt();
+  plan.arenaBytes = regions.arena;
+  plan.paramsBytes = regions.params;
+  plan.hostBytes = regions.host;
+  plan.ssdBytes = regions.ssd;
   plan.ssdDirs = info.ssdDirs;
   if (plan.ssdBytes > 0 && plan.ssdDirs.empty())
     return func.emitError("the plan keeps tensors on the SSD but no "

@@ -104,6 +104,22 @@ void storedInto(Value v, SmallVectorImpl<Value> &spaces) {
 
 } // namespace
 
+strata::exec::RegionSizes strata::exec::regionSizes(Operation *func) {
+  MLIRContext *ctx = func->getContext();
+  auto bytes = [&](IntegerAttr attr) {
+    return attr ? static_cast<uint64_t>(attr.getInt()) : 0;
+  };
+  IntegerAttr arena = ExecDialect::ArenaBytesAttrHelper(ctx).getAttr(func);
+  IntegerAttr params = ExecDialect::ParamsBytesAttrHelper(ctx).getAttr(func);
+  RegionSizes r;
+  r.arena = bytes(arena);
+  r.params = bytes(params);
+  r.host = bytes(ExecDialect::HostBytesAttrHelper(ctx).getAttr(func));
+  r.ssd = bytes(ExecDialect::SsdBytesAttrHelper(ctx).getAttr(func));
+  r.planned = arena && params;
+  return r;
+}
+
 llvm::StringRef strata::exec::tierName(Tier tier) {
   switch (tier) {
   case Tier::Device:

@@ -33,6 +33,17 @@ std::optional<Tier> parseTier(llvm::StringRef name);
 
 namespace strata::exec {
 
+/// The region sizes --strata-plan-memory records on a function (the
+/// declared exec.arena_bytes, .params_bytes, .host_bytes, .ssd_bytes); 0
+/// where absent, and `planned` false when the arena and parameter sizes are.
+struct RegionSizes {
+  uint64_t arena = 0, params = 0, host = 0, ssd = 0;
+  bool planned = false;
+  /// What the device holds: the arena and the resident parameters.
+  uint64_t device() const { return arena + params; }
+};
+RegionSizes regionSizes(mlir::Operation *func);
+
 /// What a buffer of the exec program holds, for the memory report and the
 /// plan's slot classes (one rule for both): a gradient when it, a copy
 /// fetched from it, or the swap space it is stored into is an update's

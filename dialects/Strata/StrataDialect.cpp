@@ -38,8 +38,9 @@ void setSeed(Operation *op) { set<StrataDialect::SeedAttrHelper>(op); }
 void setNormPass(Operation *op) { set<StrataDialect::NormPassAttrHelper>(op); }
 
 bool isMarker(NamedAttribute attr) {
-  return attr.getName().getValue().starts_with(
-      StrataDialect::getDialectNamespace().str() + ".");
+  StringRef name = attr.getName().getValue();
+  return name.consume_front(StrataDialect::getDialectNamespace()) &&
+         name.starts_with(".");
 }
 
 } // namespace strata::markers

@@ -481,17 +481,17 @@ bool validatePlan(const Plan &plan, std::string &error) {
     // Assign and store write back to any stored region from the device;
     // updates work on device memory (the parameter region or a fetched
     // copy in the arena).
-    bool writesBack = artifact::writesBack(s.kernel);
+    bool isWriteBack = writesBack(s.kernel);
     bool onCpu = isCpuUpdate(plan, s);
     for (unsigned k : writtenInputs(s.kernel, s.inputs.size(), s.ints)) {
       Region r = plan.slots[s.inputs[k]].region;
-      bool ok = writesBack ? r != Region::Arena
-                : onCpu    ? (r == Region::Host || r == Region::Ssd)
-                           : (r == Region::Params || r == Region::Arena);
+      bool ok = isWriteBack ? r != Region::Arena
+                : onCpu     ? (r == Region::Host || r == Region::Ssd)
+                            : (r == Region::Params || r == Region::Arena);
       if (!ok)
         return fail(where + " updates a value in the wrong region");
     }
-    if (writesBack) {
+    if (isWriteBack) {
       Region r = plan.slots[s.inputs[1]].region;
       if (r == Region::Ssd || r == Region::Host)
         return fail(where + " writes back from outside the device");

@@ -124,14 +124,8 @@ LogicalResult checkDeviceBudget(ModuleOp module, const TierOptions &tiers) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func || tiers.gpuMem == 0)
     return success();
-  auto integer = [&](llvm::StringRef name) -> uint64_t {
-    auto attr = func->getAttrOfType<IntegerAttr>(name);
-    return attr ? static_cast<uint64_t>(attr.getInt()) : 0;
-  };
-  uint64_t arena =
-      integer(exec::ExecDialect::ArenaBytesAttrHelper::getNameStr());
-  uint64_t resident =
-      integer(exec::ExecDialect::ParamsBytesAttrHelper::getNameStr());
+  exec::RegionSizes regions = exec::regionSizes(func);
+  uint64_t arena = regions.arena, resident = regions.params;
   if (arena + resident <= tiers.gpuMem)
     return success();
   llvm::errs() << "strata-compile: error: the plan needs "
@@ -152,10 +146,7 @@ LogicalResult checkDeviceBudget(ModuleOp module, const TierOptions &tiers) {
 
 LogicalResult checkHostBudget(ModuleOp module, const TierOptions &tiers) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
-  auto attr =
-      func ? getDeclaredAttr<exec::ExecDialect::HostBytesAttrHelper>(func)
-           : IntegerAttr();
-  uint64_t host = attr ? static_cast<uint64_t>(attr.getInt()) : 0;
+  uint64_t host = func ? exec::regionSizes(func).host : 0;
   if (host <= tiers.cpuMem)
     return success();
   uint64_t params = 0, states = 0;

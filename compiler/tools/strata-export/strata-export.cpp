@@ -21,18 +21,13 @@
 
 #include <onnx/onnx_pb.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <sys/stat.h>
 #include <tuple>
-#include <unistd.h>
 
 using namespace strata;
 
