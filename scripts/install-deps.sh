@@ -12,7 +12,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # runtime side
   liburing-dev libopenblas-dev
-  # benchmarks (bench/ssd_vs_fio.sh compares the SSD engine with fio;
+  # benchmarks (bench/ssd_vs_fio.py compares the SSD engine with fio;
   # --bench makes a virtual environment)
   fio python3-venv
   # tests (PyTorch and onnx are reference oracles and model generators only)

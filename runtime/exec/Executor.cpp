@@ -49,6 +49,7 @@ Executor::~Executor() {
   if (backend_) {
     std::string ignored;
     backend_->synchronize(ignored);
+    ssdMemory_.clear();
     arena_.release();
     if (ownsParams_)
       backend_->freeDevice(params_);
@@ -152,6 +153,15 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
         }
         backend_->registerHost(s.data(), s.size());
       }
+  }
+  // SSD transfers into memory the kernel has pinned once skip pinning the
+  // pages of every request (io_uring fixed buffers).
+  if (tiers::SsdStore *ssd = artifact_.ssd()) {
+    if (backend_->deviceIsHost())
+      ssdMemory_.push_back(ssd->registerMemory(arena_.base(), arena_.size()));
+    for (auto &areas : {&staging_, &cpuStaging_})
+      for (auto &area : *areas)
+        ssdMemory_.push_back(ssd->registerMemory(area.data(), area.size()));
   }
   return true;
 }

@@ -176,6 +176,10 @@ private:
   /// Host staging for SSD transfers when the device is not host memory:
   /// one buffer per SSD queue.
   artifact::AlignedBuffer staging_[2];
+  /// The memory SSD transfers go to and from (the arena when it is host
+  /// memory, the staging areas), registered with the SSD store; released
+  /// before that memory is.
+  std::vector<tiers::SsdStore::Registration> ssdMemory_;
 };
 
 } // namespace strata::runtime

@@ -32,6 +32,11 @@ public:
   virtual bool run(SsdStore &store, const std::vector<IoRequest> &requests,
                    const std::vector<SsdStore::Piece> &pieces,
                    std::string &error) = 0;
+  /// Brings the engine's fixed buffers to `fixed` (a no-op where it has
+  /// none, or they are current).
+  virtual void refresh(const SsdStore::FixedBuffers &) {}
+  /// Bytes the engine holds as fixed buffers.
+  virtual uint64_t fixedBytes() const { return 0; }
 
 protected:
   static std::string failure(const SsdStore &store, const SsdStore::Piece &p,
@@ -116,16 +121,41 @@ public:
     if (io_uring_queue_init(depth, &ring_, 0) != 0)
       return false;
     ready_ = true;
-    if (store.staging_) {
-      std::vector<iovec> iov(store.options_.stagingBuffers);
-      for (unsigned i = 0; i < iov.size(); ++i) {
-        iov[i].iov_base = store.staging_ + i * store.options_.stagingBytes;
-        iov[i].iov_len = store.options_.stagingBytes;
-      }
-      registeredBuffers_ =
-          io_uring_register_buffers(&ring_, iov.data(), iov.size()) == 0;
-    }
+    // Registered files: a request then skips the file table look-up and
+    // reference counting.
+    if (store.options_.registered)
+      filesRegistered_ = io_uring_register_files(
+                             &ring_, store.fds_.data(),
+                             static_cast<unsigned>(store.fds_.size())) == 0;
+    registerBuffers_ = store.options_.registered;
     return true;
+  }
+
+  void refresh(const SsdStore::FixedBuffers &fixed) override {
+    if (!registerBuffers_ || fixed.generation == fixed_.generation)
+      return;
+    if (!fixed_.buffers.empty() && buffersRegistered_)
+      io_uring_unregister_buffers(&ring_);
+    buffersRegistered_ = false;
+    fixed_ = fixed;
+    if (fixed_.buffers.empty())
+      return;
+    std::vector<iovec> iov(fixed_.buffers.size());
+    for (size_t i = 0; i < iov.size(); ++i)
+      iov[i] = {fixed_.buffers[i].first, fixed_.buffers[i].second};
+    // Refused (a memory-lock limit, too many buffers): requests take the
+    // ordinary path.
+    buffersRegistered_ =
+        io_uring_register_buffers(&ring_, iov.data(),
+                                  static_cast<unsigned>(iov.size())) == 0;
+  }
+
+  uint64_t fixedBytes() const override {
+    uint64_t total = 0;
+    if (buffersRegistered_)
+      for (const auto &b : fixed_.buffers)
+        total += b.second;
+    return total;
   }
 
   bool run(SsdStore &store, const std::vector<IoRequest> &requests,
@@ -141,19 +171,21 @@ public:
       uint64_t bytes = p.bytes - progress[i];
       uint64_t offset = p.fileOffset + progress[i];
       io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
-      int index = registeredBuffers_ ? store.stagingIndex(buf, bytes) : -1;
+      int index = buffersRegistered_ ? fixed_.find(buf, bytes) : -1;
+      // With registered files the request names the file's index.
+      int fd = filesRegistered_ ? p.file : store.fds_[p.file];
       if (index >= 0) {
         if (r.write)
-          io_uring_prep_write_fixed(sqe, store.fds_[p.file], buf, bytes, offset,
-                                    index);
+          io_uring_prep_write_fixed(sqe, fd, buf, bytes, offset, index);
         else
-          io_uring_prep_read_fixed(sqe, store.fds_[p.file], buf, bytes, offset,
-                                   index);
+          io_uring_prep_read_fixed(sqe, fd, buf, bytes, offset, index);
       } else if (r.write) {
-        io_uring_prep_write(sqe, store.fds_[p.file], buf, bytes, offset);
+        io_uring_prep_write(sqe, fd, buf, bytes, offset);
       } else {
-        io_uring_prep_read(sqe, store.fds_[p.file], buf, bytes, offset);
+        io_uring_prep_read(sqe, fd, buf, bytes, offset);
       }
+      if (filesRegistered_)
+        io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
       io_uring_sqe_set_data64(sqe, i);
     };
     while (done < pieces.size()) {
@@ -207,7 +239,11 @@ public:
 private:
   io_uring ring_{};
   bool ready_ = false;
-  bool registeredBuffers_ = false;
+  bool filesRegistered_ = false;
+  bool registerBuffers_ = false;
+  bool buffersRegistered_ = false;
+  /// The fixed buffers as registered with this ring.
+  SsdStore::FixedBuffers fixed_;
   unsigned depth_ = 32;
 };
 #endif
@@ -220,9 +256,12 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
     error = "no SSD directory given (--ssd-dir DIR)";
     return nullptr;
   }
-  if (options.stripeBytes % kIoAlignment != 0 || options.stripeBytes == 0 ||
-      options.stagingBytes % kIoAlignment != 0) {
-    error = "the stripe and staging sizes must be multiples of 4 KiB";
+  if (options.stripeBytes % kIoAlignment != 0 || options.stripeBytes == 0) {
+    error = "the stripe size must be a multiple of 4 KiB";
+    return nullptr;
+  }
+  if (options.queueDepth == 0 || options.queueDepth > 4096) {
+    error = "the SSD queue depth must be between 1 and 4096";
     return nullptr;
   }
   std::unique_ptr<SsdStore> store(new SsdStore());
@@ -291,15 +330,6 @@ std::unique_ptr<SsdStore> SsdStore::open(const std::vector<std::string> &dirs,
       return nullptr;
     }
   }
-  size_t stagingTotal = options.stagingBuffers * options.stagingBytes;
-  if (stagingTotal > 0) {
-    store->staging_ =
-        static_cast<char *>(std::aligned_alloc(kIoAlignment, stagingTotal));
-    if (!store->staging_) {
-      error = "cannot allocate the SSD staging buffers";
-      return nullptr;
-    }
-  }
   std::unique_ptr<IoEngine> first = store->makeEngine();
   store->engineName_ = first->name();
   store->idle_.push_back(std::move(first));
@@ -321,25 +351,108 @@ SsdStore::~SsdStore() {
   idle_.clear();
   for (int fd : fds_)
     ::close(fd);
-  std::free(staging_);
 }
 
 const char *SsdStore::engineName() const { return engineName_; }
 
-void *SsdStore::stagingBuffer(unsigned index) const {
-  return staging_ + index * options_.stagingBytes;
+int SsdStore::FixedBuffers::find(const char *p, uint64_t bytes) const {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const auto &[base, size] = buffers[i];
+    // The whole request must lie in one fixed buffer.
+    if (p >= base && bytes <= size && p - base <= int64_t(size - bytes))
+      return static_cast<int>(i);
+  }
+  return -1;
 }
 
-int SsdStore::stagingIndex(const void *buffer, uint64_t bytes) const {
-  const char *p = static_cast<const char *>(buffer);
-  if (!staging_ || p < staging_ ||
-      p + bytes > staging_ + options_.stagingBuffers * options_.stagingBytes)
-    return -1;
-  uint64_t index = (p - staging_) / options_.stagingBytes;
-  // The whole transfer must lie in one registered buffer.
-  if (p + bytes > staging_ + (index + 1) * options_.stagingBytes)
-    return -1;
-  return static_cast<int>(index);
+void SsdStore::Registration::reset() {
+  if (store_)
+    store_->unregisterMemory(id_);
+  store_ = nullptr;
+}
+
+namespace {
+
+/// The kernel's limit on one fixed buffer.
+constexpr uint64_t kMaxFixedBuffer = uint64_t(1) << 30;
+
+} // namespace
+
+SsdStore::Registration SsdStore::registerMemory(void *base, uint64_t bytes) {
+  Registration handle;
+  if (!base || bytes == 0)
+    return handle;
+  std::vector<std::unique_ptr<IoEngine>> engines;
+  FixedBuffers fixed;
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    handle.store_ = this;
+    handle.id_ = nextRegionId_++;
+    fixed_.regions.push_back({handle.id_, static_cast<char *>(base), bytes});
+    rebuildFixedBuffers();
+    engines.swap(idle_);
+    fixed = fixed_;
+  }
+  // The idle rings take the new table now, so the first transfer does not
+  // pay for pinning the region.
+  for (auto &engine : engines)
+    engine->refresh(fixed);
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  for (auto &engine : engines)
+    idle_.push_back(std::move(engine));
+  return handle;
+}
+
+void SsdStore::unregisterMemory(uint64_t id) {
+  std::vector<std::unique_ptr<IoEngine>> engines;
+  FixedBuffers fixed;
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    auto &regions = fixed_.regions;
+    regions.erase(std::remove_if(regions.begin(), regions.end(),
+                                 [&](const Region &r) { return r.id == id; }),
+                  regions.end());
+    rebuildFixedBuffers();
+    engines.swap(idle_);
+    fixed = fixed_;
+  }
+  // Released now: the caller frees the memory next.
+  for (auto &engine : engines)
+    engine->refresh(fixed);
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  for (auto &engine : engines)
+    idle_.push_back(std::move(engine));
+}
+
+void SsdStore::rebuildFixedBuffers() {
+  ++fixed_.generation;
+  fixed_.buffers.clear();
+  for (const Region &r : fixed_.regions)
+    for (uint64_t off = 0; off < r.bytes; off += kMaxFixedBuffer)
+      fixed_.buffers.emplace_back(r.base + off,
+                                  std::min(kMaxFixedBuffer, r.bytes - off));
+}
+
+uint64_t SsdStore::fixedBytes() {
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  return idle_.empty() ? 0 : idle_.front()->fixedBytes();
+}
+
+std::unique_ptr<IoEngine> SsdStore::takeEngine() {
+  std::unique_ptr<IoEngine> engine;
+  FixedBuffers fixed;
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    if (!idle_.empty()) {
+      engine = std::move(idle_.back());
+      idle_.pop_back();
+    }
+    fixed = fixed_;
+  }
+  if (!engine)
+    engine = makeEngine();
+  engine->refresh(fixed);
+  return engine;
 }
 
 bool SsdStore::split(const std::vector<IoRequest> &requests,
@@ -402,16 +515,7 @@ bool SsdStore::transfer(const std::vector<IoRequest> &requests,
   // An engine (a ring and its requests in flight) serves one caller at a
   // time; concurrent callers (the read and the write queue) each take one,
   // made on first need.
-  std::unique_ptr<IoEngine> engine;
-  {
-    std::lock_guard<std::mutex> lock(engineMutex_);
-    if (!idle_.empty()) {
-      engine = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
-  if (!engine)
-    engine = makeEngine();
+  std::unique_ptr<IoEngine> engine = takeEngine();
   bool ok = engine->run(*this, requests, pieces, error);
   std::lock_guard<std::mutex> lock(engineMutex_);
   idle_.push_back(std::move(engine));

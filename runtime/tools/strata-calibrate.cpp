@@ -15,6 +15,7 @@
 // transfer queues, and how much each direction slows down beside the
 // other. Writes a profile strata-compile reads with --profile.
 
+#include "runtime/artifact/Artifact.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/StreamingUpdates.h"
 #include "runtime/cuda/CudaBackend.h"
@@ -240,17 +241,22 @@ int main(int argc, char **argv) {
     std::string error;
     const uint64_t bytes = uint64_t(256) << 20, block = uint64_t(1) << 20;
     tiers::SsdOptions options;
-    options.stagingBytes = block;
     auto store = tiers::SsdStore::open(ssdDirs, bytes, options, error);
     if (!store) {
       std::fprintf(stderr, "strata-calibrate: error: %s\n", error.c_str());
       return 1;
     }
+    // Bulk: stripe-sized requests, as many in flight as the engine keeps,
+    // from memory registered with the store as the runtime's arena and
+    // staging areas are.
+    const uint64_t window = block * options.queueDepth;
+    artifact::AlignedBuffer bulk(window);
+    std::memset(bulk.data(), 1, window);
+    tiers::SsdStore::Registration bulkRegistration =
+        store->registerMemory(bulk.data(), window);
     std::vector<tiers::IoRequest> req;
     for (uint64_t off = 0; off < bytes; off += block)
-      req.push_back(
-          {true, off,
-           store->stagingBuffer((off / block) % store->stagingCount()), block});
+      req.push_back({true, off, bulk.data() + off % window, block});
     double w = timeIt(3, [&] { store->transfer(req, error); });
     for (auto &r : req)
       r.write = false;
@@ -258,7 +264,7 @@ int main(int argc, char **argv) {
     p.ssdWriteGBs = bytes / w / 1e9;
     p.ssdReadGBs = bytes / r / 1e9;
     // One request at a time (what a tensor smaller than a stripe costs),
-    // into ordinary (unregistered) memory, as the runtime's arena is; a
+    // into registered memory, as the runtime's arena is; a
     // least-squares line through several sizes gives each direction's
     // latency and rate. Offsets spread over the file, so no read hits a
     // cache the previous one warmed, and a matrix product and streaming
@@ -266,9 +272,10 @@ int main(int argc, char **argv) {
     // back to back answers faster than one between kernels).
     const uint64_t sizes[] = {4096, 32768, 131072, 524288};
     const uint64_t largest = sizes[3];
-    std::unique_ptr<void, decltype(&std::free)> arenaLike(
-        std::aligned_alloc(tiers::kIoAlignment, largest), &std::free);
-    void *one = arenaLike.get();
+    artifact::AlignedBuffer arenaLike(largest);
+    void *one = arenaLike.data();
+    tiers::SsdStore::Registration oneRegistration =
+        store->registerMemory(one, largest);
     const int64_t m = 128;
     std::vector<float> ma(m * m, 0.5f), mb(m * m, 0.25f), mc(m * m);
     artifact::Step matmul;

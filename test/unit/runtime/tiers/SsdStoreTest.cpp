@@ -42,8 +42,6 @@ TEST_P(SsdStoreTest, RoundTripsAcrossStripesAndDrives) {
   options.forceThreads = GetParam();
   options.stripeBytes = 64 * 1024;
   options.queueDepth = 8;
-  options.stagingBuffers = 4;
-  options.stagingBytes = 64 * 1024;
   std::string error;
   auto store =
       SsdStore::open({tempDir("a"), tempDir("b")}, 1 << 20, options, error);
@@ -65,13 +63,49 @@ TEST_P(SsdStoreTest, RoundTripsAcrossStripesAndDrives) {
                           back.size - 5 * 4096 * 8, error))
       << error;
   EXPECT_EQ(std::memcmp(data.data, back.data, data.size), 0);
-  // Through the registered staging buffers too.
-  char *staging = static_cast<char *>(store->stagingBuffer(1));
-  std::memcpy(staging, data.data + 4096, 64 * 1024);
-  ASSERT_TRUE(store->write(128 * 1024, staging, 64 * 1024, error)) << error;
-  std::memset(staging, 0, 64 * 1024);
-  ASSERT_TRUE(store->read(128 * 1024, staging, 64 * 1024, error)) << error;
-  EXPECT_EQ(std::memcmp(staging, data.data + 4096, 64 * 1024), 0);
+  // Through memory registered with the store (fixed buffers), in place
+  // and at an offset inside it.
+  Aligned area(256 * 1024);
+  SsdStore::Registration registration =
+      store->registerMemory(area.data, area.size);
+  if (std::string(store->engineName()) == "io_uring") {
+    EXPECT_EQ(store->fixedBytes(), area.size);
+  }
+  std::memcpy(area.data + 64 * 1024, data.data + 4096, 64 * 1024);
+  ASSERT_TRUE(store->write(128 * 1024, area.data + 64 * 1024, 64 * 1024, error))
+      << error;
+  std::memset(area.data, 0, area.size);
+  ASSERT_TRUE(store->read(128 * 1024, area.data + 128 * 1024, 64 * 1024, error))
+      << error;
+  EXPECT_EQ(std::memcmp(area.data + 128 * 1024, data.data + 4096, 64 * 1024),
+            0);
+}
+
+// A fixed buffer keeps the pages it pinned: after the memory is released
+// and other memory registered (maybe at the same address), requests must
+// reach the new memory, not the old pages.
+TEST_P(SsdStoreTest, RegistrationFollowsTheMemory) {
+  SsdOptions options;
+  options.forceThreads = GetParam();
+  options.stripeBytes = 64 * 1024;
+  std::string error;
+  auto store = SsdStore::open({tempDir("r")}, 1 << 20, options, error);
+  ASSERT_TRUE(store) << error;
+  const size_t n = 256 * 1024; // Past malloc's mmap threshold.
+  for (int round = 0; round < 4; ++round) {
+    Aligned buf(n);
+    SsdStore::Registration registration = store->registerMemory(buf.data, n);
+    std::memset(buf.data, 'a' + round, n);
+    ASSERT_TRUE(store->write(0, buf.data, n, error)) << error;
+    std::memset(buf.data, 0, n);
+    ASSERT_TRUE(store->read(0, buf.data, n, error)) << error;
+    EXPECT_EQ(buf.data[0], 'a' + round);
+    EXPECT_EQ(buf.data[n - 1], 'a' + round);
+    registration.reset();
+    if (std::string(store->engineName()) == "io_uring") {
+      EXPECT_EQ(store->fixedBytes(), 0u);
+    }
+  }
 }
 
 // The runtime's read and write queues call the store at the same time:
