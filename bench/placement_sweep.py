@@ -19,6 +19,7 @@ user can force.
 
     bench/placement_sweep.py [--build build] [--dim 512 --layers 8]
         [--gpu-frac 0.5] [--cpu-frac 0.5] [--evaluations N] [--steps 10]
+        [--synthetic-params]
 """
 
 import argparse
@@ -95,6 +96,10 @@ def main():
                              "(default: strata-compile's)")
     parser.add_argument("--profile", default="",
                         help="machine profile (default: calibrate here)")
+    parser.add_argument("--synthetic-params", action="store_true",
+                        help="plan-only artifacts (strata-compile "
+                             "--synthetic-params): no weights written per "
+                             "compile, for large models")
     args = parser.parse_args()
     out = os.path.join(args.build, "bench", "placement")
     os.makedirs(out, exist_ok=True)
@@ -109,14 +114,15 @@ def main():
             subprocess.run([os.path.join(bin_dir, "strata-calibrate"), "-o",
                             profile, "--ssd-dir", ssd], check=True,
                            stdout=subprocess.DEVNULL)
+    common = ["--synthetic-params"] if args.synthetic_params else []
     full, _, _, _ = compile_plan(bin_dir, model, shape,
                                  os.path.join(out, "full.strata"),
-                                 ["--profile", profile])
+                                 ["--profile", profile] + common)
     device, stored = inspect_bytes(bin_dir, full)
     gpu = int(device * args.gpu_frac)
     cpu = int(stored * args.cpu_frac)
     budgets = ["--gpu-mem", str(gpu), "--cpu-mem", str(cpu), "--ssd-dir",
-               ssd, "--profile", profile]
+               ssd, "--profile", profile] + common
     if args.evaluations:
         budgets += ["--planner-evaluations", str(args.evaluations)]
     print("model %s (%s), everything on the device needs %.2f MiB; "

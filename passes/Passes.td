@@ -278,7 +278,12 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     tensors while the score (bytes over the budgets, then predicted step)
     improves; with what is left, it searches once more per class from the
     best start with that class on one tier, holding it there. Up to
-    `max-evaluations` scores. It records what it scored in `exec.planner`.
+    `max-evaluations` scores. With every class left to it, the planner
+    then also makes, for every one-class forced placement, the same search
+    a run forcing it would make (same start, same budget) and keeps the
+    best result of all, so no such placement can be predicted faster than
+    its choice; scores are cached by placement. It records what it scored
+    in `exec.planner`.
 
     Every read of an off-device tensor gets a fetch into the device arena
     just before it (`exec.kernel "copy"`), and every in-place update of one
@@ -320,8 +325,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
            "--strata-offload-optimizer's group-bytes when a placement is "
            "scored">,
     Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
-           "How many placements the planner may score (each one is memory "
-           "planned and its step predicted)">,
+           "How many placements one search may score (each one is memory "
+           "planned and its step predicted); with every class automatic, "
+           "one search more per one-class forced placement">,
     Option<"progress", "progress", "bool", /*default=*/"false",
            "Print the planner's progress to stderr every few seconds when "
            "it runs long">

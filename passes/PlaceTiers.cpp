@@ -33,8 +33,9 @@ bool TierPlanner::isAuto(exec::ParamOp p) const {
 }
 
 StringRef TierPlanner::mode(Class c) const {
-  if (!overrideValue.empty() && c == overridden)
-    return overrideValue;
+  for (const auto &[held, value] : llvm::reverse(overrides))
+    if (held == c)
+      return value;
   switch (c) {
   case Class::Params:
     return params;
@@ -62,6 +63,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   bool anyAuto = activations == "auto" || params == "auto" ||
                  states == "auto" || gradients == "auto";
   evaluated = 0;
+  scores.clear();
   chosen = Score();
   if (gpuMem > 0 && anyAuto) {
     best = search(func, best);

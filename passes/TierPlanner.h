@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 namespace strata::tiers {
 
@@ -168,7 +169,9 @@ public:
   /// ones (every activation swapped, every one recomputed), then improves
   /// the best by moving one tensor at a time while the predicted step
   /// drops (or, over budget, while the excess does); each placement is
-  /// scored by planning its memory and replaying its schedule.
+  /// scored by planning its memory and replaying its schedule. With every
+  /// class automatic it also makes each one-class forced run's search
+  /// (see search()) and keeps the best.
   mlir::LogicalResult place(mlir::func::FuncOp func);
 
   /// What the last place() inserted into its function.
@@ -216,9 +219,15 @@ private:
   void greedyActivations(mlir::func::FuncOp func, Placement &out, Policy policy,
                          uint64_t resident, uint64_t &host);
   Score score(mlir::func::FuncOp func, const Placement &placement);
+  Score scoreOnClone(mlir::func::FuncOp func, const Placement &placement);
   void offDevice(llvm::ArrayRef<uint64_t> bytes,
                  llvm::SmallVectorImpl<Act> &choices, uint64_t &host) const;
   Placement search(mlir::func::FuncOp func, const Placement &start);
+  Placement searchFrom(mlir::func::FuncOp func, const Placement &start,
+                       int64_t budget);
+  /// The one-class placements a user can force (--place-params host, ...)
+  /// for the classes the options leave to the planner.
+  llvm::SmallVector<std::pair<Class, std::string>> forcedOptions() const;
   Placement leastDevice(mlir::func::FuncOp func, const Placement &base);
   bool uniform(mlir::func::FuncOp func, const Placement &p, Class c,
                llvm::StringRef value);
@@ -237,10 +246,15 @@ private:
 
   mlir::ModuleOp module;
   const MachineProfile &machine;
-  /// While the search builds the start a forced option would give, that
-  /// class's forced value; empty otherwise.
-  std::string overrideValue;
-  Class overridden = Class::Params;
+  /// The classes held at a value while the search builds or searches
+  /// what forcing them would give (--place-states ssd, ...), innermost
+  /// last; mode() answers with them.
+  llvm::SmallVector<std::pair<Class, std::string>> overrides;
+  /// Scores already computed, by placement (searches from different
+  /// starts meet the same placements).
+  std::unordered_map<std::string, Score> scores;
+  /// The evaluations the whole search may make (for the progress line).
+  int64_t totalEvaluations = 0;
   /// Sizes of the activation and gradient swap candidates, by index.
   llvm::SmallVector<uint64_t> actBytes, gradBytes;
   int64_t evaluated = 0;

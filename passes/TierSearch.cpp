@@ -208,7 +208,7 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
     else if (now - lastReport > std::chrono::seconds(3)) {
       lastReport = now;
       llvm::errs() << "strata-compile: planning placement: " << evaluated << "/"
-                   << maxEvaluations << " placements scored";
+                   << totalEvaluations << " placements scored";
       if (chosen.fits())
         llvm::errs() << ", best so far "
                      << llvm::format("%.2f", chosen.stepUs / 1e3)
@@ -216,6 +216,30 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
       llvm::errs() << "\n";
     }
   }
+  // Scoring is deterministic: a placement met again costs nothing (it
+  // still counts as an evaluation, so a search takes the same path
+  // whatever was scored before it).
+  std::string key;
+  key.reserve(placement.tiers.size() + placement.acts.size() +
+              placement.grads.size() + 2);
+  for (Tier t : placement.tiers)
+    key.push_back(static_cast<char>(t));
+  key.push_back('|');
+  for (Act a : placement.acts)
+    key.push_back(static_cast<char>(a));
+  key.push_back('|');
+  for (Act a : placement.grads)
+    key.push_back(static_cast<char>(a));
+  if (auto it = scores.find(key); it != scores.end())
+    return it->second;
+  Score s = scoreOnClone(func, placement);
+  scores.emplace(std::move(key), s);
+  return s;
+}
+
+/// Applies `placement` to a clone of the module, plans its memory and
+/// predicts its step (score() without the cache).
+Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   MLIRContext *ctx = module.getContext();
   ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
   OwningOpRef<ModuleOp> clone(cast<ModuleOp>(module->clone()));
@@ -259,8 +283,67 @@ void TierPlanner::offDevice(ArrayRef<uint64_t> bytes,
   }
 }
 
-/// The planner's search (see place()).
+SmallVector<std::pair<Class, std::string>> TierPlanner::forcedOptions() const {
+  SmallVector<std::pair<Class, std::string>> out;
+  SmallVector<StringRef> tiers{"device", "host"};
+  if (hasSsd)
+    tiers.push_back("ssd");
+  for (Class c :
+       {Class::Params, Class::States, Class::Activations, Class::Gradients}) {
+    if (mode(c) != "auto")
+      continue;
+    for (StringRef t : tiers)
+      out.push_back({c, t.str()});
+    if (c == Class::Activations)
+      out.push_back({c, "recompute"});
+  }
+  return out;
+}
+
+/// The planner's search (see place()). With every class left to it, the
+/// search a run forcing one class would make (--place-states ssd, ...) is
+/// made too, with the same start and the same budget, for every such
+/// option, and the best result of all is taken: no one-class forced
+/// placement can then end up predicted faster than the planner's choice.
+/// Each of those searches costs up to --planner-evaluations scores, so
+/// planning takes up to 1 + 13 (15 with an SSD) times as long as one search
+/// (the score cache makes it less where they meet).
 Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
+  bool allAuto = llvm::all_of(
+      std::initializer_list<Class>{Class::Params, Class::States,
+                                   Class::Activations, Class::Gradients},
+      [&](Class c) { return mode(c) == "auto"; });
+  SmallVector<std::pair<Class, std::string>> replicas;
+  if (allAuto)
+    replicas = forcedOptions();
+  totalEvaluations = maxEvaluations * (1 + replicas.size());
+  Placement result = searchFrom(func, start, maxEvaluations);
+  Score resultScore = chosen;
+  auto ownNaive = naive;
+  for (auto &option : replicas) {
+    overrides.push_back(option);
+    Placement forcedStart = forced(func, actBytes.size(), gradBytes.size());
+    Placement p = searchFrom(func, forcedStart, maxEvaluations);
+    overrides.pop_back();
+    LLVM_DEBUG(llvm::dbgs()
+               << "as forced (class " << int(option.first) << " at "
+               << option.second << "): over " << chosen.overBytes << " B, "
+               << chosen.stepUs << " us\n");
+    if (chosen < resultScore) {
+      result = std::move(p);
+      resultScore = chosen;
+    }
+  }
+  naive = std::move(ownNaive);
+  chosen = resultScore;
+  return result;
+}
+
+/// One search from `start` with `budget` scores: the greedy and naive
+/// starting placements, then local searches from the best of them.
+Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
+                                  int64_t budget) {
+  const int64_t limit = evaluated + budget;
   SmallVector<std::pair<Placement, Score>> tried;
   auto consider = [&](Placement p) {
     Score s = score(func, p);
@@ -268,14 +351,15 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
                             << s.stepUs << " us\n");
     tried.push_back({std::move(p), s});
   };
+  bool activationsAuto = mode(Class::Activations) == "auto";
   for (Policy policy : {Policy::Cost, Policy::Swap, Policy::Recompute}) {
     consider(greedyOnClone(func, start, policy));
-    if (activations != "auto")
+    if (!activationsAuto)
       break;
   }
   naive.clear();
   naive.push_back({"planner_greedy", tried.front().second});
-  if (activations == "auto") {
+  if (activationsAuto) {
     // The naive plans, with the first greedy plan's parameters: every
     // activation swapped (to the host while the host budget lasts), and
     // every one that can be recomputed recomputed.
@@ -325,20 +409,20 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     if (pick)
       order.push_back({*pick, {c, value}});
   }
-  Placement result = improve(func, bestIt->first, bestIt->second,
-                             evaluated + (maxEvaluations - evaluated) /
-                                             (1 + order.size() / 2));
+  Placement result =
+      improve(func, bestIt->first, bestIt->second,
+              evaluated + (limit - evaluated) / (1 + order.size() / 2));
   Score resultScore = chosen;
   for (auto [k, entry] : llvm::enumerate(order)) {
     int64_t share =
-        (maxEvaluations - evaluated) / static_cast<int64_t>(order.size() - k);
+        (limit - evaluated) / static_cast<int64_t>(order.size() - k);
     if (share <= 0)
       break;
-    std::tie(overridden, overrideValue) = entry.second;
+    overrides.push_back(entry.second);
     Placement p = improve(func, tried[entry.first].first,
                           tried[entry.first].second, evaluated + share);
     Score ps = chosen;
-    overrideValue.clear();
+    overrides.pop_back();
     if (ps < resultScore) {
       result = std::move(p);
       resultScore = ps;
@@ -400,36 +484,20 @@ bool TierPlanner::uniform(func::FuncOp func, const Placement &p, Class c,
 SmallVector<std::pair<Class, std::string>>
 TierPlanner::forcedStarts(func::FuncOp func,
                           function_ref<void(Placement)> consider) {
-  SmallVector<std::pair<Class, StringRef>> starts;
-  SmallVector<StringRef> tiers{"device", "host"};
-  if (hasSsd)
-    tiers.push_back("ssd");
-  for (Class c : {Class::Params, Class::States, Class::Gradients})
-    if (mode(c) == "auto")
-      for (StringRef t : tiers)
-        starts.push_back({c, t});
-  if (mode(Class::Activations) == "auto") {
-    for (StringRef t : tiers)
-      starts.push_back({Class::Activations, t});
-    starts.push_back({Class::Activations, "recompute"});
-  }
-  for (auto [c, value] : starts) {
-    overridden = c;
-    overrideValue = value.str();
+  SmallVector<std::pair<Class, std::string>> starts = forcedOptions();
+  for (const auto &option : starts) {
+    overrides.push_back(option);
     Placement start = forced(func, actBytes.size(), gradBytes.size());
     Placement p = greedyOnClone(func, start, Policy::Cost);
     // The greedy start and the least-device plan of that run.
     Placement least = leastDevice(func, p);
-    overrideValue.clear();
+    overrides.pop_back();
     p.label = "forced start";
     consider(std::move(p));
     least.label = "forced start, everything else off the device";
     consider(std::move(least));
   }
-  SmallVector<std::pair<Class, std::string>> out;
-  for (auto [c, value] : starts)
-    out.push_back({c, value.str()});
-  return out;
+  return starts;
 }
 
 /// Local search from `best`: one choice changed at a time, largest

@@ -1041,6 +1041,57 @@ class TrainParity(unittest.TestCase):
                 logs.append([json.loads(l)["loss"] for l in f])
         self.assertEqual(logs[0], logs[1])
 
+    def test_no_forced_placement_beats_the_planner(self):
+        """Under device and host budgets that force choices, no placement a
+        user can force for one class (--place-params/-states/-gradients
+        device|host|ssd, --place-activations device|host|ssd|recompute)
+        that fits the budgets is predicted faster than the planner's own
+        choice (issue 19: the search scores each as a candidate), and each
+        one that does not fit is refused with what it needs."""
+        name = "gpt2_dynamic"
+        ssd = os.path.join(ARGS.work, "ssd_forced")
+        keep = os.path.join(ARGS.work, "forced_keep.strata")
+        self.compile(name, keep, "--optimizer", "adamw")
+        text = run([tool("strata-inspect"), keep]).stdout
+        arena = int(re.search(r"device arena .*\((\d+) bytes\)",
+                              text).group(1))
+        stored = int(re.search(r"device parameter region: .*\((\d+) "
+                               r"bytes\)", text).group(1))
+        # Half the device memory keeping everything there needs, and half
+        # the parameters and optimizer state on the host.
+        budgets = ["--optimizer", "adamw", "--gpu-mem",
+                   str((arena + stored) // 2), "--cpu-mem", str(stored // 2),
+                   "--ssd-dir", ssd]
+        predicted, refused = {}, []
+        options = [("params", t) for t in ("device", "host", "ssd")] + \
+            [("states", t) for t in ("device", "host", "ssd")] + \
+            [("gradients", t) for t in ("device", "host", "ssd")] + \
+            [("activations", t)
+             for t in ("device", "host", "ssd", "recompute")]
+        for flags in [[]] + [["--place-" + c, t] for c, t in options]:
+            art = os.path.join(ARGS.work, "forced.strata")
+            shutil.rmtree(art, ignore_errors=True)
+            cmd = [tool("strata-compile"), self.models[name]["path"], "-o",
+                   art, "--report"]
+            for b in self.models[name]["bind"]:
+                cmd += ["--input-shape", b]
+            r = subprocess.run(cmd + budgets + flags, capture_output=True,
+                               text=True)
+            label = " ".join(flags) or "planner"
+            if r.returncode != 0:
+                self.assertTrue(flags, r.stderr)
+                self.assertRegex(r.stderr, r"the plan needs [\d.]+ \w+ of "
+                                 r"(device|host) memory", label)
+                refused.append(label)
+                continue
+            predicted[label] = float(re.search(
+                r"predicted step time: ([\d.]+) ms", r.stdout).group(1))
+        # The budgets bind: some forced placements are refused, some fit.
+        self.assertTrue(refused)
+        self.assertGreater(len(predicted), 3, predicted)
+        for label, ms in predicted.items():
+            self.assertLessEqual(predicted["planner"], ms, (label, predicted))
+
     def test_ssd_failure_stops_the_run_and_keeps_the_checkpoint(self):
         """A drive error mid-run (injected) stops training with a message
         naming the step and tensor; the last checkpoint survives and

@@ -340,10 +340,12 @@ static bool fusingUpdates() {
 
 static cl::opt<int64_t> plannerEvaluations(
     "planner-evaluations",
-    cl::desc("How many placements the planner may score under a budget "
-             "(each is memory planned and its step predicted; more can "
-             "find a faster plan, at compile time; its up to six starting "
-             "placements are always scored)"),
+    cl::desc("How many placements one planner search may score under a "
+             "budget (each is memory planned and its step predicted; more "
+             "can find a faster plan, at compile time; its starting "
+             "placements are always scored). With every --place-* option "
+             "auto, the planner also makes the search each one-class "
+             "forced placement would, so planning takes up to 15 searches"),
     cl::init(200), cl::cat(tierCategory));
 
 static cl::opt<std::string> profileFile(
