@@ -49,7 +49,7 @@ Executor::~Executor() {
   if (backend_) {
     std::string ignored;
     backend_->synchronize(ignored);
-    ssdMemory_.clear();
+    ssdMemory_.reset();
     arena_.release();
     if (ownsParams_)
       backend_->freeDevice(params_);
@@ -157,11 +157,13 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   // SSD transfers into memory the kernel has pinned once skip pinning the
   // pages of every request (io_uring fixed buffers).
   if (tiers::SsdStore *ssd = artifact_.ssd()) {
+    std::vector<std::pair<void *, uint64_t>> areas;
     if (backend_->deviceIsHost())
-      ssdMemory_.push_back(ssd->registerMemory(arena_.base(), arena_.size()));
-    for (auto &areas : {&staging_, &cpuStaging_})
-      for (auto &area : *areas)
-        ssdMemory_.push_back(ssd->registerMemory(area.data(), area.size()));
+      areas.push_back({arena_.base(), arena_.size()});
+    for (auto *group : {&staging_, &cpuStaging_})
+      for (auto &area : *group)
+        areas.push_back({area.data(), area.size()});
+    ssdMemory_ = ssd->registerMemory(areas);
   }
   return true;
 }

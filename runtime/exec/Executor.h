@@ -179,7 +179,7 @@ private:
   /// The memory SSD transfers go to and from (the arena when it is host
   /// memory, the staging areas), registered with the SSD store; released
   /// before that memory is.
-  std::vector<tiers::SsdStore::Registration> ssdMemory_;
+  tiers::SsdStore::Registration ssdMemory_;
 };
 
 } // namespace strata::runtime

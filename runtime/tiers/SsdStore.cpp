@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -379,44 +380,49 @@ constexpr uint64_t kMaxFixedBuffer = uint64_t(1) << 30;
 } // namespace
 
 SsdStore::Registration SsdStore::registerMemory(void *base, uint64_t bytes) {
+  return registerMemory({{base, bytes}});
+}
+
+SsdStore::Registration SsdStore::registerMemory(
+    const std::vector<std::pair<void *, uint64_t>> &areas) {
   Registration handle;
-  if (!base || bytes == 0)
+  if (std::none_of(areas.begin(), areas.end(),
+                   [](const auto &a) { return a.first && a.second > 0; }))
     return handle;
-  std::vector<std::unique_ptr<IoEngine>> engines;
-  FixedBuffers fixed;
-  {
-    std::lock_guard<std::mutex> lock(engineMutex_);
-    handle.store_ = this;
+  handle.store_ = this;
+  // One change for all of them: each change registers every region with
+  // every ring again.
+  changeRegions([&](std::vector<Region> &regions) {
     handle.id_ = nextRegionId_++;
-    fixed_.regions.push_back({handle.id_, static_cast<char *>(base), bytes});
-    rebuildFixedBuffers();
-    engines.swap(idle_);
-    fixed = fixed_;
-  }
-  // The idle rings take the new table now, so the first transfer does not
-  // pay for pinning the region.
-  for (auto &engine : engines)
-    engine->refresh(fixed);
-  std::lock_guard<std::mutex> lock(engineMutex_);
-  for (auto &engine : engines)
-    idle_.push_back(std::move(engine));
+    for (const auto &[base, bytes] : areas)
+      if (base && bytes > 0)
+        regions.push_back({handle.id_, static_cast<char *>(base), bytes});
+  });
   return handle;
 }
 
 void SsdStore::unregisterMemory(uint64_t id) {
+  changeRegions([&](std::vector<Region> &regions) {
+    regions.erase(std::remove_if(regions.begin(), regions.end(),
+                                 [&](const Region &r) { return r.id == id; }),
+                  regions.end());
+  });
+}
+
+void SsdStore::changeRegions(
+    const std::function<void(std::vector<Region> &)> &change) {
   std::vector<std::unique_ptr<IoEngine>> engines;
   FixedBuffers fixed;
   {
     std::lock_guard<std::mutex> lock(engineMutex_);
-    auto &regions = fixed_.regions;
-    regions.erase(std::remove_if(regions.begin(), regions.end(),
-                                 [&](const Region &r) { return r.id == id; }),
-                  regions.end());
+    change(fixed_.regions);
     rebuildFixedBuffers();
     engines.swap(idle_);
     fixed = fixed_;
   }
-  // Released now: the caller frees the memory next.
+  // The idle rings take the new table now: a new region is pinned before
+  // the first transfer needs it, a removed one released before the caller
+  // frees its memory. A ring busy meanwhile takes it when next used.
   for (auto &engine : engines)
     engine->refresh(fixed);
   std::lock_guard<std::mutex> lock(engineMutex_);

@@ -22,9 +22,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata::tiers {
@@ -112,6 +114,10 @@ public:
     uint64_t id_ = 0;
   };
   Registration registerMemory(void *base, uint64_t bytes);
+  /// Several areas (empty ones skipped) under one handle, registered and
+  /// released in one change.
+  Registration
+  registerMemory(const std::vector<std::pair<void *, uint64_t>> &areas);
   /// Bytes of registered memory the rings hold as fixed buffers (0 where
   /// the kernel refused or the engine has none).
   uint64_t fixedBytes();
@@ -152,6 +158,9 @@ private:
     int find(const char *p, uint64_t bytes) const;
   };
   void unregisterMemory(uint64_t id);
+  /// Applies `change` to the registered regions and hands the new fixed
+  /// buffers to the idle rings.
+  void changeRegions(const std::function<void(std::vector<Region> &)> &change);
   /// fixed_.buffers from fixed_.regions, and a new generation.
   void rebuildFixedBuffers();
 
