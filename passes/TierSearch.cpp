@@ -306,7 +306,7 @@ SmallVector<std::pair<Class, std::string>> TierPlanner::forcedOptions() const {
 /// option, and the best result of all is taken: no one-class forced
 /// placement can then end up predicted faster than the planner's choice.
 /// Each of those searches costs up to --planner-evaluations scores, so
-/// planning takes up to 1 + 13 (15 with an SSD) times as long as one search
+/// planning takes up to 10 searches (14 with an SSD directory)
 /// (the score cache makes it less where they meet).
 Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   bool allAuto = llvm::all_of(

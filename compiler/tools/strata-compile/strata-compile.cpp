@@ -345,7 +345,7 @@ static cl::opt<int64_t> plannerEvaluations(
              "can find a faster plan, at compile time; its starting "
              "placements are always scored). With every --place-* option "
              "auto, the planner also makes the search each one-class "
-             "forced placement would, so planning takes up to 15 searches"),
+             "forced placement would: up to 14 searches with --ssd-dir"),
     cl::init(200), cl::cat(tierCategory));
 
 static cl::opt<std::string> profileFile(
