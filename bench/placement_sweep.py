@@ -71,11 +71,27 @@ def inspect_bytes(bin_dir, art):
     return arena + params, params
 
 
+def budget_flags(bin_dir, model, shape, out, common, gpu_frac, cpu_frac, ssd,
+                 evaluations=0):
+    """(strata-compile flags, device bytes everything on the device needs,
+    --gpu-mem, --cpu-mem): a compile without budgets measures the device
+    need and the parameters and state; the budgets are those fractions of
+    them, with an SSD directory and `common` flags."""
+    full, _, _, _ = compile_plan(bin_dir, model, shape,
+                                 os.path.join(out, "full.strata"), common)
+    device, stored = inspect_bytes(bin_dir, full)
+    gpu, cpu = int(device * gpu_frac), int(stored * cpu_frac)
+    flags = common + ["--gpu-mem", str(gpu), "--cpu-mem", str(cpu),
+                      "--ssd-dir", ssd]
+    if evaluations:
+        flags += ["--planner-evaluations", str(evaluations)]
+    return flags, device, gpu, cpu
+
+
 def measure(bin_dir, art, data, steps):
-    r = subprocess.run([os.path.join(bin_dir, "strata-run"), art, "--data",
-                        data, "--steps", str(steps), "--log-json",
-                        art + ".jsonl", "--quiet"],
-                       capture_output=True, text=True, check=True)
+    subprocess.run([os.path.join(bin_dir, "strata-run"), art, "--data", data,
+                    "--steps", str(steps), "--log-json", art + ".jsonl",
+                    "--quiet"], capture_output=True, text=True, check=True)
     import json
     with open(art + ".jsonl") as f:
         times = [json.loads(l)["step_s"] for l in f if l.strip()]
@@ -115,16 +131,9 @@ def main():
                             profile, "--ssd-dir", ssd], check=True,
                            stdout=subprocess.DEVNULL)
     common = ["--synthetic-params"] if args.synthetic_params else []
-    full, _, _, _ = compile_plan(bin_dir, model, shape,
-                                 os.path.join(out, "full.strata"),
-                                 ["--profile", profile] + common)
-    device, stored = inspect_bytes(bin_dir, full)
-    gpu = int(device * args.gpu_frac)
-    cpu = int(stored * args.cpu_frac)
-    budgets = ["--gpu-mem", str(gpu), "--cpu-mem", str(cpu), "--ssd-dir",
-               ssd, "--profile", profile] + common
-    if args.evaluations:
-        budgets += ["--planner-evaluations", str(args.evaluations)]
+    budgets, device, gpu, cpu = budget_flags(
+        bin_dir, model, shape, out, ["--profile", profile] + common,
+        args.gpu_frac, args.cpu_frac, ssd, args.evaluations)
     print("model %s (%s), everything on the device needs %.2f MiB; "
           "--gpu-mem %.2f MiB, --cpu-mem %.2f MiB (%.0f%% of parameters and "
           "state)\n" % (os.path.basename(model), shape, device / 2**20,

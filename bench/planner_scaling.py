@@ -21,7 +21,6 @@ optimum or a proven bound over placements; this is not it).
 import argparse
 import os
 import re
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,15 +49,10 @@ def main():
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for layers in (int(n) for n in args.layers.split(",")):
         model, _, shape = benchmodels.model_and_data(out, args.dim, layers)
-        common = ["--synthetic-params", "--profile", args.profile]
-        full, _, _, _ = placement_sweep.compile_plan(
-            bin_dir, model, shape, os.path.join(out, "full.strata"), common)
-        device, stored = placement_sweep.inspect_bytes(bin_dir, full)
-        flags = common + ["--gpu-mem", str(int(device * args.gpu_frac)),
-                          "--cpu-mem", str(int(stored * args.cpu_frac)),
-                          "--ssd-dir", ssd]
-        if args.evaluations:
-            flags += ["--planner-evaluations", str(args.evaluations)]
+        flags, _, _, _ = placement_sweep.budget_flags(
+            bin_dir, model, shape, out,
+            ["--synthetic-params", "--profile", args.profile], args.gpu_frac,
+            args.cpu_frac, ssd, args.evaluations)
         art, step, scored, took = placement_sweep.compile_plan(
             bin_dir, model, shape, os.path.join(out, "auto.strata"), flags)
         if art is None:

@@ -83,7 +83,7 @@ struct TierOptions : public mlir::PassPipelineOptions<TierOptions> {
       llvm::cl::init(true)};
   Opt<int64_t> maxEvaluations{
       *this, "planner-evaluations",
-      llvm::cl::desc("How many placements the planner may score"),
+      llvm::cl::desc("How many placements one planner search may score"),
       llvm::cl::init(200)};
   Opt<bool> progress{*this, "progress",
                      llvm::cl::desc("Print the planner's progress when it "

@@ -33,9 +33,9 @@ public:
   virtual bool run(SsdStore &store, const std::vector<IoRequest> &requests,
                    const std::vector<SsdStore::Piece> &pieces,
                    std::string &error) = 0;
-  /// Brings the engine's fixed buffers to `fixed` (a no-op where it has
+  /// Brings the engine's fixed buffers to `table` (a no-op where it has
   /// none, or they are current).
-  virtual void refresh(const SsdStore::FixedBuffers &) {}
+  virtual void refresh(const SsdStore::FixedTable &) {}
   /// Bytes the engine holds as fixed buffers.
   virtual uint64_t fixedBytes() const { return 0; }
 
@@ -128,22 +128,21 @@ public:
       filesRegistered_ = io_uring_register_files(
                              &ring_, store.fds_.data(),
                              static_cast<unsigned>(store.fds_.size())) == 0;
-    registerBuffers_ = store.options_.registered;
     return true;
   }
 
-  void refresh(const SsdStore::FixedBuffers &fixed) override {
-    if (!registerBuffers_ || fixed.generation == fixed_.generation)
+  void refresh(const SsdStore::FixedTable &table) override {
+    if (table == fixed_)
       return;
-    if (!fixed_.buffers.empty() && buffersRegistered_)
+    if (buffersRegistered_)
       io_uring_unregister_buffers(&ring_);
     buffersRegistered_ = false;
-    fixed_ = fixed;
-    if (fixed_.buffers.empty())
+    fixed_ = table;
+    if (!fixed_ || fixed_->buffers.empty())
       return;
-    std::vector<iovec> iov(fixed_.buffers.size());
-    for (size_t i = 0; i < iov.size(); ++i)
-      iov[i] = {fixed_.buffers[i].first, fixed_.buffers[i].second};
+    std::vector<iovec> iov;
+    for (const auto &[base, bytes] : fixed_->buffers)
+      iov.push_back({base, bytes});
     // Refused (a memory-lock limit, too many buffers): requests take the
     // ordinary path.
     buffersRegistered_ =
@@ -154,7 +153,7 @@ public:
   uint64_t fixedBytes() const override {
     uint64_t total = 0;
     if (buffersRegistered_)
-      for (const auto &b : fixed_.buffers)
+      for (const auto &b : fixed_->buffers)
         total += b.second;
     return total;
   }
@@ -172,7 +171,7 @@ public:
       uint64_t bytes = p.bytes - progress[i];
       uint64_t offset = p.fileOffset + progress[i];
       io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
-      int index = buffersRegistered_ ? fixed_.find(buf, bytes) : -1;
+      int index = buffersRegistered_ ? fixed_->find(buf, bytes) : -1;
       // With registered files the request names the file's index.
       int fd = filesRegistered_ ? p.file : store.fds_[p.file];
       if (index >= 0) {
@@ -241,10 +240,9 @@ private:
   io_uring ring_{};
   bool ready_ = false;
   bool filesRegistered_ = false;
-  bool registerBuffers_ = false;
   bool buffersRegistered_ = false;
-  /// The fixed buffers as registered with this ring.
-  SsdStore::FixedBuffers fixed_;
+  /// The table this ring was last brought to.
+  SsdStore::FixedTable fixed_;
   unsigned depth_ = 32;
 };
 #endif
@@ -412,31 +410,28 @@ void SsdStore::unregisterMemory(uint64_t id) {
 void SsdStore::changeRegions(
     const std::function<void(std::vector<Region> &)> &change) {
   std::vector<std::unique_ptr<IoEngine>> engines;
-  FixedBuffers fixed;
+  FixedTable table;
   {
     std::lock_guard<std::mutex> lock(engineMutex_);
-    change(fixed_.regions);
-    rebuildFixedBuffers();
+    change(regions_);
+    auto fixed = std::make_shared<FixedBuffers>();
+    // Unregistered (--unregistered): an empty table, the ordinary path.
+    if (options_.registered)
+      for (const Region &r : regions_)
+        for (uint64_t off = 0; off < r.bytes; off += kMaxFixedBuffer)
+          fixed->buffers.emplace_back(r.base + off,
+                                      std::min(kMaxFixedBuffer, r.bytes - off));
+    fixed_ = table = std::move(fixed);
     engines.swap(idle_);
-    fixed = fixed_;
   }
   // The idle rings take the new table now: a new region is pinned before
   // the first transfer needs it, a removed one released before the caller
   // frees its memory. A ring busy meanwhile takes it when next used.
   for (auto &engine : engines)
-    engine->refresh(fixed);
+    engine->refresh(table);
   std::lock_guard<std::mutex> lock(engineMutex_);
   for (auto &engine : engines)
     idle_.push_back(std::move(engine));
-}
-
-void SsdStore::rebuildFixedBuffers() {
-  ++fixed_.generation;
-  fixed_.buffers.clear();
-  for (const Region &r : fixed_.regions)
-    for (uint64_t off = 0; off < r.bytes; off += kMaxFixedBuffer)
-      fixed_.buffers.emplace_back(r.base + off,
-                                  std::min(kMaxFixedBuffer, r.bytes - off));
 }
 
 uint64_t SsdStore::fixedBytes() {
@@ -446,18 +441,18 @@ uint64_t SsdStore::fixedBytes() {
 
 std::unique_ptr<IoEngine> SsdStore::takeEngine() {
   std::unique_ptr<IoEngine> engine;
-  FixedBuffers fixed;
+  FixedTable table;
   {
     std::lock_guard<std::mutex> lock(engineMutex_);
     if (!idle_.empty()) {
       engine = std::move(idle_.back());
       idle_.pop_back();
     }
-    fixed = fixed_;
+    table = fixed_; // A pointer: no copy of the table per transfer.
   }
   if (!engine)
     engine = makeEngine();
-  engine->refresh(fixed);
+  engine->refresh(table);
   return engine;
 }
 

@@ -86,6 +86,15 @@ int main(int argc, char **argv) {
                          "multiple) dividing half the size\n");
     return 2;
   }
+  std::vector<std::string> jobList;
+  std::stringstream list(jobs);
+  for (std::string job; std::getline(list, job, ',');)
+    jobList.push_back(job);
+  for (const std::string &job : jobList)
+    if (job != "write" && job != "read" && job != "mixed") {
+      std::fprintf(stderr, "strata-iobench: unknown job '%s'\n", job.c_str());
+      return 2;
+    }
   options.stripeBytes = block;
   std::string error;
   auto store = tiers::SsdStore::open(dirs, size, options, error);
@@ -134,30 +143,27 @@ int main(int argc, char **argv) {
               dirs.size(), formatSize(size).c_str(), formatSize(block).c_str(),
               options.queueDepth, formatSize(store->fixedBytes()).c_str(),
               smallPages ? "4 KiB pages" : "huge pages advised");
-  std::stringstream list(jobs);
-  for (std::string job; std::getline(list, job, ',');) {
-    if (job != "write" && job != "read" && job != "mixed") {
-      std::fprintf(stderr, "strata-iobench: unknown job '%s'\n", job.c_str());
-      return 2;
-    }
+  for (const std::string &job : jobList) {
+    // Mixed: the write queue and the read queue at once, on two halves.
+    bool mixed = job == "mixed";
+    std::vector<tiers::IoRequest> first =
+        requestsFor(job != "read", 0, mixed ? size / 2 : size);
+    std::vector<tiers::IoRequest> second =
+        mixed ? requestsFor(false, size / 2, size)
+              : std::vector<tiers::IoRequest>();
     auto start = std::chrono::steady_clock::now();
-    bool ok = true;
+    bool ok = true, otherOk = true;
     std::string otherError;
-    if (job == "mixed") {
-      // The write queue and the read queue at once, on two halves.
-      bool otherOk = true;
-      std::thread reader([&] {
-        otherOk =
-            store->transfer(requestsFor(false, size / 2, size), otherError);
-      });
-      ok = store->transfer(requestsFor(true, 0, size / 2), error);
+    std::thread reader;
+    if (mixed)
+      reader =
+          std::thread([&] { otherOk = store->transfer(second, otherError); });
+    ok = store->transfer(first, error);
+    if (mixed)
       reader.join();
-      if (ok && !otherOk) {
-        ok = false;
-        error = otherError;
-      }
-    } else {
-      ok = store->transfer(requestsFor(job == "write", 0, size), error);
+    if (ok && !otherOk) {
+      ok = false;
+      error = otherError;
     }
     if (!ok) {
       std::fprintf(stderr, "strata-iobench: error: %s\n", error.c_str());
