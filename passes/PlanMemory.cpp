@@ -43,83 +43,44 @@ struct Buffer {
   uint64_t offset = 0;
 };
 
-/// Pairs of buffers whose lifetimes overlap, as adjacency lists; empty
-/// (and false) when there are more than `limit` pairs. A sweep over start
-/// times: O(n log n + pairs).
-bool overlappingPairs(const std::vector<Buffer> &buffers, uint64_t limit,
-                      std::vector<std::vector<uint32_t>> &adjacent) {
-  size_t n = buffers.size();
-  // Count first (binary searches over sorted starts and ends), so a graph
-  // whose buffers all overlap never builds its quadratic lists.
-  std::vector<int64_t> starts(n), ends(n);
-  for (size_t i = 0; i < n; ++i) {
-    starts[i] = buffers[i].start;
-    ends[i] = buffers[i].end;
-  }
-  std::sort(starts.begin(), starts.end());
-  std::sort(ends.begin(), ends.end());
-  uint64_t pairs = 0;
-  for (const Buffer &b : buffers) {
-    // Overlapping: not ended before b starts and not starting after b ends.
-    uint64_t endedBefore =
-        std::lower_bound(ends.begin(), ends.end(), b.start) - ends.begin();
-    uint64_t startAfter =
-        starts.end() - std::upper_bound(starts.begin(), starts.end(), b.end);
-    pairs += n - endedBefore - startAfter - 1;
-    if (pairs / 2 > limit)
-      return false;
-  }
-  adjacent.assign(n, {});
-  std::vector<uint32_t> order(n);
-  for (size_t i = 0; i < n; ++i)
-    order[i] = static_cast<uint32_t>(i);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return buffers[a].start < buffers[b].start;
-  });
-  // Active buffers by end time; each newly started one overlaps all of
-  // them that end at or after its start.
-  std::multimap<int64_t, uint32_t> active;
-  for (uint32_t i : order) {
-    const Buffer &b = buffers[i];
-    active.erase(active.begin(), active.lower_bound(b.start));
-    for (const auto &[end, j] : active) {
-      adjacent[i].push_back(j);
-      adjacent[j].push_back(i);
-    }
-    active.emplace(b.end, i);
-  }
-  return true;
-}
-
 /// Largest first, each at the lowest offset free for its lifetime (the
-/// better packing when buffers differ in size). Cost: the overlapping pairs.
-uint64_t placeBySize(std::vector<Buffer> &buffers, uint64_t alignment,
-                     const std::vector<std::vector<uint32_t>> &adjacent) {
+/// better packing when buffers differ in size). The placed buffers are
+/// kept in offset order; a new one scans them from the bottom, skipping
+/// those whose lifetimes miss its own, up to the first gap that holds it:
+/// no lists of overlapping pairs (a deep model has millions), at worst
+/// O(n^2) steps of two comparisons.
+uint64_t placeBySize(std::vector<Buffer> &buffers, uint64_t alignment) {
   std::vector<size_t> order(buffers.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return buffers[a].bytes > buffers[b].bytes;
   });
-  std::vector<bool> placed(buffers.size(), false);
-  std::vector<std::pair<uint64_t, uint64_t>> busy;
+  // Placed buffers by (offset, end of their bytes).
+  std::vector<uint32_t> placed;
+  placed.reserve(buffers.size());
+  auto below = [&](uint32_t a, uint32_t b) {
+    const Buffer &x = buffers[a], &y = buffers[b];
+    return std::pair(x.offset, x.offset + x.bytes) <
+           std::pair(y.offset, y.offset + y.bytes);
+  };
   uint64_t arena = 0;
   for (size_t i : order) {
     Buffer &b = buffers[i];
-    busy.clear();
-    for (uint32_t j : adjacent[i])
-      if (placed[j])
-        busy.push_back(
-            {buffers[j].offset, buffers[j].offset + buffers[j].bytes});
-    std::sort(busy.begin(), busy.end());
     uint64_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + b.bytes <= lo)
+    for (uint32_t j : placed) {
+      const Buffer &other = buffers[j];
+      if (other.end < b.start || other.start > b.end)
+        continue; // Lifetimes apart: no conflict.
+      if (offset + b.bytes <= other.offset)
         break;
-      offset = std::max(offset, artifact::alignUp(hi, alignment));
+      offset = std::max(
+          offset, artifact::alignUp(other.offset + other.bytes, alignment));
     }
     b.offset = offset;
-    placed[i] = true;
+    uint32_t self = static_cast<uint32_t>(i);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), self, below),
+                  self);
     arena = std::max(arena, offset + b.bytes);
   }
   return arena;
@@ -196,18 +157,15 @@ uint64_t placeInTimeOrder(std::vector<Buffer> &buffers, uint64_t alignment) {
   return arena;
 }
 
-/// Places every buffer (sets `offset`) and returns the arena size: the
-/// size-ordered placement when the lifetimes overlap little enough for it
-/// to be cheap, the time-ordered one otherwise or when it packs tighter.
+/// Places every buffer (sets `offset`) and returns the arena size: both
+/// placements, the smaller arena wins (the size-ordered one only up to
+/// kSizeOrderLimit buffers, past which its worst case is seconds).
 uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
-  // Up to this many overlapping pairs, both placements run (well under a
-  // second) and the smaller arena wins.
-  constexpr uint64_t kPairLimit = uint64_t(4) << 20;
+  constexpr size_t kSizeOrderLimit = 50000;
   std::vector<Buffer> inTime = buffers;
   uint64_t timeArena = placeInTimeOrder(inTime, alignment);
-  std::vector<std::vector<uint32_t>> adjacent;
-  if (overlappingPairs(buffers, kPairLimit, adjacent)) {
-    uint64_t sizeArena = placeBySize(buffers, alignment, adjacent);
+  if (buffers.size() <= kSizeOrderLimit) {
+    uint64_t sizeArena = placeBySize(buffers, alignment);
     if (sizeArena <= timeArena)
       return sizeArena;
   }
