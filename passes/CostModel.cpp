@@ -36,7 +36,8 @@ double matmulGflops(double mnk, const MachineProfile &m) {
                    : m.matmulLargeGflops;
 }
 
-double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
+/// A matrix product's FLOPs (2*M*N*K) and its M*N*K.
+double matmulFlops(exec::KernelOp k) {
   auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
   auto out = cast<ShapedType>(k.getResult(0).getType());
   ArrayRef<int64_t> ints = k.getInts();
@@ -44,14 +45,23 @@ double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
   int64_t K = lhs.getRank() == 1 ? lhs.getDimSize(0)
               : ta               ? lhs.getDimSize(lhs.getRank() - 2)
                                  : lhs.getDimSize(lhs.getRank() - 1);
-  double flops = 2.0 * out.getNumElements() * K;
+  return 2.0 * out.getNumElements() * K;
+}
+
+double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
+  double flops = matmulFlops(k);
   return flops / (matmulGflops(flops / 2.0, m) * 1e9);
 }
 
-/// Fused attention: its products (two in the forward, five in the gradient,
-/// which recomputes the scores; half of them under a causal mask) at the
-/// matmul rate of a T x S x D product, and the exp of every score.
-double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
+/// Fused attention's shape: its scores (rows x keys, half of them under a
+/// causal mask), their FLOPs (two products in the forward, five in the
+/// gradient, which recomputes the scores) and the T*S*D that picks the
+/// matmul rate.
+struct AttentionWork {
+  double scores = 0, flops = 0, mnk = 0;
+};
+
+AttentionWork attentionWork(exec::KernelOp k) {
   auto q = cast<ShapedType>(k.getInputs()[0].getType());
   auto v = cast<ShapedType>(k.getInputs()[2].getType());
   int64_t rank = q.getRank();
@@ -61,10 +71,20 @@ double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
   ArrayRef<int64_t> ints = k.getInts();
   double kept = !ints.empty() && ints[0] ? 0.5 : 1.0;
   bool grad = k.getKernel() == "attention_grad";
-  double scores = rows * s * kept;
-  double flops = 2.0 * scores * (grad ? 3 * d + 2 * dv : d + dv);
-  return flops / (matmulGflops(t * s * std::max(d, 1.0), m) * 1e9) +
-         scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
+  AttentionWork w;
+  w.scores = rows * s * kept;
+  w.flops = 2.0 * w.scores * (grad ? 3 * d + 2 * dv : d + dv);
+  w.mnk = t * s * std::max(d, 1.0);
+  return w;
+}
+
+/// Fused attention: its products at the matmul rate of a T x S x D
+/// product, and the exp of every score (twice in the gradient).
+double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
+  AttentionWork w = attentionWork(k);
+  bool grad = k.getKernel() == "attention_grad";
+  return w.flops / (matmulGflops(w.mnk, m) * 1e9) +
+         w.scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
 }
 
 /// A fused elementwise chain: what it reads and writes at the streaming
@@ -98,6 +118,17 @@ double fusedElementwiseSeconds(exec::KernelOp k, const MachineProfile &m) {
 }
 
 } // namespace
+
+double kernelFlops(exec::KernelOp k) {
+  const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());
+  if (!info)
+    return 0;
+  if (info->cost == artifact::CostClass::MatMul)
+    return matmulFlops(k);
+  if (info->cost == artifact::CostClass::Attention)
+    return attentionWork(k).flops;
+  return 0;
+}
 
 double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());

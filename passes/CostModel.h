@@ -24,6 +24,11 @@ namespace strata {
 mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
                                 MachineProfile &m);
 
+/// The floating-point operations of a kernel's matrix products (a matmul's
+/// 2*M*N*K, fused attention's score and value products); 0 for streaming
+/// kernels.
+double kernelFlops(exec::KernelOp kernel);
+
 /// Seconds one compute kernel takes.
 double kernelSeconds(exec::KernelOp kernel, const MachineProfile &m);
 

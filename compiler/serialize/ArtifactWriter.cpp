@@ -17,6 +17,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
 #include <cstring>
@@ -229,6 +230,25 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 
 } // namespace
 
+void strata::summarizePlan(func::FuncOp func, Plan &plan) {
+  for (llvm::StringRef report :
+       {exec::ExecDialect::MemoryAttrHelper::getNameStr(),
+        exec::ExecDialect::PredictedAttrHelper::getNameStr(),
+        exec::ExecDialect::RecomputedAttrHelper::getNameStr(),
+        exec::ExecDialect::PlannerAttrHelper::getNameStr(),
+        exec::ExecDialect::OffloadAttrHelper::getNameStr()})
+    if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
+      for (NamedAttribute entry : dict)
+        if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
+          plan.memory.push_back(
+              {entry.getName().str(), static_cast<uint64_t>(v.getInt())});
+  exec::RegionSizes regions = exec::regionSizes(func);
+  plan.arenaBytes = regions.arena;
+  plan.paramsBytes = regions.params;
+  plan.hostBytes = regions.host;
+  plan.ssdBytes = regions.ssd;
+}
+
 LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
                                     const ArtifactInfo &info) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
@@ -246,21 +266,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   plan.optimizer = info.optimizer;
   plan.labels = info.labels;
   plan.accumulate = info.accumulate;
-  for (llvm::StringRef report :
-       {exec::ExecDialect::MemoryAttrHelper::getNameStr(),
-        exec::ExecDialect::PredictedAttrHelper::getNameStr(),
-        exec::ExecDialect::RecomputedAttrHelper::getNameStr(),
-        exec::ExecDialect::PlannerAttrHelper::getNameStr(),
-        exec::ExecDialect::OffloadAttrHelper::getNameStr()})
-    if (auto dict = func->getAttrOfType<DictionaryAttr>(report))
-      for (NamedAttribute entry : dict)
-        if (auto v = dyn_cast<IntegerAttr>(entry.getValue()))
-          plan.memory.push_back(
-              {entry.getName().str(), static_cast<uint64_t>(v.getInt())});
-  plan.arenaBytes = regions.arena;
-  plan.paramsBytes = regions.params;
-  plan.hostBytes = regions.host;
-  plan.ssdBytes = regions.ssd;
+  summarizePlan(func, plan);
   plan.ssdDirs = info.ssdDirs;
   if (plan.ssdBytes > 0 && plan.ssdDirs.empty())
     return func.emitError("the plan keeps tensors on the SSD but no "
@@ -296,6 +302,15 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     return static_cast<uint64_t>(attr.getInt());
   };
 
+  std::vector<llvm::GlobPattern> initGlobs;
+  for (const ArtifactInfo::InitRule &rule : info.syntheticInit) {
+    llvm::Expected<llvm::GlobPattern> glob =
+        llvm::GlobPattern::create(rule.glob);
+    if (!glob)
+      return module.emitError("--synthetic-init: invalid glob '")
+             << rule.glob << "': " << llvm::toString(glob.takeError());
+    initGlobs.push_back(std::move(*glob));
+  }
   for (Operation &op : func.getBody().front()) {
     if (auto input = dyn_cast<exec::InputOp>(op)) {
       FailureOr<uint64_t> offset = offsetOf(&op);
@@ -321,17 +336,52 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         return failure();
       Slot &s = plan.slots[*slot];
       s.name = param.getName().str();
+      artifact::ParamEntry entry;
+      entry.name = s.name;
+      entry.slot = *slot;
+      entry.flags =
+          (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
+          (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
+          (param.getState() ? artifact::ParamEntry::State : 0) |
+          (param.getCopyOf() ? artifact::ParamEntry::LowCopy : 0);
+      entry.bytes = s.bytes;
+      bool mayBeSynthetic =
+          (param.getTrainable() || param.getState() || param.getCopyOf()) &&
+          isFloatDType(s.dtype) && s.bytes > 0;
+      // A --synthetic-init rule gives the values of the parameters it
+      // names (a low-precision copy goes by its master's name); with
+      // rules, optimizer states are synthetic too (their start value).
+      const ArtifactInfo::InitRule *rule = nullptr;
+      if (mayBeSynthetic && !param.getState()) {
+        std::string master =
+            param.getCopyOf() ? param.getCopyOf()->str() : s.name;
+        for (size_t r = 0; r < info.syntheticInit.size() && !rule; ++r)
+          if (initGlobs[r].match(master))
+            rule = &info.syntheticInit[r];
+      }
+      bool synthetic =
+          mayBeSynthetic && (info.syntheticParams || rule ||
+                             (param.getState() && !info.syntheticInit.empty()));
+      auto splat = dyn_cast<DenseElementsAttr>(param.getValue());
+      if (synthetic && (rule || (splat && splat.isSplat()))) {
+        // Never read (nor expanded, for a splat): the rule's values, or
+        // the splat's.
+        entry.mean =
+            rule ? rule->mean
+                 : cpu::loadAsDouble(s.dtype, splat.getRawData().data());
+        entry.stddev = rule ? rule->stddev : 0.0;
+        entry.fileOffset = 0;
+        entry.crc = 0;
+        entry.flags |= artifact::ParamEntry::Synthetic;
+        plan.params.push_back(entry);
+        continue;
+      }
       FailureOr<std::vector<char>> data = bytesOf(param.getValue(), &op);
       if (failed(data))
         return failure();
       if (data->size() != s.bytes)
         return param.emitError("stored value has ")
                << data->size() << " bytes, expected " << s.bytes;
-      artifact::ParamEntry entry;
-      bool synthetic =
-          info.syntheticParams &&
-          (param.getTrainable() || param.getState() || param.getCopyOf()) &&
-          isFloatDType(s.dtype) && s.bytes > 0;
       uint64_t fileOffset = synthetic ? 0 : params.size();
       if (synthetic) {
         // Keep the values' mean and spread, so LayerNorm scales stay near
@@ -354,15 +404,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         params.insert(params.end(), data->begin(), data->end());
         params.resize(artifact::pagePadded(params.size()), '\0');
       }
-      entry.name = s.name;
-      entry.slot = *slot;
-      entry.flags =
-          (param.getTrainable() ? artifact::ParamEntry::Trainable : 0) |
-          (param.getConstant() ? artifact::ParamEntry::Constant : 0) |
-          (param.getState() ? artifact::ParamEntry::State : 0) |
-          (param.getCopyOf() ? artifact::ParamEntry::LowCopy : 0);
       entry.fileOffset = fileOffset;
-      entry.bytes = s.bytes;
       entry.crc = synthetic ? 0 : crc32c(data->data(), data->size());
       if (synthetic)
         entry.flags |= artifact::ParamEntry::Synthetic;
@@ -448,7 +490,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     }
   }
   plan.paramsFileBytes = params.size();
-  if (info.syntheticParams)
+  if (info.syntheticParams || !info.syntheticInit.empty())
     plan.syntheticSeed = 1;
   std::string error;
   ArtifactDirectory target;

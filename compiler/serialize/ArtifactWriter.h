@@ -5,6 +5,7 @@
 
 #include "runtime/artifact/Plan.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
@@ -27,7 +28,22 @@ struct ArtifactInfo {
   /// seed; generated at load) instead of their values: a plan-only
   /// artifact small enough to carry to another machine.
   bool syntheticParams = false;
+  /// --synthetic-init: parameters whose name (or, for a low-precision
+  /// copy, whose master's name) matches a rule's glob are synthetic with
+  /// the rule's mean and deviation; their stored values are never read.
+  /// The first matching rule applies.
+  struct InitRule {
+    std::string glob;
+    double mean = 0, stddev = 0;
+  };
+  std::vector<InitRule> syntheticInit;
 };
+
+/// Copies what the passes recorded on the planned `func` (memory by class,
+/// the predicted step, the planner's and the offload's counts) into
+/// `plan.memory`, and the sizes of its regions into `plan`: what the
+/// memory report needs, without the program.
+void summarizePlan(mlir::func::FuncOp func, artifact::Plan &plan);
 
 /// Serializes the planned exec function `@main` of `module` into the
 /// artifact directory `dir` (plan.bin, params.bin, manifest.txt). The

@@ -30,6 +30,9 @@ bool isOptimizer(Operation *op) {
 void setOptimizer(Operation *op) {
   set<StrataDialect::OptimizerAttrHelper>(op);
 }
+bool isRecomputed(Operation *op) {
+  return has<StrataDialect::RecomputedAttrHelper>(op);
+}
 void setRecomputed(Operation *op) {
   set<StrataDialect::RecomputedAttrHelper>(op);
 }

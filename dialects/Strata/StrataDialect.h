@@ -50,6 +50,7 @@ bool isOptimizer(mlir::Operation *op);
 void setOptimizer(mlir::Operation *op);
 
 /// A forward op rerun in the backward pass.
+bool isRecomputed(mlir::Operation *op);
 void setRecomputed(mlir::Operation *op);
 
 /// The gradient seed of the loss.

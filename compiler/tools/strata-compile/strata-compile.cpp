@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileSupport.h"
+#include "PlanReport.h"
 #include "dialects/Strata/StrataDialect.h"
 
 #include "compiler/import/OnnxImporter.h"
@@ -50,7 +51,7 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
                                       cl::desc("<model.onnx|model.onnxtext>"),
                                       cl::cat(category));
 
-enum class Emit { Default, Graph, Train, Exec, Artifact };
+enum class Emit { Default, Graph, Train, Exec, Artifact, PlanReport };
 static cl::opt<Emit> emit(
     "emit",
     cl::desc("What to produce (default: the artifact when -o names a "
@@ -63,7 +64,12 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::Exec, "exec",
                           "the exec IR with its memory plan"),
                clEnumValN(Emit::Artifact, "artifact",
-                          "the artifact directory (needs -o DIR)")),
+                          "the artifact directory (needs -o DIR)"),
+               clEnumValN(Emit::PlanReport, "plan-report",
+                          "plan only: the memory per tier, the predicted "
+                          "step, tokens/s, model TFLOP/s and the lower "
+                          "bound with what sets it (no weights read or "
+                          "written; to stdout or -o FILE)")),
     cl::cat(category));
 
 enum class Mode { Train, Forward, Grad };
@@ -179,6 +185,17 @@ static cl::opt<bool> syntheticParams(
              "A plan-only artifact to carry to another machine; not the "
              "model's weights"),
     cl::init(false));
+static cl::list<std::string> syntheticInit(
+    "synthetic-init",
+    cl::desc("GLOB=MEAN,STD: parameters whose name matches GLOB (the first "
+             "rule that matches) are not read from the model: they are "
+             "generated at load, uniform with this mean and deviation "
+             "(seed 1), as a freshly initialised model (e.g. "
+             "'*norm.scale=1,0' '*=0,0.02'); optimizer states start from "
+             "their initial value without being stored. For models whose "
+             "weights were never written (test/models/synthetic.py); "
+             "repeatable"),
+    cl::value_desc("GLOB=MEAN,STD"));
 static cl::opt<int64_t> accumulate(
     "accumulate",
     cl::desc("Accumulate gradients over N micro-batches (of the bound input "
@@ -373,6 +390,34 @@ static cl::opt<bool> listOpsets(
 
 /// Every hyperparameter's domain, checked before any work: an out-of-domain
 /// value would otherwise train with meaningless numbers. Empty when fine.
+/// --synthetic-init's GLOB=MEAN,STD rules; an error names the bad one.
+static std::string
+parseInitRules(std::vector<strata::ArtifactInfo::InitRule> &rules) {
+  for (const std::string &spec : syntheticInit) {
+    strata::ArtifactInfo::InitRule rule;
+    size_t eq = spec.rfind('=');
+    size_t comma = eq == std::string::npos ? eq : spec.find(',', eq);
+    bool ok = eq != std::string::npos && eq > 0 && comma != std::string::npos;
+    if (ok) {
+      rule.glob = spec.substr(0, eq);
+      std::string mean = spec.substr(eq + 1, comma - eq - 1),
+                  stddev = spec.substr(comma + 1);
+      char *end = nullptr;
+      rule.mean = std::strtod(mean.c_str(), &end);
+      ok = !mean.empty() && *end == '\0';
+      rule.stddev = std::strtod(stddev.c_str(), &end);
+      ok = ok && !stddev.empty() && *end == '\0' && std::isfinite(rule.mean) &&
+           std::isfinite(rule.stddev) && rule.stddev >= 0;
+    }
+    if (!ok)
+      return "--synthetic-init '" + spec +
+             "': expected GLOB=MEAN,STD with finite numbers and STD >= 0 "
+             "(e.g. '*=0,0.02')";
+    rules.push_back(rule);
+  }
+  return "";
+}
+
 static std::string checkTrainingOptions() {
   auto finite = [](double v) { return std::isfinite(v); };
   struct Range {
@@ -460,6 +505,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (std::string why = checkTrainingOptions(); !why.empty()) {
+    llvm::errs() << "strata-compile: error: " << why << "\n";
+    return 1;
+  }
+  std::vector<strata::ArtifactInfo::InitRule> initRules;
+  if (std::string why = parseInitRules(initRules); !why.empty()) {
     llvm::errs() << "strata-compile: error: " << why << "\n";
     return 1;
   }
@@ -666,7 +716,9 @@ int main(int argc, char **argv) {
     }
     *out = bytes;
   }
-  if (what == Emit::Exec || what == Emit::Artifact)
+  bool planned =
+      what == Emit::Exec || what == Emit::Artifact || what == Emit::PlanReport;
+  if (planned)
     strata::buildForwardToExecPipeline(pm, tiers);
   if (printPipeline) {
     pm.printAsTextualPipeline(llvm::outs());
@@ -676,7 +728,6 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  bool planned = what == Emit::Exec || what == Emit::Artifact;
   if (planned && (failed(strata::compile::checkDeviceBudget(*module, tiers)) ||
                   (tiers.cpuMem > 0 &&
                    failed(strata::compile::checkHostBudget(*module, tiers)))))
@@ -708,6 +759,7 @@ int main(int argc, char **argv) {
                                         : std::string("next");
     info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
     info.syntheticParams = syntheticParams;
+    info.syntheticInit = initRules;
     if (failed(strata::writeArtifact(*module, outputFile, info)))
       return 1;
     if (report) {
@@ -727,6 +779,24 @@ int main(int argc, char **argv) {
   if (!output) {
     llvm::errs() << "strata-compile: error: " << openError << "\n";
     return 1;
+  }
+  if (what == Emit::PlanReport) {
+    strata::compile::PlanReportInfo info;
+    llvm::SmallString<256> source(inputFile);
+    llvm::sys::fs::make_absolute(source);
+    info.sourceModel = source.str().str();
+    info.mode = mode == Mode::Train  ? "train"
+                : mode == Mode::Grad ? "grad"
+                                     : "forward";
+    info.optimizer = optimizerText;
+    info.profile = profileFile.getValue();
+    info.gpuMem = tiers.gpuMem;
+    info.cpuMem = tiers.cpuMem;
+    info.ssdDrives = ssdDirs.size();
+    info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
+    output->os() << strata::compile::formatPlanReport(*module, info);
+    output->keep();
+    return 0;
   }
   module->print(output->os(), strata::compile::printingFlags(printWeights));
   output->os() << "\n";

@@ -1,0 +1,219 @@
+//===- PlanReport.cpp - What a plan would do, without its weights ---------===//
+
+#include "PlanReport.h"
+
+#include "compiler/serialize/ArtifactWriter.h"
+#include "dialects/Exec/ExecDialect.h"
+#include "dialects/Strata/StrataDialect.h"
+#include "passes/ArenaRanges.h"
+#include "passes/CostModel.h"
+#include "runtime/artifact/MemoryReport.h"
+#include "runtime/support/Size.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+using namespace mlir;
+
+namespace strata::compile {
+
+namespace {
+
+/// "812.345 ms" below ten seconds, "12.345 s" above.
+std::string formatSeconds(double seconds) {
+  char buf[32];
+  if (seconds < 10)
+    std::snprintf(buf, sizeof(buf), "%.3f ms", seconds * 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.3f s", seconds);
+  return buf;
+}
+
+/// "6.738B", "354.6M", "12.3K".
+std::string formatCount(double n) {
+  char buf[32];
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.3fB", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.1fM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.1fK", n / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f", n);
+  return buf;
+}
+
+// The columns of the per-tier table.
+enum Column { Params, States, Gradients, Activations, Constants, Columns };
+constexpr std::array<const char *, Columns> kColumnNames = {
+    "parameters", "opt. states", "gradients", "activations", "constants"};
+
+int columnOf(artifact::SlotClass cls) {
+  switch (cls) {
+  case artifact::SlotClass::Parameter:
+    return Params;
+  case artifact::SlotClass::OptimizerState:
+    return States;
+  case artifact::SlotClass::Gradient:
+    return Gradients;
+  case artifact::SlotClass::Constant:
+    return Constants;
+  default:
+    return Activations;
+  }
+}
+
+} // namespace
+
+std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func || !exec::regionSizes(func).planned)
+    return "error: no planned @main function to report on\n";
+  artifact::Plan plan;
+  summarizePlan(func, plan);
+
+  // Stored tensors by tier and class; the model's work from its kernels.
+  std::array<std::array<uint64_t, Columns>, 3> stored{};
+  double trainable = 0, frozen = 0, stateElements = 0;
+  double flops = 0, recomputedFlops = 0;
+  std::string tokensFrom;
+  double tokens = 0;
+  for (Operation &op : func.getBody().front()) {
+    if (auto param = dyn_cast<exec::ParamOp>(op)) {
+      auto type = cast<ShapedType>(param.getType());
+      int tier = static_cast<int>(param.getTierKind());
+      stored[tier][columnOf(exec::classifyBuffer(param.getResult()))] +=
+          storageBytes(type);
+      if (param.getCopyOf())
+        continue;
+      if (param.getState())
+        stateElements += type.getNumElements();
+      else if (param.getTrainable())
+        trainable += type.getNumElements();
+      else if (!param.getConstant())
+        frozen += type.getNumElements();
+    } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
+      int tier = static_cast<int>(space.getTierKind());
+      stored[tier][columnOf(exec::classifyBuffer(space.getResult()))] +=
+          storageBytes(space.getType());
+    } else if (auto input = dyn_cast<exec::InputOp>(op)) {
+      auto type = cast<ShapedType>(input.getType());
+      // The first integer input holds the tokens (ids; labels share them).
+      if (tokensFrom.empty() && type.getElementType().isInteger(64)) {
+        tokensFrom = input.getName().str();
+        tokens = type.getNumElements();
+      }
+    } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+      (markers::isRecomputed(kernel) ? recomputedFlops : flops) +=
+          kernelFlops(kernel);
+    }
+  }
+  tokens *= std::max<uint32_t>(1, info.accumulate);
+  flops *= std::max<uint32_t>(1, info.accumulate);
+  recomputedFlops *= std::max<uint32_t>(1, info.accumulate);
+
+  std::string out;
+  auto add = [&](const char *fmt, auto... args) {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), fmt, args...);
+    out += buf;
+  };
+  out += "Strata plan report (plan only: no weights were read or written)\n";
+  out += "model: " + info.sourceModel + "\n";
+  out += "  " + formatCount(trainable) + " trainable parameters";
+  if (frozen > 0)
+    out += ", " + formatCount(frozen) + " frozen";
+  if (stateElements > 0)
+    out += "; optimizer state " + formatCount(stateElements) + " elements";
+  out += "\n  mode: " + info.mode;
+  if (!info.optimizer.empty())
+    out += " (" + info.optimizer + ")";
+  out += "\n";
+  if (tokens > 0)
+    add("  tokens per step: %.0f (input '%s'%s)\n", tokens, tokensFrom.c_str(),
+        info.accumulate > 1 ? ", times --accumulate" : "");
+  add("  matrix-product work per step: %.4g TFLOP (forward, backward; "
+      "recomputation adds %.4g TFLOP)\n",
+      flops / 1e12, recomputedFlops / 1e12);
+  out += "machine: " +
+         (info.profile.empty() ? std::string("the built-in default profile")
+                               : "profile " + info.profile) +
+         "\n  budgets: device " +
+         (info.gpuMem ? formatSize(info.gpuMem) : std::string("none")) +
+         ", host " +
+         (info.cpuMem ? formatSize(info.cpuMem) : std::string("none")) + ", " +
+         (info.ssdDrives ? std::to_string(info.ssdDrives) + " SSD director" +
+                               (info.ssdDrives == 1 ? "y" : "ies")
+                         : std::string("no SSD")) +
+         "\n";
+
+  out += "memory per tier (planned):\n";
+  add("  %-7s %12s %12s", "tier", "total", "arena peak");
+  for (const char *name : kColumnNames)
+    add(" %12s", name);
+  out += "\n";
+  const uint64_t totals[3] = {plan.arenaBytes + plan.paramsBytes,
+                              plan.hostBytes, plan.ssdBytes};
+  const uint64_t budgets[3] = {info.gpuMem, info.cpuMem, 0};
+  for (int tier = 0; tier < 3; ++tier) {
+    add("  %-7s %12s %12s",
+        exec::tierName(static_cast<exec::Tier>(tier)).str().c_str(),
+        formatSize(totals[tier]).c_str(),
+        tier == 0 ? formatSize(plan.arenaBytes).c_str() : "-");
+    for (uint64_t bytes : stored[tier])
+      add(" %12s", bytes ? formatSize(bytes).c_str() : "-");
+    if (budgets[tier])
+      add("   (%.0f%% of the budget)",
+          100.0 * double(totals[tier]) / double(budgets[tier]));
+    out += "\n";
+  }
+  out += "  (the arena holds what is live at a time: activations, gradients "
+         "and workspace in use, and the parameters and states streamed in "
+         "for their kernels)\n";
+
+  double step = plan.memoryOf("predicted_step_us") * 1e-6;
+  if (step <= 0) {
+    out += "no predicted step (the plan was not timed)\n";
+    return out;
+  }
+  double bound = plan.memoryOf("predicted_lower_bound_us") * 1e-6;
+  out += "predicted step: " + formatSeconds(step);
+  if (tokens > 0)
+    add(", %.1f tokens/s", tokens / step);
+  add(", %.2f model TFLOP/s\n", flops / step / 1e12);
+  struct Busy {
+    const char *name, *key;
+  };
+  const Busy resources[] = {{"compute", "predicted_compute_us"},
+                            {"host->device", "predicted_host_to_device_us"},
+                            {"device->host", "predicted_device_to_host_us"},
+                            {"SSD reads", "predicted_ssd_read_us"},
+                            {"SSD writes", "predicted_ssd_write_us"},
+                            {"CPU optimizer", "predicted_cpu_update_us"}};
+  const Busy *limiter = &resources[0];
+  for (const Busy &r : resources)
+    if (plan.memoryOf(r.key) > plan.memoryOf(limiter->key))
+      limiter = &r;
+  out += "lower bound: " + formatSeconds(bound) + ", set by " + limiter->name;
+  if (bound > 0)
+    add(" (the step is %.2fx the bound)", step / bound);
+  out += "\n  busy per step:";
+  const char *sep = " ";
+  for (const Busy &r : resources) {
+    out += sep + std::string(r.name) + " " +
+           formatSeconds(plan.memoryOf(r.key) * 1e-6);
+    sep = ", ";
+  }
+  out += "\n";
+  if (bound > 0 && step > bound * 1.02)
+    add("  %s of the step is not hidden behind the %s: transfers that "
+        "wait for a kernel, or kernels that wait for a transfer\n",
+        formatSeconds(step - bound).c_str(), limiter->name);
+  out += artifact::formatMemoryReport(plan);
+  return out;
+}
+
+} // namespace strata::compile

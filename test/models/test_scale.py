@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Models whose weights were never written (test/models/synthetic.py: the
+parameters are a sparse external data file):
+
+* `strata-compile --emit=plan-report` plans them without reading the
+  weights (the compiler's peak RSS stays below the data's size), creates
+  nothing in the SSD directory, and reports the same plan an artifact
+  compiled with the same options records (its memory report and predicted
+  step are identical); its matrix-product work per step is the count from
+  the model's shape.
+* `--synthetic-init` generates fresh parameters at load instead of reading
+  them: norm scales 1, biases 0, matrices uniform with the rule's
+  deviation (read back through strata-export), and the model trains.
+* A malformed rule is an error that names it.
+
+    test_scale.py --bin BUILD/bin --work DIR
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+import synthetic  # noqa: E402
+from harness import run, tool  # noqa: E402
+
+ARGS = None
+
+
+def peak_rss(cmd):
+    """Runs `cmd`, which must succeed; returns (stdout, its peak RSS in
+    bytes)."""
+    # stderr to a file, stdout read to the end (no pipe fills up), then the
+    # child reaped with wait4, which returns its resource usage.
+    with open(os.path.join(ARGS.work, "stderr.txt"), "w+b") as errfile:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile)
+        out = p.stdout.read()
+        p.stdout.close()
+        errfile.seek(0)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            raise AssertionError("%s failed:\n%s" % (
+                " ".join(cmd), errfile.read().decode()))
+    return out.decode(), usage.ru_maxrss * 1024
+
+
+class Scale(unittest.TestCase):
+    RULES = ["--synthetic-init=" + r for r in synthetic.INIT_RULES]
+
+    def work(self, name):
+        return os.path.join(ARGS.work, name)
+
+    def test_plan_report_reads_no_weights_and_matches_the_artifact(self):
+        # ~90M parameters: 360 MB of weights that exist only as a hole.
+        cfg = dict(family="llama", layers=2, dim=1024, heads=8, kv_heads=8,
+                   hidden=2816, vocab=32000)
+        batch, seq = 2, 128
+        desc = synthetic.write(ARGS.work, "plan-llama", cfg, batch, seq)
+        model = self.work("plan-llama.onnx")
+        ssd = self.work("plan-ssd")
+        budgets = ["--gpu-mem", "320MiB", "--cpu-mem", "400MiB",
+                   "--ssd-dir", ssd, "--optimizer", "adamw",
+                   "--planner-evaluations", "30"]
+        report, rss = peak_rss([tool("strata-compile"), model,
+                                "--emit=plan-report"] + budgets)
+        self.assertLess(rss, desc["data_bytes"] // 2,
+                        "the plan-only compile touched the weights")
+        self.assertFalse(os.path.exists(ssd),
+                         "a plan-only compile must create nothing")
+        for line in ("no weights were read or written",
+                     "tokens per step: %d" % (batch * seq),
+                     "memory per tier (planned):", "lower bound:",
+                     "set by", "tokens/s", "model TFLOP/s"):
+            self.assertIn(line, report)
+        for tier in ("device", "host", "ssd"):
+            self.assertRegex(report, r"\n  %s +\d" % tier)
+
+        # The work per step, from the shape alone: every weight matrix
+        # (not the embedding lookup) costs 6 FLOP per token (forward and
+        # the two gradients); causal attention 7*B*H*T^2*hd per layer
+        # (2 in the forward, 5 in the gradient, half the scores hidden).
+        dim, hidden, layers = cfg["dim"], cfg["hidden"], cfg["layers"]
+        matrices = layers * (4 * dim * dim + 3 * dim * hidden) + \
+            dim * cfg["vocab"]
+        flops = 6 * batch * seq * matrices + \
+            layers * 7 * batch * dim * seq * seq
+        got = float(re.search(r"matrix-product work per step: ([\d.e+]+) "
+                              r"TFLOP", report).group(1)) * 1e12
+        self.assertAlmostEqual(got / flops, 1.0, delta=2e-3)
+
+        # The same plan as an artifact, which reads no weights either.
+        art = self.work("plan-llama.strata")
+        _, rss = peak_rss([tool("strata-compile"), model, "-o", art] +
+                          budgets + self.RULES)
+        self.assertLess(rss, desc["data_bytes"] // 2)
+        self.assertLess(os.path.getsize(os.path.join(art, "params.bin")),
+                        1 << 20)
+        with open(os.path.join(art, "manifest.txt")) as f:
+            manifest = f.read()
+        tail = manifest[manifest.index("memory by class"):]
+        self.assertEqual(report[report.index("memory by class"):], tail)
+        sizes = dict(re.findall(r"  (device|host|ssd): .*?\((\d+) bytes\)",
+                                manifest))
+        resident = int(re.search(r"resident parameters .*?\((\d+) bytes\)",
+                                 manifest).group(1))
+        self.assertGreater(int(sizes["ssd"]), 0, "expected an SSD tier")
+        self.assertLessEqual(int(sizes["device"]) + resident, 320 << 20)
+        self.assertLessEqual(int(sizes["host"]), 400 << 20)
+
+    def test_synthetic_init_generates_fresh_weights(self):
+        cfg = dict(family="gpt", layers=2, dim=64, heads=4, kv_heads=4,
+                   hidden=256, vocab=256)
+        synthetic.write(ARGS.work, "init-gpt", cfg, 2, 16)
+        model = self.work("init-gpt.onnx")
+        rng = np.random.default_rng(0)
+        data = self.work("pattern.npy")
+        np.save(data, np.tile(rng.integers(0, 256, size=17),
+                              (32, 1)).astype(np.int64))
+
+        # lr 1e-30 (it must be positive): the weights after a step are the
+        # generated ones.
+        art = self.work("init0.strata")
+        run([tool("strata-compile"), model, "-o", art, "--optimizer",
+             "adamw", "--lr", "1e-30"] + self.RULES)
+        run([tool("strata-run"), art, "--data", data, "--steps", "1",
+             "--quiet"])
+        out = self.work("init0.onnx")
+        run([tool("strata-export"), art, "-o", out])
+        import onnx
+        from onnx import numpy_helper
+        weights = {t.name: numpy_helper.to_array(t)
+                   for t in onnx.load(out).graph.initializer}
+        self.assertEqual(len(weights), 4 + cfg["layers"] * 16)
+        spread = 0.02 * np.sqrt(3.0)
+        seen = []
+        for name, w in weights.items():
+            if name.endswith("norm.scale"):
+                self.assertTrue(np.all(w == 1.0), name)
+            elif name.endswith(".bias"):
+                # lr 1e-30 moved them by about that much.
+                self.assertLess(np.abs(w).max(), 1e-20, name)
+            else:
+                self.assertLessEqual(np.abs(w).max(), spread * (1 + 1e-5),
+                                     name)
+                self.assertAlmostEqual(float(w.std()), 0.02, delta=0.002,
+                                       msg=name)
+                self.assertLess(abs(float(w.mean())), 0.002, name)
+                seen.append(w.ravel()[:64])
+        # Every tensor has values of its own.
+        self.assertEqual(len({s.tobytes() for s in seen}), len(seen))
+
+        art = self.work("init.strata")
+        log = self.work("init.jsonl")
+        run([tool("strata-compile"), model, "-o", art, "--optimizer",
+             "adamw", "--lr", "3e-3"] + self.RULES)
+        run([tool("strata-run"), art, "--data", data, "--steps", "20",
+             "--no-checkpoint", "--quiet", "--log-json", log])
+        import json
+        with open(log) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        self.assertEqual(len(losses), 20)
+        self.assertAlmostEqual(losses[0], np.log(256), delta=0.1)
+        self.assertLess(losses[-1], losses[0] - 1.5)
+
+    def test_malformed_rules_are_errors(self):
+        synthetic.write(ARGS.work, "bad-gpt", dict(
+            family="gpt", layers=1, dim=32, heads=2, kv_heads=2, hidden=64,
+            vocab=64), 1, 8)
+        for spec in ("nonsense", "*=0", "*=a,b", "*=0,-1", "=0,1",
+                     "*=0,inf"):
+            r = subprocess.run(
+                [tool("strata-compile"), self.work("bad-gpt.onnx"), "-o",
+                 self.work("bad.strata"), "--synthetic-init", spec],
+                capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, spec)
+            self.assertIn("--synthetic-init '%s'" % spec, r.stderr)
+            self.assertFalse(os.path.exists(self.work("bad.strata")))
+
+
+def main():
+    global ARGS
+    ARGS = harness.parse_args()
+    harness.run_tests(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
