@@ -48,9 +48,20 @@ double matmulFlops(exec::KernelOp k) {
   return 2.0 * out.getNumElements() * K;
 }
 
+/// How much faster than the profile's fp32 rates a product of `k`'s
+/// operand type runs: the ratio of the device's bf16 and fp32 GEMM peaks
+/// for 16-bit operands when the profile has both, else 1.
+double precisionSpeedup(exec::KernelOp k, const MachineProfile &m) {
+  Type et = cast<ShapedType>(k.getInputs()[0].getType()).getElementType();
+  if ((et.isBF16() || et.isF16()) && m.gemmPeakBf16Gflops > 0 &&
+      m.gemmPeakF32Gflops > 0)
+    return m.gemmPeakBf16Gflops / m.gemmPeakF32Gflops;
+  return 1.0;
+}
+
 double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
   double flops = matmulFlops(k);
-  return flops / (matmulGflops(flops / 2.0, m) * 1e9);
+  return flops / (matmulGflops(flops / 2.0, m) * precisionSpeedup(k, m) * 1e9);
 }
 
 /// Fused attention's shape: its scores (rows x keys, half of them under a
@@ -83,7 +94,7 @@ AttentionWork attentionWork(exec::KernelOp k) {
 double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
   AttentionWork w = attentionWork(k);
   bool grad = k.getKernel() == "attention_grad";
-  return w.flops / (matmulGflops(w.mnk, m) * 1e9) +
+  return w.flops / (matmulGflops(w.mnk, m) * precisionSpeedup(k, m) * 1e9) +
          w.scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
 }
 
