@@ -109,8 +109,12 @@ struct LowPrecisionCopiesPass
       for (int k = 2; names.contains(name); ++k)
         name = (master.getName() + suffix + "." + Twine(k)).str();
       names.insert(name);
+      auto lowType = RankedTensorType::get(
+          cast<ShapedType>(master.getType()).getShape(), low);
       std::optional<ElementsAttr> value =
-          narrowValues(master.getValue(), low, name);
+          deferValues ? std::optional<ElementsAttr>(DenseElementsAttr::get(
+                            lowType, FloatAttr::get(low, 0.0)))
+                      : narrowValues(master.getValue(), low, name);
       if (!value)
         return master.emitError("cannot read the values of '")
                << master.getName() << "' to make its " << suffix.drop_front()
@@ -121,6 +125,8 @@ struct LowPrecisionCopiesPass
           master.getLoc(), value->getType(), b.getStringAttr(name), UnitAttr(),
           UnitAttr(), UnitAttr(), *value, IntegerAttr(), master.getTierAttr(),
           master.getNameAttr());
+      if (deferValues)
+        copy->setAttr(exec::kDeferredCopyAttr, b.getUnitAttr());
       for (exec::KernelOp narrowing : casts) {
         narrowing.getResult(0).replaceAllUsesWith(copy.getResult());
         narrowing.erase();

@@ -81,6 +81,12 @@ struct TierOptions : public mlir::PassPipelineOptions<TierOptions> {
       llvm::cl::desc("Mixed-precision updates write the low-precision weight "
                      "copies the model reads (--strata-low-copies)"),
       llvm::cl::init(true)};
+  Opt<bool> deferCopyValues{
+      *this, "defer-copy-values",
+      llvm::cl::desc("Low-precision copies get their values when the "
+                     "artifact is written, not at compile time "
+                     "(--strata-low-copies=\"defer-values=1\")"),
+      llvm::cl::init(false)};
   Opt<int64_t> maxEvaluations{
       *this, "planner-evaluations",
       llvm::cl::desc("How many placements one planner search may score"),

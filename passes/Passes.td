@@ -539,6 +539,13 @@ def LowPrecisionCopiesPass : Pass<"strata-low-copies", "mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::strata::exec::ExecDialect"];
+  let options = [
+    Option<"deferValues", "defer-values", "bool", /*default=*/"false",
+           "Give each copy a zero splat and the unit attribute "
+           "`strata.deferred_copy` instead of its values: the artifact "
+           "writer rounds the master's values when it stores them, so "
+           "compiling never reads or holds the weights">,
+  ];
   let statistics = [
     Statistic<"numCopies", "copies", "Low-precision weight copies made">,
     Statistic<"numCastsRemoved", "casts-removed",

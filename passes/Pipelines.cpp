@@ -26,8 +26,11 @@ void strata::buildGraphCleanupPipeline(OpPassManager &pm) {
 void strata::buildForwardToExecPipeline(OpPassManager &pm,
                                         const TierOptions &tiers) {
   pm.addPass(createLowerGraphToExecPass());
-  if (tiers.lowCopies)
-    pm.addPass(createLowPrecisionCopiesPass());
+  if (tiers.lowCopies) {
+    LowPrecisionCopiesPassOptions copies;
+    copies.deferValues = tiers.deferCopyValues;
+    pm.addPass(createLowPrecisionCopiesPass(copies));
+  }
   pm.addPass(createStoreNarrowPass());
   PlaceTiersPassOptions place;
   place.params = tiers.params;

@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include <cerrno>
 #include <cstring>
@@ -302,6 +303,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
     return static_cast<uint64_t>(attr.getInt());
   };
 
+  // Stored tensors by name: the masters of deferred copies.
+  std::map<std::string, exec::ParamOp> masters;
   std::vector<llvm::GlobPattern> initGlobs;
   for (const ArtifactInfo::InitRule &rule : info.syntheticInit) {
     llvm::Expected<llvm::GlobPattern> glob =
@@ -336,6 +339,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         return failure();
       Slot &s = plan.slots[*slot];
       s.name = param.getName().str();
+      masters[s.name] = param;
       artifact::ParamEntry entry;
       entry.name = s.name;
       entry.slot = *slot;
@@ -376,9 +380,31 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         plan.params.push_back(entry);
         continue;
       }
-      FailureOr<std::vector<char>> data = bytesOf(param.getValue(), &op);
-      if (failed(data))
-        return failure();
+      FailureOr<std::vector<char>> data = failure();
+      if (param.getCopyOf() && param->hasAttr(exec::kDeferredCopyAttr)) {
+        // A deferred low-precision copy: its master's values, rounded.
+        auto master = masters.find(param.getCopyOf()->str());
+        if (master == masters.end())
+          return param.emitError("low-precision copy of '")
+                 << *param.getCopyOf() << "', which is not stored before it";
+        data = bytesOf(master->second.getValue(), &op);
+        if (failed(data))
+          return failure();
+        if (data->size() != 2 * s.bytes ||
+            !(s.dtype == DType::BF16 || s.dtype == DType::F16))
+          return param.emitError("a deferred copy must be bf16 or fp16 of "
+                                 "an fp32 master");
+        std::vector<char> narrow(s.bytes);
+        cpu::narrowFloats(reinterpret_cast<const float *>(data->data()),
+                          reinterpret_cast<uint16_t *>(narrow.data()),
+                          static_cast<int64_t>(s.bytes / 2),
+                          s.dtype == DType::BF16);
+        *data = std::move(narrow);
+      } else {
+        data = bytesOf(param.getValue(), &op);
+        if (failed(data))
+          return failure();
+      }
       if (data->size() != s.bytes)
         return param.emitError("stored value has ")
                << data->size() << " bytes, expected " << s.bytes;

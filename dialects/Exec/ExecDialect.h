@@ -53,6 +53,12 @@ RegionSizes regionSizes(mlir::Operation *func);
 /// a fetch what it fetches.
 artifact::SlotClass classifyBuffer(mlir::Value value);
 
+/// The unit attribute of a low-precision copy (exec.param with copy_of)
+/// whose values were deferred (--strata-low-copies="defer-values=1"): its
+/// value is a zero splat, and the artifact writer rounds the master's
+/// values when it stores the copy, so compiling never reads the weights.
+inline constexpr llvm::StringLiteral kDeferredCopyAttr = "strata.deferred_copy";
+
 } // namespace strata::exec
 
 #endif // STRATA_DIALECTS_EXEC_EXECDIALECT_H

@@ -74,6 +74,13 @@ class Scale(unittest.TestCase):
                         "the plan-only compile touched the weights")
         self.assertFalse(os.path.exists(ssd),
                          "a plan-only compile must create nothing")
+        # Mixed precision's bf16 weight copies are made when an artifact
+        # is written, not by the compile.
+        _, rss16 = peak_rss([tool("strata-compile"), model,
+                             "--emit=plan-report", "--precision", "bf16"] +
+                            budgets)
+        self.assertLess(rss16, desc["data_bytes"] // 2,
+                        "the bf16 plan-only compile touched the weights")
         for line in ("no weights were read or written",
                      "tokens per step: %d" % (batch * seq),
                      "memory per tier (planned):", "lower bound:",

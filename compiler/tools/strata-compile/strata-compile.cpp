@@ -695,6 +695,9 @@ int main(int argc, char **argv) {
   tiers.updates = placeUpdates.getValue();
   tiers.cpuJobBytes = cpuJobBytes.getValue();
   tiers.lowCopies = lowCopies == "on";
+  // The copies' values are made when the artifact is written: compiling
+  // (and a plan-only compile, which writes none) never reads the weights.
+  tiers.deferCopyValues = true;
   tiers.maxEvaluations = plannerEvaluations.getValue();
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();
