@@ -8,6 +8,8 @@
 #include "dialects/Strata/StrataDialect.h"
 #include "passes/TierPlanner.h"
 
+#include <cmath>
+
 #include "passes/ArenaRanges.h"
 
 #include "mlir/IR/Builders.h"
@@ -65,7 +67,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   evaluated = 0;
   scores.clear();
   chosen = Score();
+  PlacementBound bound;
   if (gpuMem > 0 && anyAuto) {
+    bound = placementBound(func, machine, gpuMem, cpuMem, hasSsd);
     best = search(func, best);
     // A device budget that cannot be met is reported after memory
     // planning, with the minimum; a full host tier is reported here.
@@ -91,8 +95,18 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
                                  b.getI64IntegerAttr(counters.recomputedBytes)),
               }));
   if (evaluated > 0) {
+    // Rounded down: a bound stays a bound in microseconds.
+    auto usFloor = [&](double s) {
+      return b.getI64IntegerAttr(static_cast<int64_t>(std::floor(s * 1e6)));
+    };
     SmallVector<NamedAttribute> entries{
-        b.getNamedAttr("planner_evaluated", b.getI64IntegerAttr(evaluated))};
+        b.getNamedAttr("planner_evaluated", b.getI64IntegerAttr(evaluated)),
+        b.getNamedAttr("planner_bound_us", usFloor(bound.seconds())),
+        b.getNamedAttr("planner_bound_compute_us", usFloor(bound.compute)),
+        b.getNamedAttr("planner_bound_to_device_us", usFloor(bound.toDevice)),
+        b.getNamedAttr("planner_bound_to_host_us", usFloor(bound.toHost)),
+        b.getNamedAttr("planner_bound_ssd_read_us", usFloor(bound.ssdRead)),
+        b.getNamedAttr("planner_bound_ssd_write_us", usFloor(bound.ssdWrite))};
     for (auto &[key, s] : naive)
       entries.push_back(b.getNamedAttr(
           s.fits() ? key + "_us" : key + "_over_bytes",

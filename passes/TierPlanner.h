@@ -157,6 +157,20 @@ void replaceUses(llvm::ArrayRef<mlir::OpOperand *> uses, mlir::Value value,
 // The planner
 //===----------------------------------------------------------------------===//
 
+/// A lower bound on the predicted step of every placement of a program
+/// that meets the budgets, by resource (seconds; see PlacementBound.cpp).
+struct PlacementBound {
+  double compute = 0, toDevice = 0, toHost = 0, ssdRead = 0, ssdWrite = 0;
+  /// The busiest resource's.
+  double seconds() const;
+};
+
+/// The bound for `func` before placement, under the profile `m`, a device
+/// budget `gpuMem` (0: none), a host budget `cpuMem` (0: none) and an SSD
+/// tier when `hasSsd`.
+PlacementBound placementBound(mlir::func::FuncOp func, const MachineProfile &m,
+                              uint64_t gpuMem, uint64_t cpuMem, bool hasSsd);
+
 /// Plans one module's functions under the pass's options.
 class TierPlanner : public PlaceTiersPassOptions {
 public:

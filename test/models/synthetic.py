@@ -46,7 +46,10 @@ PRESETS = {
                      kv_heads=40, hidden=4 * 5120, vocab=50257),
     "gpt3-175b": dict(family="gpt", layers=96, dim=12288, heads=96,
                       kv_heads=96, hidden=4 * 12288, vocab=50257),
-    # Sizes this machine can train: ~1.0B and ~350M parameters.
+    # Sizes this machine can train: ~1.0B and ~350M parameters, and one
+    # for smoke tests.
+    "gpt-tiny": dict(family="gpt", layers=2, dim=64, heads=4, kv_heads=4,
+                     hidden=256, vocab=256),
     "gpt-1b": dict(family="gpt", layers=20, dim=2048, heads=16, kv_heads=16,
                    hidden=8192, vocab=32000),
     "gpt-350m": dict(family="gpt", layers=24, dim=1024, heads=16, kv_heads=16,

@@ -1086,11 +1086,17 @@ class TrainParity(unittest.TestCase):
                 continue
             predicted[label] = float(re.search(
                 r"predicted step time: ([\d.]+) ms", r.stdout).group(1))
+            if not flags:
+                bound = float(re.search(
+                    r"predicted under ([\d.]+) ms", r.stdout).group(1))
         # The budgets bind: some forced placements are refused, some fit.
         self.assertTrue(refused)
         self.assertGreater(len(predicted), 3, predicted)
         for label, ms in predicted.items():
             self.assertLessEqual(predicted["planner"], ms, (label, predicted))
+            # The planner's bound holds for every placement that fits.
+            self.assertLessEqual(bound, ms, (label, predicted))
+        self.assertGreater(bound, 0)
 
     def test_ssd_failure_stops_the_run_and_keeps_the_checkpoint(self):
         """A drive error mid-run (injected) stops training with a message
