@@ -200,7 +200,7 @@ double cpuUpdateSsdSeconds(exec::KernelOp update, const MachineProfile &m,
   double seconds = 0;
   auto add = [&](Value v) {
     if (tierOf(v) == "ssd")
-      seconds += transferSeconds(storageBytes(v.getType()), "ssd", read, m);
+      seconds += ssdSeconds(storageBytes(v.getType()), read, m);
   };
   if (read)
     llvm::for_each(update.getInputs(), add);
@@ -222,17 +222,31 @@ double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
          (handOff ? cpuHandOffSeconds(m) : 0);
 }
 
+/// The SSD store's rate (GB/s) for one transfer of `bytes`: it splits a
+/// transfer at stripes and keeps the pieces in flight together, so one
+/// piece moves at the single-request rate, several at up to that many
+/// times it, capped by the bulk (queue depth 32) rate.
+double ssdRate(double bytes, bool read, const MachineProfile &m) {
+  double pieces = std::max(1.0, std::ceil(bytes / kSsdStripeBytes));
+  double single = read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs;
+  double bulk = read ? m.ssdReadGBs : m.ssdWriteGBs;
+  return std::min(single * pieces, std::max(bulk, single));
+}
+
+double ssdSeconds(double bytes, bool read, const MachineProfile &m) {
+  double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
+  return latencyUs * 1e-6 + bytes / (ssdRate(bytes, read, m) * 1e9);
+}
+
 double transferSeconds(double bytes, StringRef tier, bool read,
                        const MachineProfile &m) {
   if (tier == "ssd") {
-    // The store splits a transfer at stripes and keeps the pieces in
-    // flight together: one piece moves at the single-request rate, several
-    // at up to that many times it, capped by the bulk (queue depth 32)
-    // rate.
-    double pieces = std::max(1.0, std::ceil(bytes / kSsdStripeBytes));
-    double single = read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs;
-    double bulk = read ? m.ssdReadGBs : m.ssdWriteGBs;
-    double rate = std::min(single * pieces, std::max(bulk, single));
+    double rate = ssdRate(bytes, read, m);
+    // A GPU's SSD transfers cross its host link too (staged through host
+    // memory): no faster than a pinned copy in that direction.
+    double link = !m.gpu ? 0 : read ? m.h2dGBs : m.d2hGBs;
+    if (link > 0)
+      rate = std::min(rate, link);
     double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
     return latencyUs * 1e-6 + bytes / (rate * 1e9);
   }

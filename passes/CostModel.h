@@ -59,9 +59,14 @@ double cpuHandOffSeconds(const MachineProfile &m);
 double cpuJobMinBytes(const MachineProfile &m);
 
 /// Seconds to move `bytes` between the device and `tier` ("host" or
-/// "ssd"); `read` is towards the device.
+/// "ssd"); `read` is towards the device. On a GPU an SSD transfer is no
+/// faster than the host link in its direction.
 double transferSeconds(double bytes, llvm::StringRef tier, bool read,
                        const MachineProfile &m);
+
+/// Seconds to read (`read`) or write `bytes` of the SSD store from or into
+/// host memory (the CPU optimizer's staging).
+double ssdSeconds(double bytes, bool read, const MachineProfile &m);
 
 /// --strata-offload-optimizer on one function: with `mode` "cpu" or "auto",
 /// moves the chosen updates to the CPU (see OffloadOptimizerPass); the tier

@@ -5,8 +5,9 @@
 // reported against it, so the gap its search leaves is known, not guessed.
 //
 // Under the cost model the step is at least each queue's busy time:
-// * compute: every kernel of the forward and backward passes (the
-//   optimizer's may move to the CPU; recomputation only adds);
+// * compute: every kernel of the forward and backward passes but the
+//   updates (the optimizer's kernels may move to the CPU, fused updates
+//   too; recomputation only adds);
 // * host->device: the stored tensors those kernels read that cannot stay
 //   on the device. A kernel's own operands and results (parameters aside)
 //   are on the device together, so the largest such set is arena the
@@ -27,6 +28,7 @@
 #include "dialects/Strata/StrataDialect.h"
 #include "passes/ArenaRanges.h"
 #include "passes/CostModel.h"
+#include "runtime/artifact/KernelTable.h"
 
 #include "llvm/ADT/DenseSet.h"
 
@@ -44,7 +46,19 @@ Value rootOf(Value v) {
   return v;
 }
 
-bool isOptimizerKernel(exec::KernelOp k) { return markers::isOptimizer(k); }
+/// An update: writes its parameter and states in place, reads the gradient
+/// as its second operand.
+bool isUpdate(exec::KernelOp k) {
+  const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());
+  return info && info->inPlace == artifact::InPlace::ParamAndStates &&
+         k.getInputs().size() > 1;
+}
+
+/// The optimizer step's kernels and every update (fused updates run inside
+/// the backward pass): they may run on the CPU instead.
+bool isOptimizerKernel(exec::KernelOp k) {
+  return markers::isOptimizer(k) || isUpdate(k);
+}
 
 } // namespace
 
@@ -83,8 +97,7 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   double gradientShare = 1.0;
   llvm::DenseMap<Operation *, double> gradientBytes;
   for (auto k : body.getOps<exec::KernelOp>())
-    if (isOptimizerKernel(k) && k.getKernel().starts_with("update_") &&
-        k.getInputs().size() > 1)
+    if (isUpdate(k))
       if (auto p = rootOf(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
         gradientBytes[p] = storageBytes(k.getInputs()[1].getType());
   for (auto p : body.getOps<exec::ParamOp>()) {
@@ -99,16 +112,15 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
       if (p.getTrainable()) {
         trainableRead += bytes;
         auto g = gradientBytes.find(p);
-        double back = g == gradientBytes.end() ? bytes
-                                               : std::min(bytes, g->second);
+        double back =
+            g == gradientBytes.end() ? bytes : std::min(bytes, g->second);
         if (bytes > 0)
           gradientShare = std::min(gradientShare, back / bytes);
       }
     }
   }
   // What stored tensors can keep on the device.
-  double kept =
-      gpuMem ? std::max(0.0, double(gpuMem) - deviceArena) : stored;
+  double kept = gpuMem ? std::max(0.0, double(gpuMem) - deviceArena) : stored;
   auto linkRate = [&](bool toDevice) {
     double r = toDevice && m.h2dGBs > 0    ? m.h2dGBs
                : !toDevice && m.d2hGBs > 0 ? m.d2hGBs
@@ -116,12 +128,11 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
     return r * 1e9;
   };
   b.toDevice = std::max(0.0, read - kept) / linkRate(true);
-  b.toHost = gradientShare * std::max(0.0, trainableRead - kept) /
-             linkRate(false);
+  b.toHost =
+      gradientShare * std::max(0.0, trainableRead - kept) / linkRate(false);
   if (hasSsd && cpuMem > 0) {
     double onSsd = std::max(0.0, stored - kept - double(cpuMem));
-    b.ssdRead =
-        onSsd / (std::max(m.ssdReadGBs, m.ssdSmallReadGBs) * 1e9);
+    b.ssdRead = onSsd / (std::max(m.ssdReadGBs, m.ssdSmallReadGBs) * 1e9);
     b.ssdWrite = std::max(0.0, onSsd - unwritten) /
                  (std::max(m.ssdWriteGBs, m.ssdSmallWriteGBs) * 1e9);
   }
