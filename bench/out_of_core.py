@@ -60,9 +60,11 @@ def losses(path):
 def compile_model(args, model, art, budgets):
     shutil.rmtree(art, ignore_errors=True)
     start = time.monotonic()
+    profile = ["--profile", args.profile] if args.profile else []
     r = subprocess.run([tool(args, "strata-compile"), model, "-o", art,
                         "--optimizer", "adamw", "--lr", str(args.lr)] +
-                       budgets + RULES, capture_output=True, text=True)
+                       profile + budgets + RULES, capture_output=True,
+                       text=True)
     if r.returncode != 0:
         sys.exit("compile failed:\n" + r.stderr)
     return time.monotonic() - start
@@ -115,6 +117,9 @@ def manifest_figures(art):
     for tier in ("device", "host", "ssd"):
         mm = re.search(r"  %s: (\S+ \S+)" % tier, m)
         fig["tier_" + tier] = mm.group(1) if mm else "-"
+    mm = re.search(r"resident parameters (\S+ \S+)", m)
+    if mm:
+        fig["tier_device"] += " arena + %s resident" % mm.group(1)
     return fig
 
 
@@ -167,8 +172,10 @@ def train(args):
         "(%.1f GiB of fp32 training state with gradients) |" % (
             args.preset, desc["parameters"] / 1e9, args.batch, args.seq,
             16 * desc["parameters"] / 2**30),
-        "| budgets | --gpu-mem %s --cpu-mem %s, one SSD directory |" % (
-            args.gpu_mem, args.cpu_mem),
+        "| budgets | --gpu-mem %s --cpu-mem %s, one SSD directory; lr %g; "
+        "profile %s |" % (args.gpu_mem, args.cpu_mem, args.lr,
+                          os.path.relpath(args.profile, ROOT)
+                          if args.profile else "built-in defaults"),
         "| compile | %.0f s |" % compile_s,
         "| planned | device %s, host %s, SSD %s |" % (
             fig["tier_device"], fig["tier_host"], fig["tier_ssd"]),
@@ -254,7 +261,11 @@ def main():
     ap.add_argument("--save-every", type=int, default=2)
     ap.add_argument("--gpu-mem", default="1GiB")
     ap.add_argument("--cpu-mem", default="4GiB")
-    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--profile", default=os.path.join(
+        ROOT, "build", "examples", "machine-profile.txt"),
+        help="machine profile (default: the build's calibration of this "
+             "machine; '' for the built-in defaults)")
     ap.add_argument("--work", help="default: a temporary directory")
     ap.add_argument("--out", help="markdown file")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
@@ -265,6 +276,8 @@ def main():
     args.work = args.work or tempfile.mkdtemp(prefix="strata-ooc-")
     os.makedirs(args.work, exist_ok=True)
     text, ok = (train if args.what == "train" else identity)(args)
+    text = "Command: `bench/out_of_core.py %s` (2-core development machine, " \
+        "virtual disk)\n\n%s" % (" ".join(sys.argv[1:]), text)
     print(text)
     if args.out:
         with open(args.out, "w") as f:
