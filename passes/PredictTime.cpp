@@ -93,6 +93,8 @@ struct PredictTimePass
     // On a GPU (a profile from strata-calibrate --backend cuda) host copies
     // run on their own copy engines beside the kernels.
     double copyFree[2] = {0, 0};
+    // SSD transfers' time that also counts as host-link time (GPU).
+    double ssdOnHostLink = 0;
     // The CPU queue (optimizer updates on the host): when it is next free,
     // its busy time, and when the last device kernel ended.
     double cpuFree = 0, cpuBusy = 0, computeEnd = 0;
@@ -190,13 +192,25 @@ struct PredictTimePass
         int mine = q == artifact::Queue::SsdRead ? 0 : 1;
         double start = queueFree[mine] > clock ? queueFree[mine] : clock + wake;
         start = waited(i, start);
+        // On a GPU the bytes cross its host link as well, through host
+        // memory: the transfer holds the copy engine of its direction,
+        // which host copies then wait for.
+        double *engine = m.gpu > 0 ? &copyFree[mine] : nullptr;
+        if (engine)
+          start = std::max(start, *engine);
         // While the other direction is busy the drives are shared: the
         // transfer runs 1 + its direction's duplex slowdown times slower.
         double work = transferSeconds(k, m, links);
+        if (engine) {
+          (mine == 0 ? links.toDevice : links.toHost) += work;
+          ssdOnHostLink += work;
+        }
         double slow = 1 + (mine == 0 ? m.ssdDuplexReadSlowdown
                                      : m.ssdDuplexWriteSlowdown);
         double busy = std::max(0.0, queueFree[1 - mine] - start);
         queueFree[mine] = start + stretched(work, slow, busy);
+        if (engine)
+          *engine = queueFree[mine];
         end[i] = queueFree[mine];
         span(q, i, start, queueFree[mine]);
         continue;
@@ -227,7 +241,7 @@ struct PredictTimePass
     // behind the device's work.
     double cpuExposed = std::max(0.0, cpuFree - computeEnd);
     double hostLink = links.toDevice + links.toHost;
-    double serial = compute + hostLink + links.ssd + cpuBusy;
+    double serial = compute + hostLink - ssdOnHostLink + links.ssd + cpuBusy;
     // With perfect overlap the busiest resource sets the pace.
     double bound = std::max({compute, links.toDevice, links.toHost,
                              links.ssdRead, links.ssdWrite, cpuBusy});

@@ -55,13 +55,20 @@
 // HANDOFF-SAME: predicted_step_us = 3200
 
 // Tests a GPU profile: the host copy k3 runs on the host-to-device copy
-// engine at its own rate (2 GB/s: 131.072) from the start, beside the
-// compute; k4 waits for it but starts later anyway (893.552 -> 965.088);
-// k5 on the write queue 965.088 -> 2113.664; k6 -> 1626.448; k7 waits for
-// k5: 2113.664 -> 2737.952, the step's end.
+// engine at its own rate (2 GB/s: 131.072), beside the compute, but after
+// the SSD read k0 (0 -> 624.288), whose bytes cross the GPU's host link
+// too and hold that engine: 624.288 -> 755.360 (host-to-device busy:
+// 131.072 + 1248.576 of SSD reads). k4 waits for it but starts later
+// anyway (893.552 -> 965.088); k5 on the write queue (and the
+// device-to-host engine) 965.088 -> 2113.664; k6 -> 1626.448; k7 waits for
+// k5: 2113.664 -> 2737.952, the step's end. In program order the SSD time
+// counts once: 3530.
 // GPU: exec.predicted = {
-// GPU-SAME: predicted_host_to_device_us = 131
+// GPU-SAME: predicted_device_to_host_us = 1149
+// GPU-SAME: predicted_host_to_device_us = 1380
+// GPU-SAME: predicted_serial_us = 3530
 // GPU-SAME: predicted_step_us = 2738
+// GPU-SAME: exec.predicted_spans = array<f64: 3.000000e+00, 0.000000e+00, 0.000000e+00, 6.242880e+02, {{.*}}, 1.000000e+00, 3.000000e+00, 6.242880e+02, 755.3599
 
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
