@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Plan-only compiles of models that exist only as shapes: LLaMA-7B/13B/70B
+on an A100-80GB server and GPT-3 13B/175B on Fuyou's RTX 4090 workstation
+(both with 768 GB of host memory and 12 NVMe drives; profiles/*.profile,
+which say which figures are datasheet values). Each model is written by
+test/models/synthetic.py (its parameters a sparse file: no weights exist),
+compiled with --emit=plan-report, and tabulated: compile time, the
+compiler's peak RSS, the memory per tier, the predicted step, tokens/s,
+model TFLOP/s, the lower bound and what sets it.
+
+    bench/plan_only.py [--only NAME ...] [--out FILE.md] [--work DIR]
+
+The full reports go next to the table (FILE.md's directory,
+plan-report-NAME.txt, with NAME.json: compile time and RSS); the table is
+drawn from every case whose report is there, so --only reruns some.
+
+Batch 8 of GPT-3 13B at sequence 1024 does not fit a 22 GiB device: the
+least-device plan's arena is 24.04 GiB (see the closing note of issue 16).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "models"))
+import synthetic  # noqa: E402
+
+A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
+RTX4090 = ("profiles/rtx4090-768g-12nvme.profile", "22GiB", "700GiB")
+
+# (name, preset, batch, seq, machine)
+CASES = [
+    ("llama-7b", "llama-7b", 1, 2048, A100),
+    ("llama-13b", "llama-13b", 1, 2048, A100),
+    ("gpt3-13b-4090", "gpt3-13b", 1, 1024, RTX4090),
+    ("llama-70b", "llama-70b", 1, 2048, A100),
+    ("gpt3-175b-4090", "gpt3-175b", 1, 1024, RTX4090),
+]
+
+
+def compile_measured(cmd, stderr_path):
+    """Runs `cmd`; returns (stdout, seconds, peak RSS bytes, exit code)."""
+    start = time.monotonic()
+    with open(stderr_path, "wb") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
+        out = p.stdout.read()
+        p.stdout.close()
+        _, status, usage = os.wait4(p.pid, 0)
+    return (out.decode(), time.monotonic() - start, usage.ru_maxrss * 1024,
+            os.waitstatus_to_exitcode(status))
+
+
+def field(pattern, text, default="-"):
+    m = re.search(pattern, text)
+    return m.group(1) if m else default
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", help="case names")
+    ap.add_argument("--out", help="markdown table (default: stdout)")
+    ap.add_argument("--work", help="where the models go (default: a "
+                    "temporary directory; they are a few MB each)")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--precision", default="bf16")
+    args = ap.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="strata-plan-only-")
+    os.makedirs(work, exist_ok=True)
+    report_dir = os.path.dirname(os.path.abspath(args.out)) if args.out \
+        else work
+    rows = []
+    for name, preset, batch, seq, (profile, gpu, cpu) in CASES:
+        if args.only and name not in args.only:
+            continue
+        desc = synthetic.write(work, name, dict(synthetic.PRESETS[preset]),
+                               batch, seq)
+        model = os.path.join(work, name + ".onnx")
+        # Twelve drives; a plan-only compile creates nothing in them.
+        ssd = []
+        for i in range(12):
+            ssd += ["--ssd-dir", os.path.join(work, "nvme%d" % i)]
+        cmd = [os.path.join(args.bin, "strata-compile"), model,
+               "--emit=plan-report", "--optimizer", "adamw",
+               "--precision", args.precision,
+               "--profile", os.path.join(ROOT, profile),
+               "--gpu-mem", gpu, "--cpu-mem", cpu] + ssd
+        print("%s: %.1fB parameters, compiling..." % (
+            name, desc["parameters"] / 1e9), file=sys.stderr, flush=True)
+        report, seconds, rss, code = compile_measured(
+            cmd, os.path.join(work, name + ".stderr"))
+        if code != 0:
+            with open(os.path.join(work, name + ".stderr")) as f:
+                print(f.read(), file=sys.stderr)
+            rows.append((name, desc, batch, seq, profile, seconds, rss,
+                         "compile failed (exit %d)" % code))
+            continue
+        with open(os.path.join(report_dir, "plan-report-%s.txt" % name),
+                  "w") as f:
+            f.write(" ".join(os.path.basename(c) if c.startswith(work) else
+                             c for c in cmd) + "\n\n" + report)
+        with open(os.path.join(report_dir, "plan-report-%s.json" % name),
+                  "w") as f:
+            json.dump(dict(seconds=seconds, rss=rss, desc=desc), f)
+        print("  %.1f s, %.2f GiB peak RSS" % (seconds, rss / 2**30),
+              file=sys.stderr, flush=True)
+
+    # Every case with a report, in CASES order.
+    rows = [r for r in rows if r[7].startswith("compile failed")]
+    for name, preset, batch, seq, (profile, _, _) in CASES:
+        base = os.path.join(report_dir, "plan-report-%s" % name)
+        if not os.path.exists(base + ".json"):
+            continue
+        with open(base + ".json") as f:
+            meta = json.load(f)
+        with open(base + ".txt") as f:
+            report = f.read()
+        if meta["desc"]["batch"] != batch or meta["desc"]["seq"] != seq:
+            continue
+        rows.append((name, meta["desc"], batch, seq, profile,
+                     meta["seconds"], meta["rss"], report))
+    lines = ["| model | params | batch x seq | machine | compile | "
+             "compiler RSS | device | host | SSD | predicted step | "
+             "tokens/s | model TFLOP/s | lower bound (set by) |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for name, desc, batch, seq, profile, seconds, rss, report in rows:
+        machine = os.path.basename(profile).replace(".profile", "")
+        if report.startswith("compile failed"):
+            lines.append("| %s | %.1fB | %dx%d | %s | %.0f s | %.2f GiB | "
+                         "%s | | | | | | |" % (
+                             name, desc["parameters"] / 1e9, batch, seq,
+                             machine, seconds, rss / 2**30, report))
+            continue
+        tier = {t: field(r"\n  %s +(\S+ \S+)" % t, report)
+                for t in ("device", "host", "ssd")}
+        lines.append(
+            "| %s | %.1fB | %dx%d | %s | %.0f s | %.2f GiB | %s | %s | %s | "
+            "%s | %s | %s | %s (%s) |" % (
+                name, desc["parameters"] / 1e9, batch, seq, machine,
+                seconds, rss / 2**30, tier["device"], tier["host"],
+                tier["ssd"],
+                field(r"predicted step: ([\d.]+ m?s)", report),
+                field(r", ([\d.]+) tokens/s", report),
+                field(r"([\d.]+) model TFLOP/s", report),
+                field(r"lower bound: ([\d.]+ m?s)", report),
+                field(r"set by ([^(\n]+?) \(", report)))
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
