@@ -123,17 +123,24 @@ def manifest_figures(art):
     return fig
 
 
-def train(args):
-    work = args.work
-    desc = synthetic.write(work, args.preset, dict(
+def prepare(args):
+    """The model (weights never written), its data and an empty SSD
+    directory: (description, model path, data path, SSD directory)."""
+    desc = synthetic.write(args.work, args.preset, dict(
         synthetic.PRESETS[args.preset]), args.batch, args.seq)
-    model = os.path.join(work, args.preset + ".onnx")
-    data = os.path.join(work, "pattern.npy")
+    model = os.path.join(args.work, args.preset + ".onnx")
+    data = os.path.join(args.work, "pattern.npy")
     write_data(args, data, args.seq)
-    art = os.path.join(work, args.preset + ".strata")
     ssd = os.path.join(args.ssd, "strata-ooc")
     shutil.rmtree(ssd, ignore_errors=True)
     os.makedirs(ssd)
+    return desc, model, data, ssd
+
+
+def train(args):
+    work = args.work
+    desc, model, data, ssd = prepare(args)
+    art = os.path.join(work, args.preset + ".strata")
     budgets = ["--gpu-mem", args.gpu_mem, "--cpu-mem", args.cpu_mem,
                "--ssd-dir", ssd]
     print("compiling %.2fB parameters..." % (desc["parameters"] / 1e9),
@@ -207,14 +214,7 @@ def train(args):
 
 def identity(args):
     work = args.work
-    desc = synthetic.write(work, args.preset, dict(
-        synthetic.PRESETS[args.preset]), args.batch, args.seq)
-    model = os.path.join(work, args.preset + ".onnx")
-    data = os.path.join(work, "pattern.npy")
-    write_data(args, data, args.seq)
-    ssd = os.path.join(args.ssd, "strata-ooc")
-    shutil.rmtree(ssd, ignore_errors=True)
-    os.makedirs(ssd)
+    desc, model, data, ssd = prepare(args)
     rows, curves = [], {}
     for name, budgets in (
             ("in memory", []),
