@@ -366,7 +366,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       bool synthetic =
           mayBeSynthetic && (info.syntheticParams || rule ||
                              (param.getState() && !info.syntheticInit.empty()));
-      auto splat = dyn_cast<DenseElementsAttr>(param.getValue());
+      // A deferred copy's splat is a placeholder, not its values.
+      auto splat = param->hasAttr(exec::kDeferredCopyAttr)
+                       ? DenseElementsAttr()
+                       : dyn_cast<DenseElementsAttr>(param.getValue());
       if (synthetic && (rule || (splat && splat.isSplat()))) {
         // Never read (nor expanded, for a splat): the rule's values, or
         // the splat's.
