@@ -22,13 +22,12 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "models"))
+import harness  # noqa: E402
 import synthetic  # noqa: E402
 
 A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
@@ -42,18 +41,6 @@ CASES = [
     ("llama-70b", "llama-70b", 1, 2048, A100),
     ("gpt3-175b-4090", "gpt3-175b", 1, 1024, RTX4090),
 ]
-
-
-def compile_measured(cmd, stderr_path):
-    """Runs `cmd`; returns (stdout, seconds, peak RSS bytes, exit code)."""
-    start = time.monotonic()
-    with open(stderr_path, "wb") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
-        out = p.stdout.read()
-        p.stdout.close()
-        _, status, usage = os.wait4(p.pid, 0)
-    return (out.decode(), time.monotonic() - start, usage.ru_maxrss * 1024,
-            os.waitstatus_to_exitcode(status))
 
 
 def field(pattern, text, default="-"):
@@ -92,7 +79,7 @@ def main():
                "--gpu-mem", gpu, "--cpu-mem", cpu] + ssd
         print("%s: %.1fB parameters, compiling..." % (
             name, desc["parameters"] / 1e9), file=sys.stderr, flush=True)
-        report, seconds, rss, code = compile_measured(
+        report, seconds, rss, code = harness.run_measured(
             cmd, os.path.join(work, name + ".stderr"))
         if code != 0:
             with open(os.path.join(work, name + ".stderr")) as f:

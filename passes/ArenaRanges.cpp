@@ -20,10 +20,14 @@ uint64_t storageBytes(Type type) {
   return static_cast<uint64_t>(shaped.getNumElements()) * element;
 }
 
-Operation *storedRoot(Value v) {
+Value viewRoot(Value v) {
   while (auto view = v.getDefiningOp<exec::ViewOp>())
     v = view.getInput();
-  Operation *def = v.getDefiningOp();
+  return v;
+}
+
+Operation *storedRoot(Value v) {
+  Operation *def = viewRoot(v).getDefiningOp();
   if (isa_and_nonnull<exec::ParamOp, exec::SwapSpaceOp>(def))
     return def;
   return nullptr;

@@ -28,6 +28,9 @@ namespace strata {
 /// Bytes of a tensor type's storage (i1 takes a byte).
 uint64_t storageBytes(mlir::Type type);
 
+/// The buffer `v` is a view of (through every view), or `v` itself.
+mlir::Value viewRoot(mlir::Value v);
+
 /// The stored buffer behind `v` (through views): an exec.param or
 /// exec.swap_space, or null for arena values.
 mlir::Operation *storedRoot(mlir::Value v);

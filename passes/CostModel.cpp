@@ -229,8 +229,7 @@ double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
 double ssdRate(double bytes, bool read, const MachineProfile &m) {
   double pieces = std::max(1.0, std::ceil(bytes / kSsdStripeBytes));
   double single = read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs;
-  double bulk = read ? m.ssdReadGBs : m.ssdWriteGBs;
-  return std::min(single * pieces, std::max(bulk, single));
+  return std::min(single * pieces, ssdPeakGBs(read, m));
 }
 
 double ssdSeconds(double bytes, bool read, const MachineProfile &m) {
@@ -250,11 +249,19 @@ double transferSeconds(double bytes, StringRef tier, bool read,
     double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
     return latencyUs * 1e-6 + bytes / (rate * 1e9);
   }
+  return bytes / (hostLinkGBs(read, m) * 1e9);
+}
+
+double hostLinkGBs(bool toDevice, const MachineProfile &m) {
   // A GPU's pinned copies have a rate per direction.
-  double rate = read && m.h2dGBs > 0    ? m.h2dGBs
-                : !read && m.d2hGBs > 0 ? m.d2hGBs
-                                        : m.copyGBs;
-  return bytes / (rate * 1e9);
+  return toDevice && m.h2dGBs > 0    ? m.h2dGBs
+         : !toDevice && m.d2hGBs > 0 ? m.d2hGBs
+                                     : m.copyGBs;
+}
+
+double ssdPeakGBs(bool read, const MachineProfile &m) {
+  return read ? std::max(m.ssdReadGBs, m.ssdSmallReadGBs)
+              : std::max(m.ssdWriteGBs, m.ssdSmallWriteGBs);
 }
 
 } // namespace strata

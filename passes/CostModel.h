@@ -64,6 +64,13 @@ double cpuJobMinBytes(const MachineProfile &m);
 double transferSeconds(double bytes, llvm::StringRef tier, bool read,
                        const MachineProfile &m);
 
+/// GB/s of host copies towards the device (`toDevice`) or back.
+double hostLinkGBs(bool toDevice, const MachineProfile &m);
+
+/// The SSD store's best rate (GB/s) reading (`read`) or writing: the bulk
+/// rate, or the single-request one when that is higher.
+double ssdPeakGBs(bool read, const MachineProfile &m);
+
 /// Seconds to read (`read`) or write `bytes` of the SSD store from or into
 /// host memory (the CPU optimizer's staging).
 double ssdSeconds(double bytes, bool read, const MachineProfile &m);

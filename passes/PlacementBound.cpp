@@ -28,7 +28,6 @@
 #include "dialects/Strata/StrataDialect.h"
 #include "passes/ArenaRanges.h"
 #include "passes/CostModel.h"
-#include "runtime/artifact/KernelTable.h"
 
 #include "llvm/ADT/DenseSet.h"
 
@@ -40,24 +39,10 @@ namespace strata::tiers {
 
 namespace {
 
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<exec::ViewOp>())
-    v = view.getInput();
-  return v;
-}
-
-/// An update: writes its parameter and states in place, reads the gradient
-/// as its second operand.
-bool isUpdate(exec::KernelOp k) {
-  const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());
-  return info && info->inPlace == artifact::InPlace::ParamAndStates &&
-         k.getInputs().size() > 1;
-}
-
 /// The optimizer step's kernels and every update (fused updates run inside
 /// the backward pass): they may run on the CPU instead.
 bool isOptimizerKernel(exec::KernelOp k) {
-  return markers::isOptimizer(k) || isUpdate(k);
+  return markers::isOptimizer(k) || exec::isUpdate(k);
 }
 
 } // namespace
@@ -81,7 +66,7 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
     llvm::DenseSet<Value> distinct;
     double bytes = 0;
     for (Value v : k->getOperands()) {
-      Value root = rootOf(v);
+      Value root = viewRoot(v);
       if (auto p = root.getDefiningOp<exec::ParamOp>()) {
         readByPasses.insert(p);
         continue;
@@ -97,8 +82,8 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   double gradientShare = 1.0;
   llvm::DenseMap<Operation *, double> gradientBytes;
   for (auto k : body.getOps<exec::KernelOp>())
-    if (isUpdate(k))
-      if (auto p = rootOf(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
+    if (exec::isUpdate(k) && k.getInputs().size() > 1)
+      if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
         gradientBytes[p] = storageBytes(k.getInputs()[1].getType());
   for (auto p : body.getOps<exec::ParamOp>()) {
     if (p->use_empty())
@@ -121,20 +106,14 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   }
   // What stored tensors can keep on the device.
   double kept = gpuMem ? std::max(0.0, double(gpuMem) - deviceArena) : stored;
-  auto linkRate = [&](bool toDevice) {
-    double r = toDevice && m.h2dGBs > 0    ? m.h2dGBs
-               : !toDevice && m.d2hGBs > 0 ? m.d2hGBs
-                                           : m.copyGBs;
-    return r * 1e9;
-  };
-  b.toDevice = std::max(0.0, read - kept) / linkRate(true);
-  b.toHost =
-      gradientShare * std::max(0.0, trainableRead - kept) / linkRate(false);
+  b.toDevice = std::max(0.0, read - kept) / (hostLinkGBs(true, m) * 1e9);
+  b.toHost = gradientShare * std::max(0.0, trainableRead - kept) /
+             (hostLinkGBs(false, m) * 1e9);
   if (hasSsd && cpuMem > 0) {
     double onSsd = std::max(0.0, stored - kept - double(cpuMem));
-    b.ssdRead = onSsd / (std::max(m.ssdReadGBs, m.ssdSmallReadGBs) * 1e9);
-    b.ssdWrite = std::max(0.0, onSsd - unwritten) /
-                 (std::max(m.ssdWriteGBs, m.ssdSmallWriteGBs) * 1e9);
+    b.ssdRead = onSsd / (ssdPeakGBs(true, m) * 1e9);
+    b.ssdWrite =
+        std::max(0.0, onSsd - unwritten) / (ssdPeakGBs(false, m) * 1e9);
   }
   return b;
 }

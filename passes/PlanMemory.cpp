@@ -173,13 +173,6 @@ uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
   return timeArena;
 }
 
-/// The buffer a value's bytes belong to (views resolve to their base).
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<exec::ViewOp>())
-    v = view.getInput();
-  return v;
-}
-
 } // namespace
 
 MemoryPlanStats strata::planMemory(func::FuncOp func,
@@ -243,7 +236,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     }
     // Extend the lifetime of every buffer this op reads.
     for (Value operand : op.getOperands()) {
-      auto it = bufferOf.find(rootOf(operand));
+      auto it = bufferOf.find(viewRoot(operand));
       if (it != bufferOf.end())
         buffers[it->second].end = std::max(buffers[it->second].end, index);
     }
@@ -251,7 +244,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   }
   // Outputs are read after the run: they live to the end.
   for (auto output : body.getOps<exec::OutputOp>()) {
-    auto it = bufferOf.find(rootOf(output.getValue()));
+    auto it = bufferOf.find(viewRoot(output.getValue()));
     if (it != bufferOf.end())
       buffers[it->second].end = last + 1;
   }

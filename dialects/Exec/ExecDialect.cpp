@@ -48,15 +48,13 @@ LogicalResult ViewOp::verify() {
 #define GET_OP_CLASSES
 #include "dialects/Exec/ExecOps.cpp.inc"
 
-namespace {
-
-/// An optimizer update: writes its parameter and states in place, reads
-/// the gradient as its second operand (not a store or accumulate).
-bool isUpdate(KernelOp k) {
+bool strata::exec::isUpdate(KernelOp k) {
   const strata::artifact::KernelInfo *info =
       strata::artifact::kernelInfoByName(k.getKernel().str());
   return info && info->inPlace == strata::artifact::InPlace::ParamAndStates;
 }
+
+namespace {
 
 bool isStore(KernelOp k) {
   return k.getKernel() == "store" || k.getKernel() == "assign";

@@ -5,6 +5,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 ARGS = None
@@ -37,6 +38,20 @@ def run(cmd):
     if r.returncode != 0:
         raise AssertionError("%s failed:\n%s" % (" ".join(cmd), r.stderr))
     return r
+
+
+def run_measured(cmd, stderr_path):
+    """Runs `cmd` with its stderr in `stderr_path`; returns (stdout,
+    seconds, peak RSS in bytes, exit code). The child is reaped with
+    wait4, which returns its own resource usage."""
+    start = time.monotonic()
+    with open(stderr_path, "wb") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
+        out = p.stdout.read()
+        p.stdout.close()
+        _, status, usage = os.wait4(p.pid, 0)
+    return (out.decode(), time.monotonic() - start, usage.ru_maxrss * 1024,
+            os.waitstatus_to_exitcode(status))
 
 
 def run_tests(verbosity=2):

@@ -36,19 +36,12 @@ ARGS = None
 def peak_rss(cmd):
     """Runs `cmd`, which must succeed; returns (stdout, its peak RSS in
     bytes)."""
-    # stderr to a file, stdout read to the end (no pipe fills up), then the
-    # child reaped with wait4, which returns its resource usage.
-    with open(os.path.join(ARGS.work, "stderr.txt"), "w+b") as errfile:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errfile)
-        out = p.stdout.read()
-        p.stdout.close()
-        errfile.seek(0)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode != 0:
-            raise AssertionError("%s failed:\n%s" % (
-                " ".join(cmd), errfile.read().decode()))
-    return out.decode(), usage.ru_maxrss * 1024
+    errpath = os.path.join(ARGS.work, "stderr.txt")
+    out, _, rss, code = harness.run_measured(cmd, errpath)
+    if code != 0:
+        with open(errpath) as f:
+            raise AssertionError("%s failed:\n%s" % (" ".join(cmd), f.read()))
+    return out, rss
 
 
 class Scale(unittest.TestCase):
