@@ -159,6 +159,19 @@ uint64_t liveArenaEstimate(Block &body, uint64_t alignment) {
   return static_cast<uint64_t>(peak);
 }
 
+bool ArenaFit::fits() {
+  if (excess > 0)
+    return false;
+  uint64_t need = liveArenaEstimate(body, alignment) + resident;
+  excess = need > limit ? need - limit : 0;
+  return excess == 0;
+}
+
+void ArenaFit::moved(uint64_t bytes) {
+  uint64_t most = artifact::alignUp(bytes, alignment);
+  excess = excess > most ? excess - most : 0;
+}
+
 /// Forward values the backward pass reads: the candidates for swapping.
 /// Fetches are not (they sit right before their one use), so the list
 /// does not depend on where parameters live.

@@ -134,6 +134,30 @@ llvm::SmallVector<mlir::Value> gradientCandidates(mlir::Block &body);
 /// the real plan's): the largest sum of live buffers at any op.
 uint64_t liveArenaEstimate(mlir::Block &body, uint64_t alignment);
 
+/// Whether liveArenaEstimate(body) plus `resident` fits `limit`, asked
+/// again after each value a greedy step moves off the arena. Moving one
+/// value lowers the estimate's peak by at most that value's aligned
+/// bytes, so while the bytes moved since the last estimate are less than
+/// its excess the answer is still no, and the estimate (a walk of the
+/// whole body) is not recomputed: the greedy steps make the choices they
+/// would with an estimate after every move, in far fewer walks.
+class ArenaFit {
+public:
+  ArenaFit(mlir::Block &body, uint64_t resident, uint64_t limit,
+           uint64_t alignment)
+      : body(body), resident(resident), limit(limit), alignment(alignment) {}
+  bool fits();
+  /// `bytes` of one value left the arena.
+  void moved(uint64_t bytes);
+
+private:
+  mlir::Block &body;
+  uint64_t resident, limit, alignment;
+  /// The excess of the last estimate, less the bytes moved since; zero
+  /// when the estimate must be made.
+  uint64_t excess = 0;
+};
+
 /// Host bytes the stored tensors `placement` puts on the host take.
 uint64_t hostBytes(mlir::func::FuncOp func, const Placement &placement);
 

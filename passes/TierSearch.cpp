@@ -112,8 +112,9 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
   std::stable_sort(byBytes.begin(), byBytes.end(), [&](unsigned a, unsigned b) {
     return storageBytes(grads[a].getType()) > storageBytes(grads[b].getType());
   });
+  ArenaFit fit(body, resident, gpuMem, arenaAlignment());
   for (unsigned i : byBytes) {
-    if (liveArenaEstimate(body, arenaAlignment()) + resident <= gpuMem)
+    if (fit.fits())
       break;
     uint64_t bytes = storageBytes(grads[i].getType());
     bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
@@ -121,6 +122,7 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
       continue;
     if (!swapGradient(body, grads[i], toHost ? "host" : "ssd", i))
       continue;
+    fit.moved(bytes);
     out.grads[i] = toHost ? Act::Host : Act::Ssd;
     host += toHost ? bytes : 0;
   }
@@ -173,8 +175,9 @@ void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
     return storageBytes(a.getType()) > storageBytes(b.getType());
   });
   unsigned swaps = 0;
+  ArenaFit fit(body, resident, gpuMem, arenaAlignment());
   for (Value v : bySize) {
-    if (liveArenaEstimate(body, arenaAlignment()) + resident <= gpuMem)
+    if (fit.fits())
       break;
     uint64_t bytes = storageBytes(v.getType());
     bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
@@ -190,6 +193,8 @@ void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
               : moved == Act::Ssd && !hasSsd ? Act::Keep
                                              : moved;
     act = applyAct(body, v, act, kept, swaps, chain);
+    if (act != Act::Keep)
+      fit.moved(bytes);
     out.acts[indexOf[v]] = act;
     if (act == Act::Host)
       host += bytes;
