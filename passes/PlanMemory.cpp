@@ -5,6 +5,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
+#include "runtime/artifact/ArenaPacking.h"
 #include "runtime/artifact/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,7 +16,6 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <set>
 
 #define DEBUG_TYPE "strata-plan-memory"
 
@@ -43,134 +43,17 @@ struct Buffer {
   uint64_t offset = 0;
 };
 
-/// Largest first, each at the lowest offset free for its lifetime (the
-/// better packing when buffers differ in size). The placed buffers are
-/// kept in offset order; a new one scans them from the bottom, skipping
-/// those whose lifetimes miss its own, up to the first gap that holds it:
-/// no lists of overlapping pairs (a deep model has millions), at worst
-/// O(n^2) steps of two comparisons.
-uint64_t placeBySize(std::vector<Buffer> &buffers, uint64_t alignment) {
-  std::vector<size_t> order(buffers.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return buffers[a].bytes > buffers[b].bytes;
-  });
-  // Placed buffers by (offset, end of their bytes).
-  std::vector<uint32_t> placed;
-  placed.reserve(buffers.size());
-  auto below = [&](uint32_t a, uint32_t b) {
-    const Buffer &x = buffers[a], &y = buffers[b];
-    return std::pair(x.offset, x.offset + x.bytes) <
-           std::pair(y.offset, y.offset + y.bytes);
-  };
-  uint64_t arena = 0;
-  for (size_t i : order) {
-    Buffer &b = buffers[i];
-    uint64_t offset = 0;
-    for (uint32_t j : placed) {
-      const Buffer &other = buffers[j];
-      if (other.end < b.start || other.start > b.end)
-        continue; // Lifetimes apart: no conflict.
-      if (offset + b.bytes <= other.offset)
-        break;
-      offset = std::max(
-          offset, artifact::alignUp(other.offset + other.bytes, alignment));
-    }
-    b.offset = offset;
-    uint32_t self = static_cast<uint32_t>(i);
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), self, below),
-                  self);
-    arena = std::max(arena, offset + b.bytes);
-  }
-  return arena;
-}
-
-/// In time order: a buffer takes the smallest free gap that holds it (the
-/// lowest such gap on ties) when it starts and returns it when it ends.
-/// O(n log n) whatever the lifetimes; stack-like (nested) lifetimes, as a
-/// forward and backward pass make, pack perfectly.
-uint64_t placeInTimeOrder(std::vector<Buffer> &buffers, uint64_t alignment) {
-  size_t n = buffers.size();
-  std::vector<uint32_t> byStart(n), byEnd(n);
-  for (size_t i = 0; i < n; ++i)
-    byStart[i] = byEnd[i] = static_cast<uint32_t>(i);
-  std::sort(byStart.begin(), byStart.end(), [&](uint32_t a, uint32_t b) {
-    if (buffers[a].start != buffers[b].start)
-      return buffers[a].start < buffers[b].start;
-    return buffers[a].bytes > buffers[b].bytes;
-  });
-  std::sort(byEnd.begin(), byEnd.end(), [&](uint32_t a, uint32_t b) {
-    return buffers[a].end < buffers[b].end;
-  });
-  // Free gaps below `top`, by offset (for merging) and by (size, offset).
-  std::map<uint64_t, uint64_t> gapAt;
-  std::set<std::pair<uint64_t, uint64_t>> gapBySize;
-  uint64_t top = 0, arena = 0;
-  auto addGap = [&](uint64_t lo, uint64_t hi) {
-    auto next = gapAt.lower_bound(lo);
-    if (next != gapAt.end() && next->first == hi) { // Merge with the next.
-      hi = next->first + next->second;
-      gapBySize.erase({next->second, next->first});
-      next = gapAt.erase(next);
-    }
-    if (next != gapAt.begin()) { // Merge with the previous.
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == lo) {
-        lo = prev->first;
-        gapBySize.erase({prev->second, prev->first});
-        gapAt.erase(prev);
-      }
-    }
-    if (hi == top) { // A gap at the top lowers it.
-      top = lo;
-      return;
-    }
-    gapAt[lo] = hi - lo;
-    gapBySize.insert({hi - lo, lo});
-  };
-  size_t e = 0;
-  for (uint32_t i : byStart) {
-    Buffer &b = buffers[i];
-    // Lifetimes are inclusive: what ended before this start is free.
-    for (; e < n && buffers[byEnd[e]].end < b.start; ++e) {
-      const Buffer &done = buffers[byEnd[e]]; // Placed: it started earlier.
-      addGap(done.offset, done.offset + done.bytes);
-    }
-    uint64_t size = artifact::alignUp(b.bytes, alignment);
-    auto fit = gapBySize.lower_bound({size, 0});
-    if (fit != gapBySize.end()) {
-      auto [gapSize, lo] = *fit;
-      gapBySize.erase(fit);
-      gapAt.erase(lo);
-      b.offset = lo;
-      if (gapSize > size) {
-        gapAt[lo + size] = gapSize - size;
-        gapBySize.insert({gapSize - size, lo + size});
-      }
-    } else {
-      b.offset = top;
-      top += size;
-    }
-    arena = std::max(arena, b.offset + b.bytes);
-  }
-  return arena;
-}
-
-/// Places every buffer (sets `offset`) and returns the arena size: both
-/// placements, the smaller arena wins (the size-ordered one only up to
-/// kSizeOrderLimit buffers, past which its worst case is seconds).
+/// Places every buffer (sets `offset`) and returns the arena size
+/// (artifact::placeBuffers on their lifetimes).
 uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
-  constexpr size_t kSizeOrderLimit = 50000;
-  std::vector<Buffer> inTime = buffers;
-  uint64_t timeArena = placeInTimeOrder(inTime, alignment);
-  if (buffers.size() <= kSizeOrderLimit) {
-    uint64_t sizeArena = placeBySize(buffers, alignment);
-    if (sizeArena <= timeArena)
-      return sizeArena;
-  }
-  buffers = std::move(inTime);
-  return timeArena;
+  std::vector<artifact::Lifetime> lifetimes;
+  lifetimes.reserve(buffers.size());
+  for (const Buffer &b : buffers)
+    lifetimes.push_back({b.bytes, b.start, b.end});
+  uint64_t arena = artifact::placeBuffers(lifetimes, alignment);
+  for (auto [b, l] : llvm::zip(buffers, lifetimes))
+    b.offset = l.offset;
+  return arena;
 }
 
 } // namespace
@@ -263,11 +146,26 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   };
   int64_t window = fetches.empty() ? 0 : options.prefetchWindow;
   uint64_t arenaBytes = withWindow(window);
-  while (window > 0 && options.deviceBudget > 0 &&
-         arenaBytes + paramsBytes >
-             static_cast<uint64_t>(options.deviceBudget)) {
-    window /= 2;
-    arenaBytes = withWindow(window);
+  auto over = [&] {
+    return options.deviceBudget > 0 &&
+           arenaBytes + paramsBytes >
+               static_cast<uint64_t>(options.deviceBudget);
+  };
+  // Over the budget, the window halves until the plan fits. No window
+  // first: when even that plan does not fit, it is the one kept, without
+  // placing every halving in between (the planner scores thousands of
+  // plans that do not fit).
+  if (window > 0 && over()) {
+    int64_t wanted = window;
+    window = 0;
+    arenaBytes = withWindow(0);
+    if (!over()) {
+      for (window = wanted / 2; window > 0; window /= 2)
+        if (arenaBytes = withWindow(window); !over())
+          break;
+      if (window == 0)
+        arenaBytes = withWindow(0);
+    }
   }
   uint64_t unshared = 0;
   for (const Buffer &b : buffers)
