@@ -273,6 +273,13 @@ void replaceUses(ArrayRef<OpOperand *> uses, Value value, Value replacement) {
     for (exec::ViewOp view : llvm::reverse(chain))
       r = vb.create<exec::ViewOp>(view.getLoc(), view.getType(), r);
     use->set(r);
+    // A view nothing reads any more goes: left, it would keep `value`
+    // live (in the arena) up to where it sits.
+    for (exec::ViewOp view : chain) {
+      if (!view->use_empty())
+        break;
+      view->erase();
+    }
   }
 }
 

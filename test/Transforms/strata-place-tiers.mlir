@@ -108,3 +108,29 @@ func.func @chain() {
   exec.output "g" %g : tensor<2x4xf32>
   return
 }
+
+// -----
+
+// Tests that an activation the backward pass reads through a view, once
+// swapped, leaves no view of itself in the backward pass: a view nothing
+// reads would still keep it in the arena up to where it sits.
+// SWAP-LABEL: func.func @viewed
+// SWAP: %[[S:.+]] = exec.swap_space "swap.0" {tier = "host"}
+// SWAP: %[[Y:.+]] = exec.kernel "matmul"
+// SWAP: exec.kernel "store"(%[[S]], %[[Y]])
+// SWAP-NOT: exec.view %[[Y]]
+// SWAP: %[[B:.+]] = exec.kernel "copy"(%[[S]]) {strata.backward}
+// SWAP-NEXT: %[[V:.+]] = exec.view %[[B]] : tensor<2x4xf32> -> tensor<8xf32>
+// SWAP-NEXT: exec.kernel "exp"(%[[V]]) {strata.backward}
+func.func @viewed() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %t = exec.kernel "tanh"(%y) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %u = exec.kernel "tanh"(%t) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %v = exec.view %y : tensor<2x4xf32> -> tensor<8xf32>
+  %g = exec.kernel "exp"(%v) {strata.backward} : (tensor<8xf32>) -> tensor<8xf32>
+  exec.output "u" %u : tensor<2x4xf32>
+  exec.output "g" %g : tensor<8xf32>
+  return
+}
