@@ -29,7 +29,8 @@ uint64_t referenceBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
   for (size_t i : order) {
     Lifetime &b = buffers[i];
     std::sort(placed.begin(), placed.end(), [&](size_t x, size_t y) {
-      return std::pair(buffers[x].offset, buffers[x].offset + buffers[x].bytes) <
+      return std::pair(buffers[x].offset,
+                       buffers[x].offset + buffers[x].bytes) <
              std::pair(buffers[y].offset, buffers[y].offset + buffers[y].bytes);
     });
     uint64_t offset = 0;
@@ -117,8 +118,8 @@ TEST(ArenaPacking, PlacementsAreValid) {
     expectValid(inTime, placeInTimeOrder(inTime, 64), 64);
     uint64_t arena = placeBuffers(best, 64);
     expectValid(best, arena, 64);
-    EXPECT_EQ(arena, std::min(placeBySize(buffers, 64),
-                              placeInTimeOrder(inTime, 64)));
+    EXPECT_EQ(arena,
+              std::min(placeBySize(buffers, 64), placeInTimeOrder(inTime, 64)));
   }
 }
 
@@ -128,8 +129,8 @@ TEST(ArenaPacking, NestedLifetimesPackToTheirPeak) {
   std::vector<Lifetime> buffers;
   uint64_t peak = 0;
   for (int64_t i = 0; i < 50; ++i) {
-    buffers.push_back({static_cast<uint64_t>(64 * (1 + (i * 7) % 13)), i,
-                       99 - i});
+    buffers.push_back(
+        {static_cast<uint64_t>(64 * (1 + (i * 7) % 13)), i, 99 - i});
     peak += buffers.back().bytes;
   }
   std::vector<Lifetime> inTime = buffers;
