@@ -105,6 +105,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         b.getNamedAttr("planner_bound_compute_us", usFloor(bound.compute)),
         b.getNamedAttr("planner_bound_to_device_us", usFloor(bound.toDevice)),
         b.getNamedAttr("planner_bound_to_host_us", usFloor(bound.toHost)),
+        b.getNamedAttr("planner_bound_updates_us", usFloor(bound.updates)),
         b.getNamedAttr("planner_bound_ssd_read_us", usFloor(bound.ssdRead)),
         b.getNamedAttr("planner_bound_ssd_write_us", usFloor(bound.ssdWrite))};
     for (auto &[key, s] : naive)

@@ -8,17 +8,25 @@
 // * compute: every kernel of the forward and backward passes but the
 //   updates (the optimizer's kernels may move to the CPU, fused updates
 //   too; recomputation only adds);
-// * host->device: the stored tensors those kernels read that cannot stay
-//   on the device. A kernel's own operands and results (parameters aside)
-//   are on the device together, so the largest such set is arena the
-//   device always needs; what is left of the budget is all that stored
-//   tensors can keep there;
+// * host->device: every read of a stored tensor that is not on the device
+//   is a fetch of its own (one per reading kernel). A kernel's own
+//   operands and results (parameters aside) are on the device together,
+//   so the largest such set is arena the device always needs; what is
+//   left of the budget is all that stored tensors can keep there, and the
+//   fewest fetches are made when it keeps the most-read ones. Without a
+//   GPU an SSD tensor is fetched by the SSD queue instead of the host
+//   link: the fetches then share both rates;
+// * updates: each update reads its parameter and optimizer state either
+//   on the device (a fetch each, when they are not kept there) or on the
+//   CPU (the CPU optimizer reads and writes them); the passes' fetches
+//   and the updates' reads together over the host link's and the CPU's
+//   rates together;
 // * device->host: for each trainable parameter read there and not kept,
 //   its gradient (to the host's update) or the updated parameter (written
 //   back), whichever is smaller;
 // * SSD: what the device and the host budget cannot hold is read every
-//   step (every stored tensor is read by its kernels or its update) and,
-//   but for frozen tensors and constants, written back.
+//   time it is fetched or updated (the least-read tensors there) and, but
+//   for frozen tensors and constants, written back.
 // Each is at the link's best rate, without latencies.
 //
 //===----------------------------------------------------------------------===//
@@ -32,6 +40,8 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 using namespace mlir;
 
@@ -45,46 +55,84 @@ bool isOptimizerKernel(exec::KernelOp k) {
   return markers::isOptimizer(k) || exec::isUpdate(k);
 }
 
+/// A stored tensor's bytes and how many times a step reads it.
+struct Reads {
+  double bytes = 0, count = 0;
+};
+
+/// The fewest reads (in bytes) that the tensors not kept make when `kept`
+/// bytes of the most-read ones stay (a fraction of one may).
+double readsNotKept(std::vector<Reads> tensors, double kept) {
+  llvm::sort(tensors,
+             [](const Reads &a, const Reads &b) { return a.count > b.count; });
+  double total = 0;
+  for (const Reads &t : tensors) {
+    double stays = std::min(kept, t.bytes);
+    kept -= stays;
+    total += (t.bytes - stays) * t.count;
+  }
+  return total;
+}
+
 } // namespace
 
 double PlacementBound::seconds() const {
-  return std::max({compute, toDevice, toHost, ssdRead, ssdWrite});
+  return std::max({compute, toDevice, toHost, updates, ssdRead, ssdWrite});
 }
 
 PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
                               uint64_t gpuMem, uint64_t cpuMem, bool hasSsd) {
   PlacementBound b;
   Block &body = func.getBody().front();
-  // Stored tensors: read by the passes' kernels (device reads), trainable,
-  // never written (frozen and constants), all used ones.
-  llvm::DenseSet<Operation *> readByPasses;
+  // How many of the passes' kernels read each stored tensor; those the
+  // updates read (trainable parameters and optimizer state).
+  llvm::DenseMap<Operation *, double> passReads;
+  llvm::DenseSet<Operation *> updated;
   double deviceArena = 0;
+  // The CPU optimizer's bytes per byte of the tensors an update reads
+  // (each read, the in-place ones written too; the gradient adds more).
+  double cpuBytesPerByte = std::numeric_limits<double>::infinity();
   for (auto k : body.getOps<exec::KernelOp>()) {
-    if (isOptimizerKernel(k))
+    if (isOptimizerKernel(k)) {
+      if (!exec::isUpdate(k))
+        continue;
+      double footprint = 0;
+      for (Value v : k.getInputs())
+        if (auto p = viewRoot(v).getDefiningOp<exec::ParamOp>())
+          if (p.getTrainable() || p.getState()) {
+            updated.insert(p);
+            footprint += storageBytes(p.getType());
+          }
+      if (footprint > 0)
+        cpuBytesPerByte =
+            std::min(cpuBytesPerByte, cpuUpdateBytes(k) / footprint);
       continue;
+    }
     b.compute += kernelSeconds(k, m);
     llvm::DenseSet<Value> distinct;
     double bytes = 0;
     for (Value v : k->getOperands()) {
       Value root = viewRoot(v);
-      if (auto p = root.getDefiningOp<exec::ParamOp>()) {
-        readByPasses.insert(p);
+      if (!distinct.insert(root).second)
         continue;
-      }
-      if (distinct.insert(root).second)
+      if (auto p = root.getDefiningOp<exec::ParamOp>())
+        passReads[p] += 1;
+      else
         bytes += storageBytes(root.getType());
     }
     for (Value r : k.getResults())
       bytes += storageBytes(r.getType());
     deviceArena = std::max(deviceArena, bytes);
   }
-  double read = 0, trainableRead = 0, stored = 0, unwritten = 0;
+  double trainableRead = 0, stored = 0, unwritten = 0;
   double gradientShare = 1.0;
   llvm::DenseMap<Operation *, double> gradientBytes;
   for (auto k : body.getOps<exec::KernelOp>())
     if (exec::isUpdate(k) && k.getInputs().size() > 1)
       if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
         gradientBytes[p] = storageBytes(k.getInputs()[1].getType());
+  // Reads by the passes alone; by the passes and the updates.
+  std::vector<Reads> fetched, read;
   for (auto p : body.getOps<exec::ParamOp>()) {
     if (p->use_empty())
       continue;
@@ -92,26 +140,44 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
     stored += bytes;
     if (!p.getTrainable() && !p.getState() && !p.getCopyOf())
       unwritten += bytes;
-    if (readByPasses.contains(p)) {
-      read += bytes;
-      if (p.getTrainable()) {
-        trainableRead += bytes;
-        auto g = gradientBytes.find(p);
-        double back =
-            g == gradientBytes.end() ? bytes : std::min(bytes, g->second);
-        if (bytes > 0)
-          gradientShare = std::min(gradientShare, back / bytes);
-      }
+    double byPasses = passReads.lookup(p);
+    fetched.push_back({bytes, byPasses});
+    read.push_back({bytes, byPasses + (updated.contains(p) ? 1 : 0)});
+    if (byPasses > 0 && p.getTrainable()) {
+      trainableRead += bytes;
+      auto g = gradientBytes.find(p);
+      double back =
+          g == gradientBytes.end() ? bytes : std::min(bytes, g->second);
+      if (bytes > 0)
+        gradientShare = std::min(gradientShare, back / bytes);
     }
   }
   // What stored tensors can keep on the device.
   double kept = gpuMem ? std::max(0.0, double(gpuMem) - deviceArena) : stored;
-  b.toDevice = std::max(0.0, read - kept) / (hostLinkGBs(true, m) * 1e9);
+  // Fetches ride the host link; without a GPU, those from the SSD ride
+  // the SSD queue instead.
+  double fetchGBs = hostLinkGBs(true, m) +
+                    (!m.gpu && hasSsd && cpuMem > 0 ? ssdPeakGBs(true, m) : 0);
+  b.toDevice = readsNotKept(fetched, kept) / (fetchGBs * 1e9);
+  if (!updated.empty() && m.cpuUpdateGBs > 0)
+    b.updates = readsNotKept(read, kept) /
+                ((fetchGBs + m.cpuUpdateGBs / cpuBytesPerByte) * 1e9);
   b.toHost = gradientShare * std::max(0.0, trainableRead - kept) /
              (hostLinkGBs(false, m) * 1e9);
   if (hasSsd && cpuMem > 0) {
+    // The least-read tensors are the ones the SSD holds at best.
     double onSsd = std::max(0.0, stored - kept - double(cpuMem));
-    b.ssdRead = onSsd / (ssdPeakGBs(true, m) * 1e9);
+    std::vector<Reads> leastRead = read;
+    llvm::sort(leastRead, [](const Reads &x, const Reads &y) {
+      return x.count < y.count;
+    });
+    double ssdReads = 0, left = onSsd;
+    for (const Reads &t : leastRead) {
+      double there = std::min(left, t.bytes);
+      left -= there;
+      ssdReads += there * t.count;
+    }
+    b.ssdRead = ssdReads / (ssdPeakGBs(true, m) * 1e9);
     b.ssdWrite =
         std::max(0.0, onSsd - unwritten) / (ssdPeakGBs(false, m) * 1e9);
   }

@@ -143,16 +143,18 @@ std::string formatMemoryReport(const Plan &plan) {
     if (uint64_t bound = plan.memoryOf("planner_bound_us")) {
       // PlacementBound.cpp: no placement within the budgets can be
       // predicted faster.
-      char buf[400];
+      char buf[512];
       double chosen = plan.memoryOf("predicted_step_us");
       std::snprintf(
           buf, sizeof(buf),
           "planner bound: no placement within the budgets is predicted "
           "under %.3f ms (compute %.3f, host->device %.3f, device->host "
-          "%.3f, ssd read %.3f, ssd write %.3f); the choice is %.3fx it\n",
+          "%.3f, updates and fetches over the host link and the CPU %.3f, "
+          "ssd read %.3f, ssd write %.3f); the choice is %.3fx it\n",
           bound / 1e3, plan.memoryOf("planner_bound_compute_us") / 1e3,
           plan.memoryOf("planner_bound_to_device_us") / 1e3,
           plan.memoryOf("planner_bound_to_host_us") / 1e3,
+          plan.memoryOf("planner_bound_updates_us") / 1e3,
           plan.memoryOf("planner_bound_ssd_read_us") / 1e3,
           plan.memoryOf("planner_bound_ssd_write_us") / 1e3,
           chosen / double(bound));
