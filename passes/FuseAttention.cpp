@@ -140,9 +140,15 @@ bool matchChain(Value v, Chain &c) {
   return matchScaled(v, c);
 }
 
+/// What isCausal found for a mask constant (its value, the mask kind, T
+/// and S): one model's layers share one mask, of T x S elements.
+using CausalCache =
+    llvm::DenseMap<std::tuple<Attribute, int64_t, int64_t, int64_t>, bool>;
+
 /// Whether the constant `mask` (kind 1 to 3, broadcasting to [..., T, S])
 /// hides exactly the keys j > i + S - T of each query i.
-bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t, int64_t s) {
+bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t, int64_t s,
+              CausalCache &cache) {
   auto c = mask.getDefiningOp<ConstantOp>();
   if (!c || (maskKind != 1 && fill > kHidden))
     return false;
@@ -153,15 +159,27 @@ bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t, int64_t s) {
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
   if (rows != t || cols != s)
     return false;
+  auto key = std::make_tuple(Attribute(dense), maskKind, t, s);
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  bool &causal = cache[key];
+  causal = false;
   // Whether element k hides its key.
   std::vector<bool> hidden;
   hidden.reserve(dense.getNumElements());
   if (maskKind == 1) {
-    for (APFloat f : dense.getValues<APFloat>()) {
-      double x = f.convertToDouble();
-      if (x != 0 && x > kHidden)
-        return false; // A bias, not a mask.
+    auto add = [&](double x) {
       hidden.push_back(x != 0);
+      return x == 0 || x <= kHidden; // Otherwise a bias, not a mask.
+    };
+    if (dense.getElementType().isF32()) {
+      for (float x : dense.getValues<float>())
+        if (!add(x))
+          return false;
+    } else {
+      for (APFloat f : dense.getValues<APFloat>())
+        if (!add(f.convertToDouble()))
+          return false;
     }
   } else {
     for (bool b : dense.getValues<bool>())
@@ -173,11 +191,11 @@ bool isCausal(Value mask, int64_t maskKind, double fill, int64_t t, int64_t s) {
     if (hidden[k] != (j > i + s - t))
       return false;
   }
-  return true;
+  return causal = true;
 }
 
 /// Fuses the chain ending in `softmax`, or returns false leaving it as is.
-bool fuseAt(SoftmaxOp softmax) {
+bool fuseAt(SoftmaxOp softmax, CausalCache &cache) {
   auto type = cast<RankedTensorType>(softmax.getType());
   int64_t rank = type.getRank();
   if (rank < 2 || rank > 4 ||
@@ -230,7 +248,7 @@ bool fuseAt(SoftmaxOp softmax) {
   Value k = c.scores.getTransposeRhs() ? kOrKT : swapLast(kOrKT);
   Value v = pv.getTransposeRhs() ? swapLast(vOrVT) : vOrVT;
 
-  bool causal = c.mask && isCausal(c.mask, c.maskKind, c.fill, t, s);
+  bool causal = c.mask && isCausal(c.mask, c.maskKind, c.fill, t, s, cache);
   Value mask = causal ? Value() : c.mask;
   auto attention = b.create<AttentionOp>(
       loc, pv.getType(), q, k, v, mask, b.getF64FloatAttr(c.scale),
@@ -262,9 +280,10 @@ bool fuseAt(SoftmaxOp softmax) {
 unsigned fuseAttention(Block &body, std::optional<Location> &where) {
   SmallVector<SoftmaxOp> softmaxes(body.getOps<SoftmaxOp>());
   unsigned fused = 0;
+  CausalCache cache;
   for (SoftmaxOp softmax : softmaxes) {
     Location loc = softmax.getLoc();
-    if (!fuseAt(softmax))
+    if (!fuseAt(softmax, cache))
       continue;
     ++fused;
     if (!where)

@@ -81,12 +81,11 @@ struct FuseGradUpdatePass
       if (isUpdate(&op))
         updates.push_back(&op);
 
-    auto position = [&]() {
-      llvm::DenseMap<Operation *, unsigned> index;
-      unsigned i = 0;
-      for (Operation &op : body)
-        index[&op] = i++;
-      return index;
+    // Block order through MLIR's own op order (kept up to date across the
+    // moves below, mostly without renumbering): a position map rebuilt per
+    // op moved made this quadratic in the graph's size.
+    auto before = [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
     };
 
     // Hoist the norm chain in block order (each op after its operands).
@@ -96,11 +95,10 @@ struct FuseGradUpdatePass
         if (normChain.count(&op))
           chain.push_back(&op);
       for (Operation *op : chain) {
-        auto index = position();
         Operation *after = nullptr;
         for (Value v : op->getOperands()) {
           Operation *def = v.getDefiningOp();
-          if (def && (!after || index[def] > index[after]))
+          if (def && (!after || before(after, def)))
             after = def;
         }
         if (after)
@@ -112,10 +110,9 @@ struct FuseGradUpdatePass
 
     Operation *firstBlocked = nullptr;
     for (Operation *update : updates) {
-      auto index = position();
       Operation *after = nullptr;
       auto later = [&](Operation *op) {
-        if (op && op != update && (!after || index[op] > index[after]))
+        if (op && op != update && (!after || before(after, op)))
           after = op;
       };
       for (Value v : update->getOperands())
@@ -140,11 +137,11 @@ struct FuseGradUpdatePass
       // Writes of the same value (accumulate, then update) keep their order.
       for (Value v : written)
         for (Operation *u : v.getUsers())
-          if (writesState(u) && u != update && index[u] < index[update])
+          if (writesState(u) && u != update && before(u, update))
             later(u);
       if (auto acc = dyn_cast<train::AccumulateOp>(update))
         for (Operation *u : acc.getAccumulator().getUsers())
-          if (writesState(u) && u != update && index[u] < index[update])
+          if (writesState(u) && u != update && before(u, update))
             later(u);
       if (!after)
         continue;
@@ -156,7 +153,7 @@ struct FuseGradUpdatePass
         if (!firstBlocked)
           firstBlocked = update;
       }
-      if (index[after] + 1 < index[update]) {
+      if (before(after, update) && after->getNextNode() != update) {
         update->moveAfter(after);
         if (!blocked)
           ++numFused;
