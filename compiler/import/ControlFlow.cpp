@@ -21,6 +21,7 @@
 
 #include "dialects/Graph/GraphOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
@@ -36,6 +37,34 @@ constexpr int64_t kMaxLoopIterations = int64_t(1) << 16;
 constexpr int64_t kMaxUnrolledNodes = int64_t(1) << 20;
 /// The longest sequence (a list of values at import).
 constexpr int64_t kMaxSequence = int64_t(1) << 16;
+
+/// The model inputs `v` is computed from, as ": from input 'a', input 'b'"
+/// (empty when none): the inputs to bind for it to be known at compile time.
+std::string dataInputsOf(Value v) {
+  llvm::DenseSet<Value> seen;
+  SmallVector<Value> work{v};
+  std::string names;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      auto name = func ? func.getArgAttrOfType<StringAttr>(
+                             arg.getArgNumber(),
+                             GraphDialect::NameAttrHelper::getNameStr())
+                       : StringAttr();
+      if (name)
+        names += (names.empty() ? ": from input '" : ", input '") +
+                 name.str() + "'";
+      continue;
+    }
+    if (Operation *def = x.getDefiningOp())
+      for (Value operand : def->getOperands())
+        work.push_back(operand);
+  }
+  return names;
+}
 } // namespace
 
 bool Importer::takesSequences(const std::string &opType) {
@@ -201,7 +230,8 @@ LogicalResult Importer::loop(const Node &node) {
     if (!trips)
       return nodeError(node)
              << "the trip count '" << node.inputs[0]
-             << "' is computed from the model's data" << unrolls;
+             << "' is computed from the model's data" << dataInputsOf(m)
+             << unrolls;
     tripCount = std::max<int64_t>(0, *trips);
   }
   bool cond = true;
@@ -211,7 +241,8 @@ LogicalResult Importer::loop(const Node &node) {
     if (!c)
       return nodeError(node)
              << "the condition '" << node.inputs[1]
-             << "' is computed from the model's data" << unrolls;
+             << "' is computed from the model's data"
+             << dataInputsOf(condIn) << unrolls;
     cond = *c != 0;
   } else if (!input(node, 0)) {
     return nodeError(node) << "has neither a trip count nor a condition "

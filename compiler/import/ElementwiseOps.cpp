@@ -124,7 +124,9 @@ LogicalResult Importer::mod(const Node &node) {
   bool fmod = intAttr(node, "fmod", 0) != 0;
   bool isFloat = isa<FloatType>(et);
   if (isFloat && !fmod)
-    return nodeError(node) << "a float Mod needs fmod=1";
+    return nodeError(node) << "a float Mod with fmod=0 (floor rounding, "
+                              "legal from opset 28) is not supported; "
+                              "fmod=1 is";
   if (et.isInteger(1))
     return nodeError(node) << "operands must be numbers, not bool";
   std::optional<Shape> shape = broadcastShapes({shapeOf(a), shapeOf(b)});

@@ -473,7 +473,9 @@ LogicalResult Importer::range(const Node &node) {
     if (!matchPattern(input(node, i), m_Constant(&attrs[i])) ||
         attrs[i].getNumElements() != 1)
       return nodeError(node)
-             << names[i] << " must be a compile-time scalar constant";
+             << names[i] << " (input '" << node.inputs[i]
+             << "') must be a compile-time scalar constant; Strata needs "
+                "static shapes (bind it with --input-value)";
   }
   Type et = attrs[0].getElementType();
   if (attrs[1].getElementType() != et || attrs[2].getElementType() != et)
@@ -486,6 +488,13 @@ LogicalResult Importer::range(const Node &node) {
     return n > static_cast<double>(kMaxRangeElements);
   };
   if (auto ft = dyn_cast<FloatType>(et)) {
+    // The sequence is computed in double and rounded once per element:
+    // for 16-bit types that is Range-27's default (stash_type=1, computed
+    // in float); with stash_type=0 each step would be rounded to 16 bits.
+    if (ft.getWidth() == 16 && intAttr(node, "stash_type", 1) == 0)
+      return nodeError(node) << "a 16-bit Range with stash_type=0 (each "
+                                "step rounded to 16 bits) is not supported; "
+                                "stash_type=1 (the default) is";
     double start = attrs[0].getSplatValue<APFloat>().convertToDouble();
     double limit = attrs[1].getSplatValue<APFloat>().convertToDouble();
     double delta = attrs[2].getSplatValue<APFloat>().convertToDouble();

@@ -135,11 +135,18 @@ def run_case(args, case_dir, supported_ops, opset_range):
                     if any(not d.HasField("dim_value") for d in dims):
                         cmd += ["--input-shape", "%s=%s" % (info.name, shape)]
                 r = subprocess.run(cmd, capture_output=True, text=True)
-                m = re.search(r"\(input '([^']*)'\) must be a compile-time",
-                              r.stderr)
-                if r.returncode != 0 and m and m.group(1) not in fixed and \
-                        m.group(1) in {i.name for i in inputs}:
-                    fixed.add(m.group(1))
+                # "(input 'x') must be a compile-time ...", or "computed
+                # from the model's data: from input 'a', input 'b'".
+                named = re.findall(r"\(input '([^']*)'\) must be a compile-"
+                                   r"time", r.stderr)
+                for m in re.finditer(r"computed from the model's data: "
+                                     r"from ((?:(?:, )?input '[^']*')+)",
+                                     r.stderr):
+                    named += re.findall(r"input '([^']*)'", m.group(1))
+                todo = [n for n in named if n not in fixed and
+                        n in {i.name for i in inputs}]
+                if r.returncode != 0 and todo:
+                    fixed.add(todo[0])
                     continue
                 break
             if r.returncode != 0:

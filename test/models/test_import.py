@@ -165,6 +165,67 @@ class ImportModels(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("is not a valid ONNX model", r.stderr)
 
+    def range_model(self, name, **attrs):
+        """A float16 Range (ONNX opset 27) from constant scalars, added to
+        the model's input."""
+        import numpy as np
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        consts = [helper.make_node(
+            "Constant", [], [n],
+            value=numpy_helper.from_array(np.array(v, dtype=np.float16)))
+            for n, v in (("start", 1000.0), ("limit", 1000.8),
+                         ("delta", 0.1))]
+        graph = helper.make_graph(
+            consts +
+            [helper.make_node("Range", ["start", "limit", "delta"], ["seq"],
+                              **attrs),
+             helper.make_node("Add", ["seq", "x"], ["r"])], name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [11])],
+            [helper.make_tensor_value_info("r", TensorProto.FLOAT16, [11])])
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 27)])
+        model.ir_version = 8
+        path = os.path.join(ARGS.work, name + ".onnx")
+        onnx.save(model, path)
+        return path
+
+    def test_range_opset27_float16(self):
+        # Steps of 0.1 from 1000, where float16 values are 0.5 apart: ONNX's
+        # default (stash_type=1) computes in float and rounds each value;
+        # rounding each step to 16 bits would stall at 1000.
+        import numpy as np
+        path = self.range_model("range27")
+        art = os.path.join(ARGS.work, "range27.strata")
+        r = subprocess.run([os.path.join(ARGS.bin, "strata-compile"), path,
+                            "--mode", "forward", "-o", art],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        x = os.path.join(ARGS.work, "range27-x.npy")
+        np.save(x, np.zeros(11, np.float16))
+        out = os.path.join(ARGS.work, "range27-out")
+        r = subprocess.run([os.path.join(ARGS.bin, "strata-run"), art,
+                            "--quiet", "--input", "x=" + x,
+                            "--output-dir", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = np.load(os.path.join(out, "r.npy"))
+        # ONNX's reference for stash_type=1: float32 steps, each rounded.
+        start, delta = np.float32(np.float16(1000.0)), np.float32(
+            np.float16(0.1))
+        want, cur = [], start
+        for _ in range(11):
+            want.append(np.float16(cur))
+            cur = np.float32(cur + delta)
+        self.assertEqual(got.tolist(), [float(w) for w in want])
+        self.assertGreater(len(set(got.tolist())), 1)
+
+    def test_range_stash_type_zero_is_refused(self):
+        r = compile_model(self.range_model("range27s0", stash_type=0), [])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("a 16-bit Range with stash_type=0 (each step rounded "
+                      "to 16 bits) is not supported", r.stderr)
+
 
 def main():
     global ARGS
