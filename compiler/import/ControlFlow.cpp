@@ -55,8 +55,8 @@ std::string dataInputsOf(Value v) {
                              GraphDialect::NameAttrHelper::getNameStr())
                        : StringAttr();
       if (name)
-        names += (names.empty() ? ": from input '" : ", input '") +
-                 name.str() + "'";
+        names +=
+            (names.empty() ? ": from input '" : ", input '") + name.str() + "'";
       continue;
     }
     if (Operation *def = x.getDefiningOp())
@@ -228,10 +228,9 @@ LogicalResult Importer::loop(const Node &node) {
   if (Value m = input(node, 0)) {
     std::optional<int64_t> trips = constantScalar(m);
     if (!trips)
-      return nodeError(node)
-             << "the trip count '" << node.inputs[0]
-             << "' is computed from the model's data" << dataInputsOf(m)
-             << unrolls;
+      return nodeError(node) << "the trip count '" << node.inputs[0]
+                             << "' is computed from the model's data"
+                             << dataInputsOf(m) << unrolls;
     tripCount = std::max<int64_t>(0, *trips);
   }
   bool cond = true;
@@ -239,10 +238,9 @@ LogicalResult Importer::loop(const Node &node) {
   if (condIn) {
     std::optional<int64_t> c = constantScalar(condIn);
     if (!c)
-      return nodeError(node)
-             << "the condition '" << node.inputs[1]
-             << "' is computed from the model's data"
-             << dataInputsOf(condIn) << unrolls;
+      return nodeError(node) << "the condition '" << node.inputs[1]
+                             << "' is computed from the model's data"
+                             << dataInputsOf(condIn) << unrolls;
     cond = *c != 0;
   } else if (!input(node, 0)) {
     return nodeError(node) << "has neither a trip count nor a condition "
