@@ -5,6 +5,7 @@
 #include "runtime/artifact/Plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -17,8 +18,8 @@ namespace strata::artifact {
 // the first one above a gap that holds it. Only the placed buffers that
 // can meet the new one matter, so the lifetimes' span is cut into time
 // buckets: a buffer within two adjacent buckets (short-lived, as most
-// are) is listed in those buckets, a longer one in one list of long
-// buffers. A short buffer then scans the long list merged with its own
+// are) is listed in those buckets, with its keys, a longer one in one list
+// of long buffers. A short buffer then scans the long list merged with its own
 // buckets' lists, in offset order; a long one scans every placed buffer.
 // Either way it meets the same buffers in the same order as a scan of
 // all of them would: the offsets are those of the simple scan.
@@ -60,10 +61,13 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
     return Placed{b.offset, b.offset + b.bytes, b.start, b.end};
   };
   std::vector<std::vector<Placed>> buckets(bucketOf(last) + 1);
-  std::vector<Placed> longOnes;
-  // Every placed buffer, for the long ones' scans.
-  std::vector<uint32_t> all;
+  // The long buffers, and every placed buffer (for the long ones' scans),
+  // by index: when most buffers are long (every activation kept for the
+  // backward pass) these lists are long, and moving 4-byte entries on
+  // each insertion keeps that cheap.
+  std::vector<uint32_t> longOnes, all;
   all.reserve(n);
+  auto below = [&](const Placed &p, uint32_t j) { return p < placed(j); };
   uint64_t arena = 0;
   for (uint32_t i : order) {
     Lifetime &b = buffers[i];
@@ -80,12 +84,12 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
     size_t lo = bucketOf(b.start), hi = bucketOf(b.end);
     bool isShort = hi - lo <= 1;
     if (isShort) {
-      // Up to three lists merged in offset order (a buffer in both
-      // buckets is met twice; the second meeting changes nothing).
-      const std::vector<Placed> *lists[3] = {&longOnes, &buckets[lo],
-                                             &buckets[hi]};
-      size_t count = hi == lo ? 2 : 3;
-      size_t at[3] = {0, 0, 0};
+      // The long list and up to two buckets merged in offset order (a
+      // buffer in both buckets is met twice; the second meeting changes
+      // nothing).
+      const std::vector<Placed> *lists[2] = {&buckets[lo], &buckets[hi]};
+      size_t count = hi == lo ? 1 : 2;
+      size_t at[2] = {0, 0}, atLong = 0;
       while (true) {
         const Placed *next = nullptr;
         size_t pick = 0;
@@ -95,6 +99,15 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
             next = &(*lists[k])[at[k]];
             pick = k;
           }
+        if (atLong < longOnes.size()) {
+          Placed head = placed(longOnes[atLong]);
+          if (!next || head < *next) {
+            if (!pass(head))
+              break;
+            ++atLong;
+            continue;
+          }
+        }
         if (!next || !pass(*next))
           break;
         ++at[pick];
@@ -106,10 +119,7 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
     }
     b.offset = offset;
     Placed self = placed(i);
-    all.insert(std::upper_bound(
-                   all.begin(), all.end(), self,
-                   [&](const Placed &p, uint32_t j) { return p < placed(j); }),
-               i);
+    all.insert(std::upper_bound(all.begin(), all.end(), self, below), i);
     auto insert = [&](std::vector<Placed> &list) {
       list.insert(std::upper_bound(list.begin(), list.end(), self), self);
     };
@@ -118,7 +128,8 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
       if (hi != lo)
         insert(buckets[hi]);
     } else {
-      insert(longOnes);
+      longOnes.insert(
+          std::upper_bound(longOnes.begin(), longOnes.end(), self, below), i);
     }
     arena = std::max(arena, offset + b.bytes);
   }
@@ -200,6 +211,29 @@ uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
                       size_t sizeOrderLimit) {
   std::vector<Lifetime> inTime = buffers;
   uint64_t timeArena = placeInTimeOrder(inTime, alignment);
+  // No placement needs less than the most bytes live at one step. When
+  // the time-ordered one needs no more (nested lifetimes, as a forward
+  // and a backward pass make), the size-ordered scan, quadratic when most
+  // lifetimes overlap, cannot do better; past a few thousand buffers it is
+  // then not run (below, it runs and wins ties, as it always has).
+  constexpr size_t kSkipOptimalFrom = 4096;
+  if (buffers.size() >= kSkipOptimalFrom) {
+    std::vector<std::pair<int64_t, int64_t>> events;
+    events.reserve(2 * buffers.size());
+    for (const Lifetime &b : buffers) {
+      events.push_back({b.start, static_cast<int64_t>(b.bytes)});
+      if (b.end < std::numeric_limits<int64_t>::max())
+        events.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
+    }
+    std::sort(events.begin(), events.end()); // Ends before starts at a step.
+    int64_t live = 0, peak = 0;
+    for (const auto &[step, delta] : events)
+      peak = std::max(peak, live += delta);
+    if (timeArena <= static_cast<uint64_t>(peak)) {
+      buffers = std::move(inTime);
+      return timeArena;
+    }
+  }
   if (buffers.size() <= sizeOrderLimit) {
     uint64_t sizeArena = placeBySize(buffers, alignment);
     if (sizeArena <= timeArena)

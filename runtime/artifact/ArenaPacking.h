@@ -41,7 +41,9 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment);
 uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment);
 
 /// Both placements, the smaller arena wins (the size-ordered one only up
-/// to `sizeOrderLimit` buffers). Sets every offset; returns the arena size.
+/// to `sizeOrderLimit` buffers, and for thousands of buffers not when the
+/// time-ordered one already needs only the most bytes live at one step).
+/// Sets every offset; returns the arena size.
 uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
                       size_t sizeOrderLimit = 50000);
 

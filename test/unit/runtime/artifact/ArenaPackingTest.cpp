@@ -138,6 +138,20 @@ TEST(ArenaPacking, NestedLifetimesPackToTheirPeak) {
   EXPECT_EQ(placeBuffers(buffers, 64), peak);
 }
 
+// Thousands of nested lifetimes, all overlapping in the middle (the case
+// where the size-ordered scan is quadratic): the peak, fast.
+TEST(ArenaPacking, ManyNestedLifetimesPackToTheirPeak) {
+  std::vector<Lifetime> buffers;
+  uint64_t peak = 0;
+  for (int64_t i = 0; i < 20000; ++i) {
+    buffers.push_back({128, i, 39999 - i});
+    peak += 128;
+  }
+  EXPECT_EQ(placeBuffers(buffers, 64), peak);
+  for (size_t i = 1; i < buffers.size(); ++i)
+    ASSERT_NE(buffers[i].offset, buffers[i - 1].offset);
+}
+
 TEST(ArenaPacking, NothingToPlace) {
   std::vector<Lifetime> none;
   EXPECT_EQ(placeBySize(none, 64), 0u);
