@@ -92,10 +92,15 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   // The CPU optimizer's bytes per byte of the tensors an update reads
   // (each read, the in-place ones written too; the gradient adds more).
   double cpuBytesPerByte = std::numeric_limits<double>::infinity();
+  // Each updated parameter's gradient bytes.
+  llvm::DenseMap<Operation *, double> gradientBytes;
   for (auto k : body.getOps<exec::KernelOp>()) {
     if (isOptimizerKernel(k)) {
       if (!exec::isUpdate(k))
         continue;
+      if (k.getInputs().size() > 1)
+        if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
+          gradientBytes[p] = storageBytes(k.getInputs()[1].getType());
       double footprint = 0;
       for (Value v : k.getInputs())
         if (auto p = viewRoot(v).getDefiningOp<exec::ParamOp>())
@@ -126,11 +131,6 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   }
   double trainableRead = 0, stored = 0, unwritten = 0;
   double gradientShare = 1.0;
-  llvm::DenseMap<Operation *, double> gradientBytes;
-  for (auto k : body.getOps<exec::KernelOp>())
-    if (exec::isUpdate(k) && k.getInputs().size() > 1)
-      if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
-        gradientBytes[p] = storageBytes(k.getInputs()[1].getType());
   // Reads by the passes alone; by the passes and the updates.
   std::vector<Reads> fetched, read;
   for (auto p : body.getOps<exec::ParamOp>()) {
@@ -165,19 +165,11 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   b.toHost = gradientShare * std::max(0.0, trainableRead - kept) /
              (hostLinkGBs(false, m) * 1e9);
   if (hasSsd && cpuMem > 0) {
-    // The least-read tensors are the ones the SSD holds at best.
+    // At best the SSD holds the least-read tensors: what is not kept when
+    // the device and the host keep the most-read ones.
     double onSsd = std::max(0.0, stored - kept - double(cpuMem));
-    std::vector<Reads> leastRead = read;
-    llvm::sort(leastRead, [](const Reads &x, const Reads &y) {
-      return x.count < y.count;
-    });
-    double ssdReads = 0, left = onSsd;
-    for (const Reads &t : leastRead) {
-      double there = std::min(left, t.bytes);
-      left -= there;
-      ssdReads += there * t.count;
-    }
-    b.ssdRead = ssdReads / (ssdPeakGBs(true, m) * 1e9);
+    b.ssdRead =
+        readsNotKept(read, stored - onSsd) / (ssdPeakGBs(true, m) * 1e9);
     b.ssdWrite =
         std::max(0.0, onSsd - unwritten) / (ssdPeakGBs(false, m) * 1e9);
   }
