@@ -1,97 +1,124 @@
-// ThreadPool.cpp - A fixed pool of worker threads.
+// ThreadPool.cpp - A fixed pool of worker threads (see ThreadPool.h for why
+// it is correct).
 
 #include "runtime/cpu/ThreadPool.h"
 #include "runtime/support/Checked.h"
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
-#include <mutex>
-#include <thread>
-#include <vector>
+#include <exception>
 
 namespace strata::cpu {
 
-namespace {
-
-class Pool {
-public:
-  explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i)
-      workers_.emplace_back([this] { work(); });
-  }
-
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread &t : workers_)
-      t.join();
-  }
-
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
-
-  void run(int64_t chunks, const std::function<void(int64_t)> &task) {
-    std::unique_lock<std::mutex> runLock(runMutex_); // One job at a time.
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &task;
-      chunks_ = chunks;
-      next_.store(0);
-      pending_ = chunks;
-      ++generation_;
-    }
-    wake_.notify_all();
-    drain();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    task_ = nullptr;
-  }
-
-private:
-  void drain() {
-    while (true) {
-      int64_t c = next_.fetch_add(1);
-      if (c >= chunks_)
-        return;
-      (*task_)(c);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0)
-        done_.notify_all();
-    }
-  }
-
-  void work() {
-    uint64_t seen = 0;
-    while (true) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_)
-          return;
-        seen = generation_;
-        if (!task_)
-          continue;
-      }
-      drain();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex runMutex_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int64_t)> *task_ = nullptr;
-  int64_t chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int64_t pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+struct ThreadPool::Job {
+  Job(int64_t chunks, const std::function<void(int64_t)> &task)
+      : chunks(chunks), task(task) {}
+  const int64_t chunks;
+  const std::function<void(int64_t)> &task;
+  std::atomic<int64_t> next{0}; // The next chunk index to claim.
+  // Guarded by the pool's mutex_.
+  int64_t finished = 0; // Chunks whose call has returned (or thrown).
+  int joined = 0;       // Workers inside this job.
+  std::exception_ptr error;
 };
 
+namespace {
+/// The pool whose job the current thread is running, if any: a nested run()
+/// goes inline instead of waiting for workers that are all busy with (or
+/// blocked behind) the outer job.
+thread_local const ThreadPool *insideJobOf = nullptr;
+} // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this] { work(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread &t : workers_)
+    t.join();
+}
+
+void ThreadPool::run(int64_t chunks, const std::function<void(int64_t)> &task) {
+  if (chunks <= 0)
+    return;
+  if (workers_.empty() || chunks == 1 || insideJobOf) {
+    for (int64_t c = 0; c < chunks; ++c)
+      task(c);
+    return;
+  }
+  std::unique_lock<std::mutex> runLock(runMutex_);
+  Job job(chunks, task);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &job;
+    ++generation_;
+  }
+  wake_.notify_all();
+  insideJobOf = this;
+  drain(job, /*worker=*/false);
+  insideJobOf = nullptr;
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Every chunk is claimed: workers that have not joined yet must not.
+  job_ = nullptr;
+  done_.wait(lock, [&] { return job.finished == chunks && job.joined == 0; });
+  lock.unlock();
+  if (job.error)
+    std::rethrow_exception(job.error);
+}
+
+void ThreadPool::drain(Job &job, bool worker) {
+  int64_t finished = 0;
+  std::exception_ptr error;
+  while (true) {
+    int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.chunks)
+      break;
+    try {
+      job.task(c);
+    } catch (...) {
+      if (!error)
+        error = std::current_exception();
+    }
+    ++finished;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  job.finished += finished;
+  if (error && !job.error)
+    job.error = error;
+  if (worker)
+    --job.joined;
+  if (job.finished == job.chunks && job.joined == 0)
+    done_.notify_all();
+}
+
+void ThreadPool::work() {
+  insideJobOf = this;
+  uint64_t seen = 0;
+  while (true) {
+    Job *job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stop_ || (job_ != nullptr && generation_ != seen);
+      });
+      if (stop_)
+        return;
+      seen = generation_;
+      job = job_;
+      ++job->joined;
+    }
+    drain(*job, /*worker=*/true);
+  }
+}
+
+namespace {
 int configuredThreads() {
   if (const char *env = std::getenv("STRATA_NUM_THREADS")) {
     int64_t n = 0;
@@ -100,34 +127,32 @@ int configuredThreads() {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
-
-Pool &pool() {
-  static Pool p(configuredThreads());
-  return p;
-}
-
 } // namespace
 
-int numThreads() { return pool().size(); }
+ThreadPool &defaultPool() {
+  static ThreadPool pool(configuredThreads());
+  return pool;
+}
 
-void parallelFor(int64_t n, int64_t grain,
+int numThreads() { return defaultPool().size(); }
+
+void parallelFor(ThreadPool &pool, int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &body) {
   if (n <= 0)
     return;
   grain = std::max<int64_t>(grain, 1);
-  int threads = numThreads();
-  int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, threads * 4);
+  int threads = pool.size();
+  int64_t chunks = std::min<int64_t>((n - 1) / grain + 1, threads * 4);
   if (chunks <= 1 || threads == 1) {
     body(0, n);
     return;
   }
-  int64_t per = (n + chunks - 1) / chunks;
-  std::function<void(int64_t)> task = [&](int64_t c) {
+  int64_t per = (n - 1) / chunks + 1;
+  pool.run(chunks, [&](int64_t c) {
     int64_t begin = c * per, end = std::min(n, begin + per);
     if (begin < end)
       body(begin, end);
-  };
-  pool().run(chunks, task);
+  });
 }
 
 } // namespace strata::cpu
