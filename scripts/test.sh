@@ -12,6 +12,11 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DSTRATA_WERROR=ON
 cmake --build "$BUILD_DIR"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+# The ThreadSanitizer leg: runtime unit tests, the asynchronous backend and
+# the Python bindings with -fsanitize=thread (STRATA_TSAN=0 skips it).
+if [ "${STRATA_TSAN:-1}" != 0 ]; then
+  ./scripts/tsan-tests.sh "$BUILD_DIR"
+fi
 # The sanitizer leg: the same suites against ASan+UBSan tools, then every
 # reader of untrusted bytes under libFuzzer for a bounded time
 # (STRATA_FUZZ_SECONDS=0 skips both).

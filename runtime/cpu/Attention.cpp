@@ -298,7 +298,7 @@ bool run(const artifact::Step &step, const std::vector<TensorRef> &in,
   Problem p;
   if (!readProblem(step, in, grad ? 4 : 3, p, error))
     return false;
-  SingleThreadedBlas oneThread;
+  [[maybe_unused]] SingleThreadedBlas oneThread; // a no-op without BLAS
   dispatchFloat(in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     if (grad)

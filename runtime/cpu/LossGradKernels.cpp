@@ -13,7 +13,6 @@
 #include "runtime/cpu/ThreadPool.h"
 #include <algorithm>
 #include <array>
-#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The ThreadSanitizer leg: a runtime-only build (GCC) (no LLVM, no CUDA, and no
+# OpenBLAS, so the reference matrix loops run on Strata's own thread pool
+# and that build stays proven) with -fsanitize=thread, then
+#   - every unit test (thread pool, transfer queue, SSD store, streaming
+#     updates, backends),
+#   - every kernel of the asynchronous test backend against the CPU backend,
+#   - the Python bindings' suite, with the sanitizer runtime preloaded into
+#     the interpreter (the models are compiled by the regular build's
+#     strata-compile, given as the first argument).
+# Any data race, lock-order inversion or deadlock report fails the run.
+#
+#   scripts/tsan-tests.sh [REGULAR_BUILD_DIR]     (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REGULAR=${1:-${STRATA_BUILD_DIR:-build}}
+TSAN_BUILD=${STRATA_TSAN_BUILD_DIR:-build-tsan}
+
+# GCC, whose sanitizer runtime is a shared library (libtsan) that the
+# Python interpreter can preload; clang 14's shared runtime crashes at start.
+CC=gcc CXX=g++ cmake -S . -B "$TSAN_BUILD" -G Ninja -DSTRATA_TSAN=ON \
+  -DSTRATA_BUILD_COMPILER=OFF -DSTRATA_ENABLE_CUDA=OFF \
+  -DSTRATA_USE_OPENBLAS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSTRATA_WERROR=ON > /dev/null
+cmake --build "$TSAN_BUILD"
+
+# halt_on_error: the first report fails the process; exitcode 66 tells a
+# report from an ordinary test failure.
+export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1"
+BIN="$TSAN_BUILD/bin"
+WORK="$TSAN_BUILD/tsan-tests"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+status=0
+
+run() {  # run NAME COMMAND...
+  local name=$1
+  shift
+  if "$@" > "$WORK/$name.log" 2>&1; then
+    echo "tsan-tests: $name: passed"
+  else
+    echo "tsan-tests: $name: FAILED (exit $?; log $WORK/$name.log)" >&2
+    grep -E -A12 'WARNING: ThreadSanitizer|FAILED|Error' "$WORK/$name.log" \
+      | head -60 >&2 || true
+    status=1
+  fi
+}
+
+run unit-tests "$BIN/strata-unit-tests" --gtest_brief=1
+run kernel-parity-async-test "$BIN/strata-kernel-check" --backend async-test
+
+if [ ! -x "$REGULAR/bin/strata-compile" ]; then
+  echo "tsan-tests: python-bindings: FAILED ($REGULAR/bin/strata-compile is" \
+       "missing: build the regular tree first)" >&2
+  exit 1
+fi
+if ! ls "$TSAN_BUILD"/python/strata_runtime*.so > /dev/null 2>&1; then
+  echo "tsan-tests: python-bindings: FAILED (the module was not built:" \
+       "pybind11-dev missing?)" >&2
+  exit 1
+fi
+# The tools the suite runs: the sanitized runtime ones, the regular build's
+# for those that need LLVM (strata-compile, strata-export).
+TOOLS="$WORK/tools"
+mkdir -p "$TOOLS"
+for t in "$REGULAR"/bin/strata-*; do
+  name=$(basename "$t")
+  if [ -x "$BIN/$name" ]; then t="$BIN/$name"; fi
+  ln -sf "$(realpath "$t")" "$TOOLS/$name"
+done
+TSAN_RT=$(g++ -print-file-name=libtsan.so)
+# The preload is for this interpreter only: the tools it starts link the
+# sanitizer runtime themselves (or, strata-compile, not at all).
+run python-bindings env LD_PRELOAD="$TSAN_RT" \
+  PYTHONPATH="$TSAN_BUILD/python" STRATA_BIN="$TOOLS" \
+  /usr/bin/python3 -c 'import os, sys, pytest
+os.environ.pop("LD_PRELOAD")
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "test/python"]))'
+exit $status
