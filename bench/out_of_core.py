@@ -171,7 +171,7 @@ def train(args):
     med = re.search(r"median step ([\d.]+) s; per step: host->device (\S+ "
                     r"\S+), device->host (\S+ \S+), ssd->device (\S+ \S+), "
                     r"device->ssd (\S+ \S+)", err_b)
-    rss = re.search(r"max RSS (\S+ \S+)", err_b)
+    rss = re.search(r"peak RSS (\S+ \S+)", err_b)
     step = float(med.group(1)) if med else float("nan")
     lines = [
         "| | |", "|---|---|",
@@ -231,7 +231,7 @@ def identity(args):
                            ["--no-checkpoint"])
         fig = manifest_figures(art)
         curves[name] = [losses(log)[s]["loss"] for s in sorted(losses(log))]
-        rss = re.search(r"max RSS (\S+ \S+)", err)
+        rss = re.search(r"peak RSS (\S+ \S+)", err)
         med = re.search(r"median step ([\d.]+) s", err)
         rows.append("| %s | %.0f s | device %s, host %s, SSD %s | %s s | %s "
                     "| %s |" % (name, compile_s, fig["tier_device"],

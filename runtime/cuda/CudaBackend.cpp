@@ -109,12 +109,33 @@ public:
   void *allocDevice(uint64_t bytes, std::string &error) override {
     void *p = nullptr;
     if (!cudaOk(cudaMalloc(&p, std::max<uint64_t>(bytes, 1)),
-                "cudaMalloc of " + std::to_string(bytes) + " bytes", error) ||
-        !cudaOk(cudaMemset(p, 0, bytes), "cudaMemset", error))
+                "cudaMalloc of " + std::to_string(bytes) + " bytes", error))
       return nullptr;
+    allocated_[p] = std::max<uint64_t>(bytes, 1);
+    if (!cudaOk(cudaMemset(p, 0, bytes), "cudaMemset", error)) {
+      freeDevice(p);
+      return nullptr;
+    }
     return p;
   }
-  void freeDevice(void *p) override { cudaFree(p); }
+  void freeDevice(void *p) override {
+    allocated_.erase(p);
+    cudaFree(p);
+  }
+  bool deviceMemoryUse(DeviceMemoryUse &use) const override {
+    use = DeviceMemoryUse();
+    // The backend's own blocks: the cuBLASLt workspace, the error flag.
+    use.allocated = (launch_.workspace ? kWorkspaceBytes : 0) +
+                    (launch_.errorFlag ? sizeof(int) : 0);
+    for (const auto &[p, bytes] : allocated_)
+      use.allocated += bytes;
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
+      use.inUse = total - free;
+      use.total = total;
+    }
+    return true;
+  }
   bool registerHost(void *p, uint64_t bytes) override {
     return bytes > 0 &&
            cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess;
@@ -273,6 +294,8 @@ public:
   }
 
 private:
+  /// Every block allocDevice handed out, with its size.
+  std::map<void *, uint64_t> allocated_;
   // Tracing: a pair of events around each kernel and copy while a trace is
   // on; their times become trace events (on the host clock, anchored at an
   // event recorded with the first of them) when the backend synchronizes.

@@ -59,6 +59,15 @@ void *AsyncTestBackend::allocDevice(uint64_t bytes, std::string &error) {
   return memory_.back().address;
 }
 
+bool AsyncTestBackend::deviceMemoryUse(DeviceMemoryUse &use) const {
+  std::lock_guard<std::mutex> lock(memoryMutex_);
+  use = DeviceMemoryUse();
+  for (const Allocation &a : memory_)
+    use.allocated += a.storage.size();
+  use.inUse = use.allocated;
+  return true;
+}
+
 void AsyncTestBackend::freeDevice(void *p) {
   std::lock_guard<std::mutex> lock(memoryMutex_);
   for (size_t i = 0; i < memory_.size(); ++i)

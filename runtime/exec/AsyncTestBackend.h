@@ -36,6 +36,7 @@ public:
 
   void *allocDevice(uint64_t bytes, std::string &error) override;
   void freeDevice(void *p) override;
+  bool deviceMemoryUse(DeviceMemoryUse &use) const override;
   bool copyToDevice(void *device, const void *host, uint64_t bytes,
                     std::string &error) override;
   bool copyFromDevice(void *host, const void *device, uint64_t bytes,
@@ -68,7 +69,7 @@ private:
   void delay(Queue queue);
   void fail(const std::string &error);
 
-  std::mutex memoryMutex_;
+  mutable std::mutex memoryMutex_;
   std::vector<Allocation> memory_;
   std::unique_ptr<TransferQueue> workers_[artifact::kNumQueues];
 

@@ -56,6 +56,16 @@ public:
   /// Zeroed device memory; null with `error` when there is not enough.
   virtual void *allocDevice(uint64_t bytes, std::string &error) = 0;
   virtual void freeDevice(void *p) = 0;
+  /// Device memory really in use, as the machine counts it: `allocated`,
+  /// what this backend holds now (its allocDevice blocks and its own
+  /// workspaces); `inUse` and `total`, the device's memory in use by every
+  /// process (the CUDA context included) and its size, where the driver
+  /// tells (0 otherwise). False when the device is host memory: the
+  /// process's resident set counts it.
+  struct DeviceMemoryUse {
+    uint64_t allocated = 0, inUse = 0, total = 0;
+  };
+  virtual bool deviceMemoryUse(DeviceMemoryUse &use) const { return false; }
   /// Asks for [p, p + bytes) of host memory to be usable by asynchronous
   /// copies (pinned); returns false when it is not (copies still work,
   /// slower).

@@ -102,7 +102,17 @@ public:
   /// Records an event per step into `trace` (null: stop recording).
   void setTrace(Trace *trace);
 
+  /// The highest arena offset any step touched: a check of the executor
+  /// against the plan (equal by construction when it follows it), not a
+  /// measurement of memory; Backend::deviceMemoryUse and the process's
+  /// resident set are.
   uint64_t arenaPeak() const { return arena_.peak(); }
+  /// Host memory the executor allocated beside the plan's regions: the
+  /// staging buffers of SSD transfers and of CPU jobs' SSD operands.
+  uint64_t stagingBytes() const {
+    return staging_[0].size() + staging_[1].size() + cpuStaging_[0].size() +
+           cpuStaging_[1].size();
+  }
   bool overlapsTransfers() const { return overlap_; }
   const Backend &backend() const { return *backend_; }
 

@@ -28,6 +28,62 @@ static uint64_t maxResidentBytes() {
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
 }
 
+/// What the run really used, beside what the plan reserved: the device
+/// memory the backend allocated (and the device's own count, where there
+/// is a driver to ask), the process's peak resident set split into what
+/// it held before loading the artifact, the plan's host-side memory, and
+/// the rest.
+static void printMemoryUse(const artifact::Plan &plan,
+                           const runtime::Executor &executor,
+                           uint64_t rssAtStart) {
+  uint64_t staging = executor.stagingBytes();
+  uint64_t hostPlanned = plan.hostBytes + staging;
+  std::fprintf(stderr,
+               "strata-run: memory planned: device arena %s, parameter "
+               "region %s, host region %s, SSD %s; run-time staging %s\n",
+               formatSize(plan.arenaBytes).c_str(),
+               formatSize(plan.paramsBytes).c_str(),
+               formatSize(plan.hostBytes).c_str(),
+               formatSize(plan.ssdBytes).c_str(),
+               formatSize(staging).c_str());
+  uint64_t devicePlanned = plan.arenaBytes + plan.paramsBytes;
+  runtime::Backend::DeviceMemoryUse device;
+  if (executor.backend().deviceMemoryUse(device)) {
+    std::string extra =
+        device.allocated >= devicePlanned
+            ? "+" + formatSize(device.allocated - devicePlanned)
+            : "-" + formatSize(devicePlanned - device.allocated);
+    std::fprintf(stderr,
+                 "strata-run: device memory used: %s allocated (the plan's "
+                 "%s %s: the backend's workspaces)",
+                 formatSize(device.allocated).c_str(),
+                 formatSize(devicePlanned).c_str(), extra.c_str());
+    if (device.total > 0)
+      std::fprintf(stderr,
+                   "; %s of the device's %s in use by all processes (the "
+                   "driver's count, with the CUDA context)",
+                   formatSize(device.inUse).c_str(),
+                   formatSize(device.total).c_str());
+    std::fprintf(stderr, "\n");
+  } else {
+    hostPlanned += devicePlanned; // The device is host memory.
+  }
+  uint64_t rss = maxResidentBytes();
+  uint64_t accounted = rssAtStart + hostPlanned;
+  std::string rest =
+      rss >= accounted
+          ? formatSize(rss - accounted) +
+                " other (the data set, allocator slack, thread stacks, "
+                "kernel scratch)"
+          : formatSize(accounted - rss) +
+                " of the planned memory never resident (pages not touched)";
+  std::fprintf(stderr,
+               "strata-run: host memory used: peak RSS %s = %s at start "
+               "(code, libraries) + %s planned host memory + %s\n",
+               formatSize(rss).c_str(), formatSize(rssAtStart).c_str(),
+               formatSize(hostPlanned).c_str(), rest.c_str());
+}
+
 static void usage(FILE *out) {
   std::fprintf(out,
                "usage: strata-run ARTIFACT --input NAME=FILE.npy ... "
@@ -211,6 +267,7 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  uint64_t rssAtStart = maxResidentBytes();
   std::string error;
   artifact::Artifact art;
   if (!art.open(artifactDir, error, ssdDirs)) {
@@ -277,14 +334,13 @@ int main(int argc, char **argv) {
     }
     if (!writeTrace())
       return 1;
-    if (!quiet)
+    if (!quiet) {
       std::fprintf(stderr,
-                   "strata-run: device arena peak %s (plan: %s); parameter "
-                   "region %s; max RSS %s\n",
+                   "strata-run: arena offsets touched up to %s (plan: %s)\n",
                    formatSize(executor.arenaPeak()).c_str(),
-                   formatSize(art.plan().arenaBytes).c_str(),
-                   formatSize(art.plan().paramsBytes).c_str(),
-                   formatSize(maxResidentBytes()).c_str());
+                   formatSize(art.plan().arenaBytes).c_str());
+      printMemoryUse(art.plan(), executor, rssAtStart);
+    }
     return 0;
   }
   auto start = std::chrono::steady_clock::now();
@@ -312,12 +368,14 @@ int main(int argc, char **argv) {
       }
     }
   }
-  if (!quiet)
+  if (!quiet) {
     std::fprintf(stderr,
-                 "strata-run: %zu steps in %.3f ms; device arena peak %s "
-                 "(plan: %s)\n",
+                 "strata-run: %zu steps in %.3f ms; arena offsets touched "
+                 "up to %s (plan: %s)\n",
                  art.plan().steps.size(), seconds * 1e3,
                  formatSize(executor.arenaPeak()).c_str(),
                  formatSize(art.plan().arenaBytes).c_str());
+    printMemoryUse(art.plan(), executor, rssAtStart);
+  }
   return 0;
 }

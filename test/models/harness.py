@@ -40,6 +40,16 @@ def run(cmd):
     return r
 
 
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+          "TiB": 1 << 40}
+
+
+def parse_size(text):
+    """Bytes of a size as the tools print it ("1.50 MiB", "0 B")."""
+    number, unit = text.split()
+    return float(number) * _UNITS[unit]
+
+
 def run_measured(cmd, stderr_path):
     """Runs `cmd` with its stderr in `stderr_path`; returns (stdout,
     seconds, peak RSS in bytes, exit code). The child is reaped with

@@ -65,7 +65,7 @@ class ForwardParity(unittest.TestCase):
         r = self.run_artifact(art, {"input_ids": ids_path}, out)
         self.assertEqual(r.returncode, 0, r.stderr)
         # The runtime's arena accounting reports the plan's peak.
-        m = re.search(r"device arena peak (.*) \(plan: (.*)\)", r.stderr)
+        m = re.search(r"arena offsets touched up to (.*) \(plan: (.*)\)", r.stderr)
         self.assertIsNotNone(m, r.stderr)
         self.assertEqual(m.group(1), m.group(2))
         got = np.load(os.path.join(out, "logits.npy"))

@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generate  # noqa: E402
 import harness  # noqa: E402
-from harness import run, tool  # noqa: E402
+from harness import parse_size, run, tool  # noqa: E402
 
 ARGS = None
 MODELS = {
@@ -1210,7 +1210,27 @@ class TrainParity(unittest.TestCase):
         # The summary gives the bytes per link; the arena peak is the plan's.
         self.assertRegex(r.stderr, r"per step: host->device \S+ \S+, "
                                    r"device->host \S+ \S+, ssd->device [1-9]")
-        m = re.search(r"device arena peak (.*) \(plan: (.*?)\)", r.stderr)
+        m = re.search(r"arena offsets touched up to (.*) \(plan: (.*?)\)", r.stderr)
+        self.assertEqual(m.group(1), m.group(2))
+        # The memory really used: the CPU backend's device is host memory,
+        # so the peak RSS covers it; its parts add up.
+        m = re.search(r"peak RSS (\S+ \S+) = (\S+ \S+) at start .* \+ "
+                      r"(\S+ \S+) planned host memory \+ (\S+ \S+) (other|of)",
+                      r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        rss, start, planned, rest = (parse_size(m.group(i)) for i in (1, 2, 3, 4))
+        self.assertGreater(start, 1 << 20)
+        self.assertGreaterEqual(planned, arena)
+        sign = 1 if m.group(5) == "other" else -1
+        self.assertAlmostEqual(rss, start + planned + sign * rest,
+                               delta=0.01 * rss)
+        # The asynchronous test backend holds its device memory apart: what
+        # it allocated is exactly the plan's two device regions.
+        r = run([tool("strata-run"), art, "--data", self.data[name][0],
+                 "--steps", "1", "--backend", "async-test", "--no-checkpoint"])
+        m = re.search(r"device memory used: (\S+ \S+) allocated \(the plan's "
+                      r"(\S+ \S+) \+0 B", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
         self.assertEqual(m.group(1), m.group(2))
         with open(art + ".trace.json") as f:
             events = json.load(f)["traceEvents"]
