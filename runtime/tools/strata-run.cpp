@@ -44,8 +44,7 @@ static void printMemoryUse(const artifact::Plan &plan,
                formatSize(plan.arenaBytes).c_str(),
                formatSize(plan.paramsBytes).c_str(),
                formatSize(plan.hostBytes).c_str(),
-               formatSize(plan.ssdBytes).c_str(),
-               formatSize(staging).c_str());
+               formatSize(plan.ssdBytes).c_str(), formatSize(staging).c_str());
   uint64_t devicePlanned = plan.arenaBytes + plan.paramsBytes;
   runtime::Backend::DeviceMemoryUse device;
   if (executor.backend().deviceMemoryUse(device)) {
