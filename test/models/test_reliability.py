@@ -569,12 +569,14 @@ class Reliability(unittest.TestCase):
         err = fails([tool("strata-run"), art, "--data", path, "--steps", "1"])
         self.assertIn("negative token id", err)
 
-    def test_memory_planning_of_a_long_chain_is_not_quadratic(self):
+    def test_a_10000_op_chain_compiles_and_trains(self):
         """A 10,000-op chain trained with SGD: every forward activation
-        lives until its backward use, so all of them overlap. The planner
-        took ~20 s here when placement was quadratic; now well under one.
-        The bound is loose (10 s for the whole compile) so that a slow CI
-        machine does not fail it, yet a quadratic planner does."""
+        lives until its backward use, so all of them overlap. It must
+        compile (the planner took ~20 s here when placement was quadratic;
+        well under one now) and run. No wall-clock bound here: a loaded or
+        sanitized machine would fail it; the planner's time against depth
+        is measured by bench/planner_scaling.py. The ctest timeout still
+        catches a planner gone badly quadratic."""
         import onnx
         from onnx import TensorProto, helper, numpy_helper
         n = 10000
@@ -591,10 +593,18 @@ class Reliability(unittest.TestCase):
         path = self.work("chain.onnx")
         onnx.save(helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-        start = time.monotonic()
-        run([tool("strata-compile"), path, "-o", self.work("chain.strata"),
+        art = self.work("chain.strata")
+        run([tool("strata-compile"), path, "-o", art,
              "--loss", "output", "--optimizer", "sgd"])
-        self.assertLess(time.monotonic() - start, 10.0)
+        xs = self.work("chain_x.npy")
+        np.save(xs, np.ones((4, 8), np.float32))
+        r = run([tool("strata-run"), art, "--input", "x=" + xs, "--steps",
+                 "2", "--log-json", art + ".log", "--no-checkpoint",
+                 "--quiet"])
+        with open(art + ".log") as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        self.assertEqual(len(losses), 2, r.stderr)
+        self.assertTrue(all(np.isfinite(losses)), losses)
 
     def test_fifo_paths_are_errors_not_hangs(self):
         fifo = self.work("model.fifo")

@@ -268,8 +268,9 @@ class TrainParity(unittest.TestCase):
                          log, "--quiet"])
                     got = losses_by_step(log)
                     self.assertEqual(len(got), 20)
+                    # Measured here: at most 0.07% apart (LLaMA, bf16).
                     np.testing.assert_allclose(got, want[precision],
-                                               rtol=0.02)
+                                               rtol=0.005)
                     self.assertLess(got[-1], got[0] * 0.9)
 
         # fp16 overflow: steps skip (weights untouched) and the run
