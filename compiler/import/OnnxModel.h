@@ -144,6 +144,9 @@ struct Graph {
 
 struct Model {
   std::string path;
+  /// graphFingerprint (OnnxProto.h) of the file as read, before functions
+  /// were inlined.
+  uint64_t fingerprint = 0;
   int64_t irVersion = 0;
   /// Version of the default (ai.onnx) operator set (0 if not imported).
   int64_t opset = 0;

@@ -30,6 +30,12 @@ bool loadModelProto(const std::string &path, ::onnx::ModelProto &proto,
 bool readTensor(const ::onnx::TensorProto &tensor, const std::string &baseDir,
                 TensorData &out, std::string &error);
 
+/// A fingerprint of a model's structure: its nodes (with their attributes),
+/// graph inputs and outputs by name, and its initializers' names, types and
+/// shapes, but not their values, so a model whose weights were changed
+/// (fine-tuned, exported back) still matches the one it came from. Never 0.
+uint64_t graphFingerprint(const ::onnx::ModelProto &proto);
+
 /// The directory of a model file: where its external data lives.
 std::string modelDirectory(const std::string &path);
 

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -629,10 +630,23 @@ bool Converter::convert(Model &model, std::string &error) {
   for (const auto &t : graph.initializer())
     if (!define(t.name(), "an initializer"))
       return false;
-  for (const auto &v : graph.input())
-    // An input may name an initializer (its default value, IR < 4 style).
+  std::set<std::string> inputNames;
+  for (const auto &v : graph.input()) {
+    // An input may name an initializer (its default value, IR < 4 style),
+    // but not another input.
+    if (!inputNames.insert(v.name()).second) {
+      error = "graph input '" + v.name() + "' is declared twice";
+      return false;
+    }
     if (!defined.count(v.name()) && !define(v.name(), "a graph input"))
       return false;
+  }
+  std::set<std::string> outputNames;
+  for (const auto &v : graph.output())
+    if (!outputNames.insert(v.name()).second) {
+      error = "graph output '" + v.name() + "' is declared twice";
+      return false;
+    }
   for (const auto &n : graph.node()) {
     std::string what = "node '" + n.name() + "' (" + n.op_type() + ")";
     for (const auto &o : n.output())
@@ -725,6 +739,35 @@ bool readText(const std::string &path, ::onnx::ModelProto &proto,
 
 } // namespace
 
+uint64_t graphFingerprint(const ::onnx::ModelProto &proto) {
+  // FNV-1a over length-prefixed fields, so no two field lists collide by
+  // concatenation.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string &bytes) {
+    uint64_t n = bytes.size();
+    for (int i = 0; i < 8; ++i)
+      h = (h ^ ((n >> (8 * i)) & 0xff)) * 1099511628211ull;
+    for (unsigned char c : bytes)
+      h = (h ^ c) * 1099511628211ull;
+  };
+  const ::onnx::GraphProto &g = proto.graph();
+  for (const auto &f : proto.functions())
+    mix(f.SerializeAsString());
+  for (const auto &n : g.node())
+    mix(n.SerializeAsString());
+  for (const auto &v : g.input())
+    mix("in:" + v.name());
+  for (const auto &v : g.output())
+    mix("out:" + v.name());
+  for (const auto &t : g.initializer()) {
+    std::string dims;
+    for (int64_t d : t.dims())
+      dims += std::to_string(d) + "x";
+    mix("init:" + t.name() + ":" + std::to_string(t.data_type()) + ":" + dims);
+  }
+  return h ? h : 1;
+}
+
 std::string modelDirectory(const std::string &path) {
   return directoryOf(path);
 }
@@ -749,6 +792,7 @@ static bool convertFile(const std::string &path,
                         std::string &error) {
   model = Model();
   model.path = path;
+  model.fingerprint = graphFingerprint(*proto);
   Converter converter(directoryOf(path), std::move(proto));
   if (!converter.convert(model, error)) {
     error = path + ": " + error;

@@ -70,6 +70,21 @@ LogicalResult Importer::gather(const Node &node) {
   FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
   if (failed(axis))
     return failure();
+  // Constant indices are checked here, where the node can be named, rather
+  // than when the step runs (or a folder reads past the data).
+  DenseElementsAttr constant;
+  if (matchPattern(indices, m_Constant(&constant)) &&
+      !ShapedType::isDynamic(shape[*axis])) {
+    int64_t dim = shape[*axis];
+    for (const APInt &v : constant.getValues<APInt>()) {
+      int64_t i = v.getSExtValue();
+      if (i < -dim || i >= dim)
+        return nodeError(node)
+               << "index " << i << " (input '" << node.inputs[1]
+               << "') is out of range for axis " << *axis << " of size " << dim
+               << " (valid: " << -dim << " to " << dim - 1 << ")";
+    }
+  }
   Shape out = gatherShape(shape, shapeOf(indices), *axis);
   define(node, 0,
          builder_.createOrFold<GatherOp>(

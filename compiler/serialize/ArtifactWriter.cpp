@@ -262,6 +262,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   Plan plan;
   plan.producer = info.producer;
   plan.sourceModel = info.sourceModel;
+  plan.sourceFingerprint = info.sourceFingerprint;
   plan.mode = info.mode;
   plan.schedule = info.schedule;
   plan.optimizer = info.optimizer;

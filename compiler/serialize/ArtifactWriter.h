@@ -15,6 +15,8 @@ namespace strata {
 
 struct ArtifactInfo {
   std::string sourceModel;
+  /// onnx::graphFingerprint of the source model (0: none).
+  uint64_t sourceFingerprint = 0;
   std::string producer;
   std::string mode = "forward";
   artifact::Schedule schedule;

@@ -257,7 +257,14 @@ bool Artifact::readState(const std::function<bool(const char *, size_t)> &sink,
                          std::string &error) {
   if (readOnly() && plan_.ssdBytes > 0)
     return (error = "'" + dir_ + "' is open read-only (no SSD store)", false);
-  auto failed = [&] { return (error = "cannot write the state", false); };
+  // The sink is a write to a file: errno says why it failed (disk full,
+  // past the file-size limit).
+  auto failed = [&] {
+    error = std::string("cannot write the state: ") +
+            (errno ? std::strerror(errno) : "short write");
+    return false;
+  };
+  errno = 0;
   if (!sink(params_.data(), plan_.paramsBytes) ||
       !sink(host_.data(), plan_.hostBytes))
     return failed();
@@ -269,7 +276,12 @@ bool Artifact::readState(const std::function<bool(const char *, size_t)> &sink,
 
 bool Artifact::writeState(const std::function<bool(char *, size_t)> &source,
                           std::string &error) {
-  auto failed = [&] { return (error = "cannot read the state", false); };
+  auto failed = [&] {
+    error = std::string("cannot read the state: ") +
+            (errno ? std::strerror(errno) : "unexpected end of file");
+    return false;
+  };
+  errno = 0;
   if (!source(params_.data(), plan_.paramsBytes) ||
       !source(host_.data(), plan_.hostBytes))
     return failed();

@@ -13,7 +13,8 @@
 //
 //   header:  char[8] "STRAPLAN", u32 version, u32 reserved,
 //            u64 payload_bytes, u32 payload_crc32c, u32 header_crc32c
-//   payload: str producer, str source_model, str mode,
+//   payload: str producer, str source_model, u64 source_fingerprint,
+//            str mode,
 //            u64 arena_bytes, u64 params_bytes,
 //            vec<Slot>   slots    (str name, u8 dtype, vec<i64> shape,
 //                                  u8 region, u64 offset, u64 bytes,
@@ -50,7 +51,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 8;
+constexpr uint32_t kPlanFormatVersion = 9;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 /// The largest region (arena, parameters, host, SSD) a plan may claim:
@@ -306,6 +307,9 @@ struct Schedule {
 struct Plan {
   std::string producer;
   std::string sourceModel;
+  /// The source model's graph fingerprint (onnx::graphFingerprint): what
+  /// strata-export checks a --model against. 0: not known.
+  uint64_t sourceFingerprint = 0;
   /// "forward" for inference/evaluation plans, "train" for training steps.
   std::string mode = "forward";
   uint64_t arenaBytes = 0;

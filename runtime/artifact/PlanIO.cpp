@@ -126,6 +126,7 @@ std::string encodePayload(const Plan &plan) {
   Writer w;
   w.str(plan.producer);
   w.str(plan.sourceModel);
+  w.u64(plan.sourceFingerprint);
   w.str(plan.mode);
   w.u64(plan.arenaBytes);
   w.u64(plan.paramsBytes);
@@ -193,6 +194,7 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
   Reader r(p, n);
   plan.producer = r.str();
   plan.sourceModel = r.str();
+  plan.sourceFingerprint = r.u64();
   plan.mode = r.str();
   plan.arenaBytes = r.u64();
   plan.paramsBytes = r.u64();

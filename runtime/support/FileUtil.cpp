@@ -3,12 +3,15 @@
 #include "runtime/support/FileUtil.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace strata {
+
+void ignoreFileSizeSignal() { std::signal(SIGXFSZ, SIG_IGN); }
 
 bool writeAll(int fd, const void *data, size_t size) {
   const char *p = static_cast<const char *>(data);

@@ -25,6 +25,11 @@ bool writeFileAtomically(const std::string &path,
                          const std::vector<FilePiece> &pieces,
                          std::string &error);
 
+/// For a tool's main(): a write past the file-size limit (ulimit -f) then
+/// fails with EFBIG, reported as an error naming the file like a full disk,
+/// instead of SIGXFSZ killing the process mid-write.
+void ignoreFileSizeSignal();
+
 /// Writes all of `size` bytes to `fd`, retrying on EINTR/short writes.
 bool writeAll(int fd, const void *data, size_t size);
 

@@ -44,10 +44,13 @@ bool parseSize(const std::string &text, uint64_t &bytes) {
     scale = 1e12;
   else
     return false;
-  double result = value * scale;
-  if (!(result >= 0) || result > 1.8e19)
+  // Sizes are int64 products downstream: refuse anything from 2^63 on
+  // (the double compare is exact there), before the conversion that would
+  // be undefined past it.
+  double result = std::round(value * scale);
+  if (!(result >= 0) || result >= 9223372036854775808.0)
     return false;
-  bytes = static_cast<uint64_t>(std::llround(result));
+  bytes = static_cast<uint64_t>(result);
   return true;
 }
 

@@ -21,6 +21,7 @@
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/exec/TransferQueue.h"
 #include "runtime/profile/MachineProfile.h"
+#include "runtime/support/FileUtil.h"
 #include "runtime/tiers/SsdStore.h"
 
 #include <algorithm>
@@ -107,11 +108,18 @@ slowdownBeside(int rounds, const std::function<void()> &body,
 } // namespace
 
 int main(int argc, char **argv) {
+  strata::ignoreFileSizeSignal();
   std::string output;
   std::vector<std::string> ssdDirs;
   std::string backend = "cpu";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if ((arg == "-o" || arg == "--ssd-dir" || arg == "--backend") &&
+        i + 1 < argc && argv[i + 1][0] == '\0') {
+      std::fprintf(stderr, "strata-calibrate: error: %s: empty value\n",
+                   arg.c_str());
+      return 2;
+    }
     if (arg == "-o" && i + 1 < argc)
       output = argv[++i];
     else if (arg == "--ssd-dir" && i + 1 < argc)

@@ -83,6 +83,7 @@ static int writeHtml(const Plan &plan, const std::string &dir,
 }
 
 int main(int argc, char **argv) {
+  strata::ignoreFileSizeSignal();
   std::string dir, htmlPath, tracePath, logPath;
   bool showPlan = false, showOps = false;
   for (int i = 1; i < argc; ++i) {

@@ -16,6 +16,7 @@
 // bench/ssd_vs_fio.py compares these with fio's best configuration.
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
 #include "runtime/tiers/SsdStore.h"
 
@@ -34,6 +35,7 @@
 using namespace strata;
 
 int main(int argc, char **argv) {
+  strata::ignoreFileSizeSignal();
   std::vector<std::string> dirs;
   uint64_t size = uint64_t(1) << 30, block = uint64_t(1) << 20;
   tiers::SsdOptions options;

@@ -144,6 +144,7 @@ static std::string fileNameFor(const std::string &name) {
 }
 
 int main(int argc, char **argv) {
+  strata::ignoreFileSizeSignal();
   std::string artifactDir, outputDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   uint64_t budget = 0;
@@ -158,13 +159,22 @@ int main(int argc, char **argv) {
     std::string arg = argv[i];
     auto value = [&](const char *flag) -> std::string {
       std::string prefix = std::string(flag) + "=";
-      if (arg.rfind(prefix, 0) == 0)
-        return arg.substr(prefix.size());
-      if (i + 1 >= argc) {
+      std::string v;
+      if (arg.rfind(prefix, 0) == 0) {
+        v = arg.substr(prefix.size());
+      } else if (i + 1 < argc) {
+        v = argv[++i];
+      } else {
         std::fprintf(stderr, "strata-run: error: %s needs a value\n", flag);
         std::exit(2);
       }
-      return argv[++i];
+      // An empty value ('--ssd-dir=', a variable that was not set) would
+      // otherwise mean the working directory or "no limit".
+      if (v.empty()) {
+        std::fprintf(stderr, "strata-run: error: %s: empty value\n", flag);
+        std::exit(2);
+      }
+      return v;
     };
     if (arg == "--help" || arg == "-h") {
       usage(stdout);

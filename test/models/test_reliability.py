@@ -404,12 +404,72 @@ class Reliability(unittest.TestCase):
                 (["--loss-scale", "inf"], "--loss-scale")]:
             err = fails(self.compile_cmd(art, *flags))
             self.assertIn(text, err, flags)
+        # Empty values (an unset shell variable) and sizes past int64.
+        for flags, text in [
+                (["--gpu-mem="], "--gpu-mem: empty value"),
+                (["--gpu-mem", ""], "--gpu-mem: empty value"),
+                (["--cpu-mem="], "--cpu-mem: empty value"),
+                (["--ssd-dir="], "--ssd-dir: empty value"),
+                (["--profile="], "--profile: empty value"),
+                (["--gpu-mem", "10000000TiB"], "2^63"),
+                (["--cpu-mem", "8388608TiB"], "2^63")]:
+            err = fails(self.compile_cmd(art, *flags))
+            self.assertIn(text, err, flags)
         self.assertFalse(os.path.exists(art))
         self.compile(art)
         for flags in (["--steps", huge], ["--steps", "12abc"],
                       ["--trace-steps", "x"], ["--device-mem", "0"],
+                      ["--device-mem", "10000000TiB"],
                       ["--on-nan", "maybe"]):
             fails([tool("strata-run"), art, "--data", self.data] + flags)
+        for flag in ("--ssd-dir=", "--device-mem=", "--log-json="):
+            err = fails([tool("strata-run"), art, "--data", self.data,
+                         "--steps", "1", flag])
+            self.assertIn(flag[:-1] + ": empty value", err)
+        err = fails([tool("strata-calibrate"), "-o", ""])
+        self.assertIn("-o: empty value", err)
+
+    def test_export_refuses_another_model(self):
+        """--model naming a model other than the compiled one (same family,
+        other size: initializer names shared) is refused and writes nothing;
+        a copy of the right one (moved) is accepted."""
+        art = self.work("export-other.strata")
+        self.compile(art, "--optimizer", "sgd")
+        other = generate.generate(self.work("other-model"),
+                                  ["gpt2_gelu_new"])[0]["path"]
+        out = self.work("export-other.onnx")
+        err = fails([tool("strata-export"), art, "-o", out, "--model", other])
+        self.assertIn("is not the model", err)
+        self.assertFalse(os.path.exists(out))
+        moved = self.work("moved.onnx")
+        shutil.copy(self.model, moved)
+        run([tool("strata-export"), art, "-o", out, "--model", moved])
+        self.assertTrue(os.path.exists(out))
+
+    def test_writes_past_the_file_size_limit_are_errors(self):
+        """ulimit -f: SIGXFSZ killed the process mid-write; now the write
+        fails with 'File too large', named, and the earlier checkpoint
+        stays as it was."""
+        import resource
+        art = self.work("fsize.strata")
+        self.compile(art, "--optimizer", "adamw")
+        run([tool("strata-run"), art, "--data", self.data, "--steps", "1",
+             "--quiet"])
+        ckpt = os.path.join(art, "checkpoint", "checkpoint.bin")
+        before = read(ckpt)
+        limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                           (64 << 10, 64 << 10))
+        err = fails([tool("strata-run"), art, "--data", self.data, "--steps",
+                     "2", "--resume", "--quiet"], preexec_fn=limit)
+        self.assertIn("File too large", err)
+        self.assertEqual(read(ckpt), before)
+        out = self.work("fsize.onnx")
+        err = fails([tool("strata-export"), art, "-o", out],
+                    preexec_fn=limit)
+        self.assertIn("File too large", err)
+        err = fails(self.compile_cmd(self.work("fsize2.strata")),
+                    preexec_fn=limit)
+        self.assertIn("File too large", err)
 
     def test_bad_npy_headers_are_errors(self):
         art = self.work("npy.strata")
@@ -486,6 +546,14 @@ class Reliability(unittest.TestCase):
             ("reshape-overflow", [h.make_node("Reshape", ["x", "shape"],
                                               ["y"])],
              [i64("shape", [(1 << 62) + 2, 4])], ["Reshape"]),
+            # A constant index past the axis: refused at compile time with
+            # the node named, not when the step runs.
+            ("gather-range", [h.make_node("Gather", ["x", "idx"], ["y"],
+                                          name="ga", axis=1)],
+             [i64("idx", [0, 4])], ["ga", "index 4", "out of range"]),
+            ("gather-negative", [h.make_node("Gather", ["x", "idx"], ["y"],
+                                             name="gn", axis=0)],
+             [i64("idx", [-3])], ["gn", "index -3", "out of range"]),
             # A shape list of millions of entries (an importer-fuzzer
             # timeout): refused before it is read.
             ("huge-shape-list", [const("s", i64("s", 0)),
@@ -518,6 +586,14 @@ class Reliability(unittest.TestCase):
                 "Softmax", ["x"], ["y"], name="sm20", axis=1.0)], opset=20)
             self.assertIn("attribute 'axis' must be an integer", err)
             self.assertIn("sm20", err)
+        # Two graph inputs (or outputs) of one name: which one a binding
+        # feeds would be a guess.
+        x = h.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+        x2 = h.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+        with self.subTest("duplicate input"):
+            err = self.import_error("dup-input", [h.make_node(
+                "Relu", ["x"], ["y"])], inputs=[x, x2])
+            self.assertIn("graph input 'x' is declared twice", err)
         with self.subTest("zero batch"):
             err = fails([tool("strata-compile"), self.model, "--emit=graph",
                          "--input-shape", "input_ids=0x8"])

@@ -33,6 +33,7 @@
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "runtime/support/FileUtil.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -477,6 +478,7 @@ static std::string checkTrainingOptions() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  strata::ignoreFileSizeSignal();
   cl::HideUnrelatedOptions({&category, &trainCategory, &tierCategory});
   // --list-ops needs no model; let it through the Required positional.
   for (int i = 1; i < argc; ++i) {
@@ -495,6 +497,22 @@ int main(int argc, char **argv) {
       "Strata: ahead-of-time training compiler for ONNX transformers\n\n"
       "  strata-compile model.onnx --input-shape input_ids=4x128 "
       "--emit=graph\n");
+
+  // A flag given an empty value ('--ssd-dir=', an unset shell variable)
+  // would read as "not given" (no budget, the working directory): refuse.
+  for (auto [flag, opt] :
+       {std::pair{"--gpu-mem", &gpuMem}, std::pair{"--cpu-mem", &cpuMem},
+        std::pair{"--profile", &profileFile}, std::pair{"-o", &outputFile},
+        std::pair{"--dump-ir", &dumpIRDir}})
+    if (opt->getNumOccurrences() > 0 && opt->empty()) {
+      llvm::errs() << "strata-compile: error: " << flag << ": empty value\n";
+      return 1;
+    }
+  for (const std::string &d : ssdDirs)
+    if (d.empty()) {
+      llvm::errs() << "strata-compile: error: --ssd-dir: empty value\n";
+      return 1;
+    }
 
   // Nothing the user did not name as the output is ever overwritten.
   if (outputFile != "-" && llvm::sys::fs::exists(outputFile) &&
@@ -708,7 +726,7 @@ int main(int argc, char **argv) {
     uint64_t bytes = 0;
     if (!text->empty() && !strata::parseSize(*text, bytes)) {
       llvm::errs() << "strata-compile: error: " << flag << ": invalid size '"
-                   << *text << "' (e.g. 24GiB)\n";
+                   << *text << "' (a byte count under 2^63, e.g. 24GiB)\n";
       return 1;
     }
     // 0 would read as "no budget" downstream: say so instead of guessing.
@@ -754,6 +772,7 @@ int main(int argc, char **argv) {
     llvm::SmallString<256> source(inputFile);
     llvm::sys::fs::make_absolute(source);
     info.sourceModel = source.str().str();
+    info.sourceFingerprint = model.fingerprint;
     info.schedule = schedule;
     info.optimizer = optimizerText;
     if (mode == Mode::Train)

@@ -84,6 +84,7 @@ int fail(const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
+  strata::ignoreFileSizeSignal();
   Options options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -162,6 +163,14 @@ int main(int argc, char **argv) {
   ::onnx::ModelProto model;
   if (!strata::onnx::loadModelProto(source, model, error))
     return fail(error);
+  // Another model's initializers could share names and shapes with this
+  // one's (two exports of one family): only the graph's fingerprint tells.
+  if (plan.sourceFingerprint != 0 &&
+      strata::onnx::graphFingerprint(model) != plan.sourceFingerprint)
+    return fail(source + " is not the model " + options.artifact +
+                " was compiled from (" + plan.sourceModel +
+                "): its graph differs (nodes, inputs, outputs or "
+                "initializer names and shapes)");
 
   // Parameters (not constants, optimizer state or the low-precision
   // copies of mixed precision, which are the masters rounded) by name.
@@ -314,11 +323,13 @@ int main(int argc, char **argv) {
       nodes.Add(std::move(n));
     model.mutable_graph()->mutable_node()->Swap(&nodes);
   }
+  // A trained parameter left out would be lost from the exported model.
   if (replaced != params.size())
-    std::fprintf(stderr,
-                 "strata-export: warning: %zu of %zu parameters "
-                 "have no initializer of the same name\n",
-                 params.size() - replaced, params.size());
+    return fail(std::to_string(params.size() - replaced) + " of " +
+                std::to_string(params.size()) +
+                " trained parameters have no initializer of the same name "
+                "in " +
+                source);
   if (external &&
       !writeFileAtomically(strata::onnx::modelDirectory(options.output) + "/" +
                                dataName,

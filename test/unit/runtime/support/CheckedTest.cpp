@@ -45,4 +45,11 @@ TEST(Checked, SizesAreParsedWhole) {
   EXPECT_EQ(bytes, uint64_t(3) << 29);
   EXPECT_FALSE(parseSize("1.5.3GiB", bytes));
   EXPECT_FALSE(parseSize("99999999999999999999TiB", bytes));
+  // Past int64 (2^63 bytes is 8388608 TiB): refused, not wrapped.
+  EXPECT_FALSE(parseSize("10000000TiB", bytes));
+  EXPECT_FALSE(parseSize("8388608TiB", bytes));
+  EXPECT_TRUE(parseSize("8388607TiB", bytes));
+  EXPECT_EQ(bytes, uint64_t(8388607) << 40);
+  EXPECT_FALSE(parseSize("", bytes));
+  EXPECT_FALSE(parseSize("GiB", bytes));
 }
