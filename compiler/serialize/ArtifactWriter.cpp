@@ -11,6 +11,7 @@
 #include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
+#include "llvm/Support/Format.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -579,6 +580,11 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
   for (const std::string &d : plan.ssdDirs)
     os << " " << d;
   os << "\nsteps: " << plan.steps.size() << "\n";
+  if (info.stepFlops > 0)
+    os << "matrix-product work per step: "
+       << llvm::format("%.6g", info.stepFlops)
+       << " FLOP (forward and backward); recomputation adds "
+       << llvm::format("%.6g", info.recomputedFlops) << " FLOP\n";
   if (!plan.memory.empty())
     os << artifact::formatMemoryReport(plan);
   os.flush();

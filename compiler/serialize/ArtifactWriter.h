@@ -17,6 +17,9 @@ struct ArtifactInfo {
   std::string sourceModel;
   /// onnx::graphFingerprint of the source model (0: none).
   uint64_t sourceFingerprint = 0;
+  /// Matrix-product FLOPs of one step, and of its recomputation (the
+  /// manifest states them: what a measured step rate is computed from).
+  double stepFlops = 0, recomputedFlops = 0;
   std::string producer;
   std::string mode = "forward";
   artifact::Schedule schedule;

@@ -31,6 +31,9 @@ struct LaunchContext {
 bool supportsStep(const artifact::Plan &plan, const artifact::Step &step,
                   std::string &why);
 
+/// Whether the backend has code for `kernel` at all (some element type).
+bool implemented(artifact::Kernel kernel);
+
 /// Enqueues `step` on the context's stream over device memory. False with
 /// `error` for a launch or cuBLASLt failure.
 bool launchKernel(const artifact::Step &step,

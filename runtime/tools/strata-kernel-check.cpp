@@ -12,6 +12,7 @@
 // With --backend cuda on a machine without a usable GPU it prints
 // "skipped: no GPU (...)" and exits 0.
 
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/Backend.h"
@@ -183,6 +184,11 @@ std::vector<Case> cases(bool small) {
   add("and bool", step(Kernel::And),
       {{DType::Bool, {9}, 'b'}, {DType::Bool, {9}, 'b'}}, {{DType::Bool, {9}}},
       true);
+  add("or bool", step(Kernel::Or),
+      {{DType::Bool, {3, 9}, 'b'}, {DType::Bool, {9}, 'b'}},
+      {{DType::Bool, {3, 9}}}, true);
+  add("not bool", step(Kernel::Not), {{DType::Bool, {77}, 'b'}},
+      {{DType::Bool, {77}}}, true);
   add("select", step(Kernel::Select),
       {{DType::Bool, {4, 1}, 'b'}, {F, {4, 6}}, {F, {6}}}, {{F, {4, 6}}}, true);
   for (Kernel k :
@@ -383,6 +389,14 @@ std::vector<Case> cases(bool small) {
       {{B, {12, 50}}});
   add("accumulate", step(Kernel::Accumulate), {{F, {300}}, {F, {300}}}, {},
       true);
+  // In-place copies into input 0: an update's assignment, and a store of
+  // an activation swapped out (bf16: the copy keeps the bits).
+  add("assign", step(Kernel::Assign), {{F, {300}}, {F, {300}}}, {}, true);
+  add("assign skipped (no updates)", step(Kernel::Assign),
+      {{F, {300}}, {F, {300}}}, {}, true);
+  all.back().context.applyUpdates = false;
+  add("store bf16", step(Kernel::Store), {{B, {4, 65}}, {B, {4, 65}}}, {},
+      true);
   // AdaLomo sums over rows, columns and the tensor: a fixed order, but not
   // the CPU's serial one.
   add("update_adalomo factored", step(Kernel::UpdateAdaLomo, {}, {0.01, 0.01}),
@@ -436,7 +450,19 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   int failures = 0, passed = 0;
   runtime::StepLabel label;
-  for (Case &c : cases(small)) {
+  std::vector<Case> all = cases(small);
+  // Every kernel of the table has a case: one without is a failure, so a
+  // new kernel cannot go unchecked on a backend.
+  for (const artifact::KernelInfo &k : artifact::kernelTable()) {
+    bool covered = false;
+    for (const Case &c : all)
+      covered |= c.step.kernel == k.kernel;
+    if (!covered) {
+      std::printf("FAIL %-28s no case for this kernel\n", k.name);
+      ++failures;
+    }
+  }
+  for (Case &c : all) {
     // Operand slots: inputs then outputs (the Step names them by index).
     c.step.inputs.clear();
     c.step.outputs.clear();

@@ -68,6 +68,20 @@ int columnOf(artifact::SlotClass cls) {
 
 } // namespace
 
+StepFlops stepFlops(ModuleOp module, uint32_t accumulate) {
+  StepFlops work;
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func)
+    return work;
+  func.walk([&](exec::KernelOp kernel) {
+    (markers::isRecomputed(kernel) ? work.recomputed : work.model) +=
+        kernelFlops(kernel);
+  });
+  work.model *= std::max<uint32_t>(1, accumulate);
+  work.recomputed *= std::max<uint32_t>(1, accumulate);
+  return work;
+}
+
 std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func || !exec::regionSizes(func).planned)
@@ -78,7 +92,6 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   // Stored tensors by tier and class; the model's work from its kernels.
   std::array<std::array<uint64_t, Columns>, 3> stored{};
   double trainable = 0, frozen = 0, stateElements = 0;
-  double flops = 0, recomputedFlops = 0;
   std::string tokensFrom;
   double tokens = 0;
   for (Operation &op : func.getBody().front()) {
@@ -106,14 +119,11 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
         tokensFrom = input.getName().str();
         tokens = type.getNumElements();
       }
-    } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
-      (markers::isRecomputed(kernel) ? recomputedFlops : flops) +=
-          kernelFlops(kernel);
     }
   }
   tokens *= std::max<uint32_t>(1, info.accumulate);
-  flops *= std::max<uint32_t>(1, info.accumulate);
-  recomputedFlops *= std::max<uint32_t>(1, info.accumulate);
+  StepFlops work = stepFlops(module, info.accumulate);
+  double flops = work.model, recomputedFlops = work.recomputed;
 
   std::string out;
   auto add = [&](const char *fmt, auto... args) {

@@ -31,6 +31,14 @@ struct PlanReportInfo {
   uint32_t accumulate = 1;
 };
 
+/// The matrix-product work (matmuls, fused attention's products) of one
+/// optimizer step of `@main`: FLOPs of the kernels that run once, and of
+/// those rerun to recompute activations; with `accumulate` micro-batches.
+struct StepFlops {
+  double model = 0, recomputed = 0;
+};
+StepFlops stepFlops(mlir::ModuleOp module, uint32_t accumulate);
+
 /// The report of the planned `@main` of `module` (memory planned, step
 /// predicted); an error line when there is none.
 std::string formatPlanReport(mlir::ModuleOp module, const PlanReportInfo &info);

@@ -773,6 +773,10 @@ int main(int argc, char **argv) {
     llvm::sys::fs::make_absolute(source);
     info.sourceModel = source.str().str();
     info.sourceFingerprint = model.fingerprint;
+    strata::compile::StepFlops work = strata::compile::stepFlops(
+        *module, static_cast<uint32_t>(std::max<int64_t>(1, accumulate)));
+    info.stepFlops = work.model;
+    info.recomputedFlops = work.recomputed;
     info.schedule = schedule;
     info.optimizer = optimizerText;
     if (mode == Mode::Train)

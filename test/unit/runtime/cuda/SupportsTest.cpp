@@ -1,6 +1,7 @@
 // SupportsTest.cpp - What the CUDA backend says it cannot run (host code:
 // runs without a GPU).
 
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/cuda/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -47,6 +48,14 @@ TEST(CudaSupports, NamesTheKernelAndElementTypeItLacks) {
                   std::vector<int64_t>(9, 1), std::vector<int64_t>(9, 1));
   EXPECT_FALSE(cuda::supportsStep(deep, step(Kernel::Add), why));
   EXPECT_EQ(why, "add of rank > 8");
+}
+
+// Every kernel of the table has CUDA code (Kernels.cu's familyOf has no
+// default, so a new kernel must be placed there to build); a step of a
+// kernel without it would be refused by supportsStep, naming the kernel.
+TEST(CudaSupports, EveryKernelOfTheTableIsImplemented) {
+  for (const KernelInfo &k : kernelTable())
+    EXPECT_TRUE(cuda::implemented(k.kernel)) << k.name;
 }
 
 } // namespace
