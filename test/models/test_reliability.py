@@ -429,6 +429,16 @@ class Reliability(unittest.TestCase):
         err = fails([tool("strata-calibrate"), "-o", ""])
         self.assertIn("-o: empty value", err)
 
+    def test_missing_conformance_data_is_a_skip_not_a_pass(self):
+        """Without ONNX's node tests the conformance suite exits 77, which
+        ctest reports as skipped (SKIP_RETURN_CODE), not 0."""
+        script = os.path.join(HERE, "..", "conformance", "run_node_tests.py")
+        r = subprocess.run([sys.executable, script, "--bin", ARGS.bin,
+                            "--data", self.work("no-such-data")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 77, r.stdout + r.stderr)
+        self.assertIn("skipped: no test data", r.stdout)
+
     def test_export_refuses_another_model(self):
         """--model naming a model other than the compiled one (same family,
         other size: initializer names shared) is refused and writes nothing;
