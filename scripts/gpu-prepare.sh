@@ -70,8 +70,8 @@ tiny-prevclip    prevclip 1e-4 --place-params host --place-states host --clip-mo
 tiny-bf16        bf16     2e-2 --precision bf16
 tiny-bf16-casts  bf16     2e-2 --precision bf16 --low-copies off
 tiny-fp16        fp16     2e-2 --precision fp16
-# fp16 from a loss scale that overflows: the first steps are skipped
-tiny-fp16-skip   fp16skip 2e-2 --precision fp16 --loss-scale-init 16777216
+# fp16 from a loss scale that overflows: 3 steps skipped, then 2 trained
+tiny-fp16-skip   fp16skip 2e-2 --precision fp16 --loss-scale-init 1048576
 CASES
 TINY=(--input-shape input_ids=8x32 --optimizer adamw --lr 3e-3
       --weight-decay 0.01 --clip-grad-norm 1.0)
