@@ -17,7 +17,7 @@ FUZZ_BUILD=${STRATA_FUZZ_BUILD_DIR:-build-fuzz}
 CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_BUILD_TESTS=ON -DSTRATA_ENABLE_CUDA=OFF > /dev/null
 cmake --build "$FUZZ_BUILD" --target strata-compile strata-run strata-export \
-  strata-inspect strata-opt strata-unit-tests
+  strata-inspect strata-opt strata-calibrate strata-unit-tests
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
