@@ -11,7 +11,7 @@
 #
 # It exits non-zero when any stage fails or finds a wrong result; a
 # "skipped:" line counts only for a stage that exited 0. Sized to finish in
-# about 2 minutes on the H200; the stages' caps add up to 290 s (the build,
+# about 2 minutes on the H200; the stages' caps add up to 320 s (the build,
 # when the carried one does not run here, 200 s more).
 #
 # Stages (a killed run still leaves what it has under $OUT):
@@ -230,8 +230,8 @@ if peak > 0:
 PY
 }
 export -f big
-stage big-device 30 big big-device
-stage big-hoststates 30 big big-hoststates
+stage big-device 45 big big-device
+stage big-hoststates 45 big big-hoststates
 # The state's tier changes where the update reads from, not its arithmetic.
 big_same() {
   python3 - "$WORK/big-device.jsonl" "$WORK/big-hoststates.jsonl" <<'PY'
