@@ -147,9 +147,9 @@ def main():
     try:
         full, _ = train(args, name, "full", args.steps)
         train(args, name, "resumed", 3)
-        rest, _ = train(args, name, "resumed", args.steps, resume=True,
-                        fresh=False)
-        got = losses(rows(os.path.join(args.work, name + ".resumed.jsonl")))
+        resumed, _ = train(args, name, "resumed", args.steps, resume=True,
+                           fresh=False)
+        got = losses(resumed)
         # The log of a resumed run holds the steps it ran after the first 3
         # (or all of them when it appends): compare the tail.
         tail = got[-(args.steps - 3):]
