@@ -234,7 +234,7 @@ struct Offloader {
       return;
     // Why updates stayed, each reason once with its count and an example.
     Reasons stayed;
-    unsigned costlier = 0;
+    unsigned costlier = 0, planned = 0;
     SmallVector<Candidate *> chosen;
     uint64_t host = hostBudget ? hostTensorBytes(body) : 0;
     unsigned overHost = 0;
@@ -250,9 +250,17 @@ struct Offloader {
         continue;
       }
       if (mode == "auto") {
+        // The tier planner's decision, where it made one (it scored the
+        // whole step both ways); otherwise the two paths' costs.
+        StringAttr on =
+            getDeclaredAttr<exec::ExecDialect::UpdateOnAttrHelper>(c.update);
+        if (on && on.getValue() == "device") {
+          ++planned;
+          continue;
+        }
         double device, cpu;
         costs(c, m, device, cpu);
-        if (cpu >= device) {
+        if (!on && cpu >= device) {
           ++costlier;
           continue;
         }
@@ -292,6 +300,10 @@ struct Offloader {
     SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
     report(func, moved, jobAt.size(), overlapping, lateScale, stayed, costlier,
            candidates.size());
+    if (planned)
+      func->emitRemark() << planned << " update" << (planned == 1 ? "" : "s")
+                         << " stay on the device: the tier planner predicts "
+                            "the step shorter with them there";
     if (overHost)
       func->emitRemark() << overHost << " update" << (overHost == 1 ? "" : "s")
                          << " stay on the device: their gradients would take "

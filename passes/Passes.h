@@ -26,6 +26,8 @@ namespace strata {
 /// of graph.fused encodes (FuseElementwise.cpp).
 std::optional<artifact::Kernel> elementwiseInstructionOf(mlir::Operation *op);
 
+struct MachineProfile;
+
 /// What --strata-plan-memory did to one function.
 struct MemoryPlanStats {
   size_t buffers = 0;
@@ -35,8 +37,11 @@ struct MemoryPlanStats {
 /// --strata-plan-memory on one function: offsets for every buffer, the
 /// region sizes and the memory report. The tier planner scores candidate
 /// placements with it (and scheduleTransfers) without a pass manager.
+/// `machine` times the windows when options.prefetchLead > 0 (the pass
+/// loads options.profile for it).
 MemoryPlanStats planMemory(mlir::func::FuncOp func,
-                           const PlanMemoryPassOptions &options = {});
+                           const PlanMemoryPassOptions &options = {},
+                           const MachineProfile *machine = nullptr);
 
 /// --strata-schedule-transfers on one (memory-planned) function.
 void scheduleTransfers(mlir::func::FuncOp func,
@@ -91,6 +96,16 @@ struct TierOptions : public mlir::PassPipelineOptions<TierOptions> {
       *this, "planner-evaluations",
       llvm::cl::desc("How many placements one planner search may score"),
       llvm::cl::init(200)};
+  Opt<double> prefetchLead{
+      *this, "prefetch-lead",
+      llvm::cl::desc("Fetches and write-backs get this many times their "
+                     "transfer time of kernels to overlap "
+                     "(--strata-plan-memory; 0: a window of 32 ops)"),
+      llvm::cl::init(1.5)};
+  Opt<bool> plannerCheck{
+      *this, "planner-check",
+      llvm::cl::desc("Check the planner by enumeration (small models)"),
+      llvm::cl::init(false)};
   Opt<bool> progress{*this, "progress",
                      llvm::cl::desc("Print the planner's progress when it "
                                     "runs long"),

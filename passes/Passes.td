@@ -330,7 +330,15 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
            "one search more per one-class forced placement">,
     Option<"progress", "progress", "bool", /*default=*/"false",
            "Print the planner's progress to stderr every few seconds when "
-           "it runs long">
+           "it runs long">,
+    Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"1.5",
+           "--strata-plan-memory's prefetch-lead when a placement is "
+           "scored (0: its window in ops)">,
+    Option<"check", "check", "bool", /*default=*/"false",
+           "Check the planner on a small instance: GLPK's optimum against "
+           "an enumeration of the layer programme, the proven bound against "
+           "every layer placement enumerated and every one scored (an error "
+           "when either fails)">
   ];
   let statistics = [
     Statistic<"numFetches", "fetches", "Fetches into the device arena">,
@@ -609,12 +617,28 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     early and the copy overlaps the compute. With a `device-budget`, the
     window is halved until the arena plus the resident parameters fit
     (down to none); `exec.prefetch_window` records the window used.
+
+    With `prefetch-lead` above 0 the windows are in time instead, from the
+    cost model of `profile`: a fetch's destination is reserved from the op
+    before which the kernels up to its use take `prefetch-lead` times the
+    fetch's own transfer time, and the device copy a write-back (`store`,
+    `assign`) reads stays reserved until the kernels after it take as long,
+    so that neither a large fetch nor a large write-back makes a kernel wait
+    (the runtime's waits would hold the kernel that reuses the bytes). With
+    a `device-budget` the lead is halved until the plan fits (down to none);
+    `exec.prefetch_lead` records the lead used.
   }];
   let options = [
     Option<"prefetchWindow", "prefetch-window", "int64_t", /*default=*/"32",
            "Ops ahead of its use a fetch's destination is reserved">,
     Option<"deviceBudget", "device-budget", "int64_t", /*default=*/"0",
-           "Device memory budget in bytes (0: none) the window must fit">
+           "Device memory budget in bytes (0: none) the window must fit">,
+    Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"0",
+           "Windows in time: fetches and write-backs get this many times "
+           "their transfer time of kernels to overlap (0: windows in ops)">,
+    Option<"profile", "profile", "std::string", /*default=*/"",
+           "Machine profile for the timed windows (documented defaults "
+           "without one)">
   ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Number of arena buffers placed">,

@@ -45,6 +45,8 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.profile = tiers.profile;
   place.updates = tiers.updates;
   place.cpuJobBytes = tiers.cpuJobBytes;
+  place.prefetchLead = tiers.prefetchLead;
+  place.check = tiers.plannerCheck;
   pm.addPass(createPlaceTiersPass(place));
   OffloadOptimizerPassOptions offload;
   offload.mode = tiers.updates;
@@ -54,6 +56,8 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);
+  memory.prefetchLead = tiers.prefetchLead;
+  memory.profile = tiers.profile;
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createScheduleTransfersPass());
   pm.addPass(createAssignQueuesPass());

@@ -13,6 +13,7 @@
 #include "passes/ArenaRanges.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace strata {
 #define GEN_PASS_DEF_PLACETIERSPASS
@@ -69,8 +70,14 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   chosen = Score();
   PlacementBound bound;
   if (gpuMem > 0 && anyAuto) {
-    bound = placementBound(func, machine, gpuMem, cpuMem, hasSsd);
+    bound = proven = placementBound(func, machine, gpuMem, cpuMem, hasSsd);
+    layerStage.clear();
+    checkBestUs = -1;
     best = search(func, best);
+    if (check && failed(checkScores(func)))
+      return failure();
+    if (!layerStage.empty())
+      func->emitRemark() << "planner's layer stage: " << layerStage;
     // A device budget that cannot be met is reported after memory
     // planning, with the minimum; a full host tier is reported here.
     uint64_t host = hostBytes(func, best);
@@ -85,6 +92,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   counters = PlacementCounters();
   if (failed(apply(func, best)))
     return failure();
+  markUpdates(func, best);
   Builder b(func.getContext());
   if (counters.recomputed > 0)
     setDeclaredAttr<exec::ExecDialect::RecomputedAttrHelper>(
@@ -119,6 +127,30 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   return success();
 }
 
+LogicalResult TierPlanner::checkScores(func::FuncOp func) {
+  // Every placement scored within the budgets is predicted at or over the
+  // proven bound.
+  int64_t boundUs = static_cast<int64_t>(std::floor(proven.seconds() * 1e6));
+  size_t fit = 0;
+  for (const auto &[key, s] : scores) {
+    if (!s.fits())
+      continue;
+    ++fit;
+    if (s.stepUs < boundUs)
+      return func.emitError("planner check: a scored placement is predicted "
+                            "at ")
+             << s.stepUs << " us, under the proven bound " << boundUs << " us";
+  }
+  auto diag = func.emitRemark()
+              << "planner check: the bound holds for all " << fit << " of "
+              << scores.size() << " placements scored within the budgets";
+  if (checkBestUs >= 0 && chosen.fits())
+    diag << "; the choice is "
+         << llvm::formatv("{0:F4}", double(chosen.stepUs) / double(checkBestUs))
+         << "x the fastest enumerated layer placement";
+  return success();
+}
+
 namespace {
 
 struct PlaceTiersPass
@@ -141,6 +173,8 @@ struct PlaceTiersPass
     o.cpuJobBytes = cpuJobBytes;
     o.maxEvaluations = maxEvaluations;
     o.progress = progress;
+    o.prefetchLead = prefetchLead;
+    o.check = check;
     return o;
   }
 

@@ -2,6 +2,7 @@
 
 #include "dialects/Strata/StrataDialect.h"
 #include "passes/ArenaRanges.h"
+#include "passes/CostModel.h"
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 
 #define DEBUG_TYPE "strata-plan-memory"
@@ -59,7 +61,8 @@ uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
 } // namespace
 
 MemoryPlanStats strata::planMemory(func::FuncOp func,
-                                   const PlanMemoryPassOptions &options) {
+                                   const PlanMemoryPassOptions &options,
+                                   const MachineProfile *machine) {
   Block &body = func.getBody().front();
   llvm::DenseMap<Value, size_t> bufferOf;
   std::vector<Buffer> buffers;
@@ -79,6 +82,29 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // Fetches from host or SSD (buffer, earliest start), and the index of
   // the last write-back into each stored tensor so far.
   std::vector<std::pair<size_t, int64_t>> fetches;
+  // Timed windows: each op's kernel seconds (transfers none), each fetch's
+  // transfer seconds (by buffer), and each write-back (buffer read, its
+  // index, its transfer seconds).
+  bool timed = options.prefetchLead > 0 && machine;
+  std::vector<double> work;
+  // A fetch (its buffer) or a write-back (the buffer it reads, at op
+  // `at`) on link `link` taking `seconds`; `time` is filled in below.
+  struct Transfer {
+    size_t buffer;
+    int64_t at;
+    int link;
+    double seconds, time = 0;
+  };
+  std::vector<Transfer> timedFetches, drains;
+  // Which link a transfer holds: on a GPU its copy engine of that
+  // direction (SSD transfers pass through host memory and hold it too);
+  // without one, host copies run on the compute thread (nothing to
+  // overlap: -1) and SSD transfers on the SSD queue of their direction.
+  auto linkOf = [&](Value stored, bool read) {
+    if (machine->gpu > 0)
+      return read ? 0 : 1;
+    return tierOf(stored) == "ssd" ? (read ? 2 : 3) : -1;
+  };
   llvm::DenseMap<Operation *, int64_t> lastWrite;
   for (Operation &op : body) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
@@ -106,9 +132,29 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
         auto it = lastWrite.find(stored);
         fetches.push_back(
             {buffers.size(), it == lastWrite.end() ? 0 : it->second + 1});
+        Value from = kernel.getInputs()[0];
+        if (timed && linkOf(from, true) >= 0)
+          timedFetches.push_back(
+              {buffers.size(), index, linkOf(from, true),
+               transferSeconds(storageBytes(from.getType()), tierOf(from),
+                               /*read=*/true, *machine)});
       }
-      if (stored && kernel.getNumResults() == 0)
+      if (stored && kernel.getNumResults() == 0) {
         lastWrite[stored] = index;
+        Value to = kernel.getInputs()[0];
+        if (timed && kernel.getInputs().size() > 1 && linkOf(to, false) >= 0)
+          if (auto it = bufferOf.find(viewRoot(kernel.getInputs()[1]));
+              it != bufferOf.end())
+            drains.push_back(
+                {it->second, index, linkOf(to, false),
+                 transferSeconds(storageBytes(to.getType()), tierOf(to),
+                                 /*read=*/false, *machine)});
+      }
+      if (timed) {
+        work.resize(index + 1, 0.0);
+        if (kernel && !isTransfer(kernel))
+          work[index] = kernelSeconds(kernel, *machine);
+      }
       for (Value r : op.getResults()) {
         bufferOf[r] = buffers.size();
         buffers.push_back(
@@ -132,6 +178,37 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       buffers[it->second].end = last + 1;
   }
 
+  // Kernel seconds before each op index (prefix sums), for the timed
+  // windows.
+  std::vector<double> before;
+  if (timed) {
+    work.resize(last + 1, 0.0);
+    before.assign(last + 2, 0.0);
+    for (int64_t i = 0; i <= last; ++i)
+      before[i + 1] = before[i] + work[i];
+  }
+  std::vector<int64_t> lastRead(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    lastRead[i] = buffers[i].end;
+  // Each link serves its transfers one at a time, in order. A write-back
+  // starts when the kernels reach it and its link is free (`time`: when
+  // it ends). Fetches are timed as late as they can start and still all
+  // arrive by their uses, the last first (`time`: that start).
+  if (timed) {
+    double free[4] = {0, 0, 0, 0};
+    for (Transfer &d : drains) {
+      double start = std::max(before[d.at], free[d.link]);
+      d.time = free[d.link] = start + d.seconds;
+    }
+    double due[4];
+    std::fill(std::begin(due), std::end(due),
+              std::numeric_limits<double>::infinity());
+    for (Transfer &f : llvm::reverse(timedFetches)) {
+      double by = std::min(before[f.at], due[f.link]);
+      f.time = due[f.link] = std::max(0.0, by - f.seconds);
+    }
+  }
+
   auto place = [&] { return placeBuffers(buffers, alignment); };
   // Fetch destinations reserved up to `window` ops before their fetch, so
   // the fetch can run while those compute; halved until the arena and
@@ -144,24 +221,79 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       buffers[i].start = std::max(earliest, defined[i] - window);
     return place();
   };
-  int64_t window = fetches.empty() ? 0 : options.prefetchWindow;
-  uint64_t arenaBytes = withWindow(window);
-  auto over = [&] {
-    return options.deviceBudget > 0 &&
-           arenaBytes + paramsBytes >
-               static_cast<uint64_t>(options.deviceBudget);
+  // The timed windows with lead `lead`: a fetch's destination from the op
+  // where the kernels up to its use take lead times its transfer, a
+  // write-back's source until the kernels after it do.
+  // The timed windows with lead `lead` (1: as timed above; 2: twice as
+  // far ahead of the use, twice as long after the write-back's op).
+  auto withLead = [&](double lead) {
+    llvm::DenseMap<size_t, int64_t> earliestOf;
+    for (auto [i, earliest] : fetches)
+      earliestOf[i] = earliest;
+    for (auto [i, earliest] : fetches)
+      buffers[i].start = defined[i];
+    for (const Transfer &f : timedFetches) {
+      double target = before[f.at] - lead * (before[f.at] - f.time);
+      // The last op that starts by then.
+      auto it =
+          std::upper_bound(before.begin(), before.begin() + f.at + 1, target);
+      int64_t s = std::max<int64_t>(0, (it - before.begin()) - 1);
+      buffers[f.buffer].start =
+          std::max(earliestOf.lookup(f.buffer), std::min(f.at, s));
+    }
+    for (size_t i = 0; i < buffers.size(); ++i)
+      buffers[i].end = lastRead[i];
+    for (const Transfer &d : drains) {
+      double target = before[d.at] + lead * (d.time - before[d.at]);
+      // Every op that starts before then.
+      auto it = std::lower_bound(before.begin() + d.at, before.end(), target);
+      int64_t e = std::min<int64_t>(last, (it - before.begin()) - 1);
+      buffers[d.buffer].end = std::max(buffers[d.buffer].end, e);
+    }
+    return place();
   };
+  auto over = [&](uint64_t arena) {
+    return options.deviceBudget > 0 &&
+           arena + paramsBytes > static_cast<uint64_t>(options.deviceBudget);
+  };
+  int64_t window = 0;
+  double lead = 0;
+  uint64_t arenaBytes = 0;
+  if (timed && (!timedFetches.empty() || !drains.empty())) {
+    // As the op windows below: the full lead, else none, else halvings.
+    lead = options.prefetchLead;
+    arenaBytes = withLead(lead);
+    if (over(arenaBytes)) {
+      arenaBytes = withLead(0);
+      double wanted = lead;
+      lead = 0;
+      if (!over(arenaBytes)) {
+        for (double l = wanted / 2; l >= 1.0 / 16; l /= 2)
+          if (uint64_t a = withLead(l); !over(a)) {
+            lead = l;
+            arenaBytes = a;
+            break;
+          }
+        if (lead == 0)
+          arenaBytes = withLead(0);
+      }
+    }
+  } else {
+    window = fetches.empty() ? 0 : options.prefetchWindow;
+    arenaBytes = withWindow(window);
+  }
+  auto overNow = [&] { return over(arenaBytes); };
   // Over the budget, the window halves until the plan fits. No window
   // first: when even that plan does not fit, it is the one kept, without
   // placing every halving in between (the planner scores thousands of
   // plans that do not fit).
-  if (window > 0 && over()) {
+  if (window > 0 && overNow()) {
     int64_t wanted = window;
     window = 0;
     arenaBytes = withWindow(0);
-    if (!over()) {
+    if (!overNow()) {
       for (window = wanted / 2; window > 0; window /= 2)
-        if (arenaBytes = withWindow(window); !over())
+        if (arenaBytes = withWindow(window); !overNow())
           break;
       if (window == 0)
         arenaBytes = withWindow(0);
@@ -182,6 +314,9 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   }
   setDeclaredAttr<exec::ExecDialect::PrefetchWindowAttrHelper>(
       func, builder.getI64IntegerAttr(window));
+  if (timed)
+    setDeclaredAttr<exec::ExecDialect::PrefetchLeadAttrHelper>(
+        func, builder.getF64FloatAttr(lead));
   setDeclaredAttr<exec::ExecDialect::ArenaBytesAttrHelper>(
       func, builder.getI64IntegerAttr(static_cast<int64_t>(arenaBytes)));
   setDeclaredAttr<exec::ExecDialect::ParamsBytesAttrHelper>(
@@ -288,8 +423,13 @@ struct PlanMemoryPass
     PlanMemoryPassOptions options;
     options.prefetchWindow = prefetchWindow;
     options.deviceBudget = deviceBudget;
+    options.prefetchLead = prefetchLead;
+    MachineProfile machine;
+    if (prefetchLead > 0 &&
+        failed(loadProfile(getOperation(), profile, machine)))
+      return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      MemoryPlanStats stats = planMemory(func, options);
+      MemoryPlanStats stats = planMemory(func, options, &machine);
       numBuffers += stats.buffers;
       arenaBytes += stats.arenaBytes;
       unsharedBytes += stats.unsharedBytes;

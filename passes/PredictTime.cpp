@@ -117,7 +117,15 @@ struct PredictTimePass
     // The predicted schedule, [queue, step, start us, end us] per span, for
     // the plan (artifact::PredictedSpan) and the HTML report.
     SmallVector<double> spans;
+    // Every span (queue, from, to), for each queue's busy time after the
+    // backward pass starts (which the tier planner's layer programme
+    // bounds the step with), and when it starts.
+    SmallVector<std::tuple<artifact::Queue, double, double>> busy;
+    // The compute thread's idle time, by the queue it waited for.
+    double waitedOn[6] = {0, 0, 0, 0, 0, 0};
+    double backwardStart = -1;
     auto span = [&](artifact::Queue q, size_t step, double from, double to) {
+      busy.push_back({q, from, to});
       if (recordSpans)
         spans.append({static_cast<double>(q), static_cast<double>(step),
                       from * 1e6, to * 1e6});
@@ -215,7 +223,19 @@ struct PredictTimePass
         span(q, i, start, queueFree[mine]);
         continue;
       }
-      double start = waited(i, clock);
+      // The compute thread idles until the last of its waits is done: that
+      // time is charged to the queue of that wait.
+      double start = clock;
+      int binding = -1;
+      for (uint32_t w : ordering.waits[i])
+        if (end[w] > start) {
+          start = end[w] + wake;
+          binding = static_cast<int>(w);
+        }
+      if (binding >= 0)
+        waitedOn[static_cast<int>(ordering.queues[binding])] += start - clock;
+      if (backwardStart < 0 && !isTransfer(k) && markers::isBackward(k))
+        backwardStart = start;
       double seconds;
       if (isTransfer(k)) {
         seconds = transferSeconds(k, m, links);
@@ -245,6 +265,14 @@ struct PredictTimePass
     // With perfect overlap the busiest resource sets the pace.
     double bound = std::max({compute, links.toDevice, links.toHost,
                              links.ssdRead, links.ssdWrite, cpuBusy});
+    // Each queue's busy time from the backward pass's start on: the step
+    // is at least that start plus any of them.
+    double after[6] = {0, 0, 0, 0, 0, 0};
+    if (backwardStart < 0)
+      backwardStart = step;
+    for (auto [q, from, to] : busy)
+      after[static_cast<int>(q)] +=
+          std::max(0.0, to - std::max(from, backwardStart));
     OpBuilder b(func.getContext());
     auto us = [&](double s) {
       return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));
@@ -265,6 +293,27 @@ struct PredictTimePass
             b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
             b.getNamedAttr("predicted_cpu_exposed_us",
                            us(std::min(cpuExposed, cpuBusy))),
+            // What the compute thread waited for, and the step past its
+            // last kernel (other queues finishing).
+            b.getNamedAttr("predicted_wait_host_to_device_us", us(waitedOn[1])),
+            b.getNamedAttr("predicted_wait_device_to_host_us", us(waitedOn[2])),
+            b.getNamedAttr("predicted_wait_ssd_read_us", us(waitedOn[3])),
+            b.getNamedAttr("predicted_wait_ssd_write_us", us(waitedOn[4])),
+            b.getNamedAttr("predicted_wait_cpu_us", us(waitedOn[5])),
+            b.getNamedAttr("predicted_after_compute_us",
+                           us(std::max(0.0, step - clock))),
+            // When the backward pass starts, then each queue's (by
+            // artifact::Queue) busy time from then on.
+            b.getNamedAttr("predicted_phases_us",
+                           b.getDenseI64ArrayAttr({
+                               us(backwardStart).getInt(),
+                               us(after[0]).getInt(),
+                               us(after[1]).getInt(),
+                               us(after[2]).getInt(),
+                               us(after[3]).getInt(),
+                               us(after[4]).getInt(),
+                               us(after[5]).getInt(),
+                           })),
         }));
     if (recordSpans)
       setDeclaredAttr<exec::ExecDialect::PredictedSpansAttrHelper>(

@@ -9,7 +9,12 @@
 //    recomputation);
 //  - TierSearch.cpp: building placements (forced, greedy, naive, least
 //    device memory), scoring them on clones with the memory planner, the
-//    transfer scheduler and the cost model, and the local search.
+//    transfer scheduler and the cost model, and the local search;
+//  - TierSolve.cpp: the layer-structured stage: each transformer layer
+//    given one of a few configurations (where its parameters, low copies
+//    and optimizer states live, where its updates run), the counts chosen
+//    by an integer programme (GLPK) over costs measured by scoring, then
+//    checked and refined by scoring.
 //
 // PlaceTiers.cpp is the pass: it checks the options and runs place() on
 // every function.
@@ -32,8 +37,10 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace strata::tiers {
 
@@ -63,6 +70,22 @@ struct Placement {
   llvm::SmallVector<Act> acts;
   /// Per gradient candidate: Keep, Host or Ssd.
   llvm::SmallVector<Act> grads;
+  /// Per `exec.param`, in program order: whether the update of this
+  /// trainable parameter runs on the CPU (it can only where the parameter,
+  /// its low-precision copy and its states are off the device). Empty: no
+  /// decision, --strata-offload-optimizer compares the two paths itself.
+  llvm::SmallVector<bool> cpu;
+};
+
+/// What a scored placement uses: each queue's busy seconds and the bytes
+/// of each memory tier, as the memory plan and the replay find them.
+struct Usage {
+  double step = 0, compute = 0, toDevice = 0, toHost = 0, ssdRead = 0,
+         ssdWrite = 0, cpu = 0;
+  /// When the backward pass starts plus each queue's (artifact::Queue)
+  /// busy time from then on: the step is at least each.
+  double phase[6] = {0, 0, 0, 0, 0, 0};
+  double device = 0, host = 0;
 };
 
 /// How good a placement is: the bytes by which it misses the budgets (0
@@ -70,6 +93,8 @@ struct Placement {
 struct Score {
   uint64_t overBytes = std::numeric_limits<uint64_t>::max();
   int64_t stepUs = std::numeric_limits<int64_t>::max();
+  /// What the placement uses (zero when it could not be applied).
+  Usage usage;
   bool fits() const { return overBytes == 0; }
   bool operator<(const Score &o) const {
     return overBytes != o.overBytes ? overBytes < o.overBytes
@@ -282,6 +307,21 @@ private:
   Placement greedyOnClone(mlir::func::FuncOp func, const Placement &start,
                           Policy policy);
 
+  //===--- The layer-structured stage (TierSolve.cpp)
+  //----------------------===//
+
+  /// The best placement the layer stage finds from the activation and
+  /// gradient choices of `bases` (see TierSolve.cpp), scored; nullopt when
+  /// it does not apply (no repeated layers, a class forced, no solver).
+  std::optional<std::pair<Placement, Score>>
+  solveLayers(mlir::func::FuncOp func, llvm::ArrayRef<Placement> bases);
+  /// Marks each update of `func` with where `placement` runs it
+  /// (exec.update_on), when the placement decides it.
+  void markUpdates(mlir::func::FuncOp func, const Placement &placement);
+  /// --planner-check: every placement scored within the budgets is
+  /// predicted at or over the proven bound (an error if not).
+  mlir::LogicalResult checkScores(mlir::func::FuncOp func);
+
   //===--- State
   //-----------------------------------------------------------===//
 
@@ -300,8 +340,15 @@ private:
   llvm::SmallVector<uint64_t> actBytes, gradBytes;
   int64_t evaluated = 0;
   Score chosen;
+  /// What the layer stage did (for a remark).
+  std::string layerStage;
+  /// The proven bound of the function being planned.
+  PlacementBound proven;
+  /// With `check`: the fastest enumerated layer placement's step (us; -1:
+  /// none fits or none enumerated).
+  int64_t checkBestUs = -1;
   std::chrono::steady_clock::time_point lastReport;
-  llvm::SmallVector<std::pair<std::string, Score>> naive;
+  std::vector<std::pair<std::string, Score>> naive;
 };
 
 } // namespace strata::tiers

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #define DEBUG_TYPE "strata-place-tiers"
 
@@ -226,7 +227,7 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   // whatever was scored before it).
   std::string key;
   key.reserve(placement.tiers.size() + placement.acts.size() +
-              placement.grads.size() + 2);
+              placement.grads.size() + placement.cpu.size() + 3);
   for (Tier t : placement.tiers)
     key.push_back(static_cast<char>(t));
   key.push_back('|');
@@ -235,6 +236,9 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   key.push_back('|');
   for (Act a : placement.grads)
     key.push_back(static_cast<char>(a));
+  key.push_back('|');
+  for (bool c : placement.cpu)
+    key.push_back(c ? 'c' : 'd');
   if (auto it = scores.find(key); it != scores.end())
     return it->second;
   Score s = scoreOnClone(func, placement);
@@ -254,6 +258,7 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   counters = saved;
   if (failed(applied))
     return Score();
+  markUpdates(copy, placement);
   // Updates that would run on the CPU change the host link's traffic and
   // the host memory (landing buffers): score the plan they make.
   offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes, cpuMem);
@@ -261,7 +266,8 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   // called directly (no nested pass manager per candidate).
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(gpuMem);
-  planMemory(copy, memory);
+  memory.prefetchLead = prefetchLead;
+  planMemory(copy, memory, &machine);
   scheduleTransfers(copy);
   // The profile this pass read already, not the file again per score.
   predictStepTime(copy, machine);
@@ -272,7 +278,22 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
                 (cpuMem && host > cpuMem ? host - cpuMem : 0);
   auto predicted =
       getDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(copy);
-  s.stepUs = cast<IntegerAttr>(predicted.get("predicted_step_us")).getInt();
+  auto us = [&](StringRef key) {
+    return cast<IntegerAttr>(predicted.get(key)).getInt();
+  };
+  s.stepUs = us("predicted_step_us");
+  s.usage.step = s.stepUs * 1e-6;
+  s.usage.compute = us("predicted_compute_us") * 1e-6;
+  s.usage.toDevice = us("predicted_host_to_device_us") * 1e-6;
+  s.usage.toHost = us("predicted_device_to_host_us") * 1e-6;
+  s.usage.ssdRead = us("predicted_ssd_read_us") * 1e-6;
+  s.usage.ssdWrite = us("predicted_ssd_write_us") * 1e-6;
+  s.usage.cpu = us("predicted_cpu_update_us") * 1e-6;
+  auto phases = cast<DenseI64ArrayAttr>(predicted.get("predicted_phases_us"));
+  for (int q = 0; q < 6; ++q)
+    s.usage.phase[q] = (phases[0] + phases[q + 1]) * 1e-6;
+  s.usage.device = static_cast<double>(device);
+  s.usage.host = static_cast<double>(host);
   return s;
 }
 
@@ -349,7 +370,7 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
 Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
                                   int64_t budget) {
   const int64_t limit = evaluated + budget;
-  SmallVector<std::pair<Placement, Score>> tried;
+  std::vector<std::pair<Placement, Score>> tried;
   auto consider = [&](Placement p) {
     Score s = score(func, p);
     LLVM_DEBUG(llvm::dbgs() << p.label << ": over " << s.overBytes << " B, "
@@ -380,12 +401,38 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
     consider(recomputeAll);
     naive.push_back({"planner_recompute_all", tried.back().second});
   }
+  size_t numBases = tried.size();
   // The least device memory the options allow. When nothing fits, this
   // is the plan whose need the error reports as the minimum.
   Placement least = leastDevice(func, tried.front().first);
   consider(least);
   SmallVector<std::pair<Class, std::string>> forcedClasses =
       forcedStarts(func, consider);
+  // The layer stage (TierSolve.cpp), from the activation and gradient
+  // choices of the greedy and naive starts, in the planner's own search
+  // only (the forced classes' searches hold a class it varies).
+  if (overrides.empty()) {
+    std::vector<Placement> bases;
+    std::set<std::string> seen;
+    // The greedy start, recomputing every activation, and the greedy
+    // start that never recomputes: each base costs a score per layer
+    // configuration (about a second each at 175B).
+    for (size_t i : {size_t(0), numBases - 1, size_t(1)}) {
+      if (i >= numBases)
+        continue;
+      const Placement &p = tried[i].first;
+      std::string key;
+      for (Act a : p.acts)
+        key.push_back(static_cast<char>(a));
+      key.push_back('|');
+      for (Act a : p.grads)
+        key.push_back(static_cast<char>(a));
+      if (seen.insert(key).second)
+        bases.push_back(p);
+    }
+    if (auto solved = solveLayers(func, bases))
+      tried.push_back(std::move(*solved));
+  }
   auto bestIt =
       std::min_element(tried.begin(), tried.end(),
                        [](auto &a, auto &b) { return a.second < b.second; });

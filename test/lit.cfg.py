@@ -13,6 +13,9 @@ config.test_exec_root = os.path.join(config.strata_obj_root, "test")
 
 # Captured FileCheck variables do not leak between CHECK-LABEL blocks.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+# No profile strata-calibrate remembered on this machine (~/.config/strata)
+# changes what the tests compile.
+config.environment["STRATA_PROFILE"] = ""
 
 llvm_config.use_default_substitutions()
 config.substitutions.append(("%python", config.test_python))

@@ -40,19 +40,23 @@ def Exec_Dialect : Dialect {
   // (--strata-plan-memory), the predicted step and its per-step schedule
   // (--strata-predict-time), the planner's and the recomputation's figures
   // (--strata-place-tiers), the updates moved to the CPU
-  // (--strata-offload-optimizer).
+  // (--strata-offload-optimizer). On an update kernel, `update_on` ("cpu"
+  // or "device") is where the tier planner decided it runs, which
+  // --strata-offload-optimizer follows in its auto mode.
   let discardableAttrs = (ins
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::IntegerAttr":$params_bytes,
     "::mlir::IntegerAttr":$host_bytes,
     "::mlir::IntegerAttr":$ssd_bytes,
     "::mlir::IntegerAttr":$prefetch_window,
+    "::mlir::FloatAttr":$prefetch_lead,
     "::mlir::DictionaryAttr":$memory,
     "::mlir::DictionaryAttr":$predicted,
     "::mlir::DenseF64ArrayAttr":$predicted_spans,
     "::mlir::DictionaryAttr":$planner,
     "::mlir::DictionaryAttr":$recomputed,
-    "::mlir::DictionaryAttr":$offload
+    "::mlir::DictionaryAttr":$offload,
+    "::mlir::StringAttr":$update_on
   );
 }
 

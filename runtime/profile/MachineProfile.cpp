@@ -4,6 +4,7 @@
 #include "runtime/support/FileUtil.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -109,6 +110,16 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     }
   }
   return true;
+}
+
+std::string rememberedProfilePath() {
+  if (const char *explicitPath = std::getenv("STRATA_PROFILE"))
+    return explicitPath;
+  if (const char *config = std::getenv("XDG_CONFIG_HOME"); config && *config)
+    return std::string(config) + "/strata/machine.profile";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.config/strata/machine.profile";
+  return "";
 }
 
 } // namespace strata

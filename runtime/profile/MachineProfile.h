@@ -61,6 +61,13 @@ struct MachineProfile {
   std::string text() const;
 };
 
+/// Where strata-calibrate remembers this machine's profile when it is given
+/// no -o, and where strata-compile finds it when it is given no --profile:
+/// $STRATA_PROFILE when set (empty: none is remembered), else
+/// $XDG_CONFIG_HOME/strata/machine.profile, else
+/// $HOME/.config/strata/machine.profile; empty when none of them is set.
+std::string rememberedProfilePath();
+
 } // namespace strata
 
 #endif // STRATA_RUNTIME_PROFILE_MACHINEPROFILE_H

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -127,14 +128,36 @@ int main(int argc, char **argv) {
     else if (arg == "--backend" && i + 1 < argc)
       backend = argv[++i];
     else {
-      std::fprintf(stderr, "usage: strata-calibrate -o profile.txt "
-                           "[--backend cpu|cuda] [--ssd-dir DIR ...]\n");
+      std::fprintf(
+          stderr,
+          "usage: strata-calibrate [-o profile.txt] [--backend cpu|cuda] "
+          "[--ssd-dir DIR ...]\n"
+          "Measures this machine for the compiler's cost model. Without -o\n"
+          "the profile is remembered where strata-compile finds it when it\n"
+          "is given no --profile ($STRATA_PROFILE, else\n"
+          "$XDG_CONFIG_HOME/strata/machine.profile, else\n"
+          "~/.config/strata/machine.profile).\n");
       return arg == "--help" ? 0 : 2;
     }
   }
-  if (output.empty()) {
-    std::fprintf(stderr, "strata-calibrate: -o FILE is required\n");
-    return 2;
+  bool remembered = output.empty();
+  if (remembered) {
+    output = rememberedProfilePath();
+    if (output.empty()) {
+      std::fprintf(stderr, "strata-calibrate: error: no -o FILE, and no "
+                           "STRATA_PROFILE, XDG_CONFIG_HOME or HOME to "
+                           "remember the profile in\n");
+      return 2;
+    }
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::path(output).parent_path();
+    if (!dir.empty())
+      std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "strata-calibrate: error: %s: %s\n", dir.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
   }
   MachineProfile p;
   auto matmulRate = [&](int64_t n) {
@@ -405,5 +428,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::printf("%s", p.text().c_str());
+  if (remembered)
+    std::fprintf(stderr,
+                 "strata-calibrate: remembered in %s: strata-compile plans "
+                 "for it when given no --profile\n",
+                 output.c_str());
   return 0;
 }

@@ -429,6 +429,41 @@ class Reliability(unittest.TestCase):
         err = fails([tool("strata-calibrate"), "-o", ""])
         self.assertIn("-o: empty value", err)
 
+    def test_calibrated_profile_is_remembered_and_used(self):
+        """strata-calibrate without -o remembers the profile where
+        strata-compile finds it without --profile ($STRATA_PROFILE here),
+        and the plan report says which profile the plan was made for: the
+        remembered one, or the built-in defaults (--profile=builtin, or
+        nothing remembered)."""
+        remembered = os.path.join(self.work("remembered"), "sub",
+                                  "machine.profile")
+        env = dict(os.environ, STRATA_PROFILE=remembered)
+        r = subprocess.run([tool("strata-calibrate")], capture_output=True,
+                           text=True, timeout=600, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("remembered in " + remembered, r.stderr)
+        text = read(remembered, "r")
+        self.assertIn("matmul_large_gflops", text)
+
+        def report(*flags, env=env):
+            r = subprocess.run(
+                [tool("strata-compile"), self.model, "--emit=plan-report"] +
+                ["--input-shape=" + b for b in self.bind] + list(flags),
+                capture_output=True, text=True, timeout=120, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout
+
+        self.assertIn("machine: profile %s (this machine's, as "
+                      "strata-calibrate measured it)" % remembered, report())
+        builtin = "machine: the built-in default profile (not measured"
+        self.assertIn(builtin, report("--profile=builtin"))
+        self.assertIn(builtin, report(env=dict(os.environ, STRATA_PROFILE="")))
+        # An explicit --profile wins over the remembered one.
+        other = os.path.join(ARGS.work, "remembered", "other.profile")
+        shutil.copy(remembered, other)
+        mine = report("--profile", other)
+        self.assertIn("machine: profile " + other + "\n", mine)
+
     def test_missing_conformance_data_is_a_skip_not_a_pass(self):
         """Without ONNX's node tests the conformance suite exits 77, which
         ctest reports as skipped (SKIP_RETURN_CODE), not 0."""

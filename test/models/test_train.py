@@ -1099,6 +1099,57 @@ class TrainParity(unittest.TestCase):
             self.assertLessEqual(bound, ms, (label, predicted))
         self.assertGreater(bound, 0)
 
+    def test_planner_optimum_and_bound_by_enumeration(self):
+        """On a two-layer GPT-2 under budgets that force choices, with
+        --planner-check: GLPK's optimum of the layer programme equals the
+        minimum over every count vector, every layer placement (each layer
+        and the rest in each configuration: 3^8 of them, scored) within the
+        budgets is predicted at or over the proven bound, and so is every
+        placement the search scored. Where the compiler was built without
+        GLPK (scripts/asan-tests.sh builds it so: STRATA_EXPECT_NO_GLPK=1),
+        the planner says so and plans with the local search alone, still
+        under the bound check."""
+        name = "gpt2_dynamic"
+        ssd = os.path.join(ARGS.work, "ssd_check")
+        keep = os.path.join(ARGS.work, "check_keep.strata")
+        self.compile(name, keep, "--optimizer", "adamw")
+        text = run([tool("strata-inspect"), keep]).stdout
+        arena = int(re.search(r"device arena .*\((\d+) bytes\)",
+                              text).group(1))
+        stored = int(re.search(r"device parameter region: .*\((\d+) "
+                               r"bytes\)", text).group(1))
+        art = os.path.join(ARGS.work, "check.strata")
+        cmd = [tool("strata-compile"), self.models[name]["path"], "-o", art,
+               "--report", "--optimizer", "adamw", "--planner-check",
+               "--gpu-mem", str((arena + stored) // 2), "--cpu-mem",
+               str(stored // 2), "--ssd-dir", ssd]
+        for b in self.models[name]["bind"]:
+            cmd += ["--input-shape", b]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        scored = re.search(r"planner check: the bound holds for all (\d+) "
+                           r"of (\d+) placements scored", r.stderr)
+        self.assertIsNotNone(scored, r.stderr)
+        self.assertGreater(int(scored.group(1)), 10, r.stderr)
+        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
+            self.assertIn("built without GLPK", r.stderr)
+            return
+        m = re.search(r"planner check: GLPK's optimum of the layer programme "
+                      r"\(([\d.]+) ms\) matches the enumeration of (\d+) "
+                      r"count vectors; (\d+) layer placements enumerated and "
+                      r"scored, (\d+) within the budgets, the fastest "
+                      r"([\d.]+) ms", r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        self.assertGreater(int(m.group(2)), 100)
+        self.assertGreater(int(m.group(3)), 1000)
+        self.assertGreater(int(m.group(4)), 10)
+        self.assertIn("planner's layer stage: 2 repeated layers", r.stderr)
+        # The choice is never slower than the fastest layer placement the
+        # enumeration found (the search starts from the programme's).
+        predicted = float(re.search(r"predicted step time: ([\d.]+) ms",
+                                    r.stdout).group(1))
+        self.assertLessEqual(predicted, float(m.group(5)) + 1e-3, r.stderr)
+
     def test_ssd_failure_stops_the_run_and_keeps_the_checkpoint(self):
         """A drive error mid-run (injected) stops training with a message
         naming the step and tensor; the last checkpoint survives and

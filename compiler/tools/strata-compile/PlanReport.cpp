@@ -149,8 +149,14 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
       "recomputation adds %.4g TFLOP)\n",
       flops / 1e12, recomputedFlops / 1e12);
   out += "machine: " +
-         (info.profile.empty() ? std::string("the built-in default profile")
-                               : "profile " + info.profile) +
+         (info.profile.empty()
+              ? std::string("the built-in default profile (not measured: "
+                            "strata-calibrate measures this machine once, "
+                            "and later compiles find it)")
+          : info.profileRemembered
+              ? "profile " + info.profile +
+                    " (this machine's, as strata-calibrate measured it)"
+              : "profile " + info.profile) +
          "\n  budgets: device " +
          (info.gpuMem ? formatSize(info.gpuMem) : std::string("none")) +
          ", host " +
@@ -222,6 +228,30 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
     add("  %s of the step is not hidden behind the %s: transfers that "
         "wait for a kernel, or kernels that wait for a transfer\n",
         formatSeconds(step - bound).c_str(), limiter->name);
+  // Where the step goes past its kernels: what the compute thread waited
+  // for, and the time after its last kernel.
+  double compute = plan.memoryOf("predicted_compute_us") * 1e-6;
+  if (step > compute * 1.001) {
+    add("  the step past its %s of kernels: the kernels waited for",
+        formatSeconds(compute).c_str());
+    const Busy waits[] = {{"host->device", "predicted_wait_host_to_device_us"},
+                          {"device->host", "predicted_wait_device_to_host_us"},
+                          {"SSD reads", "predicted_wait_ssd_read_us"},
+                          {"SSD writes", "predicted_wait_ssd_write_us"},
+                          {"the CPU optimizer", "predicted_wait_cpu_us"}};
+    const char *between = " ";
+    for (const Busy &w : waits)
+      if (uint64_t us = plan.memoryOf(w.key); us >= 500) {
+        out += between + std::string(w.name) + " " + formatSeconds(us * 1e-6);
+        between = ", ";
+      }
+    if (*between == ' ')
+      out += " nothing";
+    add("; %s passed after the last kernel (transfers and CPU updates "
+        "finishing)\n",
+        formatSeconds(plan.memoryOf("predicted_after_compute_us") * 1e-6)
+            .c_str());
+  }
   out += artifact::formatMemoryReport(plan);
   return out;
 }

@@ -25,6 +25,8 @@ struct PlanReportInfo {
   std::string mode, optimizer;
   /// The machine profile's path; empty: the documented defaults.
   std::string profile;
+  /// The profile is the one strata-calibrate remembered (no --profile).
+  bool profileRemembered = false;
   /// The budgets (0: none) and the number of SSD directories.
   uint64_t gpuMem = 0, cpuMem = 0;
   unsigned ssdDrives = 0;

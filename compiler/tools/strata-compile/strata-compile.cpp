@@ -23,6 +23,7 @@
 #include "passes/ArenaRanges.h"
 #include "passes/Passes.h"
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +34,7 @@
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "runtime/profile/MachineProfile.h"
 #include "runtime/support/FileUtil.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -366,11 +368,49 @@ static cl::opt<int64_t> plannerEvaluations(
              "forced placement would: up to 14 searches with --ssd-dir"),
     cl::init(200), cl::cat(tierCategory));
 
+static cl::opt<double> prefetchLead(
+    "prefetch-lead",
+    cl::desc("How far ahead fetches are issued and how long write-backs "
+             "keep their device copy, in multiples of the transfer's own "
+             "predicted time of kernels, its link's queue included "
+             "(default 1.5; halved under --gpu-mem until the plan fits; 0: "
+             "a fixed window of 32 ops)"),
+    cl::init(1.5), cl::cat(tierCategory));
+
+static cl::opt<bool> plannerCheck(
+    "planner-check",
+    cl::desc("Check the tier planner by enumeration on a small model: "
+             "GLPK's optimum of the layer programme against every count "
+             "vector, the proven bound against every layer placement "
+             "(scored) and every placement the search scored; fails when "
+             "either check does, remarks the figures"),
+    cl::init(false), cl::cat(tierCategory), cl::Hidden);
+
 static cl::opt<std::string> profileFile(
     "profile",
-    cl::desc("Machine profile for the cost model (from strata-calibrate); "
-             "documented defaults without one"),
+    cl::desc("Machine profile for the cost model (from strata-calibrate). "
+             "Without it, the profile strata-calibrate remembered on this "
+             "machine ($STRATA_PROFILE, else ~/.config/strata/"
+             "machine.profile) when there is one, else the built-in "
+             "defaults; 'builtin': the defaults"),
     cl::init(""), cl::cat(tierCategory));
+
+/// The profile a compile plans for: --profile, else the remembered one
+/// when it exists, else none (the built-in defaults; also for
+/// --profile=builtin). `remembered` says which.
+static std::string resolvedProfile(bool &remembered) {
+  remembered = false;
+  if (profileFile == "builtin")
+    return "";
+  if (!profileFile.empty())
+    return profileFile;
+  std::string path = strata::rememberedProfilePath();
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec))
+    return "";
+  remembered = true;
+  return path;
+}
 
 static cl::opt<bool> report(
     "report",
@@ -457,6 +497,8 @@ static std::string checkTrainingOptions() {
     return "--loss-scale-window must be at least 1";
   if (plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
+  if (!(prefetchLead >= 0 && prefetchLead <= 1000))
+    return "--prefetch-lead must be between 0 and 1000";
   if (fusion != "on" && fusion != "off")
     return "--fusion must be on or off, not '" + fusion + "'";
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
@@ -717,9 +759,12 @@ int main(int argc, char **argv) {
   // (and a plan-only compile, which writes none) never reads the weights.
   tiers.deferCopyValues = true;
   tiers.maxEvaluations = plannerEvaluations.getValue();
+  tiers.prefetchLead = prefetchLead.getValue();
+  tiers.plannerCheck = plannerCheck.getValue();
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();
-  tiers.profile = profileFile.getValue();
+  bool rememberedProfile = false;
+  tiers.profile = resolvedProfile(rememberedProfile);
   for (auto [flag, text, out] :
        {std::tuple{"--gpu-mem", &gpuMem, &tiers.gpuMem},
         std::tuple{"--cpu-mem", &cpuMem, &tiers.cpuMem}}) {
@@ -815,7 +860,8 @@ int main(int argc, char **argv) {
                 : mode == Mode::Grad ? "grad"
                                      : "forward";
     info.optimizer = optimizerText;
-    info.profile = profileFile.getValue();
+    info.profile = tiers.profile;
+    info.profileRemembered = rememberedProfile;
     info.gpuMem = tiers.gpuMem;
     info.cpuMem = tiers.cpuMem;
     info.ssdDrives = ssdDirs.size();
