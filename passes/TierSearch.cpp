@@ -414,12 +414,9 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
   if (overrides.empty()) {
     std::vector<Placement> bases;
     std::set<std::string> seen;
-    // The greedy start, recomputing every activation, and the greedy
-    // start that never recomputes: each base costs a score per layer
-    // configuration (about a second each at 175B).
-    for (size_t i : {size_t(0), numBases - 1, size_t(1)}) {
-      if (i >= numBases)
-        continue;
+    // Each base costs a score per layer configuration (about a second
+    // each at 175B).
+    for (size_t i = 0; i < numBases; ++i) {
       const Placement &p = tried[i].first;
       std::string key;
       for (Act a : p.acts)

@@ -343,8 +343,8 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   for (auto [i, p] : llvm::enumerate(all)) {
     if (!isAuto(p) || p->use_empty())
       continue;
-    roles[i] = p.getState()      ? Role::State
-               : p.getCopyOf()   ? Role::Low
+    roles[i] = p.getState()       ? Role::State
+               : p.getCopyOf()    ? Role::Low
                : p.getTrainable() ? Role::Master
                                   : Role::Other;
     byKey[layerOf(p.getName())].params.push_back(i);
@@ -460,8 +460,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
         return;
       }
       int64_t n = static_cast<int64_t>(measured[t].groups.size());
-      std::function<void(size_t, int64_t)> split = [&](size_t c,
-                                                       int64_t left) {
+      std::function<void(size_t, int64_t)> split = [&](size_t c, int64_t left) {
         if (c + 1 == counts[t].size()) {
           counts[t][c] = left;
           visit(t + 1);
@@ -542,12 +541,16 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     checkBestUs = fit ? bestEnumerated.stepUs : -1;
     return success();
   };
-  std::optional<std::pair<Placement, Score>> best;
-  auto keep = [&](Placement p, Score s) {
-    if (!best || s < best->second)
-      best = {std::move(p), s};
+  // Each base's solution, scored.
+  struct Solution {
+    const Placement *base;
+    std::vector<GroupType> measured;
+    Usage ref;
+    Counts counts;
+    Placement placed;
+    Score score;
   };
-  std::string summary;
+  std::vector<Solution> solutions;
   for (const Placement &base : bases) {
     // Step 3: the costs from this base.
     SmallVector<unsigned> reference(groups.size(), 0);
@@ -618,28 +621,38 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
                << objective(modelled(measured, ref.usage, *counts)) * 1e3
                << " ms, scored " << placedScore.stepUs / 1e3 << " ms, over "
                << placedScore.overBytes << " B\n");
-    // Refinement: one group moved at a time, the model's best moves first.
-    bool last = placed.label.find("last") != std::string::npos;
-    // At most kRefineScores scores: on a 175B model each takes about a
-    // second.
-    constexpr int kTriesPerRound = 4, kRefineScores = 16;
-    for (int spent = 0; spent < kRefineScores;) {
+    solutions.push_back({&base, std::move(measured), ref.usage, *counts,
+                         std::move(placed), placedScore});
+  }
+  if (solutions.empty()) {
+    layerStage = "found no placement within the budgets";
+    return std::nullopt;
+  }
+  // Refinement of each base's solution: one group moved at a time, the
+  // moves the model rates best first, while the score drops; half the
+  // search's evaluations in all (a score takes about a second at 175B).
+  const int refineScores = static_cast<int>(std::max<int64_t>(
+      16, maxEvaluations / (2 * static_cast<int64_t>(solutions.size()))));
+  constexpr int kTriesPerRound = 6;
+  for (Solution &sol : solutions) {
+    bool last = sol.placed.label.find("last") != std::string::npos;
+    for (int spent = 0; spent < refineScores;) {
       SmallVector<std::pair<double, Counts>> moves;
-      for (auto [t, type] : llvm::enumerate(measured))
+      bool over = !sol.score.fits();
+      for (auto [t, type] : llvm::enumerate(sol.measured))
         for (size_t from = 0; from < type.configs.size(); ++from) {
-          if ((*counts)[t][from] == 0)
+          if (sol.counts[t][from] == 0)
             continue;
           for (size_t to = 0; to < type.configs.size(); ++to) {
             if (to == from || type.cost[to].time[0] >= 1e9)
               continue;
-            Counts next = *counts;
-            --next[t][from];
-            ++next[t][to];
-            Usage u = modelled(measured, ref.usage, next);
             // Over a budget, only moves that free what is over.
-            bool over = !placedScore.fits();
             if (over && type.cost[to].device >= type.cost[from].device)
               continue;
+            Counts next = sol.counts;
+            --next[t][from];
+            ++next[t][to];
+            Usage u = modelled(sol.measured, sol.ref, next);
             moves.push_back({over ? u.device : objective(u), std::move(next)});
           }
         }
@@ -647,16 +660,16 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
         return a.first < b.first;
       });
       bool improved = false;
-      for (int k = 0; k < kTriesPerRound && k < static_cast<int>(moves.size()) &&
-                      spent < kRefineScores;
+      for (size_t k = 0;
+           k < moves.size() && k < kTriesPerRound && spent < refineScores;
            ++k, ++spent) {
-        Placement p = build(base, spread(moves[k].second, last));
-        p.label = placed.label;
+        Placement p = build(*sol.base, spread(moves[k].second, last));
+        p.label = sol.placed.label;
         Score s = score(func, p);
-        if (s < placedScore) {
-          placed = std::move(p);
-          placedScore = s;
-          counts = moves[k].second;
+        if (s < sol.score) {
+          sol.placed = std::move(p);
+          sol.score = s;
+          sol.counts = moves[k].second;
           improved = true;
           break;
         }
@@ -664,28 +677,26 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
       if (!improved)
         break;
     }
-    // Say what was chosen: the counts by configuration, for the biggest
-    // type.
-    size_t biggest = 0;
-    for (size_t t = 0; t < measured.size(); ++t)
-      if (measured[t].groups.size() > measured[biggest].groups.size())
-        biggest = t;
-    std::string chosen;
-    for (auto [c, n] : llvm::zip(measured[biggest].configs, (*counts)[biggest]))
-      if (n > 0)
-        chosen += (chosen.empty() ? "" : ", ") + std::to_string(n) + " " +
-                  kConfigs[c].name;
-    if (!best || placedScore < best->second)
-      summary = std::to_string(measured[biggest].groups.size()) +
-                " repeated layers: " + chosen;
-    keep(std::move(placed), placedScore);
   }
-  if (!best) {
-    layerStage = "found no placement within the budgets";
-    return std::nullopt;
-  }
-  layerStage = summary;
-  return best;
+  Solution &sol = *std::min_element(
+      solutions.begin(), solutions.end(),
+      [](const Solution &a, const Solution &b) { return a.score < b.score; });
+  // Say what was chosen: the counts by configuration, for the biggest
+  // type.
+  size_t biggest = 0;
+  for (size_t t = 0; t < sol.measured.size(); ++t)
+    if (sol.measured[t].groups.size() > sol.measured[biggest].groups.size())
+      biggest = t;
+  std::string chosen;
+  for (auto [c, n] :
+       llvm::zip(sol.measured[biggest].configs, sol.counts[biggest]))
+    if (n > 0)
+      chosen += (chosen.empty() ? "" : ", ") + std::to_string(n) + " " +
+                kConfigs[c].name;
+  layerStage = std::to_string(sol.measured[biggest].groups.size()) +
+               " repeated layers: " + chosen + " (predicted " +
+               llvm::formatv("{0:F3}", sol.score.stepUs / 1e3).str() + " ms)";
+  return std::pair<Placement, Score>(std::move(sol.placed), sol.score);
 }
 
 #endif // STRATA_HAVE_GLPK
