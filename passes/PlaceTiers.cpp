@@ -69,6 +69,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   scores.clear();
   chosen = Score();
   PlacementBound bound;
+  lead = prefetchLead;
   if (gpuMem > 0 && anyAuto) {
     bound = proven = placementBound(func, machine, gpuMem, cpuMem, hasSsd);
     layerStage.clear();
@@ -76,6 +77,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     best = search(func, best);
     if (check && failed(checkScores(func)))
       return failure();
+    // The lead the chosen plan was scored with, for --strata-plan-memory.
+    setDeclaredAttr<exec::ExecDialect::PrefetchLeadAttrHelper>(
+        func, Builder(func.getContext()).getF64FloatAttr(chosenLead));
     if (!layerStage.empty())
       func->emitRemark() << "planner's layer stage: " << layerStage;
     // A device budget that cannot be met is reported after memory

@@ -85,7 +85,12 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // Timed windows: each op's kernel seconds (transfers none), each fetch's
   // transfer seconds (by buffer), and each write-back (buffer read, its
   // index, its transfer seconds).
-  bool timed = options.prefetchLead > 0 && machine;
+  // The tier planner records the lead its chosen plan was scored with.
+  double wantedLead = options.prefetchLead;
+  if (auto chosen =
+          getDeclaredAttr<exec::ExecDialect::PrefetchLeadAttrHelper>(func))
+    wantedLead = chosen.getValueAsDouble();
+  bool timed = wantedLead > 0 && machine;
   std::vector<double> work;
   // A fetch (its buffer) or a write-back (the buffer it reads, at op
   // `at`) on link `link` taking `seconds`; `time` is filled in below.
@@ -261,7 +266,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   uint64_t arenaBytes = 0;
   if (timed && (!timedFetches.empty() || !drains.empty())) {
     // As the op windows below: the full lead, else none, else halvings.
-    lead = options.prefetchLead;
+    lead = wantedLead;
     arenaBytes = withLead(lead);
     if (over(arenaBytes)) {
       arenaBytes = withLead(0);

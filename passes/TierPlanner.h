@@ -232,7 +232,9 @@ public:
 
   /// Plans `func` and rewrites it. With a device budget and something left
   /// to the planner, it scores the greedy placements and the two naive
-  /// ones (every activation swapped, every one recomputed), then improves
+  /// ones (every activation swapped, every one recomputed), the layer
+  /// programme's placement (TierSolve.cpp; its scores on top of the
+  /// budget), then improves
   /// the best by moving one tensor at a time while the predicted step
   /// drops (or, over budget, while the excess does); each placement is
   /// scored by planning its memory and replaying its schedule. With every
@@ -342,6 +344,9 @@ private:
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;
+  /// The prefetch lead placements are scored with now, and the chosen
+  /// plan's (recorded on the function for --strata-plan-memory).
+  double lead = 0, chosenLead = 0;
   /// The proven bound of the function being planned.
   PlacementBound proven;
   /// With `check`: the fastest enumerated layer placement's step (us; -1:

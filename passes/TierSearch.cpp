@@ -239,6 +239,7 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   key.push_back('|');
   for (bool c : placement.cpu)
     key.push_back(c ? 'c' : 'd');
+  key += "|" + std::to_string(lead);
   if (auto it = scores.find(key); it != scores.end())
     return it->second;
   Score s = scoreOnClone(func, placement);
@@ -266,7 +267,7 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   // called directly (no nested pass manager per candidate).
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(gpuMem);
-  memory.prefetchLead = prefetchLead;
+  memory.prefetchLead = lead;
   planMemory(copy, memory, &machine);
   scheduleTransfers(copy);
   // The profile this pass read already, not the file again per score.
@@ -342,10 +343,29 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   SmallVector<std::pair<Class, std::string>> replicas;
   if (allAuto)
     replicas = forcedOptions();
-  totalEvaluations = maxEvaluations * (1 + replicas.size());
+  totalEvaluations = maxEvaluations * (2 + replicas.size());
+  lead = prefetchLead;
   Placement result = searchFrom(func, start, maxEvaluations);
   Score resultScore = chosen;
   auto ownNaive = naive;
+  chosenLead = lead;
+  if (prefetchLead > 0) {
+    // The same search with PlanMemory's windows in ops: the timed windows
+    // take device memory that some plans do better to spend on keeping
+    // tensors there (GPT-3 13B at batch 1 on the RTX 4090 profile: 5.94 s
+    // a step this way, 6.81 s with them), while others need them
+    // (LLaMA-7B on the A100 profile: 1.34 s with them). The lead is the
+    // plan's, like its placement.
+    lead = 0;
+    Placement p = searchFrom(func, start, maxEvaluations);
+    if (chosen < resultScore) {
+      result = std::move(p);
+      resultScore = chosen;
+      ownNaive = naive;
+      chosenLead = 0;
+    }
+    lead = prefetchLead;
+  }
   for (auto &option : replicas) {
     overrides.push_back(option);
     Placement forcedStart = forced(func, actBytes.size(), gradBytes.size());
@@ -358,6 +378,7 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     if (chosen < resultScore) {
       result = std::move(p);
       resultScore = chosen;
+      chosenLead = lead;
     }
   }
   naive = std::move(ownNaive);
@@ -369,7 +390,7 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
 /// starting placements, then local searches from the best of them.
 Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
                                   int64_t budget) {
-  const int64_t limit = evaluated + budget;
+  int64_t limit = evaluated + budget;
   std::vector<std::pair<Placement, Score>> tried;
   auto consider = [&](Placement p) {
     Score s = score(func, p);
@@ -427,8 +448,13 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
       if (seen.insert(key).second)
         bases.push_back(p);
     }
+    // Its scores come on top of the search's budget: it is a start, and
+    // the local search from the best start keeps all it had.
+    int64_t before = evaluated;
     if (auto solved = solveLayers(func, bases))
       tried.push_back(std::move(*solved));
+    limit += evaluated - before;
+    totalEvaluations += evaluated - before;
   }
   auto bestIt =
       std::min_element(tried.begin(), tried.end(),
