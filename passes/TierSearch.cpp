@@ -364,8 +364,9 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
       ownNaive = naive;
       chosenLead = 0;
     }
-    lead = prefetchLead;
   }
+  // The forced classes' searches with the lead that won.
+  lead = chosenLead;
   for (auto &option : replicas) {
     overrides.push_back(option);
     Placement forcedStart = forced(func, actBytes.size(), gradBytes.size());
@@ -378,7 +379,6 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     if (chosen < resultScore) {
       result = std::move(p);
       resultScore = chosen;
-      chosenLead = lead;
     }
   }
   naive = std::move(ownNaive);
