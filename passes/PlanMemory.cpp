@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #define DEBUG_TYPE "strata-plan-memory"
 
@@ -82,10 +83,9 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // Fetches from host or SSD (buffer, earliest start), and the index of
   // the last write-back into each stored tensor so far.
   std::vector<std::pair<size_t, int64_t>> fetches;
-  // Timed windows: each op's kernel seconds (transfers none), each fetch's
-  // transfer seconds (by buffer), and each write-back (buffer read, its
-  // index, its transfer seconds).
-  // The tier planner records the lead its chosen plan was scored with.
+  // Timed windows (with a lead): each op's kernel seconds (transfers
+  // none), each fetch and each write-back. The tier planner records the
+  // lead its chosen plan was scored with.
   double wantedLead = options.prefetchLead;
   if (auto chosen =
           getDeclaredAttr<exec::ExecDialect::PrefetchLeadAttrHelper>(func))
@@ -226,15 +226,12 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       buffers[i].start = std::max(earliest, defined[i] - window);
     return place();
   };
-  // The timed windows with lead `lead`: a fetch's destination from the op
-  // where the kernels up to its use take lead times its transfer, a
-  // write-back's source until the kernels after it do.
   // The timed windows with lead `lead` (1: as timed above; 2: twice as
   // far ahead of the use, twice as long after the write-back's op).
+  llvm::DenseMap<size_t, int64_t> earliestOf;
+  for (auto [i, earliest] : fetches)
+    earliestOf[i] = earliest;
   auto withLead = [&](double lead) {
-    llvm::DenseMap<size_t, int64_t> earliestOf;
-    for (auto [i, earliest] : fetches)
-      earliestOf[i] = earliest;
     for (auto [i, earliest] : fetches)
       buffers[i].start = defined[i];
     for (const Transfer &f : timedFetches) {
@@ -261,48 +258,41 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     return options.deviceBudget > 0 &&
            arena + paramsBytes > static_cast<uint64_t>(options.deviceBudget);
   };
+  // The plan with `wanted` when it fits the budget; else none when even
+  // that does not fit (kept without placing every halving in between: the
+  // planner scores thousands of plans that do not fit); else the first of
+  // `halvings` that fits, or none.
+  auto fitted = [&](double wanted, ArrayRef<double> halvings,
+                    function_ref<uint64_t(double)> planWith) {
+    uint64_t arena = planWith(wanted);
+    if (!over(arena) || wanted == 0)
+      return std::pair(wanted, arena);
+    arena = planWith(0);
+    if (over(arena))
+      return std::pair(0.0, arena);
+    for (double h : halvings)
+      if (uint64_t a = planWith(h); !over(a))
+        return std::pair(h, a);
+    return std::pair(0.0, planWith(0));
+  };
   int64_t window = 0;
   double lead = 0;
   uint64_t arenaBytes = 0;
+  SmallVector<double> halvings;
   if (timed && (!timedFetches.empty() || !drains.empty())) {
-    // As the op windows below: the full lead, else none, else halvings.
-    lead = wantedLead;
-    arenaBytes = withLead(lead);
-    if (over(arenaBytes)) {
-      arenaBytes = withLead(0);
-      double wanted = lead;
-      lead = 0;
-      if (!over(arenaBytes)) {
-        for (double l = wanted / 2; l >= 1.0 / 16; l /= 2)
-          if (uint64_t a = withLead(l); !over(a)) {
-            lead = l;
-            arenaBytes = a;
-            break;
-          }
-        if (lead == 0)
-          arenaBytes = withLead(0);
-      }
-    }
+    for (double l = wantedLead / 2; l >= 1.0 / 16; l /= 2)
+      halvings.push_back(l);
+    std::tie(lead, arenaBytes) = fitted(wantedLead, halvings, withLead);
   } else {
-    window = fetches.empty() ? 0 : options.prefetchWindow;
-    arenaBytes = withWindow(window);
-  }
-  auto overNow = [&] { return over(arenaBytes); };
-  // Over the budget, the window halves until the plan fits. No window
-  // first: when even that plan does not fit, it is the one kept, without
-  // placing every halving in between (the planner scores thousands of
-  // plans that do not fit).
-  if (window > 0 && overNow()) {
-    int64_t wanted = window;
-    window = 0;
-    arenaBytes = withWindow(0);
-    if (!overNow()) {
-      for (window = wanted / 2; window > 0; window /= 2)
-        if (arenaBytes = withWindow(window); !overNow())
-          break;
-      if (window == 0)
-        arenaBytes = withWindow(0);
-    }
+    // Over the budget, the window halves until the plan fits.
+    int64_t wanted = fetches.empty() ? 0 : options.prefetchWindow;
+    for (int64_t w = wanted / 2; w > 0; w /= 2)
+      halvings.push_back(static_cast<double>(w));
+    double used;
+    std::tie(used, arenaBytes) =
+        fitted(static_cast<double>(wanted), halvings,
+               [&](double w) { return withWindow(static_cast<int64_t>(w)); });
+    window = static_cast<int64_t>(used);
   }
   uint64_t unshared = 0;
   for (const Buffer &b : buffers)

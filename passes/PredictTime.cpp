@@ -84,10 +84,15 @@ struct PredictTimePass
     // A sleeping thread (an idle queue worker, the compute thread waiting
     // for a transfer) takes half a queue round trip to wake up.
     double wake = m.queueRoundTripUs * 0.5e-6;
-    auto waited = [&](size_t i, double start) {
+    // When step `i` can start, from `start`, after what it waits for;
+    // `binding`, when given, is the wait that held it last (-1: none).
+    auto waited = [&](size_t i, double start, int *binding = nullptr) {
       for (uint32_t w : ordering.waits[i])
-        if (end[w] > start)
+        if (end[w] > start) {
           start = end[w] + wake;
+          if (binding)
+            *binding = static_cast<int>(w);
+        }
       return start;
     };
     // On a GPU (a profile from strata-calibrate --backend cuda) host copies
@@ -225,13 +230,8 @@ struct PredictTimePass
       }
       // The compute thread idles until the last of its waits is done: that
       // time is charged to the queue of that wait.
-      double start = clock;
       int binding = -1;
-      for (uint32_t w : ordering.waits[i])
-        if (end[w] > start) {
-          start = end[w] + wake;
-          binding = static_cast<int>(w);
-        }
+      double start = waited(i, clock, &binding);
       if (binding >= 0)
         waitedOn[static_cast<int>(ordering.queues[binding])] += start - clock;
       if (backwardStart < 0 && !isTransfer(k) && markers::isBackward(k))

@@ -1042,6 +1042,18 @@ class TrainParity(unittest.TestCase):
                 logs.append([json.loads(l)["loss"] for l in f])
         self.assertEqual(logs[0], logs[1])
 
+    def keep_everything_sizes(self, name, art):
+        """The device arena and parameter region (bytes) of `name` compiled
+        with AdamW and everything on the device, into ARGS.work/`art`."""
+        keep = os.path.join(ARGS.work, art)
+        self.compile(name, keep, "--optimizer", "adamw")
+        text = run([tool("strata-inspect"), keep]).stdout
+        arena = int(re.search(r"device arena .*\((\d+) bytes\)",
+                              text).group(1))
+        stored = int(re.search(r"device parameter region: .*\((\d+) "
+                               r"bytes\)", text).group(1))
+        return arena, stored
+
     def test_no_forced_placement_beats_the_planner(self):
         """Under device and host budgets that force choices, no placement a
         user can force for one class (--place-params/-states/-gradients
@@ -1051,13 +1063,7 @@ class TrainParity(unittest.TestCase):
         one that does not fit is refused with what it needs."""
         name = "gpt2_dynamic"
         ssd = os.path.join(ARGS.work, "ssd_forced")
-        keep = os.path.join(ARGS.work, "forced_keep.strata")
-        self.compile(name, keep, "--optimizer", "adamw")
-        text = run([tool("strata-inspect"), keep]).stdout
-        arena = int(re.search(r"device arena .*\((\d+) bytes\)",
-                              text).group(1))
-        stored = int(re.search(r"device parameter region: .*\((\d+) "
-                               r"bytes\)", text).group(1))
+        arena, stored = self.keep_everything_sizes(name, "forced_keep.strata")
         # Half the device memory keeping everything there needs, and half
         # the parameters and optimizer state on the host.
         budgets = ["--optimizer", "adamw", "--gpu-mem",
@@ -1111,13 +1117,7 @@ class TrainParity(unittest.TestCase):
         under the bound check."""
         name = "gpt2_dynamic"
         ssd = os.path.join(ARGS.work, "ssd_check")
-        keep = os.path.join(ARGS.work, "check_keep.strata")
-        self.compile(name, keep, "--optimizer", "adamw")
-        text = run([tool("strata-inspect"), keep]).stdout
-        arena = int(re.search(r"device arena .*\((\d+) bytes\)",
-                              text).group(1))
-        stored = int(re.search(r"device parameter region: .*\((\d+) "
-                               r"bytes\)", text).group(1))
+        arena, stored = self.keep_everything_sizes(name, "check_keep.strata")
         art = os.path.join(ARGS.work, "check.strata")
         cmd = [tool("strata-compile"), self.models[name]["path"], "-o", art,
                "--report", "--optimizer", "adamw", "--planner-check",
