@@ -52,11 +52,6 @@ struct AttachOptimizerPass
           << clipMode << "' (exact, two-pass or previous-step)";
       return signalPassFailure();
     }
-    if (accumulate > 1 && clipGradNorm > 0) {
-      func.emitError("gradient clipping with accumulation is not supported "
-                     "yet: the norm would be of one micro-batch");
-      return signalPassFailure();
-    }
     if (failed(attach(func)))
       signalPassFailure();
   }
@@ -139,13 +134,31 @@ struct AttachOptimizerPass
     if (lossScaleValue)
       inverseScale = b.create<graph::DivOp>(loc, f32Scalar, scalar(b, loc, 1.0),
                                             lossScaleValue);
+    // With accumulation each update reads its accumulator, which holds the
+    // earlier micro-batches' sum; the norm (and the overflow check) is of
+    // the step's whole gradient, accumulator plus this micro-batch, divided
+    // by N as the updates divide it. Every micro-batch computes it (the
+    // plan is one program); the last one's is the step's.
+    OpBuilder stateBuilder(&body, body.begin());
+    llvm::DenseMap<Operation *, train::StateOp> accumulators;
+    if (accumulate > 1)
+      for (auto &[param, g] : updates) {
+        stateBuilder.setInsertionPointAfter(param);
+        accumulators[param] = stateBuilder.create<train::StateOp>(
+            param.getLoc(), param.getType(),
+            stateBuilder.getStringAttr(param.getName() + ".grad_accum"),
+            stateBuilder.getF64FloatAttr(0.0));
+      }
     Value total;
     for (auto &[param, g] : updates) {
       auto gt = cast<RankedTensorType>(g.getType());
       Value g32 = g;
+      if (accumulate > 1)
+        g32 =
+            b.create<graph::AddOp>(loc, gt, accumulators[param].getResult(), g);
       if (!gt.getElementType().isF32())
         g32 = b.create<graph::CastOp>(
-            loc, RankedTensorType::get(gt.getShape(), b.getF32Type()), g);
+            loc, RankedTensorType::get(gt.getShape(), b.getF32Type()), g32);
       if (inverseScale)
         g32 = b.create<graph::MulOp>(loc, g32.getType(), g32, inverseScale);
       SmallVector<int64_t> axes;
@@ -156,6 +169,9 @@ struct AttachOptimizerPass
       total = total ? b.create<graph::AddOp>(loc, f32Scalar, total, s) : s;
     }
     Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, total);
+    if (accumulate > 1)
+      norm = b.create<graph::DivOp>(loc, f32Scalar, norm,
+                                    scalar(b, loc, double(accumulate)));
     Value finite;
     if (lossScaleValue) {
       // A step whose gradients overflowed has an infinite or NaN norm.
@@ -227,7 +243,6 @@ struct AttachOptimizerPass
         finite = clones.lookup(finite);
     }
 
-    OpBuilder stateBuilder(&body, body.begin());
     for (auto &update : updates) {
       // Named, not a structured binding: lambdas below capture it.
       auto &param = update.first;
@@ -245,7 +260,7 @@ struct AttachOptimizerPass
       };
       Value gs = g;
       if (accumulate > 1) {
-        Value acc = state(".grad_accum");
+        Value acc = accumulators[param].getResult();
         b.create<train::AccumulateOp>(ploc, acc, g);
         gs = acc;
       }

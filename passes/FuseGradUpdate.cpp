@@ -134,13 +134,16 @@ struct FuseGradUpdatePass
           if (!writesState(r) || r == update)
             later(r == update ? nullptr : r);
       }
-      // Writes of the same value (accumulate, then update) keep their order.
-      for (Value v : written)
+      // An earlier write of a stored tensor it reads or writes keeps its
+      // order: the accumulation of the last micro-batch, then the update
+      // that reads the accumulator. (Not of every operand: updates sharing
+      // a clipping scale would then keep their block order.)
+      SmallVector<Value> stored(written);
+      for (Value v : update->getOperands())
+        if (v.getDefiningOp<train::StateOp>())
+          stored.push_back(v);
+      for (Value v : stored)
         for (Operation *u : v.getUsers())
-          if (writesState(u) && u != update && before(u, update))
-            later(u);
-      if (auto acc = dyn_cast<train::AccumulateOp>(update))
-        for (Operation *u : acc.getAccumulator().getUsers())
           if (writesState(u) && u != update && before(u, update))
             later(u);
       if (!after)

@@ -72,6 +72,44 @@ using namespace mlir;
 using namespace strata;
 using namespace strata::tiers;
 
+void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
+  if (placement.cpu.empty())
+    return;
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Operation *, unsigned> indexOf;
+  for (auto [i, p] : llvm::enumerate(body.getOps<exec::ParamOp>()))
+    indexOf[p] = i;
+  Builder b(func.getContext());
+  for (auto k : body.getOps<exec::KernelOp>()) {
+    if (!exec::isUpdate(k) || k.getInputs().empty())
+      continue;
+    Value v = k.getInputs()[0];
+    if (auto copy = v.getDefiningOp<exec::KernelOp>();
+        copy && copy.getKernel() == "copy")
+      v = copy.getInputs()[0];
+    auto it = indexOf.find(viewRoot(v).getDefiningOp());
+    if (it == indexOf.end())
+      continue;
+    setDeclaredAttr<exec::ExecDialect::UpdateOnAttrHelper>(
+        k, b.getStringAttr(placement.cpu[it->second] ? "cpu" : "device"));
+  }
+}
+
+#ifndef STRATA_HAVE_GLPK
+
+std::optional<std::pair<Placement, Score>>
+TierPlanner::solveLayers(func::FuncOp, ArrayRef<Placement> bases) {
+  // Said only where the stage would have run.
+  if (mode(Class::Params) != "auto" || mode(Class::States) != "auto" ||
+      bases.empty())
+    return std::nullopt;
+  layerStage = "skipped: the compiler was built without GLPK (install "
+               "libglpk-dev and rebuild); the local search alone planned";
+  return std::nullopt;
+}
+
+#else
+
 namespace {
 
 /// What a stored tensor is to its group's configuration.
@@ -153,40 +191,6 @@ struct GroupType {
 using Counts = SmallVector<SmallVector<int64_t>>;
 
 } // namespace
-
-void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
-  if (placement.cpu.empty())
-    return;
-  Block &body = func.getBody().front();
-  llvm::DenseMap<Operation *, unsigned> indexOf;
-  for (auto [i, p] : llvm::enumerate(body.getOps<exec::ParamOp>()))
-    indexOf[p] = i;
-  Builder b(func.getContext());
-  for (auto k : body.getOps<exec::KernelOp>()) {
-    if (!exec::isUpdate(k) || k.getInputs().empty())
-      continue;
-    Value v = k.getInputs()[0];
-    if (auto copy = v.getDefiningOp<exec::KernelOp>();
-        copy && copy.getKernel() == "copy")
-      v = copy.getInputs()[0];
-    auto it = indexOf.find(viewRoot(v).getDefiningOp());
-    if (it == indexOf.end())
-      continue;
-    setDeclaredAttr<exec::ExecDialect::UpdateOnAttrHelper>(
-        k, b.getStringAttr(placement.cpu[it->second] ? "cpu" : "device"));
-  }
-}
-
-#ifndef STRATA_HAVE_GLPK
-
-std::optional<std::pair<Placement, Score>>
-TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement>) {
-  layerStage = "skipped: the compiler was built without GLPK (install "
-               "libglpk-dev and rebuild); the local search alone planned";
-  return std::nullopt;
-}
-
-#else
 
 namespace {
 

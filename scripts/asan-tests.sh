@@ -35,7 +35,9 @@ if /usr/lib/llvm-19/build/utils/lit/lit.py "$FUZZ_BUILD/test" -q \
   echo "asan-tests: lit: passed"
 else
   echo "asan-tests: lit: FAILED" >&2
-  grep -E 'FAIL|Sanitizer|runtime error' "$WORK.lit.log" | head -20 >&2 || true
+  # lit -q names the failures under "Failed Tests (N):".
+  grep -E -A20 'Failed Tests|Sanitizer|runtime error' "$WORK.lit.log" \
+    | head -40 >&2 || true
   status=1
 fi
 for suite in test/models/test_reliability.py test/models/test_forward.py \

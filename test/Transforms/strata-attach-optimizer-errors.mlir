@@ -2,7 +2,6 @@
 // RUN: not strata-opt %s --split-input-file --strata-attach-optimizer=optimizer=rmsprop 2>&1 | FileCheck %s --check-prefix=OPT
 // RUN: not strata-opt %s --split-input-file --strata-attach-optimizer=accumulate=0 2>&1 | FileCheck %s --check-prefix=ACC
 // RUN: not strata-opt %s --split-input-file --strata-attach-optimizer=clip-mode=sometimes 2>&1 | FileCheck %s --check-prefix=CLIP
-// RUN: not strata-opt %s --split-input-file --strata-attach-optimizer="accumulate=2 clip-grad-norm=1.0" 2>&1 | FileCheck %s --check-prefix=ACCCLIP
 // RUN: not strata-opt %s --split-input-file --strata-attach-optimizer=loss-scale=-3 2>&1 | FileCheck %s --check-prefix=SCALE
 // RUN: not strata-opt %s --split-input-file --strata-attach-optimizer="optimizer=adalomo clip-grad-norm=1.0" 2>&1 | FileCheck %s --check-prefix=ADALOMO
 // RUN: not strata-opt %s --split-input-file --strata-attach-optimizer=loss-scale=dynamic 2>&1 | FileCheck %s --check-prefix=SEED
@@ -13,7 +12,6 @@
 // OPT: error: unknown optimizer 'rmsprop' (expected sgd, momentum, adamw, lomo or adalomo)
 // ACC: error: accumulate must be at least 1
 // CLIP: error: unknown clip mode 'sometimes' (exact, two-pass or previous-step)
-// ACCCLIP: error: gradient clipping with accumulation is not supported yet: the norm would be of one micro-batch
 // SCALE: error: --loss-scale must be none, dynamic or a positive number, not '-3'
 // ADALOMO: error: adalomo supports neither clipping nor accumulation yet
 // SEED: error: loss scaling needs the autodiff seed

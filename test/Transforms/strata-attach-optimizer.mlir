@@ -1,5 +1,6 @@
 // RUN: strata-opt %s --strata-attach-optimizer="optimizer=adamw lr=0.01 clip-grad-norm=1.0" | FileCheck %s
 // RUN: strata-opt %s --strata-attach-optimizer="optimizer=momentum lr=0.5" | FileCheck %s --check-prefix=MOM
+// RUN: strata-opt %s --strata-attach-optimizer="optimizer=sgd lr=0.1 accumulate=2 clip-grad-norm=1.0" | FileCheck %s --check-prefix=ACC
 
 // Tests that gradients become in-place updates placed before the return,
 // with their optimizer state, a global norm and clipping scale.
@@ -14,6 +15,19 @@
 // CHECK: %[[SCALE:.+]] = graph.min
 // CHECK: train.update_adamw %[[W]], %{{.+}}, %[[M]], %[[V]] scale %[[SCALE]] : tensor<f32> {{{.*}}lr = 1.000000e-02{{.*}}} : tensor<3xf32>
 // CHECK-NEXT: return %{{.+}}, %[[NORM]]
+// With accumulation the norm is of the step's whole gradient: the
+// accumulator plus this micro-batch's, read before it is added in and
+// divided by N as the update divides it.
+// ACC: %[[ACC:.+]] = train.state "w.grad_accum"
+// ACC: %[[SUM:.+]] = graph.add %[[ACC]], %arg0
+// ACC: %[[SQ:.+]] = graph.reduce_sum_square %[[SUM]]
+// ACC: %[[ROOT:.+]] = graph.sqrt %[[SQ]]
+// ACC: %[[N:.+]] = graph.constant {{.*}}dense<2.000000e+00>
+// ACC: %[[NORM:.+]] = graph.div %[[ROOT]], %[[N]]
+// ACC: %[[SCALE:.+]] = graph.min
+// ACC: train.accumulate %[[ACC]], %arg0
+// ACC-NEXT: train.update_sgd %{{.+}}, %[[ACC]] scale %[[SCALE]] {{.*}}accumulate = 2
+// ACC-NEXT: return %{{.+}}, %[[NORM]]
 // MOM: train.state "w.momentum_buffer"
 // MOM: train.update_momentum
 // MOM-NOT: scale

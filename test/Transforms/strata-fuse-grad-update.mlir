@@ -56,3 +56,24 @@ func.func @clipped(%g1: tensor<4xf32>, %g2: tensor<4xf32>) -> (tensor<f32>, tens
   train.update_sgd %w2, %g2 scale %scale : tensor<f32> {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
   return %norm, %norm : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// Tests that with accumulation each update stays after the accumulation
+// it reads: both move up to the gradient, the accumulation first.
+// CHECK-LABEL: func.func @accumulated
+// CHECK: %[[ACC:.+]] = train.state "w.grad_accum"
+// CHECK: %[[G:.+]] = graph.mul %{{.+}}, %{{.+}} {strata.backward}
+// CHECK-NEXT: train.accumulate %[[ACC]], %[[G]]
+// CHECK-NEXT: train.update_sgd %{{.+}}, %[[ACC]]
+// CHECK-NEXT: graph.mul %[[G]], %arg1
+func.func @accumulated(%x: tensor<4xf32>, %dy: tensor<4xf32>) -> (tensor<f32>, tensor<f32>) {
+  %w = graph.param "w" trainable : tensor<4xf32>
+  %acc = train.state "w.grad_accum" : tensor<4xf32>
+  %g = graph.mul %x, %dy {strata.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %m = graph.mul %g, %dy {strata.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %l = graph.reduce_sum %m axes = [0] : tensor<4xf32> -> tensor<f32>
+  train.accumulate %acc, %g : tensor<4xf32>
+  train.update_sgd %w, %acc {accumulate = 2 : i64, lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return %l, %l : tensor<f32>, tensor<f32>
+}

@@ -1387,6 +1387,99 @@ class TrainParity(unittest.TestCase):
             for k, w in device[1].items():
                 np.testing.assert_array_equal(weights[k], w, err_msg=tier + k)
 
+    def test_accumulation_with_clipping_matches_pytorch(self):
+        """--accumulate 2 --clip-grad-norm clips the step's whole gradient
+        (the mean over its micro-batches) as the Trainer's loop does: loss / N
+        per micro-batch, clip_grad_norm_ after the last. Exact clipping with
+        updates after the backward pass, fused (two-pass, bit-identical to
+        it), on the CPU with the state on the host, previous-step, and
+        AdamW."""
+        import torch
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        max_norm = 0.5
+
+        def strata(tag, flags):
+            art = os.path.join(ARGS.work, "accclip_%s.strata" % tag)
+            self.compile(name, art, "--accumulate", "2", "--clip-grad-norm",
+                         str(max_norm), *flags)
+            log = art + ".log"
+            run([tool("strata-run"), art, "--data", data, "--steps", "3",
+                 "--log-json", log, "--quiet"])
+            with open(log) as f:
+                rows = [json.loads(line) for line in f]
+            return rows, self.exported_weights(art)
+
+        def pytorch(make_opt, previous_step=False):
+            module = self.torch_module(name)
+            opt = make_opt(module.parameters())
+            losses, norms, previous = [], [], None
+            for step in range(3):
+                opt.zero_grad()
+                total = 0.0
+                for j in range(2):
+                    ids, labels = self.batch(name, 2 * step + j)
+                    loss = self.torch_loss(module, ids, labels) / 2
+                    loss.backward()
+                    total += loss.item()
+                if previous_step:
+                    norm = torch.norm(torch.stack(
+                        [p.grad.norm() for p in module.parameters()])).item()
+                    if previous is not None:
+                        coef = min(1.0, max_norm / (previous + 1e-6))
+                        for p in module.parameters():
+                            p.grad.mul_(coef)
+                    previous = norm
+                else:
+                    norm = torch.nn.utils.clip_grad_norm_(
+                        module.parameters(), max_norm).item()
+                opt.step()
+                losses.append(total)
+                norms.append(norm)
+            return losses, norms, {n: p.detach().numpy()
+                                   for n, p in module.named_parameters()}
+
+        def check(tag, rows, weights, want, atol=None):
+            losses, norms, params = want
+            np.testing.assert_allclose([r["loss"] for r in rows], losses,
+                                       rtol=RTOL, err_msg=tag)
+            np.testing.assert_allclose([r["grad_norm"] for r in rows], norms,
+                                       rtol=RTOL, err_msg=tag)
+            for n, w in params.items():
+                if atol is None:
+                    assert_close(self, weights[n], w, tag + " " + n)
+                else:
+                    np.testing.assert_allclose(weights[n], w, rtol=RTOL,
+                                               atol=atol, err_msg=tag + n)
+
+        sgd = ["--optimizer", "sgd", "--lr", "0.05"]
+        want = pytorch(lambda p: torch.optim.SGD(p, lr=0.05))
+        # The norms are over the limit: every step clips.
+        self.assertTrue(all(n > max_norm for n in want[1]), want[1])
+        exact = strata("exact", sgd + ["--fuse-updates=false"])
+        check("exact", *exact, want)
+        two = strata("two", sgd + ["--fuse-updates", "--clip-mode",
+                                   "two-pass"])
+        self.assertEqual([r["loss"] for r in two[0]],
+                         [r["loss"] for r in exact[0]])
+        for k, w in exact[1].items():
+            np.testing.assert_array_equal(two[1][k], w, err_msg="two " + k)
+        prev = strata("prev", sgd + ["--fuse-updates", "--clip-mode",
+                                     "previous-step"])
+        check("previous-step", *prev,
+              pytorch(lambda p: torch.optim.SGD(p, lr=0.05),
+                      previous_step=True))
+        adamw = ["--optimizer", "adamw", "--lr", "0.003"]
+        want = pytorch(lambda p: torch.optim.AdamW(p, lr=0.003))
+        # As check_steps: Adam turns rounding in tiny gradients into
+        # fractions of a step; 1e-3 of the reachable distance is allowed.
+        atol = 1e-3 * 3 * 0.003
+        check("adamw", *strata("adamw", adamw), want, atol)
+        check("adamw on the CPU", *strata(
+            "adamw_cpu", adamw + ["--place-params", "host", "--place-states",
+                                  "host", "--place-updates", "cpu"]),
+              want, atol)
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")
