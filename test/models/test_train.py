@@ -1390,10 +1390,10 @@ class TrainParity(unittest.TestCase):
     def test_accumulation_with_clipping_matches_pytorch(self):
         """--accumulate 2 --clip-grad-norm clips the step's whole gradient
         (the mean over its micro-batches) as the Trainer's loop does: loss / N
-        per micro-batch, clip_grad_norm_ after the last. Exact clipping with
-        updates after the backward pass, fused (two-pass, bit-identical to
-        it), on the CPU with the state on the host, previous-step, and
-        AdamW."""
+        per micro-batch, clip_grad_norm_ after the last. SGD, LOMO and
+        AdamW; exact clipping with updates after the backward pass, fused
+        (two-pass) and on the CPU with the state on the host, each
+        bit-identical to the first; previous-step."""
         import torch
         name = "gpt2_dynamic"
         data = self.data[name][0]
@@ -1458,12 +1458,20 @@ class TrainParity(unittest.TestCase):
         self.assertTrue(all(n > max_norm for n in want[1]), want[1])
         exact = strata("exact", sgd + ["--fuse-updates=false"])
         check("exact", *exact, want)
-        two = strata("two", sgd + ["--fuse-updates", "--clip-mode",
-                                   "two-pass"])
-        self.assertEqual([r["loss"] for r in two[0]],
-                         [r["loss"] for r in exact[0]])
-        for k, w in exact[1].items():
-            np.testing.assert_array_equal(two[1][k], w, err_msg="two " + k)
+        two_pass = ["--fuse-updates", "--clip-mode", "two-pass"]
+
+        def same(tag, got, reference):
+            self.assertEqual([r["loss"] for r in got[0]],
+                             [r["loss"] for r in reference[0]], tag)
+            self.assertEqual([r["grad_norm"] for r in got[0]],
+                             [r["grad_norm"] for r in reference[0]], tag)
+            for k, w in reference[1].items():
+                np.testing.assert_array_equal(got[1][k], w,
+                                              err_msg=tag + " " + k)
+
+        same("two-pass", strata("two", sgd + two_pass), exact)
+        same("lomo", strata("lomo", ["--optimizer", "lomo", "--lr", "0.05",
+                                     "--clip-mode", "two-pass"]), exact)
         prev = strata("prev", sgd + ["--fuse-updates", "--clip-mode",
                                      "previous-step"])
         check("previous-step", *prev,
@@ -1474,11 +1482,14 @@ class TrainParity(unittest.TestCase):
         # As check_steps: Adam turns rounding in tiny gradients into
         # fractions of a step; 1e-3 of the reachable distance is allowed.
         atol = 1e-3 * 3 * 0.003
-        check("adamw", *strata("adamw", adamw), want, atol)
-        check("adamw on the CPU", *strata(
-            "adamw_cpu", adamw + ["--place-params", "host", "--place-states",
-                                  "host", "--place-updates", "cpu"]),
-              want, atol)
+        unfused = strata("adamw", adamw + ["--fuse-updates=false"])
+        check("adamw", *unfused, want, atol)
+        same("adamw two-pass", strata("adamw_two", adamw + two_pass), unfused)
+        cpu = ["--place-params", "host", "--place-states", "host",
+               "--place-updates", "cpu"]
+        same("adamw on the CPU", strata("adamw_cpu", adamw + cpu), unfused)
+        same("adamw on the CPU, two-pass",
+             strata("adamw_cpu_two", adamw + cpu + two_pass), unfused)
 
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
