@@ -75,5 +75,6 @@ run python-bindings env LD_PRELOAD="$TSAN_RT" \
   PYTHONPATH="$TSAN_BUILD/python" STRATA_BIN="$TOOLS" \
   /usr/bin/python3 -c 'import os, sys, pytest
 os.environ.pop("LD_PRELOAD")
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "test/python"]))'
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
+                     "test/python/test_bindings.py"]))'
 exit $status

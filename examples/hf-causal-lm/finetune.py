@@ -6,12 +6,15 @@ The path for people who use HuggingFace transformers:
 1. a tokenizer (byte-level BPE) trained on a local text file with the
    `tokenizers` package (no hub is reachable: nothing is downloaded);
 2. a model from transformers' own modeling code (LLaMA by default) built
-   from a small config with random weights, exported to ONNX;
+   from a small config with random weights, exported to ONNX with
+   strata.hf.export (the settings Strata trains from, and which tensors to
+   freeze);
 3. strata.compile: the training step (AdamW, cosine schedule, clipping);
 4. a data pipeline of our own in NumPy (random windows of the tokenized
    text) feeding strata's Trainer a step at a time;
-5. the trained weights loaded back into the PyTorch model, which then
-   generates a few tokens.
+5. the trained weights written as safetensors with
+   strata.hf.save_pretrained and loaded with transformers' own
+   from_pretrained, which then generates a few tokens.
 
 Run it with examples/hf-causal-lm/run.sh (which installs and builds what it
 needs); it exits non-zero if the loss does not fall or the weights do not
@@ -22,12 +25,12 @@ import argparse
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 import torch
 
 import strata
+import strata.hf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -69,7 +72,7 @@ def build_model(family, vocab, seq):
 
 
 class Logits(torch.nn.Module):
-    """ids -> logits, as Strata trains it (--loss causal-lm)."""
+    """ids -> logits, for the held-out loss in PyTorch."""
 
     def __init__(self, model):
         super().__init__()
@@ -77,29 +80,6 @@ class Logits(torch.nn.Module):
 
     def forward(self, input_ids):
         return self.m(input_ids=input_ids, return_dict=False)[0]
-
-
-def export(model, path, batch, seq):
-    """ONNX with dynamic batch and sequence; no constant folding (which would
-    copy transposed weights into new tensors); in training mode, or the
-    exporter merges parameters of equal values (freshly initialised norms,
-    all ones) into one initializer, which would then train as one."""
-    import onnx
-    wrapper = Logits(model).train()
-    ids = torch.zeros((batch, seq), dtype=torch.long)
-    warnings.filterwarnings("ignore")
-    with torch.no_grad():
-        torch.onnx.export(wrapper, (ids,), path, input_names=["input_ids"],
-                          output_names=["logits"], opset_version=17,
-                          do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.TRAINING,
-                          dynamic_axes={"input_ids": {0: "batch",
-                                                      1: "seq"}})
-    params = {n for n, _ in wrapper.named_parameters()}
-    # Float tensors that are not parameters (rotary tables, masks) stay as
-    # they are: frozen.
-    return sorted(i.name for i in onnx.load(path).graph.initializer
-                  if i.name not in params and i.data_type in (1, 10, 11, 16))
 
 
 def main():
@@ -131,20 +111,20 @@ def main():
     print("== 2. model: %s from transformers' modeling code, random weights"
           % args.model)
     model = build_model(args.model, vocab, args.seq)
-    onnx_path = os.path.join(args.out, "model.onnx")
-    frozen = export(model, onnx_path, 2, args.seq)
-    print("   %.2fM parameters -> %s" % (
-        sum(p.numel() for p in model.parameters()) / 1e6, onnx_path))
+    exported = strata.hf.export(model, os.path.join(args.out, "model.onnx"),
+                                batch=2, seq=args.seq)
+    print("   %.2fM parameters -> %s (%d tensors frozen)" % (
+        sum(p.numel() for p in model.parameters()) / 1e6, exported.path,
+        len(exported.frozen)))
 
     print("== 3. compile the training step with Strata")
     flags = ["--input-shape", "input_ids=%dx%d" % (args.batch, args.seq),
              "--optimizer", "adamw", "--lr", "3e-3", "--weight-decay", "0.01",
              "--clip-grad-norm", "1.0", "--lr-schedule", "cosine",
              "--warmup-steps", "10", "--total-steps", str(args.steps)]
-    for name in frozen:
-        flags += ["--freeze", name]
+    flags += exported.compile_flags
     art_path = os.path.join(args.out, "model.strata")
-    strata.compile(onnx_path, art_path, flags)
+    strata.compile(exported.path, art_path, flags)
     art = strata.Artifact(art_path, backend=args.backend)
     trainer = art.trainer(checkpoint_dir=os.path.join(args.out, "ckpt"))
 
@@ -173,29 +153,28 @@ def main():
           % (first, last))
     ok = last < first - 0.5
 
-    print("== 5. the trained weights back into PyTorch")
+    print("== 5. the trained weights into transformers' from_pretrained")
     held_batch = windows(held, 16)
 
-    def torch_loss():
+    def torch_loss(m):
         with torch.no_grad():
-            logits = Logits(model)(torch.from_numpy(held_batch["input_ids"]))
+            logits = Logits(m)(torch.from_numpy(held_batch["input_ids"]))
             return torch.nn.functional.cross_entropy(
                 logits.reshape(-1, vocab),
                 torch.from_numpy(held_batch["labels"]).reshape(-1)).item()
 
-    before = torch_loss()
-    weights = trainer.parameters()
-    state = {name[len("m."):]: torch.from_numpy(w)
-             for name, w in weights.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    trained = {n for n, _ in model.named_parameters()}
-    not_loaded = sorted(trained & set(missing))
-    after = torch_loss()
-    print("   %d tensors loaded; held-out loss in PyTorch %.3f -> %.3f"
-          % (len(state), before, after))
-    if unexpected or not_loaded:
-        print("   error: unexpected %s, not loaded %s" % (unexpected,
-                                                         not_loaded))
+    before = torch_loss(model)
+    hf_dir = os.path.join(args.out, "finetuned")
+    strata.hf.save_pretrained(art_path, hf_dir, model.config, exported,
+                              checkpoint=trainer.checkpoint_file)
+    model, info = type(model).from_pretrained(hf_dir,
+                                              output_loading_info=True)
+    after = torch_loss(model)
+    print("   %s: %s; held-out loss in PyTorch %.3f -> %.3f"
+          % (hf_dir, ", ".join(sorted(os.listdir(hf_dir))), before, after))
+    if info["missing_keys"] or info["unexpected_keys"]:
+        print("   error: missing %s, unexpected %s" % (info["missing_keys"],
+                                                      info["unexpected_keys"]))
         ok = False
     ok = ok and after < before - 0.5
 

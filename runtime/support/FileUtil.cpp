@@ -126,32 +126,76 @@ bool writeFileAtomically(const std::string &path, const void *data, size_t size,
 bool writeFileAtomically(const std::string &path,
                          const std::vector<FilePiece> &pieces,
                          std::string &error) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create '" + tmp + "': " + std::strerror(errno);
+  AtomicFileWriter out;
+  if (!out.open(path, error))
     return false;
-  }
-  bool ok = true;
   for (const FilePiece &piece : pieces)
-    ok = ok && writeAll(fd, piece.data, piece.size);
-  ok = ok && ::fsync(fd) == 0;
+    if (!out.write(piece.data, piece.size, error))
+      return false;
+  return out.commit(error);
+}
+
+AtomicFileWriter::~AtomicFileWriter() { discard(); }
+
+void AtomicFileWriter::discard() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+  fd_ = -1;
+}
+
+bool AtomicFileWriter::open(const std::string &path, std::string &error) {
+  discard();
+  path_ = path;
+  tmp_ = path + ".tmp." + std::to_string(::getpid());
+  size_ = 0;
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    error = "cannot create '" + tmp_ + "': " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool AtomicFileWriter::write(const void *data, size_t size,
+                             std::string &error) {
+  if (fd_ < 0) {
+    error = "cannot write '" + path_ + "': not open";
+    return false;
+  }
+  if (!writeAll(fd_, data, size)) {
+    error = "cannot write '" + path_ + "': " + std::strerror(errno);
+    discard();
+    return false;
+  }
+  size_ += size;
+  return true;
+}
+
+bool AtomicFileWriter::commit(std::string &error) {
+  if (fd_ < 0) {
+    error = "cannot write '" + path_ + "': not open";
+    return false;
+  }
+  bool ok = ::fsync(fd_) == 0;
   int savedErrno = errno;
-  ok = (::close(fd) == 0) && ok;
+  ok = (::close(fd_) == 0) && ok;
+  fd_ = -1;
   if (!ok) {
-    error = "cannot write '" + path + "': " + std::strerror(savedErrno);
-    ::unlink(tmp.c_str());
+    error = "cannot write '" + path_ + "': " + std::strerror(savedErrno);
+    ::unlink(tmp_.c_str());
     return false;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename '" + tmp + "' to '" + path +
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    error = "cannot rename '" + tmp_ + "' to '" + path_ +
             "': " + std::strerror(errno);
-    ::unlink(tmp.c_str());
+    ::unlink(tmp_.c_str());
     return false;
   }
-  if (!syncDirectory(parentOf(path))) {
-    error = "wrote '" + path + "' but cannot make it durable (fsync of " +
-            parentOf(path) + "): " + std::strerror(errno);
+  if (!syncDirectory(parentOf(path_))) {
+    error = "wrote '" + path_ + "' but cannot make it durable (fsync of " +
+            parentOf(path_) + "): " + std::strerror(errno);
     return false;
   }
   return true;

@@ -25,6 +25,32 @@ bool writeFileAtomically(const std::string &path,
                          const std::vector<FilePiece> &pieces,
                          std::string &error);
 
+/// A file written piece by piece through a temporary beside it (for
+/// contents too large to hold in memory), made visible by commit() (fsync,
+/// rename, fsync of the directory). Until then, and if any write failed,
+/// `path` keeps its old contents; the temporary is removed when the writer
+/// is destroyed uncommitted.
+class AtomicFileWriter {
+public:
+  AtomicFileWriter() = default;
+  AtomicFileWriter(const AtomicFileWriter &) = delete;
+  AtomicFileWriter &operator=(const AtomicFileWriter &) = delete;
+  ~AtomicFileWriter();
+
+  bool open(const std::string &path, std::string &error);
+  bool write(const void *data, size_t size, std::string &error);
+  bool commit(std::string &error);
+  /// Bytes written so far.
+  uint64_t size() const { return size_; }
+
+private:
+  void discard();
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 /// For a tool's main(): a write past the file-size limit (ulimit -f) then
 /// fails with EFBIG, reported as an error naming the file like a full disk,
 /// instead of SIGXFSZ killing the process mid-write.

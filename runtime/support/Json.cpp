@@ -2,6 +2,7 @@
 
 #include "runtime/support/Json.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -319,6 +320,24 @@ private:
 bool parse(const std::string &text, Value &out, std::string &error) {
   out = Value();
   return Parser(text).document(out, error);
+}
+
+std::string quote(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 } // namespace strata::json

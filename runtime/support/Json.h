@@ -46,6 +46,10 @@ constexpr int kMaxDepth = 64;
 /// whitespace allowed). False with `error` ("at byte N: ...") otherwise.
 bool parse(const std::string &text, Value &out, std::string &error);
 
+/// `text` as a JSON string literal, quotes included: `"` and `\` escaped,
+/// control characters as \u00XX; other bytes (UTF-8) as they are.
+std::string quote(const std::string &text);
+
 } // namespace strata::json
 
 #endif // STRATA_RUNTIME_SUPPORT_JSON_H
