@@ -66,8 +66,8 @@ bool header(const std::vector<const Tensor *> &tensors, std::string &out,
       error = "tensor '" + t->name + "' has no valid element type";
       return false;
     }
-    out += "," + json::quote(t->name) + ":{\"dtype\":\"" +
-           dtypeCode(t->dtype) + "\",\"shape\":[";
+    out += "," + json::quote(t->name) + ":{\"dtype\":\"" + dtypeCode(t->dtype) +
+           "\",\"shape\":[";
     for (size_t i = 0; i < t->shape.size(); ++i)
       out += (i ? "," : "") + std::to_string(t->shape[i]);
     out += "],\"data_offsets\":[" + std::to_string(offset) + "," +
@@ -175,8 +175,8 @@ bool writeModel(const std::string &dir, const std::vector<Tensor> &tensors,
   std::string map;
   for (size_t s = 0; s < shards.size(); ++s) {
     char name[64];
-    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors",
-                  s + 1, shards.size());
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", s + 1,
+                  shards.size());
     std::string path = dir + "/" + name;
     if (!writeFile(path, shards[s], error))
       return false;

@@ -102,6 +102,11 @@ static void usage(FILE *out) {
                "training (plans compiled with --mode train):\n"
                "  --data FILE            token data: .npy int32/int64 [N, "
                "T+1] rows, or a .bin uint16 token stream\n"
+               "  --labels FILE          labels for the rows of a .npy --data "
+               "(same shape, aligned\n"
+               "                         with the tokens as HuggingFace gives "
+               "them; negative, e.g.\n"
+               "                         -100: left out of the loss)\n"
                "  --steps N              train until step N\n"
                "  --save-every K         checkpoint every K steps (and at the "
                "end)\n"
@@ -205,6 +210,8 @@ int main(int argc, char **argv) {
       quiet = true;
     } else if (arg == "--data" || arg.rfind("--data=", 0) == 0) {
       trainOptions.dataPath = value("--data");
+    } else if (arg == "--labels" || arg.rfind("--labels=", 0) == 0) {
+      trainOptions.labelsPath = value("--labels");
     } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||
                arg == "--save-every" || arg.rfind("--save-every=", 0) == 0) {
       bool steps = arg.rfind("--steps", 0) == 0;
@@ -297,10 +304,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   bool training = art.plan().mode == "train";
-  if (!training && (stepsGiven || !trainOptions.dataPath.empty())) {
+  if (!training && (stepsGiven || !trainOptions.dataPath.empty() ||
+                    !trainOptions.labelsPath.empty())) {
     std::fprintf(stderr,
                  "strata-run: error: '%s' is a forward plan; "
-                 "--data/--steps need one compiled with --mode "
+                 "--data/--labels/--steps need one compiled with --mode "
                  "train\n",
                  artifactDir.c_str());
     return 2;

@@ -10,6 +10,45 @@
 
 namespace strata::trainer {
 
+namespace {
+
+/// A .npy of int32/int64 rows [N > 0, seq + 1], as int64.
+bool readRows(const std::string &path, const char *what, int64_t batch,
+              int64_t seq, std::vector<int64_t> &out, std::string &error) {
+  npy::Array array;
+  if (!npy::readFile(path, array, error))
+    return false;
+  if (array.dtype != DType::I64 && array.dtype != DType::I32) {
+    error = std::string(what) + " '" + path +
+            "' must be int32 or int64, it is " + dtypeName(array.dtype);
+    return false;
+  }
+  if (array.shape.size() != 2 || array.shape[1] != seq + 1) {
+    error = std::string(what) + " '" + path + "' must have shape [N, " +
+            std::to_string(seq + 1) +
+            "] (rows of T+1 tokens for T = " + std::to_string(seq) +
+            "), it has " + npy::shapeString(array.shape);
+    return false;
+  }
+  if (array.shape[0] == 0) {
+    error = std::string(what) + " '" + path + "' has no rows";
+    return false;
+  }
+  out.resize(array.numElements());
+  for (int64_t i = 0; i < array.numElements(); ++i) {
+    if (array.dtype == DType::I64)
+      std::memcpy(&out[i], array.data.data() + 8 * i, 8);
+    else {
+      int32_t v;
+      std::memcpy(&v, array.data.data() + 4 * i, 4);
+      out[i] = v;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
 bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
                       std::string &error) {
   batch_ = batch;
@@ -54,36 +93,9 @@ bool DataSource::open(const std::string &path, int64_t batch, int64_t seq,
                    std::to_string(seq + 1) + ")";
     return true;
   }
-  npy::Array array;
-  if (!npy::readFile(path, array, error))
+  if (!readRows(path, "data", batch, seq, tokens_, error))
     return false;
-  if (array.dtype != DType::I64 && array.dtype != DType::I32) {
-    error = "data '" + path + "' must be int32 or int64, it is " +
-            dtypeName(array.dtype);
-    return false;
-  }
-  if (array.shape.size() != 2 || array.shape[1] != seq + 1) {
-    error = "data '" + path + "' must have shape [N, " +
-            std::to_string(seq + 1) +
-            "] (rows of T+1 tokens for T = " + std::to_string(seq) +
-            "), it has " + npy::shapeString(array.shape);
-    return false;
-  }
-  rows_ = array.shape[0];
-  if (rows_ == 0) {
-    error = "data '" + path + "' has no rows";
-    return false;
-  }
-  tokens_.resize(array.numElements());
-  for (int64_t i = 0; i < array.numElements(); ++i) {
-    if (array.dtype == DType::I64)
-      std::memcpy(&tokens_[i], array.data.data() + 8 * i, 8);
-    else {
-      int32_t v;
-      std::memcpy(&v, array.data.data() + 4 * i, 4);
-      tokens_[i] = v;
-    }
-  }
+  rows_ = static_cast<int64_t>(tokens_.size()) / (seq + 1);
   // A token id is never negative (an index from the end to a gather, an
   // ignored position to the loss): refuse the data rather than guess.
   for (size_t i = 0; i < tokens_.size(); ++i)
@@ -105,15 +117,42 @@ int64_t DataSource::token(int64_t row, int64_t col) const {
   return tokens_[row * (seq_ + 1) + col];
 }
 
+bool DataSource::openLabels(const std::string &path, std::string &error) {
+  if (stream_ || tokens_.empty()) {
+    error = "--labels needs --data as .npy rows (a token stream has no rows "
+            "to align labels with)";
+    return false;
+  }
+  if (!readRows(path, "labels", batch_, seq_, labels_, error))
+    return false;
+  int64_t rows = static_cast<int64_t>(labels_.size()) / (seq_ + 1);
+  if (rows != rows_) {
+    error = "labels '" + path + "' have " + std::to_string(rows) +
+            " rows, the data " + std::to_string(rows_) +
+            ": one row of labels per row of tokens";
+    labels_.clear();
+    return false;
+  }
+  int64_t used = 0;
+  for (int64_t v : labels_)
+    used += v >= 0;
+  description_ += ", labels from " + path + " (" + std::to_string(used) +
+                  " of " + std::to_string(labels_.size()) + " in the loss)";
+  return true;
+}
+
 void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
-                       std::vector<int64_t> &labels) const {
+                       std::vector<int64_t> &labels, bool next) const {
   inputs.resize(batch_ * seq_);
   labels.resize(batch_ * seq_);
+  int64_t shift = next ? 1 : 0;
   for (int64_t b = 0; b < batch_; ++b) {
     int64_t row = (step * batch_ + b) % rows_;
     for (int64_t t = 0; t < seq_; ++t) {
       inputs[b * seq_ + t] = token(row, t);
-      labels[b * seq_ + t] = token(row, t + 1);
+      labels[b * seq_ + t] = labels_.empty()
+                                 ? token(row, t + shift)
+                                 : labels_[row * (seq_ + 1) + t + shift];
     }
   }
 }

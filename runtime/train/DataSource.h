@@ -20,10 +20,18 @@ public:
   /// Opens `path` for batches of `batch` rows of `seq` tokens.
   bool open(const std::string &path, int64_t batch, int64_t seq,
             std::string &error);
+  /// Takes the labels from `path` instead of the tokens: a .npy of the
+  /// data's shape [N, T+1], row for row, as HuggingFace datasets give them
+  /// (aligned with the tokens, negative where a position is left out of
+  /// the loss: -100 for a prompt, padding). Only after open() of .npy data.
+  bool openLabels(const std::string &path, std::string &error);
 
-  /// Fills `inputs` and `labels` (batch*seq each) for step `step` (0-based).
+  /// Fills `inputs` (tokens 0..T-1 of each row) and `labels` (batch*seq
+  /// each) for step `step` (0-based): positions 1..T of the labels (the
+  /// next tokens, `next`), or 0..T-1 (for a model that shifts them itself).
   void batch(int64_t step, std::vector<int64_t> &inputs,
-             std::vector<int64_t> &labels) const;
+             std::vector<int64_t> &labels, bool next = true) const;
+  bool hasLabels() const { return !labels_.empty(); }
 
   int64_t rows() const { return rows_; }
   const std::string &description() const { return description_; }
@@ -32,6 +40,7 @@ private:
   int64_t token(int64_t row, int64_t col) const;
 
   std::vector<int64_t> tokens_; // Npy: rows_ x (seq_ + 1). Bin: the stream.
+  std::vector<int64_t> labels_; // rows_ x (seq_ + 1), when given.
   bool stream_ = false;
   int64_t rows_ = 0;
   int64_t batch_ = 0;

@@ -82,6 +82,12 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     const Slot &s = plan.slots[ids->slot];
     if (!data.open(options.dataPath, s.shape[0], s.shape[1], error))
       return false;
+    if (!options.labelsPath.empty() &&
+        !data.openLabels(options.labelsPath, error))
+      return false;
+  } else if (!options.labelsPath.empty()) {
+    error = "--labels goes with --data (the labels of its rows)";
+    return false;
   } else if (options.fixedInputs.size() != plan.inputs.size()) {
     error = "a training run needs --data FILE (token rows or stream) or one "
             "--input per plan input";
@@ -131,13 +137,11 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   auto feed = [&](int64_t step, int64_t j, std::string &err) {
     if (options.dataPath.empty())
       return true;
-    data.batch(step * micro + j, in, lab);
+    data.batch(step * micro + j, in, lab, plan.labels != "same");
     return executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
                              err) &&
            executor.setInput(labels->name,
-                             tokens(plan.slots[labels->slot],
-                                    plan.labels == "same" ? in : lab),
-                             err);
+                             tokens(plan.slots[labels->slot], lab), err);
   };
   for (int64_t step = start; step < options.steps && ok; ++step) {
     executor.setTrace(options.trace && step - start < options.traceSteps

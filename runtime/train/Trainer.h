@@ -16,6 +16,9 @@ struct TrainerOptions {
   /// Token data (.npy rows or .bin stream); empty when the plan's inputs
   /// are given as fixed arrays (`fixedInputs`).
   std::string dataPath;
+  /// Labels for the rows of dataPath (DataSource::openLabels); empty: the
+  /// tokens themselves.
+  std::string labelsPath;
   /// Total steps of the run (a resumed run continues up to this many).
   int64_t steps = 0;
   /// Save a checkpoint every this many steps (0: only at the end).

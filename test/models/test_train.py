@@ -1491,6 +1491,66 @@ class TrainParity(unittest.TestCase):
         same("adamw on the CPU, two-pass",
              strata("adamw_cpu_two", adamw + cpu + two_pass), unfused)
 
+    def test_labels_with_ignored_positions_match_pytorch(self):
+        """--labels: HuggingFace-style labels beside the token rows (the
+        prompt and the padding -100, left out of the loss) train as PyTorch's
+        cross_entropy(ignore_index=-100) over the same shifted labels; the
+        mean is over the positions kept. Mismatched labels are refused."""
+        import torch
+        name = "gpt2_dynamic"
+        _, rows, b, t = self.data[name]
+        labels = rows.copy()
+        rng = np.random.default_rng(3)
+        for r in range(len(rows)):
+            prompt = int(rng.integers(1, t // 2))
+            pad = int(rng.integers(0, t // 4))
+            labels[r, :prompt] = -100
+            if pad:
+                labels[r, -pad:] = -100
+        lpath = os.path.join(ARGS.work, "labels.npy")
+        np.save(lpath, labels)
+        art = os.path.join(ARGS.work, "labels.strata")
+        self.compile(name, art, "--optimizer", "sgd", "--lr", "0.1")
+        log = art + ".log"
+        r = run([tool("strata-run"), art, "--data", self.data[name][0],
+                 "--labels", lpath, "--steps", "3", "--log-json", log])
+        self.assertIn("in the loss", r.stderr)
+        with open(log) as f:
+            got = [json.loads(line)["loss"] for line in f]
+        module = self.torch_module(name)
+        opt = torch.optim.SGD(module.parameters(), lr=0.1)
+        for step in range(3):
+            idx = [(step * b + i) % len(rows) for i in range(b)]
+            ids = torch.from_numpy(rows[idx, :t])
+            target = torch.from_numpy(labels[idx, 1:])
+            opt.zero_grad()
+            logits = module(ids)
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                ignore_index=-100)
+            loss.backward()
+            opt.step()
+            np.testing.assert_allclose(got[step], loss.item(), rtol=RTOL)
+        weights = self.exported_weights(art)
+        for n, p in module.named_parameters():
+            assert_close(self, weights[n], p.detach().numpy(), n)
+        # Refusals: another row count, another width, a token stream.
+        for bad, message in ((labels[:-1], "one row of labels per row"),
+                             (labels[:, :-1], "must have shape")):
+            np.save(lpath, bad)
+            r = subprocess.run([tool("strata-run"), art, "--data",
+                                self.data[name][0], "--labels", lpath,
+                                "--steps", "1"], capture_output=True,
+                               text=True)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(message, r.stderr)
+        stream = os.path.join(ARGS.work, "labels_stream.bin")
+        rows[:, :].astype(np.uint16).tofile(stream)
+        r = subprocess.run([tool("strata-run"), art, "--data", stream,
+                            "--labels", lpath, "--steps", "1"],
+                           capture_output=True, text=True)
+        self.assertIn("--labels needs --data as .npy rows", r.stderr)
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")

@@ -46,8 +46,7 @@ std::vector<std::string> listDir(const std::string &dir) {
 }
 
 /// A float tensor of `n` values base, base + 1, ...
-Tensor floats(const std::string &name, std::vector<int64_t> shape,
-              float base) {
+Tensor floats(const std::string &name, std::vector<int64_t> shape, float base) {
   Tensor t;
   t.name = name;
   t.shape = shape;
@@ -133,15 +132,15 @@ TEST(Safetensors, ShardsAndAnIndexOverTheShardSize) {
   WriteResult result;
   std::string error;
   ASSERT_TRUE(writeModel(dir, tensors, 80, result, error)) << error;
-  EXPECT_EQ(listDir(dir), (std::vector<std::string>{
-                              "model-00001-of-00003.safetensors",
-                              "model-00002-of-00003.safetensors",
-                              "model-00003-of-00003.safetensors",
-                              "model.safetensors.index.json"}));
+  EXPECT_EQ(listDir(dir),
+            (std::vector<std::string>{"model-00001-of-00003.safetensors",
+                                      "model-00002-of-00003.safetensors",
+                                      "model-00003-of-00003.safetensors",
+                                      "model.safetensors.index.json"}));
   EXPECT_EQ(result.files.back(), dir + "/model.safetensors.index.json");
   json::Value index;
-  ASSERT_TRUE(json::parse(readAll(dir + "/model.safetensors.index.json"),
-                          index, error))
+  ASSERT_TRUE(
+      json::parse(readAll(dir + "/model.safetensors.index.json"), index, error))
       << error;
   EXPECT_EQ(index.get("metadata")->numberOr("total_size", 0), 280);
   const json::Value *map = index.get("weight_map");
@@ -160,14 +159,13 @@ TEST(Safetensors, RefusesWhatWouldMisleadALoaderAndKeepsEarlierFiles) {
   std::string dir = tempDir("stale");
   std::string error;
   WriteResult result;
-  ASSERT_TRUE(
-      writeModel(dir, {floats("a", {10}, 0), floats("b", {10}, 0)}, 1000,
-                 result, error))
+  ASSERT_TRUE(writeModel(dir, {floats("a", {10}, 0), floats("b", {10}, 0)},
+                         1000, result, error))
       << error;
   std::string before = readAll(dir + "/model.safetensors");
   // Sharded now: the single file would shadow the index.
-  EXPECT_FALSE(writeModel(dir, {floats("a", {10}, 1), floats("b", {10}, 1)},
-                          40, result, error));
+  EXPECT_FALSE(writeModel(dir, {floats("a", {10}, 1), floats("b", {10}, 1)}, 40,
+                          result, error));
   EXPECT_NE(error.find("model.safetensors is left from an earlier export"),
             std::string::npos)
       << error;
@@ -175,8 +173,8 @@ TEST(Safetensors, RefusesWhatWouldMisleadALoaderAndKeepsEarlierFiles) {
   EXPECT_EQ(listDir(dir), std::vector<std::string>{"model.safetensors"});
 
   // Bad tensors: nothing written, nothing left behind.
-  EXPECT_FALSE(writeModel(dir, {floats("a", {1}, 0), floats("a", {1}, 0)},
-                          1000, result, error));
+  EXPECT_FALSE(writeModel(dir, {floats("a", {1}, 0), floats("a", {1}, 0)}, 1000,
+                          result, error));
   EXPECT_NE(error.find("two tensors are named 'a'"), std::string::npos);
   EXPECT_FALSE(writeModel(dir, {floats("n", {-1}, 0)}, 1000, result, error));
   EXPECT_NE(error.find("invalid or oversized shape"), std::string::npos);
