@@ -473,7 +473,8 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
   return false;
 }
 
-bool Executor::run(std::string &error, const cpu::KernelContext &context) {
+bool Executor::run(std::string &error, const cpu::KernelContext &context,
+                   int64_t through) {
   const Plan &plan = artifact_.plan();
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!inputSet_[i]) {
@@ -488,8 +489,16 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context) {
   cpuWrittenThisRun_.assign(plan.slots.size(), false);
   cpuLastWriteArea_ = -1;
   double runStart = trace_ ? trace_->now() : 0;
-  for (size_t p = 0; p < order_.size();) {
+  size_t end = order_.size();
+  if (through >= 0 && static_cast<size_t>(through) < position_.size())
+    end = position_[through] + 1;
+  for (size_t p = 0; p < end;) {
     size_t i = order_[p];
+    if (through >= 0 && (i > static_cast<size_t>(through) || cpuJobAt_[p])) {
+      // A fetch for a later step issued early, or a CPU job (updates).
+      ++p;
+      continue;
+    }
     if (size_t job = cpuJobAt_[p]) {
       if (!issueCpuJob(cpuJobs_[job - 1], context))
         break; // The backend has the failure; synchronize reports it.

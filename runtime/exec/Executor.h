@@ -79,8 +79,13 @@ public:
 
   /// Runs every step; all inputs must have been set. `context` feeds the
   /// update kernels of training plans. Returns once all work is done.
+  /// With `through` >= 0, only the steps up to that index and none of the
+  /// CPU jobs: a training plan's forward pass, up to its loss, for
+  /// evaluation (the steps after it are never waited for by those before,
+  /// and the next full run starts from the same state).
   bool run(std::string &error,
-           const cpu::KernelContext &context = cpu::KernelContext());
+           const cpu::KernelContext &context = cpu::KernelContext(),
+           int64_t through = -1);
 
   /// Copies an output out.
   bool getOutput(const std::string &name, npy::Array &array,

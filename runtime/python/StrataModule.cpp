@@ -20,6 +20,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -293,6 +294,39 @@ public:
     return out;
   }
 
+  /// The loss of one held-out batch at the current weights (the forward
+  /// pass alone: nothing is updated).
+  double evaluate(const py::dict &batch) {
+    const artifact::Plan &plan = art_.artifact().plan();
+    std::vector<std::pair<std::string, npy::Array>> arrays;
+    for (auto item : batch) {
+      std::string name = py::str(item.first);
+      arrays.emplace_back(
+          name,
+          fromNumpy(name, plan.slots[inputOf(plan, name).slot], item.second));
+    }
+    if (arrays.size() != plan.inputs.size())
+      throw py::value_error("a batch needs every input of the plan (" +
+                            std::to_string(plan.inputs.size()) + ")");
+    double loss = NAN;
+    std::string error;
+    bool ok;
+    {
+      py::gil_scoped_release release;
+      ok = session_.evaluate(
+          [&](std::string &err) {
+            for (const auto &[name, array] : arrays)
+              if (!art_.executor().setInput(name, array, err))
+                return false;
+            return true;
+          },
+          loss, error);
+    }
+    if (!ok)
+      fail(error);
+    return loss;
+  }
+
   void save() {
     std::string error;
     if (!session_.save(error))
@@ -371,6 +405,11 @@ PYBIND11_MODULE(strata_runtime, m) {
            "Runs one step on {name: array} (a list of them when the plan "
            "accumulates); returns the metrics (step, loss, grad_norm, lr, "
            "seconds, and loss_scale/skipped with loss scaling).")
+      .def("evaluate", &Trainer::evaluate, py::arg("batch"),
+           "The loss of one held-out batch {name: array} at the current "
+           "weights: the plan's forward pass alone, nothing updated. With "
+           "labels, the mean over the labels kept (not negative); weight "
+           "each batch by that count for a data set's mean.")
       .def("save", &Trainer::save,
            "Saves a checkpoint of the completed steps (atomically).")
       .def("parameters", &Trainer::parameters,

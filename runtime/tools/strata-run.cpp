@@ -102,6 +102,15 @@ static void usage(FILE *out) {
                "training (plans compiled with --mode train):\n"
                "  --data FILE            token data: .npy int32/int64 [N, "
                "T+1] rows, or a .bin uint16 token stream\n"
+               "  --eval-data FILE       held-out rows (.npy or .bin, as "
+               "--data): their loss and\n"
+               "                         perplexity, every --eval-every N "
+               "steps and at the end\n"
+               "  --eval-labels FILE     labels for --eval-data (as --labels)\n"
+               "  --keep-best            keep the checkpoint of the lowest "
+               "held-out loss in\n"
+               "                         CHECKPOINT_DIR/best/ (best.json: its "
+               "step and loss)\n"
                "  --labels FILE          labels for the rows of a .npy --data "
                "(same shape, aligned\n"
                "                         with the tokens as HuggingFace gives "
@@ -212,19 +221,32 @@ int main(int argc, char **argv) {
       trainOptions.dataPath = value("--data");
     } else if (arg == "--labels" || arg.rfind("--labels=", 0) == 0) {
       trainOptions.labelsPath = value("--labels");
+    } else if (arg == "--eval-data" || arg.rfind("--eval-data=", 0) == 0) {
+      trainOptions.evalData = value("--eval-data");
+    } else if (arg == "--eval-labels" || arg.rfind("--eval-labels=", 0) == 0) {
+      trainOptions.evalLabels = value("--eval-labels");
+    } else if (arg == "--keep-best") {
+      trainOptions.keepBest = true;
     } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||
-               arg == "--save-every" || arg.rfind("--save-every=", 0) == 0) {
-      bool steps = arg.rfind("--steps", 0) == 0;
-      std::string text = value(steps ? "--steps" : "--save-every");
+               arg == "--save-every" || arg.rfind("--save-every=", 0) == 0 ||
+               arg == "--eval-every" || arg.rfind("--eval-every=", 0) == 0) {
+      bool steps = arg.rfind("--steps", 0) == 0,
+           save = arg.rfind("--save-every", 0) == 0;
+      const char *flag = steps  ? "--steps"
+                         : save ? "--save-every"
+                                : "--eval-every";
+      std::string text = value(flag);
       int64_t n = 0;
       if (!parseInt64(text, n, 0)) {
         std::fprintf(stderr,
                      "strata-run: error: %s expects a non-negative "
                      "integer, got '%s'\n",
-                     steps ? "--steps" : "--save-every", text.c_str());
+                     flag, text.c_str());
         return 2;
       }
-      (steps ? trainOptions.steps : trainOptions.saveEvery) = n;
+      (steps  ? trainOptions.steps
+       : save ? trainOptions.saveEvery
+              : trainOptions.evalEvery) = n;
       stepsGiven |= steps;
     } else if (arg == "--checkpoint-dir" ||
                arg.rfind("--checkpoint-dir=", 0) == 0) {

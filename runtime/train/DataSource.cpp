@@ -157,4 +157,26 @@ void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
   }
 }
 
+int64_t DataSource::evalBatch(int64_t k, std::vector<int64_t> &inputs,
+                              std::vector<int64_t> &labels, bool next) const {
+  inputs.resize(batch_ * seq_);
+  labels.resize(batch_ * seq_);
+  int64_t shift = next ? 1 : 0, kept = 0;
+  for (int64_t b = 0; b < batch_; ++b) {
+    int64_t row = k * batch_ + b;
+    bool pad = row >= rows_;
+    if (pad)
+      row = 0;
+    for (int64_t t = 0; t < seq_; ++t) {
+      inputs[b * seq_ + t] = token(row, t);
+      int64_t label = pad               ? -100
+                      : labels_.empty() ? token(row, t + shift)
+                                        : labels_[row * (seq_ + 1) + t + shift];
+      labels[b * seq_ + t] = label;
+      kept += label >= 0;
+    }
+  }
+  return kept;
+}
+
 } // namespace strata::trainer

@@ -33,6 +33,13 @@ public:
              std::vector<int64_t> &labels, bool next = true) const;
   bool hasLabels() const { return !labels_.empty(); }
 
+  /// For evaluation, every row once: batches of `batch` rows in order, the
+  /// last one filled up with rows whose labels are all ignored (-100).
+  /// Returns how many labels of batch `k` count (are not negative).
+  int64_t evalBatches() const { return (rows_ + batch_ - 1) / batch_; }
+  int64_t evalBatch(int64_t k, std::vector<int64_t> &inputs,
+                    std::vector<int64_t> &labels, bool next = true) const;
+
   int64_t rows() const { return rows_; }
   const std::string &description() const { return description_; }
 

@@ -80,6 +80,16 @@ Session::Session(artifact::Artifact &artifact, runtime::Executor &executor)
     ids_ = labels_ = nullptr;
   for (const Binding &b : plan.outputs)
     lossScaling_ |= b.name == "loss_scale";
+  for (const Binding &b : plan.outputs)
+    if (b.name == "loss")
+      for (size_t i = 0; i < plan.steps.size(); ++i)
+        for (uint32_t o : plan.steps[i].outputs)
+          if (o == b.slot)
+            lossStep_ = static_cast<int64_t>(i);
+  for (int64_t i = 0; i <= lossStep_; ++i)
+    for (uint32_t w : plan.steps[i].waits)
+      if (static_cast<int64_t>(w) > lossStep_)
+        lossStep_ = -1;
 }
 
 std::string Session::checkpointState() const {
@@ -188,11 +198,36 @@ bool Session::step(const std::function<bool(int64_t, std::string &)> &feed,
   return true;
 }
 
+bool Session::evaluate(const std::function<bool(std::string &)> &feed,
+                       double &loss, std::string &error) {
+  if (lossStep_ < 0) {
+    error = "this plan has no 'loss' output computed before its backward "
+            "pass to evaluate";
+    return false;
+  }
+  if (!feed(error))
+    return false;
+  cpu::KernelContext context;
+  context.step = completed_ + 1;
+  context.applyUpdates = false;
+  if (!executor_.run(error, context, lossStep_)) {
+    error = "evaluating after step " + std::to_string(completed_) + ", plan " +
+            error;
+    return false;
+  }
+  loss = NAN;
+  scalarOutput(executor_, "loss", loss);
+  return true;
+}
+
 bool Session::save(std::string &error) {
+  return saveAs(checkpointFile(), error);
+}
+
+bool Session::saveAs(const std::string &ckpt, std::string &error) {
   CheckpointInfo info;
   info.planCrc = art_.plan().payloadCrc;
   info.step = static_cast<uint64_t>(completed_);
-  std::string ckpt = checkpointFile();
   if (!executor_.parametersToHost(error) ||
       !saveCheckpoint(ckpt, info, art_, error)) {
     error = "saving the checkpoint at step " + std::to_string(completed_) +

@@ -80,9 +80,17 @@ public:
   bool step(const std::function<bool(int64_t, std::string &)> &feed,
             StepMetrics &metrics, std::string &error);
 
+  /// The held-out loss of one batch at the current weights: `feed(error)`
+  /// sets the inputs, then only the plan's forward pass runs (up to the
+  /// loss: nothing is updated or accumulated, the step count stays).
+  /// False with `error` for a plan without a loss output.
+  bool evaluate(const std::function<bool(std::string &)> &feed, double &loss,
+                std::string &error);
   /// Saves the completed steps' state atomically (the previous checkpoint
   /// stays intact if this fails).
   bool save(std::string &error);
+  /// The same into another checkpoint file (the best held-out loss's).
+  bool saveAs(const std::string &path, std::string &error);
 
 private:
   artifact::Artifact &art_;
@@ -91,6 +99,9 @@ private:
   FileLock artifactLock_, checkpointLock_;
   const artifact::Binding *ids_ = nullptr, *labels_ = nullptr;
   bool lossScaling_ = false;
+  /// The last step writing the loss; -1 when the plan has none, or when a
+  /// step before it waits for one after (no forward pass alone to run).
+  int64_t lossStep_ = -1;
   int64_t completed_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // Trainer.cpp - The training loop of strata-run.
 
 #include "runtime/train/Trainer.h"
+#include "runtime/support/FileUtil.h"
+#include "runtime/support/Json.h"
 #include "runtime/support/Size.h"
 #include "runtime/train/DataSource.h"
 #include "runtime/train/Session.h"
@@ -88,16 +90,46 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   } else if (!options.labelsPath.empty()) {
     error = "--labels goes with --data (the labels of its rows)";
     return false;
+  } else if (!options.evalData.empty()) {
+    error = "--eval-data needs a plan trained with --data (token ids and "
+            "labels)";
+    return false;
   } else if (options.fixedInputs.size() != plan.inputs.size()) {
     error = "a training run needs --data FILE (token rows or stream) or one "
             "--input per plan input";
     return false;
+  }
+  DataSource evalData;
+  if (options.evalData.empty() && (!options.evalLabels.empty() ||
+                                   options.evalEvery > 0 || options.keepBest)) {
+    error = "--eval-labels, --eval-every and --keep-best need --eval-data";
+    return false;
+  }
+  if (!options.evalData.empty()) {
+    const Slot &s = plan.slots[ids->slot];
+    if (!evalData.open(options.evalData, s.shape[0], s.shape[1], error) ||
+        (!options.evalLabels.empty() &&
+         !evalData.openLabels(options.evalLabels, error)))
+      return false;
   }
   for (const auto &[name, array] : options.fixedInputs)
     if (!executor.setInput(name, array, error))
       return false;
   if (!session.open(sessionOptions, error))
     return false;
+  // The best held-out loss so far (kept across --resume in best.json).
+  std::string bestDir = options.checkpointDir + "/best";
+  std::string bestJson = bestDir + "/best.json";
+  double bestLoss = INFINITY;
+  if (options.keepBest && options.resume) {
+    std::string text;
+    json::Value v;
+    if (readRegularFile(bestJson, "best checkpoint record", 1 << 20, text,
+                        error) &&
+        json::parse(text, v, error))
+      bestLoss = v.numberOr("eval_loss", INFINITY);
+    error.clear();
+  }
   std::string ckpt = session.checkpointFile();
   int64_t start = session.completedSteps();
   if (options.resume && start >= options.steps) {
@@ -134,14 +166,82 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   bool ok = true;
   int64_t micro = plan.accumulate;
   std::vector<double> stepTimes;
-  auto feed = [&](int64_t step, int64_t j, std::string &err) {
-    if (options.dataPath.empty())
-      return true;
-    data.batch(step * micro + j, in, lab, plan.labels != "same");
+  auto setTokens = [&](std::string &err) {
     return executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
                              err) &&
            executor.setInput(labels->name,
                              tokens(plan.slots[labels->slot], lab), err);
+  };
+  auto feed = [&](int64_t step, int64_t j, std::string &err) {
+    if (options.dataPath.empty())
+      return true;
+    data.batch(step * micro + j, in, lab, plan.labels != "same");
+    return setTokens(err);
+  };
+  // The held-out loss: the mean over every kept label of the held-out rows
+  // (each batch's mean weighted by its kept labels), as cross_entropy over
+  // all of them at once.
+  auto evaluate = [&](int64_t stepNumber) {
+    auto t0 = std::chrono::steady_clock::now();
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t k = 0; k < evalData.evalBatches(); ++k) {
+      int64_t kept = evalData.evalBatch(k, in, lab, plan.labels != "same");
+      if (kept == 0)
+        continue;
+      double loss = NAN;
+      if (!session.evaluate(setTokens, loss, error))
+        return false;
+      sum += loss * static_cast<double>(kept);
+      count += kept;
+    }
+    double mean = count ? sum / static_cast<double>(count) : NAN;
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (!options.quiet)
+      std::fprintf(stderr,
+                   "strata-run: step %lld: held-out loss %.4f, perplexity "
+                   "%.3f over %lld tokens (%.2f s)\n",
+                   static_cast<long long>(stepNumber), mean, std::exp(mean),
+                   static_cast<long long>(count), seconds);
+    if (log) {
+      char buf[160];
+      auto number = [](double v) {
+        char b[32];
+        if (!std::isfinite(v))
+          return std::string("null");
+        std::snprintf(b, sizeof(b), "%.9g", v);
+        return std::string(b);
+      };
+      std::snprintf(buf, sizeof(buf),
+                    "{\"step\": %lld, \"eval_loss\": %s, \"eval_ppl\": %s, "
+                    "\"eval_tokens\": %lld, \"eval_s\": %.6f}\n",
+                    static_cast<long long>(stepNumber), number(mean).c_str(),
+                    number(std::exp(mean)).c_str(),
+                    static_cast<long long>(count), seconds);
+      if (std::fputs(buf, log) < 0 || std::fflush(log) != 0) {
+        error = "cannot write --log-json file '" + options.logJson +
+                "': " + std::strerror(errno);
+        return false;
+      }
+    }
+    if (options.keepBest && std::isfinite(mean) && mean < bestLoss) {
+      if (!makeDirectories(bestDir, error) ||
+          !session.saveAs(checkpointPath(bestDir), error))
+        return false;
+      char exact[40];
+      std::snprintf(exact, sizeof(exact), "%.17g", mean);
+      std::string record = "{\"step\": " + std::to_string(stepNumber) +
+                           ", \"eval_loss\": " + exact + "}\n";
+      if (!writeFileAtomically(bestJson, record.data(), record.size(), error))
+        return false;
+      bestLoss = mean;
+      if (!options.quiet)
+        std::fprintf(stderr, "strata-run: best held-out loss so far -> %s\n",
+                     checkpointPath(bestDir).c_str());
+    }
+    return true;
   };
   for (int64_t step = start; step < options.steps && ok; ++step) {
     executor.setTrace(options.trace && step - start < options.traceSteps
@@ -208,6 +308,13 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                    "strata-run: step %lld overflowed at loss scale %g: "
                    "skipped, scale halved\n",
                    static_cast<long long>(step + 1), m.lossScale);
+    if (!options.evalData.empty() &&
+        (last ||
+         (options.evalEvery > 0 && (step + 1) % options.evalEvery == 0)) &&
+        !evaluate(step + 1)) {
+      ok = false;
+      break;
+    }
     if (options.checkpoints &&
         (last ||
          (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0))) {

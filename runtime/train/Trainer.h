@@ -19,6 +19,13 @@ struct TrainerOptions {
   /// Labels for the rows of dataPath (DataSource::openLabels); empty: the
   /// tokens themselves.
   std::string labelsPath;
+  /// Held-out rows (and their labels) for the held-out loss, every
+  /// `evalEvery` steps (0: at the end only) and at the end.
+  std::string evalData, evalLabels;
+  int64_t evalEvery = 0;
+  /// Keep the checkpoint of the lowest held-out loss in
+  /// checkpointDir/best/ (with best.json saying its step and loss).
+  bool keepBest = false;
   /// Total steps of the run (a resumed run continues up to this many).
   int64_t steps = 0;
   /// Save a checkpoint every this many steps (0: only at the end).

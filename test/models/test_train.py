@@ -1551,6 +1551,106 @@ class TrainParity(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertIn("--labels needs --data as .npy rows", r.stderr)
 
+    def test_held_out_loss_matches_pytorch_and_changes_nothing(self):
+        """--eval-data/--eval-labels every 2 steps: the held-out loss (the
+        mean over every kept label of 7 rows, a partial last batch) equals
+        PyTorch's cross_entropy over them at the same weights; a run with
+        evaluation trains bit-identically to one without, also with the
+        parameters and states on the host, CPU updates and activations on
+        the SSD (evaluation runs the plan's forward pass only); --keep-best
+        keeps the lowest one's checkpoint, the same weights as a run
+        stopped there."""
+        import torch
+        name = "gpt2_dynamic"
+        data, rows, b, t = self.data[name]
+        held = np.random.default_rng(8).integers(0, 96, size=(7, t + 1))
+        held_labels = held.copy()
+        held_labels[:, :3] = -100
+        held_labels[2, :] = -100
+        hpath = os.path.join(ARGS.work, "held.npy")
+        lpath = os.path.join(ARGS.work, "held_labels.npy")
+        np.save(hpath, held)
+        np.save(lpath, held_labels)
+        adamw = ["--optimizer", "adamw", "--lr", "0.01"]
+        ssd = os.path.join(ARGS.work, "ssd_eval")
+        offload = ["--place-params", "host", "--place-states", "host",
+                   "--place-updates", "cpu", "--place-activations", "ssd",
+                   "--ssd-dir", ssd]
+
+        def train(tag, flags, steps, evaluate):
+            art = os.path.join(ARGS.work, "eval_%s.strata" % tag)
+            self.compile(name, art, *(adamw + flags))
+            log = art + ".log"
+            extra = ["--eval-data", hpath, "--eval-labels", lpath,
+                     "--eval-every", "2", "--keep-best"] if evaluate else []
+            run([tool("strata-run"), art, "--data", data, "--steps",
+                 str(steps), "--log-json", log, "--quiet"] + extra)
+            with open(log) as f:
+                lines = [json.loads(line) for line in f]
+            train_rows = [r for r in lines if "loss" in r]
+            eval_rows = [r for r in lines if "eval_loss" in r]
+            return art, train_rows, eval_rows
+
+        art, plain, _ = train("plain", [], 4, False)
+        plain_weights = self.exported_weights(art)
+        runs = {}
+        for tag, flags in (("device", []), ("offload", offload)):
+            art, rows_, evals = train(tag, flags, 4, True)
+            self.assertEqual([r["loss"] for r in rows_],
+                             [r["loss"] for r in plain], tag)
+            weights = self.exported_weights(art)
+            for k, w in plain_weights.items():
+                np.testing.assert_array_equal(weights[k], w,
+                                              err_msg=tag + " " + k)
+            runs[tag] = (art, evals)
+        self.assertEqual([r["step"] for r in runs["device"][1]], [2, 4])
+        self.assertEqual([r["eval_loss"] for r in runs["offload"][1]],
+                         [r["eval_loss"] for r in runs["device"][1]])
+        module = self.torch_module(name)
+        opt = torch.optim.AdamW(module.parameters(), lr=0.01,
+                                weight_decay=0.0)
+        want = []
+        for step in range(4):
+            ids, labels = self.batch(name, step)
+            opt.zero_grad()
+            self.torch_loss(module, ids, labels).backward()
+            opt.step()
+            if step % 2 == 1:
+                with torch.no_grad():
+                    logits = module(torch.from_numpy(held[:, :t]))
+                    loss = torch.nn.functional.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]),
+                        torch.from_numpy(held_labels[:, 1:]).reshape(-1),
+                        ignore_index=-100)
+                want.append(loss.item())
+        got = runs["device"][1]
+        np.testing.assert_allclose([r["eval_loss"] for r in got], want,
+                                   rtol=RTOL)
+        self.assertEqual(got[0]["eval_tokens"],
+                         int((held_labels[:, 1:] >= 0).sum()))
+        np.testing.assert_allclose(got[0]["eval_ppl"], np.exp(want[0]),
+                                   rtol=RTOL)
+        # The best checkpoint: the lowest held-out loss's step, its weights.
+        art = runs["device"][0]
+        with open(os.path.join(art, "checkpoint", "best", "best.json")) as f:
+            best = json.load(f)
+        losses = [r["eval_loss"] for r in got]
+        self.assertEqual(best["step"], got[losses.index(min(losses))]["step"])
+        short, _, _ = train("short", [], best["step"], False)
+        out = art + ".best.onnx"
+        run([tool("strata-export"), art, "-o", out, "--checkpoint",
+             os.path.join(art, "checkpoint", "best", "checkpoint.bin")])
+        import onnx
+        from onnx import numpy_helper
+        best_weights = {i.name: numpy_helper.to_array(i)
+                        for i in onnx.load(out).graph.initializer}
+        for k, w in self.exported_weights(short).items():
+            np.testing.assert_array_equal(best_weights[k], w, err_msg=k)
+        r = subprocess.run([tool("strata-run"), art, "--data", data,
+                            "--steps", "5", "--keep-best"],
+                           capture_output=True, text=True)
+        self.assertIn("need --eval-data", r.stderr)
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")

@@ -123,6 +123,41 @@ def test_resume_continues_bit_for_bit(model):
     assert got == want
 
 
+def test_evaluate_matches_strata_run_and_changes_nothing(model, tmp_path):
+    """trainer.evaluate: the held-out loss strata-run --eval-data logs for
+    the same rows (one batch of them), bit for bit, with ignored labels;
+    the steps around it train as without it."""
+    MODEL_DATA[:] = [model["data"]]
+    b, t = model["b"], model["t"]
+    held = model["rows"][:b].copy()[:, ::-1].copy()
+    labels = held.copy()
+    labels[:, :2] = -100
+    np.save(tmp_path / "held.npy", held)
+    np.save(tmp_path / "held_labels.npy", labels)
+    cli = compile_train(model, "eval_cli.strata")
+    log = cli + ".log.jsonl"
+    subprocess.run([strata.tool("strata-run"), cli, "--data", model["data"],
+                    "--steps", "2", "--log-json", log, "--quiet",
+                    "--eval-data", str(tmp_path / "held.npy"),
+                    "--eval-labels", str(tmp_path / "held_labels.npy"),
+                    "--eval-every", "1"], check=True)
+    with open(log) as f:
+        lines = [json.loads(line) for line in f]
+    want = [np.float32(r["eval_loss"]) for r in lines if "eval_loss" in r]
+    trainer = strata.Artifact(compile_train(model, "eval_py.strata"),
+                              backend="cpu").trainer()
+    got, losses = [], []
+    for step in range(2):
+        losses.append(np.float32(trainer.step(batch(model, step))["loss"]))
+        got.append(np.float32(trainer.evaluate(
+            {"input_ids": held[:, :t], "labels": labels[:, 1:]})))
+    assert got == want
+    assert losses == [np.float32(r["loss"]) for r in lines if "loss" in r]
+    assert trainer.completed_steps == 2
+    with pytest.raises(ValueError, match="every input"):
+        trainer.evaluate({"input_ids": held[:, :t]})
+
+
 def test_forward_matches_strata_run(model, tmp_path):
     art_path = strata.compile(model["path"], tmp_path / "fwd.strata",
                               model["bind"] + ["--mode", "forward"])
