@@ -107,6 +107,10 @@ static void usage(FILE *out) {
                "                         perplexity, every --eval-every N "
                "steps and at the end\n"
                "  --eval-labels FILE     labels for --eval-data (as --labels)\n"
+               "  --tensorboard DIR      TensorBoard event files in DIR "
+               "(train/loss, learning_rate,\n"
+               "                         grad_norm, tokens_per_s, step_s; "
+               "eval/loss, perplexity)\n"
                "  --keep-best            keep the checkpoint of the lowest "
                "held-out loss in\n"
                "                         CHECKPOINT_DIR/best/ (best.json: its "
@@ -225,6 +229,8 @@ int main(int argc, char **argv) {
       trainOptions.evalData = value("--eval-data");
     } else if (arg == "--eval-labels" || arg.rfind("--eval-labels=", 0) == 0) {
       trainOptions.evalLabels = value("--eval-labels");
+    } else if (arg == "--tensorboard" || arg.rfind("--tensorboard=", 0) == 0) {
+      trainOptions.tensorboardDir = value("--tensorboard");
     } else if (arg == "--keep-best") {
       trainOptions.keepBest = true;
     } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||
@@ -326,11 +332,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   bool training = art.plan().mode == "train";
-  if (!training && (stepsGiven || !trainOptions.dataPath.empty() ||
-                    !trainOptions.labelsPath.empty())) {
+  if (!training &&
+      (stepsGiven || !trainOptions.dataPath.empty() ||
+       !trainOptions.labelsPath.empty() || !trainOptions.evalData.empty() ||
+       !trainOptions.tensorboardDir.empty())) {
     std::fprintf(stderr,
                  "strata-run: error: '%s' is a forward plan; "
-                 "--data/--labels/--steps need one compiled with --mode "
+                 "--data/--labels/--steps/--eval-data/--tensorboard need one "
+                 "compiled with --mode "
                  "train\n",
                  artifactDir.c_str());
     return 2;

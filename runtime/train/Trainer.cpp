@@ -5,6 +5,7 @@
 #include "runtime/support/Json.h"
 #include "runtime/support/Size.h"
 #include "runtime/train/DataSource.h"
+#include "runtime/train/EventFile.h"
 #include "runtime/train/Session.h"
 
 #include <algorithm>
@@ -150,6 +151,13 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
       return false;
     }
   }
+  EventFile events;
+  if (!options.tensorboardDir.empty() &&
+      !events.open(options.tensorboardDir, error)) {
+    if (log)
+      std::fclose(log);
+    return false;
+  }
   if (!options.quiet) {
     std::fprintf(stderr, "strata-run: training %s for %lld steps",
                  plan.optimizer.c_str(), static_cast<long long>(options.steps));
@@ -226,6 +234,11 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
         return false;
       }
     }
+    if (events.isOpen() &&
+        !events.scalars(
+            stepNumber,
+            {{"eval/loss", mean}, {"eval/perplexity", std::exp(mean)}}, error))
+      return false;
     if (options.keepBest && std::isfinite(mean) && mean < bestLoss) {
       if (!makeDirectories(bestDir, error) ||
           !session.saveAs(checkpointPath(bestDir), error))
@@ -290,6 +303,23 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
         break;
       }
     }
+    if (events.isOpen()) {
+      std::vector<std::pair<std::string, double>> values = {
+          {"train/loss", m.loss},
+          {"train/learning_rate", m.lr},
+          {"train/tokens_per_s", tokensPerSecond},
+          {"train/step_s", m.seconds}};
+      if (!std::isnan(m.gradNorm))
+        values.push_back({"train/grad_norm", m.gradNorm});
+      if (!std::isnan(m.lossScale))
+        values.push_back({"train/loss_scale", m.lossScale});
+      if (!events.scalars(step + 1, values, error)) {
+        error += "; stopped at step " + std::to_string(step + 1) + " (" +
+                 session.checkpointState() + ")";
+        ok = false;
+        break;
+      }
+    }
     bool last = step + 1 == options.steps;
     if (!options.quiet &&
         (last || step == start ||
@@ -327,6 +357,8 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                      static_cast<long long>(step + 1), ckpt.c_str());
     }
   }
+  if (!events.close(error) && ok)
+    ok = false;
   if (log && std::fclose(log) != 0 && ok) {
     error = "cannot write --log-json file '" + options.logJson +
             "': " + std::strerror(errno);

@@ -36,6 +36,8 @@ struct TrainerOptions {
   bool resume = false;
   /// Append one JSON object per step here (empty: no log).
   std::string logJson;
+  /// TensorBoard event files here (empty: none): EventFile.h.
+  std::string tensorboardDir;
   bool quiet = false;
   std::vector<std::pair<std::string, npy::Array>> fixedInputs;
   /// Record the first `traceSteps` steps into `trace` (null: no trace).
