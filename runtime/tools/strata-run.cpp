@@ -111,6 +111,10 @@ static void usage(FILE *out) {
                "(train/loss, learning_rate,\n"
                "                         grad_norm, tokens_per_s, step_s; "
                "eval/loss, perplexity)\n"
+               "  --keep-last K          keep each checkpoint as "
+               "CHECKPOINT_DIR/step-N.bin too,\n"
+               "                         the latest K of them (older ones "
+               "are removed)\n"
                "  --keep-best            keep the checkpoint of the lowest "
                "held-out loss in\n"
                "                         CHECKPOINT_DIR/best/ (best.json: its "
@@ -235,11 +239,14 @@ int main(int argc, char **argv) {
       trainOptions.keepBest = true;
     } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||
                arg == "--save-every" || arg.rfind("--save-every=", 0) == 0 ||
-               arg == "--eval-every" || arg.rfind("--eval-every=", 0) == 0) {
+               arg == "--eval-every" || arg.rfind("--eval-every=", 0) == 0 ||
+               arg == "--keep-last" || arg.rfind("--keep-last=", 0) == 0) {
       bool steps = arg.rfind("--steps", 0) == 0,
-           save = arg.rfind("--save-every", 0) == 0;
+           save = arg.rfind("--save-every", 0) == 0,
+           keep = arg.rfind("--keep-last", 0) == 0;
       const char *flag = steps  ? "--steps"
                          : save ? "--save-every"
+                         : keep ? "--keep-last"
                                 : "--eval-every";
       std::string text = value(flag);
       int64_t n = 0;
@@ -252,6 +259,7 @@ int main(int argc, char **argv) {
       }
       (steps  ? trainOptions.steps
        : save ? trainOptions.saveEvery
+       : keep ? trainOptions.keepLast
               : trainOptions.evalEvery) = n;
       stepsGiven |= steps;
     } else if (arg == "--checkpoint-dir" ||

@@ -40,10 +40,9 @@ public:
 
   /// The encodings, for the tests.
   static std::string record(const std::string &data);
-  static std::string event(double wallTime, int64_t step,
-                           const std::string &fileVersion,
-                           const std::vector<std::pair<std::string, double>>
-                               &values);
+  static std::string
+  event(double wallTime, int64_t step, const std::string &fileVersion,
+        const std::vector<std::pair<std::string, double>> &values);
   static uint32_t maskedCrc(const std::string &bytes);
 
 private:

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
+#include <unistd.h>
 
 namespace strata::trainer {
 
@@ -26,6 +28,43 @@ std::string checkpointPath(const std::string &dir) {
 }
 
 namespace {
+
+/// --keep-last: the checkpoint just saved also as DIR/step-N.bin (a hard
+/// link: no second copy; each save writes a new file, so the link keeps
+/// this one), and of those up to `step` only the `keep` latest stay.
+bool keepStepCheckpoint(const std::string &dir, const std::string &ckpt,
+                        int64_t step, int64_t keep, std::string &error) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "step-%08lld.bin",
+                static_cast<long long>(step));
+  std::string path = dir + "/" + name;
+  if ((::unlink(path.c_str()) != 0 && errno != ENOENT) ||
+      ::link(ckpt.c_str(), path.c_str()) != 0) {
+    error = "cannot keep the checkpoint of step " + std::to_string(step) +
+            " as " + path + " (--keep-last; a hard link to " + ckpt +
+            "): " + std::strerror(errno);
+    return false;
+  }
+  std::vector<std::pair<int64_t, std::string>> kept;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      long long n = -1;
+      char tail = 0;
+      if (std::sscanf(e->d_name, "step-%lld.bi%c", &n, &tail) == 2 &&
+          tail == 'n' && std::strlen(e->d_name) == 17 && n >= 0 && n <= step)
+        kept.emplace_back(n, dir + "/" + e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(kept.begin(), kept.end());
+  for (size_t i = 0; i + keep < kept.size(); ++i)
+    if (::unlink(kept[i].second.c_str()) != 0) {
+      error = "cannot remove " + kept[i].second + " (--keep-last " +
+              std::to_string(keep) + "): " + std::strerror(errno);
+      return false;
+    }
+  return true;
+}
 
 std::string clock(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0)
@@ -104,6 +143,10 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   if (options.evalData.empty() && (!options.evalLabels.empty() ||
                                    options.evalEvery > 0 || options.keepBest)) {
     error = "--eval-labels, --eval-every and --keep-best need --eval-data";
+    return false;
+  }
+  if (options.keepLast > 0 && !options.checkpoints) {
+    error = "--keep-last keeps checkpoints; --no-checkpoint saves none";
     return false;
   }
   if (!options.evalData.empty()) {
@@ -348,7 +391,10 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     if (options.checkpoints &&
         (last ||
          (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0))) {
-      if (!session.save(error)) {
+      if (!session.save(error) ||
+          (options.keepLast > 0 &&
+           !keepStepCheckpoint(options.checkpointDir, ckpt, step + 1,
+                               options.keepLast, error))) {
         ok = false;
         break;
       }

@@ -30,6 +30,9 @@ struct TrainerOptions {
   int64_t steps = 0;
   /// Save a checkpoint every this many steps (0: only at the end).
   int64_t saveEvery = 0;
+  /// Keep each save's checkpoint as checkpointDir/step-N.bin too, the
+  /// latest this many of them (0: only checkpoint.bin, the latest).
+  int64_t keepLast = 0;
   /// False: save no checkpoint at all (benchmarks).
   bool checkpoints = true;
   std::string checkpointDir;

@@ -1651,6 +1651,47 @@ class TrainParity(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertIn("need --eval-data", r.stderr)
 
+    def test_keep_last_checkpoints(self):
+        """--keep-last 2 --save-every 1: step-N.bin for the two latest steps
+        (across a resume), each the weights of a run stopped there; nothing
+        else in the directory is touched."""
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        art = os.path.join(ARGS.work, "keeplast.strata")
+        self.compile(name, art, "--optimizer", "adamw", "--lr", "0.01")
+        ckpt = os.path.join(art, "checkpoint")
+        os.makedirs(ckpt)
+        mine = os.path.join(ckpt, "step-notes.txt")
+        with open(mine, "w") as f:
+            f.write("the user's")
+        keep = ["--save-every", "1", "--keep-last", "2", "--quiet"]
+        run([tool("strata-run"), art, "--data", data, "--steps", "3"] + keep)
+        run([tool("strata-run"), art, "--data", data, "--steps", "5",
+             "--resume"] + keep)
+        self.assertEqual(sorted(f for f in os.listdir(ckpt)
+                                if not f.startswith(".")),
+                         ["checkpoint.bin", "step-00000004.bin",
+                          "step-00000005.bin", "step-notes.txt"])
+        short = os.path.join(ARGS.work, "keeplast_short.strata")
+        self.compile(name, short, "--optimizer", "adamw", "--lr", "0.01")
+        run([tool("strata-run"), short, "--data", data, "--steps", "4",
+             "--quiet"])
+        want = self.exported_weights(short)
+        out = art + ".step4.onnx"
+        run([tool("strata-export"), art, "-o", out, "--checkpoint",
+             os.path.join(ckpt, "step-00000004.bin")])
+        import onnx
+        from onnx import numpy_helper
+        got = {i.name: numpy_helper.to_array(i)
+               for i in onnx.load(out).graph.initializer}
+        for k, w in want.items():
+            np.testing.assert_array_equal(got[k], w, err_msg=k)
+        r = subprocess.run([tool("strata-run"), art, "--data", data,
+                            "--steps", "6", "--keep-last", "1",
+                            "--no-checkpoint"], capture_output=True,
+                           text=True)
+        self.assertIn("--no-checkpoint saves none", r.stderr)
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")

@@ -95,8 +95,8 @@ TEST(EventFile, FileStartsWithItsVersionAndRefusesABadDirectory) {
   std::memcpy(&first, bytes.data(), 8);
   std::string data = bytes.substr(12, first);
   EXPECT_NE(data.find("brain.Event:2"), std::string::npos);
-  EXPECT_EQ(bytes.size(), 16 + first + 16 +
-                              EventFile::event(0, 1, "", {{"a", 1.0}}).size());
+  EXPECT_EQ(bytes.size(),
+            16 + first + 16 + EventFile::event(0, 1, "", {{"a", 1.0}}).size());
   EventFile bad;
   EXPECT_FALSE(bad.open(f.path() + "/below-a-file", error));
   EXPECT_NE(error.find(f.path()), std::string::npos) << error;
