@@ -125,6 +125,12 @@ static void usage(FILE *out) {
                "them; negative, e.g.\n"
                "                         -100: left out of the loss)\n"
                "  --steps N              train until step N\n"
+               "  --epochs E             instead of --steps: E passes over "
+               "the rows of --data\n"
+               "  --shuffle SEED         the rows in a new order each epoch "
+               "(the same for a seed\n"
+               "                         on every machine, and after "
+               "--resume)\n"
                "  --save-every K         checkpoint every K steps (and at the "
                "end)\n"
                "  --no-checkpoint        save no checkpoint, not even at the "
@@ -235,6 +241,29 @@ int main(int argc, char **argv) {
       trainOptions.evalLabels = value("--eval-labels");
     } else if (arg == "--tensorboard" || arg.rfind("--tensorboard=", 0) == 0) {
       trainOptions.tensorboardDir = value("--tensorboard");
+    } else if (arg == "--epochs" || arg.rfind("--epochs=", 0) == 0) {
+      std::string text = value("--epochs");
+      if (!parseFiniteDouble(text, trainOptions.epochs) ||
+          !(trainOptions.epochs > 0)) {
+        std::fprintf(stderr,
+                     "strata-run: error: --epochs expects a positive number, "
+                     "got '%s'\n",
+                     text.c_str());
+        return 2;
+      }
+      stepsGiven = true;
+    } else if (arg == "--shuffle" || arg.rfind("--shuffle=", 0) == 0) {
+      std::string text = value("--shuffle");
+      int64_t seed = 0;
+      if (!parseInt64(text, seed, 0)) {
+        std::fprintf(stderr,
+                     "strata-run: error: --shuffle expects a seed (a "
+                     "non-negative integer), got '%s'\n",
+                     text.c_str());
+        return 2;
+      }
+      trainOptions.shuffle = true;
+      trainOptions.shuffleSeed = static_cast<uint64_t>(seed);
     } else if (arg == "--keep-best") {
       trainOptions.keepBest = true;
     } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||

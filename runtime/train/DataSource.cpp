@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 namespace strata::trainer {
 
@@ -141,13 +142,44 @@ bool DataSource::openLabels(const std::string &path, std::string &error) {
   return true;
 }
 
+void DataSource::shuffle(uint64_t seed) {
+  shuffled_ = true;
+  seed_ = seed;
+  permEpoch_ = -1;
+}
+
+int64_t DataSource::rowOf(int64_t i) const {
+  if (!shuffled_)
+    return i % rows_;
+  int64_t epoch = i / rows_;
+  if (epoch != permEpoch_) {
+    // Fisher-Yates driven by splitmix64 of (seed, epoch): no library RNG,
+    // whose sequence may differ between standard libraries.
+    uint64_t state =
+        seed_ ^ (static_cast<uint64_t>(epoch) * 0x9e3779b97f4a7c15ull);
+    auto next = [&state] {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    };
+    perm_.resize(rows_);
+    for (int64_t r = 0; r < rows_; ++r)
+      perm_[r] = r;
+    for (int64_t r = rows_ - 1; r > 0; --r)
+      std::swap(perm_[r], perm_[next() % static_cast<uint64_t>(r + 1)]);
+    permEpoch_ = epoch;
+  }
+  return perm_[i % rows_];
+}
+
 void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
                        std::vector<int64_t> &labels, bool next) const {
   inputs.resize(batch_ * seq_);
   labels.resize(batch_ * seq_);
   int64_t shift = next ? 1 : 0;
   for (int64_t b = 0; b < batch_; ++b) {
-    int64_t row = (step * batch_ + b) % rows_;
+    int64_t row = rowOf(step * batch_ + b);
     for (int64_t t = 0; t < seq_; ++t) {
       inputs[b * seq_ + t] = token(row, t);
       labels[b * seq_ + t] = labels_.empty()

@@ -32,6 +32,10 @@ public:
   void batch(int64_t step, std::vector<int64_t> &inputs,
              std::vector<int64_t> &labels, bool next = true) const;
   bool hasLabels() const { return !labels_.empty(); }
+  /// Takes the rows in a new order each epoch (an epoch: every row once),
+  /// the same on every machine for a seed: batch(step) depends on the step
+  /// alone, so a resumed run continues where it stopped.
+  void shuffle(uint64_t seed);
 
   /// For evaluation, every row once: batches of `batch` rows in order, the
   /// last one filled up with rows whose labels are all ignored (-100).
@@ -45,9 +49,16 @@ public:
 
 private:
   int64_t token(int64_t row, int64_t col) const;
+  /// The row of sample `i` (from 0, across epochs).
+  int64_t rowOf(int64_t i) const;
 
   std::vector<int64_t> tokens_; // Npy: rows_ x (seq_ + 1). Bin: the stream.
   std::vector<int64_t> labels_; // rows_ x (seq_ + 1), when given.
+  bool shuffled_ = false;
+  uint64_t seed_ = 0;
+  /// The permutation of epoch `permEpoch_`, made when first needed.
+  mutable std::vector<int64_t> perm_;
+  mutable int64_t permEpoch_ = -1;
   bool stream_ = false;
   int64_t rows_ = 0;
   int64_t batch_ = 0;

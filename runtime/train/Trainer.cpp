@@ -101,10 +101,19 @@ npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
 bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                  const TrainerOptions &options, std::string &error) {
   const Plan &plan = art.plan();
-  if (options.steps <= 0) {
-    error = "a training plan needs --steps N (N > 0)";
+  if (options.steps <= 0 && !(options.epochs > 0)) {
+    error = "a training plan needs --steps N or --epochs E (N, E > 0)";
     return false;
   }
+  if (options.steps > 0 && options.epochs > 0) {
+    error = "give --steps or --epochs, not both";
+    return false;
+  }
+  if ((options.epochs > 0 || options.shuffle) && options.dataPath.empty()) {
+    error = "--epochs and --shuffle go with --data";
+    return false;
+  }
+  int64_t totalSteps = options.steps;
   Session session(art, executor);
   SessionOptions sessionOptions;
   sessionOptions.checkpointDir = options.checkpointDir;
@@ -127,6 +136,20 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     if (!options.labelsPath.empty() &&
         !data.openLabels(options.labelsPath, error))
       return false;
+    if (options.shuffle)
+      data.shuffle(options.shuffleSeed);
+    if (options.epochs > 0) {
+      double perStep = static_cast<double>(s.shape[0]) *
+                       static_cast<double>(plan.accumulate);
+      double steps = std::ceil(
+          options.epochs * static_cast<double>(data.rows()) / perStep - 1e-9);
+      if (!(steps >= 1) || steps > 1e15) {
+        error = "--epochs " + std::to_string(options.epochs) + " of " +
+                std::to_string(data.rows()) + " rows is no number of steps";
+        return false;
+      }
+      totalSteps = static_cast<int64_t>(steps);
+    }
   } else if (!options.labelsPath.empty()) {
     error = "--labels goes with --data (the labels of its rows)";
     return false;
@@ -176,12 +199,12 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   }
   std::string ckpt = session.checkpointFile();
   int64_t start = session.completedSteps();
-  if (options.resume && start >= options.steps) {
+  if (options.resume && start >= totalSteps) {
     std::fprintf(stderr,
                  "strata-run: the checkpoint is at step %lld; "
                  "nothing left to run for --steps %lld\n",
                  static_cast<long long>(start),
-                 static_cast<long long>(options.steps));
+                 static_cast<long long>(totalSteps));
     return true;
   }
 
@@ -203,7 +226,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   }
   if (!options.quiet) {
     std::fprintf(stderr, "strata-run: training %s for %lld steps",
-                 plan.optimizer.c_str(), static_cast<long long>(options.steps));
+                 plan.optimizer.c_str(), static_cast<long long>(totalSteps));
     if (!options.dataPath.empty())
       std::fprintf(stderr, " on %s", data.description().c_str());
     std::fprintf(stderr, "\n");
@@ -299,7 +322,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     }
     return true;
   };
-  for (int64_t step = start; step < options.steps && ok; ++step) {
+  for (int64_t step = start; step < totalSteps && ok; ++step) {
     executor.setTrace(options.trace && step - start < options.traceSteps
                           ? options.trace
                           : nullptr);
@@ -315,7 +338,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     stepTimes.push_back(m.seconds);
     double tokensPerSecond = m.seconds > 0 ? tokensPerStep / m.seconds : 0.0;
     int64_t done = step + 1 - start;
-    double eta = elapsed / done * (options.steps - step - 1);
+    double eta = elapsed / done * (totalSteps - step - 1);
     if (log) {
       // JSON has no NaN or infinity: a diverged value is null.
       auto number = [](double v) {
@@ -330,6 +353,13 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
               ? ""
               : ", \"loss_scale\": " + number(m.lossScale) +
                     ", \"skipped\": " + (m.skipped ? "true" : "false");
+      // As the HuggingFace Trainer logs it: passes over the data so far.
+      if (!options.dataPath.empty())
+        scaleField += ", \"epoch\": " +
+                      number(static_cast<double>(step + 1) *
+                             static_cast<double>(tokensPerStep) /
+                             static_cast<double>(
+                                 data.rows() * plan.slots[ids->slot].shape[1]));
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
                    "\"grad_norm\": %s, \"tokens_per_s\": %.1f, "
@@ -363,7 +393,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
         break;
       }
     }
-    bool last = step + 1 == options.steps;
+    bool last = step + 1 == totalSteps;
     if (!options.quiet &&
         (last || step == start ||
          std::chrono::duration<double>(now - lastPrint).count() >= 1.0)) {
@@ -371,9 +401,8 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                    "step %lld/%lld  loss %.4f  grad norm %.3f  lr %.2e  "
                    "%.0f tok/s  elapsed %s  eta %s\n",
                    static_cast<long long>(step + 1),
-                   static_cast<long long>(options.steps), m.loss, m.gradNorm,
-                   m.lr, tokensPerSecond, clock(elapsed).c_str(),
-                   clock(eta).c_str());
+                   static_cast<long long>(totalSteps), m.loss, m.gradNorm, m.lr,
+                   tokensPerSecond, clock(elapsed).c_str(), clock(eta).c_str());
       lastPrint = now;
     }
     if (m.skipped && !options.quiet)

@@ -28,6 +28,12 @@ struct TrainerOptions {
   bool keepBest = false;
   /// Total steps of the run (a resumed run continues up to this many).
   int64_t steps = 0;
+  /// Instead of `steps`: this many passes over the data's rows (steps:
+  /// epochs x rows / (batch x accumulate), rounded up).
+  double epochs = 0;
+  /// Shuffle the rows each epoch with this seed (DataSource::shuffle).
+  bool shuffle = false;
+  uint64_t shuffleSeed = 0;
   /// Save a checkpoint every this many steps (0: only at the end).
   int64_t saveEvery = 0;
   /// Keep each save's checkpoint as checkpointDir/step-N.bin too, the

@@ -1692,6 +1692,73 @@ class TrainParity(unittest.TestCase):
                            text=True)
         self.assertIn("--no-checkpoint saves none", r.stderr)
 
+    def test_epochs_and_shuffling(self):
+        """--epochs 2 --shuffle SEED over 9 rows in batches of 3: 6 steps,
+        each epoch every row once, in another order than the file's and
+        than the other epoch's; the same seed gives the same run, a resume
+        mid-epoch continues it exactly. The batches are read back from the
+        losses at the starting weights (each step's loss is the mean of its rows' losses,
+        computed one by one in PyTorch)."""
+        import itertools
+        import torch
+        name = "gpt2_dynamic"
+        data, rows, b, t = self.data[name]
+        self.assertEqual((len(rows), b), (9, 3))
+        module = self.torch_module(name)
+        with torch.no_grad():
+            per_row = [self.torch_loss(module, rows[i:i + 1, :t],
+                                       rows[i:i + 1, 1:]).item()
+                       for i in range(len(rows))]
+        art = os.path.join(ARGS.work, "epochs.strata")
+        # A rate too small to change a float32 weight: the losses are the
+        # starting weights' every step.
+        self.compile(name, art, "--optimizer", "sgd", "--lr", "1e-30")
+
+        def losses(flags, resume=False):
+            log = art + ".log"
+            if not resume:
+                shutil.rmtree(os.path.join(art, "checkpoint"),
+                              ignore_errors=True)
+            run([tool("strata-run"), art, "--data", data, "--log-json", log,
+                 "--quiet"] + flags + (["--resume"] if resume else []))
+            with open(log) as f:
+                return [json.loads(line) for line in f]
+
+        def batches(logged):
+            out = []
+            for r in logged:
+                match = [c for c in itertools.combinations(range(9), 3)
+                         if abs(np.mean([per_row[i] for i in c]) - r["loss"])
+                         < 1e-5]
+                self.assertEqual(len(match), 1, r)
+                out.append(set(match[0]))
+            return out
+
+        shuffled = losses(["--epochs", "2", "--shuffle", "7"])
+        self.assertEqual([r["step"] for r in shuffled], list(range(1, 7)))
+        self.assertAlmostEqual(shuffled[-1]["epoch"], 2.0)
+        got = batches(shuffled)
+        for epoch in (got[:3], got[3:]):
+            self.assertEqual(sorted(i for s in epoch for i in s),
+                             list(range(9)))
+        in_order = [set(range(3 * k, 3 * k + 3)) for k in range(3)]
+        self.assertNotEqual(got[:3], in_order)
+        self.assertNotEqual(got[:3], got[3:])
+        self.assertEqual(batches(losses(["--epochs", "2"]))[:3], in_order)
+        self.assertNotEqual(batches(losses(["--epochs", "2", "--shuffle",
+                                            "8"])), got)
+        again = losses(["--epochs", "2", "--shuffle", "7"])
+        self.assertEqual([r["loss"] for r in again],
+                         [r["loss"] for r in shuffled])
+        first = losses(["--steps", "4", "--shuffle", "7"])
+        rest = losses(["--steps", "6", "--shuffle", "7"], resume=True)
+        self.assertEqual([r["loss"] for r in first + rest[4:]],
+                         [r["loss"] for r in shuffled])
+        r = subprocess.run([tool("strata-run"), art, "--data", data,
+                            "--steps", "2", "--epochs", "1"],
+                           capture_output=True, text=True)
+        self.assertIn("not both", r.stderr)
+
     def test_bad_data_is_a_clear_error(self):
         name = "gpt2_dynamic"
         art = os.path.join(ARGS.work, "baddata.strata")
