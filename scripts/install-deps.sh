@@ -19,9 +19,9 @@ PACKAGES=(
   fio python3-venv
   # tests (PyTorch and onnx are reference oracles and model generators only)
   libgtest-dev python3 python3-numpy python3-onnx python3-torch
-  # what transformers and tensorboard's reader import from Debian in
-  # .venv-models (--models)
-  python3-yaml python3-requests python3-protobuf python3-six
+  # what transformers (jinja2: chat templates), datasets and tensorboard's
+  # reader import from Debian in .venv-models (--models)
+  python3-yaml python3-requests python3-protobuf python3-six python3-jinja2
   # the Python bindings (runtime/python) and their tests
   pybind11-dev python3-dev python3-pytest
   # the HTML report's test renders it in a real headless browser
@@ -77,10 +77,10 @@ models_env() {
   "$venv/bin/python" -c "import transformers" ||
     { echo "install-deps: error: transformers does not import in $venv" >&2
       exit 1; }
-  "$venv/bin/python" -c \
-    "from tensorboard.backend.event_processing import event_accumulator" ||
-    { echo "install-deps: error: tensorboard's reader does not import in" \
-        "$venv" >&2; exit 1; }
+  "$venv/bin/python" -c "import datasets, jinja2
+from tensorboard.backend.event_processing import event_accumulator" ||
+    { echo "install-deps: error: datasets, jinja2 or tensorboard's reader" \
+        "does not import in $venv" >&2; exit 1; }
   cp "$req" "$venv/requirements-models.txt"
   echo "install-deps: made $venv ($(grep '^transformers' "$req"))"
 }
