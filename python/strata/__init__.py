@@ -12,7 +12,8 @@
 
 Artifact, Trainer: the runtime (the strata_runtime extension module, no
 LLVM inside). compile(): runs the strata-compile tool, found through
-$STRATA_BIN, beside this package in a build tree (BUILD/bin), or on PATH.
+$STRATA_BIN, inside this package when pip installed it (strata/bin), beside
+it in a build tree (BUILD/bin), or on PATH.
 """
 
 import os
@@ -34,6 +35,7 @@ def tool(name):
     if os.environ.get("STRATA_BIN"):
         candidates.append(os.path.join(os.environ["STRATA_BIN"], name))
     here = os.path.dirname(os.path.abspath(__file__))
+    candidates.append(os.path.join(here, "bin", name))
     candidates.append(os.path.join(here, "..", "..", "bin", name))
     for c in candidates:
         if os.access(c, os.X_OK):
