@@ -7,6 +7,11 @@
     #   strata-run model.strata --data rows.npy --labels labels.npy \\
     #     --epochs 2 --shuffle 0 --eval-data held.npy --eval-labels ...
 
+pack_rows puts several examples in a row instead (for a model exported with
+strata.hf.export(..., packing=True)): each example is a segment, attending
+to itself alone, its positions from 0; the rows come with their segment
+ids (strata-run --segments).
+
 An example is a chat ({"messages": [{"role": ..., "content": ...}, ...]},
 the last message the assistant's) or a pair ({"prompt": ..., "response":
 ...}, also "instruction"/"input"/"output" as Alpaca has them). With a
@@ -20,9 +25,12 @@ rows), padded with the pad token (labels -100) or cut at seq + 1.
 
 import numpy as np
 
-__all__ = ["IGNORE", "load", "tokenize", "sft_rows"]
+__all__ = ["IGNORE", "PAD_SEGMENT", "load", "tokenize", "sft_rows",
+           "pack_rows", "positions", "batch"]
 
 IGNORE = -100
+# The segment of padding in packed rows (strata.data.pack_rows).
+PAD_SEGMENT = -1
 
 
 def load(path, split="train"):
@@ -118,3 +126,83 @@ def sft_rows(examples, tokenizer, seq, pad_id=None):
         raise ValueError("no response token fits in %d tokens: every label "
                          "is ignored" % (seq + 1))
     return rows, labels, stats
+
+
+def pack_rows(examples, tokenizer, seq, pad_id=None):
+    """Examples packed into rows of seq + 1 tokens, in order (an example
+    that does not fit in what is left of a row starts the next; one longer
+    than a row is cut and has a row of its own). Returns (rows, labels,
+    segments, stats): segments numbers the examples of a row from 0
+    (padding: PAD_SEGMENT); each example's first label is ignored too, so
+    nothing is predicted across a boundary. For a model exported with
+    strata.hf.export(..., packing=True)."""
+    tok = _fast(tokenizer)
+    if pad_id is None:
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else \
+            tok.eos_token_id
+    if pad_id is None:
+        raise ValueError("the tokenizer has no pad or end-of-text token: "
+                         "give pad_id")
+    width = seq + 1
+    packed, current, used, cut = [], [], 0, 0
+    for example in examples:
+        prompt, full = tokenize(example, tok)
+        if len(full) > width:
+            cut += 1
+            full = full[:width]
+        if current and used + len(full) > width:
+            packed.append(current)
+            current, used = [], 0
+        current.append((len(prompt), full))
+        used += len(full)
+    if current:
+        packed.append(current)
+    n = len(packed)
+    rows = np.full((n, width), pad_id, dtype=np.int64)
+    labels = np.full((n, width), IGNORE, dtype=np.int64)
+    segments = np.full((n, width), PAD_SEGMENT, dtype=np.int64)
+    for r, row in enumerate(packed):
+        at = 0
+        for k, (prompt, full) in enumerate(row):
+            end = at + len(full)
+            rows[r, at:end] = full
+            segments[r, at:end] = k
+            first = max(prompt, 1)
+            labels[r, at + first:end] = full[first:]
+            at = end
+    stats = {"examples": sum(len(r) for r in packed), "rows": n, "cut": cut,
+             "labels": int((labels[:, 1:] >= 0).sum()),
+             "fill": float((segments != PAD_SEGMENT).mean()) if n else 0.0}
+    if stats["labels"] == 0:
+        raise ValueError("no response token fits in %d tokens: every label "
+                         "is ignored" % width)
+    return rows, labels, segments, stats
+
+
+def positions(segments):
+    """Position ids of packed rows: each segment counts from 0 (padding
+    too, as one more segment)."""
+    segments = np.asarray(segments)
+    out = np.zeros(segments.shape, dtype=np.int64)
+    for r in range(segments.shape[0]):
+        count = 0
+        for t in range(segments.shape[1]):
+            if t and segments[r, t] != segments[r, t - 1]:
+                count = 0
+            out[r, t] = count
+            count += 1
+    return out
+
+
+def batch(rows, labels, segments=None):
+    """strata.Trainer's inputs for rows [B, T + 1]: input_ids (tokens
+    0..T-1), labels (1..T), and for packed rows position_ids and
+    segment_ids."""
+    rows, labels = np.asarray(rows), np.asarray(labels)
+    t = rows.shape[1] - 1
+    out = {"input_ids": rows[:, :t], "labels": labels[:, 1:]}
+    if segments is not None:
+        segments = np.asarray(segments)
+        out["position_ids"] = positions(segments)[:, :t]
+        out["segment_ids"] = segments[:, :t]
+    return out

@@ -34,13 +34,15 @@ __all__ = ["Exported", "export", "save_pretrained"]
 class Exported:
     """What export() wrote: `path` (the ONNX model), `frozen` (initializer
     names to pass as --freeze), `names` ({initializer: state_dict name}),
-    `names_file` (the same map as JSON, beside the model)."""
+    `names_file` (the same map as JSON, beside the model), `inputs` (the
+    model's input names)."""
 
-    def __init__(self, path, frozen, names, names_file):
+    def __init__(self, path, frozen, names, names_file, inputs):
         self.path = path
         self.frozen = frozen
         self.names = names
         self.names_file = names_file
+        self.inputs = inputs
 
     @property
     def compile_flags(self):
@@ -48,6 +50,13 @@ class Exported:
         flags = []
         for name in self.frozen:
             flags += ["--freeze", name]
+        return flags
+
+    def input_shapes(self, batch, seq):
+        """--input-shape for each input at [batch, seq]."""
+        flags = []
+        for name in self.inputs:
+            flags += ["--input-shape", "%s=%dx%d" % (name, batch, seq)]
         return flags
 
 
@@ -71,24 +80,98 @@ class _Logits:
 
         return Logits(model)
 
+    @staticmethod
+    def wrap_packed(model, inverted):
+        """(input_ids, position_ids, segment_ids) -> logits: a token attends
+        to the earlier tokens of its own segment only, through the 4D
+        attention mask the model takes (1 = attend, or with `inverted` 0 =
+        attend and the dtype's minimum = masked, as transformers versions
+        differ), and its position restarts with each segment."""
+        import torch
 
-def export(model, path, batch=2, seq=128, opset=17):
+        class Packed(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, input_ids, position_ids, segment_ids):
+                t = input_ids.shape[1]
+                pos = torch.arange(t, device=input_ids.device)
+                allowed = (segment_ids[:, :, None] == segment_ids[:, None, :]) \
+                    & (pos[None, :] <= pos[:, None])[None]
+                dtype = torch.float32
+                if inverted:
+                    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
+                        ~allowed, torch.finfo(dtype).min)
+                else:
+                    mask = allowed.to(dtype)
+                return self.m(input_ids=input_ids, attention_mask=mask[:, None],
+                              position_ids=position_ids,
+                              return_dict=False)[0]
+
+        return Packed(model)
+
+
+def _packed_convention(model):
+    """Which 4D-mask convention makes `model` compute two packed segments
+    as it computes each alone; raises if neither does (the model takes no
+    4D attention mask)."""
+    import torch
+    vocab = model.get_input_embeddings().num_embeddings
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (1, 7), generator=g)
+    seg = torch.tensor([[0, 0, 0, 1, 1, 1, 1]])
+    pos = torch.tensor([[0, 1, 2, 0, 1, 2, 3]])
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            alone = torch.cat([
+                model(input_ids=ids[:, :3], return_dict=False)[0],
+                model(input_ids=ids[:, 3:], return_dict=False)[0]], dim=1)
+            for inverted in (False, True):
+                try:
+                    got = _Logits.wrap_packed(model, inverted)(ids, pos, seg)
+                except Exception:  # noqa: BLE001 - the convention's error
+                    continue
+                if torch.allclose(got, alone, rtol=1e-4, atol=1e-5):
+                    return inverted
+    finally:
+        model.train(was_training)
+    raise RuntimeError(
+        "%s does not compute packed segments as it computes them alone with "
+        "a 4D attention mask and position_ids (LLaMA, Mistral and Qwen2 in "
+        "transformers do); export it without packing=True"
+        % type(model).__name__)
+
+
+def export(model, path, batch=2, seq=128, opset=17, packing=False):
     """Exports a transformers causal LM (any model whose forward takes
     input_ids and returns logits first) to `path`; returns an Exported.
-    The model is left as it was (its training flag and weights)."""
+    With packing=True the model takes position_ids and segment_ids beside
+    input_ids (strata.data.pack_rows makes them): several examples share a
+    row, each attending to itself alone, its positions from 0. The model is
+    left as it was (its training flag and weights)."""
     import onnx
     import torch
 
     was_training = model.training
-    wrapper = _Logits.wrap(model).train()
-    ids = torch.zeros((batch, seq), dtype=torch.long)
+    if packing:
+        wrapper = _Logits.wrap_packed(model, _packed_convention(model))
+        inputs = ["input_ids", "position_ids", "segment_ids"]
+    else:
+        wrapper = _Logits.wrap(model)
+        inputs = ["input_ids"]
+    wrapper.train()
+    dummy = tuple(torch.zeros((batch, seq), dtype=torch.long) for _ in inputs)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (ids,), path, input_names=["input_ids"],
+        torch.onnx.export(wrapper, dummy, path, input_names=inputs,
                           output_names=["logits"], opset_version=opset,
                           do_constant_folding=False,
                           training=torch.onnx.TrainingMode.TRAINING,
-                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"}})
+                          dynamic_axes={n: {0: "batch", 1: "seq"}
+                                        for n in inputs})
     model.train(was_training)
     params = {n for n, _ in wrapper.named_parameters()}
     state = set(model.state_dict().keys())
@@ -108,7 +191,7 @@ def export(model, path, batch=2, seq=128, opset=17):
     names_file = str(path) + ".names.json"
     with open(names_file, "w") as f:
         json.dump(names, f, indent=1, sort_keys=True)
-    return Exported(str(path), sorted(frozen), names, names_file)
+    return Exported(str(path), sorted(frozen), names, names_file, inputs)
 
 
 def save_pretrained(artifact, out_dir, config, exported, checkpoint=None,

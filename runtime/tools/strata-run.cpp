@@ -107,6 +107,12 @@ static void usage(FILE *out) {
                "                         perplexity, every --eval-every N "
                "steps and at the end\n"
                "  --eval-labels FILE     labels for --eval-data (as --labels)\n"
+               "  --segments FILE        packed rows' segment ids (.npy of "
+               "--data's shape: each\n"
+               "                         example of a row a number, padding "
+               "-1), for a plan with\n"
+               "                         position_ids and segment_ids inputs\n"
+               "  --eval-segments FILE   the same for --eval-data\n"
                "  --tensorboard DIR      TensorBoard event files in DIR "
                "(train/loss, learning_rate,\n"
                "                         grad_norm, tokens_per_s, step_s; "
@@ -237,6 +243,11 @@ int main(int argc, char **argv) {
       trainOptions.labelsPath = value("--labels");
     } else if (arg == "--eval-data" || arg.rfind("--eval-data=", 0) == 0) {
       trainOptions.evalData = value("--eval-data");
+    } else if (arg == "--segments" || arg.rfind("--segments=", 0) == 0) {
+      trainOptions.segmentsPath = value("--segments");
+    } else if (arg == "--eval-segments" ||
+               arg.rfind("--eval-segments=", 0) == 0) {
+      trainOptions.evalSegments = value("--eval-segments");
     } else if (arg == "--eval-labels" || arg.rfind("--eval-labels=", 0) == 0) {
       trainOptions.evalLabels = value("--eval-labels");
     } else if (arg == "--tensorboard" || arg.rfind("--tensorboard=", 0) == 0) {

@@ -118,27 +118,56 @@ int64_t DataSource::token(int64_t row, int64_t col) const {
   return tokens_[row * (seq_ + 1) + col];
 }
 
-bool DataSource::openLabels(const std::string &path, std::string &error) {
+bool DataSource::readAligned(const std::string &path, const char *what,
+                             std::vector<int64_t> &out, std::string &error) {
   if (stream_ || tokens_.empty()) {
-    error = "--labels needs --data as .npy rows (a token stream has no rows "
-            "to align labels with)";
+    error = std::string("--") + what +
+            " needs --data as .npy rows (a token stream has no rows to "
+            "align them with)";
     return false;
   }
-  if (!readRows(path, "labels", batch_, seq_, labels_, error))
+  if (!readRows(path, what, batch_, seq_, out, error))
     return false;
-  int64_t rows = static_cast<int64_t>(labels_.size()) / (seq_ + 1);
+  int64_t rows = static_cast<int64_t>(out.size()) / (seq_ + 1);
   if (rows != rows_) {
-    error = "labels '" + path + "' have " + std::to_string(rows) +
-            " rows, the data " + std::to_string(rows_) +
-            ": one row of labels per row of tokens";
-    labels_.clear();
+    error = std::string(what) + " '" + path + "' have " + std::to_string(rows) +
+            " rows, the data " + std::to_string(rows_) + ": one row of " +
+            what + " per row of tokens";
+    out.clear();
     return false;
   }
+  return true;
+}
+
+bool DataSource::openLabels(const std::string &path, std::string &error) {
+  if (!readAligned(path, "labels", labels_, error))
+    return false;
   int64_t used = 0;
   for (int64_t v : labels_)
     used += v >= 0;
   description_ += ", labels from " + path + " (" + std::to_string(used) +
                   " of " + std::to_string(labels_.size()) + " in the loss)";
+  return true;
+}
+
+bool DataSource::openSegments(const std::string &path, std::string &error) {
+  if (!readAligned(path, "segments", segments_, error))
+    return false;
+  int64_t examples = 0;
+  for (int64_t r = 0; r < rows_; ++r)
+    for (int64_t t = 0; t <= seq_; ++t) {
+      int64_t v = segments_[r * (seq_ + 1) + t];
+      if (v < -1) {
+        error = "segments '" + path + "' hold " + std::to_string(v) +
+                " at row " + std::to_string(r) + ", column " +
+                std::to_string(t) +
+                ": an example's number (from 0) or -1 (padding)";
+        segments_.clear();
+        return false;
+      }
+      examples += v >= 0 && (t == 0 || segments_[r * (seq_ + 1) + t - 1] != v);
+    }
+  description_ += ", " + std::to_string(examples) + " examples packed";
   return true;
 }
 
@@ -173,41 +202,65 @@ int64_t DataSource::rowOf(int64_t i) const {
   return perm_[i % rows_];
 }
 
-void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
-                       std::vector<int64_t> &labels, bool next) const {
-  inputs.resize(batch_ * seq_);
-  labels.resize(batch_ * seq_);
-  int64_t shift = next ? 1 : 0;
-  for (int64_t b = 0; b < batch_; ++b) {
-    int64_t row = rowOf(step * batch_ + b);
-    for (int64_t t = 0; t < seq_; ++t) {
-      inputs[b * seq_ + t] = token(row, t);
-      labels[b * seq_ + t] = labels_.empty()
-                                 ? token(row, t + shift)
-                                 : labels_[row * (seq_ + 1) + t + shift];
+void DataSource::fill(int64_t b, int64_t row, std::vector<int64_t> &inputs,
+                      std::vector<int64_t> &labels, bool next,
+                      std::vector<int64_t> *segments,
+                      std::vector<int64_t> *positions) const {
+  bool pad = row < 0;
+  int64_t from = pad ? 0 : row, shift = next ? 1 : 0;
+  int64_t count = 0;
+  for (int64_t t = 0; t < seq_; ++t) {
+    inputs[b * seq_ + t] = token(from, t);
+    labels[b * seq_ + t] = pad ? -100
+                           : labels_.empty()
+                               ? token(from, t + shift)
+                               : labels_[from * (seq_ + 1) + t + shift];
+    if (segments) {
+      int64_t s = pad ? -1 : segments_[from * (seq_ + 1) + t];
+      if (t > 0 && s != (*segments)[b * seq_ + t - 1])
+        count = 0;
+      (*segments)[b * seq_ + t] = s;
+      (*positions)[b * seq_ + t] = count++;
     }
   }
 }
 
-int64_t DataSource::evalBatch(int64_t k, std::vector<int64_t> &inputs,
-                              std::vector<int64_t> &labels, bool next) const {
+void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
+                       std::vector<int64_t> &labels, bool next,
+                       std::vector<int64_t> *segments,
+                       std::vector<int64_t> *positions) const {
   inputs.resize(batch_ * seq_);
   labels.resize(batch_ * seq_);
-  int64_t shift = next ? 1 : 0, kept = 0;
+  if (segments_.empty())
+    segments = positions = nullptr;
+  if (segments) {
+    segments->resize(batch_ * seq_);
+    positions->resize(batch_ * seq_);
+  }
+  for (int64_t b = 0; b < batch_; ++b)
+    fill(b, rowOf(step * batch_ + b), inputs, labels, next, segments,
+         positions);
+}
+
+int64_t DataSource::evalBatch(int64_t k, std::vector<int64_t> &inputs,
+                              std::vector<int64_t> &labels, bool next,
+                              std::vector<int64_t> *segments,
+                              std::vector<int64_t> *positions) const {
+  inputs.resize(batch_ * seq_);
+  labels.resize(batch_ * seq_);
+  if (segments_.empty())
+    segments = positions = nullptr;
+  if (segments) {
+    segments->resize(batch_ * seq_);
+    positions->resize(batch_ * seq_);
+  }
   for (int64_t b = 0; b < batch_; ++b) {
     int64_t row = k * batch_ + b;
-    bool pad = row >= rows_;
-    if (pad)
-      row = 0;
-    for (int64_t t = 0; t < seq_; ++t) {
-      inputs[b * seq_ + t] = token(row, t);
-      int64_t label = pad               ? -100
-                      : labels_.empty() ? token(row, t + shift)
-                                        : labels_[row * (seq_ + 1) + t + shift];
-      labels[b * seq_ + t] = label;
-      kept += label >= 0;
-    }
+    fill(b, row < rows_ ? row : -1, inputs, labels, next, segments, positions);
   }
+  int64_t kept = 0;
+  for (int64_t v : labels)
+    kept += v >= 0;
   return kept;
 }
 

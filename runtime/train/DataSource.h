@@ -26,11 +26,20 @@ public:
   /// the loss: -100 for a prompt, padding). Only after open() of .npy data.
   bool openLabels(const std::string &path, std::string &error);
 
+  /// The segment ids of packed rows (strata.data.pack_rows: each
+  /// example of a row a number, padding -1), a .npy of the data's shape.
+  bool openSegments(const std::string &path, std::string &error);
+  bool hasSegments() const { return !segments_.empty(); }
+
   /// Fills `inputs` (tokens 0..T-1 of each row) and `labels` (batch*seq
   /// each) for step `step` (0-based): positions 1..T of the labels (the
   /// next tokens, `next`), or 0..T-1 (for a model that shifts them itself).
+  /// With segments, `segments` and `positions` (each segment counting
+  /// from 0) of tokens 0..T-1 too.
   void batch(int64_t step, std::vector<int64_t> &inputs,
-             std::vector<int64_t> &labels, bool next = true) const;
+             std::vector<int64_t> &labels, bool next = true,
+             std::vector<int64_t> *segments = nullptr,
+             std::vector<int64_t> *positions = nullptr) const;
   bool hasLabels() const { return !labels_.empty(); }
   /// Takes the rows in a new order each epoch (an epoch: every row once),
   /// the same on every machine for a seed: batch(step) depends on the step
@@ -42,7 +51,9 @@ public:
   /// Returns how many labels of batch `k` count (are not negative).
   int64_t evalBatches() const { return (rows_ + batch_ - 1) / batch_; }
   int64_t evalBatch(int64_t k, std::vector<int64_t> &inputs,
-                    std::vector<int64_t> &labels, bool next = true) const;
+                    std::vector<int64_t> &labels, bool next = true,
+                    std::vector<int64_t> *segments = nullptr,
+                    std::vector<int64_t> *positions = nullptr) const;
 
   int64_t rows() const { return rows_; }
   const std::string &description() const { return description_; }
@@ -51,9 +62,19 @@ private:
   int64_t token(int64_t row, int64_t col) const;
   /// The row of sample `i` (from 0, across epochs).
   int64_t rowOf(int64_t i) const;
+  /// Row `row` (-1: a padding row) as batch entry `b`.
+  void fill(int64_t b, int64_t row, std::vector<int64_t> &inputs,
+            std::vector<int64_t> &labels, bool next,
+            std::vector<int64_t> *segments,
+            std::vector<int64_t> *positions) const;
+  /// A .npy of rows [rows_, seq_ + 1] beside the data's (`what` for
+  /// messages).
+  bool readAligned(const std::string &path, const char *what,
+                   std::vector<int64_t> &out, std::string &error);
 
-  std::vector<int64_t> tokens_; // Npy: rows_ x (seq_ + 1). Bin: the stream.
-  std::vector<int64_t> labels_; // rows_ x (seq_ + 1), when given.
+  std::vector<int64_t> tokens_;   // Npy: rows_ x (seq_ + 1). Bin: the stream.
+  std::vector<int64_t> labels_;   // rows_ x (seq_ + 1), when given.
+  std::vector<int64_t> segments_; // rows_ x (seq_ + 1), when given.
   bool shuffled_ = false;
   uint64_t seed_ = 0;
   /// The permutation of epoch `permEpoch_`, made when first needed.

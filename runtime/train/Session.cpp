@@ -68,16 +68,30 @@ std::string Session::checkpointFile() const {
 Session::Session(artifact::Artifact &artifact, runtime::Executor &executor)
     : art_(artifact), executor_(executor) {
   const Plan &plan = art_.plan();
-  // The causal-LM plan takes token ids and labels of the same shape.
-  for (const Binding &b : plan.inputs)
+  // The causal-LM plan takes token ids and labels of the same shape; a
+  // packed one (strata.hf.export(..., packing=True)) position and segment
+  // ids of that shape too.
+  for (const Binding &b : plan.inputs) {
     if (b.name == "labels")
       labels_ = &b;
+    else if (b.name == "position_ids")
+      positions_ = &b;
+    else if (b.name == "segment_ids")
+      segments_ = &b;
+  }
+  size_t extra = (positions_ || segments_) ? 2 : 0;
+  if (!(positions_ && segments_))
+    positions_ = segments_ = nullptr;
   for (const Binding &b : plan.inputs)
-    if (labels_ && &b != labels_ &&
+    if (labels_ && &b != labels_ && &b != positions_ && &b != segments_ &&
         plan.slots[b.slot].shape == plan.slots[labels_->slot].shape)
       ids_ = &b;
-  if (plan.inputs.size() != 2 || !ids_)
-    ids_ = labels_ = nullptr;
+  auto sameShape = [&](const Binding *b) {
+    return !b || plan.slots[b->slot].shape == plan.slots[labels_->slot].shape;
+  };
+  if (plan.inputs.size() != 2 + extra || !ids_ || !sameShape(positions_) ||
+      !sameShape(segments_))
+    ids_ = labels_ = positions_ = segments_ = nullptr;
   for (const Binding &b : plan.outputs)
     lossScaling_ |= b.name == "loss_scale";
   for (const Binding &b : plan.outputs)

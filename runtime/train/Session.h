@@ -69,6 +69,9 @@ public:
   /// otherwise.
   const artifact::Binding *idsInput() const { return ids_; }
   const artifact::Binding *labelsInput() const { return labels_; }
+  /// A packed plan's position and segment ids (both, or null).
+  const artifact::Binding *positionsInput() const { return positions_; }
+  const artifact::Binding *segmentsInput() const { return segments_; }
   std::string checkpointFile() const;
   /// For messages about a stopped run: "the last checkpoint, FILE, is
   /// intact" or "no checkpoint was saved yet".
@@ -98,6 +101,7 @@ private:
   SessionOptions options_;
   FileLock artifactLock_, checkpointLock_;
   const artifact::Binding *ids_ = nullptr, *labels_ = nullptr;
+  const artifact::Binding *positions_ = nullptr, *segments_ = nullptr;
   bool lossScaling_ = false;
   /// The last step writing the loss; -1 when the plan has none, or when a
   /// step before it waits for one after (no forward pass alone to run).

@@ -122,6 +122,19 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   sessionOptions.onNan = options.onNan;
   // The inputs are checked before the session locks or resumes anything.
   const Binding *ids = session.idsInput(), *labels = session.labelsInput();
+  const Binding *positions = session.positionsInput(),
+                *segments = session.segmentsInput();
+  if (ids && (positions != nullptr) != !options.segmentsPath.empty()) {
+    error = positions ? "this plan packs examples (its inputs position_ids "
+                        "and segment_ids): give --segments for --data"
+                      : "--segments goes with a plan that packs examples "
+                        "(strata.hf.export(..., packing=True))";
+    return false;
+  }
+  if (positions && !options.evalData.empty() && options.evalSegments.empty()) {
+    error = "this plan packs examples: give --eval-segments for --eval-data";
+    return false;
+  }
   DataSource data;
   if (!options.dataPath.empty()) {
     if (!ids) {
@@ -135,6 +148,9 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
       return false;
     if (!options.labelsPath.empty() &&
         !data.openLabels(options.labelsPath, error))
+      return false;
+    if (!options.segmentsPath.empty() &&
+        !data.openSegments(options.segmentsPath, error))
       return false;
     if (options.shuffle)
       data.shuffle(options.shuffleSeed);
@@ -163,9 +179,11 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     return false;
   }
   DataSource evalData;
-  if (options.evalData.empty() && (!options.evalLabels.empty() ||
-                                   options.evalEvery > 0 || options.keepBest)) {
-    error = "--eval-labels, --eval-every and --keep-best need --eval-data";
+  if (options.evalData.empty() &&
+      (!options.evalLabels.empty() || !options.evalSegments.empty() ||
+       options.evalEvery > 0 || options.keepBest)) {
+    error = "--eval-labels, --eval-segments, --eval-every and --keep-best "
+            "need --eval-data";
     return false;
   }
   if (options.keepLast > 0 && !options.checkpoints) {
@@ -176,7 +194,9 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     const Slot &s = plan.slots[ids->slot];
     if (!evalData.open(options.evalData, s.shape[0], s.shape[1], error) ||
         (!options.evalLabels.empty() &&
-         !evalData.openLabels(options.evalLabels, error)))
+         !evalData.openLabels(options.evalLabels, error)) ||
+        (!options.evalSegments.empty() &&
+         !evalData.openSegments(options.evalSegments, error)))
       return false;
   }
   for (const auto &[name, array] : options.fixedInputs)
@@ -240,16 +260,22 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   bool ok = true;
   int64_t micro = plan.accumulate;
   std::vector<double> stepTimes;
+  std::vector<int64_t> seg, pos;
   auto setTokens = [&](std::string &err) {
     return executor.setInput(ids->name, tokens(plan.slots[ids->slot], in),
                              err) &&
            executor.setInput(labels->name,
-                             tokens(plan.slots[labels->slot], lab), err);
+                             tokens(plan.slots[labels->slot], lab), err) &&
+           (!positions ||
+            (executor.setInput(positions->name,
+                               tokens(plan.slots[positions->slot], pos), err) &&
+             executor.setInput(segments->name,
+                               tokens(plan.slots[segments->slot], seg), err)));
   };
   auto feed = [&](int64_t step, int64_t j, std::string &err) {
     if (options.dataPath.empty())
       return true;
-    data.batch(step * micro + j, in, lab, plan.labels != "same");
+    data.batch(step * micro + j, in, lab, plan.labels != "same", &seg, &pos);
     return setTokens(err);
   };
   // The held-out loss: the mean over every kept label of the held-out rows
@@ -260,7 +286,8 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     double sum = 0;
     int64_t count = 0;
     for (int64_t k = 0; k < evalData.evalBatches(); ++k) {
-      int64_t kept = evalData.evalBatch(k, in, lab, plan.labels != "same");
+      int64_t kept =
+          evalData.evalBatch(k, in, lab, plan.labels != "same", &seg, &pos);
       if (kept == 0)
         continue;
       double loss = NAN;

@@ -19,9 +19,12 @@ struct TrainerOptions {
   /// Labels for the rows of dataPath (DataSource::openLabels); empty: the
   /// tokens themselves.
   std::string labelsPath;
+  /// Segment ids of packed rows (DataSource::openSegments), for a plan
+  /// with position_ids and segment_ids inputs.
+  std::string segmentsPath;
   /// Held-out rows (and their labels) for the held-out loss, every
   /// `evalEvery` steps (0: at the end only) and at the end.
-  std::string evalData, evalLabels;
+  std::string evalData, evalLabels, evalSegments;
   int64_t evalEvery = 0;
   /// Keep the checkpoint of the lowest held-out loss in
   /// checkpointDir/best/ (with best.json saying its step and loss).
