@@ -250,7 +250,8 @@ def test_packed_instruction_tuning_matches_pytorch(tmp_path):
            "--epochs", "2", "--eval-data", str(tmp_path / "held.npy"),
            "--eval-labels", str(tmp_path / "held_labels.npy"),
            "--eval-segments", str(tmp_path / "held_segments.npy"),
-           "--eval-every", "2", "--log-json", str(log), "--quiet"]
+           "--eval-every", "2", "--log-json", str(log), "--quiet",
+           "--tensorboard", str(tmp_path / "runs")]
     subprocess.run(cmd, check=True)
     with open(log) as f:
         lines = [json.loads(line) for line in f]
@@ -282,6 +283,34 @@ def test_packed_instruction_tuning_matches_pytorch(tmp_path):
     np.testing.assert_allclose([r["loss"] for r in steps], want, rtol=1e-4)
     np.testing.assert_allclose([r["eval_loss"] for r in evals], want_eval,
                                rtol=1e-4)
-    # A packed plan needs the segments; a plain one refuses them.
+    from tensorboard.backend.event_processing import event_accumulator
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "runs"))
+    acc.Reload()
+    np.testing.assert_allclose([e.value for e in acc.Scalars("eval/loss")],
+                               [r["eval_loss"] for r in evals], rtol=1e-6)
+    # The trained weights through from_pretrained, packed as Strata runs
+    # them, against Strata's forward pass of its own export.
+    out = tmp_path / "finetuned"
+    strata.hf.save_pretrained(art, out, config, exported)
+    hf = T.LlamaForCausalLM.from_pretrained(out).eval()
+    first = strata.data.batch(held_rows[:BATCH], held_labels[:BATCH],
+                              held_segments[:BATCH])
+    pad = BATCH - len(held_rows[:BATCH])
+    for k in exported.inputs:  # the plan's batch of BATCH rows
+        first[k] = np.concatenate([first[k], first[k][:1].repeat(pad, 0)])
+    with torch.no_grad():
+        hf_logits = strata.hf._Logits.wrap_packed(hf, inverted)(
+            *(torch.from_numpy(first[k]) for k in exported.inputs)).numpy()
+    onnx_out = str(tmp_path / "trained.onnx")
+    subprocess.run([strata.tool("strata-export"), art, "-o", onnx_out],
+                   check=True, capture_output=True)
+    fwd = strata.compile(onnx_out, str(tmp_path / "forward.strata"),
+                         ["--mode", "forward"] +
+                         exported.input_shapes(BATCH, SEQ))
+    strata_logits = strata.Artifact(fwd, backend="cpu").run(
+        {k: first[k] for k in exported.inputs})["logits"]
+    np.testing.assert_allclose(hf_logits, strata_logits, rtol=1e-4,
+                               atol=1e-5)
+    # A packed plan needs the segments.
     r = subprocess.run(cmd[:6] + cmd[8:10], capture_output=True, text=True)
     assert "give --segments" in r.stderr, r.stderr
