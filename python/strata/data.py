@@ -54,6 +54,17 @@ def _fast(tokenizer):
     return tokenizer
 
 
+def _pad(tok, pad_id):
+    """`pad_id`, else the tokenizer's pad token, else its end of text."""
+    if pad_id is None:
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else \
+            tok.eos_token_id
+    if pad_id is None:
+        raise ValueError("the tokenizer has no pad or end-of-text token: "
+                         "give pad_id")
+    return pad_id
+
+
 def _messages(example):
     if "messages" in example:
         messages = list(example["messages"])
@@ -103,12 +114,7 @@ def sft_rows(examples, tokenizer, seq, pad_id=None):
     labels[:, 1:]). Returns (rows, labels, stats): stats counts the
     examples cut at seq + 1 tokens and the labels in the loss."""
     tok = _fast(tokenizer)
-    if pad_id is None:
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else \
-            tok.eos_token_id
-    if pad_id is None:
-        raise ValueError("the tokenizer has no pad or end-of-text token: "
-                         "give pad_id")
+    pad_id = _pad(tok, pad_id)
     examples = list(examples)
     rows = np.full((len(examples), seq + 1), pad_id, dtype=np.int64)
     labels = np.full((len(examples), seq + 1), IGNORE, dtype=np.int64)
@@ -137,12 +143,7 @@ def pack_rows(examples, tokenizer, seq, pad_id=None):
     nothing is predicted across a boundary. For a model exported with
     strata.hf.export(..., packing=True)."""
     tok = _fast(tokenizer)
-    if pad_id is None:
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else \
-            tok.eos_token_id
-    if pad_id is None:
-        raise ValueError("the tokenizer has no pad or end-of-text token: "
-                         "give pad_id")
+    pad_id = _pad(tok, pad_id)
     width = seq + 1
     packed, current, used, cut = [], [], 0, 0
     for example in examples:

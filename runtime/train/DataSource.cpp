@@ -225,10 +225,10 @@ void DataSource::fill(int64_t b, int64_t row, std::vector<int64_t> &inputs,
   }
 }
 
-void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
-                       std::vector<int64_t> &labels, bool next,
-                       std::vector<int64_t> *segments,
-                       std::vector<int64_t> *positions) const {
+void DataSource::size(std::vector<int64_t> &inputs,
+                      std::vector<int64_t> &labels,
+                      std::vector<int64_t> *&segments,
+                      std::vector<int64_t> *&positions) const {
   inputs.resize(batch_ * seq_);
   labels.resize(batch_ * seq_);
   if (segments_.empty())
@@ -237,6 +237,13 @@ void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
     segments->resize(batch_ * seq_);
     positions->resize(batch_ * seq_);
   }
+}
+
+void DataSource::batch(int64_t step, std::vector<int64_t> &inputs,
+                       std::vector<int64_t> &labels, bool next,
+                       std::vector<int64_t> *segments,
+                       std::vector<int64_t> *positions) const {
+  size(inputs, labels, segments, positions);
   for (int64_t b = 0; b < batch_; ++b)
     fill(b, rowOf(step * batch_ + b), inputs, labels, next, segments,
          positions);
@@ -246,14 +253,7 @@ int64_t DataSource::evalBatch(int64_t k, std::vector<int64_t> &inputs,
                               std::vector<int64_t> &labels, bool next,
                               std::vector<int64_t> *segments,
                               std::vector<int64_t> *positions) const {
-  inputs.resize(batch_ * seq_);
-  labels.resize(batch_ * seq_);
-  if (segments_.empty())
-    segments = positions = nullptr;
-  if (segments) {
-    segments->resize(batch_ * seq_);
-    positions->resize(batch_ * seq_);
-  }
+  size(inputs, labels, segments, positions);
   for (int64_t b = 0; b < batch_; ++b) {
     int64_t row = k * batch_ + b;
     fill(b, row < rows_ ? row : -1, inputs, labels, next, segments, positions);

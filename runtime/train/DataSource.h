@@ -62,6 +62,11 @@ private:
   int64_t token(int64_t row, int64_t col) const;
   /// The row of sample `i` (from 0, across epochs).
   int64_t rowOf(int64_t i) const;
+  /// Sizes a batch's vectors; nulls `segments` and `positions` without
+  /// segments.
+  void size(std::vector<int64_t> &inputs, std::vector<int64_t> &labels,
+            std::vector<int64_t> *&segments,
+            std::vector<int64_t> *&positions) const;
   /// Row `row` (-1: a padding row) as batch entry `b`.
   void fill(int64_t b, int64_t row, std::vector<int64_t> &inputs,
             std::vector<int64_t> &labels, bool next,

@@ -29,6 +29,16 @@ std::string checkpointPath(const std::string &dir) {
 
 namespace {
 
+/// A number for the JSON log; JSON has no NaN or infinity: a diverged value
+/// is null.
+std::string number(double v) {
+  char buf[32];
+  if (!std::isfinite(v))
+    return std::string("null");
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return std::string(buf);
+}
+
 /// --keep-last: the checkpoint just saved also as DIR/step-N.bin (a hard
 /// link: no second copy; each save writes a new file, so the link keeps
 /// this one), and of those up to `step` only the `keep` latest stay.
@@ -308,13 +318,6 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                    static_cast<long long>(count), seconds);
     if (log) {
       char buf[160];
-      auto number = [](double v) {
-        char b[32];
-        if (!std::isfinite(v))
-          return std::string("null");
-        std::snprintf(b, sizeof(b), "%.9g", v);
-        return std::string(b);
-      };
       std::snprintf(buf, sizeof(buf),
                     "{\"step\": %lld, \"eval_loss\": %s, \"eval_ppl\": %s, "
                     "\"eval_tokens\": %lld, \"eval_s\": %.6f}\n",
@@ -367,33 +370,26 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     int64_t done = step + 1 - start;
     double eta = elapsed / done * (totalSteps - step - 1);
     if (log) {
-      // JSON has no NaN or infinity: a diverged value is null.
-      auto number = [](double v) {
-        char buf[32];
-        if (!std::isfinite(v))
-          return std::string("null");
-        std::snprintf(buf, sizeof(buf), "%.9g", v);
-        return std::string(buf);
-      };
-      std::string scaleField =
+      std::string extraFields =
           std::isnan(m.lossScale)
               ? ""
               : ", \"loss_scale\": " + number(m.lossScale) +
                     ", \"skipped\": " + (m.skipped ? "true" : "false");
       // As the HuggingFace Trainer logs it: passes over the data so far.
       if (!options.dataPath.empty())
-        scaleField += ", \"epoch\": " +
-                      number(static_cast<double>(step + 1) *
-                             static_cast<double>(tokensPerStep) /
-                             static_cast<double>(
-                                 data.rows() * plan.slots[ids->slot].shape[1]));
+        extraFields +=
+            ", \"epoch\": " +
+            number(static_cast<double>(step + 1) *
+                   static_cast<double>(tokensPerStep) /
+                   static_cast<double>(data.rows() *
+                                       plan.slots[ids->slot].shape[1]));
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
                    "\"grad_norm\": %s, \"tokens_per_s\": %.1f, "
                    "\"step_s\": %.6f%s}\n",
                    static_cast<long long>(step + 1), number(m.loss).c_str(),
                    number(m.lr).c_str(), number(m.gradNorm).c_str(),
-                   tokensPerSecond, m.seconds, scaleField.c_str());
+                   tokensPerSecond, m.seconds, extraFields.c_str());
       if (std::fflush(log) != 0 || std::ferror(log)) {
         error = "cannot write --log-json file '" + options.logJson +
                 "': " + std::strerror(errno) + "; stopped at step " +

@@ -221,7 +221,8 @@ class TrainParity(unittest.TestCase):
             want = {"bf16": [], "fp16": []}
             for precision in want:
                 module = self.torch_module(name)
-                opt = torch.optim.AdamW(module.parameters(), lr=0.003)
+                opt = torch.optim.AdamW(module.parameters(), lr=0.003,
+                                        weight_decay=0.0)
                 for step in range(20):
                     ids, labels = self.batch(name, step)
                     opt.zero_grad()
@@ -334,7 +335,8 @@ class TrainParity(unittest.TestCase):
                     module = copy.deepcopy(reference)
                     opt = (torch.optim.SGD(module.parameters(), lr=lr)
                            if optimizer == "sgd" else
-                           torch.optim.AdamW(module.parameters(), lr=lr))
+                           torch.optim.AdamW(module.parameters(), lr=lr,
+                                             weight_decay=0.0))
                     want = []
                     for step in range(4):
                         idx = [(step * b + i) % len(rows) for i in range(b)]
@@ -656,7 +658,8 @@ class TrainParity(unittest.TestCase):
         with open(log) as f:
             rows = [json.loads(line) for line in f]
         module = self.torch_module(name)
-        opt = torch.optim.AdamW(module.parameters(), lr=0.003)
+        opt = torch.optim.AdamW(module.parameters(), lr=0.003,
+                                weight_decay=0.0)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: (s + 1) / 2 if s + 1 <= 2 else
             0.5 * (1 + np.cos(np.pi * (s + 1 - 2) / 4)))
@@ -1390,8 +1393,8 @@ class TrainParity(unittest.TestCase):
     def test_accumulation_with_clipping_matches_pytorch(self):
         """--accumulate 2 --clip-grad-norm clips the step's whole gradient
         (the mean over its micro-batches) as the Trainer's loop does: loss / N
-        per micro-batch, clip_grad_norm_ after the last. SGD, LOMO and
-        AdamW; exact clipping with updates after the backward pass, fused
+        per micro-batch, clip_grad_norm_ after the last. SGD, momentum, LOMO
+        and AdamW; exact clipping with updates after the backward pass, fused
         (two-pass) and on the CPU with the state on the host, each
         bit-identical to the first; previous-step."""
         import torch
@@ -1477,8 +1480,14 @@ class TrainParity(unittest.TestCase):
         check("previous-step", *prev,
               pytorch(lambda p: torch.optim.SGD(p, lr=0.05),
                       previous_step=True))
+        check("momentum", *strata("momentum", [
+            "--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9",
+            "--fuse-updates=false"]),
+              pytorch(lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)))
         adamw = ["--optimizer", "adamw", "--lr", "0.003"]
-        want = pytorch(lambda p: torch.optim.AdamW(p, lr=0.003))
+        # Strata's default decay is 0 (PyTorch's AdamW: 0.01).
+        want = pytorch(lambda p: torch.optim.AdamW(p, lr=0.003,
+                                                   weight_decay=0.0))
         # As check_steps: Adam turns rounding in tiny gradients into
         # fractions of a step; 1e-3 of the reachable distance is allowed.
         atol = 1e-3 * 3 * 0.003

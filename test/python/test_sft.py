@@ -69,6 +69,18 @@ def write_jsonl(path, items):
             f.write(json.dumps(e) + "\n")
 
 
+def tiny_llama(tok):
+    """(config, model, an independent copy for PyTorch's own training)."""
+    config = T.LlamaConfig(vocab_size=len(tok), hidden_size=32,
+                           intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2,
+                           max_position_embeddings=SEQ, use_cache=False)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = T.LlamaForCausalLM(config)
+    return config, model, copy.deepcopy(model)
+
+
 def masked_loss(model, rows, labels):
     logits = model(input_ids=torch.from_numpy(rows[:, :SEQ])).logits
     return torch.nn.functional.cross_entropy(
@@ -101,14 +113,7 @@ def test_instruction_tuning_matches_pytorch(tmp_path):
                     ("held_labels", held_labels)):
         np.save(tmp_path / (name + ".npy"), a)
 
-    config = T.LlamaConfig(vocab_size=len(tok), hidden_size=32,
-                           intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2,
-                           max_position_embeddings=SEQ, use_cache=False)
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = T.LlamaForCausalLM(config)
-    reference = copy.deepcopy(model)
+    config, model, reference = tiny_llama(tok)
     exported = strata.hf.export(model, str(tmp_path / "model.onnx"), seq=SEQ)
     art = strata.compile(exported.path, str(tmp_path / "model.strata"),
                          exported.compile_flags + [
@@ -200,14 +205,7 @@ def test_packed_instruction_tuning_matches_pytorch(tmp_path):
                     ("held_segments", held_segments)):
         np.save(tmp_path / (name + ".npy"), a)
 
-    config = T.LlamaConfig(vocab_size=len(tok), hidden_size=32,
-                           intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2,
-                           max_position_embeddings=SEQ, use_cache=False)
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = T.LlamaForCausalLM(config)
-    reference = copy.deepcopy(model)
+    config, model, reference = tiny_llama(tok)
     exported = strata.hf.export(model, str(tmp_path / "model.onnx"), seq=SEQ,
                                 packing=True)
     assert exported.inputs == ["input_ids", "position_ids", "segment_ids"]
