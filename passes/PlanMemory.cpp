@@ -47,13 +47,15 @@ struct Buffer {
 };
 
 /// Places every buffer (sets `offset`) and returns the arena size
-/// (artifact::placeBuffers on their lifetimes).
-uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment) {
+/// (artifact::placeBuffers on their lifetimes; `enough`: an arena size
+/// that meets the budget).
+uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
+                      uint64_t enough) {
   std::vector<artifact::Lifetime> lifetimes;
   lifetimes.reserve(buffers.size());
   for (const Buffer &b : buffers)
     lifetimes.push_back({b.bytes, b.start, b.end});
-  uint64_t arena = artifact::placeBuffers(lifetimes, alignment);
+  uint64_t arena = artifact::placeBuffers(lifetimes, alignment, 50000, enough);
   for (auto [b, l] : llvm::zip(buffers, lifetimes))
     b.offset = l.offset;
   return arena;
@@ -214,7 +216,15 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     }
   }
 
-  auto place = [&] { return placeBuffers(buffers, alignment); };
+  // Under a budget, an arena that meets it is enough: the size-ordered
+  // packing (quadratic in the buffers that overlap, most of a large
+  // model's scoring) runs only where the time-ordered one does not fit.
+  uint64_t enough =
+      options.deviceBudget > 0 &&
+              static_cast<uint64_t>(options.deviceBudget) > paramsBytes
+          ? static_cast<uint64_t>(options.deviceBudget) - paramsBytes
+          : 0;
+  auto place = [&] { return placeBuffers(buffers, alignment, enough); };
   // Fetch destinations reserved up to `window` ops before their fetch, so
   // the fetch can run while those compute; halved until the arena and
   // the resident parameters fit the device budget.

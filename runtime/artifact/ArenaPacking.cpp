@@ -208,15 +208,15 @@ uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment) {
 }
 
 uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
-                      size_t sizeOrderLimit) {
+                      size_t sizeOrderLimit, uint64_t enough) {
   std::vector<Lifetime> inTime = buffers;
   uint64_t timeArena = placeInTimeOrder(inTime, alignment);
+  constexpr size_t kSkipOptimalFrom = 4096;
   // No placement needs less than the most bytes live at one step. When
   // the time-ordered one needs no more (nested lifetimes, as a forward
   // and a backward pass make), the size-ordered scan, quadratic when most
   // lifetimes overlap, cannot do better; past a few thousand buffers it is
   // then not run (below, it runs and wins ties, as it always has).
-  constexpr size_t kSkipOptimalFrom = 4096;
   if (buffers.size() >= kSkipOptimalFrom) {
     std::vector<std::pair<int64_t, int64_t>> events;
     events.reserve(2 * buffers.size());
@@ -229,7 +229,9 @@ uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
     int64_t live = 0, peak = 0;
     for (const auto &[step, delta] : events)
       peak = std::max(peak, live += delta);
-    if (timeArena <= static_cast<uint64_t>(peak)) {
+    // Optimal already; or over the budget whatever the placement.
+    if (timeArena <= static_cast<uint64_t>(peak) ||
+        (enough > 0 && static_cast<uint64_t>(peak) > enough)) {
       buffers = std::move(inTime);
       return timeArena;
     }

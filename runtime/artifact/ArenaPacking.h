@@ -42,10 +42,11 @@ uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment);
 
 /// Both placements, the smaller arena wins (the size-ordered one only up
 /// to `sizeOrderLimit` buffers, and for thousands of buffers not when the
-/// time-ordered one already needs only the most bytes live at one step).
-/// Sets every offset; returns the arena size.
+/// time-ordered one already needs only the most bytes live at one step,
+/// nor when those are over `enough` (> 0: a device budget, which no
+/// placement then meets)). Sets every offset; returns the arena size.
 uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
-                      size_t sizeOrderLimit = 50000);
+                      size_t sizeOrderLimit = 50000, uint64_t enough = 0);
 
 } // namespace strata::artifact
 

@@ -152,6 +152,32 @@ TEST(ArenaPacking, ManyNestedLifetimesPackToTheirPeak) {
     ASSERT_NE(buffers[i].offset, buffers[i - 1].offset);
 }
 
+// Under a budget the live bytes already exceed, no placement fits: the
+// time-ordered one is kept (valid) without the size-ordered scan; under
+// one they meet, the result is as without a budget.
+TEST(ArenaPacking, ABudgetNoPlacementMeetsSkipsTheSizeOrderedScan) {
+  std::vector<Lifetime> buffers = randomBuffers(31, 5000, 6000);
+  std::vector<Lifetime> events = buffers, plain = buffers, within = buffers;
+  std::vector<std::pair<int64_t, int64_t>> changes;
+  for (const Lifetime &b : events) {
+    changes.push_back({b.start, static_cast<int64_t>(b.bytes)});
+    changes.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
+  }
+  std::sort(changes.begin(), changes.end());
+  int64_t live = 0, peak = 0;
+  for (const auto &[step, delta] : changes)
+    peak = std::max(peak, live += delta);
+  std::vector<Lifetime> over = buffers, inTime = buffers;
+  uint64_t timeArena = placeInTimeOrder(inTime, 64);
+  uint64_t arena =
+      placeBuffers(over, 64, 50000, static_cast<uint64_t>(peak) - 1);
+  EXPECT_EQ(arena, timeArena);
+  expectValid(over, arena, 64);
+  uint64_t best = placeBuffers(plain, 64);
+  EXPECT_LT(best, timeArena) << "the case needs the size-ordered scan";
+  EXPECT_EQ(placeBuffers(within, 64, 50000, 2 * timeArena), best);
+}
+
 TEST(ArenaPacking, NothingToPlace) {
   std::vector<Lifetime> none;
   EXPECT_EQ(placeBySize(none, 64), 0u);
