@@ -30,9 +30,34 @@ LogicalResult ParamOp::verify() {
 }
 
 LogicalResult KernelOp::verify() {
-  strata::artifact::Kernel kernel;
-  if (!strata::artifact::kernelByName(getKernel().str(), kernel))
+  const strata::artifact::KernelInfo *info =
+      strata::artifact::kernelInfoByName(getKernel().str());
+  if (!info)
     return emitOpError("unknown kernel '") << getKernel() << "'";
+  // The kernel table's operand and result counts (what the plan loader
+  // checks), here with a location.
+  using strata::artifact::kVariadic;
+  size_t in = getInputs().size(), out = getResults().size();
+  bool inputsOk = in >= info->minInputs &&
+                  (info->maxInputs == kVariadic || in <= info->maxInputs);
+  if (!inputsOk) {
+    auto diag = emitOpError("'") << getKernel() << "' takes ";
+    unsigned most = info->maxInputs;
+    if (info->maxInputs == kVariadic)
+      diag << "at least " << (most = info->minInputs);
+    else if (info->minInputs == info->maxInputs)
+      diag << most;
+    else
+      diag << unsigned(info->minInputs) << " to " << most;
+    return diag << (most == 1 ? " operand" : " operands") << ", not " << in;
+  }
+  bool outputsOk = info->outputs == kVariadic ? out >= 1 : out == info->outputs;
+  if (!outputsOk)
+    return emitOpError("'")
+           << getKernel() << "' has "
+           << (info->outputs == kVariadic ? std::string("one or more")
+                                          : std::to_string(info->outputs))
+           << " results, not " << out;
   return success();
 }
 

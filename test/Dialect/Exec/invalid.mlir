@@ -9,6 +9,44 @@ func.func @unknown_kernel(%x: tensor<4xf32>) {
 
 // -----
 
+// Tests that a kernel takes the operands the kernel table says (the plan
+// loader's check, here with a location): a matrix product two.
+func.func @matmul_one_operand(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{'matmul' takes 2 operands, not 1}}
+  %0 = exec.kernel "matmul"(%x) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Tests a range of operand counts: an AdamW update takes 4 to 6.
+func.func @adamw_three_operands(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>) {
+  // expected-error @+1 {{'update_adamw' takes 4 to 6 operands, not 3}}
+  exec.kernel "update_adamw"(%w, %g, %m) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> ()
+  return
+}
+
+// -----
+
+// Tests a variadic kernel: concat takes at least one.
+func.func @concat_nothing() {
+  // expected-error @+1 {{'concat' takes at least 1 operand, not 0}}
+  %0 = exec.kernel "concat"() : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests the results: an update writes in place and has none; layer-norm's
+// gradient has three.
+func.func @update_with_a_result(%w: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'update_sgd' has 0 results, not 1}}
+  %0 = exec.kernel "update_sgd"(%w, %g) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 // Tests that a view keeps the element type and count.
 func.func @bad_view(%x: tensor<4xf32>) {
   // expected-error @+1 {{must keep the element type and count}}
