@@ -212,6 +212,26 @@ private:
   std::unique_ptr<runtime::Executor> executor_;
 };
 
+/// Whether an integer labels array holds no label the loss counts.
+bool noLabelKept(const npy::Array &a) {
+  size_t n = static_cast<size_t>(a.numElements());
+  for (size_t i = 0; i < n; ++i) {
+    int64_t v = 0;
+    if (a.dtype == DType::I64)
+      std::memcpy(&v, a.data.data() + 8 * i, 8);
+    else if (a.dtype == DType::I32) {
+      int32_t w;
+      std::memcpy(&w, a.data.data() + 4 * i, 4);
+      v = w;
+    } else {
+      return false;
+    }
+    if (v >= 0)
+      return false;
+  }
+  return n > 0;
+}
+
 /// A training run of an artifact, driven a step at a time.
 class Trainer {
 public:
@@ -264,6 +284,11 @@ public:
       if (arrays.back().size() != plan.inputs.size())
         throw py::value_error("a batch needs every input of the plan (" +
                               std::to_string(plan.inputs.size()) + ")");
+      for (const auto &[name, array] : arrays.back())
+        if (name == "labels" && noLabelKept(array))
+          throw py::value_error(
+              "every label of the batch is ignored (negative), so its loss "
+              "averages over nothing; drop rows whose labels are all -100");
     }
     trainer::StepMetrics m;
     std::string error;

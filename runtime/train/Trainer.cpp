@@ -286,6 +286,17 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     if (options.dataPath.empty())
       return true;
     data.batch(step * micro + j, in, lab, plan.labels != "same", &seg, &pos);
+    // A mean over no label is NaN (as PyTorch's cross_entropy gives):
+    // said for what it is, not as a diverged run.
+    if (std::none_of(lab.begin(), lab.end(),
+                     [](int64_t v) { return v >= 0; })) {
+      err = "step " + std::to_string(step + 1) +
+            (micro > 1 ? ", micro-batch " + std::to_string(j + 1) : "") +
+            ": every label of its rows is ignored (negative), so its loss "
+            "averages over nothing; drop rows whose labels are all -100 (or "
+            "pack them with others)";
+      return false;
+    }
     return setTokens(err);
   };
   // The held-out loss: the mean over every kept label of the held-out rows

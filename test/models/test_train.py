@@ -1553,6 +1553,15 @@ class TrainParity(unittest.TestCase):
                                text=True)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn(message, r.stderr)
+        # A batch with no label in the loss: said for what it is.
+        bad = labels.copy()
+        bad[:b] = -100
+        np.save(lpath, bad)
+        r = subprocess.run([tool("strata-run"), art, "--data",
+                            self.data[name][0], "--labels", lpath,
+                            "--steps", "1"], capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("step 1: every label of its rows is ignored", r.stderr)
         stream = os.path.join(ARGS.work, "labels_stream.bin")
         rows[:, :].astype(np.uint16).tofile(stream)
         r = subprocess.run([tool("strata-run"), art, "--data", stream,

@@ -156,6 +156,11 @@ def test_evaluate_matches_strata_run_and_changes_nothing(model, tmp_path):
     assert trainer.completed_steps == 2
     with pytest.raises(ValueError, match="every input"):
         trainer.evaluate({"input_ids": held[:, :t]})
+    # A batch whose labels are all ignored: refused before it runs.
+    with pytest.raises(ValueError, match="every label of the batch"):
+        trainer.step({"input_ids": held[:, :t],
+                      "labels": np.full((b, t), -100, np.int64)})
+    assert trainer.completed_steps == 2
 
 
 def test_forward_matches_strata_run(model, tmp_path):
