@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 ./scripts/install-deps.sh --models
 BUILD_DIR=${STRATA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja > /dev/null
-cmake --build "$BUILD_DIR" --target strata-compile strata_runtime
+cmake --build "$BUILD_DIR" --target strata-compile strata-export strata_runtime
 PYTHONPATH="$BUILD_DIR/python" STRATA_BIN="$BUILD_DIR/bin" \
   .venv-models/bin/python examples/hf-causal-lm/finetune.py \
   --out "$BUILD_DIR/examples/hf-causal-lm" "$@"
