@@ -184,15 +184,12 @@ def positions(segments):
     """Position ids of packed rows: each segment counts from 0 (padding
     too, as one more segment)."""
     segments = np.asarray(segments)
-    out = np.zeros(segments.shape, dtype=np.int64)
-    for r in range(segments.shape[0]):
-        count = 0
-        for t in range(segments.shape[1]):
-            if t and segments[r, t] != segments[r, t - 1]:
-                count = 0
-            out[r, t] = count
-            count += 1
-    return out
+    t = np.arange(segments.shape[1])
+    # Each position's distance from where its run of one segment began.
+    change = np.ones(segments.shape, dtype=bool)
+    change[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    start = np.maximum.accumulate(np.where(change, t, 0), axis=1)
+    return (t - start).astype(np.int64)
 
 
 def batch(rows, labels, segments=None):

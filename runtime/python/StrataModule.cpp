@@ -122,6 +122,20 @@ const artifact::Binding &inputOf(const artifact::Plan &plan,
 }
 
 /// An opened artifact with a prepared executor.
+using Inputs = std::vector<std::pair<std::string, npy::Array>>;
+
+/// A batch {name: array} as the plan's input arrays, all converted before
+/// any is set, so a bad one changes nothing.
+Inputs convertInputs(const artifact::Plan &plan, const py::dict &batch) {
+  Inputs out;
+  for (auto item : batch) {
+    std::string name = py::str(item.first);
+    out.emplace_back(name, fromNumpy(name, plan.slots[inputOf(plan, name).slot],
+                                     item.second));
+  }
+  return out;
+}
+
 class Artifact {
 public:
   Artifact(const std::string &path, std::optional<std::string> backend,
@@ -159,14 +173,9 @@ public:
 
   void setInputs(const py::dict &inputs) {
     std::string error;
-    for (auto item : inputs) {
-      std::string name = py::str(item.first);
-      const artifact::Binding &b = inputOf(art_.plan(), name);
-      npy::Array array =
-          fromNumpy(name, art_.plan().slots[b.slot], item.second);
+    for (const auto &[name, array] : convertInputs(art_.plan(), inputs))
       if (!executor_->setInput(name, array, error))
         throw py::value_error(error);
-    }
   }
 
   py::dict readOutputs() {
@@ -271,19 +280,9 @@ public:
           "the plan accumulates " + std::to_string(accumulate()) +
           " micro-batches a step; given " + std::to_string(micro.size()));
     // Converted before the step runs, so a bad array changes nothing.
-    std::vector<std::vector<std::pair<std::string, npy::Array>>> arrays;
-    const artifact::Plan &plan = art_.artifact().plan();
+    std::vector<Inputs> arrays;
     for (const py::dict &d : micro) {
-      arrays.emplace_back();
-      for (auto item : d) {
-        std::string name = py::str(item.first);
-        arrays.back().emplace_back(
-            name,
-            fromNumpy(name, plan.slots[inputOf(plan, name).slot], item.second));
-      }
-      if (arrays.back().size() != plan.inputs.size())
-        throw py::value_error("a batch needs every input of the plan (" +
-                              std::to_string(plan.inputs.size()) + ")");
+      arrays.push_back(inputs(d));
       for (const auto &[name, array] : arrays.back())
         if (name == "labels" && noLabelKept(array))
           throw py::value_error(
@@ -296,13 +295,8 @@ public:
     {
       py::gil_scoped_release release;
       ok = session_.step(
-          [&](int64_t j, std::string &err) {
-            for (const auto &[name, array] : arrays[j])
-              if (!art_.executor().setInput(name, array, err))
-                return false;
-            return true;
-          },
-          m, error);
+          [&](int64_t j, std::string &err) { return set(arrays[j], err); }, m,
+          error);
     }
     if (!ok)
       fail(error);
@@ -322,30 +316,14 @@ public:
   /// The loss of one held-out batch at the current weights (the forward
   /// pass alone: nothing is updated).
   double evaluate(const py::dict &batch) {
-    const artifact::Plan &plan = art_.artifact().plan();
-    std::vector<std::pair<std::string, npy::Array>> arrays;
-    for (auto item : batch) {
-      std::string name = py::str(item.first);
-      arrays.emplace_back(
-          name,
-          fromNumpy(name, plan.slots[inputOf(plan, name).slot], item.second));
-    }
-    if (arrays.size() != plan.inputs.size())
-      throw py::value_error("a batch needs every input of the plan (" +
-                            std::to_string(plan.inputs.size()) + ")");
+    Inputs arrays = inputs(batch);
     double loss = NAN;
     std::string error;
     bool ok;
     {
       py::gil_scoped_release release;
-      ok = session_.evaluate(
-          [&](std::string &err) {
-            for (const auto &[name, array] : arrays)
-              if (!art_.executor().setInput(name, array, err))
-                return false;
-            return true;
-          },
-          loss, error);
+      ok = session_.evaluate([&](std::string &err) { return set(arrays, err); },
+                             loss, error);
     }
     if (!ok)
       fail(error);
@@ -384,6 +362,23 @@ public:
   std::string checkpointFile() const { return session_.checkpointFile(); }
 
 private:
+  /// A batch {name: array} converted to the plan's inputs, every one given.
+  Inputs inputs(const py::dict &batch) const {
+    const artifact::Plan &plan = art_.artifact().plan();
+    Inputs out = convertInputs(plan, batch);
+    if (out.size() != plan.inputs.size())
+      throw py::value_error("a batch needs every input of the plan (" +
+                            std::to_string(plan.inputs.size()) + ")");
+    return out;
+  }
+
+  bool set(const Inputs &arrays, std::string &error) {
+    for (const auto &[name, array] : arrays)
+      if (!art_.executor().setInput(name, array, error))
+        return false;
+    return true;
+  }
+
   Artifact &art_;
   trainer::Session session_;
 };

@@ -201,6 +201,11 @@ bool AtomicFileWriter::commit(std::string &error) {
   return true;
 }
 
+bool pathExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 bool makeDirectories(const std::string &path, std::string &error) {
   std::string partial;
   size_t pos = 0;

@@ -102,6 +102,9 @@ UniqueFd openRegularFile(const std::string &path, const std::string &what,
 bool readRegularFile(const std::string &path, const std::string &what,
                      uint64_t maxBytes, std::string &out, std::string &error);
 
+/// Whether anything exists at `path` (a file, a directory, ...).
+bool pathExists(const std::string &path);
+
 /// Creates `path` and its parents; false with `error` set on failure.
 bool makeDirectories(const std::string &path, std::string &error);
 

@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <set>
-#include <sys/stat.h>
 
 namespace strata::safetensors {
 
@@ -116,11 +115,6 @@ bool writeFile(const std::string &path,
   return out.commit(error);
 }
 
-bool exists(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 } // namespace
 
 bool writeModel(const std::string &dir, const std::vector<Tensor> &tensors,
@@ -157,7 +151,7 @@ bool writeModel(const std::string &dir, const std::vector<Tensor> &tensors,
   const std::string index = dir + "/model.safetensors.index.json";
   bool sharded = shards.size() > 1;
   const std::string &other = sharded ? single : index;
-  if (exists(other)) {
+  if (pathExists(other)) {
     error = other + " is left from an earlier export and would " +
             (sharded ? "shadow" : "contradict") +
             " this one's files for from_pretrained; remove it or export "

@@ -10,6 +10,7 @@
 #include "runtime/support/Size.h"
 #include "runtime/train/Trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -213,10 +214,35 @@ int main(int argc, char **argv) {
       }
       return v;
     };
+    // The options whose value is taken as given (files, directories, a
+    // backend name).
+    const std::pair<const char *, std::string *> strings[] = {
+        {"--output-dir", &outputDir},
+        {"--data", &trainOptions.dataPath},
+        {"--labels", &trainOptions.labelsPath},
+        {"--eval-data", &trainOptions.evalData},
+        {"--segments", &trainOptions.segmentsPath},
+        {"--eval-segments", &trainOptions.evalSegments},
+        {"--eval-labels", &trainOptions.evalLabels},
+        {"--tensorboard", &trainOptions.tensorboardDir},
+        {"--checkpoint-dir", &trainOptions.checkpointDir},
+        {"--trace", &tracePath},
+        {"--backend", &backendName},
+        {"--log-json", &trainOptions.logJson},
+    };
+    auto named = [&](const char *flag) {
+      return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0;
+    };
+    auto *given = std::find_if(std::begin(strings), std::end(strings),
+                               [&](const auto &o) { return named(o.first); });
+    if (given != std::end(strings)) {
+      *given->second = value(given->first);
+      continue;
+    }
     if (arg == "--help" || arg == "-h") {
       usage(stdout);
       return 0;
-    } else if (arg == "--input" || arg.rfind("--input=", 0) == 0) {
+    } else if (named("--input")) {
       std::string spec = value("--input");
       size_t eq = spec.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -227,9 +253,7 @@ int main(int argc, char **argv) {
         return 2;
       }
       inputs.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
-    } else if (arg == "--output-dir" || arg.rfind("--output-dir=", 0) == 0) {
-      outputDir = value("--output-dir");
-    } else if (arg == "--device-mem" || arg.rfind("--device-mem=", 0) == 0) {
+    } else if (named("--device-mem")) {
       std::string text = value("--device-mem");
       if (!parseSize(text, budget) || budget == 0) {
         std::fprintf(stderr,
@@ -240,22 +264,7 @@ int main(int argc, char **argv) {
       }
     } else if (arg == "--quiet") {
       quiet = true;
-    } else if (arg == "--data" || arg.rfind("--data=", 0) == 0) {
-      trainOptions.dataPath = value("--data");
-    } else if (arg == "--labels" || arg.rfind("--labels=", 0) == 0) {
-      trainOptions.labelsPath = value("--labels");
-    } else if (arg == "--eval-data" || arg.rfind("--eval-data=", 0) == 0) {
-      trainOptions.evalData = value("--eval-data");
-    } else if (arg == "--segments" || arg.rfind("--segments=", 0) == 0) {
-      trainOptions.segmentsPath = value("--segments");
-    } else if (arg == "--eval-segments" ||
-               arg.rfind("--eval-segments=", 0) == 0) {
-      trainOptions.evalSegments = value("--eval-segments");
-    } else if (arg == "--eval-labels" || arg.rfind("--eval-labels=", 0) == 0) {
-      trainOptions.evalLabels = value("--eval-labels");
-    } else if (arg == "--tensorboard" || arg.rfind("--tensorboard=", 0) == 0) {
-      trainOptions.tensorboardDir = value("--tensorboard");
-    } else if (arg == "--epochs" || arg.rfind("--epochs=", 0) == 0) {
+    } else if (named("--epochs")) {
       std::string text = value("--epochs");
       if (!parseFiniteDouble(text, trainOptions.epochs) ||
           !(trainOptions.epochs > 0)) {
@@ -266,7 +275,7 @@ int main(int argc, char **argv) {
         return 2;
       }
       stepsGiven = true;
-    } else if (arg == "--shuffle" || arg.rfind("--shuffle=", 0) == 0) {
+    } else if (named("--shuffle")) {
       std::string text = value("--shuffle");
       int64_t seed = 0;
       if (!parseInt64(text, seed, 0)) {
@@ -280,10 +289,8 @@ int main(int argc, char **argv) {
       trainOptions.shuffleSeed = static_cast<uint64_t>(seed);
     } else if (arg == "--keep-best") {
       trainOptions.keepBest = true;
-    } else if (arg == "--steps" || arg.rfind("--steps=", 0) == 0 ||
-               arg == "--save-every" || arg.rfind("--save-every=", 0) == 0 ||
-               arg == "--eval-every" || arg.rfind("--eval-every=", 0) == 0 ||
-               arg == "--keep-last" || arg.rfind("--keep-last=", 0) == 0) {
+    } else if (named("--steps") || named("--save-every") ||
+               named("--eval-every") || named("--keep-last")) {
       bool steps = arg.rfind("--steps", 0) == 0,
            save = arg.rfind("--save-every", 0) == 0,
            keep = arg.rfind("--keep-last", 0) == 0;
@@ -305,12 +312,7 @@ int main(int argc, char **argv) {
        : keep ? trainOptions.keepLast
               : trainOptions.evalEvery) = n;
       stepsGiven |= steps;
-    } else if (arg == "--checkpoint-dir" ||
-               arg.rfind("--checkpoint-dir=", 0) == 0) {
-      trainOptions.checkpointDir = value("--checkpoint-dir");
-    } else if (arg == "--trace" || arg.rfind("--trace=", 0) == 0) {
-      tracePath = value("--trace");
-    } else if (arg == "--trace-steps" || arg.rfind("--trace-steps=", 0) == 0) {
+    } else if (named("--trace-steps")) {
       std::string text = value("--trace-steps");
       if (!parseInt64(text, trainOptions.traceSteps, 0)) {
         std::fprintf(stderr,
@@ -319,7 +321,7 @@ int main(int argc, char **argv) {
                      text.c_str());
         return 2;
       }
-    } else if (arg == "--on-nan" || arg.rfind("--on-nan=", 0) == 0) {
+    } else if (named("--on-nan")) {
       std::string text = value("--on-nan");
       if (text == "stop")
         trainOptions.onNan = trainer::TrainerOptions::OnNan::Stop;
@@ -332,18 +334,14 @@ int main(int argc, char **argv) {
                      text.c_str());
         return 2;
       }
-    } else if (arg == "--ssd-dir" || arg.rfind("--ssd-dir=", 0) == 0) {
+    } else if (named("--ssd-dir")) {
       ssdDirs.push_back(value("--ssd-dir"));
-    } else if (arg == "--backend" || arg.rfind("--backend=", 0) == 0) {
-      backendName = value("--backend");
     } else if (arg == "--no-overlap") {
       overlap = false;
     } else if (arg == "--no-checkpoint") {
       trainOptions.checkpoints = false;
     } else if (arg == "--resume") {
       trainOptions.resume = true;
-    } else if (arg == "--log-json" || arg.rfind("--log-json=", 0) == 0) {
-      trainOptions.logJson = value("--log-json");
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "strata-run: error: unknown option '%s'\n",
                    arg.c_str());

@@ -5,11 +5,11 @@
 #include "runtime/train/Checkpoint.h"
 #include "runtime/train/Trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace strata::trainer {
@@ -41,11 +41,6 @@ void removeStaleTemporaries(const std::string &dir, const std::string &ckpt,
   ::closedir(d);
 }
 
-bool fileExists(const std::string &path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 bool scalarOutput(runtime::Executor &executor, const std::string &name,
                   double &value) {
   npy::Array a;
@@ -71,6 +66,8 @@ Session::Session(artifact::Artifact &artifact, runtime::Executor &executor)
   // The causal-LM plan takes token ids and labels of the same shape; a
   // packed one (strata.hf.export(..., packing=True)) position and segment
   // ids of that shape too.
+  const Binding *other = nullptr;
+  size_t others = 0;
   for (const Binding &b : plan.inputs) {
     if (b.name == "labels")
       labels_ = &b;
@@ -78,19 +75,21 @@ Session::Session(artifact::Artifact &artifact, runtime::Executor &executor)
       positions_ = &b;
     else if (b.name == "segment_ids")
       segments_ = &b;
+    else {
+      other = &b;
+      ++others;
+    }
   }
-  size_t extra = (positions_ || segments_) ? 2 : 0;
-  if (!(positions_ && segments_))
-    positions_ = segments_ = nullptr;
-  for (const Binding &b : plan.inputs)
-    if (labels_ && &b != labels_ && &b != positions_ && &b != segments_ &&
-        plan.slots[b.slot].shape == plan.slots[labels_->slot].shape)
-      ids_ = &b;
-  auto sameShape = [&](const Binding *b) {
-    return !b || plan.slots[b->slot].shape == plan.slots[labels_->slot].shape;
-  };
-  if (plan.inputs.size() != 2 + extra || !ids_ || !sameShape(positions_) ||
-      !sameShape(segments_))
+  bool packed = positions_ && segments_;
+  bool sameShapes =
+      labels_ && std::all_of(plan.inputs.begin(), plan.inputs.end(),
+                             [&](const Binding &b) {
+                               return plan.slots[b.slot].shape ==
+                                      plan.slots[labels_->slot].shape;
+                             });
+  if (sameShapes && others == 1 && plan.inputs.size() == (packed ? 4u : 2u))
+    ids_ = other;
+  else
     ids_ = labels_ = positions_ = segments_ = nullptr;
   for (const Binding &b : plan.outputs)
     lossScaling_ |= b.name == "loss_scale";
@@ -108,7 +107,7 @@ Session::Session(artifact::Artifact &artifact, runtime::Executor &executor)
 
 std::string Session::checkpointState() const {
   std::string ckpt = checkpointFile();
-  return fileExists(ckpt) ? "the last checkpoint, " + ckpt + ", is intact"
+  return pathExists(ckpt) ? "the last checkpoint, " + ckpt + ", is intact"
                           : std::string("no checkpoint was saved yet");
 }
 
@@ -246,7 +245,7 @@ bool Session::saveAs(const std::string &ckpt, std::string &error) {
       !saveCheckpoint(ckpt, info, art_, error)) {
     error = "saving the checkpoint at step " + std::to_string(completed_) +
             " failed (" +
-            (fileExists(ckpt) ? "the previous checkpoint is intact"
+            (pathExists(ckpt) ? "the previous checkpoint is intact"
                               : std::string("there is no earlier "
                                             "checkpoint")) +
             "): " + error;

@@ -104,6 +104,17 @@ void clearData(::onnx::TensorProto &t) {
   t.set_data_location(::onnx::TensorProto_DataLocation_DEFAULT);
 }
 
+/// The ONNX type a trained parameter is written as: the initializer's own
+/// (`onnxType`), except an fp16/bf16 one trained as an fp32 master and kept
+/// so (`keepMasters`), which is float.
+int exportedType(DType trained, int onnxType, bool keepMasters) {
+  bool low = onnxType == ::onnx::TensorProto_DataType_FLOAT16 ||
+             onnxType == ::onnx::TensorProto_DataType_BFLOAT16;
+  return trained == DType::F32 && low && keepMasters
+             ? ::onnx::TensorProto_DataType_FLOAT
+             : onnxType;
+}
+
 /// The trained value of initializer `t` (parameter `p`) in `bytes`, of the
 /// ONNX type `type`: the model's own, fp32 masters of fp16/bf16
 /// initializers rounded to it (or kept fp32 with `keepMasters`). False with
@@ -142,13 +153,13 @@ bool trainedValue(artifact::Artifact &art, const artifact::ParamEntry &p,
   // --strata-autocast) goes back in the model's own type, rounded to
   // nearest; any other difference would be a corrupt model.
   int want = t.data_type();
-  type = want;
   bool half = want == ::onnx::TensorProto_DataType_FLOAT16,
        brain = want == ::onnx::TensorProto_DataType_BFLOAT16;
   DType d = slot.dtype;
-  if (d == DType::F32 && (half || brain) && keepMasters) {
-    type = ::onnx::TensorProto_DataType_FLOAT;
-  } else if (d == DType::F32 && (half || brain)) {
+  type = exportedType(d, want, keepMasters);
+  if (type != want)
+    return true; // Kept as the fp32 master.
+  if (d == DType::F32 && (half || brain)) {
     size_t count = bytes.size() / 4;
     std::vector<float> wide(count);
     std::vector<uint16_t> narrow(count);
@@ -287,12 +298,10 @@ int writeSafetensors(
       ++skipped;
       continue;
     }
-    int type = t.data_type();
-    if (isParam && art.plan().slots[param->second->slot].dtype == DType::F32 &&
-        options.fp32Masters &&
-        (type == ::onnx::TensorProto_DataType_FLOAT16 ||
-         type == ::onnx::TensorProto_DataType_BFLOAT16))
-      type = ::onnx::TensorProto_DataType_FLOAT;
+    int type = isParam
+                   ? exportedType(art.plan().slots[param->second->slot].dtype,
+                                  t.data_type(), options.fp32Masters)
+                   : t.data_type();
     safetensors::Tensor out;
     out.name = name;
     out.shape.assign(t.dims().begin(), t.dims().end());
