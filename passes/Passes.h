@@ -38,10 +38,13 @@ struct MemoryPlanStats {
 /// region sizes and the memory report. The tier planner scores candidate
 /// placements with it (and scheduleTransfers) without a pass manager.
 /// `machine` times the windows when options.prefetchLead > 0 (the pass
-/// loads options.profile for it).
+/// loads options.profile for it). Without `report` the memory report
+/// (exec.memory, which only the artifact writer reads) is not made: the
+/// planner's scores need the offsets and region sizes alone.
 MemoryPlanStats planMemory(mlir::func::FuncOp func,
                            const PlanMemoryPassOptions &options = {},
-                           const MachineProfile *machine = nullptr);
+                           const MachineProfile *machine = nullptr,
+                           bool report = true);
 
 /// --strata-schedule-transfers on one (memory-planned) function.
 void scheduleTransfers(mlir::func::FuncOp func,

@@ -66,6 +66,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   bool anyAuto = activations == "auto" || params == "auto" ||
                  states == "auto" || gradients == "auto";
   evaluated = 0;
+  skippedSearches = 0;
   scores.clear();
   chosen = Score();
   PlacementBound bound;
@@ -82,6 +83,12 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         func, Builder(func.getContext()).getF64FloatAttr(chosenLead));
     if (!layerStage.empty())
       func->emitRemark() << "planner's layer stage: " << layerStage;
+    if (skippedSearches > 0)
+      func->emitRemark() << "planner: " << skippedSearches
+                         << " forced-class search"
+                         << (skippedSearches == 1 ? "" : "es")
+                         << " left out: the parameters or optimizer states "
+                            "alone exceed the device budget";
     // A device budget that cannot be met is reported after memory
     // planning, with the minimum; a full host tier is reported here.
     uint64_t host = hostBytes(func, best);

@@ -65,7 +65,7 @@ uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
 
 MemoryPlanStats strata::planMemory(func::FuncOp func,
                                    const PlanMemoryPassOptions &options,
-                                   const MachineProfile *machine) {
+                                   const MachineProfile *machine, bool report) {
   Block &body = func.getBody().front();
   llvm::DenseMap<Value, size_t> bufferOf;
   std::vector<Buffer> buffers;
@@ -330,6 +330,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       func, builder.getI64IntegerAttr(static_cast<int64_t>(hostBytes)));
   setDeclaredAttr<exec::ExecDialect::SsdBytesAttrHelper>(
       func, builder.getI64IntegerAttr(static_cast<int64_t>(ssdBytes)));
+  if (!report)
+    return {buffers.size(), arenaBytes, unshared};
   // The memory report: what is live when the arena is fullest, by class.
   for (Buffer &b : buffers) {
     artifact::SlotClass cls = exec::classifyBuffer(b.value);

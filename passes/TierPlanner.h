@@ -297,6 +297,7 @@ private:
   /// for the classes the options leave to the planner.
   llvm::SmallVector<std::pair<Class, std::string>> forcedOptions() const;
   Placement leastDevice(mlir::func::FuncOp func, const Placement &base);
+  uint64_t residentBytes(mlir::func::FuncOp func, Class c) const;
   bool uniform(mlir::func::FuncOp func, const Placement &p, Class c,
                llvm::StringRef value);
   llvm::SmallVector<std::pair<Class, std::string>>
@@ -341,6 +342,9 @@ private:
   /// Sizes of the activation and gradient swap candidates, by index.
   llvm::SmallVector<uint64_t> actBytes, gradBytes;
   int64_t evaluated = 0;
+  /// The forced classes' searches left out: their class alone is over
+  /// the device budget (search()).
+  int64_t skippedSearches = 0;
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;

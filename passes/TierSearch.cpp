@@ -268,7 +268,7 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(gpuMem);
   memory.prefetchLead = lead;
-  planMemory(copy, memory, &machine);
+  planMemory(copy, memory, &machine, /*report=*/false);
   scheduleTransfers(copy);
   // The profile this pass read already, not the file again per score.
   predictStepTime(copy, machine);
@@ -368,6 +368,15 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   // The forced classes' searches with the lead that won.
   lead = chosenLead;
   for (auto &option : replicas) {
+    // Parameters or states held on the device that alone exceed its
+    // budget: every placement of that search is over the budget, so it
+    // cannot beat a placement within it.
+    if (resultScore.fits() && option.second == "device" &&
+        (option.first == Class::Params || option.first == Class::States) &&
+        residentBytes(func, option.first) > gpuMem) {
+      ++skippedSearches;
+      continue;
+    }
     overrides.push_back(option);
     Placement forcedStart = forced(func, actBytes.size(), gradBytes.size());
     Placement p = searchFrom(func, forcedStart, maxEvaluations);
@@ -384,6 +393,18 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   naive = std::move(ownNaive);
   chosen = resultScore;
   return result;
+}
+
+/// Bytes the tensors of class `c` (parameters or optimizer states, not
+/// constants) that the options leave to the planner take on the device
+/// when all of them are there: the device region holds at least these.
+uint64_t TierPlanner::residentBytes(func::FuncOp func, Class c) const {
+  uint64_t bytes = 0;
+  for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>())
+    if (isAuto(p) && !p.getConstant() &&
+        bool(p.getState()) == (c == Class::States))
+      bytes += storageBytes(p.getType());
+  return bytes;
 }
 
 /// One search from `start` with `budget` scores: the greedy and naive
