@@ -99,6 +99,11 @@ struct TierOptions : public mlir::PassPipelineOptions<TierOptions> {
       *this, "planner-evaluations",
       llvm::cl::desc("How many placements one planner search may score"),
       llvm::cl::init(200)};
+  Opt<int64_t> plannerThreads{
+      *this, "planner-threads",
+      llvm::cl::desc("How many of the planner's searches run at once (0: "
+                     "one per core)"),
+      llvm::cl::init(0)};
   Opt<double> prefetchLead{
       *this, "prefetch-lead",
       llvm::cl::desc("Fetches and write-backs get this many times their "

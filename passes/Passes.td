@@ -282,8 +282,10 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     then also makes, for every one-class forced placement, the same search
     a run forcing it would make (same start, same budget) and keeps the
     best result of all, so no such placement can be predicted faster than
-    its choice; scores are cached by placement. It records what it scored
-    in `exec.planner`.
+    its choice; scores are cached by placement. The searches run at once
+    (`threads`), each on its own clone of the module, and are compared in
+    a fixed order, so the plan does not depend on the number of threads.
+    It records what it scored in `exec.planner`.
 
     Every read of an off-device tensor gets a fetch into the device arena
     just before it (`exec.kernel "copy"`), and every in-place update of one
@@ -334,6 +336,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"1.5",
            "--strata-plan-memory's prefetch-lead when a placement is "
            "scored (0: its window in ops)">,
+    Option<"threads", "threads", "int64_t", /*default=*/"0",
+           "How many of the planner's searches run at once (0: one per "
+           "core; the plan is the same for any number)">,
     Option<"check", "check", "bool", /*default=*/"false",
            "Check the planner on a small instance: GLPK's optimum against "
            "an enumeration of the layer programme, the proven bound against "

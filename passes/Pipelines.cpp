@@ -47,6 +47,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.cpuJobBytes = tiers.cpuJobBytes;
   place.prefetchLead = tiers.prefetchLead;
   place.check = tiers.plannerCheck;
+  place.threads = tiers.plannerThreads;
   pm.addPass(createPlaceTiersPass(place));
   OffloadOptimizerPassOptions offload;
   offload.mode = tiers.updates;

@@ -67,7 +67,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
                  states == "auto" || gradients == "auto";
   evaluated = 0;
   skippedSearches = 0;
-  scores.clear();
+  shared = std::make_shared<SharedScores>();
   chosen = Score();
   PlacementBound bound;
   lead = prefetchLead;
@@ -143,7 +143,7 @@ LogicalResult TierPlanner::checkScores(func::FuncOp func) {
   // proven bound.
   int64_t boundUs = static_cast<int64_t>(std::floor(proven.seconds() * 1e6));
   size_t fit = 0;
-  for (const auto &[key, s] : scores) {
+  for (const auto &[key, s] : shared->scores) {
     if (!s.fits())
       continue;
     ++fit;
@@ -152,9 +152,9 @@ LogicalResult TierPlanner::checkScores(func::FuncOp func) {
                             "at ")
              << s.stepUs << " us, under the proven bound " << boundUs << " us";
   }
-  auto diag = func.emitRemark()
-              << "planner check: the bound holds for all " << fit << " of "
-              << scores.size() << " placements scored within the budgets";
+  auto diag = func.emitRemark() << "planner check: the bound holds for all "
+                                << fit << " of " << shared->scores.size()
+                                << " placements scored within the budgets";
   if (checkBestUs >= 0 && chosen.fits())
     diag << "; the choice is "
          << llvm::formatv("{0:F4}", double(chosen.stepUs) / double(checkBestUs))
@@ -186,6 +186,7 @@ struct PlaceTiersPass
     o.progress = progress;
     o.prefetchLead = prefetchLead;
     o.check = check;
+    o.threads = threads;
     return o;
   }
 

@@ -30,6 +30,7 @@
 #include "dialects/Exec/ExecDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -37,6 +38,8 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -245,6 +248,23 @@ public:
   /// What the last place() inserted into its function.
   PlacementCounters counters;
 
+  /// A diagnostic a search raised outside scoring (the layer stage's
+  /// check), emitted once every search of its round is done.
+  struct Deferred {
+    mlir::Location loc;
+    mlir::DiagnosticSeverity severity;
+    std::string message;
+  };
+  /// What one search made by a copy of the planner found (runSearches).
+  struct Run {
+    Placement placement;
+    Score score;
+    std::vector<std::pair<std::string, Score>> naive;
+    int64_t evaluated = 0, checkBestUs = -1;
+    std::string layerStage;
+    std::vector<Deferred> diagnostics;
+  };
+
 private:
   //===--- Options
   //---------------------------------------------------------===//
@@ -287,10 +307,19 @@ private:
   void greedyActivations(mlir::func::FuncOp func, Placement &out, Policy policy,
                          uint64_t resident, uint64_t &host);
   Score score(mlir::func::FuncOp func, const Placement &placement);
+  void progressLine();
   Score scoreOnClone(mlir::func::FuncOp func, const Placement &placement);
   void offDevice(llvm::ArrayRef<uint64_t> bytes,
                  llvm::SmallVectorImpl<Act> &choices, uint64_t &host) const;
   Placement search(mlir::func::FuncOp func, const Placement &start);
+  /// One search per entry of `held` (a class held at a value, or none:
+  /// the planner's own search from `start`), each with prefetch lead
+  /// `leads[i]`, made by a copy of the planner on its own clone of the
+  /// module, up to --planner-threads at once; the results in order.
+  std::vector<Run>
+  runSearches(mlir::func::FuncOp func, const Placement &start,
+              llvm::ArrayRef<std::optional<std::pair<Class, std::string>>> held,
+              llvm::ArrayRef<double> leads);
   Placement searchFrom(mlir::func::FuncOp func, const Placement &start,
                        int64_t budget);
   /// The one-class placements a user can force (--place-params host, ...)
@@ -334,11 +363,20 @@ private:
   /// what forcing them would give (--place-states ssd, ...), innermost
   /// last; mode() answers with them.
   llvm::SmallVector<std::pair<Class, std::string>> overrides;
-  /// Scores already computed, by placement (searches from different
-  /// starts meet the same placements).
-  std::unordered_map<std::string, Score> scores;
-  /// The evaluations the whole search may make (for the progress line).
-  int64_t totalEvaluations = 0;
+  /// What every search of one place() shares, under its lock: scores
+  /// already computed, by placement (searches from different starts meet
+  /// the same placements; scoring is deterministic, so a search takes the
+  /// same path whatever another one has cached), and the progress line's
+  /// figures.
+  struct SharedScores {
+    std::mutex mutex;
+    std::unordered_map<std::string, Score> scores;
+    /// Evaluations made and those the whole search may make; the fastest
+    /// placement within the budgets scored so far (us).
+    int64_t evaluated = 0, total = 0, bestUs = -1;
+    std::chrono::steady_clock::time_point lastReport;
+  };
+  std::shared_ptr<SharedScores> shared = std::make_shared<SharedScores>();
   /// Sizes of the activation and gradient swap candidates, by index.
   llvm::SmallVector<uint64_t> actBytes, gradBytes;
   int64_t evaluated = 0;
@@ -356,7 +394,6 @@ private:
   /// With `check`: the fastest enumerated layer placement's step (us; -1:
   /// none fits or none enumerated).
   int64_t checkBestUs = -1;
-  std::chrono::steady_clock::time_point lastReport;
   std::vector<std::pair<std::string, Score>> naive;
 };
 

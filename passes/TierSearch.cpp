@@ -15,13 +15,17 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Threading.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #define DEBUG_TYPE "strata-place-tiers"
 
@@ -206,25 +210,9 @@ void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
 /// predicts its step.
 Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   ++evaluated;
-  if (progress) {
-    // A line every few seconds, only when planning runs that long.
-    auto now = std::chrono::steady_clock::now();
-    if (evaluated == 1)
-      lastReport = now;
-    else if (now - lastReport > std::chrono::seconds(3)) {
-      lastReport = now;
-      llvm::errs() << "strata-compile: planning placement: " << evaluated << "/"
-                   << totalEvaluations << " placements scored";
-      if (chosen.fits())
-        llvm::errs() << ", best so far "
-                     << llvm::format("%.2f", chosen.stepUs / 1e3)
-                     << " ms predicted";
-      llvm::errs() << "\n";
-    }
-  }
   // Scoring is deterministic: a placement met again costs nothing (it
   // still counts as an evaluation, so a search takes the same path
-  // whatever was scored before it).
+  // whatever was scored before it, by it or by another search).
   std::string key;
   key.reserve(placement.tiers.size() + placement.acts.size() +
               placement.grads.size() + placement.cpu.size() + 3);
@@ -240,18 +228,52 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   for (bool c : placement.cpu)
     key.push_back(c ? 'c' : 'd');
   key += "|" + std::to_string(lead);
-  if (auto it = scores.find(key); it != scores.end())
-    return it->second;
+  {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    progressLine();
+    if (auto it = shared->scores.find(key); it != shared->scores.end())
+      return it->second;
+  }
   Score s = scoreOnClone(func, placement);
-  scores.emplace(std::move(key), s);
+  std::lock_guard<std::mutex> lock(shared->mutex);
+  if (s.fits() && (shared->bestUs < 0 || s.stepUs < shared->bestUs))
+    shared->bestUs = s.stepUs;
+  shared->scores.emplace(std::move(key), s);
   return s;
+}
+
+/// With `progress`: a line every few seconds, only when planning runs
+/// that long (called with the shared lock held, once per evaluation).
+void TierPlanner::progressLine() {
+  if (!progress)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  if (shared->evaluated++ == 0) {
+    shared->lastReport = now;
+    return;
+  }
+  if (now - shared->lastReport <= std::chrono::seconds(3))
+    return;
+  shared->lastReport = now;
+  llvm::errs() << "strata-compile: planning placement: " << shared->evaluated
+               << "/" << shared->total << " placements scored";
+  if (shared->bestUs >= 0)
+    llvm::errs() << ", best so far "
+                 << llvm::format("%.2f", shared->bestUs / 1e3)
+                 << " ms predicted";
+  llvm::errs() << "\n";
 }
 
 /// Applies `placement` to a clone of the module, plans its memory and
 /// predicts its step (score() without the cache).
 Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   MLIRContext *ctx = module.getContext();
-  ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+  // What the passes say about a candidate is not the user's business; the
+  // other searches' diagnostics (running at once) pass on.
+  ScopedDiagnosticHandler quiet(
+      ctx, [self = std::this_thread::get_id()](Diagnostic &) {
+        return success(std::this_thread::get_id() == self);
+      });
   OwningOpRef<ModuleOp> clone(cast<ModuleOp>(module->clone()));
   auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
   PlacementCounters saved = counters;
@@ -335,6 +357,13 @@ SmallVector<std::pair<Class, std::string>> TierPlanner::forcedOptions() const {
 /// Each of those searches costs up to --planner-evaluations scores, so
 /// planning takes up to 10 searches (14 with an SSD directory)
 /// (the score cache makes it less where they meet).
+///
+/// The searches are independent: each is made by a copy of the planner
+/// on a clone of its own (runSearches), so they run at once on
+/// --planner-threads cores, in two rounds (the planner's own searches,
+/// then the forced classes' with the lead that won). Their results are
+/// compared in the order a single thread makes them, ties to the first,
+/// so the plan is the same for any number of threads.
 Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   bool allAuto = llvm::all_of(
       std::initializer_list<Class>{Class::Params, Class::States,
@@ -343,56 +372,164 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   SmallVector<std::pair<Class, std::string>> replicas;
   if (allAuto)
     replicas = forcedOptions();
-  totalEvaluations = maxEvaluations * (2 + replicas.size());
-  lead = prefetchLead;
-  Placement result = searchFrom(func, start, maxEvaluations);
-  Score resultScore = chosen;
-  auto ownNaive = naive;
-  chosenLead = lead;
-  if (prefetchLead > 0) {
-    // The same search with PlanMemory's windows in ops: the timed windows
-    // take device memory that some plans do better to spend on keeping
-    // tensors there (GPT-3 13B at batch 1 on the RTX 4090 profile: 5.94 s
-    // a step this way, 6.81 s with them), while others need them
-    // (LLaMA-7B on the A100 profile: 1.34 s with them). The lead is the
-    // plan's, like its placement.
-    lead = 0;
-    Placement p = searchFrom(func, start, maxEvaluations);
-    if (chosen < resultScore) {
-      result = std::move(p);
-      resultScore = chosen;
-      ownNaive = naive;
-      chosenLead = 0;
-    }
+  {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->total = maxEvaluations * (2 + replicas.size());
   }
-  // The forced classes' searches with the lead that won.
-  lead = chosenLead;
+  // The planner's own search with the timed windows, and (with a lead)
+  // the same search with PlanMemory's windows in ops: the timed windows
+  // take device memory that some plans do better to spend on keeping
+  // tensors there (GPT-3 13B at batch 1 on the RTX 4090 profile: 5.94 s
+  // a step this way, 6.81 s with them), while others need them
+  // (LLaMA-7B on the A100 profile: 1.34 s with them). The lead is the
+  // plan's, like its placement.
+  SmallVector<std::optional<std::pair<Class, std::string>>> own{std::nullopt};
+  SmallVector<double> ownLeads{prefetchLead};
+  if (prefetchLead > 0) {
+    own.push_back(std::nullopt);
+    ownLeads.push_back(0);
+  }
+  std::vector<Run> runs = runSearches(func, start, own, ownLeads);
+  Placement result = runs[0].placement;
+  Score resultScore = runs[0].score;
+  auto ownNaive = runs[0].naive;
+  chosenLead = ownLeads[0];
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (runs[i].score < resultScore) {
+      result = runs[i].placement;
+      resultScore = runs[i].score;
+      ownNaive = runs[i].naive;
+      chosenLead = ownLeads[i];
+    }
+  // What the layer stage said, as the last of them left it.
+  layerStage = runs.back().layerStage;
+  checkBestUs = runs.back().checkBestUs;
+  for (const Run &r : runs)
+    evaluated += r.evaluated;
+  // The forced classes' searches with the lead that won. Parameters or
+  // states held on the device that alone exceed its budget make every
+  // placement of their search over the budget: that search cannot beat a
+  // placement within it, and is left out.
+  SmallVector<std::optional<std::pair<Class, std::string>>> held;
   for (auto &option : replicas) {
-    // Parameters or states held on the device that alone exceed its
-    // budget: every placement of that search is over the budget, so it
-    // cannot beat a placement within it.
     if (resultScore.fits() && option.second == "device" &&
         (option.first == Class::Params || option.first == Class::States) &&
         residentBytes(func, option.first) > gpuMem) {
       ++skippedSearches;
       continue;
     }
-    overrides.push_back(option);
-    Placement forcedStart = forced(func, actBytes.size(), gradBytes.size());
-    Placement p = searchFrom(func, forcedStart, maxEvaluations);
-    overrides.pop_back();
+    held.push_back(option);
+  }
+  SmallVector<double> leads(held.size(), chosenLead);
+  runs = runSearches(func, start, held, leads);
+  for (auto [option, run] : llvm::zip(held, runs)) {
     LLVM_DEBUG(llvm::dbgs()
-               << "as forced (class " << int(option.first) << " at "
-               << option.second << "): over " << chosen.overBytes << " B, "
-               << chosen.stepUs << " us\n");
-    if (chosen < resultScore) {
-      result = std::move(p);
-      resultScore = chosen;
+               << "as forced (class " << int(option->first) << " at "
+               << option->second << "): over " << run.score.overBytes << " B, "
+               << run.score.stepUs << " us\n");
+    evaluated += run.evaluated;
+    if (run.score < resultScore) {
+      result = std::move(run.placement);
+      resultScore = run.score;
     }
   }
+  lead = chosenLead;
   naive = std::move(ownNaive);
   chosen = resultScore;
   return result;
+}
+
+namespace {
+/// Where the search running on this thread keeps its diagnostics (null
+/// outside runSearches).
+thread_local std::vector<TierPlanner::Deferred> *deferredDiagnostics = nullptr;
+} // namespace
+
+std::vector<TierPlanner::Run> TierPlanner::runSearches(
+    func::FuncOp func, const Placement &start,
+    ArrayRef<std::optional<std::pair<Class, std::string>>> held,
+    ArrayRef<double> leads) {
+  std::vector<Run> runs(held.size());
+  // A search's own diagnostics are kept with its result and emitted in
+  // the searches' order, whichever finished first.
+  MLIRContext *ctx = module.getContext();
+  ScopedDiagnosticHandler collect(ctx, [](Diagnostic &d) {
+    if (!deferredDiagnostics)
+      return failure();
+    deferredDiagnostics->push_back({d.getLocation(), d.getSeverity(), d.str()});
+    return success();
+  });
+  // Clones are made one at a time (each reads the whole module) and live
+  // while their search runs.
+  std::mutex cloning;
+  auto one = [&](size_t i) {
+    deferredDiagnostics = &runs[i].diagnostics;
+    auto done = llvm::make_scope_exit([] { deferredDiagnostics = nullptr; });
+    OwningOpRef<ModuleOp> clone;
+    {
+      std::lock_guard<std::mutex> lock(cloning);
+      clone = cast<ModuleOp>(module->clone());
+    }
+    TierPlanner worker(*this);
+    worker.module = *clone;
+    worker.evaluated = 0;
+    worker.lead = leads[i];
+    auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
+    Placement from = start;
+    if (held[i]) {
+      worker.overrides.push_back(*held[i]);
+      from = worker.forced(copy, actBytes.size(), gradBytes.size());
+    }
+    Run &r = runs[i];
+    r.placement = worker.searchFrom(copy, from, maxEvaluations);
+    r.score = worker.chosen;
+    r.naive = std::move(worker.naive);
+    r.evaluated = worker.evaluated;
+    r.layerStage = std::move(worker.layerStage);
+    r.checkBestUs = worker.checkBestUs;
+  };
+  // Each search reads and rewrites only its own clone; what they share is
+  // the context (whose uniquing is thread-safe when its multithreading is
+  // on) and the score cache (under its lock).
+  unsigned threads =
+      module.getContext()->isMultithreadingEnabled() && held.size() > 1
+          ? llvm::hardware_concurrency(
+                static_cast<unsigned>(std::max<int64_t>(0, this->threads)))
+                .compute_thread_count()
+          : 1;
+  threads = std::min<unsigned>(threads, held.size());
+  if (threads <= 1) {
+    for (size_t i = 0; i < held.size(); ++i)
+      one(i);
+  } else {
+    // Plain threads taking the next search until none is left (the
+    // searches differ in length; the order of results does not depend on
+    // which thread made which). Not LLVM's thread pool: its futures
+    // synchronise inside the uninstrumented C++ library, where
+    // ThreadSanitizer cannot see it.
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < held.size();)
+          one(i);
+      });
+    for (std::thread &t : pool)
+      t.join();
+  }
+  for (Run &r : runs)
+    for (Deferred &d : r.diagnostics)
+      switch (d.severity) {
+      case DiagnosticSeverity::Error:
+        emitError(d.loc) << d.message;
+        break;
+      case DiagnosticSeverity::Warning:
+        emitWarning(d.loc) << d.message;
+        break;
+      default:
+        emitRemark(d.loc) << d.message;
+      }
+  return runs;
 }
 
 /// Bytes the tensors of class `c` (parameters or optimizer states, not
@@ -475,7 +612,8 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
     if (auto solved = solveLayers(func, bases))
       tried.push_back(std::move(*solved));
     limit += evaluated - before;
-    totalEvaluations += evaluated - before;
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->total += evaluated - before;
   }
   auto bestIt =
       std::min_element(tried.begin(), tried.end(),

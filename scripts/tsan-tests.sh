@@ -7,7 +7,9 @@
 #   - every kernel of the asynchronous test backend against the CPU backend,
 #   - the Python bindings' suite, with the sanitizer runtime preloaded into
 #     the interpreter (the models are compiled by the regular build's
-#     strata-compile, given as the first argument).
+#     strata-compile, given as the first argument),
+#   - the tier planner's parallel searches, in a sanitized strata-compile
+#     (a second build, of that tool alone).
 # Any data race, lock-order inversion or deadlock report fails the run.
 #
 #   scripts/tsan-tests.sh [REGULAR_BUILD_DIR]     (default: build)
@@ -77,4 +79,31 @@ run python-bindings env LD_PRELOAD="$TSAN_RT" \
 os.environ.pop("LD_PRELOAD")
 sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
                      "test/python/test_bindings.py"]))'
+
+# The tier planner's searches run at once (--planner-threads), each on its
+# own clone of the program, sharing the MLIR context and a score cache: a
+# GCC build of strata-compile with -fsanitize=thread (MLIR itself is not
+# instrumented; what Strata's code does around it is) plans a 4-layer
+# model under budgets that make every search run, on four threads, and
+# must give the regular build's one-thread plan report byte for byte.
+PLANNER_BUILD=${STRATA_TSAN_PLANNER_BUILD_DIR:-build-tsan-planner}
+CC=gcc CXX=g++ cmake -S . -B "$PLANNER_BUILD" -G Ninja -DSTRATA_TSAN=ON \
+  -DSTRATA_ENABLE_CUDA=OFF -DSTRATA_USE_OPENBLAS=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON > /dev/null
+cmake --build "$PLANNER_BUILD" --target strata-compile
+PLAN="$WORK/planner"
+mkdir -p "$PLAN/ssd"
+/usr/bin/python3 test/models/synthetic.py --family gpt --layers 4 --dim 64 \
+  --seq 128 --out "$PLAN" --name planner > /dev/null
+planner_args=("$PLAN/planner.onnx" --emit=plan-report --optimizer adamw
+  --gpu-mem 2MiB --cpu-mem 1MiB --ssd-dir "$PLAN/ssd")
+"$REGULAR/bin/strata-compile" "${planner_args[@]}" --planner-threads 1 \
+  > "$PLAN/one-thread.txt" 2> /dev/null
+planner_leg() {
+  "$PLANNER_BUILD/bin/strata-compile" "${planner_args[@]}" \
+    --planner-threads 4 > "$PLAN/four-threads.txt" || return
+  grep -q "placements scored" "$PLAN/four-threads.txt" || return
+  cmp "$PLAN/one-thread.txt" "$PLAN/four-threads.txt"
+}
+run planner-threads planner_leg
 exit $status

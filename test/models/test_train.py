@@ -1108,6 +1108,39 @@ class TrainParity(unittest.TestCase):
             self.assertLessEqual(bound, ms, (label, predicted))
         self.assertGreater(bound, 0)
 
+    def test_planner_threads_give_the_same_plan(self):
+        """The planner's searches run at once on --planner-threads cores,
+        each on its own copy of the program: under budgets that make it
+        search (every class automatic, so the forced classes' searches run
+        too), one thread and four give byte-identical plans and parameter
+        files, and the same count of scored placements."""
+        name = "gpt2_dynamic"
+        ssd = os.path.join(ARGS.work, "ssd_threads")
+        arena, stored = self.keep_everything_sizes(name, "threads_keep.strata")
+        out = {}
+        for threads in ("1", "4"):
+            art = os.path.join(ARGS.work, "threads%s.strata" % threads)
+            shutil.rmtree(art, ignore_errors=True)
+            cmd = [tool("strata-compile"), self.models[name]["path"], "-o",
+                   art, "--report", "--optimizer", "adamw", "--gpu-mem",
+                   str((arena + stored) // 2), "--cpu-mem", str(stored // 2),
+                   "--ssd-dir", ssd, "--planner-threads", threads]
+            for b in self.models[name]["bind"]:
+                cmd += ["--input-shape", b]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            scored = re.search(r"best of (\d+) placements scored", r.stdout)
+            self.assertIsNotNone(scored, r.stdout)
+            with open(os.path.join(art, "plan.bin"), "rb") as f:
+                plan = f.read()
+            with open(os.path.join(art, "params.bin"), "rb") as f:
+                params = f.read()
+            out[threads] = (plan, params, int(scored.group(1)))
+        self.assertGreater(out["1"][2], 50)
+        self.assertEqual(out["1"][2], out["4"][2])
+        self.assertTrue(out["1"][0] == out["4"][0], "plans differ")
+        self.assertTrue(out["1"][1] == out["4"][1], "parameters differ")
+
     def test_planner_optimum_and_bound_by_enumeration(self):
         """On a two-layer GPT-2 under budgets that force choices, with
         --planner-check: GLPK's optimum of the layer programme equals the

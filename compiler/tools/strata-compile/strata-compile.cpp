@@ -368,6 +368,13 @@ static cl::opt<int64_t> plannerEvaluations(
              "forced placement would: up to 14 searches with --ssd-dir"),
     cl::init(200), cl::cat(tierCategory));
 
+static cl::opt<int64_t> plannerThreads(
+    "planner-threads",
+    cl::desc("How many of the planner's searches run at once (default 0: "
+             "one per core; 1: one at a time). The plan is the same for "
+             "any number; each running search holds a copy of the program"),
+    cl::init(0), cl::cat(tierCategory));
+
 static cl::opt<double> prefetchLead(
     "prefetch-lead",
     cl::desc("How far ahead fetches are issued and how long write-backs "
@@ -497,6 +504,8 @@ static std::string checkTrainingOptions() {
     return "--loss-scale-window must be at least 1";
   if (plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
+  if (plannerThreads < 0 || plannerThreads > 4096)
+    return "--planner-threads must be between 0 (one per core) and 4096";
   if (!(prefetchLead >= 0 && prefetchLead <= 1000))
     return "--prefetch-lead must be between 0 and 1000";
   if (fusion != "on" && fusion != "off")
@@ -760,6 +769,7 @@ int main(int argc, char **argv) {
   tiers.deferCopyValues = true;
   tiers.maxEvaluations = plannerEvaluations.getValue();
   tiers.prefetchLead = prefetchLead.getValue();
+  tiers.plannerThreads = plannerThreads.getValue();
   tiers.plannerCheck = plannerCheck.getValue();
   tiers.progress = true;
   tiers.hasSsd = !ssdDirs.empty();
