@@ -3,7 +3,7 @@
 // After --strata-plan-memory every buffer in the device arena has an
 // offset. The transfer scheduler and the cost model need the byte ranges
 // each kernel reads and writes, with the runtime's rules
-// (runtime/artifact/PlanIO.cpp, stepAccesses; artifact::inputUses is the
+// (runtime/artifact/Plan.cpp, stepAccesses; artifact::inputUses is the
 // one rule of which inputs are read and written): update kernels write the
 // operands the kernel table names in place, and SSD transfers move whole
 // 4 KiB pages.

@@ -6,7 +6,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/Exec/ExecDialect.h"
-#include "runtime/artifact/ArenaPacking.h"
+#include "passes/ArenaPacking.h"
 #include "runtime/artifact/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,15 +47,15 @@ struct Buffer {
 };
 
 /// Places every buffer (sets `offset`) and returns the arena size
-/// (artifact::placeBuffers on their lifetimes; `enough`: an arena size
+/// (arena::placeBuffers on their lifetimes; `enough`: an arena size
 /// that meets the budget).
 uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
                       uint64_t enough) {
-  std::vector<artifact::Lifetime> lifetimes;
+  std::vector<arena::Lifetime> lifetimes;
   lifetimes.reserve(buffers.size());
   for (const Buffer &b : buffers)
     lifetimes.push_back({b.bytes, b.start, b.end});
-  uint64_t arena = artifact::placeBuffers(lifetimes, alignment, 50000, enough);
+  uint64_t arena = arena::placeBuffers(lifetimes, alignment, 50000, enough);
   for (auto [b, l] : llvm::zip(buffers, lifetimes))
     b.offset = l.offset;
   return arena;

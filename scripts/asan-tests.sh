@@ -21,7 +21,8 @@ CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DSTRATA_FUZZ=ON \
   -DSTRATA_USE_GLPK=OFF > /dev/null
 export STRATA_EXPECT_NO_GLPK=1
 cmake --build "$FUZZ_BUILD" --target strata-compile strata-run strata-export \
-  strata-inspect strata-opt strata-calibrate strata-unit-tests
+  strata-inspect strata-opt strata-calibrate strata-unit-tests \
+  strata-compiler-unit-tests
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -30,6 +31,7 @@ WORK="$FUZZ_BUILD/asan-tests"
 rm -rf "$WORK"
 status=0
 "$BIN/strata-unit-tests" --gtest_brief=1 || status=1
+"$BIN/strata-compiler-unit-tests" --gtest_brief=1 || status=1
 if /usr/lib/llvm-19/build/utils/lit/lit.py "$FUZZ_BUILD/test" -q \
     > "$WORK.lit.log" 2>&1; then
   echo "asan-tests: lit: passed"

@@ -1,4 +1,8 @@
-// PlanIO.cpp - Serialization of plan.bin.
+// PlanIO.cpp - plan.bin: the codec, the validator and the synthetic fill.
+//
+// The plan's names and queries (what a step reads and writes, which queue
+// runs it) are Plan.cpp's; the step-order rules (waits, the race check the
+// validator runs) are StepOrder.cpp's, which reads those queries.
 
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
@@ -280,108 +284,6 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
 
 } // namespace
 
-int64_t Slot::numElements() const {
-  // Plans are validated (checked shapes) before anything counts elements.
-  return checkedNumElements(shape).value_or(-1);
-}
-
-const char *kernelName(Kernel kernel) {
-  auto k = static_cast<size_t>(kernel);
-  if (k == 0 || k >= static_cast<size_t>(Kernel::NumKernels))
-    return "invalid";
-  return kernelInfo(kernel).name;
-}
-
-bool kernelByName(const std::string &name, Kernel &kernel) {
-  const KernelInfo *info = kernelInfoByName(name);
-  if (info)
-    kernel = info->kernel;
-  return info != nullptr;
-}
-
-const char *queueName(Queue queue) {
-  switch (queue) {
-  case Queue::Compute:
-    return "compute";
-  case Queue::HostToDevice:
-    return "h2d";
-  case Queue::DeviceToHost:
-    return "d2h";
-  case Queue::SsdRead:
-    return "ssd-read";
-  case Queue::SsdWrite:
-    return "ssd-write";
-  case Queue::Cpu:
-    return "cpu";
-  }
-  return "invalid";
-}
-
-bool queueByName(const std::string &name, Queue &queue) {
-  for (size_t q = 0; q < kNumQueues; ++q)
-    if (name == queueName(static_cast<Queue>(q))) {
-      queue = static_cast<Queue>(q);
-      return true;
-    }
-  return false;
-}
-
-const char *regionName(Region region) {
-  switch (region) {
-  case Region::Arena:
-    return "device arena";
-  case Region::Params:
-    return "device";
-  case Region::Host:
-    return "host";
-  case Region::Ssd:
-    return "ssd";
-  }
-  return "invalid";
-}
-
-const char *slotClassName(SlotClass cls) {
-  switch (cls) {
-  case SlotClass::Activation:
-    return "activations";
-  case SlotClass::Gradient:
-    return "gradients";
-  case SlotClass::Workspace:
-    return "workspace";
-  case SlotClass::Input:
-    return "inputs";
-  case SlotClass::Parameter:
-    return "parameters";
-  case SlotClass::OptimizerState:
-    return "optimizer state";
-  case SlotClass::Constant:
-    return "constants";
-  }
-  return "invalid";
-}
-
-uint64_t Plan::memoryOf(const std::string &name) const {
-  for (const auto &m : memory)
-    if (m.first == name)
-      return m.second;
-  return 0;
-}
-
-bool isUpdateKernel(Kernel kernel) { return kernelInfo(kernel).outputs == 0; }
-
-double Schedule::factor(int64_t step) const {
-  if (warmupSteps > 0 && step <= warmupSteps)
-    return static_cast<double>(step) / static_cast<double>(warmupSteps);
-  if (kind != Cosine || totalSteps <= warmupSteps)
-    return 1.0;
-  double progress = static_cast<double>(step - warmupSteps) /
-                    static_cast<double>(totalSteps - warmupSteps);
-  if (progress > 1.0)
-    progress = 1.0;
-  const double pi = 3.14159265358979323846;
-  return minRatio + (1.0 - minRatio) * 0.5 * (1.0 + std::cos(pi * progress));
-}
-
 bool validatePlan(const Plan &plan, std::string &error) {
   auto fail = [&](const std::string &why) {
     error = "invalid plan: " + why;
@@ -554,93 +456,6 @@ bool validatePlan(const Plan &plan, std::string &error) {
   if (!checkPlanRaceFree(plan, why))
     return fail(why);
   return true;
-}
-
-bool accessesConflict(const std::vector<ArenaRange> &readsA,
-                      const std::vector<ArenaRange> &writesA,
-                      const std::vector<ArenaRange> &readsB,
-                      const std::vector<ArenaRange> &writesB) {
-  auto any = [](const std::vector<ArenaRange> &xs,
-                const std::vector<ArenaRange> &ys) {
-    for (const ArenaRange &x : xs)
-      for (const ArenaRange &y : ys)
-        if (x.overlaps(y))
-          return true;
-    return false;
-  };
-  return any(writesA, readsB) || any(writesA, writesB) || any(readsA, writesB);
-}
-
-bool isTransfer(const Plan &plan, const Step &step) {
-  if (step.inputs.empty())
-    return false;
-  Region r = plan.slots[step.inputs[0]].region;
-  bool stored = r == Region::Host || r == Region::Ssd;
-  return stored &&
-         (step.kernel == Kernel::Copy || step.kernel == Kernel::Assign ||
-          step.kernel == Kernel::Store);
-}
-
-bool runsOnCpu(Kernel kernel) {
-  return kernel == Kernel::UpdateSgd || kernel == Kernel::UpdateMomentum ||
-         kernel == Kernel::UpdateAdamW || kernel == Kernel::UpdateAdaLomo;
-}
-
-bool isCpuUpdate(const Plan &plan, const Step &step) {
-  if (!runsOnCpu(step.kernel) || step.inputs.empty())
-    return false;
-  for (uint32_t slot : step.inputs) {
-    if (slot >= plan.slots.size())
-      return false;
-    Region r = plan.slots[slot].region;
-    if (r != Region::Host && r != Region::Ssd)
-      return false;
-  }
-  return true;
-}
-
-void stepAccesses(const Plan &plan, const Step &step,
-                  std::vector<Access> &reads, std::vector<Access> &writes) {
-  reads.clear();
-  writes.clear();
-  // A transfer from or to the SSD moves whole pages, on both sides.
-  bool ssd = isTransfer(plan, step) &&
-             plan.slots[step.inputs[0]].region == Region::Ssd;
-  auto access = [&](uint32_t slot) {
-    const Slot &s = plan.slots[slot];
-    uint64_t bytes =
-        ssd || s.region == Region::Ssd ? pagePadded(s.bytes) : s.bytes;
-    return Access{s.region, {s.offset, s.offset + bytes}};
-  };
-  std::vector<InputUse> uses =
-      inputUses(step.kernel, step.inputs.size(), step.ints);
-  for (size_t k = 0; k < step.inputs.size(); ++k) {
-    uint32_t slot = step.inputs[k];
-    if (slot >= plan.slots.size())
-      continue;
-    if (uses[k].read)
-      reads.push_back(access(slot));
-    if (uses[k].written)
-      writes.push_back(access(slot));
-  }
-  for (uint32_t slot : step.outputs)
-    if (slot < plan.slots.size())
-      writes.push_back(access(slot));
-}
-
-void arenaAccesses(const Plan &plan, const Step &step,
-                   std::vector<ArenaRange> &reads,
-                   std::vector<ArenaRange> &writes) {
-  std::vector<Access> r, w;
-  stepAccesses(plan, step, r, w);
-  reads.clear();
-  writes.clear();
-  for (const Access &a : r)
-    if (a.region == Region::Arena)
-      reads.push_back(a.range);
-  for (const Access &a : w)
-    if (a.region == Region::Arena)
-      writes.push_back(a.range);
 }
 
 bool writePlan(const std::string &path, const Plan &plan, std::string &error) {

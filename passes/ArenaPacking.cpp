@@ -1,6 +1,6 @@
 // ArenaPacking.cpp - Offsets for buffers with lifetimes in one arena.
 
-#include "runtime/artifact/ArenaPacking.h"
+#include "passes/ArenaPacking.h"
 
 #include "runtime/artifact/Plan.h"
 
@@ -11,7 +11,9 @@
 #include <set>
 #include <utility>
 
-namespace strata::artifact {
+namespace strata::arena {
+
+using artifact::alignUp;
 
 // The scan is the simple one: the placed buffers in offset order, from
 // the bottom, skipping those whose lifetimes miss the new buffer's, up to
@@ -245,4 +247,4 @@ uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
   return timeArena;
 }
 
-} // namespace strata::artifact
+} // namespace strata::arena

@@ -1,7 +1,7 @@
 // ArenaPackingTest.cpp - Arena offsets: valid packings, and the indexed
 // size-ordered placement against the plain scan it speeds up.
 
-#include "runtime/artifact/ArenaPacking.h"
+#include "passes/ArenaPacking.h"
 #include "runtime/artifact/Plan.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,8 @@
 #include <utility>
 
 using namespace strata;
-using namespace strata::artifact;
+using namespace strata::arena;
+using strata::artifact::alignUp;
 
 namespace {
 

@@ -7,16 +7,17 @@
 // (placeBySize), and in time order into the smallest free gap
 // (placeInTimeOrder). The planner scores thousands of placements of
 // deep models, each with tens of thousands of buffers, so both are kept
-// fast; the buffers are plain numbers so that they are tested alone.
+// fast; the buffers are plain numbers so that they are tested alone
+// (test/unit/passes, the compiler's unit tests). No MLIR here.
 
-#ifndef STRATA_RUNTIME_ARTIFACT_ARENAPACKING_H
-#define STRATA_RUNTIME_ARTIFACT_ARENAPACKING_H
+#ifndef STRATA_PASSES_ARENAPACKING_H
+#define STRATA_PASSES_ARENAPACKING_H
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace strata::artifact {
+namespace strata::arena {
 
 /// One buffer: its size, its lifetime in step indices (inclusive) and,
 /// once placed, its offset.
@@ -48,6 +49,6 @@ uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment);
 uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
                       size_t sizeOrderLimit = 50000, uint64_t enough = 0);
 
-} // namespace strata::artifact
+} // namespace strata::arena
 
-#endif // STRATA_RUNTIME_ARTIFACT_ARENAPACKING_H
+#endif // STRATA_PASSES_ARENAPACKING_H
