@@ -6,8 +6,8 @@
 // validator (PlanIO.cpp) and the step-order rules (StepOrder.cpp) use
 // these; nothing here calls either.
 
-#include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/support/Checked.h"
 
 #include <cmath>
