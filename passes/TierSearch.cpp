@@ -390,17 +390,14 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     ownLeads.push_back(0);
   }
   std::vector<Run> runs = runSearches(func, start, own, ownLeads);
-  Placement result = runs[0].placement;
-  Score resultScore = runs[0].score;
-  auto ownNaive = runs[0].naive;
-  chosenLead = ownLeads[0];
+  size_t won = 0;
   for (size_t i = 1; i < runs.size(); ++i)
-    if (runs[i].score < resultScore) {
-      result = runs[i].placement;
-      resultScore = runs[i].score;
-      ownNaive = runs[i].naive;
-      chosenLead = ownLeads[i];
-    }
+    if (runs[i].score < runs[won].score)
+      won = i;
+  Placement result = std::move(runs[won].placement);
+  Score resultScore = runs[won].score;
+  auto ownNaive = std::move(runs[won].naive);
+  chosenLead = ownLeads[won];
   // What the layer stage said, as the last of them left it.
   layerStage = runs.back().layerStage;
   checkBestUs = runs.back().checkBestUs;
