@@ -5,6 +5,7 @@ and optimizer states in host memory or on the SSD, on the backend given.
 
     /usr/bin/python3 bench/offload.py [--bin build/bin] [--backend cpu]
         [--dim 768 --layers 8] [--steps 6] [--rounds 3] [--out FILE]
+        [--clip 1000,2.5]
 
 For the example model and a generated GPT-2 (width --dim, --layers layers;
 the defaults give about 63M parameters), per placement: the median step
@@ -14,6 +15,14 @@ ran while the device computed (the hidden share). On the CPU backend the
 "device" and the CPU updates share the same cores, so the overlap buys
 little there; the GPU check (scripts/gpu-check.sh) runs the same comparison
 on a GPU.
+
+With --clip C1,C2,...: the CPU-update plans of the generated GPT-2 only,
+with exact clipping at each threshold (--clip-grad-norm), the updates
+speculating during the backward pass (--speculate-updates, the default) or
+waiting for the norm, beside the same plans without clipping: the step, the
+hidden share, the steps that clipped and were redone; and a check that the
+speculating and the waiting run train bit for bit alike (the script fails
+otherwise).
 """
 import argparse
 import json
@@ -37,7 +46,11 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out")
+    ap.add_argument("--clip", help="comma-separated clipping thresholds: "
+                    "compare speculating and waiting CPU updates")
     a = ap.parse_args()
+    if a.clip:
+        return clipping(a, [float(c) for c in a.clip.split(",")])
     work = tempfile.mkdtemp(prefix="strata-offload-")
     tool = lambda n: os.path.join(a.bin, n)
     lines = ["# Optimizer updates on the CPU vs on the device "
@@ -121,5 +134,92 @@ def main():
         open(a.out, "w").write(text)
 
 
+def clipping(a, thresholds):
+    """Exact clipping with CPU updates, speculating or waiting (see the
+    module's help); exits non-zero when the two train differently."""
+    work = tempfile.mkdtemp(prefix="strata-offload-clip-")
+    tool = lambda n: os.path.join(a.bin, n)
+    ssd = os.path.join(work, "ssd")
+    os.makedirs(ssd, exist_ok=True)
+    lines = ["# CPU updates with exact clipping: speculating vs waiting for "
+             "the norm (%s backend, %d steps, medians of %d interleaved "
+             "rounds)" % (a.backend, a.steps, a.rounds), "",
+             "`/usr/bin/python3 bench/offload.py --backend %s --clip %s`" %
+             (a.backend, a.clip), "",
+             "| states | clipping | updates | step (s) | CPU updates hidden "
+             "| steps clipped | steps redone |",
+             "|---|---|---|---|---|---|---|"]
+    failed = []
+    try:
+        model, data, shape = benchmodels.model_and_data(work, a.dim,
+                                                        a.layers)
+        plans = {}
+        for states in ("host", "ssd"):
+            plans[(states, "none", "-")] = []
+            for c in thresholds:
+                plans[(states, c, "speculating")] = []
+                plans[(states, c, "waiting")] = ["--speculate-updates=false"]
+        times = {k: [] for k in plans}
+        info = {}
+        for r in range(a.rounds):
+            for key, flags in plans.items():
+                states, c, _ = key
+                art = os.path.join(work, "a.strata")
+                shutil.rmtree(art, ignore_errors=True)
+                clip = [] if c == "none" else ["--clip-grad-norm", repr(c)]
+                subprocess.run([tool("strata-compile"), model,
+                                "--input-shape", shape, "--optimizer",
+                                "adamw", "--lr", "1e-4", "--ssd-dir", ssd,
+                                "--place-params", "host", "--place-states",
+                                states, "--place-updates", "cpu", "-o",
+                                art] + clip + flags,
+                               check=True, capture_output=True)
+                log = os.path.join(work, "log.jsonl")
+                trace = os.path.join(work, "trace.json")
+                cmd = [tool("strata-run"), art, "--backend", a.backend,
+                       "--data", data, "--steps", str(a.steps),
+                       "--log-json", log, "--no-checkpoint", "--ssd-dir",
+                       ssd, "--quiet"]
+                if r == 0:
+                    cmd += ["--trace", trace, "--trace-steps", "3"]
+                subprocess.run(cmd, check=True, capture_output=True)
+                rows = [json.loads(l) for l in open(log)]
+                times[key].append(statistics.median(
+                    x["step_s"] for x in rows[1:]))
+                if r == 0:
+                    info[key] = (rows, cpu_update_overlap(trace))
+                print(key, "round", r + 1, "%.4f s" % times[key][-1],
+                      file=sys.stderr)
+        for key in plans:
+            states, c, mode = key
+            rows, share = info[key]
+            clipped = redone = "-"
+            if c != "none":
+                clipped = "%d of %d" % (sum(x["grad_norm"] > c
+                                            for x in rows), len(rows))
+            if mode == "speculating":
+                redone = "%d" % sum(x["redone_updates"] > 0 for x in rows)
+                wait = info[(states, c, "waiting")][0]
+                if [(x["loss"], x["grad_norm"]) for x in rows] != \
+                        [(x["loss"], x["grad_norm"]) for x in wait]:
+                    failed.append("%s states, clip %s" % (states, c))
+            lines.append("| %s | %s | %s | %.4f | %.0f%% of %.3f s | %s | "
+                         "%s |" % (states, c if c == "none" else
+                                   "exact, %g" % c, mode,
+                                   statistics.median(times[key]),
+                                   100 * share[1], share[0], clipped,
+                                   redone))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines += ["", "Speculating and waiting runs trained bit for bit alike "
+              "(losses and norms of every step)" if not failed else
+              "DIFFERENT TRAINING: " + ", ".join(failed)]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        open(a.out, "w").write(text)
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -178,12 +178,31 @@ LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
   return op->emitError(error);
 }
 
+namespace {
+
+/// How `update` uses each input (artifact::inputUses); none for the redo
+/// of a speculative update, which the cost model takes to find the step
+/// unclipped and do nothing (its work on a step that clips is not in the
+/// prediction).
+std::vector<artifact::InputUse> cpuUpdateUses(exec::KernelOp update) {
+  artifact::Kernel kernel;
+  if (!artifact::kernelByName(update.getKernel().str(), kernel))
+    return {};
+  std::vector<int64_t> ints(update.getInts().begin(), update.getInts().end());
+  size_t n = update.getInputs().size();
+  if (artifact::updateOperands(kernel, n, ints).speculation ==
+      artifact::Speculation::Redo)
+    return std::vector<artifact::InputUse>(n, {false, false});
+  return artifact::inputUses(kernel, n, ints);
+}
+
+} // namespace
+
 double cpuUpdateBytes(exec::KernelOp update) {
   double bytes = 0;
-  for (Value v : update.getInputs())
-    bytes += storageBytes(v.getType());
-  for (unsigned i : writtenInputs(update))
-    bytes += storageBytes(update.getInputs()[i].getType());
+  std::vector<artifact::InputUse> uses = cpuUpdateUses(update);
+  for (auto [v, use] : llvm::zip(update.getInputs(), uses))
+    bytes += storageBytes(v.getType()) * (use.read + use.written);
   return bytes;
 }
 
@@ -198,15 +217,10 @@ double cpuJobMinBytes(const MachineProfile &m) {
 double cpuUpdateSsdSeconds(exec::KernelOp update, const MachineProfile &m,
                            bool read) {
   double seconds = 0;
-  auto add = [&](Value v) {
-    if (tierOf(v) == "ssd")
+  std::vector<artifact::InputUse> uses = cpuUpdateUses(update);
+  for (auto [v, use] : llvm::zip(update.getInputs(), uses))
+    if ((read ? use.read : use.written) && tierOf(v) == "ssd")
       seconds += ssdSeconds(storageBytes(v.getType()), read, m);
-  };
-  if (read)
-    llvm::for_each(update.getInputs(), add);
-  else
-    for (unsigned i : writtenInputs(update))
-      add(update.getInputs()[i]);
   return seconds;
 }
 

@@ -81,9 +81,10 @@ double ssdSeconds(double bytes, bool read, const MachineProfile &m);
 /// `groupBytes` overrides cpuJobMinBytes when not negative (0: a job per
 /// update); in "auto" mode, updates stay on the device when their landing
 /// buffers would take the host tensors past `hostBudget` (0: no budget).
+/// `speculate`: see the pass's option.
 void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
                              const MachineProfile &m, int64_t groupBytes = -1,
-                             uint64_t hostBudget = 0);
+                             uint64_t hostBudget = 0, bool speculate = true);
 
 /// Replays the planned `func` (memory planned, transfers scheduled) on the
 /// runtime's schedule and records the predicted step in `exec.predicted`:

@@ -177,7 +177,8 @@ struct FuseGradUpdatePass
         << ": their scale depends on the global norm of this step's "
            "gradients (clipping, or the loss-scale overflow check), known "
            "only after the last one (use --clip-mode previous-step or "
-           "two-pass; with loss scaling, two-pass)";
+           "two-pass; with loss scaling, two-pass; those that run on the "
+           "CPU speculate instead, --speculate-updates)";
   }
 
   static Value updateScale(Operation *update) {

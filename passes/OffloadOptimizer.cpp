@@ -62,6 +62,10 @@ struct Candidate {
   /// Device kernels of the backward pass follow it; its scale is computed
   /// after the backward pass.
   bool overlaps = false, lateScale = false;
+  /// Where its speculative copy runs (artifact::Speculation): after this
+  /// op, the last that its gradient or its stored tensors wait for; null
+  /// when it does not speculate.
+  Operation *speculateAfter = nullptr;
 };
 
 std::string displayName(Value stored) {
@@ -197,6 +201,9 @@ struct Offloader {
   /// moves only while its gradient's landing buffer keeps the host tensors
   /// within it (counted without the buffers' reuse, so never over).
   uint64_t hostBudget = 0;
+  /// Whether updates whose scale is known only after the backward pass
+  /// (exact clipping) run speculatively during it (artifact::Speculation).
+  bool speculate = true;
 
   /// Bytes of the host tensors `body` holds: parameters and states placed
   /// there and swap space, each page-padded.
@@ -280,15 +287,20 @@ struct Offloader {
       }
       chosen.push_back(&c);
     }
+    unsigned overHostKeeps = 0;
+    if (speculate)
+      chooseSpeculation(body, chosen, lastBackward, host, overHostKeeps);
     SmallVector<unsigned> jobOf = group(chosen, m);
     // A job runs where its last update stood; it overlaps the backward
     // pass when device kernels of the backward pass follow that point.
     SmallVector<exec::KernelOp> jobAt(jobOf.empty() ? 0 : jobOf.back() + 1);
     for (auto [c, job] : llvm::zip(chosen, jobOf))
       jobAt[job] = c->update;
-    unsigned overlapping = 0, lateScale = 0;
+    unsigned overlapping = 0, lateScale = 0, speculating = 0;
     for (auto [c, job] : llvm::zip(chosen, jobOf)) {
-      c->overlaps = lastBackward && jobAt[job]->isBeforeInBlock(lastBackward);
+      Operation *runs = c->speculateAfter ? c->speculateAfter : jobAt[job];
+      c->overlaps = lastBackward && runs->isBeforeInBlock(lastBackward);
+      speculating += c->speculateAfter != nullptr;
       Operation *scale = c->scale >= 0
                              ? c->update.getInputs()[c->scale].getDefiningOp()
                              : nullptr;
@@ -298,8 +310,14 @@ struct Offloader {
       lateScale += !c->overlaps && c->lateScale;
     }
     SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
-    report(func, moved, jobAt.size(), overlapping, lateScale, stayed, costlier,
-           candidates.size());
+    report(func, moved, jobAt.size(), overlapping, lateScale, speculating,
+           stayed, costlier, candidates.size());
+    if (overHostKeeps)
+      func->emitRemark() << overHostKeeps << " CPU update"
+                         << (overHostKeeps == 1 ? "" : "s")
+                         << " wait for the gradient norm instead of "
+                            "speculating: the kept values would take host "
+                            "memory past --cpu-mem";
     if (planned)
       func->emitRemark() << planned << " update" << (planned == 1 ? "" : "s")
                          << " stay on the device: the tier planner predicts "
@@ -308,6 +326,79 @@ struct Offloader {
       func->emitRemark() << overHost << " update" << (overHost == 1 ? "" : "s")
                          << " stay on the device: their gradients would take "
                             "host memory past --cpu-mem";
+  }
+
+  /// Marks the chosen updates that run speculatively (see
+  /// artifact::Speculation): those whose scale is computed after the
+  /// backward pass (exact clipping), not over accumulated micro-batches,
+  /// whose gradient and stored tensors are final before that. Each runs
+  /// right after the last op its gradient or its stored tensors wait for,
+  /// as if the step did not clip, keeping beside each tensor it writes a
+  /// copy of its old value (in the tensor's tier); the update itself stays
+  /// where it stood and redoes the work from the kept values when the
+  /// step clipped. Its gradient then keeps a landing buffer of its own
+  /// until the redo. `host` counts the host tensors, within the budget.
+  void chooseSpeculation(Block &body, ArrayRef<Candidate *> chosen,
+                         Operation *lastBackward, uint64_t &host,
+                         unsigned &overHost) {
+    // One pass: the last op (other than the chosen updates' own fetches,
+    // write-backs and updates) touching each stored tensor, and the last
+    // writing each value in place.
+    llvm::DenseSet<Operation *> own;
+    for (Candidate *c : chosen) {
+      own.insert(c->update);
+      for (Fetched &f : c->fetched) {
+        own.insert(f.copy);
+        own.insert(f.assign);
+      }
+    }
+    llvm::DenseMap<Operation *, Operation *> lastTouch;
+    llvm::DenseMap<Value, Operation *> lastWrite;
+    for (Operation &op : body) {
+      if (own.contains(&op))
+        continue;
+      for (Value v : op.getOperands())
+        if (Operation *root = storedRoot(v))
+          lastTouch[root] = &op;
+      if (auto k = dyn_cast<exec::KernelOp>(op))
+        for (unsigned i : writtenInputs(k))
+          lastWrite[k.getInputs()[i]] = &op;
+    }
+    for (Candidate *c : chosen) {
+      exec::KernelOp u = c->update;
+      StringRef kernel = u.getKernel();
+      if (c->accumulated || c->scale < 0 ||
+          (kernel != "update_sgd" && kernel != "update_momentum" &&
+           kernel != "update_adamw") ||
+          (!u.getInts().empty() && u.getInts()[0] != 1))
+        continue;
+      Operation *scale = u.getInputs()[c->scale].getDefiningOp();
+      if (!scale || !lastBackward || !lastBackward->isBeforeInBlock(scale))
+        continue; // Its scale is known before the backward pass ends.
+      Value grad = u.getInputs()[c->gradient];
+      Operation *after = grad.getDefiningOp();
+      if (!after)
+        continue;
+      auto later = [&](Operation *op) {
+        if (op && after->isBeforeInBlock(op))
+          after = op;
+      };
+      later(lastWrite.lookup(grad));
+      uint64_t keeps = 0;
+      for (Fetched &f : c->fetched) {
+        later(lastTouch.lookup(storedRoot(f.stored)));
+        if (tierOf(f.stored) == "host")
+          keeps += artifact::pagePadded(storageBytes(f.stored.getType()));
+      }
+      if (!after->isBeforeInBlock(u) || !after->isBeforeInBlock(lastBackward))
+        continue; // Nothing to overlap.
+      if (hostBudget && host + keeps > hostBudget) {
+        ++overHost;
+        continue;
+      }
+      host += keeps;
+      c->speculateAfter = after;
+    }
   }
 
   /// The CPU job of each chosen update: consecutive updates share one
@@ -381,6 +472,9 @@ struct Offloader {
     // derived wait). A job holds its buffers until it runs.
     llvm::MapVector<Type, LandingPool> landing;
     landingCount = 0;
+    // The speculative updates' gradient stores after each op, in turn (the
+    // last one), and then their updates.
+    llvm::DenseMap<Operation *, Operation *> storesAfter;
     SmallVector<SmallVector<Value>> operandsOf;
     for (auto [c, job] : llvm::zip(chosen, jobOf)) {
       if (!operandsOf.empty() && job != jobOf[operandsOf.size() - 1])
@@ -393,7 +487,18 @@ struct Offloader {
       SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
       for (auto [i, f] : llvm::zip(writtenInputs(u), c->fetched))
         operands[i] = f.stored;
-      if (!c->accumulated) {
+      if (c->speculateAfter) {
+        // Its own landing buffer, stored as soon as the gradient is final
+        // and read again by the redo.
+        Value grad = operands[c->gradient];
+        Value gs = hostSpace(grad, "cpu-update.grad." +
+                                       std::to_string(landingCount++));
+        Operation *&at = storesAfter[c->speculateAfter];
+        OpBuilder sb(body.getParentOp()->getContext());
+        sb.setInsertionPointAfter(at ? at : c->speculateAfter);
+        at = createTransfer(sb, u.getLoc(), "store", {}, {gs, grad});
+        operands[c->gradient] = gs;
+      } else if (!c->accumulated) {
         Value grad = operands[c->gradient];
         LandingPool &pool = landing[grad.getType()];
         Value gs;
@@ -446,12 +551,62 @@ struct Offloader {
           f.copy.erase();
       }
     }
+    unsigned keepCount = 0;
+    llvm::DenseMap<Operation *, Operation *> updatesAfter;
+    for (auto [c, m] : llvm::zip(chosen, moved)) {
+      if (!c->speculateAfter)
+        continue;
+      // A keep beside each tensor the update writes, in its tier.
+      SmallVector<Value> keeps;
+      for (unsigned i : writtenInputs(m)) {
+        Value v = m.getInputs()[i];
+        OpBuilder top(&body, body.begin());
+        keeps.push_back(top.create<exec::SwapSpaceOp>(
+                               v.getLoc(), v.getType(),
+                               top.getStringAttr("speculation.keep." +
+                                                 std::to_string(keepCount++)),
+                               top.getStringAttr(tierOf(v)), IntegerAttr())
+                            .getResult());
+      }
+      SmallVector<int64_t> ints(m.getInts().begin(), m.getInts().end());
+      ints.resize(std::max<size_t>(ints.size(), 3), 0);
+      ints[0] = 1;
+      artifact::UpdateOperands at = updateOperandsOf(m);
+      // The speculative update: no scale (1), after the gradient's store.
+      SmallVector<Value> operands;
+      for (auto [i, v] : llvm::enumerate(m.getInputs()))
+        if (static_cast<int>(i) != at.scale)
+          operands.push_back(v);
+      operands.append(keeps.begin(), keeps.end());
+      ints[2] = static_cast<int64_t>(artifact::Speculation::Speculate);
+      Operation *&after = updatesAfter[c->speculateAfter];
+      OpBuilder b(m);
+      b.setInsertionPointAfter(after ? after : storesAfter[c->speculateAfter]);
+      auto first =
+          b.create<exec::KernelOp>(m.getLoc(), TypeRange(), m.getKernel(),
+                                   operands, ints, m.getFloats());
+      for (NamedAttribute a : m->getDiscardableAttrs())
+        first->setAttr(a.getName(), a.getValue());
+      after = first;
+      // The update where it stood becomes the redo.
+      ints[2] = static_cast<int64_t>(artifact::Speculation::Redo);
+      m.getInputsMutable().append(keeps);
+      m.setInts(ints);
+    }
     return moved;
   }
 
+  static artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
+    artifact::Kernel kernel;
+    artifact::kernelByName(k.getKernel().str(), kernel);
+    return artifact::updateOperands(
+        kernel, k.getInputs().size(),
+        std::vector<int64_t>(k.getInts().begin(), k.getInts().end()));
+  }
+
   void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved, size_t jobs,
-              unsigned overlapping, unsigned lateScale, const Reasons &stayed,
-              unsigned costlier, size_t total) {
+              unsigned overlapping, unsigned lateScale, unsigned speculating,
+              const Reasons &stayed, unsigned costlier, size_t total) {
     OpBuilder b(func.getContext());
     setDeclaredAttr<exec::ExecDialect::OffloadAttrHelper>(
         func,
@@ -460,6 +615,7 @@ struct Offloader {
              b.getNamedAttr("cpu_jobs", b.getI64IntegerAttr(jobs)),
              b.getNamedAttr("overlapping_backward",
                             b.getI64IntegerAttr(overlapping)),
+             b.getNamedAttr("speculative", b.getI64IntegerAttr(speculating)),
              b.getNamedAttr("device_updates",
                             b.getI64IntegerAttr(total - moved.size()))}));
     if (!moved.empty()) {
@@ -467,13 +623,23 @@ struct Offloader {
                   << moved.size() << " of " << total
                   << " updates run on the CPU; " << overlapping
                   << " overlap the backward pass";
+      if (speculating)
+        diag << " (" << speculating
+             << " speculatively: they run as if the step did not clip, "
+                "keeping the old values, and are redone after it from "
+                "those when it clips)";
       unsigned last = moved.size() - overlapping - lateScale;
       if (lateScale)
         diag << "; " << lateScale
              << " start only after it: their scale depends on every "
                 "gradient of the step (exact clipping or the loss-scale "
-                "overflow check; --clip-mode previous-step lets them "
-                "overlap)";
+                "overflow check; "
+             << (speculate ? "speculating, they would overlap nothing: "
+                             "their gradients are final at its end, or "
+                             "their kind does not speculate"
+                           : "--speculate-updates or --clip-mode "
+                             "previous-step lets them overlap")
+             << ")";
       if (last)
         diag << "; " << last
              << " after it: their gradients are final only when it ends";
@@ -509,7 +675,8 @@ struct OffloadOptimizerPass
     if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
-      offloadOptimizerUpdates(func, mode, machine, groupBytes, hostBudget);
+      offloadOptimizerUpdates(func, mode, machine, groupBytes, hostBudget,
+                              speculate);
   }
 };
 
@@ -517,12 +684,14 @@ struct OffloadOptimizerPass
 
 void strata::offloadOptimizerUpdates(func::FuncOp func, StringRef mode,
                                      const MachineProfile &m,
-                                     int64_t groupBytes, uint64_t hostBudget) {
+                                     int64_t groupBytes, uint64_t hostBudget,
+                                     bool speculate) {
   if (mode != "cpu" && mode != "auto")
     return;
   Offloader o;
   o.mode = mode.str();
   o.groupBytes = groupBytes;
   o.hostBudget = hostBudget;
+  o.speculate = speculate;
   o.offload(func, m);
 }

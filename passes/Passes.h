@@ -84,6 +84,12 @@ struct TierOptions : public mlir::PassPipelineOptions<TierOptions> {
       llvm::cl::desc("Updates on the CPU moving fewer bytes share a job with "
                      "the next (-1: from the profile)"),
       llvm::cl::init(-1)};
+  Opt<bool> speculate{
+      *this, "speculate-updates",
+      llvm::cl::desc("CPU updates waiting for exact clipping's norm run "
+                     "speculatively during the backward pass "
+                     "(--strata-offload-optimizer speculate)"),
+      llvm::cl::init(true)};
   Opt<bool> lowCopies{
       *this, "low-copies",
       llvm::cl::desc("Mixed-precision updates write the low-precision weight "

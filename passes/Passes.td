@@ -326,6 +326,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"cpuJobBytes", "cpu-job-bytes", "int64_t", /*default=*/"-1",
            "--strata-offload-optimizer's group-bytes when a placement is "
            "scored">,
+    Option<"speculate", "speculate", "bool", /*default=*/"true",
+           "--strata-offload-optimizer's speculate when a placement is "
+           "scored">,
     Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
            "How many placements one search may score (each one is memory "
            "planned and its step predicted); with every class automatic, "
@@ -378,6 +381,16 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     are read ahead into host staging on the SSD read queue and written back
     on the SSD write queue, beside the CPU jobs that update them.
 
+    With exact clipping an update's scale is known only once every gradient
+    is, after the backward pass. With `speculate` a CPU update then runs
+    twice in the program: right after its gradient, as if the step did not
+    clip (scale 1), first copying each tensor it writes into a keep in the
+    same tier (`speculation.keep.N`); and where it stood, as a redo that
+    does nothing when the scale is exactly 1 and otherwise copies the keeps
+    back and updates with the scale. The result is bit for bit that of the
+    update after the backward pass; the cost is the keeps' capacity and,
+    on steps that clip, the update's work again after the backward pass.
+
     `mode`: `device` keeps every update on the device; `cpu` moves every
     update that can move; `auto` (the default) moves one when the cost model
     predicts less time for the gradient's trip and the CPU update than for
@@ -406,6 +419,11 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
            "auto: keep updates on the device whose gradients' landing "
            "buffers would take host tensors past these bytes (0: no "
            "budget)">,
+    Option<"speculate", "speculate", "bool", /*default=*/"true",
+           "CPU updates whose scale needs every gradient (exact clipping) "
+           "run during the backward pass as if the step did not clip, "
+           "keeping the old values beside the new, and are redone after "
+           "it when it clips">,
   ];
 }
 

@@ -45,6 +45,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.profile = tiers.profile;
   place.updates = tiers.updates;
   place.cpuJobBytes = tiers.cpuJobBytes;
+  place.speculate = tiers.speculate;
   place.prefetchLead = tiers.prefetchLead;
   place.check = tiers.plannerCheck;
   place.threads = tiers.plannerThreads;
@@ -54,6 +55,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   offload.profile = tiers.profile;
   offload.groupBytes = tiers.cpuJobBytes;
   offload.hostBudget = tiers.cpuMem;
+  offload.speculate = tiers.speculate;
   pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
   memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);

@@ -182,6 +182,7 @@ struct PlaceTiersPass
     o.profile = profile;
     o.updates = updates;
     o.cpuJobBytes = cpuJobBytes;
+    o.speculate = speculate;
     o.maxEvaluations = maxEvaluations;
     o.progress = progress;
     o.prefetchLead = prefetchLead;

@@ -284,7 +284,8 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   markUpdates(copy, placement);
   // Updates that would run on the CPU change the host link's traffic and
   // the host memory (landing buffers): score the plan they make.
-  offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes, cpuMem);
+  offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes, cpuMem,
+                          speculate);
   // The memory plan and the transfer schedule the pipeline makes next,
   // called directly (no nested pass manager per candidate).
   PlanMemoryPassOptions memory;

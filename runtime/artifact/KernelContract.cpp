@@ -397,11 +397,40 @@ bool StepChecker::update() {
     return fail("takes at least " + std::to_string(at.before) + " inputs");
   if (step_.ints.size() > 1 && step_.ints[1] != 0 && at.low < 0)
     return fail("names a low-precision copy it does not have");
-  if (step_.inputs.size() > at.before + (at.scale >= 0) + (at.low >= 0))
+  size_t keeps = at.keeps >= 0 ? step_.inputs.size() - at.keeps : 0;
+  if (step_.ints.size() > 2 && step_.ints[2] != 0 &&
+      at.speculation == Speculation::None)
+    return fail(step_.ints[2] == int64_t(Speculation::Speculate) ||
+                        step_.ints[2] == int64_t(Speculation::Redo)
+                    ? "speculates without a keep per tensor it writes"
+                    : "has speculation mode " + std::to_string(step_.ints[2]));
+  if (step_.inputs.size() > at.before + (at.scale >= 0) + (at.low >= 0) + keeps)
     return fail("has " + std::to_string(step_.inputs.size()) +
                 " inputs: more than its states, scale and copy");
+  if (at.speculation != Speculation::None) {
+    // The keeps live beside the tensors in host memory or on the SSD, and
+    // only the CPU runs a speculative update or its redo.
+    if (!isCpuUpdate(plan_, step_))
+      return fail("speculates but is not a CPU update");
+    if (step_.ints[0] != 1)
+      return fail("speculates over accumulated micro-batches");
+    if ((at.speculation == Speculation::Speculate) != (at.scale < 0))
+      return fail(at.scale < 0 ? "redoes without a scale"
+                               : "speculates with a scale");
+    std::vector<int> written{0};
+    for (unsigned i = 2; i < at.before; ++i)
+      written.push_back(static_cast<int>(i));
+    if (at.low >= 0)
+      written.push_back(at.low);
+    for (size_t j = 0; j < keeps; ++j)
+      if (!sameType(in(at.keeps + j), in(written[j])) ||
+          !sameShape(in(at.keeps + j), in(written[j])))
+        return false;
+  }
   for (size_t i = 1; i < step_.inputs.size(); ++i)
-    if (static_cast<int>(i) != at.low && !sameType(in(i), in(0)))
+    if (static_cast<int>(i) != at.low &&
+        (at.keeps < 0 || static_cast<int>(i) < at.keeps) &&
+        !sameType(in(i), in(0)))
       return false;
   for (size_t i = 1; i < at.before; ++i)
     if (!sameCount(in(i), in(0)))

@@ -64,13 +64,14 @@ const std::vector<KernelInfo> kTable = {
      C::Transcendental},
     {K::GatherGrad, "gather_grad", 2, 2, 1, 1, 0, P::None, 0, C::Movement},
     {K::SliceGrad, "slice_grad", 1, 1, 1, 0, 0, P::None, 0, C::Movement},
-    // Updates: (w, g, states..., [scale], [low copy]); scale is read only,
-    // the low-precision copy written (updateOperands).
-    {K::UpdateSgd, "update_sgd", 2, 4, 0, 0, 2, P::ParamAndStates, 0,
+    // Updates: (w, g, states..., [scale], [low copy], [keeps...]); scale
+    // is read only, the low-precision copy written, a keep per written
+    // tensor with speculation (updateOperands).
+    {K::UpdateSgd, "update_sgd", 2, 6, 0, 0, 2, P::ParamAndStates, 0,
      C::Simple},
-    {K::UpdateMomentum, "update_momentum", 3, 5, 0, 0, 3, P::ParamAndStates, 1,
+    {K::UpdateMomentum, "update_momentum", 3, 8, 0, 0, 3, P::ParamAndStates, 1,
      C::Simple},
-    {K::UpdateAdamW, "update_adamw", 4, 6, 0, 0, 5, P::ParamAndStates, 2,
+    {K::UpdateAdamW, "update_adamw", 4, 10, 0, 0, 5, P::ParamAndStates, 2,
      C::Transcendental},
     {K::Accumulate, "accumulate", 2, 2, 0, 0, 0, P::First, 0, C::Simple},
     {K::UpdateAdaLomo, "update_adalomo", 3, 4, 0, 0, 2, P::ParamAndStates, V,
@@ -130,6 +131,11 @@ std::vector<InputUse> inputUses(Kernel kernel, size_t numInputs,
       uses[k].written = true;
       uses[k].read = !writesBack(kernel);
     }
+  // A speculative update's keeps are written without being read.
+  UpdateOperands at = updateOperands(kernel, numInputs, ints);
+  if (at.speculation == Speculation::Speculate)
+    for (size_t i = at.keeps; i < numInputs; ++i)
+      uses[i].read = false;
   return uses;
 }
 
@@ -150,9 +156,14 @@ std::vector<unsigned> writtenInputs(Kernel kernel, size_t numInputs,
                      : std::min(numInputs, size_t(2) + k.states);
     for (size_t i = 2; i < end; ++i)
       written.push_back(static_cast<unsigned>(i));
-    int low = updateOperands(kernel, numInputs, ints).low;
-    if (low >= 0)
-      written.push_back(static_cast<unsigned>(low));
+    UpdateOperands at = updateOperands(kernel, numInputs, ints);
+    if (at.low >= 0)
+      written.push_back(static_cast<unsigned>(at.low));
+    // A speculative update copies what it writes into the keeps first (a
+    // redo reads them back).
+    if (at.speculation == Speculation::Speculate)
+      for (size_t i = at.keeps; i < numInputs; ++i)
+        written.push_back(static_cast<unsigned>(i));
     return written;
   }
   }
@@ -168,10 +179,22 @@ UpdateOperands updateOperands(Kernel kernel, size_t numInputs,
     return out;
   }
   out.before = 2 + k.states;
-  size_t rest = numInputs > out.before ? numInputs - out.before : 0;
-  bool low = ints.size() > 1 && ints[1] == 1 && rest > 0;
+  bool low = ints.size() > 1 && ints[1] == 1;
+  size_t end = numInputs;
+  if (ints.size() > 2 && (ints[2] == int64_t(Speculation::Speculate) ||
+                          ints[2] == int64_t(Speculation::Redo))) {
+    // One keep per written tensor: w, the states, the low copy.
+    size_t keeps = 1 + k.states + (low ? 1 : 0);
+    if (numInputs >= out.before + keeps) {
+      out.speculation = static_cast<Speculation>(ints[2]);
+      end = numInputs - keeps;
+      out.keeps = static_cast<int>(end);
+    }
+  }
+  size_t rest = end > out.before ? end - out.before : 0;
+  low = low && rest > 0;
   if (low)
-    out.low = static_cast<int>(numInputs - 1);
+    out.low = static_cast<int>(end - 1);
   if (rest > (low ? 1u : 0u))
     out.scale = static_cast<int>(out.before);
   return out;

@@ -43,8 +43,9 @@ enum class InPlace : uint8_t {
   /// 2..(2 + states) (update_momentum: 1 state, update_adamw: 2,
   /// update_adalomo: all the rest). With gradient accumulation (ints[0] >
   /// 1) the gradient accumulator, input 1, is zeroed for the next step too;
-  /// with a low-precision copy (ints[1] == 1) its last input, which gets
-  /// the new weights rounded to its type.
+  /// with a low-precision copy (ints[1] == 1) the input before the keeps,
+  /// which gets the new weights rounded to its type; a speculative update
+  /// (ints[2] == 1) writes its keeps too (updateOperands).
   ParamAndStates,
 };
 
@@ -95,14 +96,32 @@ struct InputUse {
 std::vector<InputUse> inputUses(Kernel kernel, size_t numInputs,
                                 const std::vector<int64_t> &ints);
 
+/// How an update (sgd, momentum, adamw) on the CPU takes part in exact
+/// clipping without waiting for the norm: ints[2] of the step.
+enum class Speculation : int64_t {
+  /// The plain update.
+  None = 0,
+  /// Run during the backward pass as if the step did not clip (scale 1):
+  /// first copies every tensor it writes into its keep, then updates.
+  Speculate = 1,
+  /// After the norm: with a scale of exactly 1 the speculative update was
+  /// right and nothing runs; otherwise the keeps are copied back and the
+  /// update runs with the scale (skipped whole when it is zero or NaN).
+  Redo = 2,
+};
+
 /// Where the optional operands of an update (sgd, momentum, adamw) are:
-/// (w, g, states..., [scale], [low]). `low`, present when ints[1] == 1, is
-/// the low-precision copy of w the model reads (bf16 or fp16), which the
-/// update writes with its new values rounded. -1: absent. For any other
-/// kernel `before` is the input count and both are absent.
+/// (w, g, states..., [scale], [low], [keeps...]). `low`, present when
+/// ints[1] == 1, is the low-precision copy of w the model reads (bf16 or
+/// fp16), which the update writes with its new values rounded. With a
+/// speculation mode (ints[2] != 0), the last inputs are the keeps: one per
+/// tensor the update writes (w, the states, low), in that order, from
+/// `keeps` on. -1: absent. For any other kernel `before` is the input count
+/// and the rest are absent.
 struct UpdateOperands {
   unsigned before = 0;
-  int scale = -1, low = -1;
+  int scale = -1, low = -1, keeps = -1;
+  Speculation speculation = Speculation::None;
 };
 UpdateOperands updateOperands(Kernel kernel, size_t numInputs,
                               const std::vector<int64_t> &ints);

@@ -161,6 +161,9 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
 void update(const artifact::Step &step, const std::vector<TensorRef> &in,
             int64_t micro, const KernelContext &ctx);
 
+/// See cpu::redoNeeded.
+bool redoNeeded(const artifact::Step &step, const std::vector<TensorRef> &in);
+
 } // namespace strata::cpu::kernels
 
 #endif // STRATA_RUNTIME_CPU_KERNELFAMILIES_H

@@ -157,4 +157,9 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   return false;
 }
 
+bool redoNeeded(const artifact::Step &step,
+                const std::vector<TensorRef> &inputs) {
+  return k::redoNeeded(step, inputs);
+}
+
 } // namespace strata::cpu

@@ -33,6 +33,9 @@ struct KernelContext {
   /// False on all but the last micro-batch of an accumulating step: the
   /// update kernels then do nothing (accumulate still runs).
   bool applyUpdates = true;
+  /// Whether this step's speculative updates run (artifact::Speculation).
+  /// When they do not, their redos are the plain updates, with the scale.
+  bool speculating = true;
 };
 
 /// Runs one step on the CPU. Outputs never alias inputs; update kernels
@@ -42,6 +45,12 @@ struct KernelContext {
 bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &inputs,
                const std::vector<TensorRef> &outputs,
                const KernelContext &context, std::string &error);
+
+/// For the redo of a speculative update (artifact::Speculation::Redo):
+/// whether its scale differs from 1, so that running it undoes the
+/// speculative update and updates again. False for any other step.
+bool redoNeeded(const artifact::Step &step,
+                const std::vector<TensorRef> &inputs);
 
 inline bool runKernel(const artifact::Step &step,
                       const std::vector<TensorRef> &inputs,

@@ -15,10 +15,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace strata::cpu::kernels {
 
@@ -119,6 +123,95 @@ void updateAdaLomo(const std::vector<TensorRef> &in,
   });
 }
 
+namespace {
+
+/// Elements a speculative update copies into its keeps and then updates
+/// in one go, while they are in cache: the copy costs the keeps' writes
+/// and no second read.
+constexpr int64_t kSpeculationBlock = int64_t(1) << 16;
+
+/// The tensors a speculative update writes, in the order of its keeps: w,
+/// the states, the low-precision copy.
+std::vector<size_t> keptInputs(const artifact::UpdateOperands &at) {
+  std::vector<size_t> written{0};
+  for (size_t i = 2; i < at.before; ++i)
+    written.push_back(i);
+  if (at.low >= 0)
+    written.push_back(static_cast<size_t>(at.low));
+  return written;
+}
+
+/// memcpy, with the destination written past the caches where it is
+/// aligned (x86-64): a keep is read again only on a step that clips, and a
+/// cached store would first read the line it overwrites. Ends with a fence,
+/// so that any thread sees the copy once this one hands on.
+void streamCopy(char *dst, const char *src, size_t bytes) {
+#if defined(__SSE2__)
+  size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
+  if (bytes >= 4096 && head < bytes) {
+    std::memcpy(dst, src, head);
+    size_t body = (bytes - head) / 16 * 16;
+    for (size_t i = head; i < head + body; i += 16)
+      _mm_stream_si128(
+          reinterpret_cast<__m128i *>(dst + i),
+          _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i)));
+    std::memcpy(dst + head + body, src + head + body, bytes - head - body);
+    _mm_sfence();
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+/// Copies elements [from, to) of every tensor a speculative update writes
+/// into its keep (`toKeeps`), or back.
+void copyKeeps(const artifact::UpdateOperands &at,
+               const std::vector<TensorRef> &in, bool toKeeps, int64_t from,
+               int64_t to) {
+  std::vector<size_t> written = keptInputs(at);
+  for (size_t j = 0; j < written.size(); ++j) {
+    const TensorRef &live = in[written[j]];
+    const TensorRef &keep = in[static_cast<size_t>(at.keeps) + j];
+    size_t size = dtypeSize(live.dtype);
+    char *dst = static_cast<char *>(toKeeps ? keep.data : live.data);
+    const char *src =
+        static_cast<const char *>(toKeeps ? live.data : keep.data);
+    if (toKeeps)
+      streamCopy(dst + from * size, src + from * size,
+                 static_cast<size_t>(to - from) * size);
+    else
+      std::memcpy(dst + from * size, src + from * size,
+                  static_cast<size_t>(to - from) * size);
+  }
+}
+
+/// The same, of whole tensors, on all threads.
+void copyKeeps(const artifact::UpdateOperands &at,
+               const std::vector<TensorRef> &in, bool toKeeps) {
+  parallelFor(in[0].numElements(), kSpeculationBlock,
+              [&](int64_t b, int64_t e) { copyKeeps(at, in, toKeeps, b, e); });
+}
+
+} // namespace
+
+bool redoNeeded(const artifact::Step &step, const std::vector<TensorRef> &in) {
+  if (!artifact::isUpdateKernel(step.kernel))
+    return false;
+  artifact::UpdateOperands at =
+      artifact::updateOperands(step.kernel, in.size(), step.ints);
+  if (at.speculation != artifact::Speculation::Redo || at.scale < 0)
+    return false;
+  bool redo = true;
+  dispatchFloat(in[at.scale].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename Traits<T>::C;
+    // The speculative update ran with C(1): the same bits as this scale.
+    redo =
+        !(Traits<T>::load(*static_cast<const T *>(in[at.scale].data)) == C(1));
+  });
+  return redo;
+}
+
 void update(const artifact::Step &step, const std::vector<TensorRef> &in,
             int64_t micro, const KernelContext &ctx) {
   if (!ctx.applyUpdates)
@@ -127,6 +220,17 @@ void update(const artifact::Step &step, const std::vector<TensorRef> &in,
   const std::vector<double> &hp = step.floats;
   artifact::UpdateOperands at =
       artifact::updateOperands(k, in.size(), step.ints);
+  if (at.speculation == artifact::Speculation::Redo && ctx.speculating) {
+    // The step clipped (or its norm is not finite): undo the speculative
+    // update, then update with the scale (skipped whole at zero or NaN).
+    if (!kernels::redoNeeded(step, in))
+      return;
+    copyKeeps(at, in, /*toKeeps=*/false);
+  } else if (at.speculation == artifact::Speculation::Speculate &&
+             !ctx.speculating) {
+    return; // The redo is the update this step.
+  }
+  bool keep = at.speculation == artifact::Speculation::Speculate;
   const TensorRef *scaleRef = at.scale >= 0 ? &in[at.scale] : nullptr;
   // The low-precision copy the model reads (validated: of f32 weights).
   LowCopy low;
@@ -149,15 +253,36 @@ void update(const artifact::Step &step, const std::vector<TensorRef> &in,
     int64_t n = in[0].numElements();
     if constexpr (std::is_same_v<T, float>) {
       // fp32: the vectorised single pass, same bits as the loops below.
-      if (k == Kernel::UpdateSgd)
-        sgdF32(w, g, n, c, low);
-      else if (k == Kernel::UpdateMomentum)
-        momentumF32(w, g, static_cast<float *>(in[2].data), n, c, low);
-      else
-        adamwF32(w, g, static_cast<float *>(in[2].data),
-                 static_cast<float *>(in[3].data), n, c, low);
+      auto run = [&](int64_t b, int64_t e) {
+        LowCopy part = low;
+        if (part.data)
+          part.data += b;
+        if (k == Kernel::UpdateSgd)
+          sgdF32(w + b, g + b, e - b, c, part);
+        else if (k == Kernel::UpdateMomentum)
+          momentumF32(w + b, g + b, static_cast<float *>(in[2].data) + b, e - b,
+                      c, part);
+        else
+          adamwF32(w + b, g + b, static_cast<float *>(in[2].data) + b,
+                   static_cast<float *>(in[3].data) + b, e - b, c, part);
+      };
+      if (!keep) {
+        run(0, n);
+        return;
+      }
+      // Block by block on all threads (the kernels' own parallelFor runs
+      // inline): the old values to the keeps, then the update.
+      parallelFor(n, kSpeculationBlock, [&](int64_t b, int64_t e) {
+        for (int64_t x = b; x < e; x += kSpeculationBlock) {
+          int64_t y = std::min(e, x + kSpeculationBlock);
+          copyKeeps(at, in, /*toKeeps=*/true, x, y);
+          run(x, y);
+        }
+      });
       return;
     }
+    if (keep)
+      copyKeeps(at, in, /*toKeeps=*/true);
     if (k == Kernel::UpdateSgd) {
       parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)

@@ -108,6 +108,11 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
     position_[order_[p]] = p;
   // The CPU jobs, and the two areas their SSD operands are staged in.
   cpuJobs_ = artifact::cpuJobs(plan, order_);
+  for (const artifact::Step &step : plan.steps)
+    speculates_ |=
+        artifact::isUpdateKernel(step.kernel) &&
+        artifact::updateOperands(step.kernel, step.inputs.size(), step.ints)
+                .speculation == artifact::Speculation::Redo;
   cpuJobAt_.assign(n, 0);
   for (size_t j = 0; j < cpuJobs_.size(); ++j)
     cpuJobAt_[cpuJobs_[j].from] = j + 1;
@@ -295,14 +300,24 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   std::vector<Update> updates;
   std::vector<SsdOperand> ssd;
   uint64_t at = 0;
-  bool writesSsd = false, readsWritten = false;
+  bool writesSsd = false, readsWritten = false, redoes = false;
   for (size_t p = job.from; p < job.to && context.applyUpdates; ++p) {
     size_t index = order_[p];
     const artifact::Step &step = plan.steps[index];
-    std::vector<bool> writes(step.inputs.size(), false);
-    for (unsigned i :
-         artifact::writtenInputs(step.kernel, step.inputs.size(), step.ints))
-      writes[i] = true;
+    std::vector<artifact::InputUse> uses =
+        artifact::inputUses(step.kernel, step.inputs.size(), step.ints);
+    artifact::Speculation mode =
+        artifact::isUpdateKernel(step.kernel)
+            ? artifact::updateOperands(step.kernel, step.inputs.size(),
+                                       step.ints)
+                  .speculation
+            : artifact::Speculation::None;
+    // Not speculating this step: the speculative updates do not run, and
+    // the redos are the plain updates.
+    if (mode == artifact::Speculation::Speculate && !context.speculating)
+      continue;
+    bool redo = mode == artifact::Speculation::Redo && context.speculating;
+    redoes |= redo;
     Update u{index, {}};
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       uint32_t slot = step.inputs[i];
@@ -312,14 +327,18 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
         continue;
       }
       u.ins.push_back({s.dtype, s.shape, staged + at});
-      ssd.push_back({slot, at, writes[i], index});
+      ssd.push_back(
+          {slot, at, uses[i].written, index, uses[i].read, /*redo=*/redo});
       at += artifact::pagePadded(s.bytes);
-      // Counted here, on the issuing thread: SSD -> host and back.
-      links_.ssdToDevice += artifact::pagePadded(s.bytes);
-      if (writes[i]) {
+      writesSsd |= uses[i].written;
+      // Counted here, on the issuing thread: SSD -> host and back. A
+      // redo's are counted where they are staged, only if it runs.
+      if (redo)
+        continue;
+      if (uses[i].read)
+        links_.ssdToDevice += artifact::pagePadded(s.bytes);
+      if (uses[i].written)
         links_.deviceToSsd += artifact::pagePadded(s.bytes);
-        writesSsd = true;
-      }
     }
     updates.push_back(std::move(u));
   }
@@ -328,25 +347,41 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   for (const SsdOperand &o : ssd)
     if (o.written)
       cpuWrittenThisRun_[o.slot] = true;
+  // The redos of the job that turn out not to be needed (their scale is
+  // 1: the step did not clip), found before staging: their operands are
+  // neither read nor written back. Filled on the SSD read queue, read on
+  // the CPU and SSD write queues after it (ordered by the job's events).
+  auto idle = std::make_shared<std::vector<size_t>>();
   if (!ssd.empty()) {
     // Read ahead on the SSD read queue, once the area is free (the job
     // that used it before is written back) and, for a tensor an earlier
     // job of this run writes back, once the latest write-back is done (the
     // SSD write queue runs in order); and after what the updates wait for
     // that can write the SSD (other CPU jobs, SSD write-backs), not after
-    // the stores of their gradients.
+    // the stores of their gradients. A job with redos waits for all of it:
+    // whether a redo runs depends on its scale, stored from the device.
     backend_->wait(Queue::SsdRead, stagedEvent(2, area));
     if (readsWritten && cpuLastWriteArea_ >= 0)
       backend_->wait(Queue::SsdRead, stagedEvent(2, cpuLastWriteArea_));
     forEachWait([&](uint32_t w) {
-      if (plan.steps[w].queue == Queue::Cpu ||
+      if (redoes || plan.steps[w].queue == Queue::Cpu ||
           plan.steps[w].queue == Queue::SsdWrite)
         backend_->wait(Queue::SsdRead, w);
     });
-    if (!backend_->hostTask(Queue::SsdRead,
-                            [this, ssd, staged](std::string &error) {
-                              return stageCpuJob(ssd, staged, true, error);
-                            }))
+    std::vector<Update> redos;
+    if (redoes)
+      for (const Update &u : updates)
+        if (std::any_of(ssd.begin(), ssd.end(), [&](const SsdOperand &o) {
+              return o.redo && o.step == u.index;
+            }))
+          redos.push_back(u);
+    if (!backend_->hostTask(Queue::SsdRead, [this, ssd, staged, idle,
+                                             redos](std::string &error) {
+          for (const Update &u : redos)
+            if (!cpu::redoNeeded(artifact_.plan().steps[u.index], u.ins))
+              idle->push_back(u.index);
+          return stageCpuJob(ssd, staged, true, *idle, error);
+        }))
       return false;
     backend_->record(Queue::SsdRead, stagedEvent(0, area));
     backend_->wait(Queue::Cpu, stagedEvent(0, area));
@@ -358,6 +393,20 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
         for (Update &u : updates) {
           const artifact::Step &step = artifact_.plan().steps[u.index];
           const StepLabel &label = labels_[u.index];
+          // A redo runs only when its step clipped (cpu::redoNeeded);
+          // otherwise the speculative update stands. Without speculation
+          // it is the update.
+          if (speculates_ &&
+              artifact::updateOperands(step.kernel, u.ins.size(), step.ints)
+                      .speculation == artifact::Speculation::Redo) {
+            bool clipped = cpu::redoNeeded(step, u.ins);
+            if (clipped)
+              runClipped_ = true;
+            if (context.speculating && !clipped)
+              continue;
+            if (context.speculating)
+              redone_.fetch_add(1);
+          }
           double start = trace_ ? trace_->now() : 0;
           bool ok = cpu::runKernel(step, u.ins, {}, context, error);
           if (trace_)
@@ -378,10 +427,11 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   if (writesSsd) {
     backend_->record(Queue::Cpu, stagedEvent(1, area));
     backend_->wait(Queue::SsdWrite, stagedEvent(1, area));
-    if (!backend_->hostTask(Queue::SsdWrite, [this, ssd = std::move(ssd),
-                                              staged](std::string &error) {
-          return stageCpuJob(ssd, staged, false, error);
-        }))
+    if (!backend_->hostTask(
+            Queue::SsdWrite,
+            [this, ssd = std::move(ssd), staged, idle](std::string &error) {
+              return stageCpuJob(ssd, staged, false, *idle, error);
+            }))
       return false;
     done = Queue::SsdWrite;
     cpuLastWriteArea_ = static_cast<int>(area);
@@ -395,11 +445,19 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
 }
 
 bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
-                           bool read, std::string &error) {
+                           bool read, const std::vector<size_t> &idleRedos,
+                           std::string &error) {
   const Plan &plan = artifact_.plan();
   for (const SsdOperand &o : operands) {
-    if (!read && !o.written)
+    if (read ? !o.read : !o.written)
       continue;
+    if (o.redo) {
+      if (std::find(idleRedos.begin(), idleRedos.end(), o.step) !=
+          idleRedos.end())
+        continue;
+      redoStaged_[read ? 0 : 1] +=
+          artifact::pagePadded(plan.slots[o.slot].bytes);
+    }
     const Slot &s = plan.slots[o.slot];
     uint64_t padded = artifact::pagePadded(s.bytes);
     double start = trace_ ? trace_->now() : 0;
@@ -473,9 +531,14 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
   return false;
 }
 
-bool Executor::run(std::string &error, const cpu::KernelContext &context,
+bool Executor::run(std::string &error, const cpu::KernelContext &given,
                    int64_t through) {
   const Plan &plan = artifact_.plan();
+  // A step's updates speculate unless the step before clipped.
+  cpu::KernelContext context = given;
+  bool updates = speculates_ && context.applyUpdates && through < 0;
+  context.speculating = updates && !lastClipped_;
+  runClipped_ = false;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!inputSet_[i]) {
       const Slot &s = plan.slots[plan.inputs[i].slot];
@@ -516,6 +579,10 @@ bool Executor::run(std::string &error, const cpu::KernelContext &context,
   bool ok = backend_->synchronize(error);
   if (trace_)
     trace_->add("run", "run", Lane::Run, runStart, trace_->now(), 0);
+  if (updates) {
+    lastSpeculated_ = context.speculating;
+    lastClipped_ = runClipped_.load();
+  }
   return ok;
 }
 

@@ -15,6 +15,7 @@
 #include "runtime/exec/Trace.h"
 #include "runtime/support/Npy.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,7 +103,23 @@ public:
     uint64_t hostToDevice = 0, deviceToHost = 0;
     uint64_t ssdToDevice = 0, deviceToSsd = 0;
   };
-  const LinkBytes &linkBytes() const { return links_; }
+  LinkBytes linkBytes() const {
+    LinkBytes l = links_;
+    l.ssdToDevice += redoStaged_[0].load();
+    l.deviceToSsd += redoStaged_[1].load();
+    return l;
+  }
+  /// Speculative updates undone and redone so far, after the norm showed
+  /// that their step clipped (artifact::Speculation); whether the plan has
+  /// any to redo.
+  int64_t redoneUpdates() const { return redone_.load(); }
+  bool speculates() const { return speculates_; }
+  /// Whether the last run's updates speculated: they do unless the step
+  /// before clipped (steps that clip tend to follow one another, and a
+  /// step that clips pays for the speculation and the redo), and whether
+  /// that run's step clipped.
+  bool lastRunSpeculated() const { return lastSpeculated_; }
+  bool lastRunClipped() const { return lastClipped_; }
 
   /// Records an event per step into `trace` (null: stop recording).
   void setTrace(Trace *trace);
@@ -135,6 +152,10 @@ private:
     uint64_t offset;
     bool written;
     size_t step;
+    /// Whether the update reads it (a speculative update's keeps are only
+    /// written); whether it belongs to a redo, staged only when the redo
+    /// is needed.
+    bool read = true, redo = false;
   };
   /// Gives a CPU job to the CPU queue. Its SSD operands are read into one
   /// of two staging areas on the SSD read queue ahead of it and written
@@ -144,7 +165,8 @@ private:
                    const cpu::KernelContext &context);
   /// Reads or writes back a CPU job's SSD operands (on an SSD queue).
   bool stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
-                   bool read, std::string &error);
+                   bool read, const std::vector<size_t> &idleRedos,
+                   std::string &error);
   /// An SSD transfer (run on the SSD queue's thread).
   bool ssdTransfer(size_t index, bool fetch, std::string &error);
   const artifact::Slot *inputSlot(const std::string &name) const;
@@ -182,6 +204,13 @@ private:
   /// The SSD slots CPU jobs of the current run write back, and the
   /// staging area of the latest job that writes any (-1: none yet).
   std::vector<bool> cpuWrittenThisRun_;
+  /// Counted on the CPU and SSD queues: redone updates, and the SSD bytes
+  /// staged for them (read, written).
+  std::atomic<int64_t> redone_{0};
+  std::atomic<uint64_t> redoStaged_[2] = {{0}, {0}};
+  bool speculates_ = false, lastSpeculated_ = false, lastClipped_ = false;
+  /// Set on the CPU queue when a redo finds its scale is not 1.
+  std::atomic<bool> runClipped_{false};
   int cpuLastWriteArea_ = -1;
   uint32_t stagedEvent(int what, size_t area) const {
     return static_cast<uint32_t>(artifact_.plan().steps.size() + what * 2 +

@@ -363,17 +363,25 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     }
     return true;
   };
+  int64_t redoneSteps = 0, speculatedSteps = 0, clippedSteps = 0;
   for (int64_t step = start; step < totalSteps && ok; ++step) {
     executor.setTrace(options.trace && step - start < options.traceSteps
                           ? options.trace
                           : nullptr);
     StepMetrics m;
+    int64_t redoneBefore = executor.redoneUpdates();
     if (!session.step(
             [&](int64_t j, std::string &err) { return feed(step, j, err); }, m,
             error)) {
       ok = false;
       break;
     }
+    // Updates run speculatively during the backward pass and redone after
+    // it because the step clipped (the session synchronised the step).
+    int64_t redone = executor.redoneUpdates() - redoneBefore;
+    redoneSteps += redone > 0;
+    speculatedSteps += executor.lastRunSpeculated();
+    clippedSteps += executor.lastRunClipped();
     auto now = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(now - runStart).count();
     stepTimes.push_back(m.seconds);
@@ -386,6 +394,10 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
               ? ""
               : ", \"loss_scale\": " + number(m.lossScale) +
                     ", \"skipped\": " + (m.skipped ? "true" : "false");
+      if (executor.speculates())
+        extraFields += std::string(", \"speculated\": ") +
+                       (executor.lastRunSpeculated() ? "true" : "false") +
+                       ", \"redone_updates\": " + std::to_string(redone);
       // As the HuggingFace Trainer logs it: passes over the data so far.
       if (!options.dataPath.empty())
         extraFields +=
@@ -480,7 +492,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                                      : "not saved (--no-checkpoint)");
     std::vector<double> sorted = stepTimes;
     std::sort(sorted.begin(), sorted.end());
-    const runtime::Executor::LinkBytes &l = executor.linkBytes();
+    const runtime::Executor::LinkBytes l = executor.linkBytes();
     double steps = std::max<size_t>(1, stepTimes.size());
     double predicted =
         plan.memoryOf(executor.overlapsTransfers() ? "predicted_step_us"
@@ -492,6 +504,15 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
                    "strata-run: measured median step %.4f s, predicted "
                    "%.4f s (measured/predicted %.2f)\n",
                    median, predicted, median / predicted);
+    if (executor.speculates())
+      std::fprintf(stderr,
+                   "strata-run: exact clipping: %lld of %zu steps clipped; "
+                   "%lld ran their CPU updates during the backward pass as "
+                   "if unclipped (every step but those after one that "
+                   "clipped), %lld of them redone after it\n",
+                   static_cast<long long>(clippedSteps), stepTimes.size(),
+                   static_cast<long long>(speculatedSteps),
+                   static_cast<long long>(redoneSteps));
     std::fprintf(stderr,
                  "strata-run: median step %.3f s; per step: host->device %s, "
                  "device->host %s, ssd->device %s, device->ssd %s\n",

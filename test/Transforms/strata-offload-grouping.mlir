@@ -12,7 +12,7 @@
 // With the default threshold (4 MB from the default profile: a hand-off at
 // most 5% of the job) all four updates are one job.
 // CHECK-LABEL: func.func @grouped
-// CHECK-SAME: exec.offload = {cpu_jobs = 2 : i64, cpu_updates = 4 : i64, device_updates = 0 : i64, overlapping_backward = 4 : i64}
+// CHECK-SAME: exec.offload = {cpu_jobs = 2 : i64, cpu_updates = 4 : i64, device_updates = 0 : i64, overlapping_backward = 4 : i64, speculative = 0 : i64}
 // CHECK-COUNT-3: exec.swap_space "cpu-update.grad.{{[0-9]}}" {tier = "host"} : tensor<4xf32>
 // CHECK-NOT: exec.swap_space "cpu-update.grad.{{[0-9]}}" {tier = "host"} : tensor<4xf32>
 // CHECK: exec.input "x"

@@ -1,6 +1,7 @@
 // RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0" --verify-diagnostics | FileCheck %s
 // RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0" --strata-assign-queues --verify-diagnostics | FileCheck %s --check-prefix=QUEUES
 // RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=device" | FileCheck %s --check-prefix=DEVICE
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0 speculate=false" | FileCheck %s --check-prefix=WAIT
 
 // Tests that the update of a host-resident parameter and state, which
 // PlaceTiers left as fetches, a device update and write-backs, becomes a
@@ -10,7 +11,7 @@
 // the gradient's store, while the fetch of the parameter for the forward
 // pass comes before it.
 // CHECK-LABEL: func.func @host_update
-// CHECK-SAME: exec.offload = {cpu_jobs = 1 : i64, cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64}
+// CHECK-SAME: exec.offload = {cpu_jobs = 1 : i64, cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64, speculative = 0 : i64}
 // CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = "host"}
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
@@ -71,10 +72,58 @@ func.func @late_scale() {
 
 // -----
 
+// Tests that an update whose scale needs every gradient (exact clipping),
+// with backward kernels after its gradient, speculates: its gradient is
+// stored as soon as it is final, into a buffer of its own, and the update
+// runs right after that with no scale (ints[2] = 1), keeping the old
+// parameter and state in host keeps; where it stood, the redo (ints[2] =
+// 2) takes the scale and the same keeps. Without speculation it waits.
+// CHECK-LABEL: func.func @speculate
+// CHECK-SAME: speculative = 1 : i64
+// CHECK-DAG: %[[KW:.+]] = exec.swap_space "speculation.keep.0" {tier = "host"} : tensor<4x4xf32>
+// CHECK-DAG: %[[KM:.+]] = exec.swap_space "speculation.keep.1" {tier = "host"} : tensor<4x4xf32>
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = "host"}
+// CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
+// CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
+// CHECK: %[[GW:.+]] = exec.kernel "matmul"(%{{.+}}, %{{.+}}) {ints = array<i64: 1, 0>, strata.backward}
+// CHECK-NEXT: exec.kernel "store"(%[[GS]], %[[GW]])
+// CHECK-NEXT: exec.kernel "update_momentum"(%[[W]], %[[GS]], %[[M]], %[[KW]], %[[KM]]) {floats = {{.+}}, ints = array<i64: 1, 0, 1>}
+// CHECK-NEXT: exec.kernel "exp"
+// CHECK: exec.kernel "reduce_sum"
+// CHECK: exec.kernel "update_momentum"(%[[W]], %[[GS]], %[[M]], %{{.+}}, %[[KW]], %[[KM]]) {floats = {{.+}}, ints = array<i64: 1, 0, 2>}
+// WAIT-LABEL: func.func @speculate
+// WAIT-SAME: speculative = 0 : i64
+// WAIT-NOT: speculation.keep
+// WAIT: exec.kernel "reduce_sum"
+// WAIT: exec.kernel "store"
+// WAIT: exec.kernel "update_momentum"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {floats
+func.func @speculate() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {tier = "host", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %g = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %g) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %gx = exec.kernel "exp"(%g) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %sq = exec.kernel "mul"(%gw, %gw) {strata.optimizer} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n = exec.kernel "reduce_sum"(%sq) {ints = array<i64: 0, 1, 0>, strata.optimizer} : (tensor<4x4xf32>) -> tensor<f32>
+  %f2 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %fm = exec.kernel "copy"(%m) : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  // expected-remark @below {{1 of 1 updates run on the CPU; 1 overlap the backward pass (1 speculatively}}
+  exec.kernel "update_momentum"(%f2, %gw, %fm, %n) {floats = array<f64: 0.1, 0.9, 0.0>} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>) -> ()
+  exec.kernel "assign"(%w, %f2) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.kernel "assign"(%m, %fm) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+  exec.output "gx" %gx : tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // Tests that an update whose parameter stays in device memory, or whose
 // gradient accumulator does, stays on the device, and says why.
 // CHECK-LABEL: func.func @stays
-// CHECK-SAME: exec.offload = {cpu_jobs = 0 : i64, cpu_updates = 0 : i64, device_updates = 2 : i64, overlapping_backward = 0 : i64}
+// CHECK-SAME: exec.offload = {cpu_jobs = 0 : i64, cpu_updates = 0 : i64, device_updates = 2 : i64, overlapping_backward = 0 : i64, speculative = 0 : i64}
 // CHECK-NOT: exec.swap_space
 func.func @stays() {
   %x = exec.input "x" : tensor<2x4xf32>

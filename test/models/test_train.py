@@ -998,6 +998,72 @@ class TrainParity(unittest.TestCase):
                 np.testing.assert_array_equal(runs[grads][1][k], w,
                                               err_msg=grads + k)
 
+    def test_speculative_updates_match_exact_clipping(self):
+        """With exact clipping, CPU updates run during the backward pass as
+        if the step did not clip and are redone from the kept values when
+        it does (--speculate-updates, the default): the losses, norms and
+        weights equal those of updates that wait for the norm, bit for bit,
+        on steps that clip and steps that do not, with the optimizer state
+        in host memory or on the SSD, in fp32 and with bf16 copies, and
+        across a resume. The log counts the redone updates."""
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        ssd = os.path.join(ARGS.work, "ssd_speculate")
+        os.makedirs(ssd, exist_ok=True)
+
+        def train(tag, flags, clip, steps=6, resume_at=None):
+            art = os.path.join(ARGS.work, "spec_%s.strata" % tag)
+            r = self.compile(name, art, "--lr", "0.05", "--place-params",
+                             "host", "--place-updates", "cpu",
+                             "--clip-grad-norm", repr(clip), "--ssd-dir",
+                             ssd, *flags)
+            log = art + ".log"
+            legs = [steps] if resume_at is None else [resume_at, steps]
+            for i, n in enumerate(legs):
+                run([tool("strata-run"), art, "--data", data, "--steps",
+                     str(n), "--log-json", log, "--quiet"] +
+                    (["--resume"] if i else []))
+            with open(log) as f:
+                rows = [json.loads(l) for l in f]
+            return r.stderr, rows, self.exported_weights(art)
+
+        for optimizer, states, precision in (
+                ("adamw", "host", "fp32"), ("adamw", "ssd", "fp32"),
+                ("momentum", "host", "bf16"), ("sgd", "ssd", "bf16")):
+            base = ["--optimizer", optimizer, "--place-states", states,
+                    "--precision", precision]
+            tag = "_".join((optimizer, states, precision))
+            # A threshold at the median norm of an unclipped run: some
+            # steps clip, some do not.
+            _, rows, _ = train(tag + "_free", base, 1e9)
+            clip = float(np.median([r["grad_norm"] for r in rows]))
+            err, spec, spec_w = train(tag + "_spec", base, clip,
+                                      resume_at=3)
+            self.assertIn("speculatively", err, tag)
+            _, wait, wait_w = train(tag + "_wait", base +
+                                    ["--speculate-updates=false"], clip)
+            self.assertEqual([(r["loss"], r["grad_norm"]) for r in spec],
+                             [(r["loss"], r["grad_norm"]) for r in wait],
+                             tag)
+            for k, w in wait_w.items():
+                np.testing.assert_array_equal(spec_w[k], w,
+                                              err_msg=tag + " " + k)
+            # A step speculates unless the one before clipped (the first
+            # of the resumed run too: it does not know); only a step that
+            # speculated and clipped redoes its updates.
+            clipped = [r["grad_norm"] > clip for r in spec]
+            self.assertTrue(any(clipped) and not all(clipped),
+                            (tag, clipped))
+            speculated = [i in (0, 3) or not clipped[i - 1]
+                          for i in range(len(spec))]
+            self.assertEqual([r["speculated"] for r in spec], speculated,
+                             tag)
+            self.assertEqual([r["redone_updates"] > 0 for r in spec],
+                             [s and c for s, c in zip(speculated, clipped)],
+                             tag)
+            self.assertTrue(any(r["redone_updates"] for r in spec), tag)
+            self.assertNotIn("redone_updates", wait[0], tag)
+
     def test_activation_planner_beats_the_naive_plans(self):
         """Under a device budget that activations must make room for, the
         planner's predicted step is no slower than swapping them all (to

@@ -310,6 +310,17 @@ static cl::opt<std::string> placeUpdates(
              "pass; says why any update cannot)"),
     cl::init("auto"), cl::cat(tierCategory));
 
+static cl::opt<bool> speculateUpdates(
+    "speculate-updates",
+    cl::desc("With exact clipping (--clip-grad-norm, --clip-mode exact), "
+             "CPU updates run during the backward pass as if the step did "
+             "not clip, keeping the old values beside the new ones (in "
+             "their tier: host memory or the SSD), and are redone after it "
+             "when it clips: bit for bit the same training, with the "
+             "update time hidden on steps that do not clip (default on; "
+             "=false: they wait for the norm)"),
+    cl::init(true), cl::cat(tierCategory));
+
 static cl::opt<int64_t> cpuJobBytes(
     "cpu-job-bytes",
     cl::desc("Updates on the CPU moving fewer bytes than this are grouped "
@@ -763,6 +774,7 @@ int main(int argc, char **argv) {
   tiers.gradients = placeGradients.getValue();
   tiers.updates = placeUpdates.getValue();
   tiers.cpuJobBytes = cpuJobBytes.getValue();
+  tiers.speculate = speculateUpdates.getValue();
   tiers.lowCopies = lowCopies == "on";
   // The copies' values are made when the artifact is written: compiling
   // (and a plan-only compile, which writes none) never reads the weights.

@@ -21,7 +21,7 @@ func.func @matmul_one_operand(%x: tensor<4x4xf32>) {
 
 // Tests a range of operand counts: an AdamW update takes 4 to 6.
 func.func @adamw_three_operands(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>) {
-  // expected-error @+1 {{'update_adamw' takes 4 to 6 operands, not 3}}
+  // expected-error @+1 {{'update_adamw' takes 4 to 10 operands, not 3}}
   exec.kernel "update_adamw"(%w, %g, %m) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> ()
   return
 }

@@ -108,6 +108,67 @@ TEST(KernelContract, UpdateOperandsPlaceTheScaleAndTheCopy) {
             (std::vector<unsigned>{0, 2, 3}));
 }
 
+TEST(KernelContract, SpeculativeUpdatesKeepEveryTensorTheyWrite) {
+  // (w, g, m, v, [scale], low, keeps of w, m, v, low).
+  UpdateOperands spec = updateOperands(Kernel::UpdateAdamW, 9, {1, 1, 1});
+  EXPECT_EQ(spec.speculation, Speculation::Speculate);
+  EXPECT_EQ(spec.scale, -1);
+  EXPECT_EQ(spec.low, 4);
+  EXPECT_EQ(spec.keeps, 5);
+  UpdateOperands redo = updateOperands(Kernel::UpdateAdamW, 10, {1, 1, 2});
+  EXPECT_EQ(redo.speculation, Speculation::Redo);
+  EXPECT_EQ(redo.scale, 4);
+  EXPECT_EQ(redo.low, 5);
+  EXPECT_EQ(redo.keeps, 6);
+  // The speculative update writes its keeps without reading them; the
+  // redo reads them and writes what the update writes.
+  EXPECT_EQ(writtenInputs(Kernel::UpdateAdamW, 9, {1, 1, 1}),
+            (std::vector<unsigned>{0, 2, 3, 4, 5, 6, 7, 8}));
+  std::vector<InputUse> uses = inputUses(Kernel::UpdateAdamW, 9, {1, 1, 1});
+  EXPECT_TRUE(uses[0].read && uses[0].written);
+  EXPECT_TRUE(!uses[5].read && uses[5].written);
+  EXPECT_EQ(writtenInputs(Kernel::UpdateAdamW, 10, {1, 1, 2}),
+            (std::vector<unsigned>{0, 2, 3, 5}));
+  // Too few inputs for the keeps: not a speculative step at all.
+  EXPECT_EQ(updateOperands(Kernel::UpdateSgd, 2, {1, 0, 1}).speculation,
+            Speculation::None);
+  EXPECT_EQ(updateOperands(Kernel::UpdateAdamW, 6, {1, 0, 1}).speculation,
+            Speculation::None);
+
+  auto sgd = [](std::vector<std::vector<int64_t>> ins,
+                std::vector<int64_t> ints, Region region) {
+    Plan p = onePlan(Kernel::UpdateSgd, ins, {}, ints, {0.1, 0});
+    for (Slot &slot : p.slots)
+      slot.region = region;
+    if (region == Region::Host) {
+      p.hostBytes = p.arenaBytes;
+      p.steps[0].queue = Queue::Cpu;
+    }
+    return p;
+  };
+  // (w, g, keep of w) on the host, and its redo (w, g, scale, keep).
+  EXPECT_EQ(validate(sgd({{4}, {4}, {4}}, {1, 0, 1}, Region::Host)), "");
+  EXPECT_EQ(validate(sgd({{4}, {4}, {}, {4}}, {1, 0, 2}, Region::Host)), "");
+  // Only the CPU speculates; keeps match what they keep; the speculative
+  // update has no scale and the redo one; an unknown mode is refused.
+  EXPECT_NE(validate(sgd({{4}, {4}, {4}}, {1, 0, 1}, Region::Arena))
+                .find("speculates but is not a CPU update"),
+            std::string::npos);
+  EXPECT_NE(validate(sgd({{4}, {4}, {5}}, {1, 0, 1}, Region::Host)), "");
+  EXPECT_NE(validate(sgd({{4}, {4}, {}, {4}}, {1, 0, 1}, Region::Host))
+                .find("speculates with a scale"),
+            std::string::npos);
+  EXPECT_NE(validate(sgd({{4}, {4}, {4}}, {1, 0, 2}, Region::Host))
+                .find("redoes without a scale"),
+            std::string::npos);
+  EXPECT_NE(validate(sgd({{4}, {4}, {4}}, {1, 0, 7}, Region::Host))
+                .find("speculation mode 7"),
+            std::string::npos);
+  EXPECT_NE(
+      validate(sgd({{4}, {4}}, {1, 0, 1}, Region::Host)).find("without a keep"),
+      std::string::npos);
+}
+
 TEST(KernelContract, RefusesWhatWouldReadOrWriteOutOfBounds) {
   struct Case {
     const char *what;
