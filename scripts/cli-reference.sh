@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Writes docs/cli.md: every tool's --help, from a build's tools.
 #
-#   scripts/cli-reference.sh [BUILD_DIR]     (default: build)
+#   scripts/cli-reference.sh [--check] [BUILD_DIR]     (default: build)
+#
+# --check writes nothing: it fails, with the difference, when docs/cli.md is
+# not what the tools print (a ctest runs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CHECK=0
+if [ "${1:-}" = "--check" ]; then
+  CHECK=1
+  shift
+fi
 BIN=${1:-build}/bin
 OUT=docs/cli.md
+TMP="$OUT.tmp"
+[ "$CHECK" = 1 ] && TMP=$(mktemp)
 {
   echo "# CLI reference"
   echo
@@ -25,6 +35,16 @@ OUT=docs/cli.md
     STRATA_PROFILE="" "$BIN/$tool" --help 2>&1
     echo '```'
   done
-} > "$OUT.tmp"
-mv "$OUT.tmp" "$OUT"
+} > "$TMP"
+if [ "$CHECK" = 1 ]; then
+  if ! diff -u "$OUT" "$TMP"; then
+    rm -f "$TMP"
+    echo "cli-reference: $OUT is stale: run scripts/cli-reference.sh" >&2
+    exit 1
+  fi
+  rm -f "$TMP"
+  echo "cli-reference: $OUT matches the tools' --help"
+  exit 0
+fi
+mv "$TMP" "$OUT"
 echo "cli-reference: wrote $OUT"

@@ -8,6 +8,8 @@
 #   - the Python bindings' suite, with the sanitizer runtime preloaded into
 #     the interpreter (the models are compiled by the regular build's
 #     strata-compile, given as the first argument),
+#   - speculative CPU updates with exact clipping (test_train.py, on the
+#     sanitized strata-run),
 #   - the tier planner's parallel searches, in a sanitized strata-compile
 #     (a second build, of that tool alone).
 # Any data race, lock-order inversion or deadlock report fails the run.
@@ -79,6 +81,11 @@ run python-bindings env LD_PRELOAD="$TSAN_RT" \
 os.environ.pop("LD_PRELOAD")
 sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
                      "test/python/test_bindings.py"]))'
+
+# Speculative CPU updates (exact clipping) under the sanitized strata-run:
+# the CPU queue, the SSD queues and the redo decisions between them.
+run speculative-updates /usr/bin/python3 test/models/test_train.py \
+  --bin "$TOOLS" --work "$WORK/train" -k test_speculative
 
 # The tier planner's searches run at once (--planner-threads), each on its
 # own clone of the program, sharing the MLIR context and a score cache: a

@@ -306,22 +306,28 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
     const artifact::Step &step = plan.steps[index];
     std::vector<artifact::InputUse> uses =
         artifact::inputUses(step.kernel, step.inputs.size(), step.ints);
-    artifact::Speculation mode =
-        artifact::isUpdateKernel(step.kernel)
-            ? artifact::updateOperands(step.kernel, step.inputs.size(),
-                                       step.ints)
-                  .speculation
-            : artifact::Speculation::None;
+    artifact::UpdateOperands operands;
+    if (artifact::isUpdateKernel(step.kernel))
+      operands = artifact::updateOperands(step.kernel, step.inputs.size(),
+                                          step.ints);
+    artifact::Speculation mode = operands.speculation;
     // Not speculating this step: the speculative updates do not run, and
-    // the redos are the plain updates.
+    // the redos are the plain updates, which leave the keeps alone.
     if (mode == artifact::Speculation::Speculate && !context.speculating)
       continue;
     bool redo = mode == artifact::Speculation::Redo && context.speculating;
+    size_t unusedFrom = mode == artifact::Speculation::Redo && !redo
+                            ? static_cast<size_t>(operands.keeps)
+                            : step.inputs.size();
     redoes |= redo;
     Update u{index, {}};
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       uint32_t slot = step.inputs[i];
       const Slot &s = plan.slots[slot];
+      if (i >= unusedFrom) {
+        u.ins.push_back({s.dtype, s.shape, nullptr});
+        continue;
+      }
       if (s.region != Region::Ssd) {
         u.ins.push_back({s.dtype, s.shape, artifact_.memoryOf(s)});
         continue;
