@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 import benchmodels
-from tracetools import cpu_update_overlap
+from tracetools import cpu_update_before_compute_end, cpu_update_overlap
 
 
 def main():
@@ -147,8 +147,9 @@ def clipping(a, thresholds):
              "`/usr/bin/python3 bench/offload.py --backend %s --clip %s`" %
              (a.backend, a.clip), "",
              "| states | clipping | updates | step (s) | CPU updates hidden "
-             "| steps clipped | steps redone |",
-             "|---|---|---|---|---|---|---|"]
+             "(beside kernels) | before the backward pass ended | steps "
+             "clipped | steps redone |",
+             "|---|---|---|---|---|---|---|---|"]
     failed = []
     try:
         model, data, shape = benchmodels.model_and_data(work, a.dim,
@@ -187,12 +188,13 @@ def clipping(a, thresholds):
                 times[key].append(statistics.median(
                     x["step_s"] for x in rows[1:]))
                 if r == 0:
-                    info[key] = (rows, cpu_update_overlap(trace))
+                    info[key] = (rows, cpu_update_overlap(trace),
+                                 cpu_update_before_compute_end(trace))
                 print(key, "round", r + 1, "%.4f s" % times[key][-1],
                       file=sys.stderr)
         for key in plans:
             states, c, mode = key
-            rows, share = info[key]
+            rows, share, before = info[key]
             clipped = redone = "-"
             if c != "none":
                 clipped = "%d of %d" % (sum(x["grad_norm"] > c
@@ -203,12 +205,12 @@ def clipping(a, thresholds):
                 if [(x["loss"], x["grad_norm"]) for x in rows] != \
                         [(x["loss"], x["grad_norm"]) for x in wait]:
                     failed.append("%s states, clip %s" % (states, c))
-            lines.append("| %s | %s | %s | %.4f | %.0f%% of %.3f s | %s | "
-                         "%s |" % (states, c if c == "none" else
-                                   "exact, %g" % c, mode,
-                                   statistics.median(times[key]),
-                                   100 * share[1], share[0], clipped,
-                                   redone))
+            lines.append("| %s | %s | %s | %.4f | %.0f%% of %.3f s | %.0f%% "
+                         "| %s | %s |" % (states, c if c == "none" else
+                                          "exact, %g" % c, mode,
+                                          statistics.median(times[key]),
+                                          100 * share[1], share[0],
+                                          100 * before, clipped, redone))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     lines += ["", "Speculating and waiting runs trained bit for bit alike "

@@ -22,3 +22,25 @@ def cpu_update_overlap(trace):
                 break
             hidden += max(0.0, min(x1, y1) - max(x0, y0))
     return total / 1e6, (hidden / total if total else 0.0)
+
+
+def cpu_update_before_compute_end(trace):
+    """The share of CPU-update work in the trace that ran before the last
+    compute kernel of its step (its run) ended: the work that did not
+    lengthen the step, whether or not a kernel ran beside it."""
+    ev = [e for e in json.load(open(trace))["traceEvents"]
+          if e.get("ph") == "X"]
+    runs = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == "run"]
+    total = before = 0.0
+    for r0, r1 in runs:
+        inside = [e for e in ev if r0 <= e["ts"] <= r1]
+        comp = [e["ts"] + e["dur"] for e in inside if e["tid"] == COMPUTE]
+        if not comp:
+            continue
+        end = max(comp)
+        for e in inside:
+            if e["tid"] == CPU_OPTIMIZER:
+                x0, x1 = e["ts"], e["ts"] + e["dur"]
+                total += x1 - x0
+                before += max(0.0, min(x1, end) - x0)
+    return before / total if total else 0.0

@@ -115,6 +115,15 @@ std::string formatMemoryReport(const Plan &plan) {
         static_cast<unsigned long long>(plan.memoryOf("device_updates")), cpu,
         cpu - exposed, exposed);
     out += buf;
+    if (uint64_t s = plan.memoryOf("speculative")) {
+      std::snprintf(buf, sizeof(buf),
+                    "  %llu of them speculate (exact clipping): they run "
+                    "beside the backward pass as if the step did not clip, "
+                    "predicted so; a step that clips redoes them after it "
+                    "(--speculate-updates)\n",
+                    static_cast<unsigned long long>(s));
+      out += buf;
+    }
   }
   if (uint64_t n = plan.memoryOf("planner_evaluated")) {
     // The naive plans the planner scored beside its own.
