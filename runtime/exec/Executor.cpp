@@ -113,6 +113,45 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
         artifact::isUpdateKernel(step.kernel) &&
         artifact::updateOperands(step.kernel, step.inputs.size(), step.ints)
                 .speculation == artifact::Speculation::Redo;
+  // Speculation's alternating pairs: an SSD tensor and its SSD keep that no
+  // step but the speculative update and its redo touch.
+  flipKeep_.assign(plan.slots.size(), -1);
+  flipHome_.assign(plan.slots.size(), -1);
+  flipped_.reset(new std::atomic<bool>[plan.slots.size()]);
+  for (size_t s = 0; s < plan.slots.size(); ++s)
+    flipped_[s] = false;
+  if (speculates_) {
+    std::vector<uint32_t> touches(plan.slots.size(), 0);
+    for (const artifact::Step &step : plan.steps) {
+      for (uint32_t s : step.inputs)
+        ++touches[s];
+      for (uint32_t s : step.outputs)
+        ++touches[s];
+    }
+    for (const artifact::Step &step : plan.steps) {
+      if (!artifact::isUpdateKernel(step.kernel))
+        continue;
+      artifact::UpdateOperands at =
+          artifact::updateOperands(step.kernel, step.inputs.size(), step.ints);
+      if (at.speculation != artifact::Speculation::Speculate)
+        continue;
+      std::vector<size_t> written{0};
+      for (size_t i = 2; i < at.before; ++i)
+        written.push_back(i);
+      if (at.low >= 0)
+        written.push_back(static_cast<size_t>(at.low));
+      for (size_t j = 0; j < written.size(); ++j) {
+        uint32_t home = step.inputs[written[j]];
+        uint32_t keep = step.inputs[static_cast<size_t>(at.keeps) + j];
+        if (plan.slots[home].region == Region::Ssd &&
+            plan.slots[keep].region == Region::Ssd && touches[home] == 2 &&
+            touches[keep] == 2 && flipKeep_[home] < 0 && flipHome_[keep] < 0) {
+          flipKeep_[home] = keep;
+          flipHome_[keep] = home;
+        }
+      }
+    }
+  }
   cpuJobAt_.assign(n, 0);
   for (size_t j = 0; j < cpuJobs_.size(); ++j)
     cpuJobAt_[cpuJobs_[j].from] = j + 1;
@@ -194,7 +233,39 @@ cpu::TensorRef Executor::ref(uint32_t slot) {
   return t;
 }
 
+uint64_t Executor::ssdOffset(uint32_t slot, bool alt) const {
+  const Plan &plan = artifact_.plan();
+  int64_t keep = flipKeep_.empty() ? -1 : flipKeep_[slot];
+  if (keep < 0)
+    return plan.slots[slot].offset;
+  bool keepCurrent = flipped_[slot].load() != alt;
+  return plan.slots[keepCurrent ? static_cast<size_t>(keep) : slot].offset;
+}
+
+bool Executor::settleSpeculation(std::string &error) {
+  const Plan &plan = artifact_.plan();
+  if (!speculates_ || !backend_->synchronize(error))
+    return !speculates_;
+  for (size_t s = 0; s < flipKeep_.size(); ++s) {
+    if (flipKeep_[s] < 0 || !flipped_[s])
+      continue;
+    uint64_t padded = artifact::pagePadded(plan.slots[s].bytes);
+    artifact::AlignedBuffer buffer(padded);
+    const Slot &keep = plan.slots[static_cast<size_t>(flipKeep_[s])];
+    if (!artifact_.ssd()->read(keep.offset, buffer.data(), padded, error) ||
+        !artifact_.ssd()->write(plan.slots[s].offset, buffer.data(), padded,
+                                error))
+      return (error = "moving '" + plan.slots[s].name +
+                      "' back to its place on the SSD: " + error,
+              false);
+    flipped_[s] = false;
+  }
+  return true;
+}
+
 bool Executor::parametersToHost(std::string &error) {
+  if (!settleSpeculation(error))
+    return false;
   if (!ownsParams_)
     return true;
   return backend_->synchronize(error) &&
@@ -203,6 +274,10 @@ bool Executor::parametersToHost(std::string &error) {
 }
 
 bool Executor::parametersToDevice(std::string &error) {
+  // The artifact's image was just loaded (a checkpoint): every tensor is at
+  // its own place.
+  for (size_t s = 0; s < flipKeep_.size(); ++s)
+    flipped_[s] = false;
   if (!ownsParams_)
     return true;
   return backend_->synchronize(error) &&
@@ -308,8 +383,8 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
         artifact::inputUses(step.kernel, step.inputs.size(), step.ints);
     artifact::UpdateOperands operands;
     if (artifact::isUpdateKernel(step.kernel))
-      operands = artifact::updateOperands(step.kernel, step.inputs.size(),
-                                          step.ints);
+      operands =
+          artifact::updateOperands(step.kernel, step.inputs.size(), step.ints);
     artifact::Speculation mode = operands.speculation;
     // Not speculating this step: the speculative updates do not run, and
     // the redos are the plain updates, which leave the keeps alone.
@@ -333,9 +408,23 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
         continue;
       }
       u.ins.push_back({s.dtype, s.shape, staged + at});
-      ssd.push_back(
-          {slot, at, uses[i].written, index, uses[i].read, /*redo=*/redo});
+      SsdOperand o{slot,         at, uses[i].written, index, uses[i].read,
+                   /*redo=*/redo};
+      o.home = slot;
+      bool keepInput = operands.keeps >= 0 && i >= size_t(operands.keeps);
+      if (keepInput && flipHome_[slot] >= 0) {
+        // The keep of an alternating pair: the old values stay at the
+        // tensor's current place, which a redo reads them from.
+        o.home = static_cast<uint32_t>(flipHome_[slot]);
+        o.skip = mode == artifact::Speculation::Speculate;
+      } else if (!keepInput && flipKeep_[slot] >= 0 &&
+                 mode == artifact::Speculation::Speculate) {
+        o.writeAlt = uses[i].written;
+      }
+      ssd.push_back(o);
       at += artifact::pagePadded(s.bytes);
+      if (o.skip)
+        continue;
       writesSsd |= uses[i].written;
       // Counted here, on the issuing thread: SSD -> host and back. A
       // redo's are counted where they are staged, only if it runs.
@@ -386,6 +475,12 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
           for (const Update &u : redos)
             if (!cpu::redoNeeded(artifact_.plan().steps[u.index], u.ins))
               idle->push_back(u.index);
+          // The speculative updates of idle redos stand: their results, at
+          // the other place of each alternating pair, become current.
+          for (const SsdOperand &o : ssd)
+            if (o.redo && o.home == o.slot && flipKeep_[o.slot] >= 0 &&
+                std::find(idle->begin(), idle->end(), o.step) != idle->end())
+              flipped_[o.slot] = !flipped_[o.slot];
           return stageCpuJob(ssd, staged, true, *idle, error);
         }))
       return false;
@@ -455,7 +550,7 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
                            std::string &error) {
   const Plan &plan = artifact_.plan();
   for (const SsdOperand &o : operands) {
-    if (read ? !o.read : !o.written)
+    if (o.skip || (read ? !o.read : !o.written))
       continue;
     if (o.redo) {
       if (std::find(idleRedos.begin(), idleRedos.end(), o.step) !=
@@ -467,9 +562,12 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
     const Slot &s = plan.slots[o.slot];
     uint64_t padded = artifact::pagePadded(s.bytes);
     double start = trace_ ? trace_->now() : 0;
+    // At its place now; a speculative update's result goes to the other
+    // place of an alternating pair.
+    uint64_t where = ssdOffset(o.home, !read && o.writeAlt);
     bool ok =
-        read ? artifact_.ssd()->read(s.offset, area + o.offset, padded, error)
-             : artifact_.ssd()->write(s.offset, area + o.offset, padded, error);
+        read ? artifact_.ssd()->read(where, area + o.offset, padded, error)
+             : artifact_.ssd()->write(where, area + o.offset, padded, error);
     if (trace_)
       trace_->add(s.name, read ? "ssd-read" : "ssd-write",
                   read ? Lane::SsdRead : Lane::SsdWrite, start, trace_->now(),

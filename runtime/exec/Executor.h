@@ -156,7 +156,19 @@ private:
     /// written); whether it belongs to a redo, staged only when the redo
     /// is needed.
     bool read = true, redo = false;
+    /// Where it is on the SSD (speculation's alternating pairs, see
+    /// flipKeep_): the location of `home` now; a speculative update writes
+    /// its new values to the other one (`writeAlt`) and leaves its keep
+    /// (`skip`) alone, the old values staying where they were.
+    uint32_t home = 0;
+    bool writeAlt = false, skip = false;
   };
+  /// Where a slot's current value is on the SSD (its own offset, or its
+  /// partner's while the pair is flipped); `alt`: the other one.
+  uint64_t ssdOffset(uint32_t slot, bool alt) const;
+  /// Makes every flipped pair's own slot current again (an SSD copy each),
+  /// before the artifact's image is read.
+  bool settleSpeculation(std::string &error);
   /// Gives a CPU job to the CPU queue. Its SSD operands are read into one
   /// of two staging areas on the SSD read queue ahead of it and written
   /// back on the SSD write queue after it, so that one job's reads, the
@@ -209,6 +221,16 @@ private:
   std::atomic<int64_t> redone_{0};
   std::atomic<uint64_t> redoStaged_[2] = {{0}, {0}};
   bool speculates_ = false, lastSpeculated_ = false, lastClipped_ = false;
+  /// A tensor on the SSD that only a speculative update and its redo touch
+  /// alternates with its keep, also on the SSD: the speculative update
+  /// writes its result to whichever of the two is not current, so that the
+  /// old values stay where they are; a step that does not clip then only
+  /// flips which one is current. flipKeep_[slot]: the keep of such a
+  /// tensor (-1: none); flipHome_[keep]: the tensor; flipped_[slot]: the
+  /// keep is current (set on the SSD queues, read there and by
+  /// settleSpeculation after a synchronise).
+  std::vector<int64_t> flipKeep_, flipHome_;
+  std::unique_ptr<std::atomic<bool>[]> flipped_;
   /// Set on the CPU queue when a redo finds its scale is not 1.
   std::atomic<bool> runClipped_{false};
   int cpuLastWriteArea_ = -1;

@@ -5,8 +5,8 @@
 // step that does not speculate runs the redo as the plain update.
 
 #include "runtime/artifact/KernelTable.h"
-#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Half.h"
+#include "runtime/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -93,8 +93,8 @@ TEST(SpeculativeUpdates, RedoGivesThePlainUpdateForEveryScale) {
   const int64_t n = 3 * 65536 + 123;
   KernelContext ctx;
   ctx.step = 3;
-  for (float scale : {1.0f, 0.37f, 0.0f,
-                      std::numeric_limits<float>::quiet_NaN()}) {
+  for (float scale :
+       {1.0f, 0.37f, 0.0f, std::numeric_limits<float>::quiet_NaN()}) {
     Tensors plain(n), spec(n);
     plain.scale[0] = scale;
     plain.run(Speculation::None, ctx);
@@ -108,9 +108,9 @@ TEST(SpeculativeUpdates, RedoGivesThePlainUpdateForEveryScale) {
     artifact::Step redo;
     redo.kernel = Kernel::UpdateAdamW;
     redo.ints = {1, 1, static_cast<int64_t>(Speculation::Redo)};
-    std::vector<TensorRef> in{spec.ref(spec.w), spec.ref(spec.g),
-                              spec.ref(spec.m), spec.ref(spec.v),
-                              spec.scalar(),    spec.ref(spec.low),
+    std::vector<TensorRef> in{spec.ref(spec.w),  spec.ref(spec.g),
+                              spec.ref(spec.m),  spec.ref(spec.v),
+                              spec.scalar(),     spec.ref(spec.low),
                               spec.ref(spec.kw), spec.ref(spec.km),
                               spec.ref(spec.kv), spec.ref(spec.klow)};
     EXPECT_EQ(redoNeeded(redo, in), scale != 1.0f) << scale;
