@@ -17,8 +17,20 @@ mkdir -p "$WORK"
 V="$WORK/venv/bin"
 "$V/pip" install -q --no-deps -r "$ROOT/test/models/requirements-models.txt" \
   scikit-build-core==0.10.7 pathspec==0.12.1
-# The build folder stays in WORK, so a rerun rebuilds only what changed.
-(cd "$ROOT" && "$V/pip" install -q --no-build-isolation --no-deps \
+# From a snapshot of the checkout's files (tracked, and new ones git does
+# not ignore; modification times kept): the build backend walks the whole
+# source folder, where other tests create and delete their work files
+# under build/ meanwhile. The build folder stays in WORK, so a rerun
+# rebuilds only what changed.
+SRC="$ROOT"
+if git -C "$ROOT" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  SRC="$WORK/src"
+  rm -rf "$SRC"
+  mkdir -p "$SRC"
+  (cd "$ROOT" && git ls-files -z -co --exclude-standard |
+    tar --null --ignore-failed-read -T - -cf -) | tar -xf - -C "$SRC"
+fi
+(cd "$SRC" && "$V/pip" install -q --no-build-isolation --no-deps \
   --config-settings=build-dir="$WORK/build" .)
 cd "$WORK"
 env -u PYTHONPATH -u STRATA_BIN "$V/python" - "$WORK/venv" <<'PY'
