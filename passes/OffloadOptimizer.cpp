@@ -637,8 +637,9 @@ struct Offloader {
              << (speculate ? "speculating, they would overlap nothing: "
                              "their gradients are final at its end, or "
                              "their kind does not speculate"
-                           : "--speculate-updates or --clip-mode "
-                             "previous-step lets them overlap")
+                           : "--clip-mode previous-step lets them overlap, "
+                             "and, without loss scaling, "
+                             "--speculate-updates")
              << ")";
       if (last)
         diag << "; " << last

@@ -774,7 +774,14 @@ int main(int argc, char **argv) {
   tiers.gradients = placeGradients.getValue();
   tiers.updates = placeUpdates.getValue();
   tiers.cpuJobBytes = cpuJobBytes.getValue();
-  tiers.speculate = speculateUpdates.getValue();
+  // Under loss scaling a step's scale is never 1 (it unscales), so an
+  // update run as if it were would always be redone.
+  tiers.speculate =
+      speculateUpdates.getValue() && effectiveLossScale() == "none";
+  if (speculateUpdates.getNumOccurrences() && speculateUpdates &&
+      !tiers.speculate)
+    llvm::errs() << "strata-compile: note: --speculate-updates has no "
+                    "effect with loss scaling (a step's scale is never 1)\n";
   tiers.lowCopies = lowCopies == "on";
   // The copies' values are made when the artifact is written: compiling
   // (and a plan-only compile, which writes none) never reads the weights.
