@@ -76,14 +76,19 @@ std::string displayName(Value stored) {
   return "?";
 }
 
+/// Where an update kernel's optional operands are (artifact::updateOperands).
+artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
+  artifact::Kernel kernel;
+  artifact::kernelByName(k.getKernel().str(), kernel);
+  return artifact::updateOperands(
+      kernel, k.getInputs().size(),
+      std::vector<int64_t>(k.getInts().begin(), k.getInts().end()));
+}
+
 Candidate examine(exec::KernelOp update) {
   Candidate c;
   c.update = update;
-  artifact::Kernel kernel;
-  artifact::kernelByName(update.getKernel().str(), kernel);
-  artifact::UpdateOperands at = artifact::updateOperands(
-      kernel, update.getInputs().size(),
-      std::vector<int64_t>(update.getInts().begin(), update.getInts().end()));
+  artifact::UpdateOperands at = updateOperandsOf(update);
   c.scale = at.scale;
   // With accumulation the update reads (and clears) the accumulator, a
   // stored tensor fetched like the states: the CPU updates it where it
@@ -594,14 +599,6 @@ struct Offloader {
       m.setInts(ints);
     }
     return moved;
-  }
-
-  static artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
-    artifact::Kernel kernel;
-    artifact::kernelByName(k.getKernel().str(), kernel);
-    return artifact::updateOperands(
-        kernel, k.getInputs().size(),
-        std::vector<int64_t>(k.getInts().begin(), k.getInts().end()));
   }
 
   void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved, size_t jobs,

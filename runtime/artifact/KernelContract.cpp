@@ -417,11 +417,7 @@ bool StepChecker::update() {
     if ((at.speculation == Speculation::Speculate) != (at.scale < 0))
       return fail(at.scale < 0 ? "redoes without a scale"
                                : "speculates with a scale");
-    std::vector<int> written{0};
-    for (unsigned i = 2; i < at.before; ++i)
-      written.push_back(static_cast<int>(i));
-    if (at.low >= 0)
-      written.push_back(at.low);
+    std::vector<size_t> written = keptInputs(at);
     for (size_t j = 0; j < keeps; ++j)
       if (!sameType(in(at.keeps + j), in(written[j])) ||
           !sameShape(in(at.keeps + j), in(written[j])))

@@ -200,4 +200,13 @@ UpdateOperands updateOperands(Kernel kernel, size_t numInputs,
   return out;
 }
 
+std::vector<size_t> keptInputs(const UpdateOperands &at) {
+  std::vector<size_t> kept{0};
+  for (size_t i = 2; i < at.before; ++i)
+    kept.push_back(i);
+  if (at.low >= 0)
+    kept.push_back(static_cast<size_t>(at.low));
+  return kept;
+}
+
 } // namespace strata::artifact

@@ -126,6 +126,11 @@ struct UpdateOperands {
 UpdateOperands updateOperands(Kernel kernel, size_t numInputs,
                               const std::vector<int64_t> &ints);
 
+/// The inputs a speculative update keeps, in the order of its keeps: w,
+/// the states, the low-precision copy (keep j of input keptInputs(at)[j]
+/// is input at.keeps + j).
+std::vector<size_t> keptInputs(const UpdateOperands &at);
+
 } // namespace strata::artifact
 
 #endif // STRATA_RUNTIME_ARTIFACT_KERNELTABLE_H

@@ -130,17 +130,6 @@ namespace {
 /// and no second read.
 constexpr int64_t kSpeculationBlock = int64_t(1) << 16;
 
-/// The tensors a speculative update writes, in the order of its keeps: w,
-/// the states, the low-precision copy.
-std::vector<size_t> keptInputs(const artifact::UpdateOperands &at) {
-  std::vector<size_t> written{0};
-  for (size_t i = 2; i < at.before; ++i)
-    written.push_back(i);
-  if (at.low >= 0)
-    written.push_back(static_cast<size_t>(at.low));
-  return written;
-}
-
 /// memcpy, with the destination written past the caches where it is
 /// aligned (x86-64): a keep is read again only on a step that clips, and a
 /// cached store would first read the line it overwrites. Ends with a fence,
@@ -168,7 +157,7 @@ void streamCopy(char *dst, const char *src, size_t bytes) {
 void copyKeeps(const artifact::UpdateOperands &at,
                const std::vector<TensorRef> &in, bool toKeeps, int64_t from,
                int64_t to) {
-  std::vector<size_t> written = keptInputs(at);
+  std::vector<size_t> written = artifact::keptInputs(at);
   for (size_t j = 0; j < written.size(); ++j) {
     const TensorRef &live = in[written[j]];
     const TensorRef &keep = in[static_cast<size_t>(at.keeps) + j];

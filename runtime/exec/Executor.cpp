@@ -135,11 +135,7 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
           artifact::updateOperands(step.kernel, step.inputs.size(), step.ints);
       if (at.speculation != artifact::Speculation::Speculate)
         continue;
-      std::vector<size_t> written{0};
-      for (size_t i = 2; i < at.before; ++i)
-        written.push_back(i);
-      if (at.low >= 0)
-        written.push_back(static_cast<size_t>(at.low));
+      std::vector<size_t> written = artifact::keptInputs(at);
       for (size_t j = 0; j < written.size(); ++j) {
         uint32_t home = step.inputs[written[j]];
         uint32_t keep = step.inputs[static_cast<size_t>(at.keeps) + j];
@@ -244,8 +240,10 @@ uint64_t Executor::ssdOffset(uint32_t slot, bool alt) const {
 
 bool Executor::settleSpeculation(std::string &error) {
   const Plan &plan = artifact_.plan();
-  if (!speculates_ || !backend_->synchronize(error))
-    return !speculates_;
+  if (!speculates_)
+    return true;
+  if (!backend_->synchronize(error))
+    return false;
   for (size_t s = 0; s < flipKeep_.size(); ++s) {
     if (flipKeep_[s] < 0 || !flipped_[s])
       continue;
@@ -371,6 +369,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   struct Update {
     size_t index;
     std::vector<cpu::TensorRef> ins;
+    artifact::Speculation mode = artifact::Speculation::None;
   };
   std::vector<Update> updates;
   std::vector<SsdOperand> ssd;
@@ -395,7 +394,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
                             ? static_cast<size_t>(operands.keeps)
                             : step.inputs.size();
     redoes |= redo;
-    Update u{index, {}};
+    Update u{index, {}, mode};
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       uint32_t slot = step.inputs[i];
       const Slot &s = plan.slots[slot];
@@ -466,9 +465,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
     std::vector<Update> redos;
     if (redoes)
       for (const Update &u : updates)
-        if (std::any_of(ssd.begin(), ssd.end(), [&](const SsdOperand &o) {
-              return o.redo && o.step == u.index;
-            }))
+        if (u.mode == artifact::Speculation::Redo && context.speculating)
           redos.push_back(u);
     if (!backend_->hostTask(Queue::SsdRead, [this, ssd, staged, idle,
                                              redos](std::string &error) {
@@ -497,9 +494,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
           // A redo runs only when its step clipped (cpu::redoNeeded);
           // otherwise the speculative update stands. Without speculation
           // it is the update.
-          if (speculates_ &&
-              artifact::updateOperands(step.kernel, u.ins.size(), step.ints)
-                      .speculation == artifact::Speculation::Redo) {
+          if (u.mode == artifact::Speculation::Redo) {
             bool clipped = cpu::redoNeeded(step, u.ins);
             if (clipped)
               runClipped_ = true;
