@@ -130,6 +130,14 @@ exec::KernelOp createTransfer(OpBuilder &b, Location loc, StringRef kernel,
   return b.create<exec::KernelOp>(loc, results, kernel, operands);
 }
 
+artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
+  artifact::Kernel kernel;
+  artifact::kernelByName(k.getKernel().str(), kernel);
+  return artifact::updateOperands(
+      kernel, k.getInputs().size(),
+      std::vector<int64_t>(k.getInts().begin(), k.getInts().end()));
+}
+
 bool isCpuUpdate(exec::KernelOp k) {
   artifact::Kernel kernel;
   if (!artifact::kernelByName(k.getKernel().str(), kernel) ||

@@ -58,6 +58,9 @@ std::vector<unsigned> writtenInputs(exec::KernelOp kernel);
 /// Whether `kernel` reads and writes each input (artifact::inputUses).
 std::vector<artifact::InputUse> inputUses(exec::KernelOp kernel);
 
+/// Where an update kernel's optional operands are (artifact::updateOperands).
+artifact::UpdateOperands updateOperandsOf(exec::KernelOp k);
+
 /// The arena range of `v`, if it lives in the arena.
 std::optional<artifact::ArenaRange> arenaRange(mlir::Value v,
                                                bool pageAligned = false);

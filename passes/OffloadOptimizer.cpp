@@ -76,15 +76,6 @@ std::string displayName(Value stored) {
   return "?";
 }
 
-/// Where an update kernel's optional operands are (artifact::updateOperands).
-artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
-  artifact::Kernel kernel;
-  artifact::kernelByName(k.getKernel().str(), kernel);
-  return artifact::updateOperands(
-      kernel, k.getInputs().size(),
-      std::vector<int64_t>(k.getInts().begin(), k.getInts().end()));
-}
-
 Candidate examine(exec::KernelOp update) {
   Candidate c;
   c.update = update;

@@ -127,6 +127,23 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         b.getNamedAttr("planner_bound_updates_us", usFloor(bound.updates)),
         b.getNamedAttr("planner_bound_ssd_read_us", usFloor(bound.ssdRead)),
         b.getNamedAttr("planner_bound_ssd_write_us", usFloor(bound.ssdWrite))};
+    if (bound.relaxed > 0) {
+      const PlacementBound::Relaxation &r = bound.relaxation;
+      auto bytes = [&](double v) {
+        return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(v)));
+      };
+      for (auto [key, value] :
+           {std::pair{"planner_bound_relaxed_us", usFloor(bound.relaxed)},
+            std::pair{"planner_relaxed_compute_us", usFloor(r.compute)},
+            std::pair{"planner_relaxed_to_device_us", usFloor(r.toDevice)},
+            std::pair{"planner_relaxed_to_host_us", usFloor(r.toHost)},
+            std::pair{"planner_relaxed_cpu_us", usFloor(r.cpu)},
+            std::pair{"planner_relaxed_recomputed_bytes", bytes(r.recomputed)},
+            std::pair{"planner_relaxed_swapped_bytes", bytes(r.swapped)},
+            std::pair{"planner_relaxed_fetched_bytes", bytes(r.fetched)},
+            std::pair{"planner_relaxed_cpu_bytes", bytes(r.cpuUpdated)}})
+        entries.push_back(b.getNamedAttr(key, value));
+    }
     for (auto &[key, s] : naive)
       entries.push_back(b.getNamedAttr(
           s.fits() ? key + "_us" : key + "_over_bytes",

@@ -216,6 +216,18 @@ struct PlacementBound {
   /// The passes' fetches and the updates' reads, over the host link and
   /// the CPU optimizer together.
   double updates = 0;
+  /// The memory relaxation's optimum (0 where it was not solved: no GPU,
+  /// no device budget, or no GLPK): a linear programme over the fraction
+  /// of each stored tensor kept, fetched or updated on the CPU and of each
+  /// activation kept, swapped or recomputed, with the device budget at the
+  /// boundary of the passes (see PlacementBound.cpp).
+  double relaxed = 0;
+  /// At the relaxation's optimum: each resource's busy seconds, and the
+  /// device bytes taken off by each way of freeing memory.
+  struct Relaxation {
+    double compute = 0, toDevice = 0, toHost = 0, cpu = 0;
+    double recomputed = 0, swapped = 0, fetched = 0, cpuUpdated = 0;
+  } relaxation;
   /// The busiest resource's.
   double seconds() const;
 };

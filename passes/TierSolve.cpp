@@ -25,17 +25,23 @@
 //    that configuration adds to each queue's busy time, to the replayed
 //    step and to the device's and the host's bytes.
 // 4. The integer programme. How many groups of each type take each
-//    configuration: minimise T, with T at least the step and at least every
-//    queue's busy time (each linear in the counts), the device's and the
-//    host's bytes within the budgets, and the counts of a type summing to
-//    its groups. GLPK (glp_intopt, branch and cut) solves it to proven
-//    optimality; a small tie-break prefers less traffic in all. The counts
-//    are spread over each type's layers evenly, and put on its last layers
-//    (whose updates come first in the backward pass) as an alternative.
-// 5. Checking. The placement is scored. Over a budget (the model is linear,
-//    the arena's packing is not quite), the budget's row is tightened by
-//    the excess and the programme solved again. Then single groups move
-//    between configurations, the moves the model rates best first, while
+//    configuration: minimise T, with T at least every queue's busy time
+//    (linear in the counts) and at least the step, whose growth is not
+//    linear (a few groups' transfers hide behind the compute, many do not):
+//    each configuration's is measured at a quarter of the groups too and
+//    modelled as convex and piecewise linear through both measurements
+//    (Coefficients::step); the device's and the host's bytes within the
+//    budgets, and the counts of a type summing to its groups. GLPK (glp_intopt,
+//    branch and cut) solves it to proven optimality; a small tie-break prefers
+//    less traffic in all. The counts are spread over each type's layers evenly,
+//    and put on its last layers (whose updates come first in the backward pass)
+//    as an alternative.
+// 5. Checking. The placement is scored, and so is the programme's optimum
+//    without the step's row (the queues alone), which sometimes places
+//    better: the step is modelled from two measurements. Over a budget (the
+//    model is linear, the arena's packing is not quite), the budget's row is
+//    tightened by the excess and the programme solved again. Then single groups
+//    move between configurations, the moves the model rates best first, while
 //    the scored step drops.
 //
 // What is exact and what is not: the programme's optimum is exact for the
@@ -155,7 +161,7 @@ Tier tierFor(Role r, const Config &c) {
 }
 
 /// The times the programme bounds T with, read from a Usage: the step
-/// (index 0; not a row unless asked), each queue's busy time, and the
+/// (index 0; modelled by Coefficients::step), each queue's busy time, and the
 /// backward pass's start plus each queue's busy time after it.
 constexpr unsigned kNumTimes = 13;
 double &timeOf(Usage &u, unsigned r) {
@@ -173,6 +179,21 @@ double timeOf(const Usage &u, unsigned r) {
 struct Coefficients {
   double time[kNumTimes] = {};
   double device = 0, host = 0;
+  /// The replayed step's growth is not linear in the count: a few groups'
+  /// transfers and CPU work hide behind the compute, many do not. It is
+  /// measured at two counts, `at` groups and all of them (time[0] is per
+  /// group over all), and modelled as the larger of two lines, one through
+  /// the origin and (at, stepAt), the other through (at, stepAt) and (all,
+  /// all * time[0]): step(n) = max(n * stepAt / at, stepAt + (n - at) *
+  /// steeper), convex, and through both points when the growth is.
+  int64_t at = 0;
+  double stepAt = 0, steeper = 0;
+  double step(int64_t n) const {
+    if (at <= 0)
+      return n * time[0];
+    double first = n * (stepAt / static_cast<double>(at));
+    return std::max(first, stepAt + (n - at) * steeper);
+  }
 };
 
 struct Group {
@@ -195,11 +216,13 @@ using Counts = SmallVector<SmallVector<int64_t>>;
 namespace {
 
 /// The programme of step 4 for `types`, with the reference's usage `base`
-/// and the byte limits `deviceLimit` and `hostLimit` (0: none). Returns the
-/// optimal counts, or nothing when no counts meet the limits.
+/// and the byte limits `deviceLimit` and `hostLimit` (0: none), with the
+/// step's row or without it (`stepRow`). Returns the optimal counts, or
+/// nothing when no counts meet the limits.
 std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
                                   double deviceLimit, double hostLimit,
-                                  double *optimum = nullptr) {
+                                  double *optimum = nullptr,
+                                  bool stepRow = true) {
   glp_term_out(GLP_OFF);
   glp_prob *lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MIN);
@@ -214,9 +237,13 @@ std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
     glp_set_row_bnds(lp, t + 1, GLP_FX,
                      static_cast<double>(types[t].groups.size()),
                      static_cast<double>(types[t].groups.size()));
-  // The replayed step itself (time 0) is not linear in the counts (the
-  // queues overlap): it is measured, not modelled, and has no row.
-  glp_set_row_bnds(lp, timeRow0, GLP_FR, 0, 0);
+  // The replayed step (time 0) is the base's plus each column's convex
+  // piecewise-linear growth (Coefficients::step), an auxiliary column y
+  // each with a row per line (line - y <= 0): T >= base + sum y.
+  if (stepRow)
+    glp_set_row_bnds(lp, timeRow0, GLP_UP, 0, -base.step);
+  else
+    glp_set_row_bnds(lp, timeRow0, GLP_FR, 0, 0);
   for (unsigned r = 1; r < kNumTimes; ++r)
     glp_set_row_bnds(lp, timeRow0 + r, GLP_UP, 0, -timeOf(base, r));
   if (deviceLimit > 0)
@@ -238,14 +265,16 @@ std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
     ja.push_back(col);
     ar.push_back(value);
   };
-  int numCols = 1;
+  int numCols = 1, numCounts = 0;
   for (const GroupType &t : types)
-    numCols += static_cast<int>(t.configs.size());
+    numCounts += static_cast<int>(t.configs.size());
+  numCols += 2 * numCounts;
   glp_add_cols(lp, numCols);
   glp_set_col_bnds(lp, 1, GLP_LO, 0, 0);
   glp_set_obj_coef(lp, 1, 1);
   for (unsigned r = 0; r < kNumTimes; ++r)
     entry(timeRow0 + r, 1, -1);
+  int lineRow = glp_add_rows(lp, 2 * numCounts);
   // The second stage's objective: among counts with the least T, the
   // least busy time in all (per column).
   std::vector<double> tieBreak;
@@ -257,13 +286,32 @@ std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
                        static_cast<double>(type.groups.size()));
       entry(static_cast<int>(t) + 1, col, 1);
       double total = 0;
-      for (unsigned r = 0; r < kNumTimes; ++r) {
+      for (unsigned r = 1; r < kNumTimes; ++r) {
         entry(timeRow0 + r, col, c.time[r]);
-        total += r == 0 ? 0 : c.time[r];
+        total += c.time[r];
       }
       tieBreak.push_back(total);
       entry(deviceRow, col, c.device / kGiB);
       entry(hostRow, col, c.host / kGiB);
+      // The step's growth y (column col + numCounts): at least each line.
+      int y = col + numCounts;
+      glp_set_col_bnds(lp, y, GLP_FR, 0, 0);
+      entry(timeRow0, y, 1);
+      double first =
+          c.at > 0 ? c.stepAt / static_cast<double>(c.at) : c.time[0];
+      entry(lineRow, col, first);
+      entry(lineRow, y, -1);
+      glp_set_row_bnds(lp, lineRow++, GLP_UP, 0, 0);
+      if (c.at > 0) {
+        // steeper * n - y <= steeper * at - stepAt
+        entry(lineRow, col, c.steeper);
+        entry(lineRow, y, -1);
+        glp_set_row_bnds(lp, lineRow, GLP_UP, 0,
+                         c.steeper * static_cast<double>(c.at) - c.stepAt);
+      } else {
+        glp_set_row_bnds(lp, lineRow, GLP_FR, 0, 0);
+      }
+      ++lineRow;
       ++col;
     }
   glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(),
@@ -314,7 +362,8 @@ Usage modelled(ArrayRef<GroupType> types, const Usage &base,
   Usage u = base;
   for (auto [type, n] : llvm::zip(types, counts))
     for (auto [c, k] : llvm::zip(type.cost, n)) {
-      for (unsigned r = 0; r < kNumTimes; ++r)
+      time[0] += c.step(k);
+      for (unsigned r = 1; r < kNumTimes; ++r)
         time[r] += k * c.time[r];
       u.device += k * c.device;
       u.host += k * c.host;
@@ -327,7 +376,7 @@ Usage modelled(ArrayRef<GroupType> types, const Usage &base,
 /// The programme's objective for a modelled usage.
 double objective(const Usage &u) {
   double t = 0;
-  for (unsigned r = 1; r < kNumTimes; ++r)
+  for (unsigned r = 0; r < kNumTimes; ++r)
     t = std::max(t, timeOf(u, r));
   return t;
 }
@@ -580,6 +629,20 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
           k.time[r] = (timeOf(s.usage, r) - timeOf(ref.usage, r)) / n;
         k.device = (s.usage.device - ref.usage.device) / n;
         k.host = (s.usage.host - ref.usage.host) / n;
+        // The step's growth at a quarter of the groups (the last ones,
+        // where spread() puts the configurations further from the device).
+        int64_t at = static_cast<int64_t>(t.groups.size()) / 4;
+        if (at < 1)
+          continue;
+        SmallVector<unsigned> few = reference;
+        for (size_t g = t.groups.size() - at; g < t.groups.size(); ++g)
+          few[t.groups[g]] = t.configs[c];
+        Score f = score(func, build(base, few));
+        if (f.usage.device == 0)
+          continue;
+        k.at = at;
+        k.stepAt = f.usage.step - ref.usage.step;
+        k.steeper = (k.time[0] * n - k.stepAt) / (n - static_cast<double>(at));
       }
     }
     if (check && &base == &bases.front() &&
@@ -592,21 +655,30 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     Placement placed;
     Score placedScore;
     for (int attempt = 0; attempt < 4; ++attempt) {
-      std::optional<Counts> solved =
-          solveCounts(measured, ref.usage, deviceLimit, hostLimit);
-      if (!solved)
-        break;
-      counts = solved;
-      for (bool last : {false, true}) {
-        Placement p = build(base, spread(*solved, last));
-        p.label = last ? "layer programme (last layers off the device)"
-                       : "layer programme";
-        Score s = score(func, p);
-        if (s < placedScore) {
-          placed = std::move(p);
-          placedScore = s;
+      // With the step's modelled growth and without it (the queues alone):
+      // the model of the step is measured at two counts only, so either
+      // can place better; both are scored.
+      bool anySolved = false;
+      for (bool stepRow : {true, false}) {
+        std::optional<Counts> solved = solveCounts(
+            measured, ref.usage, deviceLimit, hostLimit, nullptr, stepRow);
+        if (!solved)
+          continue;
+        anySolved = true;
+        for (bool last : {false, true}) {
+          Placement p = build(base, spread(*solved, last));
+          p.label = last ? "layer programme (last layers off the device)"
+                         : "layer programme";
+          Score s = score(func, p);
+          if (s < placedScore || !counts) {
+            placed = std::move(p);
+            placedScore = s;
+            counts = solved;
+          }
         }
       }
+      if (!anySolved)
+        break;
       if (placedScore.fits())
         break;
       const Usage &u = placedScore.usage;

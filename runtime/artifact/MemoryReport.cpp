@@ -168,6 +168,30 @@ std::string formatMemoryReport(const Plan &plan) {
           plan.memoryOf("planner_bound_ssd_write_us") / 1e3,
           chosen / double(bound));
       out += buf;
+      if (uint64_t relaxed = plan.memoryOf("planner_bound_relaxed_us")) {
+        // The memory relaxation: how the budget's pressure is paid at
+        // least, fractionally.
+        auto gib = [&](const char *key) {
+          return double(plan.memoryOf(key)) / (1024.0 * 1024 * 1024);
+        };
+        std::snprintf(
+            buf, sizeof(buf),
+            "  memory relaxation: %.3f ms (the linear programme over keeping, "
+            "fetching, swapping, recomputing and CPU updates, at its "
+            "optimum: compute %.3f, host->device %.3f, device->host %.3f, "
+            "CPU optimizer %.3f ms; off the device: %.2f GiB of "
+            "activations recomputed, %.2f GiB swapped, %.2f GiB of stored "
+            "tensors fetched, %.2f GiB updated on the CPU)\n",
+            relaxed / 1e3, plan.memoryOf("planner_relaxed_compute_us") / 1e3,
+            plan.memoryOf("planner_relaxed_to_device_us") / 1e3,
+            plan.memoryOf("planner_relaxed_to_host_us") / 1e3,
+            plan.memoryOf("planner_relaxed_cpu_us") / 1e3,
+            gib("planner_relaxed_recomputed_bytes"),
+            gib("planner_relaxed_swapped_bytes"),
+            gib("planner_relaxed_fetched_bytes"),
+            gib("planner_relaxed_cpu_bytes"));
+        out += buf;
+      }
     }
   }
   return out;

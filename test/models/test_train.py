@@ -1216,7 +1216,13 @@ class TrainParity(unittest.TestCase):
         placement the search scored. Where the compiler was built without
         GLPK (scripts/asan-tests.sh builds it so: STRATA_EXPECT_NO_GLPK=1),
         the planner says so and plans with the local search alone, still
-        under the bound check."""
+        under the bound check. Under a GPU profile the bound includes the
+        memory relaxation (a linear programme), checked the same way."""
+        for profile in (None, "rtx4090-768g-12nvme"):
+            with self.subTest(profile=profile):
+                self.check_optimum_and_bound(profile)
+
+    def check_optimum_and_bound(self, profile):
         name = "gpt2_dynamic"
         ssd = os.path.join(ARGS.work, "ssd_check")
         arena, stored = self.keep_everything_sizes(name, "check_keep.strata")
@@ -1225,10 +1231,21 @@ class TrainParity(unittest.TestCase):
                "--report", "--optimizer", "adamw", "--planner-check",
                "--gpu-mem", str((arena + stored) // 2), "--cpu-mem",
                str(stored // 2), "--ssd-dir", ssd]
+        if profile:
+            cmd += ["--profile",
+                    os.path.join(HERE, "..", "..", "profiles",
+                                 profile + ".profile")]
         for b in self.models[name]["bind"]:
             cmd += ["--input-shape", b]
         r = subprocess.run(cmd, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        if profile and os.environ.get("STRATA_EXPECT_NO_GLPK") != "1":
+            relaxed = re.search(r"memory relaxation: ([\d.]+) ms", r.stdout)
+            self.assertIsNotNone(relaxed, r.stdout)
+            bound = float(re.search(r"planner bound: no placement within the "
+                                    r"budgets is predicted under ([\d.]+) ms",
+                                    r.stdout).group(1))
+            self.assertGreaterEqual(bound + 1e-3, float(relaxed.group(1)))
         scored = re.search(r"planner check: the bound holds for all (\d+) "
                            r"of (\d+) placements scored", r.stderr)
         self.assertIsNotNone(scored, r.stderr)
