@@ -273,6 +273,11 @@ double hostLinkGBs(bool toDevice, const MachineProfile &m) {
                                      : m.copyGBs;
 }
 
+double hostDuplexSlowdown(const MachineProfile &m) {
+  double both = hostLinkGBs(true, m) + hostLinkGBs(false, m);
+  return m.duplexGBs > 0 && both > m.duplexGBs ? both / m.duplexGBs : 1;
+}
+
 double ssdPeakGBs(bool read, const MachineProfile &m) {
   return read ? std::max(m.ssdReadGBs, m.ssdSmallReadGBs)
               : std::max(m.ssdWriteGBs, m.ssdSmallWriteGBs);

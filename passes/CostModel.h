@@ -67,6 +67,11 @@ double transferSeconds(double bytes, llvm::StringRef tier, bool read,
 /// GB/s of host copies towards the device (`toDevice`) or back.
 double hostLinkGBs(bool toDevice, const MachineProfile &m);
 
+/// How many times slower a host copy runs while the other direction is
+/// busy: the two directions share the link's `duplex_gbs` (when the
+/// profile gives it) where their own rates add up to more; 1 otherwise.
+double hostDuplexSlowdown(const MachineProfile &m);
+
 /// The SSD store's best rate (GB/s) reading (`read`) or writing: the bulk
 /// rate, or the single-request one when that is higher.
 double ssdPeakGBs(bool read, const MachineProfile &m);

@@ -194,9 +194,15 @@ struct PredictTimePass
                         q == artifact::Queue::DeviceToHost)) {
         // The issuing thread runs ahead of the GPU: a copy starts when its
         // engine is free and what it waits for is done.
-        double &free = copyFree[q == artifact::Queue::HostToDevice ? 0 : 1];
+        int mine = q == artifact::Queue::HostToDevice ? 0 : 1;
+        double &free = copyFree[mine];
         double start = waited(i, free);
-        free = start + transferSeconds(k, m, links);
+        // While the other direction's engine is busy the two share the
+        // link's duplex rate: this copy runs hostDuplexSlowdown times
+        // slower meanwhile.
+        double busy = std::max(0.0, copyFree[1 - mine] - start);
+        free = start + stretched(transferSeconds(k, m, links),
+                                 hostDuplexSlowdown(m), busy);
         end[i] = free;
         span(q, i, start, free);
         continue;
