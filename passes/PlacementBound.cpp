@@ -151,7 +151,10 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   struct Tensor {
     double bytes = 0, reads = 0, forwardReads = 0, updateReads = 0,
            updateWrites = 0;
-    int update = -1;
+    int update = -1, updaters = 0;
+    /// A trainable parameter, an optimizer state or a low-precision copy:
+    /// what a CPU update needs off the device.
+    bool updatable = false;
   };
   std::vector<Tensor> tensors;
   llvm::DenseMap<Operation *, size_t> tensorOf;
@@ -159,8 +162,11 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
     if (p->use_empty())
       continue;
     tensorOf[p] = tensors.size();
-    tensors.push_back(
-        {static_cast<double>(storageBytes(p.getType())), passReads.lookup(p)});
+    Tensor t;
+    t.bytes = static_cast<double>(storageBytes(p.getType()));
+    t.reads = passReads.lookup(p);
+    t.updatable = p.getTrainable() || p.getState() || p.getCopyOf();
+    tensors.push_back(t);
   }
   struct Update {
     double device = 0, cpu = 0, gradient = 0;
@@ -199,6 +205,7 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
         }
         Tensor &t = tensors[it->second];
         t.update = u;
+        ++t.updaters;
         bool low = at.low >= 0 && static_cast<int64_t>(i) == at.low;
         if (i < uses.size()) {
           t.updateReads += uses[i].read && !low ? 1 : 0;
@@ -228,6 +235,14 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
       acts.push_back({storageBytes(r.getType()),
                       kernelSeconds(k, m) / static_cast<double>(read.size())});
   }
+  // What several updates read (a loss scale, a step count) or what is not
+  // the update's own tensor is priced as read by none and ties no update
+  // to the CPU: the programme only gets looser.
+  for (Tensor &t : tensors)
+    if (t.update >= 0 && (t.updaters > 1 || !t.updatable)) {
+      t.update = -1;
+      t.updateReads = t.updateWrites = 0;
+    }
   glp_prob *lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MIN);
   // Rows: compute, host->device, device->host and CPU (each at most T);
