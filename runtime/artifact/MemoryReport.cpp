@@ -154,21 +154,19 @@ std::string formatMemoryReport(const Plan &plan) {
       // predicted faster.
       char buf[512];
       double chosen = plan.memoryOf("predicted_step_us");
+      auto ms = [&](const char *key) { return plan.memoryOf(key) / 1e3; };
       std::snprintf(
           buf, sizeof(buf),
           "planner bound: no placement within the budgets is predicted "
           "under %.3f ms (compute %.3f, host->device %.3f, device->host "
           "%.3f, updates and fetches over the host link and the CPU %.3f, "
           "ssd read %.3f, ssd write %.3f); the choice is %.3fx it\n",
-          bound / 1e3, plan.memoryOf("planner_bound_compute_us") / 1e3,
-          plan.memoryOf("planner_bound_to_device_us") / 1e3,
-          plan.memoryOf("planner_bound_to_host_us") / 1e3,
-          plan.memoryOf("planner_bound_updates_us") / 1e3,
-          plan.memoryOf("planner_bound_ssd_read_us") / 1e3,
-          plan.memoryOf("planner_bound_ssd_write_us") / 1e3,
-          chosen / double(bound));
+          bound / 1e3, ms("planner_bound_compute_us"),
+          ms("planner_bound_to_device_us"), ms("planner_bound_to_host_us"),
+          ms("planner_bound_updates_us"), ms("planner_bound_ssd_read_us"),
+          ms("planner_bound_ssd_write_us"), chosen / double(bound));
       out += buf;
-      if (uint64_t relaxed = plan.memoryOf("planner_bound_relaxed_us")) {
+      if (plan.memoryOf("planner_bound_relaxed_us")) {
         // The memory relaxation: how the budget's pressure is paid at
         // least, fractionally.
         auto gib = [&](const char *key) {
@@ -182,10 +180,9 @@ std::string formatMemoryReport(const Plan &plan) {
             "CPU optimizer %.3f ms; off the device: %.2f GiB of "
             "activations recomputed, %.2f GiB swapped, %.2f GiB of stored "
             "tensors fetched, %.2f GiB updated on the CPU)\n",
-            relaxed / 1e3, plan.memoryOf("planner_relaxed_compute_us") / 1e3,
-            plan.memoryOf("planner_relaxed_to_device_us") / 1e3,
-            plan.memoryOf("planner_relaxed_to_host_us") / 1e3,
-            plan.memoryOf("planner_relaxed_cpu_us") / 1e3,
+            ms("planner_bound_relaxed_us"), ms("planner_relaxed_compute_us"),
+            ms("planner_relaxed_to_device_us"),
+            ms("planner_relaxed_to_host_us"), ms("planner_relaxed_cpu_us"),
             gib("planner_relaxed_recomputed_bytes"),
             gib("planner_relaxed_swapped_bytes"),
             gib("planner_relaxed_fetched_bytes"),
