@@ -84,11 +84,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <vector>
 
 #ifdef STRATA_HAVE_GLPK
-#include <glpk.h>
+#include "passes/GlpkMatrix.h"
 #endif
 
 using namespace mlir;
@@ -227,13 +226,18 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
       if (it != tensorOf.end() && distinct.insert(def).second)
         tensors[it->second].forwardReads += 1;
     }
-    SmallVector<Value> read;
-    for (Value r : k.getResults())
-      if (!backwardUsesOf(r).empty())
-        read.push_back(r);
-    for (Value r : read)
-      acts.push_back({storageBytes(r.getType()),
-                      kernelSeconds(k, m) / static_cast<double>(read.size())});
+  }
+  // The swap candidates the forward pass makes, each with its share of
+  // its kernel's time.
+  SmallVector<Value> candidates = swappable(body);
+  llvm::DenseMap<Operation *, unsigned> perKernel;
+  for (Value v : candidates)
+    ++perKernel[v.getDefiningOp()];
+  for (Value v : candidates) {
+    auto k = cast<exec::KernelOp>(v.getDefiningOp());
+    if (firstBackward && k->isBeforeInBlock(firstBackward))
+      acts.push_back({storageBytes(v.getType()),
+                      kernelSeconds(k, m) / perKernel.lookup(k)});
   }
   // What several updates read (a loss scale, a step count) or what is not
   // the update's own tensor is priced as read by none and ties no update
@@ -280,11 +284,9 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   glp_set_row_bnds(lp, kBoundary, GLP_UP, 0, gpuMem / kGiB);
   for (int r = tensorRow0; r <= glp_get_num_rows(lp); ++r)
     glp_set_row_bnds(lp, r, GLP_FX, 1, 1);
-  // Coefficients summed by (row, column): GLPK refuses duplicates.
-  std::map<std::pair<int, int>, double> matrix;
+  GlpkMatrix matrix;
   auto entry = [&](int row, int col, double value) {
-    if (value != 0)
-      matrix[{row, col}] += value;
+    matrix.add(row, col, value);
   };
   auto column = [&](double lo, double hi) {
     int c = glp_add_cols(lp, 1);
@@ -368,15 +370,7 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
     entry(kLateToDevice, swap, bytes / h2d);
     entry(kCompute, again, seconds);
   }
-  std::vector<int> ia{0}, ja{0};
-  std::vector<double> ar{0};
-  for (const auto &[at, value] : matrix) {
-    ia.push_back(at.first);
-    ja.push_back(at.second);
-    ar.push_back(value);
-  }
-  glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(),
-                  ar.data());
+  matrix.load(lp);
   glp_smcp parm;
   glp_init_smcp(&parm);
   parm.msg_lev = GLP_MSG_OFF;

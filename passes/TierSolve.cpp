@@ -69,7 +69,7 @@
 #include <set>
 
 #ifdef STRATA_HAVE_GLPK
-#include <glpk.h>
+#include "passes/GlpkMatrix.h"
 #endif
 
 #define DEBUG_TYPE "strata-place-tiers"
@@ -256,14 +256,9 @@ std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
   else
     glp_set_row_bnds(lp, hostRow, GLP_FR, 0, 0);
   // Columns: T, then each type's counts.
-  std::vector<int> ia{0}, ja{0};
-  std::vector<double> ar{0};
+  GlpkMatrix matrix;
   auto entry = [&](int row, int col, double value) {
-    if (value == 0)
-      return;
-    ia.push_back(row);
-    ja.push_back(col);
-    ar.push_back(value);
+    matrix.add(row, col, value);
   };
   int numCols = 1, numCounts = 0;
   for (const GroupType &t : types)
@@ -314,8 +309,7 @@ std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
       ++lineRow;
       ++col;
     }
-  glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(),
-                  ar.data());
+  matrix.load(lp);
   glp_iocp parm;
   glp_init_iocp(&parm);
   parm.presolve = GLP_ON;
