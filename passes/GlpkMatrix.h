@@ -1,4 +1,4 @@
-//===- GlpkMatrix.h - A GLPK constraint matrix built entry by entry -*- C++ -*-===//
+//===- GlpkMatrix.h - A GLPK matrix built entry by entry --------*- C++ -*-===//
 //
 // The tier planner's programmes (TierSolve.cpp's integer programme,
 // PlacementBound.cpp's relaxation) add their coefficients one (row, column)
@@ -35,8 +35,8 @@ public:
       ja.push_back(at.second);
       ar.push_back(value);
     }
-    glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(),
-                    ja.data(), ar.data());
+    glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(),
+                    ar.data());
   }
 
 private:
