@@ -7,7 +7,7 @@
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
 
-#include "runtime/cpu/ThreadPool.h"
+#include "runtime/support/ThreadPool.h"
 #include "runtime/tiers/SsdStore.h"
 
 #include <algorithm>
@@ -22,7 +22,7 @@ namespace {
 /// The runtime's rules, from its own headers: streaming kernels larger
 /// than kParallelGrain elements run on several threads, and the SSD store
 /// splits transfers at its stripe.
-using cpu::kParallelGrain;
+using strata::kParallelGrain;
 constexpr double kSsdStripeBytes = tiers::kDefaultStripeBytes;
 
 int64_t elements(Type type) { return cast<ShapedType>(type).getNumElements(); }

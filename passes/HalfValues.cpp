@@ -2,7 +2,7 @@
 
 #include "passes/HalfValues.h"
 
-#include "runtime/cpu/Half.h"
+#include "runtime/support/Half.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -63,8 +63,8 @@ std::optional<ElementsAttr> strata::widenValues(ElementsAttr attr,
                        name, [brain](const char *in, char *out) {
                          uint16_t bits;
                          std::memcpy(&bits, in, 2);
-                         float v = brain ? cpu::BFloat16::toFloat(bits)
-                                         : cpu::Half::toFloat(bits);
+                         float v = brain ? BFloat16::toFloat(bits)
+                                         : Half::toFloat(bits);
                          std::memcpy(out, &v, 4);
                        });
 }
@@ -74,12 +74,11 @@ strata::narrowValues(ElementsAttr attr, FloatType low, StringRef name) {
   if (!attr.getElementType().isF32() || !(low.isBF16() || low.isF16()))
     return std::nullopt;
   bool brain = low.isBF16();
-  return convertValues(attr, 4, low, 2, name,
-                       [brain](const char *in, char *out) {
-                         float v;
-                         std::memcpy(&v, in, 4);
-                         uint16_t bits = brain ? cpu::BFloat16::fromFloat(v)
-                                               : cpu::Half::fromFloat(v);
-                         std::memcpy(out, &bits, 2);
-                       });
+  return convertValues(
+      attr, 4, low, 2, name, [brain](const char *in, char *out) {
+        float v;
+        std::memcpy(&v, in, 4);
+        uint16_t bits = brain ? BFloat16::fromFloat(v) : Half::fromFloat(v);
+        std::memcpy(out, &bits, 2);
+      });
 }

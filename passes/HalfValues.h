@@ -4,7 +4,7 @@
 // half-precision model's trainable parameters become fp32 masters
 // (--strata-autocast), and the masters get the bf16 or fp16 copies the
 // model reads (--strata-low-copies). Both convert with the runtime's bit
-// conversions (runtime/cpu/Half.h), straight into a new resource blob: a
+// conversions (runtime/support/Half.h), straight into a new resource blob: a
 // billion-parameter model's weights pass through here.
 //
 //===----------------------------------------------------------------------===//

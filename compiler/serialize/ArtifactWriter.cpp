@@ -6,10 +6,10 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/artifact/Plan.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileLock.h"
 #include "runtime/support/FileUtil.h"
+#include "runtime/support/Half.h"
 #include "runtime/support/Size.h"
 #include "llvm/Support/Format.h"
 
@@ -375,9 +375,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       if (synthetic && (rule || (splat && splat.isSplat()))) {
         // Never read (nor expanded, for a splat): the rule's values, or
         // the splat's.
-        entry.mean =
-            rule ? rule->mean
-                 : cpu::loadAsDouble(s.dtype, splat.getRawData().data());
+        entry.mean = rule ? rule->mean
+                          : loadAsDouble(s.dtype, splat.getRawData().data());
         entry.stddev = rule ? rule->stddev : 0.0;
         entry.fileOffset = 0;
         entry.crc = 0;
@@ -400,10 +399,9 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
           return param.emitError("a deferred copy must be bf16 or fp16 of "
                                  "an fp32 master");
         std::vector<char> narrow(s.bytes);
-        cpu::narrowFloats(reinterpret_cast<const float *>(data->data()),
-                          reinterpret_cast<uint16_t *>(narrow.data()),
-                          static_cast<int64_t>(s.bytes / 2),
-                          s.dtype == DType::BF16);
+        narrowFloats(reinterpret_cast<const float *>(data->data()),
+                     reinterpret_cast<uint16_t *>(narrow.data()),
+                     static_cast<int64_t>(s.bytes / 2), s.dtype == DType::BF16);
         *data = std::move(narrow);
       } else {
         data = bytesOf(param.getValue(), &op);
@@ -421,7 +419,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         size_t n = data->size() / dtypeSize(s.dtype);
         for (size_t i = 0; i < n; ++i) {
           double v =
-              cpu::loadAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
+              loadAsDouble(s.dtype, data->data() + i * dtypeSize(s.dtype));
           sum += v;
           squares += v * v;
         }

@@ -8,10 +8,10 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
 #include "runtime/artifact/StepOrder.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/Crc32c.h"
 #include "runtime/support/FileUtil.h"
+#include "runtime/support/Half.h"
 
 #include <algorithm>
 #include <cmath>
@@ -543,7 +543,7 @@ void fillSynthetic(const Plan &plan, size_t index, char *out) {
       z ^= z >> 31;
       double u = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
       // Validation admits float types only.
-      cpu::storeFromDouble(s.dtype, p.mean + spread * u, out + i * size);
+      storeFromDouble(s.dtype, p.mean + spread * u, out + i * size);
     }
   };
   // Large tensors on every core: each element depends only on its index.

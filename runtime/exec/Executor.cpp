@@ -3,6 +3,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/StepOrder.h"
+#include "runtime/backends/cpu/Kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -218,9 +219,9 @@ char *Executor::deviceMemory(const Slot &s) {
   return (s.region == Region::Arena ? arena_.base() : params_) + s.offset;
 }
 
-cpu::TensorRef Executor::ref(uint32_t slot) {
+TensorRef Executor::ref(uint32_t slot) {
   const Slot &s = artifact_.plan().slots[slot];
-  cpu::TensorRef t;
+  TensorRef t;
   t.dtype = s.dtype;
   t.shape = s.shape;
   // Kernels only see device memory (arena and parameter region): stored
@@ -319,7 +320,7 @@ bool Executor::ssdTransfer(size_t index, bool fetch, std::string &error) {
   return ok;
 }
 
-bool Executor::issueTransfer(size_t index, const cpu::KernelContext &context) {
+bool Executor::issueTransfer(size_t index, const KernelContext &context) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
   // Without updates (gradient-only micro-batches) nothing is written back.
@@ -348,7 +349,7 @@ bool Executor::issueTransfer(size_t index, const cpu::KernelContext &context) {
 }
 
 bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
-                           const cpu::KernelContext &context) {
+                           const KernelContext &context) {
   const Plan &plan = artifact_.plan();
   // Every operand is in host memory or on the SSD (isCpuUpdate). The job
   // starts once every step any of its updates waits for is done (the
@@ -368,7 +369,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   char *staged = stages ? cpuStaging_[area].data() : nullptr;
   struct Update {
     size_t index;
-    std::vector<cpu::TensorRef> ins;
+    std::vector<TensorRef> ins;
     artifact::Speculation mode = artifact::Speculation::None;
   };
   std::vector<Update> updates;
@@ -578,7 +579,7 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
   return true;
 }
 
-bool Executor::issue(size_t index, const cpu::KernelContext &context) {
+bool Executor::issue(size_t index, const KernelContext &context) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
   for (uint32_t w : step.waits)
@@ -587,7 +588,7 @@ bool Executor::issue(size_t index, const cpu::KernelContext &context) {
   if (isTransfer_[index]) {
     ok = issueTransfer(index, context);
   } else {
-    std::vector<cpu::TensorRef> ins, outs;
+    std::vector<TensorRef> ins, outs;
     for (uint32_t s : step.inputs)
       ins.push_back(ref(s));
     for (uint32_t s : step.outputs) {
@@ -630,11 +631,11 @@ bool Executor::setInput(const std::string &name, const npy::Array &array,
   return false;
 }
 
-bool Executor::run(std::string &error, const cpu::KernelContext &given,
+bool Executor::run(std::string &error, const KernelContext &given,
                    int64_t through) {
   const Plan &plan = artifact_.plan();
   // A step's updates speculate unless the step before clipped.
-  cpu::KernelContext context = given;
+  KernelContext context = given;
   bool updates = speculates_ && context.applyUpdates && through < 0;
   context.speculating = updates && !lastClipped_;
   runClipped_ = false;

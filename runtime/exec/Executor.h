@@ -3,15 +3,14 @@
 // The executor resolves slots to memory, issues the steps in issue order to
 // the queues the plan gives them, turns the plan's waits into events, and
 // keeps the budgets and traffic figures. It has no code path of its own for
-// any machine: the backend (runtime/exec/Backend.h) runs the work.
+// any machine: the backend (runtime/backends/Backend.h) runs the work.
 
 #ifndef STRATA_RUNTIME_EXEC_EXECUTOR_H
 #define STRATA_RUNTIME_EXEC_EXECUTOR_H
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/artifact/StepOrder.h"
-#include "runtime/cpu/Kernels.h"
-#include "runtime/exec/Backend.h"
+#include "runtime/backends/Backend.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/support/Npy.h"
 
@@ -84,8 +83,7 @@ public:
   /// CPU jobs: a training plan's forward pass, up to its loss, for
   /// evaluation (the steps after it are never waited for by those before,
   /// and the next full run starts from the same state).
-  bool run(std::string &error,
-           const cpu::KernelContext &context = cpu::KernelContext(),
+  bool run(std::string &error, const KernelContext &context = KernelContext(),
            int64_t through = -1);
 
   /// Copies an output out.
@@ -139,12 +137,12 @@ public:
   const Backend &backend() const { return *backend_; }
 
 private:
-  cpu::TensorRef ref(uint32_t slot);
+  TensorRef ref(uint32_t slot);
   /// Device memory of an arena or parameter slot.
   char *deviceMemory(const artifact::Slot &slot);
   /// Gives step `index` to its queue; false once the backend failed.
-  bool issue(size_t index, const cpu::KernelContext &context);
-  bool issueTransfer(size_t index, const cpu::KernelContext &context);
+  bool issue(size_t index, const KernelContext &context);
+  bool issueTransfer(size_t index, const KernelContext &context);
   /// An operand of a CPU job on the SSD: its slot, where it is staged,
   /// whether the update writes it (it goes back), and the update's step.
   struct SsdOperand {
@@ -174,7 +172,7 @@ private:
   /// back on the SSD write queue after it, so that one job's reads, the
   /// previous one's updates and the one before's write-backs overlap.
   bool issueCpuJob(const artifact::CpuJobSpan &job,
-                   const cpu::KernelContext &context);
+                   const KernelContext &context);
   /// Reads or writes back a CPU job's SSD operands (on an SSD queue).
   bool stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
                    bool read, const std::vector<size_t> &idleRedos,

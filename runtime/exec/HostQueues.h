@@ -12,7 +12,7 @@
 #ifndef STRATA_RUNTIME_EXEC_HOSTQUEUES_H
 #define STRATA_RUNTIME_EXEC_HOSTQUEUES_H
 
-#include "runtime/exec/Backend.h"
+#include "runtime/backends/Backend.h"
 #include "runtime/exec/TransferQueue.h"
 
 #include <functional>

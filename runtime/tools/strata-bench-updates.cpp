@@ -16,8 +16,8 @@
 // moves 28 bytes a parameter cannot beat it. bench/cpu_adamw.py runs this
 // beside torch.optim.AdamW.
 
-#include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cpu/ThreadPool.h"
+#include "runtime/backends/cpu/StreamingUpdates.h"
+#include "runtime/support/ThreadPool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -47,7 +47,7 @@ double median(std::vector<double> v) {
 /// where the thread that streams it runs.
 std::unique_ptr<float[]> array(int64_t n, float value) {
   std::unique_ptr<float[]> a(new float[static_cast<size_t>(n)]);
-  cpu::parallelFor(n, 1 << 16, [&](int64_t b, int64_t e) {
+  parallelFor(n, 1 << 16, [&](int64_t b, int64_t e) {
     std::fill(a.get() + b, a.get() + e, value);
   });
   return a;
@@ -120,14 +120,14 @@ int main(int argc, char **argv) {
     const float s = 3.0f;
     float *a = ta.get();
     const float *b = tb.get(), *c = tc.get();
-    cpu::parallelFor(n, 1 << 16, [&](int64_t lo, int64_t hi) {
+    parallelFor(n, 1 << 16, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
         a[i] = b[i] + s * c[i];
     });
     double t1 = seconds();
     float *pw = w.get(), *pm = m.get(), *pv = v.get();
     const float *pg = g.get();
-    cpu::parallelFor(n, 1 << 16, [&](int64_t lo, int64_t hi) {
+    parallelFor(n, 1 << 16, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         float x = pg[i];
         pw[i] += x;
@@ -159,12 +159,12 @@ int main(int argc, char **argv) {
                 "\"bound_gbs\": %.3f, \"adamw_s\": %.6f, "
                 "\"adamw_gbs\": %.3f, \"adamw_params_per_s\": %.4g, "
                 "\"share_of_bound\": %.4f}\n",
-                static_cast<long long>(n), cpu::numThreads(),
+                static_cast<long long>(n), numThreads(),
                 cpu::updateIsaName(isa), triadGBs, streamGBs, boundGBs, adamwS,
                 adamwGBs, params, adamwGBs / boundGBs);
   } else {
     std::printf("%lld parameters, %d threads, %s, medians of %d\n",
-                static_cast<long long>(n), cpu::numThreads(),
+                static_cast<long long>(n), numThreads(),
                 cpu::updateIsaName(isa), reps);
     std::printf("triad  %8.2f GB/s (16 B an element, write-allocate "
                 "counted)\n",

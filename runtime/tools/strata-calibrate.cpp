@@ -2,7 +2,7 @@
 //
 //   strata-calibrate -o profile.txt [--backend cpu|cuda] [--ssd-dir DIR ...]
 //
-// With --backend cuda the device figures are the GPU's (runtime/cuda/
+// With --backend cuda the device figures are the GPU's (runtime/backends/cuda/
 // Calibrate.cpp: matrix rates by size and type, streaming kernels, launch
 // cost, pinned copies each way and both at once) and the profile says
 // `gpu 1`, so the cost model runs host copies on their own copy queues.
@@ -16,9 +16,9 @@
 // other. Writes a profile strata-compile reads with --profile.
 
 #include "runtime/artifact/Artifact.h"
-#include "runtime/cpu/Kernels.h"
-#include "runtime/cpu/StreamingUpdates.h"
-#include "runtime/cuda/CudaBackend.h"
+#include "runtime/backends/cpu/Kernels.h"
+#include "runtime/backends/cpu/StreamingUpdates.h"
+#include "runtime/backends/cuda/CudaBackend.h"
 #include "runtime/exec/TransferQueue.h"
 #include "runtime/profile/MachineProfile.h"
 #include "runtime/support/FileUtil.h"
@@ -61,9 +61,8 @@ double timeIt(int repeat, const std::function<void()> &body,
   return t[t.size() / 2];
 }
 
-double kernelSeconds(Kernel kernel, std::vector<cpu::TensorRef> in,
-                     cpu::TensorRef out, std::vector<int64_t> ints,
-                     int repeat) {
+double kernelSeconds(Kernel kernel, std::vector<TensorRef> in, TensorRef out,
+                     std::vector<int64_t> ints, int repeat) {
   artifact::Step step;
   step.kernel = kernel;
   step.ints = std::move(ints);
@@ -170,7 +169,7 @@ int main(int argc, char **argv) {
   };
   const int64_t n = int64_t(1) << 22;
   std::vector<float> x(n, 0.5f), y(n, 0.25f), z(n);
-  cpu::TensorRef X{DType::F32, {n}, x.data()}, Y{DType::F32, {n}, y.data()},
+  TensorRef X{DType::F32, {n}, x.data()}, Y{DType::F32, {n}, y.data()},
       Z{DType::F32, {n}, z.data()};
   artifact::Step add, tanh;
   add.kernel = Kernel::Add;
@@ -181,7 +180,7 @@ int main(int argc, char **argv) {
   // spinning by chance); samples at two sizes give a line whose intercept
   // is that cost.
   auto perKernelInBurst = [&](int64_t m) {
-    cpu::TensorRef Xs{DType::F32, {m}, x.data()}, Ys{DType::F32, {m}, y.data()},
+    TensorRef Xs{DType::F32, {m}, x.data()}, Ys{DType::F32, {m}, y.data()},
         Zs{DType::F32, {m}, z.data()};
     return timeIt(15,
                   [&] {
@@ -233,8 +232,8 @@ int main(int argc, char **argv) {
     p.*field = values[values.size() / 2];
   }
   const int64_t mid = 65536;
-  cpu::TensorRef Xm{DType::F32, {mid}, x.data()},
-      Ym{DType::F32, {mid}, y.data()}, Zm{DType::F32, {mid}, z.data()};
+  TensorRef Xm{DType::F32, {mid}, x.data()}, Ym{DType::F32, {mid}, y.data()},
+      Zm{DType::F32, {mid}, z.data()};
   // A job handed to an idle transfer queue and waited for: the worker's
   // and then the waiter's wake-up, as the runtime pays them (a kernel runs
   // before each, so the worker has gone to sleep).

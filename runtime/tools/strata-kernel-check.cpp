@@ -13,9 +13,9 @@
 // "skipped: no GPU (...)" and exits 0.
 
 #include "runtime/artifact/KernelTable.h"
-#include "runtime/cpu/Half.h"
-#include "runtime/cpu/Kernels.h"
-#include "runtime/exec/Backend.h"
+#include "runtime/backends/Backend.h"
+#include "runtime/backends/cpu/Kernels.h"
+#include "runtime/support/Half.h"
 
 #include <chrono>
 #include <cmath>
@@ -46,7 +46,7 @@ struct Case {
   std::vector<Operand> inputs, outputs;
   /// Bit for bit (movement, integers, updates) or within a tolerance.
   bool exact = false;
-  cpu::KernelContext context;
+  KernelContext context;
 };
 
 int64_t count(const std::vector<int64_t> &s) {
@@ -77,7 +77,7 @@ void fill(const Operand &o, std::vector<char> &bytes, std::mt19937_64 &rng) {
     case DType::F64:
     case DType::F16:
     case DType::BF16:
-      cpu::storeFromDouble(o.dtype, v, p);
+      storeFromDouble(o.dtype, v, p);
       break;
     case DType::I64: {
       int64_t x = o.fill == 'n' ? int64_t(v * 1000) : int64_t(v);
@@ -104,7 +104,7 @@ double valueAt(DType t, const char *p) {
   case DType::F64:
   case DType::F16:
   case DType::BF16:
-    return cpu::loadAsDouble(t, p);
+    return loadAsDouble(t, p);
   case DType::I64: {
     int64_t x;
     std::memcpy(&x, p, 8);
@@ -469,7 +469,7 @@ int main(int argc, char **argv) {
     std::vector<std::vector<char>> inData(c.inputs.size());
     std::vector<std::vector<char>> cpuIn, cpuOut(c.outputs.size()),
         devOut(c.outputs.size());
-    std::vector<cpu::TensorRef> cpuIns, cpuOuts, devIns, devOuts;
+    std::vector<TensorRef> cpuIns, cpuOuts, devIns, devOuts;
     std::vector<void *> devMem;
     bool ok = true;
     auto devAlloc = [&](uint64_t bytes) {

@@ -156,7 +156,7 @@ bool Session::step(const std::function<bool(int64_t, std::string &)> &feed,
                    StepMetrics &metrics, std::string &error) {
   const Plan &plan = art_.plan();
   int64_t step = completed_;
-  cpu::KernelContext context;
+  KernelContext context;
   context.step = step + 1;
   context.lrFactor = plan.schedule.factor(step + 1);
   auto start = std::chrono::steady_clock::now();
@@ -220,7 +220,7 @@ bool Session::evaluate(const std::function<bool(std::string &)> &feed,
   }
   if (!feed(error))
     return false;
-  cpu::KernelContext context;
+  KernelContext context;
   context.step = completed_ + 1;
   context.applyUpdates = false;
   if (!executor_.run(error, context, lossStep_)) {

@@ -6,7 +6,7 @@
 
 #include "runtime/artifact/HtmlReport.h"
 #include "runtime/artifact/Plan.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backends/cpu/Kernels.h"
 #include "runtime/support/Crc32c.h"
 
 #include <algorithm>
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t i = 0; i < plan.slots.size(); ++i)
     buffers[i].assign(std::max<uint64_t>(plan.slots[i].bytes, 1), 0);
   for (const Step &step : plan.steps) {
-    std::vector<cpu::TensorRef> in, out;
+    std::vector<TensorRef> in, out;
     for (uint32_t s : step.inputs)
       in.push_back(
           {plan.slots[s].dtype, plan.slots[s].shape, buffers[s].data()});

@@ -18,9 +18,9 @@
 
 #include "compiler/import/OnnxProto.h"
 #include "runtime/artifact/Artifact.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
+#include "runtime/support/Half.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/Safetensors.h"
 #include "runtime/support/Size.h"
@@ -164,8 +164,8 @@ bool trainedValue(artifact::Artifact &art, const artifact::ParamEntry &p,
     std::vector<float> wide(count);
     std::vector<uint16_t> narrow(count);
     std::memcpy(wide.data(), bytes.data(), count * 4);
-    cpu::narrowFloats(wide.data(), narrow.data(), static_cast<int64_t>(count),
-                      brain);
+    narrowFloats(wide.data(), narrow.data(), static_cast<int64_t>(count),
+                 brain);
     bytes.assign(reinterpret_cast<const char *>(narrow.data()), count * 2);
   } else if ((want == ::onnx::TensorProto_DataType_FLOAT && d != DType::F32) ||
              (want == ::onnx::TensorProto_DataType_DOUBLE && d != DType::F64) ||

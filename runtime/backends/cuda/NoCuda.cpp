@@ -1,0 +1,23 @@
+// NoCuda.cpp - The CUDA backend's entry points in builds without CUDA.
+
+#include "runtime/backends/Backend.h"
+#include "runtime/backends/cuda/CudaBackend.h"
+
+namespace strata::runtime {
+
+BackendEntry cudaBackendEntry() {
+  return {"cuda", makeCudaBackend, /*preferred=*/true, /*built=*/false};
+}
+
+std::unique_ptr<Backend> makeCudaBackend(std::string &error) {
+  error = "this build has no CUDA backend (nvcc was not found when it was "
+          "configured, or -DSTRATA_ENABLE_CUDA=OFF)";
+  return nullptr;
+}
+
+bool calibrateCuda(MachineProfile &, std::string &, std::string &error) {
+  error = "this build has no CUDA backend";
+  return false;
+}
+
+} // namespace strata::runtime
