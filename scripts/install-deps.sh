@@ -12,7 +12,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # runtime side
   liburing-dev libopenblas-dev
-  # the tier planner's integer programme (passes/TierSolve.cpp)
+  # the tier planner's integer programme (passes/tiers/TierSolve.cpp)
   libglpk-dev
   # benchmarks (bench/ssd_vs_fio.py compares the SSD engine with fio;
   # --bench makes a virtual environment)

@@ -92,7 +92,7 @@ struct InputUse {
 /// How a step of `kernel` uses each of its `numInputs` inputs: every input
 /// is read except the destination of a write-back; writtenInputs are
 /// written. The one rule for the runtime's step accesses and the
-/// compiler's transfer schedule (passes/ArenaRanges.cpp).
+/// compiler's transfer schedule (passes/analysis/ArenaRanges.cpp).
 std::vector<InputUse> inputUses(Kernel kernel, size_t numInputs,
                                 const std::vector<int64_t> &ints);
 

@@ -14,7 +14,7 @@ namespace strata {
 
 /// Streaming kernels split their elements across threads in chunks of at
 /// least this many; the compiler's cost model charges a parallel launch to
-/// kernels larger than it (passes/CostModel.cpp).
+/// kernels larger than it (passes/analysis/CostModel.cpp).
 constexpr int64_t kParallelGrain = 16384;
 
 /// A fixed set of worker threads that run one job at a time: `run(chunks,

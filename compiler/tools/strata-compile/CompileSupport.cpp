@@ -4,7 +4,7 @@
 #include "dialects/Strata/StrataDialect.h"
 
 #include "dialects/Exec/ExecDialect.h"
-#include "passes/ArenaRanges.h"
+#include "passes/analysis/ArenaRanges.h"
 #include "runtime/support/Npy.h"
 #include "runtime/support/Size.h"
 

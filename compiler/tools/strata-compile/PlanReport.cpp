@@ -5,8 +5,8 @@
 #include "compiler/serialize/ArtifactWriter.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Strata/StrataDialect.h"
-#include "passes/ArenaRanges.h"
-#include "passes/CostModel.h"
+#include "passes/analysis/ArenaRanges.h"
+#include "passes/analysis/CostModel.h"
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/support/Size.h"
 

@@ -20,8 +20,8 @@
 #include <tuple>
 
 #include "dialects/Graph/GraphDialect.h"
-#include "passes/ArenaRanges.h"
 #include "passes/Passes.h"
+#include "passes/analysis/ArenaRanges.h"
 #include <cmath>
 #include <filesystem>
 #include <sstream>

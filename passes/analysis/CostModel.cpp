@@ -1,0 +1,286 @@
+//===- CostModel.cpp - Seconds per kernel and per transfer ----------------===//
+
+#include "passes/analysis/CostModel.h"
+#include "passes/analysis/ArenaRanges.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "runtime/artifact/KernelContract.h"
+#include "runtime/artifact/KernelTable.h"
+
+#include "runtime/support/ThreadPool.h"
+#include "runtime/tiers/SsdStore.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace strata {
+
+namespace {
+
+/// The runtime's rules, from its own headers: streaming kernels larger
+/// than kParallelGrain elements run on several threads, and the SSD store
+/// splits transfers at its stripe.
+using strata::kParallelGrain;
+constexpr double kSsdStripeBytes = tiers::kDefaultStripeBytes;
+
+int64_t elements(Type type) { return cast<ShapedType>(type).getNumElements(); }
+
+/// The profile's matrix-product rate for products of M*N*K = `mnk`: the
+/// operands' typical dimension (its cube root) picks it.
+double matmulGflops(double mnk, const MachineProfile &m) {
+  double n = std::cbrt(mnk);
+  return n < 128   ? m.matmulSmallGflops
+         : n < 512 ? m.matmulMediumGflops
+                   : m.matmulLargeGflops;
+}
+
+/// A matrix product's FLOPs (2*M*N*K) and its M*N*K.
+double matmulFlops(exec::KernelOp k) {
+  auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
+  auto out = cast<ShapedType>(k.getResult(0).getType());
+  ArrayRef<int64_t> ints = k.getInts();
+  bool ta = !ints.empty() && ints[0];
+  int64_t K = lhs.getRank() == 1 ? lhs.getDimSize(0)
+              : ta               ? lhs.getDimSize(lhs.getRank() - 2)
+                                 : lhs.getDimSize(lhs.getRank() - 1);
+  return 2.0 * out.getNumElements() * K;
+}
+
+/// How much faster than the profile's fp32 rates a product of `k`'s
+/// operand type runs: the ratio of the device's bf16 and fp32 GEMM peaks
+/// for 16-bit operands when the profile has both, else 1.
+double precisionSpeedup(exec::KernelOp k, const MachineProfile &m) {
+  Type et = cast<ShapedType>(k.getInputs()[0].getType()).getElementType();
+  if ((et.isBF16() || et.isF16()) && m.gemmPeakBf16Gflops > 0 &&
+      m.gemmPeakF32Gflops > 0)
+    return m.gemmPeakBf16Gflops / m.gemmPeakF32Gflops;
+  return 1.0;
+}
+
+double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
+  double flops = matmulFlops(k);
+  return flops / (matmulGflops(flops / 2.0, m) * precisionSpeedup(k, m) * 1e9);
+}
+
+/// Fused attention's shape: its scores (rows x keys, half of them under a
+/// causal mask), their FLOPs (two products in the forward, five in the
+/// gradient, which recomputes the scores) and the T*S*D that picks the
+/// matmul rate.
+struct AttentionWork {
+  double scores = 0, flops = 0, mnk = 0;
+};
+
+AttentionWork attentionWork(exec::KernelOp k) {
+  auto q = cast<ShapedType>(k.getInputs()[0].getType());
+  auto v = cast<ShapedType>(k.getInputs()[2].getType());
+  int64_t rank = q.getRank();
+  double t = q.getDimSize(rank - 2), d = q.getDimSize(rank - 1),
+         s = v.getDimSize(rank - 2), dv = v.getDimSize(rank - 1);
+  double rows = q.getNumElements() / std::max(d, 1.0);
+  ArrayRef<int64_t> ints = k.getInts();
+  double kept = !ints.empty() && ints[0] ? 0.5 : 1.0;
+  bool grad = k.getKernel() == "attention_grad";
+  AttentionWork w;
+  w.scores = rows * s * kept;
+  w.flops = 2.0 * w.scores * (grad ? 3 * d + 2 * dv : d + dv);
+  w.mnk = t * s * std::max(d, 1.0);
+  return w;
+}
+
+/// Fused attention: its products at the matmul rate of a T x S x D
+/// product, and the exp of every score (twice in the gradient).
+double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
+  AttentionWork w = attentionWork(k);
+  bool grad = k.getKernel() == "attention_grad";
+  return w.flops / (matmulGflops(w.mnk, m) * precisionSpeedup(k, m) * 1e9) +
+         w.scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
+}
+
+/// A fused elementwise chain: what it reads and writes at the streaming
+/// rate (a simple kernel moves three values an element), plus, per element,
+/// each transcendental instruction's extra over a simple kernel; the other
+/// instructions work in registers and cost nothing more. A single tanh
+/// costs what the tanh kernel does, a single add what the add kernel does.
+/// Negative for a program that does not decode (the caller falls back).
+double fusedElementwiseSeconds(exec::KernelOp k, const MachineProfile &m) {
+  artifact::ElementwiseProgram program;
+  std::string why;
+  std::vector<int64_t> ints(k.getInts().begin(), k.getInts().end());
+  std::vector<double> floats(k.getFloats().begin(), k.getFloats().end());
+  if (!artifact::elementwiseProgram(ints, floats, k.getInputs().size(),
+                                    k.getResults().size(), program, why))
+    return -1;
+  double moved = 0;
+  for (Value v : k.getInputs())
+    moved += elements(v.getType());
+  for (Value v : k.getResults())
+    moved += elements(v.getType());
+  double n = elements(k.getResult(0).getType());
+  double extra = std::max(0.0, m.transcendentalNsPerElement -
+                                   m.simpleNsPerElement * 2 / 3);
+  double ns = moved * m.simpleNsPerElement / 3;
+  for (const auto &in : program.instructions)
+    if (artifact::kernelInfo(in.kernel).cost ==
+        artifact::CostClass::Transcendental)
+      ns += n * extra;
+  return ns * 1e-9 + (n > kParallelGrain ? m.parallelLaunchUs * 1e-6 : 0);
+}
+
+} // namespace
+
+double kernelFlops(exec::KernelOp k) {
+  const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());
+  if (!info)
+    return 0;
+  if (info->cost == artifact::CostClass::MatMul)
+    return matmulFlops(k);
+  if (info->cost == artifact::CostClass::Attention)
+    return attentionWork(k).flops;
+  return 0;
+}
+
+double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
+  const artifact::KernelInfo *info = artifact::kernelInfoByName(k.getKernel());
+  artifact::CostClass cost = info ? info->cost : artifact::CostClass::Simple;
+  double seconds = m.launchUs * 1e-6;
+  if (cost == artifact::CostClass::MatMul)
+    return seconds + matmulSeconds(k, m);
+  if (cost == artifact::CostClass::Attention)
+    return seconds + attentionSeconds(k, m);
+  if (k.getKernel() == "elementwise") {
+    double fused = fusedElementwiseSeconds(k, m);
+    if (fused >= 0)
+      return seconds + fused;
+  }
+  // Streaming kernels: the larger of what they read and write.
+  int64_t n = 0;
+  for (Value v : k.getInputs())
+    n = std::max(n, elements(v.getType()));
+  for (Value v : k.getResults())
+    n = std::max(n, elements(v.getType()));
+  double perElement =
+      cost == artifact::CostClass::Transcendental ? m.transcendentalNsPerElement
+      : cost == artifact::CostClass::Movement     ? m.movementNsPerElement
+                                                  : m.simpleNsPerElement;
+  seconds += n * perElement * 1e-9;
+  // Kernels past the runtime's grain are split across threads.
+  if (n > kParallelGrain)
+    seconds += m.parallelLaunchUs * 1e-6;
+  return seconds;
+}
+
+LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
+  std::string error;
+  if (path.empty() || m.read(path.str(), error))
+    return success();
+  return op->emitError(error);
+}
+
+namespace {
+
+/// How `update` uses each input (artifact::inputUses); none for the redo
+/// of a speculative update, which the cost model takes to find the step
+/// unclipped and do nothing (its work on a step that clips is not in the
+/// prediction).
+std::vector<artifact::InputUse> cpuUpdateUses(exec::KernelOp update) {
+  artifact::Kernel kernel;
+  if (!artifact::kernelByName(update.getKernel().str(), kernel))
+    return {};
+  std::vector<int64_t> ints(update.getInts().begin(), update.getInts().end());
+  size_t n = update.getInputs().size();
+  if (artifact::updateOperands(kernel, n, ints).speculation ==
+      artifact::Speculation::Redo)
+    return std::vector<artifact::InputUse>(n, {false, false});
+  return artifact::inputUses(kernel, n, ints);
+}
+
+} // namespace
+
+double cpuUpdateBytes(exec::KernelOp update) {
+  double bytes = 0;
+  std::vector<artifact::InputUse> uses = cpuUpdateUses(update);
+  for (auto [v, use] : llvm::zip(update.getInputs(), uses))
+    bytes += storageBytes(v.getType()) * (use.read + use.written);
+  return bytes;
+}
+
+double cpuHandOffSeconds(const MachineProfile &m) {
+  return m.queueRoundTripUs * 0.5e-6;
+}
+
+double cpuJobMinBytes(const MachineProfile &m) {
+  return 20 * cpuHandOffSeconds(m) * m.cpuUpdateGBs * 1e9;
+}
+
+double cpuUpdateSsdSeconds(exec::KernelOp update, const MachineProfile &m,
+                           bool read) {
+  double seconds = 0;
+  std::vector<artifact::InputUse> uses = cpuUpdateUses(update);
+  for (auto [v, use] : llvm::zip(update.getInputs(), uses))
+    if ((read ? use.read : use.written) && tierOf(v) == "ssd")
+      seconds += ssdSeconds(storageBytes(v.getType()), read, m);
+  return seconds;
+}
+
+double cpuUpdateSeconds(exec::KernelOp update, const MachineProfile &m,
+                        bool handOff, bool ssd) {
+  // Every operand read once (the scale is a few bytes), the in-place ones
+  // written back; operands on the SSD are read first and the updated ones
+  // written back.
+  double io = ssd ? cpuUpdateSsdSeconds(update, m, true) +
+                        cpuUpdateSsdSeconds(update, m, false)
+                  : 0;
+  return io + cpuUpdateBytes(update) / (m.cpuUpdateGBs * 1e9) +
+         (handOff ? cpuHandOffSeconds(m) : 0);
+}
+
+/// The SSD store's rate (GB/s) for one transfer of `bytes`: it splits a
+/// transfer at stripes and keeps the pieces in flight together, so one
+/// piece moves at the single-request rate, several at up to that many
+/// times it, capped by the bulk (queue depth 32) rate.
+double ssdRate(double bytes, bool read, const MachineProfile &m) {
+  double pieces = std::max(1.0, std::ceil(bytes / kSsdStripeBytes));
+  double single = read ? m.ssdSmallReadGBs : m.ssdSmallWriteGBs;
+  return std::min(single * pieces, ssdPeakGBs(read, m));
+}
+
+double ssdSeconds(double bytes, bool read, const MachineProfile &m) {
+  double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
+  return latencyUs * 1e-6 + bytes / (ssdRate(bytes, read, m) * 1e9);
+}
+
+double transferSeconds(double bytes, StringRef tier, bool read,
+                       const MachineProfile &m) {
+  if (tier == "ssd") {
+    double rate = ssdRate(bytes, read, m);
+    // A GPU's SSD transfers cross its host link too (staged through host
+    // memory): no faster than a pinned copy in that direction.
+    double link = !m.gpu ? 0 : read ? m.h2dGBs : m.d2hGBs;
+    if (link > 0)
+      rate = std::min(rate, link);
+    double latencyUs = read ? m.ssdReadLatencyUs : m.ssdWriteLatencyUs;
+    return latencyUs * 1e-6 + bytes / (rate * 1e9);
+  }
+  return bytes / (hostLinkGBs(read, m) * 1e9);
+}
+
+double hostLinkGBs(bool toDevice, const MachineProfile &m) {
+  // A GPU's pinned copies have a rate per direction.
+  return toDevice && m.h2dGBs > 0    ? m.h2dGBs
+         : !toDevice && m.d2hGBs > 0 ? m.d2hGBs
+                                     : m.copyGBs;
+}
+
+double hostDuplexSlowdown(const MachineProfile &m) {
+  double both = hostLinkGBs(true, m) + hostLinkGBs(false, m);
+  return m.duplexGBs > 0 && both > m.duplexGBs ? both / m.duplexGBs : 1;
+}
+
+double ssdPeakGBs(bool read, const MachineProfile &m) {
+  return read ? std::max(m.ssdReadGBs, m.ssdSmallReadGBs)
+              : std::max(m.ssdWriteGBs, m.ssdSmallWriteGBs);
+}
+
+} // namespace strata

@@ -1,0 +1,334 @@
+//===- PredictTime.cpp - Cost model of the planned program ----------------===//
+
+#include "dialects/Strata/StrataDialect.h"
+#include "passes/Passes.h"
+
+#include "dialects/Exec/ExecDialect.h"
+#include "passes/analysis/ArenaRanges.h"
+#include "passes/analysis/CostModel.h"
+#include "runtime/artifact/StepOrder.h"
+#include "runtime/profile/MachineProfile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+#include <cmath>
+
+#define DEBUG_TYPE "strata-predict-time"
+
+namespace strata {
+#define GEN_PASS_DEF_PREDICTTIMEPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+struct PredictTimePass
+    : public strata::impl::PredictTimePassBase<PredictTimePass> {
+  using PredictTimePassBase::PredictTimePassBase;
+
+  void runOnOperation() override {
+    MachineProfile machine;
+    if (failed(loadProfile(getOperation(), profile, machine)))
+      return signalPassFailure();
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      predict(func, machine, /*recordSpans=*/true);
+  }
+
+  /// Busy time per link: each host copy direction and the SSD (in all,
+  /// and reads and writes apart).
+  struct Links {
+    double toDevice = 0, toHost = 0, ssd = 0, ssdRead = 0, ssdWrite = 0;
+  };
+
+  static double transferSeconds(exec::KernelOp k, const MachineProfile &m,
+                                Links &links) {
+    Value stored = k.getInputs()[0];
+    bool ssd = tierOf(stored) == "ssd";
+    bool read = k.getKernel() == "copy";
+    double s = strata::transferSeconds(storageBytes(stored.getType()),
+                                       ssd ? "ssd" : "host", read, m);
+    (ssd ? links.ssd : read ? links.toDevice : links.toHost) += s;
+    if (ssd)
+      (read ? links.ssdRead : links.ssdWrite) += s;
+    return s;
+  }
+
+  /// How long `work` seconds of work take when, for its first `busy`
+  /// seconds, it runs `slow` times slower.
+  static double stretched(double work, double slow, double busy) {
+    return work * slow <= busy ? work * slow : busy + (work - busy / slow);
+  }
+
+  /// Replays the runtime's schedule (runtime/exec/Executor.cpp on the CPU
+  /// backend) with the plan's queues and waits (orderSteps): steps issued
+  /// in issue order; kernels and host copies one after another on the
+  /// compute thread, SSD reads and writes each in order on their own queue
+  /// thread; a step starts once its queue is free and the steps it waits
+  /// for have finished.
+  static void predict(func::FuncOp func, const MachineProfile &m,
+                      bool recordSpans) {
+    SmallVector<exec::KernelOp> kernels;
+    for (auto k : func.getBody().front().getOps<exec::KernelOp>())
+      kernels.push_back(k);
+    size_t n = kernels.size();
+    StepOrdering ordering = orderSteps(kernels);
+    std::vector<double> end(n, 0.0);
+    // When each SSD queue (0: reads, 1: writes) is next free.
+    double clock = 0, queueFree[2] = {0, 0}, compute = 0;
+    Links links;
+    // A sleeping thread (an idle queue worker, the compute thread waiting
+    // for a transfer) takes half a queue round trip to wake up.
+    double wake = m.queueRoundTripUs * 0.5e-6;
+    // When step `i` can start, from `start`, after what it waits for;
+    // `binding`, when given, is the wait that held it last (-1: none).
+    auto waited = [&](size_t i, double start, int *binding = nullptr) {
+      for (uint32_t w : ordering.waits[i])
+        if (end[w] > start) {
+          start = end[w] + wake;
+          if (binding)
+            *binding = static_cast<int>(w);
+        }
+      return start;
+    };
+    // On a GPU (a profile from strata-calibrate --backend cuda) host copies
+    // run on their own copy engines beside the kernels.
+    double copyFree[2] = {0, 0};
+    // SSD transfers' time that also counts as host-link time (GPU).
+    double ssdOnHostLink = 0;
+    // The CPU queue (optimizer updates on the host): when it is next free,
+    // its busy time, and when the last device kernel ended.
+    double cpuFree = 0, cpuBusy = 0, computeEnd = 0;
+    auto onCpu = [&](size_t i) {
+      return ordering.queues[i] == artifact::Queue::Cpu;
+    };
+    auto staged = [&](size_t step) {
+      uint64_t bytes = 0;
+      for (Value v : kernels[step].getInputs())
+        if (tierOf(v) == "ssd")
+          bytes += artifact::pagePadded(
+              static_cast<uint64_t>(storageBytes(v.getType())));
+      return bytes;
+    };
+    // The CPU job the position is in ends before this position; its SSD
+    // write-back's seconds; when each of the two staging areas is free
+    // (its last job written back), and the one the next job takes.
+    size_t jobStart = 0, jobEnd = 0, area = 0;
+    double jobWrite = 0, areaFree[2] = {0, 0};
+    // The predicted schedule, [queue, step, start us, end us] per span, for
+    // the plan (artifact::PredictedSpan) and the HTML report.
+    SmallVector<double> spans;
+    // Every span (queue, from, to), for each queue's busy time after the
+    // backward pass starts (which the tier planner's layer programme
+    // bounds the step with), and when it starts.
+    SmallVector<std::tuple<artifact::Queue, double, double>> busy;
+    // The compute thread's idle time, by the queue it waited for.
+    double waitedOn[6] = {0, 0, 0, 0, 0, 0};
+    double backwardStart = -1;
+    auto span = [&](artifact::Queue q, size_t step, double from, double to) {
+      busy.push_back({q, from, to});
+      if (recordSpans)
+        spans.append({static_cast<double>(q), static_cast<double>(step),
+                      from * 1e6, to * 1e6});
+    };
+    for (size_t pos = 0; pos < n; ++pos) {
+      size_t i = ordering.order[pos];
+      exec::KernelOp k = kernels[i];
+      artifact::Queue q = ordering.queues[i];
+      if (q == artifact::Queue::Cpu) {
+        // A job (artifact::cpuJobEnd, as the runtime forms them) is issued
+        // when the issuing thread reaches it. Its SSD operands are read on
+        // the SSD read queue once the staging area it takes is free; its
+        // updates run one after another with one hand-off once the CPU
+        // worker is free, the reads are done and what each update waits
+        // for (the stores of their gradients) is done; its SSD operands
+        // are then written back on the SSD write queue, and that ends it.
+        bool first = pos >= jobEnd;
+        if (first) {
+          jobStart = pos;
+          jobEnd = artifact::cpuJobEnd(ordering.order, pos, onCpu, staged);
+          double read = 0;
+          jobWrite = 0;
+          for (size_t p = pos; p < jobEnd; ++p) {
+            read += cpuUpdateSsdSeconds(kernels[ordering.order[p]], m, true);
+            jobWrite +=
+                cpuUpdateSsdSeconds(kernels[ordering.order[p]], m, false);
+          }
+          double start = std::max(cpuFree, clock);
+          for (size_t p = pos; p < jobEnd; ++p)
+            start = waited(ordering.order[p], start);
+          if (read > 0) {
+            area = 1 - area;
+            double from = std::max({queueFree[0], clock, areaFree[area]});
+            queueFree[0] = from + read;
+            span(artifact::Queue::SsdRead, i, from, queueFree[0]);
+            links.ssd += read;
+            links.ssdRead += read;
+            start = std::max(start, queueFree[0]);
+          }
+          cpuFree = start;
+        }
+        double work = cpuUpdateSeconds(k, m, first, /*ssd=*/false);
+        cpuBusy += work;
+        span(q, i, cpuFree, cpuFree + work);
+        cpuFree += work;
+        end[i] = cpuFree;
+        if (pos + 1 == jobEnd && jobWrite > 0) {
+          double from = std::max(queueFree[1], cpuFree);
+          queueFree[1] = from + jobWrite;
+          span(artifact::Queue::SsdWrite, ordering.order[jobStart], from,
+               queueFree[1]);
+          links.ssd += jobWrite;
+          links.ssdWrite += jobWrite;
+          areaFree[area] = queueFree[1];
+          for (size_t p = jobStart; p <= pos; ++p)
+            end[ordering.order[p]] = queueFree[1];
+        }
+        continue;
+      }
+      if (m.gpu > 0 && (q == artifact::Queue::HostToDevice ||
+                        q == artifact::Queue::DeviceToHost)) {
+        // The issuing thread runs ahead of the GPU: a copy starts when its
+        // engine is free and what it waits for is done.
+        int mine = q == artifact::Queue::HostToDevice ? 0 : 1;
+        double &free = copyFree[mine];
+        double start = waited(i, free);
+        // While the other direction's engine is busy the two share the
+        // link's duplex rate: this copy runs hostDuplexSlowdown times
+        // slower meanwhile.
+        double busy = std::max(0.0, copyFree[1 - mine] - start);
+        free = start + stretched(transferSeconds(k, m, links),
+                                 hostDuplexSlowdown(m), busy);
+        end[i] = free;
+        span(q, i, start, free);
+        continue;
+      }
+      if (q == artifact::Queue::SsdRead || q == artifact::Queue::SsdWrite) {
+        int mine = q == artifact::Queue::SsdRead ? 0 : 1;
+        double start = queueFree[mine] > clock ? queueFree[mine] : clock + wake;
+        start = waited(i, start);
+        // On a GPU the bytes cross its host link as well, through host
+        // memory: the transfer holds the copy engine of its direction,
+        // which host copies then wait for.
+        double *engine = m.gpu > 0 ? &copyFree[mine] : nullptr;
+        if (engine)
+          start = std::max(start, *engine);
+        // While the other direction is busy the drives are shared: the
+        // transfer runs 1 + its direction's duplex slowdown times slower.
+        double work = transferSeconds(k, m, links);
+        if (engine) {
+          (mine == 0 ? links.toDevice : links.toHost) += work;
+          ssdOnHostLink += work;
+        }
+        double slow = 1 + (mine == 0 ? m.ssdDuplexReadSlowdown
+                                     : m.ssdDuplexWriteSlowdown);
+        double busy = std::max(0.0, queueFree[1 - mine] - start);
+        queueFree[mine] = start + stretched(work, slow, busy);
+        if (engine)
+          *engine = queueFree[mine];
+        end[i] = queueFree[mine];
+        span(q, i, start, queueFree[mine]);
+        continue;
+      }
+      // The compute thread idles until the last of its waits is done: that
+      // time is charged to the queue of that wait.
+      int binding = -1;
+      double start = waited(i, clock, &binding);
+      if (binding >= 0)
+        waitedOn[static_cast<int>(ordering.queues[binding])] += start - clock;
+      if (backwardStart < 0 && !isTransfer(k) && markers::isBackward(k))
+        backwardStart = start;
+      double seconds;
+      if (isTransfer(k)) {
+        seconds = transferSeconds(k, m, links);
+      } else {
+        double work = kernelSeconds(k, m);
+        compute += work;
+        // While a queue is busy (until queueFree) the kernel runs
+        // 1 + overlapSlowdown times slower.
+        double slow = 1 + m.overlapSlowdown;
+        double busy =
+            std::max(0.0, std::max(queueFree[0], queueFree[1]) - start);
+        seconds = stretched(work, slow, busy);
+      }
+      clock = start + seconds;
+      end[i] = clock;
+      span(q, i, start, clock);
+      if (!isTransfer(k))
+        computeEnd = clock;
+    }
+    double step = std::max(
+        {clock, queueFree[0], queueFree[1], copyFree[0], copyFree[1], cpuFree});
+    // CPU update time past the last device kernel is exposed; the rest ran
+    // behind the device's work.
+    double cpuExposed = std::max(0.0, cpuFree - computeEnd);
+    double hostLink = links.toDevice + links.toHost;
+    double serial = compute + hostLink - ssdOnHostLink + links.ssd + cpuBusy;
+    // With perfect overlap the busiest resource sets the pace.
+    double bound = std::max({compute, links.toDevice, links.toHost,
+                             links.ssdRead, links.ssdWrite, cpuBusy});
+    // Each queue's busy time from the backward pass's start on: the step
+    // is at least that start plus any of them.
+    double after[6] = {0, 0, 0, 0, 0, 0};
+    if (backwardStart < 0)
+      backwardStart = step;
+    for (auto [q, from, to] : busy)
+      after[static_cast<int>(q)] +=
+          std::max(0.0, to - std::max(from, backwardStart));
+    OpBuilder b(func.getContext());
+    auto us = [&](double s) {
+      return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));
+    };
+    setDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(
+        func,
+        b.getDictionaryAttr({
+            b.getNamedAttr("predicted_step_us", us(step)),
+            b.getNamedAttr("predicted_serial_us", us(serial)),
+            b.getNamedAttr("predicted_compute_us", us(compute)),
+            b.getNamedAttr("predicted_host_link_us", us(hostLink)),
+            b.getNamedAttr("predicted_host_to_device_us", us(links.toDevice)),
+            b.getNamedAttr("predicted_device_to_host_us", us(links.toHost)),
+            b.getNamedAttr("predicted_ssd_link_us", us(links.ssd)),
+            b.getNamedAttr("predicted_ssd_read_us", us(links.ssdRead)),
+            b.getNamedAttr("predicted_ssd_write_us", us(links.ssdWrite)),
+            b.getNamedAttr("predicted_lower_bound_us", us(bound)),
+            b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
+            b.getNamedAttr("predicted_cpu_exposed_us",
+                           us(std::min(cpuExposed, cpuBusy))),
+            // What the compute thread waited for, and the step past its
+            // last kernel (other queues finishing).
+            b.getNamedAttr("predicted_wait_host_to_device_us", us(waitedOn[1])),
+            b.getNamedAttr("predicted_wait_device_to_host_us", us(waitedOn[2])),
+            b.getNamedAttr("predicted_wait_ssd_read_us", us(waitedOn[3])),
+            b.getNamedAttr("predicted_wait_ssd_write_us", us(waitedOn[4])),
+            b.getNamedAttr("predicted_wait_cpu_us", us(waitedOn[5])),
+            b.getNamedAttr("predicted_after_compute_us",
+                           us(std::max(0.0, step - clock))),
+            // When the backward pass starts, then each queue's (by
+            // artifact::Queue) busy time from then on.
+            b.getNamedAttr("predicted_phases_us",
+                           b.getDenseI64ArrayAttr({
+                               us(backwardStart).getInt(),
+                               us(after[0]).getInt(),
+                               us(after[1]).getInt(),
+                               us(after[2]).getInt(),
+                               us(after[3]).getInt(),
+                               us(after[4]).getInt(),
+                               us(after[5]).getInt(),
+                           })),
+        }));
+    if (recordSpans)
+      setDeclaredAttr<exec::ExecDialect::PredictedSpansAttrHelper>(
+          func, b.getDenseF64ArrayAttr(spans));
+  }
+};
+
+} // namespace
+
+void strata::predictStepTime(func::FuncOp func, const MachineProfile &m) {
+  PredictTimePass::predict(func, m, /*recordSpans=*/false);
+}

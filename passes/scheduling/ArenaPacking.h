@@ -1,0 +1,54 @@
+// ArenaPacking.h - Offsets for buffers with lifetimes in one arena.
+//
+// The memory planner gives every arena buffer a lifetime (first and last
+// step index, inclusive) and needs offsets such that no two buffers live
+// at the same time share a byte, in as small an arena as it can find. Two
+// heuristics, the better one kept: largest first at the lowest free offset
+// (placeBySize), and in time order into the smallest free gap
+// (placeInTimeOrder). The planner scores thousands of placements of
+// deep models, each with tens of thousands of buffers, so both are kept
+// fast; the buffers are plain numbers so that they are tested alone
+// (test/unit/passes, the compiler's unit tests). No MLIR here.
+
+#ifndef STRATA_PASSES_SCHEDULING_ARENAPACKING_H
+#define STRATA_PASSES_SCHEDULING_ARENAPACKING_H
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace strata::arena {
+
+/// One buffer: its size, its lifetime in step indices (inclusive) and,
+/// once placed, its offset.
+struct Lifetime {
+  uint64_t bytes = 0;
+  int64_t start = 0;
+  int64_t end = 0;
+  uint64_t offset = 0;
+};
+
+/// Largest first (stable on ties), each at the lowest offset the placed
+/// buffers whose lifetimes meet its own leave free below the first gap
+/// that holds it; `alignment` rounds the offsets up. Returns the arena
+/// size. Each buffer looks only at the placed ones that can meet it (a
+/// time-bucket index), so short-lived buffers cost little however many
+/// there are.
+uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment);
+
+/// In time order: a buffer takes the smallest free gap that holds it (the
+/// lowest such gap on ties) when it starts and returns it when it ends.
+/// O(n log n); stack-like (nested) lifetimes pack perfectly.
+uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment);
+
+/// Both placements, the smaller arena wins (the size-ordered one only up
+/// to `sizeOrderLimit` buffers, and for thousands of buffers not when the
+/// time-ordered one already needs only the most bytes live at one step,
+/// nor when those are over `enough` (> 0: a device budget, which no
+/// placement then meets)). Sets every offset; returns the arena size.
+uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
+                      size_t sizeOrderLimit = 50000, uint64_t enough = 0);
+
+} // namespace strata::arena
+
+#endif // STRATA_PASSES_SCHEDULING_ARENAPACKING_H

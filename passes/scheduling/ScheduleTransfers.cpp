@@ -1,0 +1,80 @@
+//===- ScheduleTransfers.cpp - Issue fetches from host and SSD ahead ------===//
+//
+// After memory planning, each fetch (a "copy" of a value stored on the host
+// or the SSD into the arena) can start as soon as nothing before it still
+// needs its destination bytes and nothing writes its source any more. The
+// runtime runs fetches on a transfer queue beside the compute, so a fetch
+// issued there overlaps the kernels in between; the consumer waits only for
+// what is left. This pass records that point as `issue_after` (the index of
+// the kernel after which to issue; -1: at the start of the step).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/analysis/ArenaRanges.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+
+namespace strata {
+#define GEN_PASS_DEF_SCHEDULETRANSFERSPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+void strata::scheduleTransfers(func::FuncOp func,
+                               const ScheduleTransfersPassOptions &options) {
+  SmallVector<exec::KernelOp> kernels;
+  for (auto k : func.getBody().front().getOps<exec::KernelOp>())
+    kernels.push_back(k);
+  // Every kernel's arena accesses, and the stored buffer it writes back.
+  std::vector<std::vector<artifact::ArenaRange>> reads(kernels.size()),
+      writes(kernels.size());
+  std::vector<Operation *> writesStored(kernels.size(), nullptr);
+  for (auto [i, k] : llvm::enumerate(kernels)) {
+    arenaAccesses(k, reads[i], writes[i]);
+    if (k.getNumResults() == 0 && !k.getInputs().empty())
+      writesStored[i] = storedRoot(k.getInputs()[0]);
+  }
+  for (auto [i, k] : llvm::enumerate(kernels)) {
+    if (!isTransfer(k) || k.getKernel() != "copy")
+      continue;
+    Operation *source = storedRoot(k.getInputs()[0]);
+    // The latest kernel before it that conflicts; without one, the
+    // start of the step or the lookahead bound.
+    int64_t first =
+        std::max<int64_t>(0, static_cast<int64_t>(i) - options.lookahead);
+    int64_t after = first - 1;
+    for (int64_t j = static_cast<int64_t>(i) - 1; j >= first; --j) {
+      if ((writesStored[j] && writesStored[j] == source) ||
+          artifact::accessesConflict(reads[i], writes[i], reads[j],
+                                     writes[j])) {
+        after = j;
+        break;
+      }
+    }
+    if (after == static_cast<int64_t>(i) - 1)
+      continue; // Nothing to overlap: it stays in program order.
+    k.setIssueAfter(after);
+  }
+}
+
+namespace {
+
+struct ScheduleTransfersPass
+    : public strata::impl::ScheduleTransfersPassBase<ScheduleTransfersPass> {
+  using ScheduleTransfersPassBase::ScheduleTransfersPassBase;
+
+  void runOnOperation() override {
+    ScheduleTransfersPassOptions options;
+    options.lookahead = lookahead;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      scheduleTransfers(func, options);
+  }
+};
+
+} // namespace

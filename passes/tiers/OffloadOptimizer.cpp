@@ -1,0 +1,686 @@
+//===- OffloadOptimizer.cpp - Optimizer updates on the host CPU -----------===//
+//
+// See OffloadOptimizerPass in Passes.td. PlaceTiers leaves each update of a
+// host-resident parameter as fetches of the parameter and its states, the
+// update on the fetched copies and write-backs:
+//
+//   %wf = copy(%w)  %mf = copy(%m)  update(%wf, %g, %mf, %scale)
+//   assign(%w, %wf) assign(%m, %mf)
+//
+// which becomes a store of the gradient (and, once, of the scale) into host
+// memory and the update on the stored tensors themselves, which the runtime
+// runs on its CPU queue (every operand in host memory or on the SSD, those
+// on the SSD staged around the job on the SSD queues: isCpuUpdate):
+//
+//   store(%gs, %g)  update(%w, %gs, %m, %ss)
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Strata/StrataDialect.h"
+#include "passes/Passes.h"
+#include "passes/analysis/ArenaRanges.h"
+#include "passes/analysis/CostModel.h"
+
+#include "runtime/artifact/KernelTable.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <deque>
+#include <string>
+
+namespace strata {
+#define GEN_PASS_DEF_OFFLOADOPTIMIZERPASS
+#include "passes/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// An in-place operand of an update: the fetch PlaceTiers made of a stored
+/// tensor, and the write-back after the update.
+struct Fetched {
+  exec::KernelOp copy, assign;
+  Value stored;
+};
+
+/// What moving one update to the CPU involves, or why it cannot move.
+struct Candidate {
+  exec::KernelOp update;
+  SmallVector<Fetched> fetched; // One per in-place operand.
+  unsigned gradient = 1;
+  int scale = -1; // Operand index of the scale, if any.
+  /// The gradient is an accumulator (a stored tensor the update clears).
+  bool accumulated = false;
+  std::string blocked;
+  /// Device kernels of the backward pass follow it; its scale is computed
+  /// after the backward pass.
+  bool overlaps = false, lateScale = false;
+  /// Where its speculative copy runs (artifact::Speculation): after this
+  /// op, the last that its gradient or its stored tensors wait for; null
+  /// when it does not speculate.
+  Operation *speculateAfter = nullptr;
+};
+
+std::string displayName(Value stored) {
+  if (auto p = stored.getDefiningOp<exec::ParamOp>())
+    return p.getName().str();
+  if (auto s = stored.getDefiningOp<exec::SwapSpaceOp>())
+    return s.getName().str();
+  return "?";
+}
+
+Candidate examine(exec::KernelOp update) {
+  Candidate c;
+  c.update = update;
+  artifact::UpdateOperands at = updateOperandsOf(update);
+  c.scale = at.scale;
+  // With accumulation the update reads (and clears) the accumulator, a
+  // stored tensor fetched like the states: the CPU updates it where it
+  // lives, and there is no gradient to store.
+  c.accumulated = llvm::is_contained(writtenInputs(update), c.gradient);
+  for (unsigned i : writtenInputs(update)) {
+    Value v = update.getInputs()[i];
+    auto copy = v.getDefiningOp<exec::KernelOp>();
+    Operation *root = copy && copy.getKernel() == "copy"
+                          ? storedRoot(copy.getInputs()[0])
+                          : nullptr;
+    if (!root || root->getNumResults() != 1) {
+      c.blocked = (i == 0            ? std::string("its parameter")
+                   : i == c.gradient ? "its gradient accumulator"
+                   : static_cast<int>(i) == at.low ? "its low-precision copy"
+                                                   : "a state") +
+                  " lives in device memory (the CPU updates tensors in "
+                  "host memory or on the SSD: --place-params host, "
+                  "--place-states host or ssd)";
+      return c;
+    }
+    Fetched f;
+    f.copy = copy;
+    f.stored = copy.getInputs()[0];
+    for (Operation *user : copy->getUsers()) {
+      auto k = dyn_cast<exec::KernelOp>(user);
+      if (k == update)
+        continue;
+      if (k && k.getKernel() == "assign" && k.getInputs()[0] == f.stored &&
+          !f.assign) {
+        f.assign = k;
+        continue;
+      }
+      c.blocked = "the device copy of '" + displayName(f.stored) +
+                  "' has other readers";
+      return c;
+    }
+    if (!f.assign) {
+      c.blocked = "'" + displayName(f.stored) + "' is not written back";
+      return c;
+    }
+    c.fetched.push_back(f);
+  }
+  // The gradient (and the scale) must be device values: stored to the host
+  // here. A gradient already kept in host memory is fetched by a copy.
+  for (int i : {static_cast<int>(c.gradient), c.scale}) {
+    if (i < 0 || (c.accumulated && i == static_cast<int>(c.gradient)))
+      continue;
+    if (tierOf(update.getInputs()[i]) != "device" ||
+        storedRoot(update.getInputs()[i])) {
+      c.blocked = "its gradient is not in device memory";
+      return c;
+    }
+    if (auto copy = update.getInputs()[i].getDefiningOp<exec::KernelOp>())
+      if (copy.getKernel() == "copy" && storedRoot(copy.getInputs()[0])) {
+        c.blocked = "its gradient is kept in host memory and fetched "
+                    "(--place-gradients)";
+        return c;
+      }
+  }
+  return c;
+}
+
+/// Why updates stayed on the device: each reason once, with its count and
+/// the first update it applies to.
+struct Reason {
+  std::string why;
+  unsigned count;
+  Operation *first;
+};
+using Reasons = SmallVector<Reason>;
+
+/// Seconds the device path takes for `c`: fetches, the kernel, the
+/// write-backs; and the CPU path: the gradient's store and the CPU update.
+void costs(const Candidate &c, const MachineProfile &m, double &device,
+           double &cpu) {
+  exec::KernelOp update = c.update;
+  device = kernelSeconds(update, m);
+  for (const Fetched &f : c.fetched) {
+    double bytes = storageBytes(f.stored.getType());
+    device += transferSeconds(bytes, tierOf(f.stored), true, m) +
+              transferSeconds(bytes, tierOf(f.stored), false, m);
+  }
+  double grad = c.accumulated
+                    ? 0
+                    : storageBytes(update.getInputs()[c.gradient].getType());
+  cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
+}
+
+/// How many host buffers of one tensor type gradients land in at least,
+/// taken in turn: a gradient's store waits only when the CPU is that many
+/// jobs behind the device. A job that updates more tensors of a type
+/// holds more of them at once, and the pool grows to that.
+constexpr size_t kLandingBuffers = 3;
+
+/// The landing buffers of one tensor type: those the current job holds,
+/// and the free ones, least recently released first.
+struct LandingPool {
+  size_t count = 0;
+  SmallVector<Value> held;
+  std::deque<Value> free;
+};
+
+/// Moves a function's chosen updates to the CPU (the pass and the tier
+/// planner's scoring share it).
+struct Offloader {
+  /// "cpu" or "auto".
+  std::string mode;
+  /// Updates moving fewer bytes than this are grouped into one CPU job
+  /// with the updates after them (negative: cpuJobMinBytes).
+  int64_t groupBytes = -1;
+  /// Names the landing buffers of one function.
+  unsigned landingCount = 0;
+  /// The host memory budget (--cpu-mem; 0: none). In "auto" mode an update
+  /// moves only while its gradient's landing buffer keeps the host tensors
+  /// within it (counted without the buffers' reuse, so never over).
+  uint64_t hostBudget = 0;
+  /// Whether updates whose scale is known only after the backward pass
+  /// (exact clipping) run speculatively during it (artifact::Speculation).
+  bool speculate = true;
+
+  /// Bytes of the host tensors `body` holds: parameters and states placed
+  /// there and swap space, each page-padded.
+  static uint64_t hostTensorBytes(Block &body) {
+    uint64_t bytes = 0;
+    for (Operation &op : body) {
+      Value v;
+      if (auto p = dyn_cast<exec::ParamOp>(op);
+          p && p.getTierKind() == exec::Tier::Host)
+        v = p.getResult();
+      else if (auto s = dyn_cast<exec::SwapSpaceOp>(op);
+               s && s.getTierKind() == exec::Tier::Host)
+        v = s.getResult();
+      if (v)
+        bytes += artifact::pagePadded(storageBytes(v.getType()));
+    }
+    return bytes;
+  }
+
+  void offload(func::FuncOp func, const MachineProfile &m) {
+    Block &body = func.getBody().front();
+    SmallVector<Candidate> candidates;
+    // An update overlaps the backward pass when device kernels of it
+    // follow: the CPU runs it while they do.
+    Operation *lastBackward = nullptr;
+    for (auto k : body.getOps<exec::KernelOp>()) {
+      artifact::Kernel kernel;
+      if (artifact::kernelByName(k.getKernel().str(), kernel) &&
+          artifact::runsOnCpu(kernel))
+        candidates.push_back(examine(k));
+      if (markers::isBackward(k) && !isTransfer(k))
+        lastBackward = k;
+    }
+    if (candidates.empty())
+      return;
+    // Why updates stayed, each reason once with its count and an example.
+    Reasons stayed;
+    unsigned costlier = 0, planned = 0;
+    SmallVector<Candidate *> chosen;
+    uint64_t host = hostBudget ? hostTensorBytes(body) : 0;
+    unsigned overHost = 0;
+    llvm::DenseSet<Value> scalesLanded;
+    for (Candidate &c : candidates) {
+      if (!c.blocked.empty()) {
+        auto it = llvm::find_if(
+            stayed, [&](const Reason &r) { return r.why == c.blocked; });
+        if (it == stayed.end())
+          stayed.push_back({c.blocked, 1, c.update});
+        else
+          ++it->count;
+        continue;
+      }
+      if (mode == "auto") {
+        // The tier planner's decision, where it made one (it scored the
+        // whole step both ways); otherwise the two paths' costs.
+        StringAttr on =
+            getDeclaredAttr<exec::ExecDialect::UpdateOnAttrHelper>(c.update);
+        if (on && on.getValue() == "device") {
+          ++planned;
+          continue;
+        }
+        double device, cpu;
+        costs(c, m, device, cpu);
+        if (!on && cpu >= device) {
+          ++costlier;
+          continue;
+        }
+        uint64_t landing = artifact::pagePadded(
+            storageBytes(c.update.getInputs()[1].getType()));
+        // The scale lands once, beside the first gradient that needs it.
+        Value scale = c.scale >= 0 ? c.update.getInputs()[c.scale] : Value();
+        if (scale && !scalesLanded.contains(scale))
+          landing += artifact::pagePadded(storageBytes(scale.getType()));
+        if (hostBudget && host + landing > hostBudget) {
+          ++overHost; // On the device it needs no host memory.
+          continue;
+        }
+        host += landing;
+        if (scale)
+          scalesLanded.insert(scale);
+      }
+      chosen.push_back(&c);
+    }
+    unsigned overHostKeeps = 0;
+    if (speculate)
+      chooseSpeculation(body, chosen, lastBackward, host, overHostKeeps);
+    SmallVector<unsigned> jobOf = group(chosen, m);
+    // A job runs where its last update stood; it overlaps the backward
+    // pass when device kernels of the backward pass follow that point.
+    SmallVector<exec::KernelOp> jobAt(jobOf.empty() ? 0 : jobOf.back() + 1);
+    for (auto [c, job] : llvm::zip(chosen, jobOf))
+      jobAt[job] = c->update;
+    unsigned overlapping = 0, lateScale = 0, speculating = 0;
+    for (auto [c, job] : llvm::zip(chosen, jobOf)) {
+      Operation *runs = c->speculateAfter ? c->speculateAfter : jobAt[job];
+      c->overlaps = lastBackward && runs->isBeforeInBlock(lastBackward);
+      speculating += c->speculateAfter != nullptr;
+      Operation *scale = c->scale >= 0
+                             ? c->update.getInputs()[c->scale].getDefiningOp()
+                             : nullptr;
+      c->lateScale =
+          scale && lastBackward && lastBackward->isBeforeInBlock(scale);
+      overlapping += c->overlaps;
+      lateScale += !c->overlaps && c->lateScale;
+    }
+    SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
+    report(func, moved, jobAt.size(), overlapping, lateScale, speculating,
+           stayed, costlier, candidates.size());
+    if (overHostKeeps)
+      func->emitRemark() << overHostKeeps << " CPU update"
+                         << (overHostKeeps == 1 ? "" : "s")
+                         << " wait for the gradient norm instead of "
+                            "speculating: the kept values would take host "
+                            "memory past --cpu-mem";
+    if (planned)
+      func->emitRemark() << planned << " update" << (planned == 1 ? "" : "s")
+                         << " stay on the device: the tier planner predicts "
+                            "the step shorter with them there";
+    if (overHost)
+      func->emitRemark() << overHost << " update" << (overHost == 1 ? "" : "s")
+                         << " stay on the device: their gradients would take "
+                            "host memory past --cpu-mem";
+  }
+
+  /// Marks the chosen updates that run speculatively (see
+  /// artifact::Speculation): those whose scale is computed after the
+  /// backward pass (exact clipping), not over accumulated micro-batches,
+  /// whose gradient and stored tensors are final before that. Each runs
+  /// right after the last op its gradient or its stored tensors wait for,
+  /// as if the step did not clip, keeping beside each tensor it writes a
+  /// copy of its old value (in the tensor's tier); the update itself stays
+  /// where it stood and redoes the work from the kept values when the
+  /// step clipped. Its gradient then keeps a landing buffer of its own
+  /// until the redo. `host` counts the host tensors, within the budget.
+  void chooseSpeculation(Block &body, ArrayRef<Candidate *> chosen,
+                         Operation *lastBackward, uint64_t &host,
+                         unsigned &overHost) {
+    // One pass: the last op (other than the chosen updates' own fetches,
+    // write-backs and updates) touching each stored tensor, and the last
+    // writing each value in place.
+    llvm::DenseSet<Operation *> own;
+    for (Candidate *c : chosen) {
+      own.insert(c->update);
+      for (Fetched &f : c->fetched) {
+        own.insert(f.copy);
+        own.insert(f.assign);
+      }
+    }
+    llvm::DenseMap<Operation *, Operation *> lastTouch;
+    llvm::DenseMap<Value, Operation *> lastWrite;
+    for (Operation &op : body) {
+      if (own.contains(&op))
+        continue;
+      for (Value v : op.getOperands())
+        if (Operation *root = storedRoot(v))
+          lastTouch[root] = &op;
+      if (auto k = dyn_cast<exec::KernelOp>(op))
+        for (unsigned i : writtenInputs(k))
+          lastWrite[k.getInputs()[i]] = &op;
+    }
+    for (Candidate *c : chosen) {
+      exec::KernelOp u = c->update;
+      StringRef kernel = u.getKernel();
+      if (c->accumulated || c->scale < 0 ||
+          (kernel != "update_sgd" && kernel != "update_momentum" &&
+           kernel != "update_adamw") ||
+          (!u.getInts().empty() && u.getInts()[0] != 1))
+        continue;
+      Operation *scale = u.getInputs()[c->scale].getDefiningOp();
+      if (!scale || !lastBackward || !lastBackward->isBeforeInBlock(scale))
+        continue; // Its scale is known before the backward pass ends.
+      Value grad = u.getInputs()[c->gradient];
+      Operation *after = grad.getDefiningOp();
+      if (!after)
+        continue;
+      auto later = [&](Operation *op) {
+        if (op && after->isBeforeInBlock(op))
+          after = op;
+      };
+      later(lastWrite.lookup(grad));
+      uint64_t keeps = 0;
+      for (Fetched &f : c->fetched) {
+        later(lastTouch.lookup(storedRoot(f.stored)));
+        if (tierOf(f.stored) == "host")
+          keeps += artifact::pagePadded(storageBytes(f.stored.getType()));
+      }
+      if (!after->isBeforeInBlock(u) || !after->isBeforeInBlock(lastBackward))
+        continue; // Nothing to overlap.
+      if (hostBudget && host + keeps > hostBudget) {
+        ++overHost;
+        continue;
+      }
+      host += keeps;
+      c->speculateAfter = after;
+    }
+  }
+
+  /// The CPU job of each chosen update: consecutive updates share one
+  /// until their bytes reach the threshold, so small tensors (biases,
+  /// norms) do not pay a hand-off each. An update joins the job of the
+  /// ones before it only when nothing between them touches their tensors:
+  /// they then run later, where the job's last update stood.
+  SmallVector<unsigned> group(ArrayRef<Candidate *> chosen,
+                              const MachineProfile &m) {
+    double minBytes =
+        groupBytes >= 0 ? static_cast<double>(groupBytes) : cpuJobMinBytes(m);
+    SmallVector<unsigned> jobOf;
+    unsigned job = 0;
+    double bytes = 0;
+    llvm::DenseSet<Value> stored;
+    llvm::DenseSet<Operation *> own;
+    for (Candidate *c : chosen) {
+      if (!jobOf.empty() &&
+          (bytes >= minBytes || touchedBetween(chosen[jobOf.size() - 1]->update,
+                                               c->update, stored, own))) {
+        ++job;
+        bytes = 0;
+        stored.clear();
+        own.clear();
+      }
+      jobOf.push_back(job);
+      bytes += cpuUpdateBytes(c->update);
+      own.insert(c->update);
+      for (Fetched &f : c->fetched) {
+        stored.insert(f.stored);
+        own.insert(f.copy);
+        own.insert(f.assign);
+      }
+    }
+    return jobOf;
+  }
+
+  /// Whether an operation strictly between `from` and `to`, other than
+  /// the job's own fetches, updates and write-backs, uses a tensor in
+  /// `stored`.
+  static bool touchedBetween(Operation *from, Operation *to,
+                             const llvm::DenseSet<Value> &stored,
+                             const llvm::DenseSet<Operation *> &own) {
+    for (Operation *op = from->getNextNode(); op && op != to;
+         op = op->getNextNode())
+      if (!own.contains(op) && llvm::any_of(op->getOperands(), [&](Value v) {
+            return stored.contains(v);
+          }))
+        return true;
+    return false;
+  }
+
+  /// Stores each chosen update's gradient (and each scale, once) to host
+  /// memory where the update stood, and runs the updates on the stored
+  /// tensors, a job's together where its last update stood.
+  SmallVector<exec::KernelOp> rewrite(Block &body, ArrayRef<Candidate *> chosen,
+                                      ArrayRef<unsigned> jobOf,
+                                      ArrayRef<exec::KernelOp> jobAt) {
+    auto hostSpace = [&](Value of, const std::string &name) {
+      OpBuilder top(&body, body.begin());
+      return top
+          .create<exec::SwapSpaceOp>(of.getLoc(), of.getType(),
+                                     top.getStringAttr(name),
+                                     top.getStringAttr("host"), IntegerAttr())
+          .getResult();
+    };
+    llvm::DenseMap<Value, Value> scaleSpace;
+    // Gradients land in a few host buffers per tensor type, reused by later
+    // jobs (least recently released first), not one per parameter: the
+    // store into a buffer waits for the CPU job that last read it (a
+    // derived wait). A job holds its buffers until it runs.
+    llvm::MapVector<Type, LandingPool> landing;
+    landingCount = 0;
+    // The speculative updates' gradient stores after each op, in turn (the
+    // last one), and then their updates.
+    llvm::DenseMap<Operation *, Operation *> storesAfter;
+    SmallVector<SmallVector<Value>> operandsOf;
+    for (auto [c, job] : llvm::zip(chosen, jobOf)) {
+      if (!operandsOf.empty() && job != jobOf[operandsOf.size() - 1])
+        for (auto &[type, pool] : landing) {
+          pool.free.insert(pool.free.end(), pool.held.begin(), pool.held.end());
+          pool.held.clear();
+        }
+      exec::KernelOp u = c->update;
+      OpBuilder b(u);
+      SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
+      for (auto [i, f] : llvm::zip(writtenInputs(u), c->fetched))
+        operands[i] = f.stored;
+      if (c->speculateAfter) {
+        // Its own landing buffer, stored as soon as the gradient is final
+        // and read again by the redo.
+        Value grad = operands[c->gradient];
+        Value gs = hostSpace(grad, "cpu-update.grad." +
+                                       std::to_string(landingCount++));
+        Operation *&at = storesAfter[c->speculateAfter];
+        OpBuilder sb(body.getParentOp()->getContext());
+        sb.setInsertionPointAfter(at ? at : c->speculateAfter);
+        at = createTransfer(sb, u.getLoc(), "store", {}, {gs, grad});
+        operands[c->gradient] = gs;
+      } else if (!c->accumulated) {
+        Value grad = operands[c->gradient];
+        LandingPool &pool = landing[grad.getType()];
+        Value gs;
+        if (pool.count < kLandingBuffers || pool.free.empty()) {
+          gs = hostSpace(grad,
+                         "cpu-update.grad." + std::to_string(landingCount++));
+          ++pool.count;
+        } else {
+          gs = pool.free.front();
+          pool.free.pop_front();
+        }
+        pool.held.push_back(gs);
+        createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
+        operands[c->gradient] = gs;
+      }
+      if (c->scale >= 0) {
+        Value scale = operands[c->scale];
+        Value &ss = scaleSpace[scale];
+        if (!ss) {
+          ss = hostSpace(scale,
+                         "cpu-update.scale" +
+                             (scaleSpace.size() > 1
+                                  ? "." + std::to_string(scaleSpace.size())
+                                  : std::string()));
+          createTransfer(b, u.getLoc(), "store", {}, {ss, scale});
+        }
+        operands[c->scale] = ss;
+      }
+      operandsOf.push_back(std::move(operands));
+    }
+    // The updates, in program order, before the original update of their
+    // job's last: after every store of the job.
+    SmallVector<exec::KernelOp> moved;
+    for (auto [c, job, operands] : llvm::zip(chosen, jobOf, operandsOf)) {
+      exec::KernelOp u = c->update;
+      OpBuilder b(jobAt[job]);
+      auto m = b.create<exec::KernelOp>(u.getLoc(), TypeRange(), u.getKernel(),
+                                        operands, u.getInts(), u.getFloats());
+      // Keep the markers (strata.backward, ...); placement attributes are
+      // derived again later.
+      for (NamedAttribute a : u->getDiscardableAttrs())
+        m->setAttr(a.getName(), a.getValue());
+      moved.push_back(m);
+    }
+    for (Candidate *c : chosen) {
+      c->update.erase();
+      for (Fetched &f : c->fetched) {
+        f.assign.erase();
+        if (f.copy->use_empty())
+          f.copy.erase();
+      }
+    }
+    unsigned keepCount = 0;
+    llvm::DenseMap<Operation *, Operation *> updatesAfter;
+    for (auto [c, m] : llvm::zip(chosen, moved)) {
+      if (!c->speculateAfter)
+        continue;
+      // A keep beside each tensor the update writes, in its tier.
+      SmallVector<Value> keeps;
+      for (unsigned i : writtenInputs(m)) {
+        Value v = m.getInputs()[i];
+        OpBuilder top(&body, body.begin());
+        keeps.push_back(top.create<exec::SwapSpaceOp>(
+                               v.getLoc(), v.getType(),
+                               top.getStringAttr("speculation.keep." +
+                                                 std::to_string(keepCount++)),
+                               top.getStringAttr(tierOf(v)), IntegerAttr())
+                            .getResult());
+      }
+      SmallVector<int64_t> ints(m.getInts().begin(), m.getInts().end());
+      ints.resize(std::max<size_t>(ints.size(), 3), 0);
+      ints[0] = 1;
+      artifact::UpdateOperands at = updateOperandsOf(m);
+      // The speculative update: no scale (1), after the gradient's store.
+      SmallVector<Value> operands;
+      for (auto [i, v] : llvm::enumerate(m.getInputs()))
+        if (static_cast<int>(i) != at.scale)
+          operands.push_back(v);
+      operands.append(keeps.begin(), keeps.end());
+      ints[2] = static_cast<int64_t>(artifact::Speculation::Speculate);
+      Operation *&after = updatesAfter[c->speculateAfter];
+      OpBuilder b(m);
+      b.setInsertionPointAfter(after ? after : storesAfter[c->speculateAfter]);
+      auto first =
+          b.create<exec::KernelOp>(m.getLoc(), TypeRange(), m.getKernel(),
+                                   operands, ints, m.getFloats());
+      for (NamedAttribute a : m->getDiscardableAttrs())
+        first->setAttr(a.getName(), a.getValue());
+      after = first;
+      // The update where it stood becomes the redo.
+      ints[2] = static_cast<int64_t>(artifact::Speculation::Redo);
+      m.getInputsMutable().append(keeps);
+      m.setInts(ints);
+    }
+    return moved;
+  }
+
+  void report(func::FuncOp func, ArrayRef<exec::KernelOp> moved, size_t jobs,
+              unsigned overlapping, unsigned lateScale, unsigned speculating,
+              const Reasons &stayed, unsigned costlier, size_t total) {
+    OpBuilder b(func.getContext());
+    setDeclaredAttr<exec::ExecDialect::OffloadAttrHelper>(
+        func,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("cpu_updates", b.getI64IntegerAttr(moved.size())),
+             b.getNamedAttr("cpu_jobs", b.getI64IntegerAttr(jobs)),
+             b.getNamedAttr("overlapping_backward",
+                            b.getI64IntegerAttr(overlapping)),
+             b.getNamedAttr("speculative", b.getI64IntegerAttr(speculating)),
+             b.getNamedAttr("device_updates",
+                            b.getI64IntegerAttr(total - moved.size()))}));
+    if (!moved.empty()) {
+      auto diag = moved.front()->emitRemark()
+                  << moved.size() << " of " << total
+                  << " updates run on the CPU; " << overlapping
+                  << " overlap the backward pass";
+      if (speculating)
+        diag << " (" << speculating
+             << " speculatively: they run as if the step did not clip, "
+                "keeping the old values, and are redone after it from "
+                "those when it clips)";
+      unsigned last = moved.size() - overlapping - lateScale;
+      if (lateScale)
+        diag << "; " << lateScale
+             << " start only after it: their scale depends on every "
+                "gradient of the step (exact clipping or the loss-scale "
+                "overflow check; "
+             << (speculate ? "speculating, they would overlap nothing: "
+                             "their gradients are final at its end, or "
+                             "their kind does not speculate"
+                           : "--clip-mode previous-step lets them overlap, "
+                             "and, without loss scaling, "
+                             "--speculate-updates")
+             << ")";
+      if (last)
+        diag << "; " << last
+             << " after it: their gradients are final only when it ends";
+      if (jobs < moved.size())
+        diag << "; small ones grouped with the next: " << jobs << " CPU job"
+             << (jobs == 1 ? "" : "s");
+    }
+    if (costlier)
+      func->emitRemark() << costlier << " update" << (costlier == 1 ? "" : "s")
+                         << " stay on the device: the cost model predicts "
+                            "the device path faster on this machine";
+    // Asked for explicitly (mode cpu): say why each kind of update stayed.
+    if (mode != "cpu")
+      return;
+    for (const Reason &r : stayed)
+      r.first->emitRemark() << r.count << " update" << (r.count == 1 ? "" : "s")
+                            << " stay on the device: " << r.why;
+  }
+};
+
+struct OffloadOptimizerPass
+    : public strata::impl::OffloadOptimizerPassBase<OffloadOptimizerPass> {
+  using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
+
+  void runOnOperation() override {
+    if (mode != "device" && mode != "cpu" && mode != "auto") {
+      getOperation().emitError()
+          << "--place-updates (strata-offload-optimizer mode): '" << mode
+          << "' is not one of device, cpu, auto";
+      return signalPassFailure();
+    }
+    MachineProfile machine;
+    if (failed(loadProfile(getOperation(), profile, machine)))
+      return signalPassFailure();
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      offloadOptimizerUpdates(func, mode, machine, groupBytes, hostBudget,
+                              speculate);
+  }
+};
+
+} // namespace
+
+void strata::offloadOptimizerUpdates(func::FuncOp func, StringRef mode,
+                                     const MachineProfile &m,
+                                     int64_t groupBytes, uint64_t hostBudget,
+                                     bool speculate) {
+  if (mode != "cpu" && mode != "auto")
+    return;
+  Offloader o;
+  o.mode = mode.str();
+  o.groupBytes = groupBytes;
+  o.hostBudget = hostBudget;
+  o.speculate = speculate;
+  o.offload(func, m);
+}

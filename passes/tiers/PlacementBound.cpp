@@ -1,0 +1,506 @@
+//===- PlacementBound.cpp - No placement can be predicted faster ----------===//
+//
+// A lower bound on the predicted step of every placement that meets the
+// budgets, from the program before placement: the planner's result is
+// reported against it, so the gap its search leaves is known, not guessed.
+//
+// Under the cost model the step is at least each queue's busy time:
+// * compute: every kernel of the forward and backward passes but the
+//   updates (the optimizer's kernels may move to the CPU, fused updates
+//   too; recomputation only adds);
+// * host->device: every read of a stored tensor that is not on the device
+//   is a fetch of its own (one per reading kernel). A kernel's own
+//   operands and results (parameters aside) are on the device together,
+//   so the largest such set is arena the device always needs; what is
+//   left of the budget is all that stored tensors can keep there, and the
+//   fewest fetches are made when it keeps the most-read ones. Without a
+//   GPU an SSD tensor is fetched by the SSD queue instead of the host
+//   link: the fetches then share both rates;
+// * updates: each update reads its parameter and optimizer state either
+//   on the device (a fetch each, when they are not kept there) or on the
+//   CPU (the CPU optimizer reads and writes them); the passes' fetches
+//   and the updates' reads together over the host link's and the CPU's
+//   rates together;
+// * device->host: for each trainable parameter read there and not kept,
+//   its gradient (to the host's update) or the updated parameter (written
+//   back), whichever is smaller;
+// * SSD: what the device and the host budget cannot hold is read every
+//   time it is fetched or updated (the least-read tensors there) and, but
+//   for frozen tensors and constants, written back.
+// Each is at the link's best rate, without latencies.
+//
+// On a GPU those rows price memory only through the stored tensors: a
+// plan could keep every activation and still meet them. The memory
+// relaxation (with GLPK) prices all of it. Its variables are fractions:
+// of each stored tensor kept on the device (k), off it and read there
+// (d), or off it with its update on the CPU (c, one per update, shared by
+// the tensors the update reads); and of each activation (a forward
+// kernel's result the backward pass reads) kept, swapped or recomputed.
+// Every placement is one choice of 0s and 1s, so the programme's least T
+// is at most its step, given that each of these holds for every
+// placement within the budgets:
+// * device memory: the parameter region holds the tensors kept, the arena
+//   at least the largest kernel's operands and results (as above); and
+//   between the forward and the backward pass every activation kept is
+//   live, beside the parameter region. So sum(k * bytes) + arena and
+//   sum(k * bytes) + sum(kept activation bytes) are within the budget;
+// * compute: the passes' kernels, an update on the device where it is not
+//   on the CPU, and a recomputation at least the kernel that made the
+//   activation (shared out among that kernel's activations);
+// * host->device: a tensor off the device is fetched for each pass kernel
+//   that reads it and, updated on the device, for the update (unless the
+//   update only writes it); a swapped activation comes back once;
+// * device->host: a tensor updated in place on the device but kept off it
+//   is written back; an update on the CPU gets its gradient; a swapped
+//   activation goes out once (through the host link to the SSD too);
+// * the CPU: each CPU update's bytes at the CPU optimizer's rate;
+// * before and after the boundary: B, when the first backward kernel
+//   starts, is at least the forward pass's compute (the device runs its
+//   kernels in program order), and each link's work that must be done
+//   before it is at most B: the fetches for the forward kernels' reads,
+//   and a swapped activation's store (until it is done the activation is
+//   on the device). What waits for the backward pass takes at most T - B
+//   on each resource: an update whose gradient a backward kernel makes,
+//   on the CPU with the gradient's transfer, on the device with its
+//   write-back; a swapped activation's return (a copy fetched before B
+//   would be on the device at the boundary); and a late update's fetch of
+//   a tensor off the device, unless it was fetched before B (its own
+//   column, which then counts in the memory between the passes).
+// T is at least each, and at least every row above. Host capacity and the
+// order in which things happen are left out (the programme only gets
+// looser). --planner-check compares the bound with every placement it
+// scores, and with every layer placement of a small instance.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tiers/TierPlanner.h"
+
+#include "dialects/Strata/StrataDialect.h"
+#include "passes/analysis/ArenaRanges.h"
+#include "passes/analysis/CostModel.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#ifdef STRATA_HAVE_GLPK
+#include "passes/tiers/GlpkMatrix.h"
+#endif
+
+using namespace mlir;
+
+namespace strata::tiers {
+
+namespace {
+
+/// The optimizer step's kernels and every update (fused updates run inside
+/// the backward pass): they may run on the CPU instead.
+bool isOptimizerKernel(exec::KernelOp k) {
+  return markers::isOptimizer(k) || exec::isUpdate(k);
+}
+
+/// A stored tensor's bytes and how many times a step reads it.
+struct Reads {
+  double bytes = 0, count = 0;
+};
+
+/// The fewest reads (in bytes) that the tensors not kept make when `kept`
+/// bytes of the most-read ones stay (a fraction of one may).
+double readsNotKept(std::vector<Reads> tensors, double kept) {
+  llvm::sort(tensors,
+             [](const Reads &a, const Reads &b) { return a.count > b.count; });
+  double total = 0;
+  for (const Reads &t : tensors) {
+    double stays = std::min(kept, t.bytes);
+    kept -= stays;
+    total += (t.bytes - stays) * t.count;
+  }
+  return total;
+}
+
+} // namespace
+
+double PlacementBound::seconds() const {
+  return std::max(
+      {compute, toDevice, toHost, updates, ssdRead, ssdWrite, relaxed});
+}
+
+#ifdef STRATA_HAVE_GLPK
+namespace {
+
+/// The memory relaxation (see the top of the file) for `func` under `m`,
+/// the device budget `gpuMem` and the largest kernel working set
+/// `deviceArena`, with the passes' reads of each stored tensor
+/// `passReads` and the compute of the passes `passCompute`. Fills `b`'s
+/// relaxed and relaxation, or leaves them 0 when the programme is not
+/// solved.
+void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
+           double deviceArena, double passCompute,
+           const llvm::DenseMap<Operation *, double> &passReads,
+           PlacementBound &b) {
+  Block &body = func.getBody().front();
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  double h2d = hostLinkGBs(true, m) * 1e9, d2h = hostLinkGBs(false, m) * 1e9;
+  double cpuRate = m.cpuUpdateGBs > 0 ? m.cpuUpdateGBs * 1e9 : 0;
+  // Per stored tensor: the passes' reads (the forward pass's among them),
+  // its update (-1: none), the reads and writes by that update.
+  struct Tensor {
+    double bytes = 0, reads = 0, forwardReads = 0, updateReads = 0,
+           updateWrites = 0;
+    int update = -1, updaters = 0;
+    /// A trainable parameter, an optimizer state or a low-precision copy:
+    /// what a CPU update needs off the device.
+    bool updatable = false;
+  };
+  std::vector<Tensor> tensors;
+  llvm::DenseMap<Operation *, size_t> tensorOf;
+  for (auto p : body.getOps<exec::ParamOp>()) {
+    if (p->use_empty())
+      continue;
+    tensorOf[p] = tensors.size();
+    Tensor t;
+    t.bytes = static_cast<double>(storageBytes(p.getType()));
+    t.reads = passReads.lookup(p);
+    t.updatable = p.getTrainable() || p.getState() || p.getCopyOf();
+    tensors.push_back(t);
+  }
+  struct Update {
+    double device = 0, cpu = 0, gradient = 0;
+    /// Its gradient comes from a kernel of the backward pass.
+    bool late = false;
+  };
+  std::vector<Update> updates;
+  // Activations: bytes and the share of their kernel's time.
+  std::vector<std::pair<double, double>> acts;
+  Operation *firstBackward = nullptr;
+  // The forward pass's compute: the backward pass starts no earlier.
+  double forward = 0;
+  for (auto k : body.getOps<exec::KernelOp>())
+    if (markers::isBackward(k)) {
+      firstBackward = k;
+      break;
+    }
+  for (auto k : body.getOps<exec::KernelOp>()) {
+    if (exec::isUpdate(k)) {
+      int u = static_cast<int>(updates.size());
+      Update up;
+      up.device = kernelSeconds(k, m);
+      up.cpu = cpuRate > 0 ? cpuUpdateBytes(k) / cpuRate
+                           : std::numeric_limits<double>::infinity();
+      std::vector<artifact::InputUse> uses = inputUses(k);
+      artifact::UpdateOperands at = updateOperandsOf(k);
+      for (auto [i, v] : llvm::enumerate(k.getInputs())) {
+        auto it = tensorOf.find(viewRoot(v).getDefiningOp());
+        if (it == tensorOf.end()) {
+          if (i == 1) {
+            up.gradient += storageBytes(v.getType());
+            Operation *def = viewRoot(v).getDefiningOp();
+            up.late = def && markers::isBackward(def);
+          }
+          continue;
+        }
+        Tensor &t = tensors[it->second];
+        t.update = u;
+        ++t.updaters;
+        bool low = at.low >= 0 && static_cast<int64_t>(i) == at.low;
+        if (i < uses.size()) {
+          t.updateReads += uses[i].read && !low ? 1 : 0;
+          t.updateWrites += uses[i].written ? 1 : 0;
+        }
+      }
+      updates.push_back(up);
+      continue;
+    }
+    if (markers::isOptimizer(k) || markers::isBackward(k) ||
+        isTransferKernel(k) || !firstBackward ||
+        !k->isBeforeInBlock(firstBackward))
+      continue;
+    forward += kernelSeconds(k, m);
+    llvm::DenseSet<Operation *> distinct;
+    for (Value v : k->getOperands()) {
+      Operation *def = viewRoot(v).getDefiningOp();
+      auto it = tensorOf.find(def);
+      if (it != tensorOf.end() && distinct.insert(def).second)
+        tensors[it->second].forwardReads += 1;
+    }
+  }
+  // The swap candidates the forward pass makes, each with its share of
+  // its kernel's time.
+  SmallVector<Value> candidates = swappable(body);
+  llvm::DenseMap<Operation *, unsigned> perKernel;
+  for (Value v : candidates)
+    ++perKernel[v.getDefiningOp()];
+  for (Value v : candidates) {
+    auto k = cast<exec::KernelOp>(v.getDefiningOp());
+    if (firstBackward && k->isBeforeInBlock(firstBackward))
+      acts.push_back({storageBytes(v.getType()),
+                      kernelSeconds(k, m) / perKernel.lookup(k)});
+  }
+  // What several updates read (a loss scale, a step count) or what is not
+  // the update's own tensor is priced as read by none and ties no update
+  // to the CPU: the programme only gets looser.
+  for (Tensor &t : tensors)
+    if (t.update >= 0 && (t.updaters > 1 || !t.updatable)) {
+      t.update = -1;
+      t.updateReads = t.updateWrites = 0;
+    }
+  glp_prob *lp = glp_create_prob();
+  glp_set_obj_dir(lp, GLP_MIN);
+  // Rows: compute, host->device, device->host and CPU (each at most T);
+  // each link's work before the backward pass starts (at most B, a column
+  // at least the forward pass's compute) and each resource's after it (at
+  // most T - B); the two memory rows; then one per tensor and one per
+  // activation (fractions summing to 1).
+  enum {
+    kCompute = 1,
+    kToDevice,
+    kToHost,
+    kCpu,
+    kEarlyToDevice,
+    kEarlyToHost,
+    kLateToDevice,
+    kLateToHost,
+    kLateCpu,
+    kParams,
+    kBoundary
+  };
+  int tensorRow0 = kBoundary + 1;
+  int actRow0 = tensorRow0 + static_cast<int>(tensors.size());
+  glp_add_rows(lp, actRow0 - 1 + static_cast<int>(acts.size()));
+  double allDevice = 0;
+  for (const Update &u : updates)
+    allDevice += u.device;
+  glp_set_row_bnds(lp, kCompute, GLP_UP, 0, -(passCompute + allDevice));
+  for (int r : {kToDevice, kToHost, kCpu})
+    glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
+  for (int r :
+       {kEarlyToDevice, kEarlyToHost, kLateToDevice, kLateToHost, kLateCpu})
+    glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
+  glp_set_row_bnds(lp, kParams, GLP_UP, 0,
+                   std::max(0.0, gpuMem - deviceArena) / kGiB);
+  glp_set_row_bnds(lp, kBoundary, GLP_UP, 0, gpuMem / kGiB);
+  for (int r = tensorRow0; r <= glp_get_num_rows(lp); ++r)
+    glp_set_row_bnds(lp, r, GLP_FX, 1, 1);
+  GlpkMatrix matrix;
+  auto entry = [&](int row, int col, double value) {
+    matrix.add(row, col, value);
+  };
+  auto column = [&](double lo, double hi) {
+    int c = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, c, lo == hi ? GLP_FX : GLP_DB, lo, hi);
+    return c;
+  };
+  int T = glp_add_cols(lp, 1);
+  glp_set_col_bnds(lp, T, GLP_LO, 0, 0);
+  glp_set_obj_coef(lp, T, 1);
+  for (int r : {kCompute, kToDevice, kToHost, kCpu, kLateToDevice, kLateToHost,
+                kLateCpu})
+    entry(r, T, -1);
+  int B = glp_add_cols(lp, 1);
+  glp_set_col_bnds(lp, B, GLP_LO, forward, 0);
+  for (int r : {kEarlyToDevice, kEarlyToHost})
+    entry(r, B, -1);
+  for (int r : {kLateToDevice, kLateToHost, kLateCpu})
+    entry(r, B, 1);
+  // The CPU columns, with what a CPU update moves and costs.
+  std::vector<int> cpuCol(updates.size());
+  for (auto [u, up] : llvm::enumerate(updates)) {
+    bool possible = std::isfinite(up.cpu);
+    cpuCol[u] = column(0, possible ? 1 : 0);
+    entry(kCompute, cpuCol[u], -up.device);
+    entry(kCpu, cpuCol[u], possible ? up.cpu : 0);
+    entry(kToHost, cpuCol[u], up.gradient / d2h);
+    if (up.late) {
+      entry(kLateCpu, cpuCol[u], possible ? up.cpu : 0);
+      entry(kLateToHost, cpuCol[u], up.gradient / d2h);
+    }
+  }
+  // A tensor off the device that a late update reads is fetched for it
+  // either before the backward pass starts, and is then on the device
+  // between the passes, or after (one more column: fetched early).
+  std::vector<int> keptCol(tensors.size()), fetchedCol(tensors.size()),
+      earlyCol(tensors.size(), 0);
+  for (auto [i, t] : llvm::enumerate(tensors)) {
+    int row = tensorRow0 + static_cast<int>(i);
+    bool late = t.update >= 0 && updates[t.update].late;
+    keptCol[i] = column(0, 1);
+    entry(row, keptCol[i], 1);
+    entry(kParams, keptCol[i], t.bytes / kGiB);
+    entry(kBoundary, keptCol[i], t.bytes / kGiB);
+    fetchedCol[i] = column(0, 1);
+    if (late && t.updateReads > 0)
+      earlyCol[i] = column(0, 1);
+    for (int c : {fetchedCol[i], earlyCol[i]}) {
+      if (!c)
+        continue;
+      entry(row, c, 1);
+      entry(kToDevice, c, t.bytes * (t.reads + t.updateReads) / h2d);
+      entry(kEarlyToDevice, c, t.bytes * t.forwardReads / h2d);
+      entry(kToHost, c, t.bytes * t.updateWrites / d2h);
+      if (late)
+        entry(kLateToHost, c, t.bytes * t.updateWrites / d2h);
+    }
+    if (earlyCol[i]) {
+      entry(kBoundary, earlyCol[i], t.bytes / kGiB);
+      entry(kLateToDevice, fetchedCol[i], t.bytes * t.updateReads / h2d);
+    }
+    if (t.update >= 0) {
+      entry(row, cpuCol[t.update], 1);
+      entry(kToDevice, cpuCol[t.update], t.bytes * t.reads / h2d);
+      entry(kEarlyToDevice, cpuCol[t.update], t.bytes * t.forwardReads / h2d);
+    }
+  }
+  std::vector<int> actCols(3 * acts.size());
+  for (auto [i, a] : llvm::enumerate(acts)) {
+    int row = actRow0 + static_cast<int>(i);
+    auto [bytes, seconds] = a;
+    int keep = column(0, 1), swap = column(0, 1), again = column(0, 1);
+    actCols[3 * i] = keep;
+    actCols[3 * i + 1] = swap;
+    actCols[3 * i + 2] = again;
+    for (int c : {keep, swap, again})
+      entry(row, c, 1);
+    entry(kBoundary, keep, bytes / kGiB);
+    entry(kToDevice, swap, bytes / h2d);
+    entry(kToHost, swap, bytes / d2h);
+    entry(kEarlyToHost, swap, bytes / d2h);
+    entry(kLateToDevice, swap, bytes / h2d);
+    entry(kCompute, again, seconds);
+  }
+  matrix.load(lp);
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
+    // A hair under the optimum: the simplex's tolerances.
+    b.relaxed = std::max(0.0, glp_get_obj_val(lp) * (1 - 1e-6));
+    PlacementBound::Relaxation &r = b.relaxation;
+    r.compute = passCompute + allDevice + glp_get_row_prim(lp, kCompute) +
+                glp_get_col_prim(lp, T);
+    r.toDevice = glp_get_row_prim(lp, kToDevice) + glp_get_col_prim(lp, T);
+    r.toHost = glp_get_row_prim(lp, kToHost) + glp_get_col_prim(lp, T);
+    r.cpu = glp_get_row_prim(lp, kCpu) + glp_get_col_prim(lp, T);
+    for (auto [i, t] : llvm::enumerate(tensors)) {
+      double c = t.update >= 0 ? glp_get_col_prim(lp, cpuCol[t.update]) : 0;
+      r.cpuUpdated += c * t.bytes;
+      r.fetched += glp_get_col_prim(lp, fetchedCol[i]) * t.bytes;
+      if (earlyCol[i])
+        r.fetched += glp_get_col_prim(lp, earlyCol[i]) * t.bytes;
+    }
+    for (auto [i, a] : llvm::enumerate(acts)) {
+      r.swapped += glp_get_col_prim(lp, actCols[3 * i + 1]) * a.first;
+      r.recomputed += glp_get_col_prim(lp, actCols[3 * i + 2]) * a.first;
+    }
+  }
+  glp_delete_prob(lp);
+}
+
+} // namespace
+#endif
+
+PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
+                              uint64_t gpuMem, uint64_t cpuMem, bool hasSsd) {
+  PlacementBound b;
+  Block &body = func.getBody().front();
+  // How many of the passes' kernels read each stored tensor; those the
+  // updates read (trainable parameters and optimizer state).
+  llvm::DenseMap<Operation *, double> passReads;
+  llvm::DenseSet<Operation *> updated;
+  double deviceArena = 0;
+  // The CPU optimizer's bytes per byte of the tensors an update reads
+  // (each read, the in-place ones written too; the gradient adds more).
+  double cpuBytesPerByte = std::numeric_limits<double>::infinity();
+  // Each updated parameter's gradient bytes.
+  llvm::DenseMap<Operation *, double> gradientBytes;
+  for (auto k : body.getOps<exec::KernelOp>()) {
+    if (isOptimizerKernel(k)) {
+      if (!exec::isUpdate(k))
+        continue;
+      if (k.getInputs().size() > 1)
+        if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
+          gradientBytes[p] = storageBytes(k.getInputs()[1].getType());
+      double footprint = 0;
+      for (Value v : k.getInputs())
+        if (auto p = viewRoot(v).getDefiningOp<exec::ParamOp>())
+          if (p.getTrainable() || p.getState()) {
+            updated.insert(p);
+            footprint += storageBytes(p.getType());
+          }
+      if (footprint > 0)
+        cpuBytesPerByte =
+            std::min(cpuBytesPerByte, cpuUpdateBytes(k) / footprint);
+      continue;
+    }
+    b.compute += kernelSeconds(k, m);
+    llvm::DenseSet<Value> distinct;
+    double bytes = 0;
+    for (Value v : k->getOperands()) {
+      Value root = viewRoot(v);
+      if (!distinct.insert(root).second)
+        continue;
+      if (auto p = root.getDefiningOp<exec::ParamOp>())
+        passReads[p] += 1;
+      else
+        bytes += storageBytes(root.getType());
+    }
+    for (Value r : k.getResults())
+      bytes += storageBytes(r.getType());
+    deviceArena = std::max(deviceArena, bytes);
+  }
+  double trainableRead = 0, stored = 0, unwritten = 0;
+  double gradientShare = 1.0;
+  // Reads by the passes alone; by the passes and the updates.
+  std::vector<Reads> fetched, read;
+  for (auto p : body.getOps<exec::ParamOp>()) {
+    if (p->use_empty())
+      continue;
+    double bytes = storageBytes(p.getType());
+    stored += bytes;
+    if (!p.getTrainable() && !p.getState() && !p.getCopyOf())
+      unwritten += bytes;
+    double byPasses = passReads.lookup(p);
+    fetched.push_back({bytes, byPasses});
+    read.push_back({bytes, byPasses + (updated.contains(p) ? 1 : 0)});
+    if (byPasses > 0 && p.getTrainable()) {
+      trainableRead += bytes;
+      auto g = gradientBytes.find(p);
+      double back =
+          g == gradientBytes.end() ? bytes : std::min(bytes, g->second);
+      if (bytes > 0)
+        gradientShare = std::min(gradientShare, back / bytes);
+    }
+  }
+  // What stored tensors can keep on the device.
+  double kept = gpuMem ? std::max(0.0, double(gpuMem) - deviceArena) : stored;
+  // Fetches ride the host link; without a GPU, those from the SSD ride
+  // the SSD queue instead.
+  double fetchGBs = hostLinkGBs(true, m) +
+                    (!m.gpu && hasSsd && cpuMem > 0 ? ssdPeakGBs(true, m) : 0);
+  b.toDevice = readsNotKept(fetched, kept) / (fetchGBs * 1e9);
+  if (!updated.empty() && m.cpuUpdateGBs > 0)
+    b.updates = readsNotKept(read, kept) /
+                ((fetchGBs + m.cpuUpdateGBs / cpuBytesPerByte) * 1e9);
+  b.toHost = gradientShare * std::max(0.0, trainableRead - kept) /
+             (hostLinkGBs(false, m) * 1e9);
+  if (hasSsd && cpuMem > 0) {
+    // At best the SSD holds the least-read tensors: what is not kept when
+    // the device and the host keep the most-read ones.
+    double onSsd = std::max(0.0, stored - kept - double(cpuMem));
+    b.ssdRead =
+        readsNotKept(read, stored - onSsd) / (ssdPeakGBs(true, m) * 1e9);
+    b.ssdWrite =
+        std::max(0.0, onSsd - unwritten) / (ssdPeakGBs(false, m) * 1e9);
+  }
+#ifdef STRATA_HAVE_GLPK
+  if (m.gpu && gpuMem > 0)
+    relax(func, m, static_cast<double>(gpuMem), deviceArena, b.compute,
+          passReads, b);
+#endif
+  return b;
+}
+
+} // namespace strata::tiers

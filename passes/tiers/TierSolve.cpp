@@ -1,0 +1,772 @@
+//===- TierSolve.cpp - Layer configurations chosen by an integer programme ===//
+//
+// The tier planner's layer-structured stage. A transformer's stored tensors
+// are mostly L near-identical layers, and what matters for the step is how
+// many layers keep their weights, low-precision copies and optimizer
+// states where, and how many update on the CPU, far more than which
+// tensor goes where. So:
+//
+// 1. Groups. The automatic `exec.param`s by layer (layerOf: "h.3",
+//    "model.layers.3"); the tensors of no layer form one group. Groups
+//    whose tensors match (the same names past the layer, the same sizes
+//    and roles) are one type: a GPT has one type of L layers and the rest.
+// 2. Configurations (kConfigs): where a group's trainable parameters, its
+//    low-precision copies (--precision bf16/fp16) and its optimizer states
+//    live, and whether its updates run on the CPU (only when all three are
+//    off the device: the CPU updates tensors in host memory or on the SSD).
+//    Those that need an SSD are dropped without one, the CPU ones when
+//    --place-updates is not auto, and a type keeps one of each set of
+//    configurations that place its tensors alike.
+// 3. Costs. From one choice of activations and gradients (a base: the
+//    greedy starts' and the naive ones'), the placement with every group
+//    on the device is scored (memory planned, the step replayed), then,
+//    for each type and configuration, the placement with that type's
+//    groups all in it. The difference, per group, is what one group in
+//    that configuration adds to each queue's busy time, to the replayed
+//    step and to the device's and the host's bytes.
+// 4. The integer programme. How many groups of each type take each
+//    configuration: minimise T, with T at least every queue's busy time
+//    (linear in the counts) and at least the step, whose growth is not
+//    linear (a few groups' transfers hide behind the compute, many do not):
+//    each configuration's is measured at a quarter of the groups too and
+//    modelled as convex and piecewise linear through both measurements
+//    (Coefficients::step); the device's and the host's bytes within the
+//    budgets, and the counts of a type summing to its groups. GLPK (glp_intopt,
+//    branch and cut) solves it to proven optimality; a small tie-break prefers
+//    less traffic in all. The counts are spread over each type's layers evenly,
+//    and put on its last layers (whose updates come first in the backward pass)
+//    as an alternative.
+// 5. Checking. The placement is scored, and so is the programme's optimum
+//    without the step's row (the queues alone), which sometimes places
+//    better: the step is modelled from two measurements. Over a budget (the
+//    model is linear, the arena's packing is not quite), the budget's row is
+//    tightened by the excess and the programme solved again. Then single groups
+//    move between configurations, the moves the model rates best first, while
+//    the scored step drops.
+//
+// What is exact and what is not: the programme's optimum is exact for the
+// linear model over these configurations; the replayed step of what it
+// gives is measured, never assumed; the local search of TierSearch.cpp
+// continues from the best scored placement, and the planner keeps the best
+// it scored. Without GLPK at build time the stage is skipped (a remark
+// says so) and the local search alone plans.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/tiers/TierPlanner.h"
+
+#include "dialects/Strata/StrataDialect.h"
+#include "passes/analysis/ArenaRanges.h"
+
+#include "llvm/Support/Debug.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#ifdef STRATA_HAVE_GLPK
+#include "passes/tiers/GlpkMatrix.h"
+#endif
+
+#define DEBUG_TYPE "strata-place-tiers"
+
+using namespace mlir;
+using namespace strata;
+using namespace strata::tiers;
+
+void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
+  if (placement.cpu.empty())
+    return;
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Operation *, unsigned> indexOf;
+  for (auto [i, p] : llvm::enumerate(body.getOps<exec::ParamOp>()))
+    indexOf[p] = i;
+  Builder b(func.getContext());
+  for (auto k : body.getOps<exec::KernelOp>()) {
+    if (!exec::isUpdate(k) || k.getInputs().empty())
+      continue;
+    Value v = k.getInputs()[0];
+    if (auto copy = v.getDefiningOp<exec::KernelOp>();
+        copy && copy.getKernel() == "copy")
+      v = copy.getInputs()[0];
+    auto it = indexOf.find(viewRoot(v).getDefiningOp());
+    if (it == indexOf.end())
+      continue;
+    setDeclaredAttr<exec::ExecDialect::UpdateOnAttrHelper>(
+        k, b.getStringAttr(placement.cpu[it->second] ? "cpu" : "device"));
+  }
+}
+
+#ifndef STRATA_HAVE_GLPK
+
+std::optional<std::pair<Placement, Score>>
+TierPlanner::solveLayers(func::FuncOp, ArrayRef<Placement> bases) {
+  // Said only where the stage would have run.
+  if (mode(Class::Params) != "auto" || mode(Class::States) != "auto" ||
+      bases.empty())
+    return std::nullopt;
+  layerStage = "skipped: the compiler was built without GLPK (install "
+               "libglpk-dev and rebuild); the local search alone planned";
+  return std::nullopt;
+}
+
+#else
+
+namespace {
+
+/// What a stored tensor is to its group's configuration.
+enum class Role : uint8_t { Master, Low, State, Other };
+
+/// Where a group's tensors live and where its updates run.
+struct Config {
+  const char *name;
+  Tier master, low, state;
+  bool cpu;
+};
+
+constexpr Tier kD = Tier::Device, kH = Tier::Host, kS = Tier::Ssd;
+
+/// Index 0 (everything on the device) is the reference the costs are
+/// measured from.
+constexpr Config kConfigs[] = {
+    {"device", kD, kD, kD, false},
+    {"states on the host", kD, kD, kH, false},
+    {"masters and states on the host", kH, kD, kH, false},
+    {"host", kH, kH, kH, false},
+    {"host, CPU updates", kH, kH, kH, true},
+    {"states on the SSD", kD, kD, kS, false},
+    {"masters on the host, states on the SSD", kH, kD, kS, false},
+    {"masters and states on the SSD", kS, kD, kS, false},
+    {"host, states on the SSD, CPU updates", kH, kH, kS, true},
+    {"SSD, low copies on the host, CPU updates", kS, kH, kS, true},
+    {"SSD, CPU updates", kS, kS, kS, true},
+};
+constexpr unsigned kNumConfigs = std::size(kConfigs);
+
+Tier tierFor(Role r, const Config &c) {
+  switch (r) {
+  case Role::Low:
+    return c.low;
+  case Role::State:
+    return c.state;
+  case Role::Master:
+  case Role::Other:
+    return c.master;
+  }
+  return c.master;
+}
+
+/// The times the programme bounds T with, read from a Usage: the step
+/// (index 0; modelled by Coefficients::step), each queue's busy time, and the
+/// backward pass's start plus each queue's busy time after it.
+constexpr unsigned kNumTimes = 13;
+double &timeOf(Usage &u, unsigned r) {
+  double *all[kNumTimes] = {&u.step,     &u.compute,  &u.toDevice, &u.toHost,
+                            &u.ssdRead,  &u.ssdWrite, &u.cpu,      &u.phase[0],
+                            &u.phase[1], &u.phase[2], &u.phase[3], &u.phase[4],
+                            &u.phase[5]};
+  return *all[r];
+}
+double timeOf(const Usage &u, unsigned r) {
+  return timeOf(const_cast<Usage &>(u), r);
+}
+
+/// One group's cost in one configuration, over the reference.
+struct Coefficients {
+  double time[kNumTimes] = {};
+  double device = 0, host = 0;
+  /// The replayed step's growth is not linear in the count: a few groups'
+  /// transfers and CPU work hide behind the compute, many do not. It is
+  /// measured at two counts, `at` groups and all of them (time[0] is per
+  /// group over all), and modelled as the larger of two lines, one through
+  /// the origin and (at, stepAt), the other through (at, stepAt) and (all,
+  /// all * time[0]): step(n) = max(n * stepAt / at, stepAt + (n - at) *
+  /// steeper), convex, and through both points when the growth is.
+  int64_t at = 0;
+  double stepAt = 0, steeper = 0;
+  double step(int64_t n) const {
+    if (at <= 0)
+      return n * time[0];
+    double first = n * (stepAt / static_cast<double>(at));
+    return std::max(first, stepAt + (n - at) * steeper);
+  }
+};
+
+struct Group {
+  SmallVector<unsigned> params;
+};
+
+struct GroupType {
+  SmallVector<unsigned> groups;
+  /// Usable configurations (indices into kConfigs), 0 first.
+  SmallVector<unsigned> configs;
+  /// Per entry of `configs`.
+  SmallVector<Coefficients> cost;
+};
+
+/// The counts of each type's groups in each of its configurations.
+using Counts = SmallVector<SmallVector<int64_t>>;
+
+} // namespace
+
+namespace {
+
+/// The programme of step 4 for `types`, with the reference's usage `base`
+/// and the byte limits `deviceLimit` and `hostLimit` (0: none), with the
+/// step's row or without it (`stepRow`). Returns the optimal counts, or
+/// nothing when no counts meet the limits.
+std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
+                                  double deviceLimit, double hostLimit,
+                                  double *optimum = nullptr,
+                                  bool stepRow = true) {
+  glp_term_out(GLP_OFF);
+  glp_prob *lp = glp_create_prob();
+  glp_set_obj_dir(lp, GLP_MIN);
+  // Rows: one per type (its counts sum to its groups), one per time, the
+  // device and the host.
+  int typeRows = static_cast<int>(types.size());
+  int timeRow0 = typeRows + 1;
+  int deviceRow = timeRow0 + kNumTimes, hostRow = deviceRow + 1;
+  glp_add_rows(lp, hostRow);
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  for (int t = 0; t < typeRows; ++t)
+    glp_set_row_bnds(lp, t + 1, GLP_FX,
+                     static_cast<double>(types[t].groups.size()),
+                     static_cast<double>(types[t].groups.size()));
+  // The replayed step (time 0) is the base's plus each column's convex
+  // piecewise-linear growth (Coefficients::step), an auxiliary column y
+  // each with a row per line (line - y <= 0): T >= base + sum y.
+  if (stepRow)
+    glp_set_row_bnds(lp, timeRow0, GLP_UP, 0, -base.step);
+  else
+    glp_set_row_bnds(lp, timeRow0, GLP_FR, 0, 0);
+  for (unsigned r = 1; r < kNumTimes; ++r)
+    glp_set_row_bnds(lp, timeRow0 + r, GLP_UP, 0, -timeOf(base, r));
+  if (deviceLimit > 0)
+    glp_set_row_bnds(lp, deviceRow, GLP_UP, 0,
+                     (deviceLimit - base.device) / kGiB);
+  else
+    glp_set_row_bnds(lp, deviceRow, GLP_FR, 0, 0);
+  if (hostLimit > 0)
+    glp_set_row_bnds(lp, hostRow, GLP_UP, 0, (hostLimit - base.host) / kGiB);
+  else
+    glp_set_row_bnds(lp, hostRow, GLP_FR, 0, 0);
+  // Columns: T, then each type's counts.
+  GlpkMatrix matrix;
+  auto entry = [&](int row, int col, double value) {
+    matrix.add(row, col, value);
+  };
+  int numCols = 1, numCounts = 0;
+  for (const GroupType &t : types)
+    numCounts += static_cast<int>(t.configs.size());
+  numCols += 2 * numCounts;
+  glp_add_cols(lp, numCols);
+  glp_set_col_bnds(lp, 1, GLP_LO, 0, 0);
+  glp_set_obj_coef(lp, 1, 1);
+  for (unsigned r = 0; r < kNumTimes; ++r)
+    entry(timeRow0 + r, 1, -1);
+  int lineRow = glp_add_rows(lp, 2 * numCounts);
+  // The second stage's objective: among counts with the least T, the
+  // least busy time in all (per column).
+  std::vector<double> tieBreak;
+  int col = 2;
+  for (auto [t, type] : llvm::enumerate(types))
+    for (const Coefficients &c : type.cost) {
+      glp_set_col_kind(lp, col, GLP_IV);
+      glp_set_col_bnds(lp, col, GLP_DB, 0,
+                       static_cast<double>(type.groups.size()));
+      entry(static_cast<int>(t) + 1, col, 1);
+      double total = 0;
+      for (unsigned r = 1; r < kNumTimes; ++r) {
+        entry(timeRow0 + r, col, c.time[r]);
+        total += c.time[r];
+      }
+      tieBreak.push_back(total);
+      entry(deviceRow, col, c.device / kGiB);
+      entry(hostRow, col, c.host / kGiB);
+      // The step's growth y (column col + numCounts): at least each line.
+      int y = col + numCounts;
+      glp_set_col_bnds(lp, y, GLP_FR, 0, 0);
+      entry(timeRow0, y, 1);
+      double first =
+          c.at > 0 ? c.stepAt / static_cast<double>(c.at) : c.time[0];
+      entry(lineRow, col, first);
+      entry(lineRow, y, -1);
+      glp_set_row_bnds(lp, lineRow++, GLP_UP, 0, 0);
+      if (c.at > 0) {
+        // steeper * n - y <= steeper * at - stepAt
+        entry(lineRow, col, c.steeper);
+        entry(lineRow, y, -1);
+        glp_set_row_bnds(lp, lineRow, GLP_UP, 0,
+                         c.steeper * static_cast<double>(c.at) - c.stepAt);
+      } else {
+        glp_set_row_bnds(lp, lineRow, GLP_FR, 0, 0);
+      }
+      ++lineRow;
+      ++col;
+    }
+  matrix.load(lp);
+  glp_iocp parm;
+  glp_init_iocp(&parm);
+  parm.presolve = GLP_ON;
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.tm_lim = 10000; // ms; the programmes here take well under one.
+  // Stage one: the least T, to optimality (GLPK's branch and cut with no
+  // gap allowed). Stage two: T held within a hair of it, the least
+  // traffic.
+  auto solved = [&] {
+    return glp_intopt(lp, &parm) == 0 && glp_mip_status(lp) == GLP_OPT;
+  };
+  bool ok = solved();
+  if (ok) {
+    double best = glp_mip_obj_val(lp);
+    glp_set_col_bnds(lp, 1, GLP_DB, 0, best * (1 + 1e-9) + 1e-12);
+    glp_set_obj_coef(lp, 1, 0);
+    for (size_t i = 0; i < tieBreak.size(); ++i)
+      glp_set_obj_coef(lp, static_cast<int>(i) + 2, tieBreak[i]);
+    ok = solved();
+    if (optimum)
+      *optimum = best;
+  }
+  std::optional<Counts> out;
+  if (ok) {
+    out.emplace();
+    col = 2;
+    for (const GroupType &type : types) {
+      out->emplace_back();
+      for (size_t c = 0; c < type.configs.size(); ++c)
+        out->back().push_back(
+            static_cast<int64_t>(std::llround(glp_mip_col_val(lp, col++))));
+    }
+  }
+  glp_delete_prob(lp);
+  return out;
+}
+
+/// What the linear model predicts for `counts`.
+Usage modelled(ArrayRef<GroupType> types, const Usage &base,
+               const Counts &counts) {
+  double time[kNumTimes];
+  for (unsigned r = 0; r < kNumTimes; ++r)
+    time[r] = timeOf(base, r);
+  Usage u = base;
+  for (auto [type, n] : llvm::zip(types, counts))
+    for (auto [c, k] : llvm::zip(type.cost, n)) {
+      time[0] += c.step(k);
+      for (unsigned r = 1; r < kNumTimes; ++r)
+        time[r] += k * c.time[r];
+      u.device += k * c.device;
+      u.host += k * c.host;
+    }
+  for (unsigned r = 0; r < kNumTimes; ++r)
+    timeOf(u, r) = time[r];
+  return u;
+}
+
+/// The programme's objective for a modelled usage.
+double objective(const Usage &u) {
+  double t = 0;
+  for (unsigned r = 0; r < kNumTimes; ++r)
+    t = std::max(t, timeOf(u, r));
+  return t;
+}
+
+} // namespace
+
+std::optional<std::pair<Placement, Score>>
+TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
+  if (mode(Class::Params) != "auto" || mode(Class::States) != "auto" ||
+      bases.empty())
+    return std::nullopt;
+  Block &body = func.getBody().front();
+  SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
+  // Step 1: the groups and their types.
+  std::map<std::string, Group> byKey;
+  SmallVector<Role> roles(all.size(), Role::Other);
+  for (auto [i, p] : llvm::enumerate(all)) {
+    if (!isAuto(p) || p->use_empty())
+      continue;
+    roles[i] = p.getState()       ? Role::State
+               : p.getCopyOf()    ? Role::Low
+               : p.getTrainable() ? Role::Master
+                                  : Role::Other;
+    byKey[layerOf(p.getName())].params.push_back(i);
+  }
+  // A type's signature: each tensor's name past the layer, bytes and role.
+  std::map<std::string, GroupType> bySignature;
+  SmallVector<Group> groups;
+  for (auto &[key, group] : byKey) {
+    std::string sig = key.empty() ? std::string("\x01rest") : std::string();
+    for (unsigned i : group.params) {
+      StringRef name = all[i].getName();
+      sig += name.drop_front(key.size()).str() + "\x02" +
+             std::to_string(storageBytes(all[i].getType())) + "\x02" +
+             std::to_string(static_cast<int>(roles[i])) + "\x03";
+    }
+    bySignature[sig].groups.push_back(groups.size());
+    groups.push_back(group);
+  }
+  std::vector<GroupType> types;
+  for (auto &[sig, type] : bySignature)
+    types.push_back(std::move(type));
+  size_t repeated = 0;
+  for (const GroupType &t : types)
+    repeated = std::max(repeated, t.groups.size());
+  if (repeated < 2) {
+    layerStage = "skipped: no repeated layers in the parameters' names";
+    return std::nullopt;
+  }
+  // Step 2: each type's configurations, one per distinct placement.
+  bool cpuAllowed = updates == "auto";
+  for (GroupType &t : types) {
+    const Group &g = groups[t.groups.front()];
+    bool hasMaster = llvm::any_of(
+        g.params, [&](unsigned i) { return roles[i] == Role::Master; });
+    std::set<std::string> seen;
+    for (unsigned c = 0; c < kNumConfigs; ++c) {
+      const Config &cfg = kConfigs[c];
+      bool ssd = cfg.master == kS || cfg.low == kS || cfg.state == kS;
+      if ((ssd && !hasSsd) || (cfg.cpu && (!cpuAllowed || !hasMaster)))
+        continue;
+      std::string placed;
+      for (unsigned i : g.params)
+        placed.push_back(static_cast<char>(tierFor(roles[i], cfg)));
+      placed.push_back(cfg.cpu ? 'c' : 'd');
+      if (seen.insert(placed).second)
+        t.configs.push_back(c);
+    }
+  }
+  // A placement from `base` with group configurations `of` (per group,
+  // an index into kConfigs).
+  auto build = [&](const Placement &base, ArrayRef<unsigned> of) {
+    Placement p = base;
+    p.cpu.assign(all.size(), false);
+    for (auto [g, c] : llvm::zip(groups, of))
+      for (unsigned i : g.params) {
+        p.tiers[i] = tierFor(roles[i], kConfigs[c]);
+        p.cpu[i] = kConfigs[c].cpu && roles[i] == Role::Master;
+      }
+    return p;
+  };
+  // The group configurations that spread `counts` over each type's groups
+  // (evenly, or the configurations further from the device on the last
+  // layers).
+  auto spread = [&](const Counts &counts, bool lastLayers) {
+    SmallVector<unsigned> of(groups.size(), 0);
+    for (auto [type, n] : llvm::zip(types, counts)) {
+      int64_t total = static_cast<int64_t>(type.groups.size());
+      if (lastLayers) {
+        size_t g = 0;
+        for (size_t c = 0; c < n.size(); ++c)
+          for (int64_t k = 0; k < n[c]; ++k)
+            of[type.groups[g++]] = type.configs[c];
+        continue;
+      }
+      // Smooth weighted round robin.
+      SmallVector<int64_t> credit(n.size(), 0);
+      for (unsigned g : type.groups) {
+        size_t pick = 0;
+        for (size_t c = 0; c < n.size(); ++c) {
+          credit[c] += n[c];
+          if (credit[c] > credit[pick])
+            pick = c;
+        }
+        credit[pick] -= total;
+        of[g] = type.configs[pick];
+      }
+    }
+    return of;
+  };
+  // --planner-check: on a small instance, enumerate (1) every count
+  // vector of the programme, to confirm GLPK's optimum, and (2) every
+  // configuration of every group, scored, to confirm the proven bound
+  // under each placement within the budgets and to report the best.
+  auto checkProgramme = [&](ArrayRef<GroupType> measured, const Usage &ref,
+                            const Placement &base) -> LogicalResult {
+    double solverOptimum = -1;
+    auto solved = solveCounts(measured, ref, static_cast<double>(gpuMem),
+                              static_cast<double>(cpuMem), &solverOptimum);
+    // (1) Every composition of each type's groups over its configurations.
+    double enumerated = std::numeric_limits<double>::infinity();
+    int64_t vectors = 0;
+    Counts counts;
+    for (const GroupType &t : measured)
+      counts.emplace_back(t.configs.size(), 0);
+    std::function<void(size_t)> visit = [&](size_t t) {
+      if (vectors > 2000000)
+        return;
+      if (t == measured.size()) {
+        ++vectors;
+        Usage u = modelled(measured, ref, counts);
+        if ((!gpuMem || u.device <= gpuMem) && (!cpuMem || u.host <= cpuMem))
+          enumerated = std::min(enumerated, objective(u));
+        return;
+      }
+      int64_t n = static_cast<int64_t>(measured[t].groups.size());
+      std::function<void(size_t, int64_t)> split = [&](size_t c, int64_t left) {
+        if (c + 1 == counts[t].size()) {
+          counts[t][c] = left;
+          visit(t + 1);
+          return;
+        }
+        for (int64_t k = 0; k <= left; ++k) {
+          counts[t][c] = k;
+          split(c + 1, left - k);
+        }
+      };
+      split(0, n);
+    };
+    visit(0);
+    if (vectors > 2000000)
+      return func.emitError("planner check: the instance is too large to "
+                            "enumerate (over 2,000,000 count vectors)");
+    bool agree = solved ? std::fabs(solverOptimum - enumerated) <=
+                              1e-7 * std::max(1.0, enumerated)
+                        : std::isinf(enumerated);
+    if (!agree)
+      return func.emitError("planner check: GLPK's optimum ")
+             << solverOptimum * 1e3 << " ms differs from the enumerated "
+             << enumerated * 1e3 << " ms over " << vectors << " count vectors";
+    // (2) Every configuration of every group, scored.
+    double placements = 1;
+    for (const GroupType &t : measured)
+      placements *= std::pow(static_cast<double>(t.configs.size()),
+                             static_cast<double>(t.groups.size()));
+    if (placements > 20000)
+      return func.emitError("planner check: the instance is too large to "
+                            "enumerate (")
+             << placements << " placements)";
+    SmallVector<unsigned> of(groups.size(), 0);
+    SmallVector<const SmallVector<unsigned> *> choicesOf(groups.size());
+    for (const GroupType &t : measured)
+      for (unsigned g : t.groups)
+        choicesOf[g] = &t.configs;
+    int64_t scored = 0, fit = 0;
+    Score bestEnumerated;
+    std::optional<int64_t> underBound;
+    int64_t boundUs = static_cast<int64_t>(std::floor(proven.seconds() * 1e6));
+    std::function<void(size_t)> each = [&](size_t g) {
+      if (g == groups.size()) {
+        Score s = score(func, build(base, of));
+        ++scored;
+        if (!s.fits())
+          return;
+        ++fit;
+        if (s.stepUs < boundUs && !underBound)
+          underBound = s.stepUs;
+        if (s < bestEnumerated)
+          bestEnumerated = s;
+        return;
+      }
+      for (unsigned c : *choicesOf[g]) {
+        of[g] = c;
+        each(g + 1);
+      }
+    };
+    each(0);
+    if (underBound)
+      return func.emitError("planner check: a placement within the budgets "
+                            "is predicted at ")
+             << *underBound << " us, under the proven bound " << boundUs
+             << " us";
+    auto diag = func.emitRemark()
+                << "planner check: GLPK's optimum of the layer programme ("
+                << llvm::formatv("{0:F3}", solverOptimum * 1e3)
+                << " ms) matches the enumeration of " << vectors
+                << " count vectors; " << scored
+                << " layer placements enumerated and scored, " << fit
+                << " within the budgets";
+    if (fit)
+      diag << ", the fastest "
+           << llvm::formatv("{0:F3}", bestEnumerated.stepUs / 1e3)
+           << " ms; the bound (" << llvm::formatv("{0:F3}", boundUs / 1e3)
+           << " ms) is under every one";
+    checkBestUs = fit ? bestEnumerated.stepUs : -1;
+    return success();
+  };
+  // Each base's solution, scored.
+  struct Solution {
+    const Placement *base;
+    std::vector<GroupType> measured;
+    Usage ref;
+    Counts counts;
+    Placement placed;
+    Score score;
+  };
+  std::vector<Solution> solutions;
+  for (const Placement &base : bases) {
+    // Step 3: the costs from this base.
+    SmallVector<unsigned> reference(groups.size(), 0);
+    Score ref = score(func, build(base, reference));
+    if (ref.usage.device == 0)
+      continue;
+    std::vector<GroupType> measured = types;
+    for (GroupType &t : measured) {
+      t.cost.assign(t.configs.size(), Coefficients());
+      for (size_t c = 1; c < t.configs.size(); ++c) {
+        SmallVector<unsigned> of = reference;
+        for (unsigned g : t.groups)
+          of[g] = t.configs[c];
+        Score s = score(func, build(base, of));
+        double n = static_cast<double>(t.groups.size());
+        Coefficients &k = t.cost[c];
+        if (s.usage.device == 0) {
+          // Not applicable: priced out of the programme.
+          k.time[0] = 1e9;
+          continue;
+        }
+        for (unsigned r = 0; r < kNumTimes; ++r)
+          k.time[r] = (timeOf(s.usage, r) - timeOf(ref.usage, r)) / n;
+        k.device = (s.usage.device - ref.usage.device) / n;
+        k.host = (s.usage.host - ref.usage.host) / n;
+        // The step's growth at a quarter of the groups (the last ones,
+        // where spread() puts the configurations further from the device).
+        int64_t at = static_cast<int64_t>(t.groups.size()) / 4;
+        if (at < 1)
+          continue;
+        SmallVector<unsigned> few = reference;
+        for (size_t g = t.groups.size() - at; g < t.groups.size(); ++g)
+          few[t.groups[g]] = t.configs[c];
+        Score f = score(func, build(base, few));
+        if (f.usage.device == 0)
+          continue;
+        k.at = at;
+        k.stepAt = f.usage.step - ref.usage.step;
+        k.steeper = (k.time[0] * n - k.stepAt) / (n - static_cast<double>(at));
+      }
+    }
+    if (check && &base == &bases.front() &&
+        failed(checkProgramme(measured, ref.usage, base)))
+      return std::nullopt;
+    // Steps 4 and 5: solve, check, tighten what the placement overran.
+    double deviceLimit = static_cast<double>(gpuMem);
+    double hostLimit = static_cast<double>(cpuMem);
+    std::optional<Counts> counts;
+    Placement placed;
+    Score placedScore;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      // With the step's modelled growth and without it (the queues alone):
+      // the model of the step is measured at two counts only, so either
+      // can place better; both are scored.
+      bool anySolved = false;
+      for (bool stepRow : {true, false}) {
+        std::optional<Counts> solved = solveCounts(
+            measured, ref.usage, deviceLimit, hostLimit, nullptr, stepRow);
+        if (!solved)
+          continue;
+        anySolved = true;
+        for (bool last : {false, true}) {
+          Placement p = build(base, spread(*solved, last));
+          p.label = last ? "layer programme (last layers off the device)"
+                         : "layer programme";
+          Score s = score(func, p);
+          if (s < placedScore || !counts) {
+            placed = std::move(p);
+            placedScore = s;
+            counts = solved;
+          }
+        }
+      }
+      if (!anySolved)
+        break;
+      if (placedScore.fits())
+        break;
+      const Usage &u = placedScore.usage;
+      constexpr double kMargin = 64.0 * 1024 * 1024;
+      if (gpuMem && u.device > gpuMem)
+        deviceLimit -= (u.device - gpuMem) + kMargin;
+      if (cpuMem && u.host > cpuMem)
+        hostLimit -= (u.host - cpuMem) + kMargin;
+    }
+    if (!counts) {
+      LLVM_DEBUG(llvm::dbgs() << "layer programme: no counts fit\n");
+      continue;
+    }
+    LLVM_DEBUG(llvm::dbgs()
+               << "layer programme: modelled "
+               << objective(modelled(measured, ref.usage, *counts)) * 1e3
+               << " ms, scored " << placedScore.stepUs / 1e3 << " ms, over "
+               << placedScore.overBytes << " B\n");
+    solutions.push_back({&base, std::move(measured), ref.usage, *counts,
+                         std::move(placed), placedScore});
+  }
+  if (solutions.empty()) {
+    layerStage = "found no placement within the budgets";
+    return std::nullopt;
+  }
+  // Refinement of each base's solution: one group moved at a time, the
+  // moves the model rates best first, while the score drops; half the
+  // search's evaluations in all (a score takes about a second at 175B).
+  const int refineScores = static_cast<int>(std::max<int64_t>(
+      16, maxEvaluations / (2 * static_cast<int64_t>(solutions.size()))));
+  constexpr int kTriesPerRound = 6;
+  for (Solution &sol : solutions) {
+    bool last = sol.placed.label.find("last") != std::string::npos;
+    for (int spent = 0; spent < refineScores;) {
+      SmallVector<std::pair<double, Counts>> moves;
+      bool over = !sol.score.fits();
+      for (auto [t, type] : llvm::enumerate(sol.measured))
+        for (size_t from = 0; from < type.configs.size(); ++from) {
+          if (sol.counts[t][from] == 0)
+            continue;
+          for (size_t to = 0; to < type.configs.size(); ++to) {
+            if (to == from || type.cost[to].time[0] >= 1e9)
+              continue;
+            // Over a budget, only moves that free what is over.
+            if (over && type.cost[to].device >= type.cost[from].device)
+              continue;
+            Counts next = sol.counts;
+            --next[t][from];
+            ++next[t][to];
+            Usage u = modelled(sol.measured, sol.ref, next);
+            moves.push_back({over ? u.device : objective(u), std::move(next)});
+          }
+        }
+      llvm::sort(moves, [](const auto &a, const auto &b) {
+        return a.first < b.first;
+      });
+      bool improved = false;
+      for (size_t k = 0;
+           k < moves.size() && k < kTriesPerRound && spent < refineScores;
+           ++k, ++spent) {
+        Placement p = build(*sol.base, spread(moves[k].second, last));
+        p.label = sol.placed.label;
+        Score s = score(func, p);
+        if (s < sol.score) {
+          sol.placed = std::move(p);
+          sol.score = s;
+          sol.counts = moves[k].second;
+          improved = true;
+          break;
+        }
+      }
+      if (!improved)
+        break;
+    }
+  }
+  Solution &sol = *std::min_element(
+      solutions.begin(), solutions.end(),
+      [](const Solution &a, const Solution &b) { return a.score < b.score; });
+  // Say what was chosen: the counts by configuration, for the biggest
+  // type.
+  size_t biggest = 0;
+  for (size_t t = 0; t < sol.measured.size(); ++t)
+    if (sol.measured[t].groups.size() > sol.measured[biggest].groups.size())
+      biggest = t;
+  std::string chosen;
+  for (auto [c, n] :
+       llvm::zip(sol.measured[biggest].configs, sol.counts[biggest]))
+    if (n > 0)
+      chosen += (chosen.empty() ? "" : ", ") + std::to_string(n) + " " +
+                kConfigs[c].name;
+  layerStage = std::to_string(sol.measured[biggest].groups.size()) +
+               " repeated layers: " + chosen + " (predicted " +
+               llvm::formatv("{0:F3}", sol.score.stepUs / 1e3).str() + " ms)";
+  return std::pair<Placement, Score>(std::move(sol.placed), sol.score);
+}
+
+#endif // STRATA_HAVE_GLPK
