@@ -99,7 +99,7 @@ struct TierOptions : public mlir::PassPipelineOptions<TierOptions> {
       *this, "defer-copy-values",
       llvm::cl::desc("Low-precision copies get their values when the "
                      "artifact is written, not at compile time "
-                     "(--strata-low-copies=\"defer-values=1\")"),
+                     "(--strata-low-copies=\"defer-copy-values=1\")"),
       llvm::cl::init(false)};
   Opt<int64_t> maxEvaluations{
       *this, "planner-evaluations",

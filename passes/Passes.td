@@ -30,7 +30,7 @@ def AppendLossPass : Pass<"strata-append-loss", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"kind", "kind", "std::string", /*default=*/"\"causal-lm\"",
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
            "causal-lm or output">
   ];
   let dependentDialects = ["::strata::graph::GraphDialect"];
@@ -278,7 +278,7 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     tensors while the score (bytes over the budgets, then predicted step)
     improves; with what is left, it searches once more per class from the
     best start with that class on one tier, holding it there. Up to
-    `max-evaluations` scores. With every class left to it, the planner
+    `planner-evaluations` scores. With every class left to it, the planner
     then also makes, for every one-class forced placement, the same search
     a run forcing it would make (same start, same budget) and keeps the
     best result of all, so no such placement can be predicted faster than
@@ -298,17 +298,17 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"params", "params", "std::string", /*default=*/"\"auto\"",
+    Option<"params", "place-params", "std::string", /*default=*/"\"auto\"",
            "Tier of the parameters: auto, device, host or ssd">,
-    Option<"states", "states", "std::string", /*default=*/"\"auto\"",
+    Option<"states", "place-states", "std::string", /*default=*/"\"auto\"",
            "Tier of the optimizer state: auto, device, host or ssd">,
-    Option<"activations", "activations", "std::string",
+    Option<"activations", "place-activations", "std::string",
            /*default=*/"\"auto\"",
            "Where forward activations the backward pass reads wait: auto, "
            "device (kept), host or ssd (swapped out and back), or "
            "recompute (rerun before the backward pass, with the chain of "
            "kernels that needs)">,
-    Option<"gradients", "gradients", "std::string", /*default=*/"\"auto\"",
+    Option<"gradients", "place-gradients", "std::string", /*default=*/"\"auto\"",
            "Where gradients wait between the backward pass and the "
            "optimizer step: auto, device, host or ssd">,
     Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
@@ -320,16 +320,18 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
            "Machine profile for the cost model: recompute vs swap, and "
            "the predicted step of each scored placement (empty: defaults)">,
-    Option<"updates", "updates", "std::string", /*default=*/"\"device\"",
+    Option<"updates", "place-updates", "std::string", /*default=*/"\"auto\"",
            "Where updates of off-device parameters run when a placement is "
-           "scored (--strata-offload-optimizer's mode)">,
+           "scored: auto, device or cpu (--strata-offload-optimizer's "
+           "place-updates)">,
     Option<"cpuJobBytes", "cpu-job-bytes", "int64_t", /*default=*/"-1",
-           "--strata-offload-optimizer's group-bytes when a placement is "
+           "--strata-offload-optimizer's cpu-job-bytes when a placement is "
            "scored">,
-    Option<"speculate", "speculate", "bool", /*default=*/"true",
-           "--strata-offload-optimizer's speculate when a placement is "
-           "scored">,
-    Option<"maxEvaluations", "max-evaluations", "int64_t", /*default=*/"200",
+    Option<"speculate", "speculate-updates", "bool", /*default=*/"true",
+           "--strata-offload-optimizer's speculate-updates when a placement "
+           "is scored">,
+    Option<"maxEvaluations", "planner-evaluations", "int64_t",
+           /*default=*/"200",
            "How many placements one search may score (each one is memory "
            "planned and its step predicted); with every class automatic, "
            "one search more per one-class forced placement">,
@@ -339,10 +341,10 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"1.5",
            "--strata-plan-memory's prefetch-lead when a placement is "
            "scored (0: its window in ops)">,
-    Option<"threads", "threads", "int64_t", /*default=*/"0",
+    Option<"plannerThreads", "planner-threads", "int64_t", /*default=*/"0",
            "How many of the planner's searches run at once (0: one per "
            "core; the plan is the same for any number)">,
-    Option<"check", "check", "bool", /*default=*/"false",
+    Option<"plannerCheck", "planner-check", "bool", /*default=*/"false",
            "Check the planner on a small instance: GLPK's optimum against "
            "an enumeration of the layer programme, the proven bound against "
            "every layer placement enumerated and every one scored (an error "
@@ -377,12 +379,12 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     this adds is three of each shape, not a copy of every parameter.
     Small updates (biases, norms) are grouped with the updates after them
     into one CPU job, which runs where the job's last update stood, so that
-    each pays no hand-off of its own (`group-bytes`). States on the SSD
+    each pays no hand-off of its own (`cpu-job-bytes`). States on the SSD
     are read ahead into host staging on the SSD read queue and written back
     on the SSD write queue, beside the CPU jobs that update them.
 
     With exact clipping an update's scale is known only once every gradient
-    is, after the backward pass. With `speculate` a CPU update then runs
+    is, after the backward pass. With `speculate-updates` a CPU update then runs
     twice in the program: right after its gradient, as if the step did not
     clip (scale 1), first copying each tensor it writes into a keep in the
     same tier (`speculation.keep.N`); and where it stood, as a redo that
@@ -391,8 +393,8 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     update after the backward pass; the cost is the keeps' capacity and,
     on steps that clip, the update's work again after the backward pass.
 
-    `mode`: `device` keeps every update on the device; `cpu` moves every
-    update that can move; `auto` (the default) moves one when the cost model
+    `place-updates`: `device` keeps every update on the device; `cpu` moves
+    every update that can move; `auto` (the default) moves one when the cost model
     predicts less time for the gradient's trip and the CPU update than for
     the fetches, the device update and the write-backs. A remark says how
     many moved, how many of those overlap the backward pass (and why the
@@ -407,19 +409,19 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+    Option<"updates", "place-updates", "std::string", /*default=*/"\"auto\"",
            "device, cpu or auto">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
            "Machine profile for auto (strata-calibrate)">,
-    Option<"groupBytes", "group-bytes", "int64_t", /*default=*/"-1",
+    Option<"cpuJobBytes", "cpu-job-bytes", "int64_t", /*default=*/"-1",
            "Updates moving fewer bytes share a CPU job with the next "
            "(-1: enough that a job's hand-off is at most 5% of it, from the "
            "profile; 0: one job per update)">,
-    Option<"hostBudget", "host-budget", "uint64_t", /*default=*/"0",
+    Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
            "auto: keep updates on the device whose gradients' landing "
            "buffers would take host tensors past these bytes (0: no "
            "budget)">,
-    Option<"speculate", "speculate", "bool", /*default=*/"true",
+    Option<"speculate", "speculate-updates", "bool", /*default=*/"true",
            "CPU updates whose scale needs every gradient (exact clipping) "
            "run during the backward pass as if the step did not clip, "
            "keeping the old values beside the new, and are redone after "
@@ -571,7 +573,8 @@ def LowPrecisionCopiesPass : Pass<"strata-low-copies", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::strata::exec::ExecDialect"];
   let options = [
-    Option<"deferValues", "defer-values", "bool", /*default=*/"false",
+    Option<"deferCopyValues", "defer-copy-values", "bool",
+           /*default=*/"false",
            "Give each copy a zero splat and the unit attribute "
            "`strata.deferred_copy` instead of its values: the artifact "
            "writer rounds the master's values when it stores them, so "
@@ -637,7 +640,7 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     The destination of a fetch from host or SSD is reserved from up to
     `prefetch-window` ops before the fetch (never before the last write
     back into its source), so --strata-schedule-transfers can issue it
-    early and the copy overlaps the compute. With a `device-budget`, the
+    early and the copy overlaps the compute. With a `gpu-mem` budget, the
     window is halved until the arena plus the resident parameters fit
     (down to none); `exec.prefetch_window` records the window used.
 
@@ -648,13 +651,13 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     `assign`) reads stays reserved until the kernels after it take as long,
     so that neither a large fetch nor a large write-back makes a kernel wait
     (the runtime's waits would hold the kernel that reuses the bytes). With
-    a `device-budget` the lead is halved until the plan fits (down to none);
+    a `gpu-mem` budget the lead is halved until the plan fits (down to none);
     `exec.prefetch_lead` records the lead used.
   }];
   let options = [
     Option<"prefetchWindow", "prefetch-window", "int64_t", /*default=*/"32",
            "Ops ahead of its use a fetch's destination is reserved">,
-    Option<"deviceBudget", "device-budget", "int64_t", /*default=*/"0",
+    Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
            "Device memory budget in bytes (0: none) the window must fit">,
     Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"0",
            "Windows in time: fetches and write-backs get this many times "

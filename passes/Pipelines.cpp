@@ -28,7 +28,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   pm.addPass(createLowerGraphToExecPass());
   if (tiers.lowCopies) {
     LowPrecisionCopiesPassOptions copies;
-    copies.deferValues = tiers.deferCopyValues;
+    copies.deferCopyValues = tiers.deferCopyValues;
     pm.addPass(createLowPrecisionCopiesPass(copies));
   }
   pm.addPass(createStoreNarrowPass());
@@ -47,18 +47,18 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   place.cpuJobBytes = tiers.cpuJobBytes;
   place.speculate = tiers.speculate;
   place.prefetchLead = tiers.prefetchLead;
-  place.check = tiers.plannerCheck;
-  place.threads = tiers.plannerThreads;
+  place.plannerCheck = tiers.plannerCheck;
+  place.plannerThreads = tiers.plannerThreads;
   pm.addPass(createPlaceTiersPass(place));
   OffloadOptimizerPassOptions offload;
-  offload.mode = tiers.updates;
+  offload.updates = tiers.updates;
   offload.profile = tiers.profile;
-  offload.groupBytes = tiers.cpuJobBytes;
-  offload.hostBudget = tiers.cpuMem;
+  offload.cpuJobBytes = tiers.cpuJobBytes;
+  offload.cpuMem = tiers.cpuMem;
   offload.speculate = tiers.speculate;
   pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
-  memory.deviceBudget = static_cast<int64_t>(tiers.gpuMem);
+  memory.gpuMem = tiers.gpuMem;
   memory.prefetchLead = tiers.prefetchLead;
   memory.profile = tiers.profile;
   pm.addPass(createPlanMemoryPass(memory));
@@ -72,7 +72,7 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
 void strata::buildTrainingPipeline(OpPassManager &pm,
                                    const TrainingOptions &options) {
   AppendLossPassOptions loss;
-  loss.kind = options.loss;
+  loss.loss = options.loss;
   pm.addPass(createAppendLossPass(loss));
   AutocastPassOptions autocast;
   autocast.precision = options.precision;

@@ -58,7 +58,7 @@ artifact::SlotClass classifyBuffer(mlir::Value value);
 bool isUpdate(KernelOp k);
 
 /// The unit attribute of a low-precision copy (exec.param with copy_of)
-/// whose values were deferred (--strata-low-copies="defer-values=1"): its
+/// whose values were deferred (--strata-low-copies="defer-copy-values=1"): its
 /// value is a zero splat, and the artifact writer rounds the master's
 /// values when it stores the copy, so compiling never reads the weights.
 inline constexpr llvm::StringLiteral kDeferredCopyAttr = "strata.deferred_copy";

@@ -42,7 +42,10 @@ def Exec_Dialect : Dialect {
   // (--strata-place-tiers), the updates moved to the CPU
   // (--strata-offload-optimizer). On an update kernel, `update_on` ("cpu"
   // or "device") is where the tier planner decided it runs, which
-  // --strata-offload-optimizer follows in its auto mode.
+  // --strata-offload-optimizer follows in its auto mode. On the module,
+  // `machine_profile` is the machine profile the first pass given one read
+  // (its figures by name, and `source`, the file), which the later passes
+  // read instead of the file.
   let discardableAttrs = (ins
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::IntegerAttr":$params_bytes,
@@ -56,7 +59,8 @@ def Exec_Dialect : Dialect {
     "::mlir::DictionaryAttr":$planner,
     "::mlir::DictionaryAttr":$recomputed,
     "::mlir::DictionaryAttr":$offload,
-    "::mlir::StringAttr":$update_on
+    "::mlir::StringAttr":$update_on,
+    "::mlir::DictionaryAttr":$machine_profile
   );
 }
 

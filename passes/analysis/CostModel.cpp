@@ -3,6 +3,11 @@
 #include "passes/analysis/CostModel.h"
 #include "passes/analysis/ArenaRanges.h"
 
+#include "dialects/Exec/ExecDialect.h"
+#include "dialects/Strata/StrataDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "runtime/artifact/KernelContract.h"
 #include "runtime/artifact/KernelTable.h"
@@ -172,10 +177,37 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
 }
 
 LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
-  std::string error;
-  if (path.empty() || m.read(path.str(), error))
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  using Helper = exec::ExecDialect::MachineProfileAttrHelper;
+  DictionaryAttr recorded = module ? getDeclaredAttr<Helper>(module) : nullptr;
+  auto source = recorded ? recorded.getAs<StringAttr>("source") : StringAttr();
+  if (recorded && (path.empty() || (source && source.getValue() == path))) {
+    for (auto &[key, member] : MachineProfile::fields()) {
+      auto value = recorded.getAs<FloatAttr>(key);
+      if (!value)
+        return op->emitError("the module's ")
+               << declaredName<Helper>(op->getContext()) << " has no '" << key
+               << "'";
+      m.*member = value.getValueAsDouble();
+    }
     return success();
-  return op->emitError(error);
+  }
+  if (path.empty())
+    return success();
+  std::string error;
+  if (!m.read(path.str(), error))
+    return op->emitError(error);
+  if (!module)
+    return success();
+  // Read once: the later passes take the figures from the module.
+  Builder b(op->getContext());
+  SmallVector<NamedAttribute> entries{
+      b.getNamedAttr("source", b.getStringAttr(path))};
+  for (auto &[key, member] : MachineProfile::fields())
+    entries.push_back(b.getNamedAttr(key, b.getF64FloatAttr(m.*member)));
+  setDeclaredAttr<Helper>(module, b.getDictionaryAttr(entries));
+  return success();
 }
 
 namespace {

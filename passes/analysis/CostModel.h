@@ -18,8 +18,11 @@
 
 namespace strata {
 
-/// Reads the machine profile a pass option names into `m` (the documented
-/// defaults when `path` is empty); failure with an error on `op` naming the
+/// The machine profile for a pass into `m`, parsed once per compile: the
+/// first pass given a file (`path`) reads it and records its figures on the
+/// module (exec.machine_profile); a pass given no file or the same one reads
+/// that record, one given another file reads that file. The documented
+/// defaults when there is neither. Failure with an error on `op` naming the
 /// file and line.
 mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
                                 MachineProfile &m);

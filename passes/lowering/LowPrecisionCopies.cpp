@@ -112,9 +112,9 @@ struct LowPrecisionCopiesPass
       auto lowType = RankedTensorType::get(
           cast<ShapedType>(master.getType()).getShape(), low);
       std::optional<ElementsAttr> value =
-          deferValues ? std::optional<ElementsAttr>(DenseElementsAttr::get(
-                            lowType, FloatAttr::get(low, 0.0)))
-                      : narrowValues(master.getValue(), low, name);
+          deferCopyValues ? std::optional<ElementsAttr>(DenseElementsAttr::get(
+                                lowType, FloatAttr::get(low, 0.0)))
+                          : narrowValues(master.getValue(), low, name);
       if (!value)
         return master.emitError("cannot read the values of '")
                << master.getName() << "' to make its " << suffix.drop_front()
@@ -125,7 +125,7 @@ struct LowPrecisionCopiesPass
           master.getLoc(), value->getType(), b.getStringAttr(name), UnitAttr(),
           UnitAttr(), UnitAttr(), *value, IntegerAttr(), master.getTierAttr(),
           master.getNameAttr());
-      if (deferValues)
+      if (deferCopyValues)
         copy->setAttr(exec::kDeferredCopyAttr, b.getUnitAttr());
       for (exec::KernelOp narrowing : casts) {
         narrowing.getResult(0).replaceAllUsesWith(copy.getResult());

@@ -216,14 +216,12 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     }
   }
 
-  // Under a budget, an arena that meets it is enough: the size-ordered
-  // packing (quadratic in the buffers that overlap, most of a large
-  // model's scoring) runs only where the time-ordered one does not fit.
+  // The arena the budget leaves beside the parameters: where the bytes
+  // live at one step already exceed it, no placement fits, and the
+  // size-ordered packing (quadratic in the buffers that overlap, most of a
+  // large model's scoring) is not run (arena::placeBuffers).
   uint64_t enough =
-      options.deviceBudget > 0 &&
-              static_cast<uint64_t>(options.deviceBudget) > paramsBytes
-          ? static_cast<uint64_t>(options.deviceBudget) - paramsBytes
-          : 0;
+      options.gpuMem > paramsBytes ? options.gpuMem - paramsBytes : 0;
   auto place = [&] { return placeBuffers(buffers, alignment, enough); };
   // Fetch destinations reserved up to `window` ops before their fetch, so
   // the fetch can run while those compute; halved until the arena and
@@ -265,8 +263,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     return place();
   };
   auto over = [&](uint64_t arena) {
-    return options.deviceBudget > 0 &&
-           arena + paramsBytes > static_cast<uint64_t>(options.deviceBudget);
+    return options.gpuMem > 0 && arena + paramsBytes > options.gpuMem;
   };
   // The plan with `wanted` when it fits the budget; else none when even
   // that does not fit (kept without placing every halving in between: the
@@ -429,7 +426,7 @@ struct PlanMemoryPass
   void runOnOperation() override {
     PlanMemoryPassOptions options;
     options.prefetchWindow = prefetchWindow;
-    options.deviceBudget = deviceBudget;
+    options.gpuMem = gpuMem;
     options.prefetchLead = prefetchLead;
     MachineProfile machine;
     if (prefetchLead > 0 &&

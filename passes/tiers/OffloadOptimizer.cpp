@@ -654,17 +654,16 @@ struct OffloadOptimizerPass
   using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
 
   void runOnOperation() override {
-    if (mode != "device" && mode != "cpu" && mode != "auto") {
-      getOperation().emitError()
-          << "--place-updates (strata-offload-optimizer mode): '" << mode
-          << "' is not one of device, cpu, auto";
+    if (updates != "device" && updates != "cpu" && updates != "auto") {
+      getOperation().emitError() << "--place-updates: '" << updates
+                                 << "' is not one of device, cpu, auto";
       return signalPassFailure();
     }
     MachineProfile machine;
     if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
-      offloadOptimizerUpdates(func, mode, machine, groupBytes, hostBudget,
+      offloadOptimizerUpdates(func, updates, machine, cpuJobBytes, cpuMem,
                               speculate);
   }
 };

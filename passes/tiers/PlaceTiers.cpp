@@ -76,7 +76,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     layerStage.clear();
     checkBestUs = -1;
     best = search(func, best);
-    if (check && failed(checkScores(func)))
+    if (plannerCheck && failed(checkScores(func)))
       return failure();
     // The lead the chosen plan was scored with, for --strata-plan-memory.
     setDeclaredAttr<exec::ExecDialect::PrefetchLeadAttrHelper>(
@@ -203,8 +203,8 @@ struct PlaceTiersPass
     o.maxEvaluations = maxEvaluations;
     o.progress = progress;
     o.prefetchLead = prefetchLead;
-    o.check = check;
-    o.threads = threads;
+    o.plannerCheck = plannerCheck;
+    o.plannerThreads = plannerThreads;
     return o;
   }
 

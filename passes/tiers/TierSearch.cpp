@@ -289,7 +289,7 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   // The memory plan and the transfer schedule the pipeline makes next,
   // called directly (no nested pass manager per candidate).
   PlanMemoryPassOptions memory;
-  memory.deviceBudget = static_cast<int64_t>(gpuMem);
+  memory.gpuMem = gpuMem;
   memory.prefetchLead = lead;
   planMemory(copy, memory, &machine, /*report=*/false);
   scheduleTransfers(copy);
@@ -491,8 +491,8 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
   // on) and the score cache (under its lock).
   unsigned threads =
       module.getContext()->isMultithreadingEnabled() && held.size() > 1
-          ? llvm::hardware_concurrency(
-                static_cast<unsigned>(std::max<int64_t>(0, this->threads)))
+          ? llvm::hardware_concurrency(static_cast<unsigned>(std::max<int64_t>(
+                                           0, this->plannerThreads)))
                 .compute_thread_count()
           : 1;
   threads = std::min<unsigned>(threads, held.size());

@@ -639,7 +639,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
         k.steeper = (k.time[0] * n - k.stepAt) / (n - static_cast<double>(at));
       }
     }
-    if (check && &base == &bases.front() &&
+    if (plannerCheck && &base == &bases.front() &&
         failed(checkProgramme(measured, ref.usage, base)))
       return std::nullopt;
     // Steps 4 and 5: solve, check, tighten what the placement overran.

@@ -29,15 +29,15 @@ struct AppendLossPass
       getOperation().emitError("no @main function");
       return signalPassFailure();
     }
-    if (kind == "causal-lm") {
+    if (loss == "causal-lm") {
       if (failed(causalLm(func)))
         signalPassFailure();
-    } else if (kind == "output") {
+    } else if (loss == "output") {
       if (failed(outputLoss(func)))
         signalPassFailure();
     } else {
       func.emitError("unknown loss '")
-          << kind << "' (expected causal-lm or output)";
+          << loss << "' (expected causal-lm or output)";
       signalPassFailure();
     }
   }

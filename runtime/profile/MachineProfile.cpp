@@ -12,40 +12,40 @@
 
 namespace strata {
 
-namespace {
-
-std::vector<std::pair<const char *, double MachineProfile::*>> fields() {
-  return {
-      {"matmul_small_gflops", &MachineProfile::matmulSmallGflops},
-      {"matmul_medium_gflops", &MachineProfile::matmulMediumGflops},
-      {"matmul_large_gflops", &MachineProfile::matmulLargeGflops},
-      {"simple_ns_per_element", &MachineProfile::simpleNsPerElement},
-      {"transcendental_ns_per_element",
-       &MachineProfile::transcendentalNsPerElement},
-      {"movement_ns_per_element", &MachineProfile::movementNsPerElement},
-      {"launch_us", &MachineProfile::launchUs},
-      {"parallel_launch_us", &MachineProfile::parallelLaunchUs},
-      {"copy_gbs", &MachineProfile::copyGBs},
-      {"ssd_read_gbs", &MachineProfile::ssdReadGBs},
-      {"ssd_write_gbs", &MachineProfile::ssdWriteGBs},
-      {"ssd_small_read_gbs", &MachineProfile::ssdSmallReadGBs},
-      {"ssd_small_write_gbs", &MachineProfile::ssdSmallWriteGBs},
-      {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
-      {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs},
-      {"overlap_slowdown", &MachineProfile::overlapSlowdown},
-      {"ssd_duplex_read_slowdown", &MachineProfile::ssdDuplexReadSlowdown},
-      {"ssd_duplex_write_slowdown", &MachineProfile::ssdDuplexWriteSlowdown},
-      {"queue_round_trip_us", &MachineProfile::queueRoundTripUs},
-      {"gpu", &MachineProfile::gpu},
-      {"h2d_gbs", &MachineProfile::h2dGBs},
-      {"d2h_gbs", &MachineProfile::d2hGBs},
-      {"duplex_gbs", &MachineProfile::duplexGBs},
-      {"gemm_peak_f32_gflops", &MachineProfile::gemmPeakF32Gflops},
-      {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops},
-      {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs}};
+const std::vector<std::pair<const char *, double MachineProfile::*>> &
+MachineProfile::fields() {
+  static const std::vector<std::pair<const char *, double MachineProfile::*>>
+      table = {
+          {"matmul_small_gflops", &MachineProfile::matmulSmallGflops},
+          {"matmul_medium_gflops", &MachineProfile::matmulMediumGflops},
+          {"matmul_large_gflops", &MachineProfile::matmulLargeGflops},
+          {"simple_ns_per_element", &MachineProfile::simpleNsPerElement},
+          {"transcendental_ns_per_element",
+           &MachineProfile::transcendentalNsPerElement},
+          {"movement_ns_per_element", &MachineProfile::movementNsPerElement},
+          {"launch_us", &MachineProfile::launchUs},
+          {"parallel_launch_us", &MachineProfile::parallelLaunchUs},
+          {"copy_gbs", &MachineProfile::copyGBs},
+          {"ssd_read_gbs", &MachineProfile::ssdReadGBs},
+          {"ssd_write_gbs", &MachineProfile::ssdWriteGBs},
+          {"ssd_small_read_gbs", &MachineProfile::ssdSmallReadGBs},
+          {"ssd_small_write_gbs", &MachineProfile::ssdSmallWriteGBs},
+          {"ssd_read_latency_us", &MachineProfile::ssdReadLatencyUs},
+          {"ssd_write_latency_us", &MachineProfile::ssdWriteLatencyUs},
+          {"overlap_slowdown", &MachineProfile::overlapSlowdown},
+          {"ssd_duplex_read_slowdown", &MachineProfile::ssdDuplexReadSlowdown},
+          {"ssd_duplex_write_slowdown",
+           &MachineProfile::ssdDuplexWriteSlowdown},
+          {"queue_round_trip_us", &MachineProfile::queueRoundTripUs},
+          {"gpu", &MachineProfile::gpu},
+          {"h2d_gbs", &MachineProfile::h2dGBs},
+          {"d2h_gbs", &MachineProfile::d2hGBs},
+          {"duplex_gbs", &MachineProfile::duplexGBs},
+          {"gemm_peak_f32_gflops", &MachineProfile::gemmPeakF32Gflops},
+          {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops},
+          {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs}};
+  return table;
 }
-
-} // namespace
 
 std::string MachineProfile::text() const {
   std::string out = "# Strata machine profile (strata-calibrate)\n";

@@ -8,6 +8,8 @@
 #define STRATA_RUNTIME_PROFILE_MACHINEPROFILE_H
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata {
 
@@ -59,6 +61,11 @@ struct MachineProfile {
   bool read(const std::string &path, std::string &error);
   bool write(const std::string &path, std::string &error) const;
   std::string text() const;
+
+  /// Every figure by its name in the profile file ("h2d_gbs"), the order
+  /// text() writes them in.
+  static const std::vector<std::pair<const char *, double MachineProfile::*>> &
+  fields();
 };
 
 /// Where strata-calibrate remembers this machine's profile when it is given

@@ -1,6 +1,6 @@
 // RUN: strata-opt %s --split-input-file --verify-diagnostics --strata-append-loss
-// RUN: not strata-opt %s --split-input-file --strata-append-loss=kind=output 2>&1 | FileCheck %s --check-prefix=OUTPUT
-// RUN: not strata-opt %s --split-input-file --strata-append-loss=kind=mse 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not strata-opt %s --split-input-file --strata-append-loss=loss=output 2>&1 | FileCheck %s --check-prefix=OUTPUT
+// RUN: not strata-opt %s --split-input-file --strata-append-loss=loss=mse 2>&1 | FileCheck %s --check-prefix=KIND
 
 // Every error --strata-append-loss reports, with the default causal-lm
 // loss; the OUTPUT and KIND runs check the ones of other options.

@@ -1,5 +1,5 @@
 // RUN: strata-opt %s --strata-append-loss | FileCheck %s
-// RUN: not strata-opt %s --strata-append-loss=kind=output 2>&1 | FileCheck %s --check-prefix=OUTPUT
+// RUN: not strata-opt %s --strata-append-loss=loss=output 2>&1 | FileCheck %s --check-prefix=OUTPUT
 
 // Tests that causal-lm adds a labels input shaped like the token ids and
 // returns the mean cross-entropy over all B*T positions.

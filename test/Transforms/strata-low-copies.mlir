@@ -1,5 +1,5 @@
 // RUN: strata-opt %s --split-input-file --strata-low-copies | FileCheck %s
-// RUN: strata-opt %s --split-input-file --strata-low-copies --strata-place-tiers="params=host states=host" --strata-offload-optimizer="mode=cpu group-bytes=0" | FileCheck %s --check-prefix=HOST
+// RUN: strata-opt %s --split-input-file --strata-low-copies --strata-place-tiers="place-params=host place-states=host" --strata-offload-optimizer="place-updates=cpu cpu-job-bytes=0" | FileCheck %s --check-prefix=HOST
 
 // Tests that the casts of a master to bf16 (forward and backward readers,
 // one through a view) become one stored bf16 copy, rounded to nearest even

@@ -1,9 +1,9 @@
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=1000" --verify-diagnostics | FileCheck %s
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=1000" --strata-assign-queues | FileCheck %s --check-prefix=QUEUES
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu" | FileCheck %s --check-prefix=PROFILE
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=cpu cpu-job-bytes=1000" --verify-diagnostics | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=cpu cpu-job-bytes=1000" --strata-assign-queues | FileCheck %s --check-prefix=QUEUES
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=cpu" | FileCheck %s --check-prefix=PROFILE
 
 // Tests that small updates share a CPU job with the next until the job's
-// bytes reach group-bytes: the two bias updates (48 bytes each) run with
+// bytes reach cpu-job-bytes: the two bias updates (48 bytes each) run with
 // the weight's (3,072 bytes) where the weight's update stood, after every
 // store of the job; the gradients are still stored as soon as they are
 // final; the job's two biases land in distinct buffers, and the next

@@ -1,10 +1,10 @@
-// RUN: strata-opt %s --split-input-file --verify-diagnostics --strata-offload-optimizer="mode=auto host-budget=8192 profile=%S/Inputs/profile.txt"
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=auto profile=%S/Inputs/profile-handoff.txt" -o /dev/null 2>&1 | FileCheck %s --check-prefix=COST
-// RUN: not strata-opt %s --split-input-file --strata-offload-optimizer=mode=gpu 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: strata-opt %s --split-input-file --verify-diagnostics --strata-offload-optimizer="place-updates=auto cpu-mem=8192 profile=%S/Inputs/profile.txt"
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=auto profile=%S/Inputs/profile-handoff.txt" -o /dev/null 2>&1 | FileCheck %s --check-prefix=COST
+// RUN: not strata-opt %s --split-input-file --strata-offload-optimizer=place-updates=gpu 2>&1 | FileCheck %s --check-prefix=MODE
 
 // The diagnostics of --strata-offload-optimizer in its automatic mode (the
-// ones of mode=cpu: strata-offload-optimizer.mlir), and its option error.
-// MODE: error: --place-updates (strata-offload-optimizer mode): 'gpu' is not one of device, cpu, auto
+// ones of place-updates=cpu: strata-offload-optimizer.mlir), and its option error.
+// MODE: error: --place-updates: 'gpu' is not one of device, cpu, auto
 // With a machine whose CPU job hand-off costs more than the update saves:
 // COST: remark: 1 update stay on the device: the cost model predicts the device path faster on this machine
 

@@ -1,7 +1,7 @@
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0" --verify-diagnostics | FileCheck %s
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0" --strata-assign-queues --verify-diagnostics | FileCheck %s --check-prefix=QUEUES
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=device" | FileCheck %s --check-prefix=DEVICE
-// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="mode=cpu group-bytes=0 speculate=false" | FileCheck %s --check-prefix=WAIT
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=cpu cpu-job-bytes=0" --verify-diagnostics | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=cpu cpu-job-bytes=0" --strata-assign-queues --verify-diagnostics | FileCheck %s --check-prefix=QUEUES
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=device" | FileCheck %s --check-prefix=DEVICE
+// RUN: strata-opt %s --split-input-file --strata-offload-optimizer="place-updates=cpu cpu-job-bytes=0 speculate-updates=false" | FileCheck %s --check-prefix=WAIT
 
 // Tests that the update of a host-resident parameter and state, which
 // PlaceTiers left as fetches, a device update and write-backs, becomes a

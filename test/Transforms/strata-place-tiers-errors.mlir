@@ -1,9 +1,9 @@
-// RUN: strata-opt %s --verify-diagnostics --strata-place-tiers="gpu-mem=4096 cpu-mem=4096 params=host"
-// RUN: not strata-opt %s --strata-place-tiers=params=nvme 2>&1 | FileCheck %s --check-prefix=TIER
-// RUN: not strata-opt %s --strata-place-tiers=activations=disk 2>&1 | FileCheck %s --check-prefix=ACTS
-// RUN: not strata-opt %s --strata-place-tiers=activations=ssd 2>&1 | FileCheck %s --check-prefix=ACTSSD
-// RUN: not strata-opt %s --strata-place-tiers=gradients=ssd 2>&1 | FileCheck %s --check-prefix=GRADSSD
-// RUN: not strata-opt %s --strata-place-tiers=params=ssd 2>&1 | FileCheck %s --check-prefix=PARAMSSD
+// RUN: strata-opt %s --verify-diagnostics --strata-place-tiers="gpu-mem=4096 cpu-mem=4096 place-params=host"
+// RUN: not strata-opt %s --strata-place-tiers=place-params=nvme 2>&1 | FileCheck %s --check-prefix=TIER
+// RUN: not strata-opt %s --strata-place-tiers=place-activations=disk 2>&1 | FileCheck %s --check-prefix=ACTS
+// RUN: not strata-opt %s --strata-place-tiers=place-activations=ssd 2>&1 | FileCheck %s --check-prefix=ACTSSD
+// RUN: not strata-opt %s --strata-place-tiers=place-gradients=ssd 2>&1 | FileCheck %s --check-prefix=GRADSSD
+// RUN: not strata-opt %s --strata-place-tiers=place-params=ssd 2>&1 | FileCheck %s --check-prefix=PARAMSSD
 
 // Every error --strata-place-tiers reports. Two more are internal
 // invariants (a placement whose candidate counts differ from the program's;

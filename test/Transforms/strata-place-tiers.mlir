@@ -1,7 +1,7 @@
-// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=ssd states=host has-ssd=true" | FileCheck %s
-// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=host" | FileCheck %s --check-prefix=SWAP
-// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=recompute" | FileCheck %s --check-prefix=RECOMP
-// RUN: strata-opt %s --split-input-file --strata-place-tiers="params=device states=device activations=device gradients=host" | FileCheck %s --check-prefix=GRAD
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="place-params=ssd place-states=host has-ssd=true" | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="place-params=device place-states=device place-activations=host" | FileCheck %s --check-prefix=SWAP
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="place-params=device place-states=device place-activations=recompute" | FileCheck %s --check-prefix=RECOMP
+// RUN: strata-opt %s --split-input-file --strata-place-tiers="place-params=device place-states=device place-activations=device place-gradients=host" | FileCheck %s --check-prefix=GRAD
 // RUN: strata-opt %s --split-input-file --strata-place-tiers="gpu-mem=900 has-ssd=true" | FileCheck %s --check-prefix=PLAN
 
 // Tests that an off-device parameter is fetched into the arena before each

@@ -1,5 +1,10 @@
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-duplex.txt" | FileCheck %s
 // RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-gpu.txt" | FileCheck %s --check-prefix=NODUPLEX
+// The profile is parsed once: the first pass given the file records it on
+// the module, a later pass given none reads the record (the duplex figures
+// again), one given another file reads that one.
+// RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-duplex.txt" --strata-predict-time | FileCheck %s --check-prefix=ONCE
+// RUN: strata-opt %s --strata-predict-time="profile=%S/Inputs/profile-duplex.txt" --strata-predict-time="profile=%S/Inputs/profile-gpu.txt" | FileCheck %s --check-prefix=NODUPLEX
 
 // Tests that host copies in both directions at once share the link's duplex
 // rate (duplex_gbs 1.5 against 1 + 1 GB/s: each runs 2 / 1.5 times slower
@@ -16,6 +21,11 @@
 // overlap freely: the write-back's 262.144 sets the step.
 // NODUPLEX-LABEL: func.func @both
 // NODUPLEX-SAME: predicted_step_us = 262
+// ONCE: module attributes {exec.machine_profile = {
+// ONCE-SAME: duplex_gbs = 1.500000e+00 : f64
+// ONCE-SAME: source = "{{.*}}profile-duplex.txt"
+// ONCE-LABEL: func.func @both
+// ONCE-SAME: predicted_step_us = 328
 func.func @both() {
   %x = exec.input "x" {offset = 0 : i64} : tensor<256x256xf32>
   %h = exec.param "h" {tier = "host", offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
