@@ -331,10 +331,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       FailureOr<uint64_t> offset = offsetOf(&op);
       if (failed(offset))
         return failure();
-      MemRegion region =
-          param.getTierKind() == exec::Tier::Host  ? MemRegion::Host
-          : param.getTierKind() == exec::Tier::Ssd ? MemRegion::Ssd
-                                                   : MemRegion::Params;
+      MemRegion region = param.getTier() == exec::Tier::Host ? MemRegion::Host
+                         : param.getTier() == exec::Tier::Ssd
+                             ? MemRegion::Ssd
+                             : MemRegion::Params;
       FailureOr<uint32_t> slot =
           addSlot(param.getResult(), &op, region, *offset);
       if (failed(slot))
@@ -442,11 +442,10 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
       FailureOr<uint64_t> offset = offsetOf(&op);
       if (failed(offset))
         return failure();
-      FailureOr<uint32_t> slot =
-          addSlot(space.getResult(), &op,
-                  space.getTierKind() == exec::Tier::Ssd ? MemRegion::Ssd
-                                                         : MemRegion::Host,
-                  *offset);
+      FailureOr<uint32_t> slot = addSlot(
+          space.getResult(), &op,
+          space.getTier() == exec::Tier::Ssd ? MemRegion::Ssd : MemRegion::Host,
+          *offset);
       if (failed(slot))
         return failure();
       plan.slots[*slot].name = space.getName().str();
@@ -484,9 +483,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         step.issueAfter = *after;
       // Queues and waits come from --strata-assign-queues (the plan
       // validator refuses a program without the waits it needs).
-      if (StringAttr queue = kernel.getQueueAttr())
-        if (!artifact::queueByName(queue.str(), step.queue))
-          return kernel.emitError("unknown queue '") << queue.getValue() << "'";
+      if (std::optional<exec::Queue> queue = kernel.getQueue())
+        step.queue = exec::planQueue(*queue);
       if (DenseI64ArrayAttr waits = kernel.getWaitsAttr())
         for (int64_t w : waits.asArrayRef()) {
           if (w < 0 || w > UINT32_MAX)

@@ -7,17 +7,41 @@
 #include "runtime/artifact/Plan.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace strata::exec;
 
 #include "dialects/Exec/ExecDialect.cpp.inc"
+#include "dialects/Exec/ExecEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Exec/ExecAttrs.cpp.inc"
+
+// exec::Queue is the plan's artifact::Queue in the IR: same cases, same
+// values, converted by value.
+#define STRATA_SAME_QUEUE(name)                                                \
+  static_assert(static_cast<int>(Queue::name) ==                               \
+                static_cast<int>(strata::artifact::Queue::name))
+STRATA_SAME_QUEUE(Compute);
+STRATA_SAME_QUEUE(HostToDevice);
+STRATA_SAME_QUEUE(DeviceToHost);
+STRATA_SAME_QUEUE(SsdRead);
+STRATA_SAME_QUEUE(SsdWrite);
+STRATA_SAME_QUEUE(Cpu);
+#undef STRATA_SAME_QUEUE
+static_assert(strata::artifact::kNumQueues == 6);
 
 void ExecDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialects/Exec/ExecOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Exec/ExecAttrs.cpp.inc"
       >();
 }
 
@@ -141,29 +165,6 @@ strata::exec::RegionSizes strata::exec::regionSizes(Operation *func) {
   r.ssd = bytes(ExecDialect::SsdBytesAttrHelper(ctx).getAttr(func));
   r.planned = arena && params;
   return r;
-}
-
-llvm::StringRef strata::exec::tierName(Tier tier) {
-  switch (tier) {
-  case Tier::Device:
-    return "device";
-  case Tier::Host:
-    return "host";
-  case Tier::Ssd:
-    return "ssd";
-  }
-  return "device";
-}
-
-std::optional<strata::exec::Tier>
-strata::exec::parseTier(llvm::StringRef name) {
-  if (name == "device")
-    return Tier::Device;
-  if (name == "host")
-    return Tier::Host;
-  if (name == "ssd")
-    return Tier::Ssd;
-  return std::nullopt;
 }
 
 strata::artifact::SlotClass strata::exec::classifyBuffer(Value value) {

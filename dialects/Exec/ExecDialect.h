@@ -12,26 +12,31 @@
 #include "runtime/artifact/Plan.h"
 
 #include <optional>
+#include <type_traits>
 
-namespace strata::exec {
-
-/// Where a stored tensor (exec.param, exec.swap_space) lives: the `tier`
-/// attribute, whose verifier accepts exactly these names.
-enum class Tier : uint8_t { Device, Host, Ssd };
-
-/// "device", "host" or "ssd".
-llvm::StringRef tierName(Tier tier);
-/// The tier named `name`; nullopt for any other string.
-std::optional<Tier> parseTier(llvm::StringRef name);
-
-} // namespace strata::exec
+// The tier and queue enums (exec::Tier, exec::Queue; stringifyTier,
+// symbolizeTier, ...) and their attributes (#exec.tier<host>,
+// #exec.queue<h2d>), from ExecOps.td.
+#include "dialects/Exec/ExecEnums.h.inc"
 
 #include "dialects/Exec/ExecDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Exec/ExecAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/Exec/ExecOps.h.inc"
 
 namespace strata::exec {
+
+/// The plan's queue for the IR's, and back (the same cases by value;
+/// ExecDialect.cpp checks it).
+inline artifact::Queue planQueue(Queue queue) {
+  return static_cast<artifact::Queue>(static_cast<uint32_t>(queue));
+}
+inline Queue execQueue(artifact::Queue queue) {
+  return static_cast<Queue>(static_cast<uint32_t>(queue));
+}
 
 /// The region sizes --strata-plan-memory records on a function (the
 /// declared exec.arena_bytes, .params_bytes, .host_bytes, .ssd_bytes); 0

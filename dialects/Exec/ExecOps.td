@@ -9,8 +9,10 @@
 #ifndef STRATA_DIALECTS_EXEC_EXECOPS_TD
 #define STRATA_DIALECTS_EXEC_EXECOPS_TD
 
-include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/OpBase.td"
 
 def Exec_Dialect : Dialect {
   let name = "exec";
@@ -34,6 +36,7 @@ def Exec_Dialect : Dialect {
     ```
   }];
   let cppNamespace = "::strata::exec";
+  let useDefaultAttributePrinterParser = 1;
   // What passes record on the planned function, for the passes after them,
   // the artifact writer and the compile driver: the region sizes and the
   // prefetch window (--strata-plan-memory), the memory report
@@ -67,25 +70,34 @@ def Exec_Dialect : Dialect {
 class Exec_Op<string mnemonic, list<Trait> traits = []>
     : Op<Exec_Dialect, mnemonic, traits>;
 
-/// A stored tensor's tier: "device", "host" or "ssd" (exec::Tier). Any other
-/// string fails verification.
-def Exec_TierAttr : ConfinedAttr<StrAttr, [AttrConstraint<
-    CPred<"::strata::exec::parseTier(::llvm::cast<::mlir::StringAttr>($_self)"
-          ".getValue()).has_value()">,
-    "whose value is device, host or ssd">]>;
+/// Where a stored tensor (exec.param, exec.swap_space) lives, printed
+/// `#exec.tier<host>`.
+def Exec_Tier : I32EnumAttr<"Tier", "where a stored tensor lives", [
+    I32EnumAttrCase<"Device", 0, "device">,
+    I32EnumAttrCase<"Host", 1, "host">,
+    I32EnumAttrCase<"Ssd", 2, "ssd">]> {
+  let cppNamespace = "::strata::exec";
+  let genSpecializedAttr = 0;
+}
+def Exec_TierAttr : EnumAttr<Exec_Dialect, Exec_Tier, "tier"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
-/// getTierKind() on ops with a `tier`.
-def Exec_TierAccessor {
-  code decl = [{
-    /// The verified `tier` as an enum.
-    ::strata::exec::Tier getTierKind() {
-      return ::strata::exec::parseTier(getTier()).value_or(
-          ::strata::exec::Tier::Device);
-    }
-    void setTierKind(::strata::exec::Tier tier) {
-      setTier(::strata::exec::tierName(tier));
-    }
-  }];
+/// The queue a kernel runs on (--strata-assign-queues), printed
+/// `#exec.queue<h2d>`; the same cases in the same order as the plan's
+/// artifact::Queue.
+def Exec_Queue : I32EnumAttr<"Queue", "the queue a kernel runs on", [
+    I32EnumAttrCase<"Compute", 0, "compute">,
+    I32EnumAttrCase<"HostToDevice", 1, "h2d">,
+    I32EnumAttrCase<"DeviceToHost", 2, "d2h">,
+    I32EnumAttrCase<"SsdRead", 3, "ssd_read">,
+    I32EnumAttrCase<"SsdWrite", 4, "ssd_write">,
+    I32EnumAttrCase<"Cpu", 5, "cpu">]> {
+  let cppNamespace = "::strata::exec";
+  let genSpecializedAttr = 0;
+}
+def Exec_QueueAttr : EnumAttr<Exec_Dialect, Exec_Queue, "queue"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 def Exec_InputOp : Exec_Op<"input"> {
@@ -120,7 +132,8 @@ def Exec_ParamOp : Exec_Op<"param"> {
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, UnitAttr:$constant,
                        UnitAttr:$state, ElementsAttr:$value,
                        OptionalAttr<I64Attr>:$offset,
-                       DefaultValuedAttr<Exec_TierAttr, "\"device\"">:$tier,
+                       DefaultValuedAttr<Exec_TierAttr,
+                                         "::strata::exec::Tier::Device">:$tier,
                        OptionalAttr<StrAttr>:$copy_of);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
@@ -128,7 +141,6 @@ def Exec_ParamOp : Exec_Op<"param"> {
     (`state` $state^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = Exec_TierAccessor.decl;
 }
 
 def Exec_SwapSpaceOp : Exec_Op<"swap_space"> {
@@ -140,14 +152,13 @@ def Exec_SwapSpaceOp : Exec_Op<"swap_space"> {
     pass needs it, freeing its device memory in between.
 
     ```mlir
-    %s = exec.swap_space "swap.3" {tier = "ssd", offset = 0 : i64} : tensor<2x16x64xf32>
+    %s = exec.swap_space "swap.3" {tier = #exec.tier<ssd>, offset = 0 : i64} : tensor<2x16x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, Exec_TierAttr:$tier,
                        OptionalAttr<I64Attr>:$offset);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
-  let extraClassDeclaration = Exec_TierAccessor.decl;
 }
 
 def Exec_KernelOp : Exec_Op<"kernel"> {
@@ -176,7 +187,7 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
                        OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<I64Attr>:$issue_after,
-                       OptionalAttr<StrAttr>:$queue,
+                       OptionalAttr<Exec_QueueAttr>:$queue,
                        OptionalAttr<DenseI64ArrayAttr>:$waits);
   let results = (outs Variadic<AnyStaticShapeTensor>:$results);
   let assemblyFormat = [{
@@ -192,7 +203,7 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
             inputs, $_builder.getDenseI64ArrayAttr(ints),
             $_builder.getDenseF64ArrayAttr(floats), ::mlir::IntegerAttr(),
             ::mlir::DenseI64ArrayAttr(), ::mlir::IntegerAttr(),
-            ::mlir::StringAttr(), ::mlir::DenseI64ArrayAttr());
+            ::strata::exec::QueueAttr(), ::mlir::DenseI64ArrayAttr());
     }]>
   ];
   let hasVerifier = 1;

@@ -33,13 +33,13 @@ Operation *storedRoot(Value v) {
   return nullptr;
 }
 
-StringRef tierOf(Value v) {
+exec::Tier tierOf(Value v) {
   Operation *root = storedRoot(v);
   if (auto p = dyn_cast_or_null<exec::ParamOp>(root))
     return p.getTier();
   if (auto s = dyn_cast_or_null<exec::SwapSpaceOp>(root))
     return s.getTier();
-  return "device";
+  return exec::Tier::Device;
 }
 
 bool isTransfer(exec::KernelOp kernel) {
@@ -47,7 +47,7 @@ bool isTransfer(exec::KernelOp kernel) {
   if (kernel.getInputs().empty() ||
       (name != "copy" && name != "assign" && name != "store"))
     return false;
-  return tierOf(kernel.getInputs()[0]) != "device";
+  return tierOf(kernel.getInputs()[0]) != exec::Tier::Device;
 }
 
 std::vector<unsigned> writtenInputs(exec::KernelOp kernel) {
@@ -97,7 +97,8 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
                   std::vector<artifact::Access> &writes) {
   reads.clear();
   writes.clear();
-  bool ssd = isTransfer(kernel) && tierOf(kernel.getInputs()[0]) == "ssd";
+  bool ssd =
+      isTransfer(kernel) && tierOf(kernel.getInputs()[0]) == exec::Tier::Ssd;
   // Stored buffers never overlap each other: each is one unit of a region
   // of its own (the plan places them; only their identity matters here).
   auto access = [&](Value v) -> std::optional<artifact::Access> {
@@ -144,7 +145,7 @@ bool isCpuUpdate(exec::KernelOp k) {
       !artifact::runsOnCpu(kernel) || k.getInputs().empty())
     return false;
   for (Value v : k.getInputs())
-    if (tierOf(v) != "host" && tierOf(v) != "ssd")
+    if (tierOf(v) != exec::Tier::Host && tierOf(v) != exec::Tier::Ssd)
       return false;
   return true;
 }
@@ -155,7 +156,7 @@ artifact::Queue naturalQueue(exec::KernelOp k) {
     return artifact::Queue::Cpu;
   if (!isTransfer(k))
     return artifact::Queue::Compute;
-  return artifact::transferQueue(tierOf(k.getInputs()[0]) == "ssd",
+  return artifact::transferQueue(tierOf(k.getInputs()[0]) == exec::Tier::Ssd,
                                  k.getKernel() == "copy");
 }
 } // namespace
@@ -167,8 +168,9 @@ StepOrdering orderSteps(ArrayRef<exec::KernelOp> kernels) {
   for (exec::KernelOp k : kernels) {
     issueAfter.push_back(k.getIssueAfter().value_or(artifact::kInProgramOrder));
     artifact::Queue q = naturalQueue(k);
-    StringAttr name = k.getQueueAttr();
-    if (!name || !artifact::queueByName(name.str(), q))
+    if (std::optional<exec::Queue> assigned = k.getQueue())
+      q = exec::planQueue(*assigned);
+    else
       given = false;
     o.queues.push_back(q);
     std::vector<uint32_t> w;

@@ -36,7 +36,7 @@ mlir::Value viewRoot(mlir::Value v);
 mlir::Operation *storedRoot(mlir::Value v);
 
 /// "device", "host" or "ssd": where `v`'s buffer lives.
-llvm::StringRef tierOf(mlir::Value v);
+exec::Tier tierOf(mlir::Value v);
 
 /// Whether the kernel moves data between the device and host or SSD: a
 /// fetch ("copy" of a stored value) or a write-back ("assign"/"store").

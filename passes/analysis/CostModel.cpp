@@ -251,7 +251,7 @@ double cpuUpdateSsdSeconds(exec::KernelOp update, const MachineProfile &m,
   double seconds = 0;
   std::vector<artifact::InputUse> uses = cpuUpdateUses(update);
   for (auto [v, use] : llvm::zip(update.getInputs(), uses))
-    if ((read ? use.read : use.written) && tierOf(v) == "ssd")
+    if ((read ? use.read : use.written) && tierOf(v) == exec::Tier::Ssd)
       seconds += ssdSeconds(storageBytes(v.getType()), read, m);
   return seconds;
 }
@@ -283,9 +283,9 @@ double ssdSeconds(double bytes, bool read, const MachineProfile &m) {
   return latencyUs * 1e-6 + bytes / (ssdRate(bytes, read, m) * 1e9);
 }
 
-double transferSeconds(double bytes, StringRef tier, bool read,
+double transferSeconds(double bytes, exec::Tier tier, bool read,
                        const MachineProfile &m) {
-  if (tier == "ssd") {
+  if (tier == exec::Tier::Ssd) {
     double rate = ssdRate(bytes, read, m);
     // A GPU's SSD transfers cross its host link too (staged through host
     // memory): no faster than a pinned copy in that direction.

@@ -61,10 +61,10 @@ double cpuHandOffSeconds(const MachineProfile &m);
 /// most 5% of the job.
 double cpuJobMinBytes(const MachineProfile &m);
 
-/// Seconds to move `bytes` between the device and `tier` ("host" or
-/// "ssd"); `read` is towards the device. On a GPU an SSD transfer is no
-/// faster than the host link in its direction.
-double transferSeconds(double bytes, llvm::StringRef tier, bool read,
+/// Seconds to move `bytes` between the device and `tier` (host or SSD;
+/// device counts as host); `read` is towards the device. On a GPU an SSD
+/// transfer is no faster than the host link in its direction.
+double transferSeconds(double bytes, exec::Tier tier, bool read,
                        const MachineProfile &m);
 
 /// GB/s of host copies towards the device (`toDevice`) or back.

@@ -48,10 +48,11 @@ struct PredictTimePass
   static double transferSeconds(exec::KernelOp k, const MachineProfile &m,
                                 Links &links) {
     Value stored = k.getInputs()[0];
-    bool ssd = tierOf(stored) == "ssd";
+    bool ssd = tierOf(stored) == exec::Tier::Ssd;
     bool read = k.getKernel() == "copy";
     double s = strata::transferSeconds(storageBytes(stored.getType()),
-                                       ssd ? "ssd" : "host", read, m);
+                                       ssd ? exec::Tier::Ssd : exec::Tier::Host,
+                                       read, m);
     (ssd ? links.ssd : read ? links.toDevice : links.toHost) += s;
     if (ssd)
       (read ? links.ssdRead : links.ssdWrite) += s;
@@ -109,7 +110,7 @@ struct PredictTimePass
     auto staged = [&](size_t step) {
       uint64_t bytes = 0;
       for (Value v : kernels[step].getInputs())
-        if (tierOf(v) == "ssd")
+        if (tierOf(v) == exec::Tier::Ssd)
           bytes += artifact::pagePadded(
               static_cast<uint64_t>(storageBytes(v.getType())));
       return bytes;

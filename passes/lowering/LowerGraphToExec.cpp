@@ -251,7 +251,9 @@ struct LowerGraphToExecPass
         result = builder.create<exec::ParamOp>(
             op.getLoc(), type, state.getNameAttr(), UnitAttr(), UnitAttr(),
             builder.getUnitAttr(), DenseElementsAttr::get(type, zero),
-            IntegerAttr(), builder.getStringAttr("device"), StringAttr());
+            IntegerAttr(),
+            exec::TierAttr::get(builder.getContext(), exec::Tier::Device),
+            StringAttr());
       } else if (auto param = dyn_cast<graph::ParamOp>(op)) {
         if (!param.getInitialValueAttr())
           return param.emitError("parameter '")
@@ -260,14 +262,16 @@ struct LowerGraphToExecPass
             op.getLoc(), param.getType(), param.getNameAttr(),
             param.getTrainableAttr(), UnitAttr(), UnitAttr(),
             param.getInitialValueAttr(), IntegerAttr(),
-            builder.getStringAttr("device"), StringAttr());
+            exec::TierAttr::get(builder.getContext(), exec::Tier::Device),
+            StringAttr());
       } else if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
         result = builder.create<exec::ParamOp>(
             op.getLoc(), constant.getType(),
             builder.getStringAttr("const." + std::to_string(constants++)),
             UnitAttr(), builder.getUnitAttr(), UnitAttr(),
             cast<ElementsAttr>(constant.getValue()), IntegerAttr(),
-            builder.getStringAttr("device"), StringAttr());
+            exec::TierAttr::get(builder.getContext(), exec::Tier::Device),
+            StringAttr());
       } else if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
         result = builder.create<exec::ViewOp>(op.getLoc(), reshape.getType(),
                                               operands[0]);

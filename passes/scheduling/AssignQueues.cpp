@@ -44,7 +44,7 @@ struct AssignQueuesPass
     std::vector<artifact::Queue> &queues = o.queues;
     std::vector<std::vector<uint32_t>> &waits = o.waits;
     for (auto [i, k] : llvm::enumerate(kernels)) {
-      k.setQueue(artifact::queueName(queues[i]));
+      k.setQueue(exec::execQueue(queues[i]));
       if (waits[i].empty()) {
         k.removeWaitsAttr();
         continue;

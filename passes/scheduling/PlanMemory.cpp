@@ -74,9 +74,9 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   uint64_t paramsBytes = 0, hostBytes = 0, ssdBytes = 0;
   bool usesSsd = false;
   for (auto param : body.getOps<exec::ParamOp>())
-    usesSsd |= param.getTierKind() == exec::Tier::Ssd;
+    usesSsd |= param.getTier() == exec::Tier::Ssd;
   for (auto space : body.getOps<exec::SwapSpaceOp>())
-    usesSsd |= space.getTierKind() == exec::Tier::Ssd;
+    usesSsd |= space.getTier() == exec::Tier::Ssd;
   // Device buffers that SSD transfers land in must be 4 KiB-aligned and
   // padded; with an SSD tier every arena buffer is.
   uint64_t alignment =
@@ -110,21 +110,21 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   auto linkOf = [&](Value stored, bool read) {
     if (machine->gpu > 0)
       return read ? 0 : 1;
-    return tierOf(stored) == "ssd" ? (read ? 2 : 3) : -1;
+    return tierOf(stored) == exec::Tier::Ssd ? (read ? 2 : 3) : -1;
   };
   llvm::DenseMap<Operation *, int64_t> lastWrite;
   for (Operation &op : body) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
-      uint64_t &region = param.getTierKind() == exec::Tier::Host  ? hostBytes
-                         : param.getTierKind() == exec::Tier::Ssd ? ssdBytes
-                                                                  : paramsBytes;
+      uint64_t &region = param.getTier() == exec::Tier::Host  ? hostBytes
+                         : param.getTier() == exec::Tier::Ssd ? ssdBytes
+                                                              : paramsBytes;
       param.setOffsetAttr(
           OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
       region = artifact::alignUp(region + storageBytes(param.getType()),
                                  artifact::kParamAlignment);
     } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
       uint64_t &region =
-          space.getTierKind() == exec::Tier::Ssd ? ssdBytes : hostBytes;
+          space.getTier() == exec::Tier::Ssd ? ssdBytes : hostBytes;
       space.setOffsetAttr(
           OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
       region = artifact::alignUp(region + storageBytes(space.getType()),
@@ -387,9 +387,9 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
                    : p.getConstant() ? "constants"
                                      : "parameters",
                    p.getType())] += bytes;
-    if (p.getTierKind() == exec::Tier::Host)
+    if (p.getTier() == exec::Tier::Host)
       onHost += bytes;
-    else if (p.getTierKind() == exec::Tier::Ssd)
+    else if (p.getTier() == exec::Tier::Ssd)
       onSsd += bytes;
   }
   auto i64 = [&](uint64_t v) {

@@ -128,7 +128,7 @@ Candidate examine(exec::KernelOp update) {
   for (int i : {static_cast<int>(c.gradient), c.scale}) {
     if (i < 0 || (c.accumulated && i == static_cast<int>(c.gradient)))
       continue;
-    if (tierOf(update.getInputs()[i]) != "device" ||
+    if (tierOf(update.getInputs()[i]) != exec::Tier::Device ||
         storedRoot(update.getInputs()[i])) {
       c.blocked = "its gradient is not in device memory";
       return c;
@@ -166,7 +166,8 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
   double grad = c.accumulated
                     ? 0
                     : storageBytes(update.getInputs()[c.gradient].getType());
-  cpu = transferSeconds(grad, "host", false, m) + cpuUpdateSeconds(update, m);
+  cpu = transferSeconds(grad, exec::Tier::Host, false, m) +
+        cpuUpdateSeconds(update, m);
 }
 
 /// How many host buffers of one tensor type gradients land in at least,
@@ -208,10 +209,10 @@ struct Offloader {
     for (Operation &op : body) {
       Value v;
       if (auto p = dyn_cast<exec::ParamOp>(op);
-          p && p.getTierKind() == exec::Tier::Host)
+          p && p.getTier() == exec::Tier::Host)
         v = p.getResult();
       else if (auto s = dyn_cast<exec::SwapSpaceOp>(op);
-               s && s.getTierKind() == exec::Tier::Host)
+               s && s.getTier() == exec::Tier::Host)
         v = s.getResult();
       if (v)
         bytes += artifact::pagePadded(storageBytes(v.getType()));
@@ -383,7 +384,7 @@ struct Offloader {
       uint64_t keeps = 0;
       for (Fetched &f : c->fetched) {
         later(lastTouch.lookup(storedRoot(f.stored)));
-        if (tierOf(f.stored) == "host")
+        if (tierOf(f.stored) == exec::Tier::Host)
           keeps += artifact::pagePadded(storageBytes(f.stored.getType()));
       }
       if (!after->isBeforeInBlock(u) || !after->isBeforeInBlock(lastBackward))
@@ -456,9 +457,10 @@ struct Offloader {
     auto hostSpace = [&](Value of, const std::string &name) {
       OpBuilder top(&body, body.begin());
       return top
-          .create<exec::SwapSpaceOp>(of.getLoc(), of.getType(),
-                                     top.getStringAttr(name),
-                                     top.getStringAttr("host"), IntegerAttr())
+          .create<exec::SwapSpaceOp>(
+              of.getLoc(), of.getType(), top.getStringAttr(name),
+              exec::TierAttr::get(top.getContext(), exec::Tier::Host),
+              IntegerAttr())
           .getResult();
     };
     llvm::DenseMap<Value, Value> scaleSpace;
@@ -561,7 +563,8 @@ struct Offloader {
                                v.getLoc(), v.getType(),
                                top.getStringAttr("speculation.keep." +
                                                  std::to_string(keepCount++)),
-                               top.getStringAttr(tierOf(v)), IntegerAttr())
+                               exec::TierAttr::get(top.getContext(), tierOf(v)),
+                               IntegerAttr())
                             .getResult());
       }
       SmallVector<int64_t> ints(m.getInts().begin(), m.getInts().end());

@@ -73,11 +73,11 @@ SmallVector<OpOperand *> backwardUsesOf(Value value) {
 /// A swap space `name` on `tier` for `value`, which is stored into it
 /// right after `after`. Returns the space.
 Value storeAfter(Block &body, Operation *after, Value value,
-                 const std::string &name, StringRef tier) {
+                 const std::string &name, Tier tier) {
   OpBuilder b(&body, body.begin());
   Value space = b.create<exec::SwapSpaceOp>(
       value.getLoc(), value.getType(), b.getStringAttr(name),
-      b.getStringAttr(tier), IntegerAttr());
+      exec::TierAttr::get(b.getContext(), tier), IntegerAttr());
   b.setInsertionPointAfter(after);
   createTransfer(b, value.getLoc(), "store", {}, {space, value});
   return space;
@@ -93,7 +93,7 @@ Operation *earliestUser(ArrayRef<OpOperand *> uses) {
 }
 
 Tier namedTier(StringRef name) {
-  return exec::parseTier(name).value_or(Tier::Device);
+  return exec::symbolizeTier(name).value_or(Tier::Device);
 }
 
 const char *actName(Act a) {

@@ -197,8 +197,7 @@ std::string layerOf(llvm::StringRef name);
 /// A swap space `name` on `tier` for `value`, which is stored into it
 /// right after `after`. Returns the space.
 mlir::Value storeAfter(mlir::Block &body, mlir::Operation *after,
-                       mlir::Value value, const std::string &name,
-                       llvm::StringRef tier);
+                       mlir::Value value, const std::string &name, Tier tier);
 
 /// Points `uses` of `value` (possibly through views) at `replacement`,
 /// rebuilding the views in between.
@@ -291,9 +290,8 @@ private:
   //-------------------------------------===//
 
   void insertFetches(mlir::func::FuncOp func);
-  bool swap(mlir::Block &body, mlir::Value value, llvm::StringRef tier,
-            unsigned index);
-  bool swapGradient(mlir::Block &body, mlir::Value value, llvm::StringRef tier,
+  bool swap(mlir::Block &body, mlir::Value value, Tier tier, unsigned index);
+  bool swapGradient(mlir::Block &body, mlir::Value value, Tier tier,
                     unsigned index);
   llvm::SmallVector<mlir::Operation *>
   recomputeChain(mlir::Value value, mlir::Operation *at,

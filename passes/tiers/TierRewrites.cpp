@@ -29,7 +29,7 @@ static constexpr unsigned kMaxChain = 8;
 /// fetches it before each use in the optimizer step (once, before the
 /// first, when one of them writes it in place). False, and nothing
 /// changed, when no kernel runs in between (a fused update).
-bool TierPlanner::swapGradient(Block &body, Value value, StringRef tier,
+bool TierPlanner::swapGradient(Block &body, Value value, Tier tier,
                                unsigned index) {
   SmallVector<OpOperand *> after;
   Operation *lastBefore = value.getDefiningOp();
@@ -77,7 +77,7 @@ bool TierPlanner::swapGradient(Block &body, Value value, StringRef tier,
 void TierPlanner::insertFetches(func::FuncOp func) {
   Block &body = func.getBody().front();
   for (exec::ParamOp p : llvm::to_vector(body.getOps<exec::ParamOp>())) {
-    if (p.getTierKind() == exec::Tier::Device)
+    if (p.getTier() == exec::Tier::Device)
       continue;
     // Uses through views are rebuilt on the fetched copy.
     for (OpOperand *use : usesThroughViews(p.getResult())) {
@@ -121,8 +121,7 @@ void TierPlanner::insertFetches(func::FuncOp func) {
 
 /// Swaps `value` out to `tier` after its last forward use and back in
 /// before its first backward use. False when it cannot wait elsewhere.
-bool TierPlanner::swap(Block &body, Value value, StringRef tier,
-                       unsigned index) {
+bool TierPlanner::swap(Block &body, Value value, Tier tier, unsigned index) {
   SmallVector<OpOperand *> backwardUses;
   Operation *lastForward = value.getDefiningOp();
   for (OpOperand *use : usesThroughViews(value)) {
@@ -173,7 +172,7 @@ TierPlanner::recomputeChain(Value value, Operation *at,
     Operation *def = root.getDefiningOp();
     bool keptThere;
     if (auto p = dyn_cast_or_null<exec::ParamOp>(def))
-      keptThere = p.getTierKind() == exec::Tier::Device;
+      keptThere = p.getTier() == exec::Tier::Device;
     else
       keptThere = isa_and_nonnull<exec::InputOp>(def) ||
                   (kept.contains(root) && usedFrom(root, at));
@@ -274,7 +273,7 @@ Act TierPlanner::applyAct(Block &body, Value value, Act act,
     return act;
   }
   if (act == Act::Host || act == Act::Ssd) {
-    if (!swap(body, value, act == Act::Host ? "host" : "ssd", swaps))
+    if (!swap(body, value, act == Act::Host ? Tier::Host : Tier::Ssd, swaps))
       return Act::Keep;
     ++swaps;
     kept.erase(value);
@@ -292,7 +291,7 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
   for (auto [p, tier] : llvm::zip(all, placement.tiers)) {
     if (tier == Tier::Ssd && !hasSsd)
       return p.emitError("placed on the SSD, but no --ssd-dir was given");
-    p.setTierKind(tier);
+    p.setTier(tier);
   }
   insertFetches(func);
   SmallVector<Value> candidates = swappable(body);
@@ -324,7 +323,7 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
     if (act == Act::Ssd && !hasSsd)
       return func.emitError("gradients on the SSD need --ssd-dir");
     if (act == Act::Host || act == Act::Ssd)
-      swapGradient(body, g, act == Act::Host ? "host" : "ssd", i);
+      swapGradient(body, g, act == Act::Host ? Tier::Host : Tier::Ssd, i);
   }
   return success();
 }

@@ -41,9 +41,8 @@ Placement TierPlanner::forced(func::FuncOp func, size_t numCandidates,
   out.label = "as forced";
   for (exec::ParamOp p : func.getBody().front().getOps<exec::ParamOp>()) {
     StringRef choice = mode(p.getState() ? Class::States : Class::Params);
-    out.tiers.push_back(p.getConstant() || choice == "auto"
-                            ? p.getTierKind()
-                            : namedTier(choice));
+    out.tiers.push_back(
+        p.getConstant() || choice == "auto" ? p.getTier() : namedTier(choice));
   }
   StringRef a = mode(Class::Activations);
   Act act = a == "host"        ? Act::Host
@@ -72,19 +71,19 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
                                        : "greedy, recomputation first";
   SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
   for (auto [p, tier] : llvm::zip(all, start.tiers))
-    p.setTierKind(tier);
+    p.setTier(tier);
   uint64_t arena = liveArenaEstimate(body, arenaAlignment());
   uint64_t resident = 0, largestMoved = 0, host = 0;
   for (exec::ParamOp p : all) {
     uint64_t bytes = artifact::pagePadded(storageBytes(p.getType()));
-    if (p.getTierKind() == exec::Tier::Device)
+    if (p.getTier() == exec::Tier::Device)
       resident += bytes;
-    else if (p.getTierKind() == exec::Tier::Host)
+    else if (p.getTier() == exec::Tier::Host)
       host += bytes;
   }
   SmallVector<unsigned> order;
   for (auto [i, p] : llvm::enumerate(all))
-    if (isAuto(p) && p.getTierKind() == exec::Tier::Device)
+    if (isAuto(p) && p.getTier() == exec::Tier::Device)
       order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) {
     if (all[a].getState() != all[b].getState())
@@ -99,7 +98,7 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
     uint64_t bytes = artifact::pagePadded(storageBytes(all[i].getType()));
     bool toHost = cpuMem == 0 || host + bytes <= cpuMem || !hasSsd;
     out.tiers[i] = toHost ? Tier::Host : Tier::Ssd;
-    all[i].setTierKind(out.tiers[i]);
+    all[i].setTier(out.tiers[i]);
     host += toHost ? bytes : 0;
     resident -= bytes;
     largestMoved = std::max(largestMoved, bytes);
@@ -125,7 +124,7 @@ Placement TierPlanner::greedy(func::FuncOp func, const Placement &start,
     bool toHost = cpuMem == 0 || host + bytes <= cpuMem;
     if (!toHost && !hasSsd)
       continue;
-    if (!swapGradient(body, grads[i], toHost ? "host" : "ssd", i))
+    if (!swapGradient(body, grads[i], toHost ? Tier::Host : Tier::Ssd, i))
       continue;
     fit.moved(bytes);
     out.grads[i] = toHost ? Act::Host : Act::Ssd;
@@ -191,8 +190,9 @@ void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
     if (policy != Policy::Swap)
       chain = chainFor(v, kept);
     double again = chain.empty() ? -1 : chainSeconds(chain);
-    double round = transferSeconds(bytes, actName(moved), false, machine) +
-                   transferSeconds(bytes, actName(moved), true, machine);
+    Tier to = moved == Act::Ssd ? Tier::Ssd : Tier::Host;
+    double round = transferSeconds(bytes, to, false, machine) +
+                   transferSeconds(bytes, to, true, machine);
     Act act = again >= 0 && (policy == Policy::Recompute || again < round)
                   ? Act::Recompute
               : moved == Act::Ssd && !hasSsd ? Act::Keep

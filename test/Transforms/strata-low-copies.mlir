@@ -21,7 +21,7 @@
 // 0x4040 (3.0), little-endian.
 // CHECK: w.bf16: "0x02000000803F4040"
 // HOST-LABEL: func.func @copied
-// HOST: exec.param "w.bf16" {copy_of = "w", tier = "host"
+// HOST: exec.param "w.bf16" {copy_of = "w", tier = #exec.tier<host>
 // HOST: exec.kernel "update_sgd"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {{.+}} : (tensor<1x2xf32>, tensor<1x2xf32>, tensor<f32>, tensor<1x2xbf16>) -> ()
 // HOST-NEXT: exec.output "y"
 func.func @copied() {

@@ -13,8 +13,8 @@
 // most 5% of the job) all four updates are one job.
 // CHECK-LABEL: func.func @grouped
 // CHECK-SAME: exec.offload = {cpu_jobs = 2 : i64, cpu_updates = 4 : i64, device_updates = 0 : i64, overlapping_backward = 4 : i64, speculative = 0 : i64}
-// CHECK-COUNT-3: exec.swap_space "cpu-update.grad.{{[0-9]}}" {tier = "host"} : tensor<4xf32>
-// CHECK-NOT: exec.swap_space "cpu-update.grad.{{[0-9]}}" {tier = "host"} : tensor<4xf32>
+// CHECK-COUNT-3: exec.swap_space "cpu-update.grad.{{[0-9]}}" {tier = #exec.tier<host>} : tensor<4xf32>
+// CHECK-NOT: exec.swap_space "cpu-update.grad.{{[0-9]}}" {tier = #exec.tier<host>} : tensor<4xf32>
 // CHECK: exec.input "x"
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[B1:.+]] = exec.param "b1" trainable
@@ -35,18 +35,18 @@
 // CHECK-NEXT: exec.kernel "exp"(%[[G3]]) {strata.backward}
 // CHECK-NOT: "assign"
 // QUEUES-LABEL: func.func @grouped
-// QUEUES: exec.kernel "update_sgd"({{.+}}) {floats = {{.+}}, queue = "cpu", waits
-// QUEUES-NEXT: exec.kernel "update_sgd"({{.+}}) {floats = {{.+}}, queue = "cpu"
-// QUEUES-NEXT: exec.kernel "update_sgd"({{.+}}) {floats = {{.+}}, queue = "cpu"
+// QUEUES: exec.kernel "update_sgd"({{.+}}) {floats = {{.+}}, queue = #exec.queue<cpu>, waits
+// QUEUES-NEXT: exec.kernel "update_sgd"({{.+}}) {floats = {{.+}}, queue = #exec.queue<cpu>
+// QUEUES-NEXT: exec.kernel "update_sgd"({{.+}}) {floats = {{.+}}, queue = #exec.queue<cpu>
 // PROFILE-LABEL: func.func @grouped
 // PROFILE-SAME: cpu_jobs = 1 : i64, cpu_updates = 4 : i64
 func.func @grouped() {
   %x = exec.input "x" : tensor<4xf32>
   %xm = exec.input "xm" : tensor<16x16xf32>
-  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<16x16xf32>} : tensor<16x16xf32>
-  %b1 = exec.param "b1" trainable {tier = "host", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
-  %b2 = exec.param "b2" trainable {tier = "host", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
-  %b3 = exec.param "b3" trainable {tier = "host", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<16x16xf32>} : tensor<16x16xf32>
+  %b1 = exec.param "b1" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %b2 = exec.param "b2" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %b3 = exec.param "b3" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
   %g1 = exec.kernel "exp"(%x) {strata.backward} : (tensor<4xf32>) -> tensor<4xf32>
   %f1 = exec.kernel "copy"(%b1) : (tensor<4xf32>) -> tensor<4xf32>
   // expected-remark @below {{4 of 4 updates run on the CPU; 4 overlap the backward pass; small ones grouped with the next: 2 CPU jobs}}
@@ -82,8 +82,8 @@ func.func @grouped() {
 // CHECK: exec.kernel "update_sgd"
 func.func @touched() {
   %x = exec.input "x" : tensor<4xf32>
-  %a = exec.param "a" trainable {tier = "host", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
-  %b = exec.param "b" trainable {tier = "host", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %a = exec.param "a" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %b = exec.param "b" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
   %g = exec.kernel "exp"(%x) {strata.backward} : (tensor<4xf32>) -> tensor<4xf32>
   %fa = exec.kernel "copy"(%a) : (tensor<4xf32>) -> tensor<4xf32>
   // expected-remark @below {{2 of 2 updates run on the CPU; 0 overlap the backward pass; 2 after it}}

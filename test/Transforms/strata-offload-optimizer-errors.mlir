@@ -14,8 +14,8 @@
 // expected-remark @below {{1 update stay on the device: their gradients would take host memory past --cpu-mem}}
 func.func @over_host_budget() {
   %x = exec.input "x" : tensor<2x4xf32>
-  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %m = exec.param "w.m" state {tier = "host", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {tier = #exec.tier<host>, value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
   %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %g = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>

@@ -12,7 +12,7 @@
 // pass comes before it.
 // CHECK-LABEL: func.func @host_update
 // CHECK-SAME: exec.offload = {cpu_jobs = 1 : i64, cpu_updates = 1 : i64, device_updates = 0 : i64, overlapping_backward = 1 : i64, speculative = 0 : i64}
-// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = "host"}
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = #exec.tier<host>}
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
 // CHECK: %[[GW:.+]] = exec.kernel "matmul"(%{{.+}}, %{{.+}}) {ints = array<i64: 1, 0>, strata.backward}
@@ -21,16 +21,16 @@
 // CHECK-NEXT: exec.kernel "exp"
 // CHECK-NOT: "assign"
 // QUEUES-LABEL: func.func @host_update
-// QUEUES: exec.kernel "copy"({{.+}}) {queue = "h2d"}
-// QUEUES: exec.kernel "store"({{.+}}) {queue = "d2h"
-// QUEUES-NEXT: exec.kernel "update_momentum"({{.+}}) {floats = {{.+}}, queue = "cpu", waits = array<i64: {{.+}}>}
+// QUEUES: exec.kernel "copy"({{.+}}) {queue = #exec.queue<h2d>}
+// QUEUES: exec.kernel "store"({{.+}}) {queue = #exec.queue<d2h>
+// QUEUES-NEXT: exec.kernel "update_momentum"({{.+}}) {floats = {{.+}}, queue = #exec.queue<cpu>, waits = array<i64: {{.+}}>}
 // DEVICE-LABEL: func.func @host_update
 // DEVICE: exec.kernel "update_momentum"(%{{.+}}, %{{.+}}, %{{.+}}) {floats
 // DEVICE: exec.kernel "assign"
 func.func @host_update() {
   %x = exec.input "x" : tensor<2x4xf32>
-  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %m = exec.param "w.m" state {tier = "host", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {tier = #exec.tier<host>, value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
   %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %g = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
@@ -52,12 +52,12 @@ func.func @host_update() {
 // (from every gradient: exact clipping) moves but is reported as unable to
 // overlap, and that its scale is stored to host memory once.
 // CHECK-LABEL: func.func @late_scale
-// CHECK-DAG: %[[SS:.+]] = exec.swap_space "cpu-update.scale" {tier = "host"}
+// CHECK-DAG: %[[SS:.+]] = exec.swap_space "cpu-update.scale" {tier = #exec.tier<host>}
 // CHECK: exec.kernel "store"(%[[SS]], %{{.+}}) : (tensor<f32>, tensor<f32>)
 // CHECK-NEXT: exec.kernel "update_sgd"(%{{.+}}, %{{.+}}, %[[SS]])
 func.func @late_scale() {
   %x = exec.input "x" : tensor<2x4xf32>
-  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
   %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
@@ -80,9 +80,9 @@ func.func @late_scale() {
 // 2) takes the scale and the same keeps. Without speculation it waits.
 // CHECK-LABEL: func.func @speculate
 // CHECK-SAME: speculative = 1 : i64
-// CHECK-DAG: %[[KW:.+]] = exec.swap_space "speculation.keep.0" {tier = "host"} : tensor<4x4xf32>
-// CHECK-DAG: %[[KM:.+]] = exec.swap_space "speculation.keep.1" {tier = "host"} : tensor<4x4xf32>
-// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = "host"}
+// CHECK-DAG: %[[KW:.+]] = exec.swap_space "speculation.keep.0" {tier = #exec.tier<host>} : tensor<4x4xf32>
+// CHECK-DAG: %[[KM:.+]] = exec.swap_space "speculation.keep.1" {tier = #exec.tier<host>} : tensor<4x4xf32>
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = #exec.tier<host>}
 // CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
 // CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
 // CHECK: %[[GW:.+]] = exec.kernel "matmul"(%{{.+}}, %{{.+}}) {ints = array<i64: 1, 0>, strata.backward}
@@ -99,8 +99,8 @@ func.func @late_scale() {
 // WAIT: exec.kernel "update_momentum"(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {floats
 func.func @speculate() {
   %x = exec.input "x" : tensor<2x4xf32>
-  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %m = exec.param "w.m" state {tier = "host", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {tier = #exec.tier<host>, value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
   %f1 = exec.kernel "copy"(%w) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %y = exec.kernel "matmul"(%x, %f1) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %g = exec.kernel "exp"(%y) {strata.backward} : (tensor<2x4xf32>) -> tensor<2x4xf32>
@@ -128,8 +128,8 @@ func.func @speculate() {
 func.func @stays() {
   %x = exec.input "x" : tensor<2x4xf32>
   %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %v = exec.param "v" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %acc = exec.param "v.acc" state {tier = "device", value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %v = exec.param "v" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %acc = exec.param "v.acc" state {tier = #exec.tier<device>, value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
   %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
   // expected-remark @below {{1 update stay on the device: its parameter lives in device memory}}
@@ -150,14 +150,14 @@ func.func @stays() {
 // CHECK-COUNT-3: exec.swap_space "cpu-update.grad.{{[0-2]}}"
 // CHECK-NOT: exec.swap_space
 // QUEUES-LABEL: func.func @landing_reuse
-// QUEUES: exec.kernel "store"(%[[L0:.+]], %{{.+}}) {queue = "d2h"
-// QUEUES: exec.kernel "store"(%[[L0]], %{{.+}}) {queue = "d2h", waits = array<i64: {{.*}}2{{.*}}>}
+// QUEUES: exec.kernel "store"(%[[L0:.+]], %{{.+}}) {queue = #exec.queue<d2h>
+// QUEUES: exec.kernel "store"(%[[L0]], %{{.+}}) {queue = #exec.queue<d2h>, waits = array<i64: {{.*}}2{{.*}}>}
 func.func @landing_reuse() {
   %x = exec.input "x" : tensor<4x4xf32>
-  %a = exec.param "a" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %b = exec.param "b" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %c = exec.param "c" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
-  %d = exec.param "d" trainable {tier = "host", value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %a = exec.param "a" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %b = exec.param "b" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %c = exec.param "c" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %d = exec.param "d" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
   %g = exec.kernel "exp"(%x) {strata.backward} : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %fa = exec.kernel "copy"(%a) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   // expected-remark @below {{4 of 4 updates run on the CPU; 0 overlap the backward pass; 4 after it}}

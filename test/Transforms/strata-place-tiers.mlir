@@ -8,8 +8,8 @@
 // read, that an in-place update runs on a fetched copy written back after
 // it, and that state follows its own placement.
 // CHECK-LABEL: func.func @main
-// CHECK: %[[W:.+]] = exec.param "w" trainable {tier = "ssd"
-// CHECK: %[[M:.+]] = exec.param "w.m" state {tier = "host"
+// CHECK: %[[W:.+]] = exec.param "w" trainable {tier = #exec.tier<ssd>
+// CHECK: %[[M:.+]] = exec.param "w.m" state {tier = #exec.tier<host>
 // CHECK: %[[F1:.+]] = exec.kernel "copy"(%[[W]])
 // CHECK-NEXT: %[[Y:.+]] = exec.kernel "matmul"(%{{.+}}, %[[F1]])
 // CHECK: %[[F2:.+]] = exec.kernel "copy"(%[[W]])
@@ -21,7 +21,7 @@
 // Tests that a forward activation read by the backward pass is stored after
 // its last forward use and fetched back before its first backward use.
 // SWAP-LABEL: func.func @main
-// SWAP: %[[S:.+]] = exec.swap_space "swap.0" {tier = "host"}
+// SWAP: %[[S:.+]] = exec.swap_space "swap.0" {tier = #exec.tier<host>}
 // SWAP: %[[Y:.+]] = exec.kernel "matmul"
 // SWAP: exec.kernel "store"(%[[S]], %[[Y]])
 // SWAP: %[[B:.+]] = exec.kernel "copy"(%[[S]]) {strata.backward}
@@ -60,7 +60,7 @@ func.func @main() {
 // backward pass is stored after its last backward use and fetched before
 // each optimizer-step reader: once for `mul(g, g)`, once for the update.
 // GRAD-LABEL: func.func @gradients
-// GRAD: %[[S:.+]] = exec.swap_space "grad.0" {tier = "host"}
+// GRAD: %[[S:.+]] = exec.swap_space "grad.0" {tier = #exec.tier<host>}
 // GRAD: %[[GW:.+]] = exec.kernel "matmul"({{.+}}) {ints = array<i64: 1, 0>, strata.backward}
 // GRAD-NEXT: exec.kernel "store"(%[[S]], %[[GW]])
 // GRAD-NEXT: exec.kernel "exp"
@@ -115,7 +115,7 @@ func.func @chain() {
 // swapped, leaves no view of itself in the backward pass: a view nothing
 // reads would still keep it in the arena up to where it sits.
 // SWAP-LABEL: func.func @viewed
-// SWAP: %[[S:.+]] = exec.swap_space "swap.0" {tier = "host"}
+// SWAP: %[[S:.+]] = exec.swap_space "swap.0" {tier = #exec.tier<host>}
 // SWAP: %[[Y:.+]] = exec.kernel "matmul"
 // SWAP: exec.kernel "store"(%[[S]], %[[Y]])
 // SWAP-NOT: exec.view %[[Y]]

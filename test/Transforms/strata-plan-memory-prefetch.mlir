@@ -23,7 +23,7 @@
 // BUDGET-SAME: exec.arena_bytes = 2048 : i64
 // BUDGET-SAME: exec.prefetch_window = 2 : i64
 func.func @main() {
-  %w = exec.param "w" {tier = "host", value = dense<1.0> : tensor<64xf32>} : tensor<64xf32>
+  %w = exec.param "w" {tier = #exec.tier<host>, value = dense<1.0> : tensor<64xf32>} : tensor<64xf32>
   %x = exec.input "x" : tensor<256xf32>
   %a = exec.kernel "exp"(%x) : (tensor<256xf32>) -> tensor<256xf32>
   %b = exec.kernel "slice"(%a) : (tensor<256xf32>) -> tensor<16xf32>

@@ -24,7 +24,7 @@
 // CHECK-NEXT: exec.kernel "exp"(%{{.+}}) {offset = 32768 : i64}
 // CHECK-NEXT: exec.kernel "exp"(%{{.+}}) {offset = 0 : i64}
 func.func @main() {
-  %w = exec.param "w" trainable {tier = "host", value = dense<1.0> : tensor<4096xf32>} : tensor<4096xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, value = dense<1.0> : tensor<4096xf32>} : tensor<4096xf32>
   %x = exec.input "x" : tensor<4096xf32>
   %a = exec.kernel "exp"(%x) : (tensor<4096xf32>) -> tensor<4096xf32>
   %wf = exec.kernel "copy"(%w) : (tensor<4096xf32>) -> tensor<4096xf32>

@@ -28,8 +28,8 @@
 // ONCE-SAME: predicted_step_us = 328
 func.func @both() {
   %x = exec.input "x" {offset = 0 : i64} : tensor<256x256xf32>
-  %h = exec.param "h" {tier = "host", offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
-  %g = exec.param "g" trainable {tier = "host", offset = 262144 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %h = exec.param "h" {tier = #exec.tier<host>, offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %g = exec.param "g" trainable {tier = #exec.tier<host>, offset = 262144 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
   %hf = exec.kernel "copy"(%h) {offset = 262144 : i64, issue_after = -1 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
   exec.kernel "assign"(%g, %x) {issue_after = -1 : i64} : (tensor<256x256xf32>, tensor<256x256xf32>) -> ()
   exec.output "h" %hf : tensor<256x256xf32>

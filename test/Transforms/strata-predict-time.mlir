@@ -73,8 +73,8 @@
 // MISSING: error: cannot open the machine profile '{{.*}}missing.txt'
 func.func @main() {
   %x = exec.input "x" {offset = 262144 : i64} : tensor<2x256xf32>
-  %w = exec.param "w" trainable {tier = "ssd", offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
-  %h = exec.param "h" {tier = "host", offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<ssd>, offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %h = exec.param "h" {tier = #exec.tier<host>, offset = 0 : i64, value = dense<1.0> : tensor<256x256xf32>} : tensor<256x256xf32>
   %wf = exec.kernel "copy"(%w) {offset = 0 : i64, issue_after = -1 : i64} : (tensor<256x256xf32>) -> tensor<256x256xf32>
   %y = exec.kernel "matmul"(%x, %wf) {offset = 266240 : i64} : (tensor<2x256xf32>, tensor<256x256xf32>) -> tensor<2x256xf32>
   %e = exec.kernel "exp"(%y) {offset = 270336 : i64} : (tensor<2x256xf32>) -> tensor<2x256xf32>
@@ -96,8 +96,8 @@ func.func @main() {
 // CHECK-LABEL: func.func @pieces
 // CHECK-SAME: predicted_ssd_link_us = 5093
 func.func @pieces() {
-  %a = exec.param "a" trainable {tier = "ssd", offset = 0 : i64, value = dense<1.0> : tensor<256x1024xf32>} : tensor<256x1024xf32>
-  %b = exec.param "b" trainable {tier = "ssd", offset = 1048576 : i64, value = dense<1.0> : tensor<1024x1024xf32>} : tensor<1024x1024xf32>
+  %a = exec.param "a" trainable {tier = #exec.tier<ssd>, offset = 0 : i64, value = dense<1.0> : tensor<256x1024xf32>} : tensor<256x1024xf32>
+  %b = exec.param "b" trainable {tier = #exec.tier<ssd>, offset = 1048576 : i64, value = dense<1.0> : tensor<1024x1024xf32>} : tensor<1024x1024xf32>
   %fa = exec.kernel "copy"(%a) {offset = 0 : i64} : (tensor<256x1024xf32>) -> tensor<256x1024xf32>
   %fb = exec.kernel "copy"(%b) {offset = 1048576 : i64} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   exec.output "a" %fa : tensor<256x1024xf32>

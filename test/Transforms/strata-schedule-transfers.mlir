@@ -18,9 +18,9 @@
 // NEAR: exec.kernel "copy"(%{{.+}}) {issue_after = 5 : i64, offset = 448 : i64}
 func.func @main() {
   %x = exec.input "x" {offset = 0 : i64} : tensor<4xf32>
-  %w = exec.param "w" trainable {tier = "host", offset = 0 : i64, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
-  %v = exec.param "v" trainable {tier = "host", offset = 64 : i64, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
-  %u = exec.param "u" {tier = "host", offset = 128 : i64, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %w = exec.param "w" trainable {tier = #exec.tier<host>, offset = 0 : i64, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %v = exec.param "v" trainable {tier = #exec.tier<host>, offset = 64 : i64, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %u = exec.param "u" {tier = #exec.tier<host>, offset = 128 : i64, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
   %a = exec.kernel "exp"(%x) {offset = 64 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   %b = exec.kernel "exp"(%a) {offset = 128 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   %c = exec.kernel "exp"(%b) {offset = 192 : i64} : (tensor<4xf32>) -> tensor<4xf32>

@@ -151,7 +151,7 @@ LogicalResult checkHostBudget(ModuleOp module, const TierOptions &tiers) {
     return success();
   uint64_t params = 0, states = 0;
   for (auto p : func.getBody().front().getOps<exec::ParamOp>())
-    if (p.getTierKind() == exec::Tier::Host)
+    if (p.getTier() == exec::Tier::Host)
       (p.getState() ? states : params) +=
           artifact::pagePadded(storageBytes(p.getType()));
   uint64_t stored = params + states;

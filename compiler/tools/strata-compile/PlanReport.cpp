@@ -97,7 +97,7 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   for (Operation &op : func.getBody().front()) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
       auto type = cast<ShapedType>(param.getType());
-      int tier = static_cast<int>(param.getTierKind());
+      int tier = static_cast<int>(param.getTier());
       stored[tier][columnOf(exec::classifyBuffer(param.getResult()))] +=
           storageBytes(type);
       if (param.getCopyOf())
@@ -109,7 +109,7 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
       else if (!param.getConstant())
         frozen += type.getNumElements();
     } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
-      int tier = static_cast<int>(space.getTierKind());
+      int tier = static_cast<int>(space.getTier());
       stored[tier][columnOf(exec::classifyBuffer(space.getResult()))] +=
           storageBytes(space.getType());
     } else if (auto input = dyn_cast<exec::InputOp>(op)) {
@@ -176,7 +176,7 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   const uint64_t budgets[3] = {info.gpuMem, info.cpuMem, 0};
   for (int tier = 0; tier < 3; ++tier) {
     add("  %-7s %12s %12s",
-        exec::tierName(static_cast<exec::Tier>(tier)).str().c_str(),
+        exec::stringifyTier(static_cast<exec::Tier>(tier)).str().c_str(),
         formatSize(totals[tier]).c_str(),
         tier == 0 ? formatSize(plan.arenaBytes).c_str() : "-");
     for (uint64_t bytes : stored[tier])

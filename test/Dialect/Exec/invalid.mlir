@@ -68,16 +68,27 @@ func.func @bad_param() {
 // Tests that a parameter's tier is one the runtime has (an unknown name
 // used to mean the device).
 func.func @unknown_param_tier() {
-  // expected-error @+1 {{attribute 'tier' failed to satisfy constraint: string attribute whose value is device, host or ssd}}
-  %0 = exec.param "w" {tier = "nvme", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  // expected-error @+2 {{expected ::strata::exec::Tier to be one of: device, host, ssd}}
+  // expected-error @+1 {{failed to parse Exec_TierAttr parameter 'value'}}
+  %0 = exec.param "w" {tier = #exec.tier<nvme>, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
   return
 }
 
 // -----
 
-// Tests that a swap space's tier is checked too.
-func.func @unknown_swap_tier() {
-  // expected-error @+1 {{attribute 'tier' failed to satisfy constraint: string attribute whose value is device, host or ssd}}
-  %0 = exec.swap_space "swap.0" {tier = "disk"} : tensor<4xf32>
+// Tests that a swap space's tier is typed: a string is refused.
+func.func @string_swap_tier() {
+  // expected-error @+1 {{attribute 'tier' failed to satisfy constraint: where a stored tensor lives}}
+  %0 = exec.swap_space "swap.0" {tier = "host"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a kernel's queue is one the runtime has.
+func.func @unknown_queue(%x: tensor<4xf32>) {
+  // expected-error @+2 {{expected ::strata::exec::Queue to be one of: compute, h2d, d2h, ssd_read, ssd_write, cpu}}
+  // expected-error @+1 {{failed to parse Exec_QueueAttr parameter 'value'}}
+  %0 = exec.kernel "exp"(%x) {queue = #exec.queue<gpu>} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
