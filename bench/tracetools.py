@@ -1,7 +1,7 @@
 """Reading strata-run's Chrome traces (--trace)."""
 import json
 
-# Tracks (tid) in strata-run's traces: runtime/exec/Trace.h's Lane.
+# Tracks (tid) in strata-run's traces: runtime/backends/Trace.h's Lane.
 COMPUTE, CPU_OPTIMIZER = 1, 5
 
 

@@ -5,6 +5,35 @@
 
 include "mlir/Pass/PassBase.td"
 
+// Options several passes read, declared once: the same name, type, default
+// and meaning wherever a pass lists them (the pipelines' TierOptions in
+// Passes.h carries the same names).
+def ProfileOption : Option<"profile", "profile", "std::string",
+    /*default=*/"\"\"",
+    "Machine profile for the cost model (strata-calibrate); parsed once per "
+    "module: later passes read the figures the first one recorded "
+    "(exec.machine_profile). Empty, and none recorded: the documented "
+    "defaults">;
+def GpuMemOption : Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
+    "Device memory budget in bytes (0: none)">;
+def CpuMemOption : Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
+    "Host memory budget in bytes for tensors off the device, landing "
+    "buffers included (0: none)">;
+def PlaceUpdatesOption : Option<"updates", "place-updates", "std::string",
+    /*default=*/"\"auto\"",
+    "Where updates of parameters kept off the device run: device, cpu, or "
+    "auto (the cost model's choice per update)">;
+def CpuJobBytesOption : Option<"cpuJobBytes", "cpu-job-bytes", "int64_t",
+    /*default=*/"-1",
+    "CPU updates moving fewer bytes share a job with the next (-1: enough "
+    "that a job's hand-off is at most 5% of it, from the profile; 0: one "
+    "job per update)">;
+def SpeculateUpdatesOption : Option<"speculate", "speculate-updates", "bool",
+    /*default=*/"true",
+    "CPU updates whose scale needs every gradient (exact clipping) run "
+    "during the backward pass as if the step did not clip, keeping the old "
+    "values beside the new, and are redone after it when it clips">;
+
 def AppendLossPass : Pass<"strata-append-loss", "mlir::ModuleOp"> {
   let summary = "Make the model's function compute a scalar training loss";
   let description = [{
@@ -311,25 +340,14 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Option<"gradients", "place-gradients", "std::string", /*default=*/"\"auto\"",
            "Where gradients wait between the backward pass and the "
            "optimizer step: auto, device, host or ssd">,
-    Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
-           "Device memory budget in bytes (0: unlimited)">,
-    Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
-           "Host memory budget for off-device tensors (0: unlimited)">,
+    GpuMemOption,
+    CpuMemOption,
     Option<"hasSsd", "has-ssd", "bool", /*default=*/"false",
            "Whether an SSD store is available (--ssd-dir)">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "Machine profile for the cost model: recompute vs swap, and "
-           "the predicted step of each scored placement (empty: defaults)">,
-    Option<"updates", "place-updates", "std::string", /*default=*/"\"auto\"",
-           "Where updates of off-device parameters run when a placement is "
-           "scored: auto, device or cpu (--strata-offload-optimizer's "
-           "place-updates)">,
-    Option<"cpuJobBytes", "cpu-job-bytes", "int64_t", /*default=*/"-1",
-           "--strata-offload-optimizer's cpu-job-bytes when a placement is "
-           "scored">,
-    Option<"speculate", "speculate-updates", "bool", /*default=*/"true",
-           "--strata-offload-optimizer's speculate-updates when a placement "
-           "is scored">,
+    ProfileOption,
+    PlaceUpdatesOption,
+    CpuJobBytesOption,
+    SpeculateUpdatesOption,
     Option<"maxEvaluations", "planner-evaluations", "int64_t",
            /*default=*/"200",
            "How many placements one search may score (each one is memory "
@@ -409,23 +427,11 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"updates", "place-updates", "std::string", /*default=*/"\"auto\"",
-           "device, cpu or auto">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "Machine profile for auto (strata-calibrate)">,
-    Option<"cpuJobBytes", "cpu-job-bytes", "int64_t", /*default=*/"-1",
-           "Updates moving fewer bytes share a CPU job with the next "
-           "(-1: enough that a job's hand-off is at most 5% of it, from the "
-           "profile; 0: one job per update)">,
-    Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
-           "auto: keep updates on the device whose gradients' landing "
-           "buffers would take host tensors past these bytes (0: no "
-           "budget)">,
-    Option<"speculate", "speculate-updates", "bool", /*default=*/"true",
-           "CPU updates whose scale needs every gradient (exact clipping) "
-           "run during the backward pass as if the step did not clip, "
-           "keeping the old values beside the new, and are redone after "
-           "it when it clips">,
+    PlaceUpdatesOption,
+    ProfileOption,
+    CpuJobBytesOption,
+    CpuMemOption,
+    SpeculateUpdatesOption,
   ];
 }
 
@@ -500,8 +506,7 @@ def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "Machine profile file (strata-calibrate); empty: defaults">
+    ProfileOption
   ];
 }
 
@@ -657,14 +662,11 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   let options = [
     Option<"prefetchWindow", "prefetch-window", "int64_t", /*default=*/"32",
            "Ops ahead of its use a fetch's destination is reserved">,
-    Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
-           "Device memory budget in bytes (0: none) the window must fit">,
+    GpuMemOption,
     Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"0",
            "Windows in time: fetches and write-backs get this many times "
            "their transfer time of kernels to overlap (0: windows in ops)">,
-    Option<"profile", "profile", "std::string", /*default=*/"",
-           "Machine profile for the timed windows (documented defaults "
-           "without one)">
+    ProfileOption
   ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Number of arena buffers placed">,

@@ -113,9 +113,10 @@ protected:
   Trace *trace_ = nullptr;
 };
 
-/// A backend as the registry (Backend.cpp) lists it: each backend's folder
-/// (backends/<name>/) declares its entry, and the registry lists every
-/// entry this build has, so adding a backend is a folder and a line.
+/// A backend as the registry (runtime/exec/BackendRegistry.h) lists it:
+/// each backend's folder (backends/<name>/) declares its entry, and the
+/// registry lists every entry this build has, so adding a backend is a
+/// folder and a line.
 struct BackendEntry {
   /// What --backend and STRATA_BACKEND say: "cpu".
   const char *name;
@@ -130,18 +131,6 @@ struct BackendEntry {
   /// why, and backendNames leaves it out.
   bool built = true;
 };
-/// Every backend this build has, in the order `backendNames` lists them.
-const std::vector<BackendEntry> &backendRegistry();
-
-/// The backends this build has, by name ("cpu", "async-test", and "cuda"
-/// when built with the CUDA toolkit).
-std::vector<std::string> backendNames();
-/// The backend `name`; null with `error` when it is unknown, or cannot
-/// start (no GPU: the CUDA driver's message).
-std::unique_ptr<Backend> makeBackend(const std::string &name,
-                                     std::string &error);
-/// "cuda" when a GPU is present and this build has CUDA, else "cpu".
-std::string defaultBackendName();
 
 } // namespace strata::runtime
 

@@ -4,6 +4,7 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/StepOrder.h"
 #include "runtime/backends/cpu/Kernels.h"
+#include "runtime/exec/BackendRegistry.h"
 
 #include <algorithm>
 #include <cstring>

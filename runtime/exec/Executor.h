@@ -11,7 +11,7 @@
 #include "runtime/artifact/Artifact.h"
 #include "runtime/artifact/StepOrder.h"
 #include "runtime/backends/Backend.h"
-#include "runtime/exec/Trace.h"
+#include "runtime/backends/Trace.h"
 #include "runtime/support/Npy.h"
 
 #include <atomic>

@@ -11,6 +11,7 @@
 // the same batches give the same bits. Like the rest of the runtime, no
 // LLVM inside; errors are Python exceptions (RuntimeError, ValueError).
 
+#include "runtime/exec/BackendRegistry.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/support/Checked.h"
 #include "runtime/train/Session.h"

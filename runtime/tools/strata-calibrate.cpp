@@ -16,10 +16,10 @@
 // other. Writes a profile strata-compile reads with --profile.
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/backends/TransferQueue.h"
 #include "runtime/backends/cpu/Kernels.h"
 #include "runtime/backends/cpu/StreamingUpdates.h"
 #include "runtime/backends/cuda/CudaBackend.h"
-#include "runtime/exec/TransferQueue.h"
 #include "runtime/profile/MachineProfile.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/tiers/SsdStore.h"

@@ -15,6 +15,7 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/cpu/Kernels.h"
+#include "runtime/exec/BackendRegistry.h"
 #include "runtime/support/Half.h"
 
 #include <chrono>

@@ -4,6 +4,7 @@
 //
 // Each output is written as DIR/<output name>.npy.
 
+#include "runtime/exec/BackendRegistry.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"

@@ -12,6 +12,10 @@
 
 namespace strata::trainer {
 
+std::string checkpointPath(const std::string &dir) {
+  return dir + "/checkpoint.bin";
+}
+
 namespace {
 
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'C', 'K', 'P', 'T'};

@@ -20,6 +20,9 @@
 
 namespace strata::trainer {
 
+/// The checkpoint file of a checkpoint directory.
+std::string checkpointPath(const std::string &dir);
+
 constexpr uint32_t kCheckpointVersion = 1;
 
 struct CheckpointInfo {

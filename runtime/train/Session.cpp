@@ -3,7 +3,6 @@
 #include "runtime/train/Session.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/train/Checkpoint.h"
-#include "runtime/train/Trainer.h"
 
 #include <algorithm>
 #include <chrono>

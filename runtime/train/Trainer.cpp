@@ -4,6 +4,7 @@
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/Size.h"
+#include "runtime/train/Checkpoint.h"
 #include "runtime/train/DataSource.h"
 #include "runtime/train/EventFile.h"
 #include "runtime/train/Session.h"
@@ -22,10 +23,6 @@ namespace strata::trainer {
 using artifact::Binding;
 using artifact::Plan;
 using artifact::Slot;
-
-std::string checkpointPath(const std::string &dir) {
-  return dir + "/checkpoint.bin";
-}
 
 namespace {
 

@@ -65,9 +65,6 @@ struct TrainerOptions {
 bool runTraining(artifact::Artifact &artifact, runtime::Executor &executor,
                  const TrainerOptions &options, std::string &error);
 
-/// The checkpoint file of a checkpoint directory.
-std::string checkpointPath(const std::string &dir);
-
 } // namespace strata::trainer
 
 #endif // STRATA_RUNTIME_TRAIN_TRAINER_H

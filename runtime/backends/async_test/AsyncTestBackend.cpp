@@ -1,8 +1,8 @@
 // AsyncTestBackend.cpp - A backend that behaves like a GPU, on the CPU.
 
 #include "runtime/backends/async_test/AsyncTestBackend.h"
+#include "runtime/backends/Trace.h"
 #include "runtime/backends/cpu/Kernels.h"
-#include "runtime/exec/Trace.h"
 
 #include <cerrno>
 #include <chrono>

@@ -19,7 +19,7 @@
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/backends/Backend.h"
-#include "runtime/exec/TransferQueue.h"
+#include "runtime/backends/TransferQueue.h"
 
 #include <atomic>
 #include <condition_variable>

@@ -1,8 +1,8 @@
 // CpuBackend.cpp - The CPU backend: the "device" is host memory.
 
 #include "runtime/backends/cpu/CpuBackend.h"
+#include "runtime/backends/Trace.h"
 #include "runtime/backends/cpu/Kernels.h"
-#include "runtime/exec/Trace.h"
 
 #include <cstring>
 

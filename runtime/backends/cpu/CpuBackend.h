@@ -11,7 +11,7 @@
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/backends/Backend.h"
-#include "runtime/exec/HostQueues.h"
+#include "runtime/backends/HostQueues.h"
 
 #include <map>
 

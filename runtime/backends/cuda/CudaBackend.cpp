@@ -1,9 +1,9 @@
 // CudaBackend.cpp - The CUDA backend.
 
 #include "runtime/backends/cuda/CudaBackend.h"
+#include "runtime/backends/HostQueues.h"
+#include "runtime/backends/Trace.h"
 #include "runtime/backends/cuda/Kernels.h"
-#include "runtime/exec/HostQueues.h"
-#include "runtime/exec/Trace.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>

@@ -2,6 +2,7 @@
 
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/async_test/AsyncTestBackend.h"
+#include "runtime/exec/BackendRegistry.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // HostQueues.cpp - The queues a backend runs on host threads.
 
-#include "runtime/exec/HostQueues.h"
+#include "runtime/backends/HostQueues.h"
 
 namespace strata::runtime {
 

@@ -1,6 +1,6 @@
 // TransferQueue.cpp - Transfers between the tiers, beside the compute.
 
-#include "runtime/exec/TransferQueue.h"
+#include "runtime/backends/TransferQueue.h"
 
 namespace strata::runtime {
 

@@ -1,6 +1,6 @@
 // Trace.cpp - Chrome-trace events of a run.
 
-#include "runtime/exec/Trace.h"
+#include "runtime/backends/Trace.h"
 #include "runtime/support/FileUtil.h"
 
 #include <cstdio>

@@ -1,6 +1,6 @@
 // TransferQueueTest.cpp - The transfer queue: order, waiting, failures.
 
-#include "runtime/exec/TransferQueue.h"
+#include "runtime/backends/TransferQueue.h"
 
 #include <gtest/gtest.h>
 

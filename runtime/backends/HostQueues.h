@@ -13,7 +13,7 @@
 #define STRATA_RUNTIME_EXEC_HOSTQUEUES_H
 
 #include "runtime/backends/Backend.h"
-#include "runtime/exec/TransferQueue.h"
+#include "runtime/backends/TransferQueue.h"
 
 #include <functional>
 #include <memory>
