@@ -505,6 +505,18 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     // which thread made which). Not LLVM's thread pool: its futures
     // synchronise inside the uninstrumented C++ library, where
     // ThreadSanitizer cannot see it.
+    //
+    // Every tier and queue attribute a search may set is made here first.
+    // The uniquer makes a new attribute's storage behind atomics in
+    // uninstrumented MLIR, so the thread that made one first and the
+    // threads that then find it would look unsynchronised; made before the
+    // threads start, every search only finds them.
+    for (unsigned v = 0; v <= exec::getMaxEnumValForTier(); ++v)
+      if (std::optional<exec::Tier> tier = exec::symbolizeTier(v))
+        (void)exec::TierAttr::get(ctx, *tier);
+    for (unsigned v = 0; v <= exec::getMaxEnumValForQueue(); ++v)
+      if (std::optional<exec::Queue> queue = exec::symbolizeQueue(v))
+        (void)exec::QueueAttr::get(ctx, *queue);
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t)
