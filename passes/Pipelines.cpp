@@ -7,6 +7,8 @@
 
 #include "passes/Passes.h"
 
+#include "runtime/support/Size.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -26,7 +28,7 @@ void strata::buildGraphCleanupPipeline(OpPassManager &pm) {
 void strata::buildForwardToExecPipeline(OpPassManager &pm,
                                         const TierOptions &tiers) {
   pm.addPass(createLowerGraphToExecPass());
-  if (tiers.lowCopies) {
+  if (tiers.lowCopies != "off") {
     LowPrecisionCopiesPassOptions copies;
     copies.deferCopyValues = tiers.deferCopyValues;
     pm.addPass(createLowPrecisionCopiesPass(copies));
@@ -102,20 +104,60 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createFuseGradUpdatePass());
 }
 
+bool strata::parseOptionSize(const std::string &text, uint64_t &bytes) {
+  bytes = 0;
+  return text.empty() || parseSize(text, bytes);
+}
+
+namespace {
+/// Registers `build` as the pipeline `arg`, its options made from
+/// `Options::bind`; `check` refuses values no build can take (empty when
+/// fine).
+template <typename Options>
+void registerPipeline(llvm::StringRef arg, llvm::StringRef description,
+                      void (*build)(OpPassManager &, const Options &),
+                      std::string (*check)(const Options &)) {
+  registerPassPipeline(
+      arg, description,
+      [=](OpPassManager &pm, llvm::StringRef text,
+          llvm::function_ref<LogicalResult(const llvm::Twine &)> error) {
+        strata::PipelineOptionsOf<Options> parsed;
+        if (failed(parsed.parseFromString(text)))
+          return failure();
+        Options options;
+        std::string why;
+        if (!parsed.get(options, why) || !(why = check(options)).empty())
+          return error(arg + ": " + why);
+        build(pm, options);
+        return success();
+      },
+      [](llvm::function_ref<void(const detail::PassOptions &)> help) {
+        help(strata::PipelineOptionsOf<Options>());
+      });
+}
+
+std::string checkTiers(const strata::TierOptions &tiers) {
+  if (tiers.lowCopies != "on" && tiers.lowCopies != "off")
+    return "low-copies must be on or off, not '" + tiers.lowCopies + "'";
+  return "";
+}
+std::string checkTraining(const strata::TrainingOptions &) { return ""; }
+} // namespace
+
 void strata::registerPassesAndPipelines() {
   registerStrataPasses();
   PassPipelineRegistration<>(
       "strata-graph-cleanup",
       "Fold, canonicalize and deduplicate imported graph IR",
       buildGraphCleanupPipeline);
-  PassPipelineRegistration<TrainingOptions>(
+  registerPipeline<TrainingOptions>(
       "strata-training",
       "Loss, autodiff and the optimizer on graph IR (strata-compile's "
       "training flags as options)",
-      buildTrainingPipeline);
-  PassPipelineRegistration<TierOptions>(
+      buildTrainingPipeline, checkTraining);
+  registerPipeline<TierOptions>(
       "strata-forward-to-exec",
       "Lower a graph program to exec IR with tiers and a memory plan "
       "(strata-compile's budget flags as options)",
-      buildForwardToExecPipeline);
+      buildForwardToExecPipeline, checkTiers);
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CompileSupport.h"
+#include "DriverFlags.h"
 #include "PlanReport.h"
 #include "dialects/Strata/StrataDialect.h"
 
@@ -99,12 +100,6 @@ static cl::opt<std::string> fusion(
 
 static cl::OptionCategory trainCategory("training options (--mode train)");
 
-static cl::opt<std::string> loss(
-    "loss",
-    cl::desc("causal-lm (default: mean next-token cross-entropy of a model "
-             "mapping ids [B,T] to logits [B,T,V]) or output (the model's "
-             "first output is the loss)"),
-    cl::init("causal-lm"), cl::cat(trainCategory));
 static cl::opt<std::string> labelsFeed(
     "labels",
     cl::desc("What strata-run --data feeds a 'labels' input shaped like the "
@@ -113,74 +108,6 @@ static cl::opt<std::string> labelsFeed(
              "with its own loss that shifts its labels, as HuggingFace "
              "models do: the default with --loss output)"),
     cl::init(""), cl::cat(trainCategory));
-static cl::opt<std::string> optimizer(
-    "optimizer",
-    cl::desc("sgd, momentum, adamw, lomo (SGD with each update fused into "
-             "the backward pass) or adalomo (AdaLomo, fused)"),
-    cl::init("adamw"), cl::cat(trainCategory));
-static cl::opt<bool> fuseUpdates(
-    "fuse-updates",
-    cl::desc("Apply each update as soon as its gradient is final (implied "
-             "by lomo and adalomo; the default when updates may run on the "
-             "CPU: parameters or states forced off the device, or left to "
-             "the planner under --gpu-mem; =false keeps them after the "
-             "backward pass)"),
-    cl::init(false), cl::cat(trainCategory));
-static cl::opt<double> lr("lr", cl::desc("Base learning rate"), cl::init(1e-3),
-                          cl::cat(trainCategory));
-static cl::opt<double> momentum("momentum",
-                                cl::desc("Momentum (--optimizer momentum)"),
-                                cl::init(0.9), cl::cat(trainCategory));
-static cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9),
-                             cl::cat(trainCategory));
-static cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999),
-                             cl::cat(trainCategory));
-static cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
-                           cl::cat(trainCategory));
-static cl::opt<double> weightDecay(
-    "weight-decay",
-    cl::desc("Weight decay (decoupled for AdamW, L2 for SGD/momentum)"),
-    cl::init(0.0), cl::cat(trainCategory));
-static cl::opt<double>
-    clipGradNorm("clip-grad-norm",
-                 cl::desc("Clip gradients to this global norm (0: off)"),
-                 cl::init(0.0), cl::cat(trainCategory));
-static cl::opt<std::string> clipMode(
-    "clip-mode",
-    cl::desc("With --clip-grad-norm: exact (this step's norm; fused updates "
-             "wait for the last gradient), two-pass (this step's norm from a "
-             "first backward pass, as LOMO; fused updates stay fused) or "
-             "previous-step (the previous step's norm; cheapest)"),
-    cl::init("exact"), cl::cat(trainCategory));
-static cl::opt<std::string> lossScale(
-    "loss-scale",
-    cl::desc("none (default), dynamic (halve on overflow and skip the step, "
-             "double after --loss-scale-window good steps) or a fixed "
-             "factor"),
-    cl::init("none"), cl::cat(trainCategory));
-static cl::opt<double> lossScaleInit("loss-scale-init",
-                                     cl::desc("First dynamic loss scale"),
-                                     cl::init(65536.0), cl::cat(trainCategory));
-static cl::opt<int64_t> lossScaleWindow(
-    "loss-scale-window",
-    cl::desc("Good steps before the dynamic loss scale doubles"),
-    cl::init(2000), cl::cat(trainCategory));
-static cl::opt<std::string> precision(
-    "precision",
-    cl::desc("fp32 (default), bf16 or fp16: matrix products and attention "
-             "in the low precision (fp32 accumulation), activations and their "
-             "gradients stored in it; softmax, norms, reductions and the loss "
-             "in fp32; fp32 parameters and optimizer states "
-             "(--strata-autocast). fp16 turns on --loss-scale dynamic"),
-    cl::init("fp32"), cl::cat(trainCategory));
-static cl::opt<std::string> lowCopies(
-    "low-copies",
-    cl::desc("With --precision bf16 or fp16, on (default): the model reads "
-             "a stored bf16/fp16 copy of each fp32 master that its update "
-             "writes, instead of casting the master (half the weight bytes "
-             "on the device and over the bus; --strata-low-copies); off: "
-             "the casts, for comparison (same numbers)"),
-    cl::init("on"), cl::cat(trainCategory));
 static cl::opt<bool> syntheticParams(
     "synthetic-params",
     cl::desc("Do not store trainable parameters: record each one's mean and "
@@ -199,11 +126,6 @@ static cl::list<std::string> syntheticInit(
              "weights were never written (test/models/synthetic.py); "
              "repeatable"),
     cl::value_desc("GLOB=MEAN,STD"));
-static cl::opt<int64_t> accumulate(
-    "accumulate",
-    cl::desc("Accumulate gradients over N micro-batches (of the bound input "
-             "shape) per optimizer step"),
-    cl::init(1), cl::cat(trainCategory));
 static cl::opt<std::string> lrSchedule(
     "lr-schedule",
     cl::desc("constant (default), warmup (linear warmup, then constant) or "
@@ -269,80 +191,25 @@ static cl::opt<bool> printPipeline(
     cl::init(false), cl::cat(category));
 
 static cl::OptionCategory tierCategory("memory tiers");
-static cl::opt<std::string> gpuMem(
-    "gpu-mem",
-    cl::desc("Device memory budget (bytes, or with KiB/MiB/GiB/TiB); tensors "
-             "move to host memory or SSD to fit"),
-    cl::init(""), cl::cat(tierCategory));
-static cl::opt<std::string>
-    cpuMem("cpu-mem",
-           cl::desc("Host memory budget for tensors moved off the device"),
-           cl::init(""), cl::cat(tierCategory));
 static cl::list<std::string> ssdDirs(
     "ssd-dir",
     cl::desc("Directory of the SSD store, one per drive (repeatable: drives "
              "are striped)"),
     cl::cat(tierCategory));
-static cl::opt<std::string> placeParams(
-    "place-params",
-    cl::desc("Force the parameters' tier: auto (default), device, host, ssd"),
-    cl::init("auto"), cl::cat(tierCategory));
-static cl::opt<std::string> placeStates(
-    "place-states",
-    cl::desc("Force the optimizer state's tier: auto, device, host, ssd"),
-    cl::init("auto"), cl::cat(tierCategory));
 
-static cl::opt<std::string> placeActivations(
-    "place-activations",
-    cl::desc("Where forward activations wait for the backward pass: auto, "
-             "device (kept), host or ssd (swapped out and back), recompute "
-             "(rerun before the backward pass, with the chain of up to 8 "
-             "kernels that needs, from values the backward pass keeps)"),
-    cl::init("auto"), cl::cat(tierCategory));
-
-static cl::opt<std::string> placeUpdates(
-    "place-updates",
-    cl::desc("Where optimizer updates of parameters kept off the device "
-             "run: auto (default: the CPU when the cost model predicts it "
-             "faster), device (fetch, update, write back), cpu (the "
-             "gradient goes to the host and the CPU updates the parameter "
-             "and states in host memory or on the SSD, beside the backward "
-             "pass; says why any update cannot)"),
-    cl::init("auto"), cl::cat(tierCategory));
-
-static cl::opt<bool> speculateUpdates(
-    "speculate-updates",
-    cl::desc("With exact clipping (--clip-grad-norm, --clip-mode exact), "
-             "CPU updates run during the backward pass as if the step did "
-             "not clip, keeping the old values beside the new ones (in "
-             "their tier: host memory or the SSD), and are redone after it "
-             "when it clips: bit for bit the same training, with the "
-             "update time hidden on steps that do not clip (default on; "
-             "=false: they wait for the norm)"),
-    cl::init(true), cl::cat(tierCategory));
-
-static cl::opt<int64_t> cpuJobBytes(
-    "cpu-job-bytes",
-    cl::desc("Updates on the CPU moving fewer bytes than this are grouped "
-             "with the updates after them into one CPU job, so that small "
-             "tensors do not pay a hand-off each (default: enough that the "
-             "hand-off is at most 5% of a job, from the machine profile; "
-             "0: one job per update)"),
-    cl::init(-1), cl::cat(tierCategory));
-
-static cl::opt<std::string> placeGradients(
-    "place-gradients",
-    cl::desc("Where gradients wait between the backward pass and the "
-             "optimizer step: auto, device, host or ssd (swapped out after "
-             "their last backward use, fetched for the update)"),
-    cl::init("auto"), cl::cat(tierCategory));
+// The training and tier options as given (passes/PipelineOptions.h
+// declares them, with their flags' names and help; main binds them).
+static strata::TrainingOptions training;
+static strata::TierOptions tiers;
+static strata::compile::DriverFlags trainingFlags(trainCategory);
+static strata::compile::DriverFlags tierFlags(tierCategory);
 
 /// --loss-scale as the step uses it: fp16 without an explicit choice
 /// scales dynamically (its narrow range underflows small gradients).
 static std::string effectiveLossScale() {
-  if (precision == "fp16" && !lossScale.getNumOccurrences())
+  if (training.precision == "fp16" && !trainingFlags.given("loss-scale"))
     return "dynamic";
-  return lossScale;
+  return training.lossScale;
 }
 
 /// Whether each update runs as soon as its gradient is final: asked for,
@@ -356,72 +223,29 @@ static bool fusingUpdates() {
   // as soon as their update has run).
   auto offDevice = [](const std::string &place) {
     return place == "host" || place == "ssd" ||
-           (place == "auto" && !gpuMem.empty());
+           (place == "auto" && tierFlags.given("gpu-mem"));
   };
-  bool offloading = placeUpdates == "cpu" ||
-                    (placeUpdates == "auto" &&
-                     (offDevice(placeParams) || offDevice(placeStates)));
-  if (optimizer == "lomo" || optimizer == "adalomo")
+  bool offloading = tiers.updates == "cpu" ||
+                    (tiers.updates == "auto" &&
+                     (offDevice(tiers.params) || offDevice(tiers.states)));
+  if (training.optimizer == "lomo" || training.optimizer == "adalomo")
     return true;
   // --fuse-updates=false keeps the updates after the backward pass.
-  if (fuseUpdates.getNumOccurrences())
-    return fuseUpdates;
-  return offloading && effectiveLossScale() == "none" && accumulate <= 1;
+  if (trainingFlags.given("fuse-updates"))
+    return training.fuseUpdates;
+  return offloading && effectiveLossScale() == "none" &&
+         training.accumulate <= 1;
 }
-
-static cl::opt<int64_t> plannerEvaluations(
-    "planner-evaluations",
-    cl::desc("How many placements one planner search may score under a "
-             "budget (each is memory planned and its step predicted; more "
-             "can find a faster plan, at compile time; its starting "
-             "placements are always scored). With every --place-* option "
-             "auto, the planner also makes the search each one-class "
-             "forced placement would: up to 14 searches with --ssd-dir"),
-    cl::init(200), cl::cat(tierCategory));
-
-static cl::opt<int64_t> plannerThreads(
-    "planner-threads",
-    cl::desc("How many of the planner's searches run at once (default 0: "
-             "one per core; 1: one at a time). The plan is the same for "
-             "any number; each running search holds a copy of the program"),
-    cl::init(0), cl::cat(tierCategory));
-
-static cl::opt<double> prefetchLead(
-    "prefetch-lead",
-    cl::desc("How far ahead fetches are issued and how long write-backs "
-             "keep their device copy, in multiples of the transfer's own "
-             "predicted time of kernels, its link's queue included "
-             "(default 1.5; halved under --gpu-mem until the plan fits; 0: "
-             "a fixed window of 32 ops)"),
-    cl::init(1.5), cl::cat(tierCategory));
-
-static cl::opt<bool> plannerCheck(
-    "planner-check",
-    cl::desc("Check the tier planner by enumeration on a small model: "
-             "GLPK's optimum of the layer programme against every count "
-             "vector, the proven bound against every layer placement "
-             "(scored) and every placement the search scored; fails when "
-             "either check does, remarks the figures"),
-    cl::init(false), cl::cat(tierCategory), cl::Hidden);
-
-static cl::opt<std::string> profileFile(
-    "profile",
-    cl::desc("Machine profile for the cost model (from strata-calibrate). "
-             "Without it, the profile strata-calibrate remembered on this "
-             "machine ($STRATA_PROFILE, else ~/.config/strata/"
-             "machine.profile) when there is one, else the built-in "
-             "defaults; 'builtin': the defaults"),
-    cl::init(""), cl::cat(tierCategory));
 
 /// The profile a compile plans for: --profile, else the remembered one
 /// when it exists, else none (the built-in defaults; also for
 /// --profile=builtin). `remembered` says which.
 static std::string resolvedProfile(bool &remembered) {
   remembered = false;
-  if (profileFile == "builtin")
+  if (tiers.profile == "builtin")
     return "";
-  if (!profileFile.empty())
-    return profileFile;
+  if (!tiers.profile.empty())
+    return tiers.profile;
   std::string path = strata::rememberedProfilePath();
   std::error_code ec;
   if (path.empty() || !std::filesystem::is_regular_file(path, ec))
@@ -486,21 +310,31 @@ static std::string checkTrainingOptions() {
     const char *domain;
   };
   const Range ranges[] = {
-      {"--lr", lr, finite(lr) && lr > 0, "a positive number"},
-      {"--momentum", momentum,
-       finite(momentum) && momentum >= 0 && momentum < 1, "in [0, 1)"},
-      {"--beta1", beta1, finite(beta1) && beta1 >= 0 && beta1 < 1, "in [0, 1)"},
-      {"--beta2", beta2, finite(beta2) && beta2 >= 0 && beta2 < 1, "in [0, 1)"},
-      {"--eps", eps, finite(eps) && eps > 0, "a positive number"},
-      {"--weight-decay", weightDecay, finite(weightDecay) && weightDecay >= 0,
+      {"--lr", training.lr, finite(training.lr) && training.lr > 0,
+       "a positive number"},
+      {"--momentum", training.momentum,
+       finite(training.momentum) && training.momentum >= 0 &&
+           training.momentum < 1,
+       "in [0, 1)"},
+      {"--beta1", training.beta1,
+       finite(training.beta1) && training.beta1 >= 0 && training.beta1 < 1,
+       "in [0, 1)"},
+      {"--beta2", training.beta2,
+       finite(training.beta2) && training.beta2 >= 0 && training.beta2 < 1,
+       "in [0, 1)"},
+      {"--eps", training.eps, finite(training.eps) && training.eps > 0,
+       "a positive number"},
+      {"--weight-decay", training.weightDecay,
+       finite(training.weightDecay) && training.weightDecay >= 0,
        "a non-negative number"},
-      {"--clip-grad-norm", clipGradNorm,
-       finite(clipGradNorm) && clipGradNorm >= 0,
+      {"--clip-grad-norm", training.clipGradNorm,
+       finite(training.clipGradNorm) && training.clipGradNorm >= 0,
        "a non-negative number (0: off)"},
       {"--min-lr-ratio", minLrRatio,
        finite(minLrRatio) && minLrRatio >= 0 && minLrRatio <= 1, "in [0, 1]"},
-      {"--loss-scale-init", lossScaleInit,
-       finite(lossScaleInit) && lossScaleInit > 0, "a positive number"},
+      {"--loss-scale-init", training.lossScaleInit,
+       finite(training.lossScaleInit) && training.lossScaleInit > 0,
+       "a positive number"},
   };
   for (const Range &r : ranges)
     if (!r.ok)
@@ -508,39 +342,43 @@ static std::string checkTrainingOptions() {
              std::to_string(r.value);
   if (warmupSteps < 0 || totalSteps < 0)
     return "--warmup-steps and --total-steps must be non-negative";
-  if (accumulate < 1 || accumulate > (int64_t(1) << 31))
+  if (training.accumulate < 1 || training.accumulate > (int64_t(1) << 31))
     return "--accumulate must be between 1 and 2^31, not " +
-           std::to_string(accumulate);
-  if (lossScaleWindow < 1)
+           std::to_string(training.accumulate);
+  if (training.lossScaleWindow < 1)
     return "--loss-scale-window must be at least 1";
-  if (plannerEvaluations < 1)
+  if (tiers.maxEvaluations < 1)
     return "--planner-evaluations must be at least 1";
-  if (plannerThreads < 0 || plannerThreads > 4096)
+  if (tiers.plannerThreads < 0 || tiers.plannerThreads > 4096)
     return "--planner-threads must be between 0 (one per core) and 4096";
-  if (!(prefetchLead >= 0 && prefetchLead <= 1000))
+  if (!(tiers.prefetchLead >= 0 && tiers.prefetchLead <= 1000))
     return "--prefetch-lead must be between 0 and 1000";
   if (fusion != "on" && fusion != "off")
     return "--fusion must be on or off, not '" + fusion + "'";
-  if (precision != "fp32" && precision != "bf16" && precision != "fp16")
-    return "--precision must be fp32, bf16 or fp16, not '" + precision + "'";
-  if (lowCopies != "on" && lowCopies != "off")
-    return "--low-copies must be on or off, not '" + lowCopies + "'";
+  if (training.precision != "fp32" && training.precision != "bf16" &&
+      training.precision != "fp16")
+    return "--precision must be fp32, bf16 or fp16, not '" +
+           training.precision + "'";
+  if (tiers.lowCopies != "on" && tiers.lowCopies != "off")
+    return "--low-copies must be on or off, not '" + tiers.lowCopies + "'";
   if (!labelsFeed.empty() && labelsFeed != "next" && labelsFeed != "same")
     return "--labels must be next or same, not '" + labelsFeed + "'";
-  if (labelsFeed == "same" && loss == "causal-lm")
+  if (labelsFeed == "same" && training.loss == "causal-lm")
     return "--labels same with --loss causal-lm would train the model to "
            "copy its input (the causal-LM loss compares each position with "
            "its label); it is for --loss output";
-  if (cpuJobBytes < -1)
+  if (tiers.cpuJobBytes < -1)
     return "--cpu-job-bytes must be a byte count (0: one job per update), "
            "not " +
-           std::to_string(cpuJobBytes);
+           std::to_string(tiers.cpuJobBytes);
   return "";
 }
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   strata::ignoreFileSizeSignal();
+  training.bind(trainingFlags);
+  tiers.bind(tierFlags);
   cl::HideUnrelatedOptions({&category, &trainCategory, &tierCategory});
   // --list-ops needs no model; let it through the Required positional.
   for (int i = 1; i < argc; ++i) {
@@ -562,14 +400,19 @@ int main(int argc, char **argv) {
 
   // A flag given an empty value ('--ssd-dir=', an unset shell variable)
   // would read as "not given" (no budget, the working directory): refuse.
+  std::string emptyFlag = tierFlags.emptySize();
+  if (!emptyFlag.empty())
+    emptyFlag = "--" + emptyFlag;
+  else if (tierFlags.given("profile") && tiers.profile.empty())
+    emptyFlag = "--profile";
   for (auto [flag, opt] :
-       {std::pair{"--gpu-mem", &gpuMem}, std::pair{"--cpu-mem", &cpuMem},
-        std::pair{"--profile", &profileFile}, std::pair{"-o", &outputFile},
-        std::pair{"--dump-ir", &dumpIRDir}})
-    if (opt->getNumOccurrences() > 0 && opt->empty()) {
-      llvm::errs() << "strata-compile: error: " << flag << ": empty value\n";
-      return 1;
-    }
+       {std::pair{"-o", &outputFile}, std::pair{"--dump-ir", &dumpIRDir}})
+    if (emptyFlag.empty() && opt->getNumOccurrences() > 0 && opt->empty())
+      emptyFlag = flag;
+  if (!emptyFlag.empty()) {
+    llvm::errs() << "strata-compile: error: " << emptyFlag << ": empty value\n";
+    return 1;
+  }
   for (const std::string &d : ssdDirs)
     if (d.empty()) {
       llvm::errs() << "strata-compile: error: --ssd-dir: empty value\n";
@@ -682,7 +525,7 @@ int main(int argc, char **argv) {
                    << lrSchedule << "' (constant, warmup or cosine)\n";
       return 1;
     }
-    if (warmupSteps < 0 || lr <= 0) {
+    if (warmupSteps < 0 || training.lr <= 0) {
       llvm::errs() << "strata-compile: error: --lr must be positive and "
                       "--warmup-steps non-negative\n";
       return 1;
@@ -691,28 +534,28 @@ int main(int argc, char **argv) {
     schedule.totalSteps = totalSteps;
     schedule.minRatio = minLrRatio;
     std::ostringstream text;
-    text << optimizer.getValue() << " lr=" << lr.getValue()
+    text << training.optimizer << " lr=" << training.lr
          << " schedule=" << lrSchedule.getValue();
     if (warmupSteps > 0)
       text << " warmup=" << warmupSteps.getValue();
     if (schedule.kind == strata::artifact::Schedule::Cosine)
       text << " total=" << totalSteps.getValue()
            << " min_ratio=" << minLrRatio.getValue();
-    if (optimizer == "momentum")
-      text << " momentum=" << momentum.getValue();
-    if (optimizer == "adamw")
-      text << " betas=(" << beta1.getValue() << ", " << beta2.getValue()
-           << ") eps=" << eps.getValue();
-    text << " weight_decay=" << weightDecay.getValue();
-    if (clipGradNorm > 0)
-      text << " clip_grad_norm=" << clipGradNorm.getValue()
-           << " clip_mode=" << clipMode.getValue();
-    if (accumulate > 1)
-      text << " accumulate=" << accumulate.getValue();
+    if (training.optimizer == "momentum")
+      text << " momentum=" << training.momentum;
+    if (training.optimizer == "adamw")
+      text << " betas=(" << training.beta1 << ", " << training.beta2
+           << ") eps=" << training.eps;
+    text << " weight_decay=" << training.weightDecay;
+    if (training.clipGradNorm > 0)
+      text << " clip_grad_norm=" << training.clipGradNorm
+           << " clip_mode=" << training.clipMode;
+    if (training.accumulate > 1)
+      text << " accumulate=" << training.accumulate;
     if (effectiveLossScale() != "none")
       text << " loss_scale=" << effectiveLossScale();
-    if (precision != "fp32")
-      text << " precision=" << precision.getValue();
+    if (training.precision != "fp32")
+      text << " precision=" << training.precision;
     if (fusingUpdates())
       text << " fused";
     optimizerText = text.str();
@@ -723,25 +566,12 @@ int main(int argc, char **argv) {
     strata::buildGraphCleanupPipeline(pm);
   }
   if (what != Emit::Graph && mode != Mode::Forward) {
-    strata::TrainingOptions training;
-    training.loss = loss.getValue();
-    training.optimizer = optimizer.getValue();
-    training.lr = lr.getValue();
-    training.momentum = momentum.getValue();
-    training.beta1 = beta1.getValue();
-    training.beta2 = beta2.getValue();
-    training.eps = eps.getValue();
-    training.weightDecay = weightDecay.getValue();
-    training.clipGradNorm = clipGradNorm.getValue();
-    training.accumulate = accumulate.getValue();
-    training.fuseUpdates = fusingUpdates();
-    training.clipMode = clipMode.getValue();
-    training.lossScale = effectiveLossScale();
-    training.lossScaleInit = lossScaleInit.getValue();
-    training.lossScaleWindow = lossScaleWindow.getValue();
-    training.precision = precision.getValue();
-    if (precision == "fp16" && lossScale == "none")
-      llvm::errs() << (lossScale.getNumOccurrences()
+    // The step as built: the options given, with what they imply.
+    strata::TrainingOptions step = training;
+    step.fuseUpdates = fusingUpdates();
+    step.lossScale = effectiveLossScale();
+    if (training.precision == "fp16" && training.lossScale == "none")
+      llvm::errs() << (trainingFlags.given("loss-scale")
                            ? "strata-compile: warning: --precision fp16 with "
                              "--loss-scale none: small gradients may "
                              "underflow to zero\n"
@@ -749,9 +579,9 @@ int main(int argc, char **argv) {
                              "with --loss-scale dynamic\n");
     // The overflow check needs every gradient; fused updates then need the
     // norm from a first backward pass so that a skipped step skips them all.
-    if (training.fuseUpdates && training.lossScale != "none" &&
-        training.clipMode != "two-pass") {
-      if (clipGradNorm > 0 && training.clipMode == "previous-step") {
+    if (step.fuseUpdates && step.lossScale != "none" &&
+        step.clipMode != "two-pass") {
+      if (step.clipGradNorm > 0 && step.clipMode == "previous-step") {
         llvm::errs() << "strata-compile: error: loss scaling with fused "
                         "updates needs --clip-mode two-pass\n";
         return 1;
@@ -759,62 +589,38 @@ int main(int argc, char **argv) {
       llvm::errs() << "strata-compile: note: loss scaling with fused "
                       "updates: the overflow check runs in a first backward "
                       "pass (two-pass)\n";
-      training.clipMode = "two-pass";
+      step.clipMode = "two-pass";
     }
-    training.gradientsOnly = mode == Mode::Grad;
-    strata::buildTrainingPipeline(pm, training);
+    step.gradientsOnly = mode == Mode::Grad;
+    strata::buildTrainingPipeline(pm, step);
   }
   // Elementwise chains of the whole step, the backward pass's included.
   if (fusion == "on" && what != Emit::Graph)
     pm.addPass(strata::createFuseElementwisePass());
-  strata::TierOptions tiers;
-  tiers.params = placeParams.getValue();
-  tiers.states = placeStates.getValue();
-  tiers.activations = placeActivations.getValue();
-  tiers.gradients = placeGradients.getValue();
-  tiers.updates = placeUpdates.getValue();
-  tiers.cpuJobBytes = cpuJobBytes.getValue();
+  // The tiers as planned: the options given, with what they imply.
+  if (std::string why = tierFlags.finish(); !why.empty()) {
+    llvm::errs() << "strata-compile: error: " << why << "\n";
+    return 1;
+  }
+  strata::TierOptions plan = tiers;
   // Under loss scaling a step's scale is never 1 (it unscales), so an
   // update run as if it were would always be redone.
-  tiers.speculate =
-      speculateUpdates.getValue() && effectiveLossScale() == "none";
-  if (speculateUpdates.getNumOccurrences() && speculateUpdates &&
-      !tiers.speculate)
+  plan.speculate = tiers.speculate && effectiveLossScale() == "none";
+  if (tierFlags.given("speculate-updates") && tiers.speculate &&
+      !plan.speculate)
     llvm::errs() << "strata-compile: note: --speculate-updates has no "
                     "effect with loss scaling (a step's scale is never 1)\n";
-  tiers.lowCopies = lowCopies == "on";
   // The copies' values are made when the artifact is written: compiling
   // (and a plan-only compile, which writes none) never reads the weights.
-  tiers.deferCopyValues = true;
-  tiers.maxEvaluations = plannerEvaluations.getValue();
-  tiers.prefetchLead = prefetchLead.getValue();
-  tiers.plannerThreads = plannerThreads.getValue();
-  tiers.plannerCheck = plannerCheck.getValue();
-  tiers.progress = true;
-  tiers.hasSsd = !ssdDirs.empty();
+  plan.deferCopyValues = true;
+  plan.progress = true;
+  plan.hasSsd = !ssdDirs.empty();
   bool rememberedProfile = false;
-  tiers.profile = resolvedProfile(rememberedProfile);
-  for (auto [flag, text, out] :
-       {std::tuple{"--gpu-mem", &gpuMem, &tiers.gpuMem},
-        std::tuple{"--cpu-mem", &cpuMem, &tiers.cpuMem}}) {
-    uint64_t bytes = 0;
-    if (!text->empty() && !strata::parseSize(*text, bytes)) {
-      llvm::errs() << "strata-compile: error: " << flag << ": invalid size '"
-                   << *text << "' (a byte count under 2^63, e.g. 24GiB)\n";
-      return 1;
-    }
-    // 0 would read as "no budget" downstream: say so instead of guessing.
-    if (!text->empty() && bytes == 0) {
-      llvm::errs() << "strata-compile: error: " << flag
-                   << " must be positive (leave it out for no limit)\n";
-      return 1;
-    }
-    *out = bytes;
-  }
+  plan.profile = resolvedProfile(rememberedProfile);
   bool planned =
       what == Emit::Exec || what == Emit::Artifact || what == Emit::PlanReport;
   if (planned)
-    strata::buildForwardToExecPipeline(pm, tiers);
+    strata::buildForwardToExecPipeline(pm, plan);
   if (printPipeline) {
     pm.printAsTextualPipeline(llvm::outs());
     llvm::outs() << "\n";
@@ -823,9 +629,9 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
 
-  if (planned && (failed(strata::compile::checkDeviceBudget(*module, tiers)) ||
-                  (tiers.cpuMem > 0 &&
-                   failed(strata::compile::checkHostBudget(*module, tiers)))))
+  if (planned && (failed(strata::compile::checkDeviceBudget(*module, plan)) ||
+                  (plan.cpuMem > 0 &&
+                   failed(strata::compile::checkHostBudget(*module, plan)))))
     return 1;
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
@@ -848,16 +654,18 @@ int main(int argc, char **argv) {
     info.sourceModel = source.str().str();
     info.sourceFingerprint = model.fingerprint;
     strata::compile::StepFlops work = strata::compile::stepFlops(
-        *module, static_cast<uint32_t>(std::max<int64_t>(1, accumulate)));
+        *module,
+        static_cast<uint32_t>(std::max<int64_t>(1, training.accumulate)));
     info.stepFlops = work.model;
     info.recomputedFlops = work.recomputed;
     info.schedule = schedule;
     info.optimizer = optimizerText;
     if (mode == Mode::Train)
-      info.labels = !labelsFeed.empty() ? labelsFeed.getValue()
-                    : loss == "output"  ? std::string("same")
-                                        : std::string("next");
-    info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
+      info.labels = !labelsFeed.empty()         ? labelsFeed.getValue()
+                    : training.loss == "output" ? std::string("same")
+                                                : std::string("next");
+    info.accumulate =
+        static_cast<uint32_t>(std::max<int64_t>(1, training.accumulate));
     info.syntheticParams = syntheticParams;
     info.syntheticInit = initRules;
     if (failed(strata::writeArtifact(*module, outputFile, info)))
@@ -889,12 +697,13 @@ int main(int argc, char **argv) {
                 : mode == Mode::Grad ? "grad"
                                      : "forward";
     info.optimizer = optimizerText;
-    info.profile = tiers.profile;
+    info.profile = plan.profile;
     info.profileRemembered = rememberedProfile;
-    info.gpuMem = tiers.gpuMem;
-    info.cpuMem = tiers.cpuMem;
+    info.gpuMem = plan.gpuMem;
+    info.cpuMem = plan.cpuMem;
     info.ssdDrives = ssdDirs.size();
-    info.accumulate = static_cast<uint32_t>(std::max<int64_t>(1, accumulate));
+    info.accumulate =
+        static_cast<uint32_t>(std::max<int64_t>(1, training.accumulate));
     output->os() << strata::compile::formatPlanReport(*module, info);
     output->keep();
     return 0;
