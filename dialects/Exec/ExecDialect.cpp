@@ -106,7 +106,8 @@ bool strata::exec::isUpdate(KernelOp k) {
 namespace {
 
 bool isStore(KernelOp k) {
-  return k.getKernel() == "store" || k.getKernel() == "assign";
+  return k.isKernel(::strata::artifact::Kernel::Store) ||
+         k.isKernel(::strata::artifact::Kernel::Assign);
 }
 
 /// Whether `v` (through views and fetched copies) is an update's gradient
@@ -124,8 +125,8 @@ bool feedsUpdateAsGradient(Value v) {
       continue;
     if (isUpdate(k) && use.getOperandNumber() == 1)
       return true;
-    if (k.getKernel() == "copy" && k.getNumResults() == 1 &&
-        feedsUpdateAsGradient(k.getResult(0)))
+    if (k.isKernel(::strata::artifact::Kernel::Copy) &&
+        k.getNumResults() == 1 && feedsUpdateAsGradient(k.getResult(0)))
       return true;
   }
   return false;
@@ -185,7 +186,8 @@ strata::artifact::SlotClass strata::exec::classifyBuffer(Value value) {
   // A fetch holds what it fetched: a parameter (or state) streamed in from
   // the host or the SSD, a swapped activation brought back.
   if (auto k = dyn_cast<KernelOp>(def))
-    if (k.getKernel() == "copy" && k.getInputs().size() == 1) {
+    if (k.isKernel(::strata::artifact::Kernel::Copy) &&
+        k.getInputs().size() == 1) {
       Value source = k.getInputs()[0];
       while (auto view = source.getDefiningOp<ViewOp>())
         source = view.getInput();

@@ -206,6 +206,22 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
             ::strata::exec::QueueAttr(), ::mlir::DenseI64ArrayAttr());
     }]>
   ];
+  let extraClassDeclaration = [{
+    /// Whether this launches `kind`: its name as the kernel table spells
+    /// it, so that a pass names kernels by the table's enum, not by text.
+    bool isKernel(::strata::artifact::Kernel kind) {
+      return getKernel() == ::strata::artifact::kernelName(kind);
+    }
+    /// Whether this is an optimizer update (the table's update_* kernels).
+    bool isUpdate() { return getKernel().starts_with("update_"); }
+    /// Whether this moves a value between the arena and a stored region:
+    /// a fetch (copy), a write-back or swap-out (assign, store).
+    bool isTransferKernel() {
+      using ::strata::artifact::Kernel;
+      return isKernel(Kernel::Copy) || isKernel(Kernel::Store) ||
+             isKernel(Kernel::Assign);
+    }
+  }];
   let hasVerifier = 1;
 }
 

@@ -43,9 +43,7 @@ exec::Tier tierOf(Value v) {
 }
 
 bool isTransfer(exec::KernelOp kernel) {
-  StringRef name = kernel.getKernel();
-  if (kernel.getInputs().empty() ||
-      (name != "copy" && name != "assign" && name != "store"))
+  if (kernel.getInputs().empty() || !kernel.isTransferKernel())
     return false;
   return tierOf(kernel.getInputs()[0]) != exec::Tier::Device;
 }
@@ -126,9 +124,11 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
       writes.push_back(*a);
 }
 
-exec::KernelOp createTransfer(OpBuilder &b, Location loc, StringRef kernel,
-                              TypeRange results, ValueRange operands) {
-  return b.create<exec::KernelOp>(loc, results, kernel, operands);
+exec::KernelOp createTransfer(OpBuilder &b, Location loc,
+                              artifact::Kernel kernel, TypeRange results,
+                              ValueRange operands) {
+  return b.create<exec::KernelOp>(loc, results, artifact::kernelName(kernel),
+                                  operands);
 }
 
 artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
@@ -157,7 +157,7 @@ artifact::Queue naturalQueue(exec::KernelOp k) {
   if (!isTransfer(k))
     return artifact::Queue::Compute;
   return artifact::transferQueue(tierOf(k.getInputs()[0]) == exec::Tier::Ssd,
-                                 k.getKernel() == "copy");
+                                 k.isKernel(artifact::Kernel::Copy));
 }
 } // namespace
 

@@ -46,10 +46,10 @@ bool isTransfer(exec::KernelOp kernel);
 /// memory or on the SSD (artifact::isCpuUpdate).
 bool isCpuUpdate(exec::KernelOp k);
 
-/// A transfer kernel (`copy`, `store`, `assign`): no ints, floats or
-/// offsets yet.
+/// A transfer kernel (Copy, Store, Assign): no ints, floats or offsets
+/// yet.
 exec::KernelOp createTransfer(mlir::OpBuilder &b, mlir::Location loc,
-                              llvm::StringRef kernel, mlir::TypeRange results,
+                              artifact::Kernel kernel, mlir::TypeRange results,
                               mlir::ValueRange operands);
 
 /// The inputs `kernel` writes in place (runtime/artifact/KernelTable).

@@ -86,7 +86,7 @@ AttentionWork attentionWork(exec::KernelOp k) {
   double rows = q.getNumElements() / std::max(d, 1.0);
   ArrayRef<int64_t> ints = k.getInts();
   double kept = !ints.empty() && ints[0] ? 0.5 : 1.0;
-  bool grad = k.getKernel() == "attention_grad";
+  bool grad = k.isKernel(artifact::Kernel::AttentionGrad);
   AttentionWork w;
   w.scores = rows * s * kept;
   w.flops = 2.0 * w.scores * (grad ? 3 * d + 2 * dv : d + dv);
@@ -98,7 +98,7 @@ AttentionWork attentionWork(exec::KernelOp k) {
 /// product, and the exp of every score (twice in the gradient).
 double attentionSeconds(exec::KernelOp k, const MachineProfile &m) {
   AttentionWork w = attentionWork(k);
-  bool grad = k.getKernel() == "attention_grad";
+  bool grad = k.isKernel(artifact::Kernel::AttentionGrad);
   return w.flops / (matmulGflops(w.mnk, m) * precisionSpeedup(k, m) * 1e9) +
          w.scores * (grad ? 2 : 1) * m.transcendentalNsPerElement * 1e-9;
 }
@@ -154,7 +154,7 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     return seconds + matmulSeconds(k, m);
   if (cost == artifact::CostClass::Attention)
     return seconds + attentionSeconds(k, m);
-  if (k.getKernel() == "elementwise") {
+  if (k.isKernel(artifact::Kernel::Elementwise)) {
     double fused = fusedElementwiseSeconds(k, m);
     if (fused >= 0)
       return seconds + fused;

@@ -49,7 +49,7 @@ struct PredictTimePass
                                 Links &links) {
     Value stored = k.getInputs()[0];
     bool ssd = tierOf(stored) == exec::Tier::Ssd;
-    bool read = k.getKernel() == "copy";
+    bool read = k.isKernel(artifact::Kernel::Copy);
     double s = strata::transferSeconds(storageBytes(stored.getType()),
                                        ssd ? exec::Tier::Ssd : exec::Tier::Host,
                                        read, m);

@@ -32,7 +32,7 @@ namespace {
 
 /// The 16-bit float type `cast` narrows an fp32 tensor to, or null.
 FloatType narrowedTo(exec::KernelOp kernel) {
-  if (kernel.getKernel() != "cast" || kernel.getNumResults() != 1)
+  if (!kernel.isKernel(artifact::Kernel::Cast) || kernel.getNumResults() != 1)
     return {};
   auto out = dyn_cast<FloatType>(
       cast<ShapedType>(kernel.getResult(0).getType()).getElementType());

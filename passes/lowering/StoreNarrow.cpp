@@ -35,8 +35,8 @@ struct StoreNarrowPass
 
   void run(Block &body) {
     for (auto kernel : llvm::to_vector(body.getOps<exec::KernelOp>())) {
-      if (kernel.getKernel() != "cast" || markers::isBackward(kernel) ||
-          kernel.getNumResults() != 1)
+      if (!kernel.isKernel(artifact::Kernel::Cast) ||
+          markers::isBackward(kernel) || kernel.getNumResults() != 1)
         continue;
       Value wide = kernel.getResult(0), narrow = kernel.getInputs()[0];
       if (!isa<FloatType>(

@@ -135,7 +135,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
                               ? storedRoot(kernel.getInputs()[0])
                               : nullptr;
       // A fetch may start as soon as its source was last written.
-      if (stored && kernel.getKernel() == "copy") {
+      if (stored && kernel.isKernel(artifact::Kernel::Copy)) {
         auto it = lastWrite.find(stored);
         fetches.push_back(
             {buffers.size(), it == lastWrite.end() ? 0 : it->second + 1});

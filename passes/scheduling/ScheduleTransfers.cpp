@@ -41,7 +41,7 @@ void strata::scheduleTransfers(func::FuncOp func,
       writesStored[i] = storedRoot(k.getInputs()[0]);
   }
   for (auto [i, k] : llvm::enumerate(kernels)) {
-    if (!isTransfer(k) || k.getKernel() != "copy")
+    if (!isTransfer(k) || !k.isKernel(artifact::Kernel::Copy))
       continue;
     Operation *source = storedRoot(k.getInputs()[0]);
     // The latest kernel before it that conflicts; without one, the

@@ -88,7 +88,7 @@ Candidate examine(exec::KernelOp update) {
   for (unsigned i : writtenInputs(update)) {
     Value v = update.getInputs()[i];
     auto copy = v.getDefiningOp<exec::KernelOp>();
-    Operation *root = copy && copy.getKernel() == "copy"
+    Operation *root = copy && copy.isKernel(artifact::Kernel::Copy)
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
     if (!root || root->getNumResults() != 1) {
@@ -108,8 +108,8 @@ Candidate examine(exec::KernelOp update) {
       auto k = dyn_cast<exec::KernelOp>(user);
       if (k == update)
         continue;
-      if (k && k.getKernel() == "assign" && k.getInputs()[0] == f.stored &&
-          !f.assign) {
+      if (k && k.isKernel(artifact::Kernel::Assign) &&
+          k.getInputs()[0] == f.stored && !f.assign) {
         f.assign = k;
         continue;
       }
@@ -134,7 +134,8 @@ Candidate examine(exec::KernelOp update) {
       return c;
     }
     if (auto copy = update.getInputs()[i].getDefiningOp<exec::KernelOp>())
-      if (copy.getKernel() == "copy" && storedRoot(copy.getInputs()[0])) {
+      if (copy.isKernel(artifact::Kernel::Copy) &&
+          storedRoot(copy.getInputs()[0])) {
         c.blocked = "its gradient is kept in host memory and fetched "
                     "(--place-gradients)";
         return c;
@@ -363,10 +364,11 @@ struct Offloader {
     }
     for (Candidate *c : chosen) {
       exec::KernelOp u = c->update;
-      StringRef kernel = u.getKernel();
+      using artifact::Kernel;
       if (c->accumulated || c->scale < 0 ||
-          (kernel != "update_sgd" && kernel != "update_momentum" &&
-           kernel != "update_adamw") ||
+          (!u.isKernel(Kernel::UpdateSgd) &&
+           !u.isKernel(Kernel::UpdateMomentum) &&
+           !u.isKernel(Kernel::UpdateAdamW)) ||
           (!u.getInts().empty() && u.getInts()[0] != 1))
         continue;
       Operation *scale = u.getInputs()[c->scale].getDefiningOp();
@@ -494,7 +496,8 @@ struct Offloader {
         Operation *&at = storesAfter[c->speculateAfter];
         OpBuilder sb(body.getParentOp()->getContext());
         sb.setInsertionPointAfter(at ? at : c->speculateAfter);
-        at = createTransfer(sb, u.getLoc(), "store", {}, {gs, grad});
+        at = createTransfer(sb, u.getLoc(), artifact::Kernel::Store, {},
+                            {gs, grad});
         operands[c->gradient] = gs;
       } else if (!c->accumulated) {
         Value grad = operands[c->gradient];
@@ -509,7 +512,7 @@ struct Offloader {
           pool.free.pop_front();
         }
         pool.held.push_back(gs);
-        createTransfer(b, u.getLoc(), "store", {}, {gs, grad});
+        createTransfer(b, u.getLoc(), artifact::Kernel::Store, {}, {gs, grad});
         operands[c->gradient] = gs;
       }
       if (c->scale >= 0) {
@@ -521,7 +524,8 @@ struct Offloader {
                              (scaleSpace.size() > 1
                                   ? "." + std::to_string(scaleSpace.size())
                                   : std::string()));
-          createTransfer(b, u.getLoc(), "store", {}, {ss, scale});
+          createTransfer(b, u.getLoc(), artifact::Kernel::Store, {},
+                         {ss, scale});
         }
         operands[c->scale] = ss;
       }

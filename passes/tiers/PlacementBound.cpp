@@ -215,7 +215,7 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
       continue;
     }
     if (markers::isOptimizer(k) || markers::isBackward(k) ||
-        isTransferKernel(k) || !firstBackward ||
+        k.isTransferKernel() || !firstBackward ||
         !k->isBeforeInBlock(firstBackward))
       continue;
     forward += kernelSeconds(k, m);

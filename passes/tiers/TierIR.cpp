@@ -79,7 +79,8 @@ Value storeAfter(Block &body, Operation *after, Value value,
       value.getLoc(), value.getType(), b.getStringAttr(name),
       exec::TierAttr::get(b.getContext(), tier), IntegerAttr());
   b.setInsertionPointAfter(after);
-  createTransfer(b, value.getLoc(), "store", {}, {space, value});
+  createTransfer(b, value.getLoc(), artifact::Kernel::Store, {},
+                 {space, value});
   return space;
 }
 
@@ -180,7 +181,7 @@ SmallVector<Value> swappable(Block &body) {
   for (Operation &op : body) {
     auto kernel = dyn_cast<exec::KernelOp>(op);
     if (!kernel || markers::isBackward(kernel) ||
-        markers::isOptimizer(kernel) || isTransferKernel(kernel))
+        markers::isOptimizer(kernel) || kernel.isTransferKernel())
       continue;
     for (Value r : kernel.getResults())
       if (!backwardUsesOf(r).empty())
@@ -194,7 +195,7 @@ bool isOptimizerPhase(Operation *op) {
   if (markers::isOptimizer(op))
     return true;
   auto kernel = dyn_cast<exec::KernelOp>(op);
-  return kernel && kernel.getKernel().starts_with("update_");
+  return kernel && kernel.isUpdate();
 }
 
 /// Whether `use` writes its value in place.
@@ -220,7 +221,7 @@ SmallVector<Value> gradientCandidates(Block &body) {
   SmallVector<Value> out;
   for (Operation &op : body) {
     auto kernel = dyn_cast<exec::KernelOp>(op);
-    if (!kernel || !markers::isBackward(kernel) || isTransferKernel(kernel))
+    if (!kernel || !markers::isBackward(kernel) || kernel.isTransferKernel())
       continue;
     for (Value r : kernel.getResults()) {
       bool isGradient = false;
@@ -229,7 +230,7 @@ SmallVector<Value> gradientCandidates(Block &body) {
       for (OpOperand *use : usesThroughViews(r)) {
         Operation *user = use->getOwner();
         auto update = dyn_cast<exec::KernelOp>(user);
-        if (update && update.getKernel().starts_with("update_") &&
+        if (update && update.isUpdate() &&
             update.getInputsMutable()[1].getOperandNumber() ==
                 use->getOperandNumber())
           isGradient = true;
@@ -253,11 +254,6 @@ bool usedFrom(Value value, Operation *op) {
     if (use->getOwner() == op || op->isBeforeInBlock(use->getOwner()))
       return true;
   return false;
-}
-
-bool isTransferKernel(exec::KernelOp k) {
-  StringRef name = k.getKernel();
-  return name == "copy" || name == "store" || name == "assign";
 }
 
 /// Points `uses` of `value` (possibly through views) at `replacement`,

@@ -142,9 +142,6 @@ mlir::Operation *earliestUser(llvm::ArrayRef<mlir::OpOperand *> uses);
 /// Whether `value` (through views) is used at `op` or after it.
 bool usedFrom(mlir::Value value, mlir::Operation *op);
 
-/// A copy, store or assign kernel.
-bool isTransferKernel(exec::KernelOp k);
-
 /// Whether `op` runs after the backward pass, in the optimizer step.
 bool isOptimizerPhase(mlir::Operation *op);
 

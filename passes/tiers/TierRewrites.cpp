@@ -48,14 +48,15 @@ bool TierPlanner::swapGradient(Block &body, Value value, Tier tier,
   for (Operation *op = lastBefore->getNextNode(); op && op != firstAfter;
        op = op->getNextNode())
     if (auto k = dyn_cast<exec::KernelOp>(op))
-      work |= !isTransferKernel(k);
+      work |= !k.isTransferKernel();
   if (!work)
     return false;
   Value space = storeAfter(body, lastBefore, value,
                            "grad." + std::to_string(index), tier);
   auto fetchBefore = [&](Operation *user) {
     OpBuilder b(user);
-    return createTransfer(b, value.getLoc(), "copy", value.getType(), space)
+    return createTransfer(b, value.getLoc(), artifact::Kernel::Copy,
+                          value.getType(), space)
         .getResult(0);
   };
   if (inPlace) {
@@ -89,12 +90,12 @@ void TierPlanner::insertFetches(func::FuncOp func) {
         for (unsigned k : inPlaceOperands(kernel))
           inPlace |= kernel.getInputsMutable()[k].getOperandNumber() ==
                      use->getOperandNumber();
-      if (kernel && kernel.getKernel() == "assign" &&
+      if (kernel && kernel.isKernel(artifact::Kernel::Assign) &&
           use->getOperandNumber() == 0)
         continue; // Writes go to any tier directly.
-      Value fetched =
-          createTransfer(b, user->getLoc(), "copy", p.getType(), p.getResult())
-              .getResult(0);
+      Value fetched = createTransfer(b, user->getLoc(), artifact::Kernel::Copy,
+                                     p.getType(), p.getResult())
+                          .getResult(0);
       ++counters.fetches;
       SmallVector<exec::ViewOp> chain;
       for (Value v = use->get(); v != p.getResult();
@@ -110,9 +111,11 @@ void TierPlanner::insertFetches(func::FuncOp func) {
         // micro-batches that only accumulate; after any other in-place
         // kernel (an accumulation) a "store", which runs on every one.
         b.setInsertionPointAfter(user);
-        bool skipped = kernel.getKernel().starts_with("update_");
-        createTransfer(b, user->getLoc(), skipped ? "assign" : "store", {},
-                       {p.getResult(), fetched});
+        bool skipped = kernel.isUpdate();
+        createTransfer(b, user->getLoc(),
+                       skipped ? artifact::Kernel::Assign
+                               : artifact::Kernel::Store,
+                       {}, {p.getResult(), fetched});
         ++counters.writebacks;
       }
     }
@@ -141,7 +144,8 @@ bool TierPlanner::swap(Block &body, Value value, Tier tier, unsigned index) {
   Value space = storeAfter(body, lastForward, value,
                            "swap." + std::to_string(index), tier);
   OpBuilder b(firstBackward);
-  auto back = createTransfer(b, value.getLoc(), "copy", value.getType(), space);
+  auto back = createTransfer(b, value.getLoc(), artifact::Kernel::Copy,
+                             value.getType(), space);
   markers::setBackward(back);
   replaceUses(backwardUses, value, back.getResult(0));
   ++counters.swapped;
@@ -196,7 +200,7 @@ TierPlanner::recomputeChain(Value value, Operation *at,
       inputs.push_back(view.getInput());
     } else {
       auto k = dyn_cast<exec::KernelOp>(def);
-      if (!k || k.getNumResults() != 1 || isTransferKernel(k) ||
+      if (!k || k.getNumResults() != 1 || k.isTransferKernel() ||
           markers::isBackward(k) || markers::isOptimizer(k) ||
           ++kernels > kMaxChain) {
         ok = false;

@@ -91,7 +91,7 @@ void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
       continue;
     Value v = k.getInputs()[0];
     if (auto copy = v.getDefiningOp<exec::KernelOp>();
-        copy && copy.getKernel() == "copy")
+        copy && copy.isKernel(artifact::Kernel::Copy))
       v = copy.getInputs()[0];
     auto it = indexOf.find(viewRoot(v).getDefiningOp());
     if (it == indexOf.end())
