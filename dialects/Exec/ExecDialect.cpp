@@ -97,12 +97,6 @@ LogicalResult ViewOp::verify() {
 #define GET_OP_CLASSES
 #include "dialects/Exec/ExecOps.cpp.inc"
 
-bool strata::exec::isUpdate(KernelOp k) {
-  const strata::artifact::KernelInfo *info =
-      strata::artifact::kernelInfoByName(k.getKernel().str());
-  return info && info->inPlace == strata::artifact::InPlace::ParamAndStates;
-}
-
 namespace {
 
 bool isStore(KernelOp k) {
@@ -123,7 +117,7 @@ bool feedsUpdateAsGradient(Value v) {
     auto k = dyn_cast<KernelOp>(owner);
     if (!k)
       continue;
-    if (isUpdate(k) && use.getOperandNumber() == 1)
+    if (k.isUpdate() && use.getOperandNumber() == 1)
       return true;
     if (k.isKernel(::strata::artifact::Kernel::Copy) &&
         k.getNumResults() == 1 && feedsUpdateAsGradient(k.getResult(0)))

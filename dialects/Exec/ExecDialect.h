@@ -58,10 +58,6 @@ RegionSizes regionSizes(mlir::Operation *func);
 /// a fetch what it fetches.
 artifact::SlotClass classifyBuffer(mlir::Value value);
 
-/// An optimizer update: writes its parameter and states in place, reads
-/// the gradient as its second operand (not a store or accumulate).
-bool isUpdate(KernelOp k);
-
 /// The unit attribute of a low-precision copy (exec.param with copy_of)
 /// whose values were deferred (--strata-low-copies="defer-copy-values=1"): its
 /// value is a zero splat, and the artifact writer rounds the master's

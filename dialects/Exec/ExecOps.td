@@ -212,7 +212,11 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
     bool isKernel(::strata::artifact::Kernel kind) {
       return getKernel() == ::strata::artifact::kernelName(kind);
     }
-    /// Whether this is an optimizer update (the table's update_* kernels).
+    /// An optimizer update: writes its parameter and states in place, reads
+    /// the gradient as its second operand (not a store or accumulate). The
+    /// kernel table's update_* kernels, exactly those whose in-place class
+    /// is ParamAndStates (the runtime unit test
+    /// Kernel.UpdatesAreTheUpdateNamedKernels).
     bool isUpdate() { return getKernel().starts_with("update_"); }
     /// Whether this moves a value between the arena and a stored region:
     /// a fetch (copy), a write-back or swap-out (assign, store).

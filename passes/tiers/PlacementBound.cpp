@@ -99,7 +99,7 @@ namespace {
 /// The optimizer step's kernels and every update (fused updates run inside
 /// the backward pass): they may run on the CPU instead.
 bool isOptimizerKernel(exec::KernelOp k) {
-  return markers::isOptimizer(k) || exec::isUpdate(k);
+  return markers::isOptimizer(k) || k.isUpdate();
 }
 
 /// A stored tensor's bytes and how many times a step reads it.
@@ -184,7 +184,7 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
       break;
     }
   for (auto k : body.getOps<exec::KernelOp>()) {
-    if (exec::isUpdate(k)) {
+    if (k.isUpdate()) {
       int u = static_cast<int>(updates.size());
       Update up;
       up.device = kernelSeconds(k, m);
@@ -418,7 +418,7 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   llvm::DenseMap<Operation *, double> gradientBytes;
   for (auto k : body.getOps<exec::KernelOp>()) {
     if (isOptimizerKernel(k)) {
-      if (!exec::isUpdate(k))
+      if (!k.isUpdate())
         continue;
       if (k.getInputs().size() > 1)
         if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())

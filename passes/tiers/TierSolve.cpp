@@ -87,7 +87,7 @@ void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
     indexOf[p] = i;
   Builder b(func.getContext());
   for (auto k : body.getOps<exec::KernelOp>()) {
-    if (!exec::isUpdate(k) || k.getInputs().empty())
+    if (!k.isUpdate() || k.getInputs().empty())
       continue;
     Value v = k.getInputs()[0];
     if (auto copy = v.getDefiningOp<exec::KernelOp>();

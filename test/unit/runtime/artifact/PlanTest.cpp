@@ -1,6 +1,7 @@
 // PlanTest.cpp - plan.bin round trip and refusal of damaged plans.
 
 #include "runtime/artifact/Plan.h"
+#include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/StepOrder.h"
 
 #include <gtest/gtest.h>
@@ -191,6 +192,20 @@ TEST(Kernel, NamesRoundTrip) {
     Kernel kernel;
     ASSERT_TRUE(kernelByName(kernelName(static_cast<Kernel>(k)), kernel));
     EXPECT_EQ(static_cast<uint16_t>(kernel), k);
+  }
+}
+
+// The compiler tells an optimizer update by its name (exec.kernel's
+// isUpdate): the update_* kernels are exactly those that write their
+// parameter and states in place.
+TEST(Kernel, UpdatesAreTheUpdateNamedKernels) {
+  for (uint16_t k = 1; k < static_cast<uint16_t>(Kernel::NumKernels); ++k) {
+    std::string name = kernelName(static_cast<Kernel>(k));
+    const KernelInfo *info = kernelInfoByName(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(name.rfind("update_", 0) == 0,
+              info->inPlace == InPlace::ParamAndStates)
+        << name;
   }
 }
 
