@@ -41,7 +41,9 @@ corpus_of() {
   esac
 }
 
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
+# allow_user_poisoning=0: as in asan-tests.sh (LLVM's allocator poisoning
+# in a mix of instrumented and uninstrumented MLIR code).
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 run_one() {

@@ -191,7 +191,8 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="strata-mutate-")
     os.makedirs(os.path.join(work, "failures"), exist_ok=True)
     os.environ.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1:"
-                          "allocator_may_return_null=1")
+                          "allocator_may_return_null=1:"
+                          "allow_user_poisoning=0")
     os.environ.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:"
                           "halt_on_error=1")
     pool = seeds()
