@@ -62,6 +62,10 @@ struct TierOptions {
   /// Names every option: `b(field, info)`, and `b.size(field, info)` for
   /// byte counts (which take KiB/MiB/GiB/TiB).
   template <typename Binder> void bind(Binder &b);
+
+  /// What no build can take (low-copies neither on nor off), as a message
+  /// naming the option; "" when fine.
+  std::string check() const;
 };
 
 /// The training step: the options of the `strata-training` pipeline.

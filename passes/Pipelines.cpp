@@ -111,12 +111,11 @@ bool strata::parseOptionSize(const std::string &text, uint64_t &bytes) {
 
 namespace {
 /// Registers `build` as the pipeline `arg`, its options made from
-/// `Options::bind`; `check` refuses values no build can take (empty when
-/// fine).
+/// `Options::bind`; `check` (if any) refuses values no build can take.
 template <typename Options>
 void registerPipeline(llvm::StringRef arg, llvm::StringRef description,
                       void (*build)(OpPassManager &, const Options &),
-                      std::string (*check)(const Options &)) {
+                      std::string (*check)(const Options &) = nullptr) {
   registerPassPipeline(
       arg, description,
       [=](OpPassManager &pm, llvm::StringRef text,
@@ -126,7 +125,8 @@ void registerPipeline(llvm::StringRef arg, llvm::StringRef description,
           return failure();
         Options options;
         std::string why;
-        if (!parsed.get(options, why) || !(why = check(options)).empty())
+        if (!parsed.get(options, why) ||
+            (check && !(why = check(options)).empty()))
           return error(arg + ": " + why);
         build(pm, options);
         return success();
@@ -137,12 +137,15 @@ void registerPipeline(llvm::StringRef arg, llvm::StringRef description,
 }
 
 std::string checkTiers(const strata::TierOptions &tiers) {
-  if (tiers.lowCopies != "on" && tiers.lowCopies != "off")
-    return "low-copies must be on or off, not '" + tiers.lowCopies + "'";
+  return tiers.check();
+}
+} // namespace
+
+std::string strata::TierOptions::check() const {
+  if (lowCopies != "on" && lowCopies != "off")
+    return "low-copies must be on or off, not '" + lowCopies + "'";
   return "";
 }
-std::string checkTraining(const strata::TrainingOptions &) { return ""; }
-} // namespace
 
 void strata::registerPassesAndPipelines() {
   registerStrataPasses();
@@ -154,7 +157,7 @@ void strata::registerPassesAndPipelines() {
       "strata-training",
       "Loss, autodiff and the optimizer on graph IR (strata-compile's "
       "training flags as options)",
-      buildTrainingPipeline, checkTraining);
+      buildTrainingPipeline);
   registerPipeline<TierOptions>(
       "strata-forward-to-exec",
       "Lower a graph program to exec IR with tiers and a memory plan "

@@ -359,8 +359,8 @@ static std::string checkTrainingOptions() {
       training.precision != "fp16")
     return "--precision must be fp32, bf16 or fp16, not '" +
            training.precision + "'";
-  if (tiers.lowCopies != "on" && tiers.lowCopies != "off")
-    return "--low-copies must be on or off, not '" + tiers.lowCopies + "'";
+  if (std::string why = tiers.check(); !why.empty())
+    return "--" + why;
   if (!labelsFeed.empty() && labelsFeed != "next" && labelsFeed != "same")
     return "--labels must be next or same, not '" + labelsFeed + "'";
   if (labelsFeed == "same" && training.loss == "causal-lm")
