@@ -393,8 +393,11 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     step's forward fetches the new parameter as before. Updates that
     --strata-fuse-grad-update placed inside the backward pass then run on
     the CPU while the device computes the rest of it. Gradients land in
-    three host buffers per tensor type, taken in turn, so the host memory
-    this adds is three of each shape, not a copy of every parameter.
+    host buffers per tensor type, taken in turn: at least three of each
+    shape, and more while `cpu-mem` has room (up to one per update, when
+    no gradient's store waits for the CPU to free a buffer). With
+    `place-updates=auto` updates move only while the host tensors and the
+    buffers at their least stay within `cpu-mem`.
     Small updates (biases, norms) are grouped with the updates after them
     into one CPU job, which runs where the job's last update stood, so that
     each pays no hand-off of its own (`cpu-job-bytes`). States on the SSD

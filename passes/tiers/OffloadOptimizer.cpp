@@ -174,16 +174,65 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
 /// How many host buffers of one tensor type gradients land in at least,
 /// taken in turn: a gradient's store waits only when the CPU is that many
 /// jobs behind the device. A job that updates more tensors of a type
-/// holds more of them at once, and the pool grows to that.
+/// holds more of them at once, and the pool grows to that; so does every
+/// pool while the host budget has room (Offloader::offload), since a store
+/// that waits for the CPU holds up the device-to-host queue behind it.
 constexpr size_t kLandingBuffers = 3;
 
-/// The landing buffers of one tensor type: those the current job holds,
-/// and the free ones, least recently released first.
-struct LandingPool {
-  size_t count = 0;
-  SmallVector<Value> held;
-  std::deque<Value> free;
+/// Where the chosen updates' gradients land (see Offloader::rewrite): per
+/// update, the index of its host buffer in the order the buffers are made
+/// (-1: none from the pools: an accumulated gradient, which is its own
+/// stored tensor, or a speculating update's, which has a buffer of its
+/// own), each buffer's type, and the bytes of the buffers made once each
+/// update's gradient has landed (a running total, so the first k updates'
+/// share is bytesAfter[k - 1]).
+struct Landing {
+  SmallVector<int> buffer;
+  SmallVector<Type> types;
+  SmallVector<uint64_t> bytesAfter;
 };
+
+/// The pools behind Landing: per tensor type, buffers taken in turn. A job
+/// holds the buffers its gradients landed in until it has run; then they
+/// are free again, least recently released first. A new buffer is made
+/// while a type has fewer than `least` (kLandingBuffers or more), or when
+/// every one is held by the current job.
+Landing planLanding(ArrayRef<Candidate *> chosen, ArrayRef<unsigned> jobOf,
+                    size_t least) {
+  struct Pool {
+    size_t count = 0;
+    SmallVector<int> held;
+    std::deque<int> free;
+  };
+  llvm::MapVector<Type, Pool> pools;
+  Landing out;
+  uint64_t bytes = 0;
+  for (auto [i, c] : llvm::enumerate(chosen)) {
+    if (i > 0 && jobOf[i] != jobOf[i - 1])
+      for (auto &[type, pool] : pools) {
+        pool.free.insert(pool.free.end(), pool.held.begin(), pool.held.end());
+        pool.held.clear();
+      }
+    int id = -1;
+    if (!c->accumulated && !c->speculateAfter) {
+      Type type = c->update.getInputs()[c->gradient].getType();
+      Pool &pool = pools[type];
+      if (pool.count < least || pool.free.empty()) {
+        id = static_cast<int>(out.types.size());
+        out.types.push_back(type);
+        bytes += artifact::pagePadded(storageBytes(type));
+        ++pool.count;
+      } else {
+        id = pool.free.front();
+        pool.free.pop_front();
+      }
+      pool.held.push_back(id);
+    }
+    out.buffer.push_back(id);
+    out.bytesAfter.push_back(bytes);
+  }
+  return out;
+}
 
 /// Moves a function's chosen updates to the CPU (the pass and the tier
 /// planner's scoring share it).
@@ -195,9 +244,12 @@ struct Offloader {
   int64_t groupBytes = -1;
   /// Names the landing buffers of one function.
   unsigned landingCount = 0;
-  /// The host memory budget (--cpu-mem; 0: none). In "auto" mode an update
-  /// moves only while its gradient's landing buffer keeps the host tensors
-  /// within it (counted without the buffers' reuse, so never over).
+  /// The least landing buffers per tensor type (planLanding) of the
+  /// function being offloaded.
+  size_t landingBuffers = kLandingBuffers;
+  /// The host memory budget (--cpu-mem; 0: none). In "auto" mode updates
+  /// move only while the host tensors, with the buffers their gradients
+  /// land in, stay within it.
   uint64_t hostBudget = 0;
   /// Whether updates whose scale is known only after the backward pass
   /// (exact clipping) run speculatively during it (artifact::Speculation).
@@ -243,7 +295,6 @@ struct Offloader {
     SmallVector<Candidate *> chosen;
     uint64_t host = hostBudget ? hostTensorBytes(body) : 0;
     unsigned overHost = 0;
-    llvm::DenseSet<Value> scalesLanded;
     for (Candidate &c : candidates) {
       if (!c.blocked.empty()) {
         auto it = llvm::find_if(
@@ -269,26 +320,65 @@ struct Offloader {
           ++costlier;
           continue;
         }
-        uint64_t landing = artifact::pagePadded(
-            storageBytes(c.update.getInputs()[1].getType()));
-        // The scale lands once, beside the first gradient that needs it.
-        Value scale = c.scale >= 0 ? c.update.getInputs()[c.scale] : Value();
-        if (scale && !scalesLanded.contains(scale))
-          landing += artifact::pagePadded(storageBytes(scale.getType()));
-        if (hostBudget && host + landing > hostBudget) {
-          ++overHost; // On the device it needs no host memory.
-          continue;
-        }
-        host += landing;
-        if (scale)
-          scalesLanded.insert(scale);
       }
       chosen.push_back(&c);
     }
-    unsigned overHostKeeps = 0;
-    if (speculate)
-      chooseSpeculation(body, chosen, lastBackward, host, overHostKeeps);
+    // The host memory the gradients land in (pooled buffers per tensor
+    // type, planLanding) and the scales (one each): in "auto" mode the
+    // updates move in program order while kLandingBuffers per type keep it
+    // within the budget; the rest stay on the device, where they need no
+    // host memory. Grouping and pooling run left to right, so a prefix's
+    // jobs and buffers are those of the whole list's first entries.
     SmallVector<unsigned> jobOf = group(chosen, m);
+    landingBuffers = kLandingBuffers;
+    auto poolBytes = [&](size_t least) {
+      return chosen.empty()
+                 ? uint64_t(0)
+                 : planLanding(chosen, jobOf, least).bytesAfter.back();
+    };
+    if (hostBudget && !chosen.empty()) {
+      Landing land = planLanding(chosen, jobOf, kLandingBuffers);
+      uint64_t scales = 0;
+      llvm::DenseSet<Value> scalesLanded;
+      size_t fit = 0;
+      for (; fit < chosen.size(); ++fit) {
+        Candidate *c = chosen[fit];
+        Value scale = c->scale >= 0 ? c->update.getInputs()[c->scale] : Value();
+        if (scale && scalesLanded.insert(scale).second)
+          scales += artifact::pagePadded(storageBytes(scale.getType()));
+        if (mode == "auto" && host + land.bytesAfter[fit] + scales > hostBudget)
+          break;
+      }
+      overHost = chosen.size() - fit;
+      chosen.resize(fit);
+      jobOf.resize(fit);
+      host += scales;
+    }
+    // Speculation's keeps and own landing buffers come next (counted from
+    // what the pools need at their least), then the pools grow to the
+    // most buffers the rest of the budget holds, up to one per update:
+    // then no store waits for the CPU.
+    unsigned overHostKeeps = 0;
+    if (speculate) {
+      uint64_t least = hostBudget ? poolBytes(kLandingBuffers) : 0;
+      host += least;
+      chooseSpeculation(body, chosen, lastBackward, host, overHostKeeps);
+      host -= least;
+    }
+    if (hostBudget && !chosen.empty() &&
+        host + poolBytes(kLandingBuffers) <= hostBudget) {
+      auto fits = [&](size_t least) {
+        return host + poolBytes(least) <= hostBudget;
+      };
+      size_t lo = kLandingBuffers, hi = std::max(lo, chosen.size());
+      if (fits(hi))
+        lo = hi;
+      while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        (fits(mid) ? lo : hi) = mid;
+      }
+      landingBuffers = lo;
+    }
     // A job runs where its last update stood; it overlaps the backward
     // pass when device kernels of the backward pass follow that point.
     SmallVector<exec::KernelOp> jobAt(jobOf.empty() ? 0 : jobOf.back() + 1);
@@ -383,7 +473,10 @@ struct Offloader {
           after = op;
       };
       later(lastWrite.lookup(grad));
-      uint64_t keeps = 0;
+      // Its gradient's own landing buffer (it leaves the pools, which then
+      // make no more buffers than counted) and the keeps.
+      uint64_t keeps = artifact::pagePadded(
+          storageBytes(u.getInputs()[c->gradient].getType()));
       for (Fetched &f : c->fetched) {
         later(lastTouch.lookup(storedRoot(f.stored)));
         if (tierOf(f.stored) == exec::Tier::Host)
@@ -467,26 +560,21 @@ struct Offloader {
     };
     llvm::DenseMap<Value, Value> scaleSpace;
     // Gradients land in a few host buffers per tensor type, reused by later
-    // jobs (least recently released first), not one per parameter: the
-    // store into a buffer waits for the CPU job that last read it (a
-    // derived wait). A job holds its buffers until it runs.
-    llvm::MapVector<Type, LandingPool> landing;
+    // jobs (planLanding), not one per parameter: the store into a buffer
+    // waits for the CPU job that last read it (a derived wait).
+    Landing land = planLanding(chosen, jobOf, landingBuffers);
+    SmallVector<Value> buffers;
     landingCount = 0;
     // The speculative updates' gradient stores after each op, in turn (the
     // last one), and then their updates.
     llvm::DenseMap<Operation *, Operation *> storesAfter;
     SmallVector<SmallVector<Value>> operandsOf;
-    for (auto [c, job] : llvm::zip(chosen, jobOf)) {
-      if (!operandsOf.empty() && job != jobOf[operandsOf.size() - 1])
-        for (auto &[type, pool] : landing) {
-          pool.free.insert(pool.free.end(), pool.held.begin(), pool.held.end());
-          pool.held.clear();
-        }
+    for (auto [i, c] : llvm::enumerate(chosen)) {
       exec::KernelOp u = c->update;
       OpBuilder b(u);
       SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
-      for (auto [i, f] : llvm::zip(writtenInputs(u), c->fetched))
-        operands[i] = f.stored;
+      for (auto [k, f] : llvm::zip(writtenInputs(u), c->fetched))
+        operands[k] = f.stored;
       if (c->speculateAfter) {
         // Its own landing buffer, stored as soon as the gradient is final
         // and read again by the redo.
@@ -499,19 +587,12 @@ struct Offloader {
         at = createTransfer(sb, u.getLoc(), artifact::Kernel::Store, {},
                             {gs, grad});
         operands[c->gradient] = gs;
-      } else if (!c->accumulated) {
+      } else if (int id = land.buffer[i]; id >= 0) {
         Value grad = operands[c->gradient];
-        LandingPool &pool = landing[grad.getType()];
-        Value gs;
-        if (pool.count < kLandingBuffers || pool.free.empty()) {
-          gs = hostSpace(grad,
-                         "cpu-update.grad." + std::to_string(landingCount++));
-          ++pool.count;
-        } else {
-          gs = pool.free.front();
-          pool.free.pop_front();
-        }
-        pool.held.push_back(gs);
+        if (static_cast<size_t>(id) == buffers.size())
+          buffers.push_back(hostSpace(
+              grad, "cpu-update.grad." + std::to_string(landingCount++)));
+        Value gs = buffers[id];
         createTransfer(b, u.getLoc(), artifact::Kernel::Store, {}, {gs, grad});
         operands[c->gradient] = gs;
       }
