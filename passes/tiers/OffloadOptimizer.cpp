@@ -559,9 +559,10 @@ struct Offloader {
           .getResult();
     };
     llvm::DenseMap<Value, Value> scaleSpace;
-    // Gradients land in a few host buffers per tensor type, reused by later
-    // jobs (planLanding), not one per parameter: the store into a buffer
-    // waits for the CPU job that last read it (a derived wait).
+    // Gradients land in pooled host buffers per tensor type (planLanding),
+    // reused by later jobs where the host budget holds fewer than one per
+    // update: the store into a reused buffer waits for the CPU job that
+    // last read it (a derived wait).
     Landing land = planLanding(chosen, jobOf, landingBuffers);
     SmallVector<Value> buffers;
     landingCount = 0;
