@@ -244,9 +244,6 @@ struct Offloader {
   int64_t groupBytes = -1;
   /// Names the landing buffers of one function.
   unsigned landingCount = 0;
-  /// The least landing buffers per tensor type (planLanding) of the
-  /// function being offloaded.
-  size_t landingBuffers = kLandingBuffers;
   /// The host memory budget (--cpu-mem; 0: none). In "auto" mode updates
   /// move only while the host tensors, with the buffers their gradients
   /// land in, stay within it.
@@ -330,12 +327,9 @@ struct Offloader {
     // host memory. Grouping and pooling run left to right, so a prefix's
     // jobs and buffers are those of the whole list's first entries.
     SmallVector<unsigned> jobOf = group(chosen, m);
-    landingBuffers = kLandingBuffers;
-    auto poolBytes = [&](size_t least) {
-      return chosen.empty()
-                 ? uint64_t(0)
-                 : planLanding(chosen, jobOf, least).bytesAfter.back();
-    };
+    // The pools' bytes at their least, before speculation takes its
+    // gradients out of them.
+    uint64_t poolLeast = 0;
     if (hostBudget && !chosen.empty()) {
       Landing land = planLanding(chosen, jobOf, kLandingBuffers);
       uint64_t scales = 0;
@@ -353,31 +347,31 @@ struct Offloader {
       chosen.resize(fit);
       jobOf.resize(fit);
       host += scales;
+      poolLeast = fit ? land.bytesAfter[fit - 1] : 0;
     }
-    // Speculation's keeps and own landing buffers come next (counted from
-    // what the pools need at their least), then the pools grow to the
-    // most buffers the rest of the budget holds, up to one per update:
-    // then no store waits for the CPU.
+    // Speculation's keeps and own landing buffers come next (counted beside
+    // the pools at their least), then the pools grow to the most buffers
+    // the rest of the budget holds, up to one per update: then no store
+    // waits for the CPU.
     unsigned overHostKeeps = 0;
     if (speculate) {
-      uint64_t least = hostBudget ? poolBytes(kLandingBuffers) : 0;
-      host += least;
+      host += poolLeast;
       chooseSpeculation(body, chosen, lastBackward, host, overHostKeeps);
-      host -= least;
+      host -= poolLeast;
     }
-    if (hostBudget && !chosen.empty() &&
-        host + poolBytes(kLandingBuffers) <= hostBudget) {
-      auto fits = [&](size_t least) {
-        return host + poolBytes(least) <= hostBudget;
-      };
-      size_t lo = kLandingBuffers, hi = std::max(lo, chosen.size());
+    size_t least = kLandingBuffers;
+    auto fits = [&](size_t n) {
+      return host + planLanding(chosen, jobOf, n).bytesAfter.back() <=
+             hostBudget;
+    };
+    if (hostBudget && !chosen.empty() && fits(least)) {
+      size_t hi = std::max(least, chosen.size());
       if (fits(hi))
-        lo = hi;
-      while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        (fits(mid) ? lo : hi) = mid;
+        least = hi;
+      while (hi - least > 1) {
+        size_t mid = least + (hi - least) / 2;
+        (fits(mid) ? least : hi) = mid;
       }
-      landingBuffers = lo;
     }
     // A job runs where its last update stood; it overlaps the backward
     // pass when device kernels of the backward pass follow that point.
@@ -397,7 +391,8 @@ struct Offloader {
       overlapping += c->overlaps;
       lateScale += !c->overlaps && c->lateScale;
     }
-    SmallVector<exec::KernelOp> moved = rewrite(body, chosen, jobOf, jobAt);
+    SmallVector<exec::KernelOp> moved =
+        rewrite(body, chosen, jobOf, jobAt, least);
     report(func, moved, jobAt.size(), overlapping, lateScale, speculating,
            stayed, costlier, candidates.size());
     if (overHostKeeps)
@@ -544,11 +539,13 @@ struct Offloader {
   }
 
   /// Stores each chosen update's gradient (and each scale, once) to host
-  /// memory where the update stood, and runs the updates on the stored
-  /// tensors, a job's together where its last update stood.
+  /// memory where the update stood, in pools of at least `least` buffers
+  /// per tensor type, and runs the updates on the stored tensors, a job's
+  /// together where its last update stood.
   SmallVector<exec::KernelOp> rewrite(Block &body, ArrayRef<Candidate *> chosen,
                                       ArrayRef<unsigned> jobOf,
-                                      ArrayRef<exec::KernelOp> jobAt) {
+                                      ArrayRef<exec::KernelOp> jobAt,
+                                      size_t least) {
     auto hostSpace = [&](Value of, const std::string &name) {
       OpBuilder top(&body, body.begin());
       return top
@@ -563,7 +560,7 @@ struct Offloader {
     // reused by later jobs where the host budget holds fewer than one per
     // update: the store into a reused buffer waits for the CPU job that
     // last read it (a derived wait).
-    Landing land = planLanding(chosen, jobOf, landingBuffers);
+    Landing land = planLanding(chosen, jobOf, least);
     SmallVector<Value> buffers;
     landingCount = 0;
     // The speculative updates' gradient stores after each op, in turn (the
