@@ -5,34 +5,12 @@
 
 include "mlir/Pass/PassBase.td"
 
-// Options several passes read, declared once: the same name, type, default
-// and meaning wherever a pass lists them (the pipelines' TierOptions in
-// Passes.h carries the same names).
-def ProfileOption : Option<"profile", "profile", "std::string",
-    /*default=*/"\"\"",
-    "Machine profile for the cost model (strata-calibrate); parsed once per "
-    "module: later passes read the figures the first one recorded "
-    "(exec.machine_profile). Empty, and none recorded: the documented "
-    "defaults">;
-def GpuMemOption : Option<"gpuMem", "gpu-mem", "uint64_t", /*default=*/"0",
-    "Device memory budget in bytes (0: none)">;
-def CpuMemOption : Option<"cpuMem", "cpu-mem", "uint64_t", /*default=*/"0",
-    "Host memory budget in bytes for tensors off the device, landing "
-    "buffers included (0: none)">;
-def PlaceUpdatesOption : Option<"updates", "place-updates", "std::string",
-    /*default=*/"\"auto\"",
-    "Where updates of parameters kept off the device run: device, cpu, or "
-    "auto (the cost model's choice per update)">;
-def CpuJobBytesOption : Option<"cpuJobBytes", "cpu-job-bytes", "int64_t",
-    /*default=*/"-1",
-    "CPU updates moving fewer bytes share a job with the next (-1: enough "
-    "that a job's hand-off is at most 5% of it, from the profile; 0: one "
-    "job per update)">;
-def SpeculateUpdatesOption : Option<"speculate", "speculate-updates", "bool",
-    /*default=*/"true",
-    "CPU updates whose scale needs every gradient (exact clipping) run "
-    "during the backward pass as if the step did not clip, keeping the old "
-    "values beside the new, and are redone after it when it clips">;
+// The options the pipelines and their passes share, declared once in
+// passes/PipelineOptions.h and written as ODS defs at build time
+// (strata-options-td): `PlaceParamsOption` for --place-params, its pass
+// member `placeParams`. The options below that a pass declares itself are
+// its own (no pipeline has them).
+include "passes/PipelineOptions.td"
 
 def AppendLossPass : Pass<"strata-append-loss", "mlir::ModuleOp"> {
   let summary = "Make the model's function compute a scalar training loss";
@@ -59,8 +37,7 @@ def AppendLossPass : Pass<"strata-append-loss", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
-           "causal-lm or output">
+    LossOption
   ];
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
@@ -109,34 +86,19 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "sgd, momentum or adamw">,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Base learning rate">,
-    Option<"momentum", "momentum", "double", /*default=*/"0.9",
-           "Momentum (momentum optimizer)">,
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
-    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
-           "Weight decay (decoupled for AdamW, L2 for SGD/momentum)">,
-    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
-           "Clip gradients to this global norm (0: no clipping)">,
-    Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
-           "Accumulate gradients over this many micro-batches per step">,
-    Option<"clipMode", "clip-mode", "std::string", /*default=*/"\"exact\"",
-           "How the clipping norm is obtained: exact (this step's, updates "
-           "wait for every gradient), two-pass (this step's, from a first "
-           "backward pass that only computes the norm, as LOMO) or "
-           "previous-step (the last step's norm; the first step is not "
-           "clipped)">,
-    Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"none\"",
-           "none, dynamic, or a fixed factor the loss is multiplied by "
-           "before the backward pass">,
-    Option<"lossScaleInit", "loss-scale-init", "double",
-           /*default=*/"65536.0", "First dynamic loss scale">,
-    Option<"lossScaleWindow", "loss-scale-window", "int64_t",
-           /*default=*/"2000",
-           "Steps without overflow before the dynamic scale doubles">
+    OptimizerOption,
+    LrOption,
+    MomentumOption,
+    Beta1Option,
+    Beta2Option,
+    EpsOption,
+    WeightDecayOption,
+    ClipGradNormOption,
+    AccumulateOption,
+    ClipModeOption,
+    LossScaleOption,
+    LossScaleInitOption,
+    LossScaleWindowOption
   ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
@@ -205,8 +167,7 @@ def AutocastPass : Pass<"strata-autocast", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"precision", "precision", "std::string", "\"fp32\"",
-           "fp32, bf16 or fp16">,
+    PrecisionOption
   ];
 }
 
@@ -327,46 +288,22 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"params", "place-params", "std::string", /*default=*/"\"auto\"",
-           "Tier of the parameters: auto, device, host or ssd">,
-    Option<"states", "place-states", "std::string", /*default=*/"\"auto\"",
-           "Tier of the optimizer state: auto, device, host or ssd">,
-    Option<"activations", "place-activations", "std::string",
-           /*default=*/"\"auto\"",
-           "Where forward activations the backward pass reads wait: auto, "
-           "device (kept), host or ssd (swapped out and back), or "
-           "recompute (rerun before the backward pass, with the chain of "
-           "kernels that needs)">,
-    Option<"gradients", "place-gradients", "std::string", /*default=*/"\"auto\"",
-           "Where gradients wait between the backward pass and the "
-           "optimizer step: auto, device, host or ssd">,
+    PlaceParamsOption,
+    PlaceStatesOption,
+    PlaceActivationsOption,
+    PlaceGradientsOption,
     GpuMemOption,
     CpuMemOption,
-    Option<"hasSsd", "has-ssd", "bool", /*default=*/"false",
-           "Whether an SSD store is available (--ssd-dir)">,
+    HasSsdOption,
     ProfileOption,
     PlaceUpdatesOption,
     CpuJobBytesOption,
     SpeculateUpdatesOption,
-    Option<"maxEvaluations", "planner-evaluations", "int64_t",
-           /*default=*/"200",
-           "How many placements one search may score (each one is memory "
-           "planned and its step predicted); with every class automatic, "
-           "one search more per one-class forced placement">,
-    Option<"progress", "progress", "bool", /*default=*/"false",
-           "Print the planner's progress to stderr every few seconds when "
-           "it runs long">,
-    Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"1.5",
-           "--strata-plan-memory's prefetch-lead when a placement is "
-           "scored (0: its window in ops)">,
-    Option<"plannerThreads", "planner-threads", "int64_t", /*default=*/"0",
-           "How many of the planner's searches run at once (0: one per "
-           "core; the plan is the same for any number)">,
-    Option<"plannerCheck", "planner-check", "bool", /*default=*/"false",
-           "Check the planner on a small instance: GLPK's optimum against "
-           "an enumeration of the layer programme, the proven bound against "
-           "every layer placement enumerated and every one scored (an error "
-           "when either fails)">
+    PlannerEvaluationsOption,
+    ProgressOption,
+    PrefetchLeadOption,
+    PlannerThreadsOption,
+    PlannerCheckOption
   ];
   let statistics = [
     Statistic<"numFetches", "fetches", "Fetches into the device arena">,
@@ -581,12 +518,7 @@ def LowPrecisionCopiesPass : Pass<"strata-low-copies", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::strata::exec::ExecDialect"];
   let options = [
-    Option<"deferCopyValues", "defer-copy-values", "bool",
-           /*default=*/"false",
-           "Give each copy a zero splat and the unit attribute "
-           "`strata.deferred_copy` instead of its values: the artifact "
-           "writer rounds the master's values when it stores them, so "
-           "compiling never reads or holds the weights">,
+    DeferCopyValuesOption
   ];
   let statistics = [
     Statistic<"numCopies", "copies", "Low-precision weight copies made">,
@@ -645,15 +577,17 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     %b = exec.kernel "exp"(%a) {offset = 0 : i64} : (tensor<16xf32>) -> tensor<16xf32>
     ```
 
-    The destination of a fetch from host or SSD is reserved from up to
-    `prefetch-window` ops before the fetch (never before the last write
-    back into its source), so --strata-schedule-transfers can issue it
-    early and the copy overlaps the compute. With a `gpu-mem` budget, the
-    window is halved until the arena plus the resident parameters fit
-    (down to none); `exec.prefetch_window` records the window used.
+    The destination of a fetch from host or SSD is reserved early, so
+    --strata-schedule-transfers can issue it ahead of its use and the copy
+    overlaps the compute. With `prefetch-lead=0` the window is in ops: up
+    to `prefetch-window` ops before the fetch (never before the last write
+    back into its source); with a `gpu-mem` budget, the window is halved
+    until the arena plus the resident parameters fit (down to none), and
+    `exec.prefetch_window` records the window used.
 
-    With `prefetch-lead` above 0 the windows are in time instead, from the
-    cost model of `profile`: a fetch's destination is reserved from the op
+    With `prefetch-lead` above 0 (the default, as in the pipeline) the
+    windows are in time, from the cost model of `profile`: a fetch's
+    destination is reserved from the op
     before which the kernels up to its use take `prefetch-lead` times the
     fetch's own transfer time, and the device copy a write-back (`store`,
     `assign`) reads stays reserved until the kernels after it take as long,
@@ -666,9 +600,7 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     Option<"prefetchWindow", "prefetch-window", "int64_t", /*default=*/"32",
            "Ops ahead of its use a fetch's destination is reserved">,
     GpuMemOption,
-    Option<"prefetchLead", "prefetch-lead", "double", /*default=*/"0",
-           "Windows in time: fetches and write-backs get this many times "
-           "their transfer time of kernels to overlap (0: windows in ops)">,
+    PrefetchLeadOption,
     ProfileOption
   ];
   let statistics = [

@@ -8,10 +8,14 @@
 // `strata-compile --gpu-mem 24GiB --place-states ssd` and
 // `strata-opt --strata-forward-to-exec="gpu-mem=24GiB place-states=ssd"`
 // are the same options under the same names, with the same help and
-// defaults. The passes keep their own options (Passes.td) for running
-// alone; the pipelines hand them these values (Pipelines.cpp), and the
-// compiler unit tests hold that an option both declare has one name and
-// one default.
+// defaults. The passes take them from here too: at build time
+// strata-options-td (OptionsTd.cpp) writes each as an ODS `Option` def
+// (flag `place-params`: `PlaceParamsOption`, member `placeParams`) that
+// Passes.td includes, so a pass run alone has the pipeline's name, type,
+// default and help. A field is named as its flag in camel case, which the
+// pipelines' copies into their passes (Pipelines.cpp) rely on; the compiler
+// unit tests hold that every value a pipeline is given reaches every pass
+// that takes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +35,22 @@ namespace strata {
 /// or not; "" is 0 (none).
 bool parseOptionSize(const std::string &text, uint64_t &bytes);
 
+/// A byte count as a pass option (`b.size` fields): written as a number of
+/// bytes or with KiB/MiB/GiB/TiB, as the pipelines and strata-compile take
+/// it; printed in bytes; used as the number.
+struct ByteCount {
+  uint64_t bytes = 0;
+  ByteCount(uint64_t bytes = 0) : bytes(bytes) {}
+  operator uint64_t() const { return bytes; }
+};
+
+/// A ByteCount on any stream (raw_ostream, an MLIR Diagnostic) as its
+/// number of bytes: without this a Diagnostic takes it as a char.
+template <typename Stream>
+auto operator<<(Stream &os, ByteCount count) -> decltype(os << count.bytes) {
+  return os << count.bytes;
+}
+
 /// One option as bind() declares it.
 struct OptionInfo {
   const char *name;
@@ -45,13 +65,14 @@ struct OptionInfo {
 /// Where stored tensors may go, and how the planner looks for it: the
 /// options of the `strata-forward-to-exec` pipeline.
 struct TierOptions {
-  std::string params = "auto", states = "auto", activations = "auto",
-              gradients = "auto", updates = "auto";
+  std::string placeParams = "auto", placeStates = "auto",
+              placeActivations = "auto", placeGradients = "auto",
+              placeUpdates = "auto";
   int64_t cpuJobBytes = -1;
-  bool speculate = true;
+  bool speculateUpdates = true;
   std::string lowCopies = "on";
   bool deferCopyValues = false;
-  int64_t maxEvaluations = 200, plannerThreads = 0;
+  int64_t plannerEvaluations = 200, plannerThreads = 0;
   double prefetchLead = 1.5;
   bool plannerCheck = false, progress = false;
   /// Budgets in bytes (0: none); written with units where given as text.
@@ -85,21 +106,21 @@ struct TrainingOptions {
 };
 
 template <typename Binder> void TierOptions::bind(Binder &b) {
-  b(params, {"place-params", "Force the parameters' tier: auto (default), "
-                             "device, host, ssd"});
-  b(states, {"place-states",
-             "Force the optimizer state's tier: auto, device, host, ssd"});
-  b(activations,
+  b(placeParams, {"place-params", "Force the parameters' tier: auto (default), "
+                                  "device, host, ssd"});
+  b(placeStates, {"place-states",
+                  "Force the optimizer state's tier: auto, device, host, ssd"});
+  b(placeActivations,
     {"place-activations",
      "Where forward activations wait for the backward pass: auto, device "
      "(kept), host or ssd (swapped out and back), recompute (rerun before "
      "the backward pass, with the chain of up to 8 kernels that needs, from "
      "values the backward pass keeps)"});
-  b(gradients, {"place-gradients",
-                "Where gradients wait between the backward pass and the "
-                "optimizer step: auto, device, host or ssd (swapped out "
-                "after their last backward use, fetched for the update)"});
-  b(updates,
+  b(placeGradients, {"place-gradients",
+                     "Where gradients wait between the backward pass and the "
+                     "optimizer step: auto, device, host or ssd (swapped out "
+                     "after their last backward use, fetched for the update)"});
+  b(placeUpdates,
     {"place-updates",
      "Where optimizer updates of parameters kept off the device run: auto "
      "(default: the CPU when the cost model predicts it faster), device "
@@ -112,7 +133,7 @@ template <typename Binder> void TierOptions::bind(Binder &b) {
      "updates after them into one CPU job, so that small tensors do not pay "
      "a hand-off each (default: enough that the hand-off is at most 5% of a "
      "job, from the machine profile; 0: one job per update)"});
-  b(speculate,
+  b(speculateUpdates,
     {"speculate-updates",
      "With exact clipping (--clip-grad-norm, --clip-mode exact), CPU "
      "updates run during the backward pass as if the step did not clip, "
@@ -132,7 +153,7 @@ template <typename Binder> void TierOptions::bind(Binder &b) {
      "Low-precision copies get their values when the artifact is written, "
      "not at compile time (--strata-low-copies)",
      /*pipelineOnly=*/true});
-  b(maxEvaluations,
+  b(plannerEvaluations,
     {"planner-evaluations",
      "How many placements one planner search may score under a budget "
      "(each is memory planned and its step predicted; more can find a "
@@ -171,9 +192,11 @@ template <typename Binder> void TierOptions::bind(Binder &b) {
   b(profile,
     {"profile",
      "Machine profile for the cost model (from strata-calibrate). Without "
-     "it, the profile strata-calibrate remembered on this machine "
-     "($STRATA_PROFILE, else ~/.config/strata/machine.profile) when there "
-     "is one, else the built-in defaults; 'builtin': the defaults"});
+     "it, strata-compile takes the profile strata-calibrate remembered on "
+     "this machine ($STRATA_PROFILE, else ~/.config/strata/machine.profile) "
+     "when there is one, and a pass the figures an earlier pass recorded "
+     "on the module (exec.machine_profile); else the built-in defaults. "
+     "'builtin': the defaults"});
 }
 
 template <typename Binder> void TrainingOptions::bind(Binder &b) {
@@ -288,5 +311,21 @@ private:
 };
 
 } // namespace strata
+
+/// How a pass's ByteCount option reads its text (Pipelines.cpp).
+template <>
+class llvm::cl::parser<strata::ByteCount>
+    : public llvm::cl::basic_parser<strata::ByteCount> {
+public:
+  parser(Option &o) : basic_parser(o) {}
+  /// False when `arg` is a byte count; else an error naming the option.
+  bool parse(Option &o, StringRef name, StringRef arg,
+             strata::ByteCount &value);
+  StringRef getValueName() const override { return "bytes"; }
+  /// For --print-options: the value, and the default when it differs.
+  void printOptionDiff(const Option &o, strata::ByteCount value,
+                       const OptionValue<strata::ByteCount> &initial,
+                       size_t width) const;
+};
 
 #endif // STRATA_PASSES_PIPELINEOPTIONS_H

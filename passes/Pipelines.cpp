@@ -35,29 +35,29 @@ void strata::buildForwardToExecPipeline(OpPassManager &pm,
   }
   pm.addPass(createStoreNarrowPass());
   PlaceTiersPassOptions place;
-  place.params = tiers.params;
-  place.states = tiers.states;
-  place.activations = tiers.activations;
-  place.gradients = tiers.gradients;
-  place.maxEvaluations = tiers.maxEvaluations;
+  place.placeParams = tiers.placeParams;
+  place.placeStates = tiers.placeStates;
+  place.placeActivations = tiers.placeActivations;
+  place.placeGradients = tiers.placeGradients;
+  place.plannerEvaluations = tiers.plannerEvaluations;
   place.progress = tiers.progress;
   place.gpuMem = tiers.gpuMem;
   place.cpuMem = tiers.cpuMem;
   place.hasSsd = tiers.hasSsd;
   place.profile = tiers.profile;
-  place.updates = tiers.updates;
+  place.placeUpdates = tiers.placeUpdates;
   place.cpuJobBytes = tiers.cpuJobBytes;
-  place.speculate = tiers.speculate;
+  place.speculateUpdates = tiers.speculateUpdates;
   place.prefetchLead = tiers.prefetchLead;
   place.plannerCheck = tiers.plannerCheck;
   place.plannerThreads = tiers.plannerThreads;
   pm.addPass(createPlaceTiersPass(place));
   OffloadOptimizerPassOptions offload;
-  offload.updates = tiers.updates;
+  offload.placeUpdates = tiers.placeUpdates;
   offload.profile = tiers.profile;
   offload.cpuJobBytes = tiers.cpuJobBytes;
   offload.cpuMem = tiers.cpuMem;
-  offload.speculate = tiers.speculate;
+  offload.speculateUpdates = tiers.speculateUpdates;
   pm.addPass(createOffloadOptimizerPass(offload));
   PlanMemoryPassOptions memory;
   memory.gpuMem = tiers.gpuMem;
@@ -107,6 +107,26 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
 bool strata::parseOptionSize(const std::string &text, uint64_t &bytes) {
   bytes = 0;
   return text.empty() || parseSize(text, bytes);
+}
+
+bool llvm::cl::parser<strata::ByteCount>::parse(Option &o, StringRef,
+                                                StringRef arg,
+                                                strata::ByteCount &value) {
+  uint64_t bytes = 0;
+  if (!strata::parseOptionSize(arg.str(), bytes))
+    return o.error("'" + arg + "' is not a byte count (e.g. 24GiB)");
+  value = bytes;
+  return false;
+}
+
+void llvm::cl::parser<strata::ByteCount>::printOptionDiff(
+    const Option &o, strata::ByteCount value,
+    const OptionValue<strata::ByteCount> &initial, size_t width) const {
+  printOptionName(o, width);
+  llvm::outs() << "= " << value.bytes;
+  if (initial.hasValue() && initial.getValue().bytes != value.bytes)
+    llvm::outs() << " (default: " << initial.getValue().bytes << ")";
+  llvm::outs() << "\n";
 }
 
 namespace {

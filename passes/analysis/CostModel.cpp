@@ -177,6 +177,8 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
 }
 
 LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
+  if (path == "builtin") // The documented defaults, as strata-compile's.
+    return success();
   auto module =
       isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
   using Helper = exec::ExecDialect::MachineProfileAttrHelper;

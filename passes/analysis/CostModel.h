@@ -22,7 +22,8 @@ namespace strata {
 /// first pass given a file (`path`) reads it and records its figures on the
 /// module (exec.machine_profile); a pass given no file or the same one reads
 /// that record, one given another file reads that file. The documented
-/// defaults when there is neither. Failure with an error on `op` naming the
+/// defaults (`m` as it came) when there is neither, or for "builtin".
+/// Failure with an error on `op` naming the
 /// file and line.
 mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
                                 MachineProfile &m);

@@ -740,8 +740,9 @@ struct OffloadOptimizerPass
   using OffloadOptimizerPassBase::OffloadOptimizerPassBase;
 
   void runOnOperation() override {
-    if (updates != "device" && updates != "cpu" && updates != "auto") {
-      getOperation().emitError() << "--place-updates: '" << updates
+    if (placeUpdates != "device" && placeUpdates != "cpu" &&
+        placeUpdates != "auto") {
+      getOperation().emitError() << "--place-updates: '" << placeUpdates
                                  << "' is not one of device, cpu, auto";
       return signalPassFailure();
     }
@@ -749,8 +750,8 @@ struct OffloadOptimizerPass
     if (failed(loadProfile(getOperation(), profile, machine)))
       return signalPassFailure();
     for (auto func : getOperation().getOps<func::FuncOp>())
-      offloadOptimizerUpdates(func, updates, machine, cpuJobBytes, cpuMem,
-                              speculate);
+      offloadOptimizerUpdates(func, placeUpdates, machine, cpuJobBytes, cpuMem,
+                              speculateUpdates);
   }
 };
 

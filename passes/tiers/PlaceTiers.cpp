@@ -41,13 +41,13 @@ StringRef TierPlanner::mode(Class c) const {
       return value;
   switch (c) {
   case Class::Params:
-    return params;
+    return placeParams;
   case Class::States:
-    return states;
+    return placeStates;
   case Class::Activations:
-    return activations;
+    return placeActivations;
   case Class::Gradients:
-    return gradients;
+    return placeGradients;
   }
   return "auto";
 }
@@ -63,8 +63,8 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   for (Value g : gradientCandidates(body))
     gradBytes.push_back(storageBytes(g.getType()));
   Placement best = forced(func, actBytes.size(), gradBytes.size());
-  bool anyAuto = activations == "auto" || params == "auto" ||
-                 states == "auto" || gradients == "auto";
+  bool anyAuto = placeActivations == "auto" || placeParams == "auto" ||
+                 placeStates == "auto" || placeGradients == "auto";
   evaluated = 0;
   skippedSearches = 0;
   shared = std::make_shared<SharedScores>();
@@ -189,18 +189,18 @@ struct PlaceTiersPass
 
   PlaceTiersPassOptions options() const {
     PlaceTiersPassOptions o;
-    o.params = params;
-    o.states = states;
-    o.activations = activations;
-    o.gradients = gradients;
+    o.placeParams = placeParams;
+    o.placeStates = placeStates;
+    o.placeActivations = placeActivations;
+    o.placeGradients = placeGradients;
     o.gpuMem = gpuMem;
     o.cpuMem = cpuMem;
     o.hasSsd = hasSsd;
     o.profile = profile;
-    o.updates = updates;
+    o.placeUpdates = placeUpdates;
     o.cpuJobBytes = cpuJobBytes;
-    o.speculate = speculate;
-    o.maxEvaluations = maxEvaluations;
+    o.speculateUpdates = speculateUpdates;
+    o.plannerEvaluations = plannerEvaluations;
     o.progress = progress;
     o.prefetchLead = prefetchLead;
     o.plannerCheck = plannerCheck;
@@ -209,14 +209,14 @@ struct PlaceTiersPass
   }
 
   void runOnOperation() override {
-    for (StringRef opt :
-         {StringRef(params), StringRef(states), StringRef(gradients)})
+    for (StringRef opt : {StringRef(placeParams), StringRef(placeStates),
+                          StringRef(placeGradients)})
       if (opt != "auto" && opt != "device" && opt != "host" && opt != "ssd") {
         getOperation().emitError("unknown tier '")
             << opt << "' (auto, device, host or ssd)";
         return signalPassFailure();
       }
-    StringRef acts = activations;
+    StringRef acts = placeActivations;
     if (acts != "auto" && acts != "device" && acts != "host" && acts != "ssd" &&
         acts != "recompute") {
       getOperation().emitError("unknown activation placement '")
@@ -224,7 +224,7 @@ struct PlaceTiersPass
       return signalPassFailure();
     }
     for (auto [what, opt] : {std::pair{"activations", acts},
-                             std::pair{"gradients", StringRef(gradients)}})
+                             std::pair{"gradients", StringRef(placeGradients)}})
       if (opt == "ssd" && !hasSsd) {
         getOperation().emitError(what) << " on the SSD need --ssd-dir";
         return signalPassFailure();

@@ -284,8 +284,8 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   markUpdates(copy, placement);
   // Updates that would run on the CPU change the host link's traffic and
   // the host memory (landing buffers): score the plan they make.
-  offloadOptimizerUpdates(copy, updates, machine, cpuJobBytes, cpuMem,
-                          speculate);
+  offloadOptimizerUpdates(copy, placeUpdates, machine, cpuJobBytes, cpuMem,
+                          speculateUpdates);
   // The memory plan and the transfer schedule the pipeline makes next,
   // called directly (no nested pass manager per candidate).
   PlanMemoryPassOptions memory;
@@ -375,7 +375,7 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     replicas = forcedOptions();
   {
     std::lock_guard<std::mutex> lock(shared->mutex);
-    shared->total = maxEvaluations * (2 + replicas.size());
+    shared->total = plannerEvaluations * (2 + replicas.size());
   }
   // The planner's own search with the timed windows, and (with a lead)
   // the same search with PlanMemory's windows in ops: the timed windows
@@ -479,7 +479,7 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
       from = worker.forced(copy, actBytes.size(), gradBytes.size());
     }
     Run &r = runs[i];
-    r.placement = worker.searchFrom(copy, from, maxEvaluations);
+    r.placement = worker.searchFrom(copy, from, plannerEvaluations);
     r.score = worker.chosen;
     r.naive = std::move(worker.naive);
     r.evaluated = worker.evaluated;

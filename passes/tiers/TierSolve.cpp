@@ -421,7 +421,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     return std::nullopt;
   }
   // Step 2: each type's configurations, one per distinct placement.
-  bool cpuAllowed = updates == "auto";
+  bool cpuAllowed = placeUpdates == "auto";
   for (GroupType &t : types) {
     const Group &g = groups[t.groups.front()];
     bool hasMaster = llvm::any_of(
@@ -702,7 +702,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   // moves the model rates best first, while the score drops; half the
   // search's evaluations in all (a score takes about a second at 175B).
   const int refineScores = static_cast<int>(std::max<int64_t>(
-      16, maxEvaluations / (2 * static_cast<int64_t>(solutions.size()))));
+      16, plannerEvaluations / (2 * static_cast<int64_t>(solutions.size()))));
   constexpr int kTriesPerRound = 6;
   for (Solution &sol : solutions) {
     bool last = sol.placed.label.find("last") != std::string::npos;

@@ -4,6 +4,9 @@
 // RUN: not strata-opt %s --strata-place-tiers=place-activations=ssd 2>&1 | FileCheck %s --check-prefix=ACTSSD
 // RUN: not strata-opt %s --strata-place-tiers=place-gradients=ssd 2>&1 | FileCheck %s --check-prefix=GRADSSD
 // RUN: not strata-opt %s --strata-place-tiers=place-params=ssd 2>&1 | FileCheck %s --check-prefix=PARAMSSD
+// The budgets take units, as strata-compile's flags do, and refuse the rest.
+// RUN: strata-opt %s --verify-diagnostics --strata-place-tiers="gpu-mem=4KiB cpu-mem=4KiB place-params=host"
+// RUN: not strata-opt %s --strata-place-tiers=gpu-mem=12XB 2>&1 | FileCheck %s --check-prefix=SIZE
 
 // Every error --strata-place-tiers reports. Two more are internal
 // invariants (a placement whose candidate counts differ from the program's;
@@ -14,6 +17,7 @@
 // ACTSSD: error: activations on the SSD need --ssd-dir
 // GRADSSD: error: gradients on the SSD need --ssd-dir
 // PARAMSSD: error: placed on the SSD, but no --ssd-dir was given
+// SIZE: for the --gpu-mem option: '12XB' is not a byte count (e.g. 24GiB)
 
 // Tests a plan that puts more on the host than the host budget holds,
 // without an SSD to take the rest (16 KiB of parameters forced to the host,

@@ -1,6 +1,6 @@
-// RUN: strata-opt %s --strata-plan-memory | FileCheck %s
-// RUN: strata-opt %s --strata-plan-memory="prefetch-window=0" | FileCheck %s --check-prefix=NONE
-// RUN: strata-opt %s --strata-plan-memory="gpu-mem=2100" | FileCheck %s --check-prefix=BUDGET
+// RUN: strata-opt %s --strata-plan-memory="prefetch-lead=0" | FileCheck %s
+// RUN: strata-opt %s --strata-plan-memory="prefetch-lead=0 prefetch-window=0" | FileCheck %s --check-prefix=NONE
+// RUN: strata-opt %s --strata-plan-memory="prefetch-lead=0 gpu-mem=2100" | FileCheck %s --check-prefix=BUDGET
 
 // Tests that a fetch's destination is reserved ahead of the fetch, so it
 // cannot share bytes with the buffers computed meanwhile; and that under a

@@ -1,4 +1,4 @@
-// RUN: strata-opt %s --strata-plan-memory="prefetch-window=0" | FileCheck %s --check-prefix=NONE
+// RUN: strata-opt %s --strata-plan-memory="prefetch-lead=0 prefetch-window=0" | FileCheck %s --check-prefix=NONE
 // RUN: strata-opt %s --strata-plan-memory="prefetch-lead=1 profile=%S/Inputs/profile-gpu.txt" | FileCheck %s
 
 // Tests the timed windows (prefetch-lead): under profile-gpu.txt the fetch

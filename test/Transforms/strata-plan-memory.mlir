@@ -1,4 +1,4 @@
-// RUN: strata-opt %s --split-input-file --strata-plan-memory | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-plan-memory="prefetch-lead=0" | FileCheck %s
 
 // Tests liveness-based reuse in a chain: each buffer dies after its one
 // use, so three 64-byte buffers ping-pong in two slots; a kernel never

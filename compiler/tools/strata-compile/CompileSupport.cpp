@@ -164,10 +164,10 @@ LogicalResult checkHostBudget(ModuleOp module, const TierOptions &tiers) {
                << formatSize(host > stored ? host - stored : 0);
   std::string forced;
   for (auto [flag, value] :
-       {std::pair{"--place-params", &tiers.params},
-        std::pair{"--place-states", &tiers.states},
-        std::pair{"--place-activations", &tiers.activations},
-        std::pair{"--place-gradients", &tiers.gradients}})
+       {std::pair{"--place-params", &tiers.placeParams},
+        std::pair{"--place-states", &tiers.placeStates},
+        std::pair{"--place-activations", &tiers.placeActivations},
+        std::pair{"--place-gradients", &tiers.placeGradients}})
     if (*value == "host")
       forced += std::string(forced.empty() ? "" : ", ") + flag + " host";
   if (!forced.empty())

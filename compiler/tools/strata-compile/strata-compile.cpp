@@ -225,9 +225,10 @@ static bool fusingUpdates() {
     return place == "host" || place == "ssd" ||
            (place == "auto" && tierFlags.given("gpu-mem"));
   };
-  bool offloading = tiers.updates == "cpu" ||
-                    (tiers.updates == "auto" &&
-                     (offDevice(tiers.params) || offDevice(tiers.states)));
+  bool offloading =
+      tiers.placeUpdates == "cpu" ||
+      (tiers.placeUpdates == "auto" &&
+       (offDevice(tiers.placeParams) || offDevice(tiers.placeStates)));
   if (training.optimizer == "lomo" || training.optimizer == "adalomo")
     return true;
   // --fuse-updates=false keeps the updates after the backward pass.
@@ -347,7 +348,7 @@ static std::string checkTrainingOptions() {
            std::to_string(training.accumulate);
   if (training.lossScaleWindow < 1)
     return "--loss-scale-window must be at least 1";
-  if (tiers.maxEvaluations < 1)
+  if (tiers.plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
   if (tiers.plannerThreads < 0 || tiers.plannerThreads > 4096)
     return "--planner-threads must be between 0 (one per core) and 4096";
@@ -605,9 +606,10 @@ int main(int argc, char **argv) {
   strata::TierOptions plan = tiers;
   // Under loss scaling a step's scale is never 1 (it unscales), so an
   // update run as if it were would always be redone.
-  plan.speculate = tiers.speculate && effectiveLossScale() == "none";
-  if (tierFlags.given("speculate-updates") && tiers.speculate &&
-      !plan.speculate)
+  plan.speculateUpdates =
+      tiers.speculateUpdates && effectiveLossScale() == "none";
+  if (tierFlags.given("speculate-updates") && tiers.speculateUpdates &&
+      !plan.speculateUpdates)
     llvm::errs() << "strata-compile: note: --speculate-updates has no "
                     "effect with loss scaling (a step's scale is never 1)\n";
   // The copies' values are made when the artifact is written: compiling
