@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     strata::buildTrainingPipeline(pm, training);
   }
   strata::TierOptions tiers;
-  tiers.maxEvaluations = 8;
+  tiers.plannerEvaluations = 8;
   strata::buildForwardToExecPipeline(pm, tiers);
   if (failed(pm.run(*module)))
     return 0;
