@@ -73,7 +73,7 @@ struct TierOptions {
   std::string lowCopies = "on";
   bool deferCopyValues = false;
   int64_t plannerEvaluations = 200, plannerThreads = 0;
-  double prefetchLead = 1.5;
+  double prefetchLead = 3.0;
   bool plannerCheck = false, progress = false;
   /// Budgets in bytes (0: none); written with units where given as text.
   uint64_t gpuMem = 0, cpuMem = 0;
@@ -170,7 +170,7 @@ template <typename Binder> void TierOptions::bind(Binder &b) {
     {"prefetch-lead",
      "How far ahead fetches are issued and how long write-backs keep their "
      "device copy, in multiples of the transfer's own predicted time of "
-     "kernels, its link's queue included (default 1.5; halved under "
+     "kernels, its link's queue included (default 3; halved under "
      "--gpu-mem until the plan fits; 0: a fixed window of 32 ops)"});
   b(plannerCheck,
     {"planner-check",
