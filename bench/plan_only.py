@@ -166,11 +166,12 @@ def main():
             compute, seconds))
         preset = name.split("-4090")[0] if "-4090" in name else None
         if preset in ("gpt3-13b", "gpt3-175b"):
-            tflop = float(field(r"matrix-product work per step: ([\d.]+) "
-                                r"TFLOP", report, "0"))
             m = re.search(r"predicted step: ([\d.]+) (m?s),", report)
             step = float(m.group(1)) / (1e3 if m.group(2) == "ms" else 1) \
                 if m else 0
+            # The step's work from its model TFLOP/s (the work line is
+            # written with three figures, 1.73e+04 at 175B batch 16).
+            tflop = float(field(r"([\d.]+) model TFLOP/s", report, "0")) * step
             cb = float(compute) / 1e3 if compute != "-" else 0
             fuyou.append((name, batch, tflop / step if step else 0,
                           lohan.get((preset, batch)),

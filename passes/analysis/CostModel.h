@@ -23,8 +23,7 @@ namespace strata {
 /// module (exec.machine_profile); a pass given no file or the same one reads
 /// that record, one given another file reads that file. The documented
 /// defaults (`m` as it came) when there is neither, or for "builtin".
-/// Failure with an error on `op` naming the
-/// file and line.
+/// Failure with an error on `op` naming the file and line.
 mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
                                 MachineProfile &m);
 
