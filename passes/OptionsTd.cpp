@@ -30,19 +30,22 @@ using namespace strata;
 
 namespace {
 
-/// `text` inside a TableGen string literal.
-std::string tdQuoted(const std::string &text) {
+/// `text` as a string literal, which TableGen and C++ escape alike (an
+/// ODS default is a C++ expression inside a TableGen string, so a string
+/// default is quoted twice).
+std::string quoted(const std::string &text) {
   std::string out = "\"";
   for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\')
       out += '\\';
     out += c;
   }
   return out + "\"";
 }
-
-/// `text` as a C++ string literal (an ODS default is a C++ expression).
-std::string cppQuoted(const std::string &text) { return tdQuoted(text); }
 
 /// The shortest decimal that reads back as `value`.
 std::string shortest(double value) {
@@ -79,12 +82,12 @@ struct Writer {
             const std::string &initial) {
     os << "// " << from << ": --" << info.name << "\n"
        << "def " << camel(info.name, true) << "Option : Option<"
-       << tdQuoted(camel(info.name, false)) << ", " << tdQuoted(info.name)
-       << ", " << tdQuoted(type) << ",\n    /*default=*/" << tdQuoted(initial)
-       << ",\n    " << tdQuoted(info.help) << ">;\n";
+       << quoted(camel(info.name, false)) << ", " << quoted(info.name) << ", "
+       << quoted(type) << ",\n    /*default=*/" << quoted(initial) << ",\n    "
+       << quoted(info.help) << ">;\n";
   }
   void operator()(std::string &field, const OptionInfo &info) {
-    emit(info, "std::string", cppQuoted(field));
+    emit(info, "std::string", quoted(field));
   }
   void operator()(bool &field, const OptionInfo &info) {
     emit(info, "bool", field ? "true" : "false");
