@@ -103,6 +103,27 @@ def AttachOptimizerPass : Pass<"strata-attach-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 
+def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Average every gradient over the data-parallel ranks";
+  let description = [{
+    Runs after autodiff, before the optimizer is attached. Each of
+    `data-parallel` processes runs the step on its own slice of the global
+    batch; a `train.all_reduce` right after each gradient's last
+    contribution replaces it with its mean over the ranks, so that the
+    norm, clipping, accumulation and the updates all see the global
+    batch's gradient. The all-reduces run on the communication queue
+    beside the rest of the backward pass. With one rank it changes nothing.
+
+    ```mlir
+    %gw = graph.matmul ...               // this rank's gradient of w
+    %gw.mean = train.all_reduce %gw {ranks = 2 : i64} : tensor<4x8xf32>
+    return %loss, %gw.mean : ...
+    ```
+  }];
+  let options = [ DataParallelOption ];
+  let dependentDialects = ["::strata::train::TrainDialect"];
+}
+
 def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
   let summary = "Replace decomposed functions (GELU, attention) with fused ops";
   let description = [{

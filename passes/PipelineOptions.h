@@ -94,7 +94,7 @@ struct TrainingOptions {
   std::string loss = "causal-lm", optimizer = "adamw";
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
          weightDecay = 0.0, clipGradNorm = 0.0;
-  int64_t accumulate = 1;
+  int64_t accumulate = 1, dataParallel = 1;
   std::string clipMode = "exact", lossScale = "none";
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
@@ -244,6 +244,12 @@ template <typename Binder> void TrainingOptions::bind(Binder &b) {
   b(accumulate, {"accumulate", "Accumulate gradients over N micro-batches "
                                "(of the bound input shape) per optimizer "
                                "step"});
+  b(dataParallel,
+    {"data-parallel",
+     "Train on N processes (mpirun -np N strata-run ...), each on its own "
+     "micro-batch of the bound input shape (the global batch is N of them): "
+     "every gradient is averaged over the ranks (all_reduce, on the "
+     "communication queue) before the optimizer reads it"});
   b(gradientsOnly,
     {"gradients-only",
      "Stop after autodiff: return the loss and every gradient (named "

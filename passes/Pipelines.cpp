@@ -80,6 +80,11 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   autocast.precision = options.precision;
   pm.addPass(createAutocastPass(autocast));
   pm.addPass(createAutodiffPass());
+  if (options.dataParallel > 1) {
+    DataParallelPassOptions dp;
+    dp.dataParallel = options.dataParallel;
+    pm.addPass(createDataParallelPass(dp));
+  }
   if (options.gradientsOnly) {
     buildGraphCleanupPipeline(pm);
     return;

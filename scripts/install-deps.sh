@@ -14,6 +14,8 @@ PACKAGES=(
   liburing-dev libopenblas-dev
   # the tier planner's integer programme (passes/tiers/TierSolve.cpp)
   libglpk-dev
+  # data-parallel training across processes (runtime/comm: MPI)
+  libopenmpi-dev openmpi-bin
   # benchmarks (bench/ssd_vs_fio.py compares the SSD engine with fio;
   # --bench makes a virtual environment)
   fio python3-venv

@@ -31,8 +31,9 @@ STRATA_SAME_QUEUE(DeviceToHost);
 STRATA_SAME_QUEUE(SsdRead);
 STRATA_SAME_QUEUE(SsdWrite);
 STRATA_SAME_QUEUE(Cpu);
+STRATA_SAME_QUEUE(Comm);
 #undef STRATA_SAME_QUEUE
-static_assert(strata::artifact::kNumQueues == 6);
+static_assert(strata::artifact::kNumQueues == 7);
 
 void ExecDialect::initialize() {
   addOperations<

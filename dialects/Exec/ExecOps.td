@@ -92,7 +92,8 @@ def Exec_Queue : I32EnumAttr<"Queue", "the queue a kernel runs on", [
     I32EnumAttrCase<"DeviceToHost", 2, "d2h">,
     I32EnumAttrCase<"SsdRead", 3, "ssd_read">,
     I32EnumAttrCase<"SsdWrite", 4, "ssd_write">,
-    I32EnumAttrCase<"Cpu", 5, "cpu">]> {
+    I32EnumAttrCase<"Cpu", 5, "cpu">,
+    I32EnumAttrCase<"Comm", 6, "comm">]> {
   let cppNamespace = "::strata::exec";
   let genSpecializedAttr = 0;
 }

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace strata::train;
@@ -64,6 +65,15 @@ LogicalResult UpdateAdaLomoOp::verify() {
              getStates()[0].getType() != getParam().getType()) {
     return emitOpError("a vector needs one state of its own type");
   }
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (static_cast<int64_t>(getRanks()) < 1)
+    return emitOpError("needs at least one rank, not ")
+           << static_cast<int64_t>(getRanks());
+  if (!isa<FloatType>(getElementTypeOrSelf(getInput().getType())))
+    return emitOpError("averages floats only");
   return success();
 }
 

@@ -178,4 +178,24 @@ def Train_AccumulateOp
   let assemblyFormat = "$accumulator `,` $grad attr-dict `:` type($accumulator)";
 }
 
+def Train_AllReduceOp
+    : Train_Op<"all_reduce", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "The mean of a tensor over the data-parallel ranks";
+  let description = [{
+    Each of `ranks` processes runs the same step on its own slice of the
+    global batch; a gradient averaged over them is the gradient of the
+    global batch's mean loss (--strata-data-parallel puts one on every
+    gradient). Every rank runs the same all-reduces in the same order; on
+    the runtime's communication queue, beside the compute.
+
+    ```mlir
+    %g = train.all_reduce %local {ranks = 4 : i64} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$ranks);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // STRATA_DIALECTS_TRAIN_TRAINOPS_TD

@@ -152,6 +152,8 @@ bool isCpuUpdate(exec::KernelOp k) {
 
 namespace {
 artifact::Queue naturalQueue(exec::KernelOp k) {
+  if (k.isKernel(artifact::Kernel::AllReduce))
+    return artifact::Queue::Comm;
   if (isCpuUpdate(k))
     return artifact::Queue::Cpu;
   if (!isTransfer(k))

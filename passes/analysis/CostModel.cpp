@@ -154,6 +154,17 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     return seconds + matmulSeconds(k, m);
   if (cost == artifact::CostClass::Attention)
     return seconds + attentionSeconds(k, m);
+  if (cost == artifact::CostClass::Collective) {
+    // A ring all-reduce: each rank's link carries 2(N-1)/N of the bytes
+    // (a reduce-scatter, then an all-gather), after a fixed cost.
+    double ranks = k.getInts().empty() ? 1 : double(k.getInts()[0]);
+    if (ranks <= 1)
+      return seconds;
+    double bytes =
+        static_cast<double>(storageBytes(k.getInputs()[0].getType()));
+    return m.commLatencyUs * 1e-6 +
+           2 * (ranks - 1) / ranks * bytes / (m.commGBs * 1e9);
+  }
   if (k.isKernel(artifact::Kernel::Elementwise)) {
     double fused = fusedElementwiseSeconds(k, m);
     if (fused >= 0)

@@ -128,7 +128,10 @@ struct PredictTimePass
     // bounds the step with), and when it starts.
     SmallVector<std::tuple<artifact::Queue, double, double>> busy;
     // The compute thread's idle time, by the queue it waited for.
-    double waitedOn[6] = {0, 0, 0, 0, 0, 0};
+    double waitedOn[artifact::kNumQueues] = {};
+    // The communication queue (all_reduce across data-parallel ranks): when
+    // it is next free, and its busy time.
+    double commFree = 0, commBusy = 0;
     double backwardStart = -1;
     auto span = [&](artifact::Queue q, size_t step, double from, double to) {
       busy.push_back({q, from, to});
@@ -189,6 +192,17 @@ struct PredictTimePass
           for (size_t p = jobStart; p <= pos; ++p)
             end[ordering.order[p]] = queueFree[1];
         }
+        continue;
+      }
+      if (q == artifact::Queue::Comm) {
+        // A host thread runs the collectives one after another, each once
+        // what it waits for (its gradient's kernel) is done.
+        double start = waited(i, std::max(commFree, clock + wake));
+        double work = kernelSeconds(k, m);
+        commBusy += work;
+        commFree = start + work;
+        end[i] = commFree;
+        span(q, i, start, commFree);
         continue;
       }
       if (m.gpu > 0 && (q == artifact::Queue::HostToDevice ||
@@ -262,19 +276,20 @@ struct PredictTimePass
       if (!isTransfer(k))
         computeEnd = clock;
     }
-    double step = std::max(
-        {clock, queueFree[0], queueFree[1], copyFree[0], copyFree[1], cpuFree});
+    double step = std::max({clock, queueFree[0], queueFree[1], copyFree[0],
+                            copyFree[1], cpuFree, commFree});
     // CPU update time past the last device kernel is exposed; the rest ran
     // behind the device's work.
     double cpuExposed = std::max(0.0, cpuFree - computeEnd);
     double hostLink = links.toDevice + links.toHost;
-    double serial = compute + hostLink - ssdOnHostLink + links.ssd + cpuBusy;
+    double serial =
+        compute + hostLink - ssdOnHostLink + links.ssd + cpuBusy + commBusy;
     // With perfect overlap the busiest resource sets the pace.
     double bound = std::max({compute, links.toDevice, links.toHost,
-                             links.ssdRead, links.ssdWrite, cpuBusy});
+                             links.ssdRead, links.ssdWrite, cpuBusy, commBusy});
     // Each queue's busy time from the backward pass's start on: the step
     // is at least that start plus any of them.
-    double after[6] = {0, 0, 0, 0, 0, 0};
+    double after[artifact::kNumQueues] = {};
     if (backwardStart < 0)
       backwardStart = step;
     for (auto [q, from, to] : busy)
@@ -307,6 +322,8 @@ struct PredictTimePass
             b.getNamedAttr("predicted_wait_ssd_read_us", us(waitedOn[3])),
             b.getNamedAttr("predicted_wait_ssd_write_us", us(waitedOn[4])),
             b.getNamedAttr("predicted_wait_cpu_us", us(waitedOn[5])),
+            b.getNamedAttr("predicted_comm_us", us(commBusy)),
+            b.getNamedAttr("predicted_wait_comm_us", us(waitedOn[6])),
             b.getNamedAttr("predicted_after_compute_us",
                            us(std::max(0.0, step - clock))),
             // When the backward pass starts, then each queue's (by

@@ -175,6 +175,10 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
       .Case<train::AccumulateOp>([](train::AccumulateOp op) {
         return KernelSpec{"accumulate", {}, {}};
       })
+      .Case<train::AllReduceOp>([](train::AllReduceOp op) {
+        return KernelSpec{
+            "all_reduce", {static_cast<int64_t>(op.getRanks())}, {}};
+      })
       .Case<train::UpdateSgdOp>([](train::UpdateSgdOp op) {
         return KernelSpec{"update_sgd",
                           {static_cast<int64_t>(op.getAccumulate())},

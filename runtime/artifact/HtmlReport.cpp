@@ -70,7 +70,8 @@ const SlotClass kStackOrder[kNumSlotClasses] = {
     SlotClass::Input,     SlotClass::Activation,     SlotClass::Gradient,
     SlotClass::Workspace};
 const char *kQueueColor[kNumQueues] = {"#4e79a7", "#59a14f", "#9c755f",
-                                       "#f28e2b", "#e15759", "#b07aa1"};
+                                       "#f28e2b", "#e15759", "#b07aa1",
+                                       "#ff9da7"};
 
 // The plot area of every chart.
 constexpr double kLeft = 90, kPlotWidth = 820, kRight = 20;
@@ -181,7 +182,8 @@ struct Bar {
 
 /// Lanes of the queues, top to bottom.
 const char *kLaneNames[kNumQueues] = {
-    "compute", "host->device", "device->host", "ssd read", "ssd write", "cpu"};
+    "compute",   "host->device", "device->host", "ssd read",
+    "ssd write", "cpu",          "comm"};
 
 /// Lane rectangles on a shared time scale of `spanUs`; bars narrower than
 /// a pixel that touch are drawn as one.
@@ -289,6 +291,7 @@ MeasuredRun measuredRun(const Plan &plan,
                : e.lane == 3 ? static_cast<int>(Queue::SsdRead)
                : e.lane == 4 ? static_cast<int>(Queue::SsdWrite)
                : e.lane == 5 ? static_cast<int>(Queue::Cpu)
+               : e.lane == 6 ? static_cast<int>(Queue::Comm)
                              : -1;
     if (lane < 0)
       continue;

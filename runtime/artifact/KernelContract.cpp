@@ -517,6 +517,14 @@ bool StepChecker::check() {
     return true;
   case Kernel::Copy:
     return operands() && sameType(in(0), out(0)) && sameCount(in(0), out(0));
+  case Kernel::AllReduce:
+    if (!operands() || !attributes(1, 0) || !floating(in(0)) ||
+        !sameType(in(0), out(0)) || !sameShape(in(0), out(0)))
+      return false;
+    if (step_.ints[0] < 1)
+      return fail("needs at least one rank, not " +
+                  std::to_string(step_.ints[0]));
+    return true;
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
     // The loss and its gradient may be of another float type than the

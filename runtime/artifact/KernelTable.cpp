@@ -87,6 +87,7 @@ const std::vector<KernelInfo> kTable = {
      C::Transcendental},
     {K::ReduceSumSquare, "reduce_sum_square", 1, 1, 1, 1, 0, P::None, 0,
      C::Simple},
+    {K::AllReduce, "all_reduce", 1, 1, 1, 1, 0, P::None, 0, C::Collective},
 };
 
 bool tableInOrder() {

@@ -32,6 +32,8 @@ enum class CostClass : uint8_t {
   MatMul,
   /// FLOPs of fused attention's products (forward, or its gradient's).
   Attention,
+  /// Bytes through the link between data-parallel ranks (all_reduce).
+  Collective,
 };
 
 /// Which inputs a kernel writes in place (kernels without outputs).

@@ -47,6 +47,8 @@ const char *queueName(Queue queue) {
     return "ssd-write";
   case Queue::Cpu:
     return "cpu";
+  case Queue::Comm:
+    return "comm";
   }
   return "invalid";
 }
@@ -102,6 +104,13 @@ uint64_t Plan::memoryOf(const std::string &name) const {
 }
 
 bool isUpdateKernel(Kernel kernel) { return kernelInfo(kernel).outputs == 0; }
+
+int64_t dataParallelRanks(const Plan &plan) {
+  for (const Step &s : plan.steps)
+    if (s.kernel == Kernel::AllReduce && !s.ints.empty())
+      return s.ints[0];
+  return 1;
+}
 
 double Schedule::factor(int64_t step) const {
   if (warmupSteps > 0 && step <= warmupSteps)

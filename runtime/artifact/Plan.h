@@ -179,6 +179,7 @@ enum class Kernel : uint16_t {
   AttentionGrad,
   Elementwise,
   ReduceSumSquare,
+  AllReduce,
   // Add new kernels above this line.
   NumKernels
 };
@@ -208,6 +209,8 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   (floats), and ints [accumulate] (micro-batches summed into the gradient
 ///   input); accumulate: -. Update kernels have no outputs: they write their
 ///   parameter and state inputs (in the parameter region) in place.
+///   all_reduce: [ranks]: the mean of its input over the data-parallel
+///   ranks, run on the comm queue (runtime/comm/Communicator.h).
 /// The queue a step runs on. Each queue runs its steps one after another in
 /// issue order (see issueOrder); across queues only the steps' waits order
 /// them. The numbers are part of the format.
@@ -222,8 +225,10 @@ enum class Queue : uint8_t {
   SsdWrite = 4,
   /// Work of the host CPU (an optimizer update on host memory).
   Cpu = 5,
+  /// Collectives across data-parallel ranks (all_reduce).
+  Comm = 6,
 };
-constexpr size_t kNumQueues = 6;
+constexpr size_t kNumQueues = 7;
 const char *queueName(Queue queue);
 /// Looks a queue up by name; false if there is none.
 bool queueByName(const std::string &name, Queue &queue);
@@ -352,6 +357,10 @@ struct Plan {
   /// Set by readPlan: the payload's checksum, which identifies the plan.
   uint32_t payloadCrc = 0;
 };
+
+/// How many data-parallel ranks the plan's all_reduce steps average over
+/// (strata-compile --data-parallel); 1 for a plan without them.
+int64_t dataParallelRanks(const Plan &plan);
 
 /// Whether a kernel updates its inputs in place (and has no outputs).
 bool isUpdateKernel(Kernel kernel);

@@ -443,6 +443,15 @@ bool validatePlan(const Plan &plan, std::string &error) {
                   " queue; this runtime runs it on the " + queueName(natural) +
                   " queue");
   }
+  // One world size for the whole plan.
+  int64_t ranks = dataParallelRanks(plan);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step &s = plan.steps[i];
+    if (s.kernel == Kernel::AllReduce && !s.ints.empty() && s.ints[0] != ranks)
+      return fail("step " + std::to_string(i) + " (all_reduce) averages over " +
+                  std::to_string(s.ints[0]) + " ranks, an earlier one over " +
+                  std::to_string(ranks));
+  }
   for (size_t i = 0; i < plan.predicted.size(); ++i) {
     const PredictedSpan &p = plan.predicted[i];
     // NaN fails every comparison: the negation refuses it too.

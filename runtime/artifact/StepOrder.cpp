@@ -247,6 +247,8 @@ Queue transferQueue(bool ssd, bool fetch) {
 }
 
 Queue naturalQueue(const Plan &plan, const Step &step) {
+  if (step.kernel == Kernel::AllReduce)
+    return Queue::Comm;
   if (isCpuUpdate(plan, step))
     return Queue::Cpu;
   if (!isTransfer(plan, step))

@@ -22,8 +22,9 @@ bool Trace::write(const std::string &path, std::string &error) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   const char *laneNames[] = {"plan runs", "compute",   "host<->device",
-                             "ssd read",  "ssd write", "cpu optimizer"};
-  for (int lane = 0; lane <= 5; ++lane) {
+                             "ssd read",  "ssd write", "cpu optimizer",
+                             "all-reduce"};
+  for (int lane = 0; lane <= static_cast<int>(Lane::Comm); ++lane) {
     char meta[160];
     std::snprintf(meta, sizeof(meta),
                   "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, "

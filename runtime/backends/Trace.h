@@ -20,7 +20,8 @@ enum class Lane : int {
   HostCopy = 2,
   SsdRead = 3,
   SsdWrite = 4,
-  Cpu = 5, // Optimizer updates on the host CPU.
+  Cpu = 5,  // Optimizer updates on the host CPU.
+  Comm = 6, // Collectives across data-parallel ranks.
 };
 
 class Trace {

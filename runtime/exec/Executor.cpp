@@ -74,6 +74,35 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
             " backend cannot run this plan: " + why;
     return false;
   }
+  // A data-parallel plan runs on as many ranks as it was compiled for,
+  // and a plan for one process on one.
+  int64_t ranks = artifact::dataParallelRanks(plan);
+  comm_ = options.communicator;
+  if (!comm_) {
+    ownComm_ = comm::selfCommunicator();
+    comm_ = ownComm_.get();
+  }
+  if (ranks != comm_->size()) {
+    error = ranks > 1
+                ? "the plan was compiled for " + std::to_string(ranks) +
+                      " data-parallel ranks (--data-parallel " +
+                      std::to_string(ranks) + "); this run has " +
+                      std::to_string(comm_->size()) + " (mpirun -np " +
+                      std::to_string(ranks) + " strata-run ...)"
+                : "the plan was compiled for one process, and this run has " +
+                      std::to_string(comm_->size()) +
+                      " ranks: compile it with --data-parallel " +
+                      std::to_string(comm_->size()) +
+                      ", or run it without mpirun";
+    return false;
+  }
+  uint64_t largestReduce = 0;
+  if (!backend_->deviceIsHost())
+    for (const artifact::Step &step : plan.steps)
+      if (step.kernel == artifact::Kernel::AllReduce)
+        largestReduce =
+            std::max(largestReduce, 2 * plan.slots[step.inputs[0]].bytes);
+  commStaging_.assign(largestReduce, 0);
   inputSet_.assign(plan.inputs.size(), false);
   arena_.setAlignment(plan.ssdBytes > 0 ? artifact::kParamAlignment
                                         : artifact::kArenaAlignment);
@@ -580,6 +609,37 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
   return true;
 }
 
+bool Executor::issueAllReduce(size_t index) {
+  const Plan &plan = artifact_.plan();
+  const artifact::Step &step = plan.steps[index];
+  const Slot &in = plan.slots[step.inputs[0]];
+  const Slot &out = plan.slots[step.outputs[0]];
+  arena_.touch(out.offset, out.bytes);
+  char *src = deviceMemory(in);
+  char *dst = deviceMemory(out);
+  return backend_->hostTask(step.queue, [this, index, src, dst,
+                                         &in](std::string &error) {
+    double start = trace_ ? trace_->now() : 0;
+    int64_t count = in.numElements();
+    bool ok;
+    if (backend_->deviceIsHost()) {
+      ok = comm_->allReduceMean(src, dst, count, in.dtype, error);
+    } else {
+      char *host = commStaging_.data();
+      ok = backend_->copyFromDevice(host, src, in.bytes, error) &&
+           comm_->allReduceMean(host, host, count, in.dtype, error) &&
+           backend_->copyToDevice(dst, host, in.bytes, error);
+    }
+    if (trace_)
+      trace_->add(in.name, "all-reduce", Lane::Comm, start, trace_->now(),
+                  in.bytes, static_cast<int64_t>(index));
+    if (!ok)
+      error = "step " + std::to_string(index) + " (all_reduce of '" + in.name +
+              "' over " + std::to_string(comm_->size()) + " ranks): " + error;
+    return ok;
+  });
+}
+
 bool Executor::issue(size_t index, const KernelContext &context) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
@@ -588,6 +648,8 @@ bool Executor::issue(size_t index, const KernelContext &context) {
   bool ok;
   if (isTransfer_[index]) {
     ok = issueTransfer(index, context);
+  } else if (step.kernel == artifact::Kernel::AllReduce) {
+    ok = issueAllReduce(index);
   } else {
     std::vector<TensorRef> ins, outs;
     for (uint32_t s : step.inputs)

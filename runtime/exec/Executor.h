@@ -12,6 +12,7 @@
 #include "runtime/artifact/StepOrder.h"
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/Trace.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/support/Npy.h"
 
 #include <atomic>
@@ -60,6 +61,9 @@ struct ExecutorOptions {
   bool overlapTransfers = true;
   /// The backend: "cpu", "async-test", "cuda" (see backendNames()).
   std::string backend = "cpu";
+  /// The ranks of a data-parallel plan's all_reduce steps (null: this
+  /// process alone). Must outlive the executor.
+  comm::Communicator *communicator = nullptr;
 };
 
 class Executor {
@@ -143,6 +147,9 @@ private:
   /// Gives step `index` to its queue; false once the backend failed.
   bool issue(size_t index, const KernelContext &context);
   bool issueTransfer(size_t index, const KernelContext &context);
+  /// An all_reduce step on the communication queue: in device memory
+  /// where the device is host memory, else through a host buffer.
+  bool issueAllReduce(size_t index);
   /// An operand of a CPU job on the SSD: its slot, where it is staged,
   /// whether the update writes it (it goes back), and the update's step.
   struct SsdOperand {
@@ -183,6 +190,12 @@ private:
 
   artifact::Artifact &artifact_;
   std::unique_ptr<Backend> backend_;
+  comm::Communicator *comm_ = nullptr;
+  std::unique_ptr<comm::Communicator> ownComm_;
+  /// Host copies of an all_reduce's input and result (a device that is
+  /// not host memory), sized for the largest; only the queue's thread
+  /// uses them.
+  std::vector<char> commStaging_;
   DeviceArena arena_;
   /// The parameter region on the device (the artifact's own memory when
   /// the device is host memory).

@@ -43,7 +43,9 @@ MachineProfile::fields() {
           {"duplex_gbs", &MachineProfile::duplexGBs},
           {"gemm_peak_f32_gflops", &MachineProfile::gemmPeakF32Gflops},
           {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops},
-          {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs}};
+          {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs},
+          {"comm_gbs", &MachineProfile::commGBs},
+          {"comm_latency_us", &MachineProfile::commLatencyUs}};
   return table;
 }
 

@@ -56,6 +56,12 @@ struct MachineProfile {
   /// The host CPU's optimizer updates on the CPU queue (StreamingUpdates):
   /// GB/s of the bytes they read and write (fp32 AdamW: 28 a parameter).
   double cpuUpdateGBs = 20;
+  /// Data-parallel training: the all-reduce's bus rate across the ranks
+  /// (GB/s; a ring all-reduce of B bytes over N ranks moves 2(N-1)/N * B
+  /// through each rank's link) and its fixed cost (microseconds). The
+  /// defaults are of MPI between processes of one machine over shared
+  /// memory; strata-calibrate does not measure them yet.
+  double commGBs = 10, commLatencyUs = 20;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

@@ -364,11 +364,43 @@ int main(int argc, char **argv) {
 
   uint64_t rssAtStart = maxResidentBytes();
   std::string error;
-  artifact::Artifact art;
-  if (!art.open(artifactDir, error, ssdDirs)) {
+  // Started by mpirun (or another MPI launcher): one rank of a
+  // data-parallel run.
+  std::unique_ptr<comm::Communicator> world = comm::worldCommunicator(error);
+  if (!world) {
     std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
     return 1;
   }
+  int rank = world->rank();
+  auto fail = [&](const std::string &what) {
+    if (world->size() > 1)
+      std::fprintf(stderr, "strata-run: error: rank %d of %d: %s\n", rank,
+                   world->size(), what.c_str());
+    else
+      std::fprintf(stderr, "strata-run: error: %s\n", what.c_str());
+    return 1;
+  };
+  if (world->size() > 1) {
+    // Each rank's SSD tensors in a directory of its own under each SSD
+    // directory (the ranks' stores must not share files).
+    artifact::Plan plan;
+    if (!artifact::readPlan(artifactDir + "/plan.bin", plan, error))
+      return fail(error);
+    if (plan.ssdBytes > 0) {
+      std::vector<std::string> dirs = ssdDirs.empty() ? plan.ssdDirs : ssdDirs;
+      for (std::string &d : dirs) {
+        d += "/rank-" + std::to_string(rank);
+        if (!makeDirectories(d, error))
+          return fail(error);
+      }
+      ssdDirs = dirs;
+    }
+    // Rank 0 speaks for all.
+    quiet |= rank != 0;
+  }
+  artifact::Artifact art;
+  if (!art.open(artifactDir, error, ssdDirs))
+    return fail(error);
   runtime::Executor executor(art);
   runtime::ExecutorOptions options;
   options.deviceBudget = budget;
@@ -378,10 +410,10 @@ int main(int argc, char **argv) {
     backendName = env && *env ? env : runtime::defaultBackendName();
   }
   options.backend = backendName;
-  if (!executor.prepare(options, error)) {
-    std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
-    return 1;
-  }
+  options.communicator = world.get();
+  trainOptions.comm = world.get();
+  if (!executor.prepare(options, error))
+    return fail(error);
   bool training = art.plan().mode == "train";
   if (!training &&
       (stepsGiven || !trainOptions.dataPath.empty() ||
@@ -427,7 +459,7 @@ int main(int argc, char **argv) {
       trainOptions.checkpointDir = artifactDir + "/checkpoint";
     trainOptions.quiet = quiet;
     if (!trainer::runTraining(art, executor, trainOptions, error)) {
-      std::fprintf(stderr, "strata-run: error: %s\n", error.c_str());
+      fail(error);
       writeTrace();
       return 1;
     }

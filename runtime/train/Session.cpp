@@ -124,20 +124,28 @@ bool Session::open(const SessionOptions &options, std::string &error) {
             "applies every update, so a diverged step cannot be undone";
     return false;
   }
+  // Every rank runs the same plan (their all-reduces must match).
+  comm::Communicator *comm = options.comm;
+  if (comm &&
+      !comm->agree("plan (" + art_.dir() + ")", art_.plan().payloadCrc, error))
+    return false;
   // One training job per artifact and per checkpoint directory: a second
   // one would overwrite the first one's checkpoints (and its SSD tensors,
-  // which the SSD store's own locks also guard).
-  if (!artifactLock_.lockDirectory(art_.dir(), FileLock::Mode::Exclusive,
-                                   "training it", error))
+  // which the SSD store's own locks also guard). Of a data-parallel job,
+  // rank 0 holds them.
+  bool lead = !comm || comm->rank() == 0;
+  if (lead && !artifactLock_.lockDirectory(
+                  art_.dir(), FileLock::Mode::Exclusive, "training it", error))
     return (error = "artifact " + error, false);
   if (!makeDirectories(options.checkpointDir, error))
     return false;
-  if (!checkpointLock_.lockDirectory(
-          options.checkpointDir, FileLock::Mode::Exclusive,
-          "writing checkpoints of " + art_.dir(), error))
+  if (lead && !checkpointLock_.lockDirectory(
+                  options.checkpointDir, FileLock::Mode::Exclusive,
+                  "writing checkpoints of " + art_.dir(), error))
     return (error = "checkpoint directory " + error, false);
   std::string ckpt = checkpointFile();
-  removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
+  if (lead)
+    removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
   if (options.resume) {
     CheckpointInfo info;
     if (!loadCheckpoint(ckpt, art_, info, error) ||
@@ -148,6 +156,10 @@ bool Session::open(const SessionOptions &options, std::string &error) {
       std::fprintf(stderr, "strata-run: resumed from %s at step %lld\n",
                    ckpt.c_str(), static_cast<long long>(completed_));
   }
+  // Every rank continues from the same step.
+  if (comm &&
+      !comm->agree("resumed step", static_cast<uint64_t>(completed_), error))
+    return false;
   return true;
 }
 
@@ -178,6 +190,17 @@ bool Session::step(const std::function<bool(int64_t, std::string &)> &feed,
     loss += microLoss / static_cast<double>(micro);
     hasNorm |= scalarOutput(executor_, "grad_norm", metrics.gradNorm);
     scalarOutput(executor_, "loss_scale", metrics.lossScale);
+  }
+  // The global batch's loss: the mean of the ranks' (each of the same
+  // number of rows). A rank's NaN makes every rank's mean NaN, so that all
+  // of them stop at once.
+  if (options_.comm && options_.comm->size() > 1) {
+    if (!options_.comm->allReduceSum(&loss, 1, error)) {
+      error = "training step " + std::to_string(step + 1) +
+              ", averaging the loss: " + error;
+      return false;
+    }
+    loss /= options_.comm->size();
   }
   metrics.loss = loss;
   // Divergence: with loss scaling, an overflowing step was skipped by the
@@ -237,6 +260,9 @@ bool Session::save(std::string &error) {
 }
 
 bool Session::saveAs(const std::string &ckpt, std::string &error) {
+  // The ranks hold the same parameters and states: rank 0 writes them.
+  if (options_.comm && options_.comm->rank() != 0)
+    return true;
   CheckpointInfo info;
   info.planCrc = art_.plan().payloadCrc;
   info.step = static_cast<uint64_t>(completed_);

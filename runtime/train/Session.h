@@ -33,13 +33,18 @@ struct SessionOptions {
   bool resume = false;
   bool quiet = false;
   OnNan onNan = OnNan::Stop;
+  /// Data-parallel training: the ranks (null: this process alone). The
+  /// loss is averaged over them; rank 0 holds the locks and writes the
+  /// checkpoints (the ranks' parameters and states are the same), the
+  /// others only read one to resume.
+  comm::Communicator *comm = nullptr;
 };
 
 /// What one step measured.
 struct StepMetrics {
   /// The step's number, from 1.
   int64_t step = 0;
-  /// Mean over the step's micro-batches.
+  /// Mean over the step's micro-batches (and the data-parallel ranks).
   double loss = NAN;
   /// Before clipping; NaN when the plan computes none.
   double gradNorm = NAN;

@@ -106,8 +106,20 @@ npy::Array tokens(const Slot &slot, const std::vector<int64_t> &values) {
 } // namespace
 
 bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
-                 const TrainerOptions &options, std::string &error) {
+                 const TrainerOptions &given, std::string &error) {
   const Plan &plan = art.plan();
+  // Data-parallel: rank 0 speaks, logs and saves for all; each rank reads
+  // its slice of every global batch.
+  comm::Communicator *comm = given.comm;
+  int64_t ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  bool lead = rank == 0;
+  TrainerOptions options = given;
+  if (!lead) {
+    options.quiet = true;
+    options.logJson.clear();
+    options.tensorboardDir.clear();
+    options.keepLast = 0;
+  }
   if (options.steps <= 0 && !(options.epochs > 0)) {
     error = "a training plan needs --steps N or --epochs E (N, E > 0)";
     return false;
@@ -127,6 +139,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   sessionOptions.resume = options.resume;
   sessionOptions.quiet = options.quiet;
   sessionOptions.onNan = options.onNan;
+  sessionOptions.comm = comm;
   // The inputs are checked before the session locks or resumes anything.
   const Binding *ids = session.idsInput(), *labels = session.labelsInput();
   const Binding *positions = session.positionsInput(),
@@ -163,7 +176,8 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
       data.shuffle(options.shuffleSeed);
     if (options.epochs > 0) {
       double perStep = static_cast<double>(s.shape[0]) *
-                       static_cast<double>(plan.accumulate);
+                       static_cast<double>(plan.accumulate) *
+                       static_cast<double>(ranks);
       double steps = std::ceil(
           options.epochs * static_cast<double>(data.rows()) / perStep - 1e-9);
       if (!(steps >= 1) || steps > 1e15) {
@@ -259,8 +273,9 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
     std::fprintf(stderr, "\n");
   }
 
+  // Of the global batch: every rank's.
   int64_t tokensPerStep =
-      ids ? plan.slots[ids->slot].numElements() * plan.accumulate : 0;
+      ids ? plan.slots[ids->slot].numElements() * plan.accumulate * ranks : 0;
   auto runStart = std::chrono::steady_clock::now();
   auto lastPrint = runStart - std::chrono::hours(1);
   std::vector<int64_t> in, lab;
@@ -282,7 +297,11 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   auto feed = [&](int64_t step, int64_t j, std::string &err) {
     if (options.dataPath.empty())
       return true;
-    data.batch(step * micro + j, in, lab, plan.labels != "same", &seg, &pos);
+    // Micro-batch j of step k is global batch k * micro + j; of it, this
+    // rank takes the rows of its place (the data's batch of that index
+    // when batches are one rank's rows).
+    data.batch((step * micro + j) * ranks + rank, in, lab,
+               plan.labels != "same", &seg, &pos);
     // A mean over no label is NaN (as PyTorch's cross_entropy gives):
     // said for what it is, not as a diverged run.
     if (std::none_of(lab.begin(), lab.end(),
@@ -343,7 +362,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
             stepNumber,
             {{"eval/loss", mean}, {"eval/perplexity", std::exp(mean)}}, error))
       return false;
-    if (options.keepBest && std::isfinite(mean) && mean < bestLoss) {
+    if (options.keepBest && lead && std::isfinite(mean) && mean < bestLoss) {
       if (!makeDirectories(bestDir, error) ||
           !session.saveAs(checkpointPath(bestDir), error))
         return false;

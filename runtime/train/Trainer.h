@@ -58,6 +58,11 @@ struct TrainerOptions {
   /// What a non-finite loss or gradient norm does (see Session.h).
   using OnNan = trainer::OnNan;
   OnNan onNan = OnNan::Stop;
+  /// The ranks of a data-parallel plan (null: this process alone): each
+  /// trains on its slice of every global batch (rank r of N takes rows
+  /// [r * B, (r + 1) * B) of the N * B rows), the loss logged is the global
+  /// batch's, and rank 0 alone prints, logs and writes checkpoints.
+  comm::Communicator *comm = nullptr;
 };
 
 /// Runs the training loop of a "train" plan. Returns false with `error` set;

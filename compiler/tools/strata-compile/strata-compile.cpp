@@ -234,6 +234,11 @@ static bool fusingUpdates() {
   // --fuse-updates=false keeps the updates after the backward pass.
   if (trainingFlags.given("fuse-updates"))
     return training.fuseUpdates;
+  // Data-parallel: an update right after its gradient's all-reduce would
+  // hold the compute back until the all-reduce is done; after the
+  // backward pass, the all-reduces run beside the rest of it.
+  if (training.dataParallel > 1)
+    return false;
   return offloading && effectiveLossScale() == "none" &&
          training.accumulate <= 1;
 }
@@ -348,6 +353,12 @@ static std::string checkTrainingOptions() {
            std::to_string(training.accumulate);
   if (training.lossScaleWindow < 1)
     return "--loss-scale-window must be at least 1";
+  if (training.dataParallel < 1 || training.dataParallel > (1 << 20))
+    return "--data-parallel must be between 1 and 2^20 ranks, not " +
+           std::to_string(training.dataParallel);
+  if (training.dataParallel > 1 && mode == Mode::Forward)
+    return "--data-parallel averages gradients: it goes with --mode train "
+           "or grad";
   if (tiers.plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
   if (tiers.plannerThreads < 0 || tiers.plannerThreads > 4096)
@@ -553,6 +564,8 @@ int main(int argc, char **argv) {
            << " clip_mode=" << training.clipMode;
     if (training.accumulate > 1)
       text << " accumulate=" << training.accumulate;
+    if (training.dataParallel > 1)
+      text << " data_parallel=" << training.dataParallel;
     if (effectiveLossScale() != "none")
       text << " loss_scale=" << effectiveLossScale();
     if (training.precision != "fp32")

@@ -47,11 +47,13 @@ private:
   void fail(const std::string &error);
 
   std::map<char *, artifact::AlignedBuffer> memory_;
-  /// The SSD queues' and the CPU optimizer queue's workers (the CPU
-  /// updates run beside the "device" compute, as on a GPU machine);
-  /// everything else runs on the issuing thread.
+  /// The SSD queues', the CPU optimizer queue's and the communication
+  /// queue's workers (the CPU updates and the collectives run beside the
+  /// "device" compute, as on a GPU machine); everything else runs on the
+  /// issuing thread.
   HostQueues host_{[](Queue q) {
-    return q == Queue::SsdRead || q == Queue::SsdWrite || q == Queue::Cpu;
+    return q == Queue::SsdRead || q == Queue::SsdWrite || q == Queue::Cpu ||
+           q == Queue::Comm;
   }};
   bool failed_ = false;
   std::string error_;

@@ -95,7 +95,9 @@ public:
   bool supports(const artifact::Plan &plan, std::string &why) const override {
     std::set<std::string> missing;
     for (const artifact::Step &step : plan.steps) {
-      if (artifact::isTransfer(plan, step))
+      // The executor runs all-reduces itself, through host memory.
+      if (artifact::isTransfer(plan, step) ||
+          step.kernel == artifact::Kernel::AllReduce)
         continue;
       std::string reason;
       if (!cuda::supportsStep(plan, step, reason))

@@ -158,6 +158,7 @@ Family familyOf(Kernel k) {
   case Kernel::Assign:
   case Kernel::Store:
     return launchCopies;
+  case Kernel::AllReduce:  // The executor runs it, through host memory.
   case Kernel::NumKernels: // Not a kernel: the count.
     break;
   }

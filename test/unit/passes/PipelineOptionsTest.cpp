@@ -181,7 +181,7 @@ TEST(PipelineOptions, TrainingValuesReachEveryPass) {
       "beta2=0.875 eps=0.125 weight-decay=0.0625 clip-grad-norm=2 "
       "accumulate=3 clip-mode=two-pass loss-scale=dynamic "
       "loss-scale-init=8 loss-scale-window=9 fuse-updates=true "
-      "precision=bf16",
+      "precision=bf16 data-parallel=2",
       {"fuse-updates", "gradients-only"});
 }
 

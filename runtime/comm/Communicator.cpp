@@ -1,0 +1,253 @@
+// Communicator.cpp - One process, or MPI's world.
+
+#include "runtime/comm/Communicator.h"
+
+#include "runtime/support/Half.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#ifdef STRATA_HAVE_MPI
+// MPI's C interface only (not OpenMPI's deprecated C++ bindings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace strata::comm {
+
+namespace {
+
+/// f32 values of `count` elements of a float `dtype` at `in`.
+void widen(const void *in, DType dtype, int64_t count, float *out) {
+  const auto *bits = static_cast<const uint16_t *>(in);
+  if (dtype == DType::BF16)
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = BFloat16::toFloat(bits[i]);
+  else
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = Half::toFloat(bits[i]);
+}
+
+bool reducible(DType dtype, std::string &error) {
+  if (dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16 ||
+      dtype == DType::F16)
+    return true;
+  error = std::string("all_reduce of ") + dtypeName(dtype) +
+          " (only f32, f64, bf16 and f16 are averaged)";
+  return false;
+}
+
+class SelfCommunicator final : public Communicator {
+public:
+  const char *name() const override { return "self"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  bool allReduceMean(const void *in, void *out, int64_t count, DType dtype,
+                     std::string &error) override {
+    if (!reducible(dtype, error))
+      return false;
+    if (in != out && count > 0)
+      std::memmove(out, in, static_cast<size_t>(count) * dtypeSize(dtype));
+    return true;
+  }
+  bool allReduceSum(double *, int64_t, std::string &) override { return true; }
+  bool agree(const std::string &, uint64_t, std::string &) override {
+    return true;
+  }
+};
+
+int envInt(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return 0;
+  char *end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n > 0 && n <= INT_MAX ? static_cast<int>(n) : 0;
+}
+
+#ifdef STRATA_HAVE_MPI
+std::string mpiError(const char *what, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    length = 0;
+  return std::string(what) + ": " + std::string(text, length);
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (ownsMpi_ && !finalized)
+      MPI_Finalize();
+  }
+
+  bool start(std::string &error) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      // One thread calls at a time (see Communicator.h), not always the
+      // same one: the queue's thread runs the collectives.
+      int provided = 0;
+      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED,
+                               &provided);
+      if (rc != MPI_SUCCESS) {
+        error = "MPI did not start (MPI_Init_thread failed)";
+        return false;
+      }
+      ownsMpi_ = true;
+      if (provided < MPI_THREAD_SERIALIZED) {
+        error = "this MPI does not allow calls from more than one thread "
+                "(MPI_THREAD_SERIALIZED), which the communication queue "
+                "needs";
+        return false;
+      }
+    }
+    // Errors come back as codes (and become messages) where MPI can
+    // return at all; a rank that dies still ends the job through mpirun.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    return true;
+  }
+
+  const char *name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  bool allReduceMean(const void *in, void *out, int64_t count, DType dtype,
+                     std::string &error) override {
+    if (!reducible(dtype, error))
+      return false;
+    if (count <= 0)
+      return true;
+    if (dtype == DType::F32 || dtype == DType::F64) {
+      if (!sum(in, out, count, dtype == DType::F32 ? MPI_FLOAT : MPI_DOUBLE,
+               dtypeSize(dtype), error))
+        return false;
+      if (dtype == DType::F32) {
+        auto *f = static_cast<float *>(out);
+        float n = static_cast<float>(size_);
+        for (int64_t i = 0; i < count; ++i)
+          f[i] /= n;
+      } else {
+        auto *d = static_cast<double *>(out);
+        for (int64_t i = 0; i < count; ++i)
+          d[i] /= size_;
+      }
+      return true;
+    }
+    std::vector<float> wide(static_cast<size_t>(count));
+    widen(in, dtype, count, wide.data());
+    if (!sum(wide.data(), wide.data(), count, MPI_FLOAT, 4, error))
+      return false;
+    float n = static_cast<float>(size_);
+    for (float &v : wide)
+      v /= n;
+    narrowFloats(wide.data(), static_cast<uint16_t *>(out), count,
+                 dtype == DType::BF16);
+    return true;
+  }
+
+  bool allReduceSum(double *values, int64_t count,
+                    std::string &error) override {
+    return count <= 0 || sum(values, values, count, MPI_DOUBLE, 8, error);
+  }
+
+  bool agree(const std::string &what, uint64_t value,
+             std::string &error) override {
+    std::vector<unsigned long long> all(static_cast<size_t>(size_));
+    unsigned long long mine = value;
+    int rc = MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+                           MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+      error = mpiError(("comparing " + what + " across the ranks").c_str(), rc);
+      return false;
+    }
+    for (int r = 1; r < size_; ++r)
+      if (all[r] != all[0]) {
+        error = "rank " + std::to_string(r) + " has another " + what +
+                " than rank 0 (" + std::to_string(all[r]) + " against " +
+                std::to_string(all[0]) + ")";
+        return false;
+      }
+    return true;
+  }
+
+private:
+  /// Sums over the ranks into `out`, in pieces whose element counts fit
+  /// MPI's int.
+  bool sum(const void *in, void *out, int64_t count, MPI_Datatype type,
+           size_t elementBytes, std::string &error) {
+    constexpr int64_t kPiece = int64_t(1) << 30;
+    for (int64_t at = 0; at < count; at += kPiece) {
+      int n = static_cast<int>(std::min(kPiece, count - at));
+      char *o = static_cast<char *>(out) + at * elementBytes;
+      const void *i = in == out ? MPI_IN_PLACE
+                                : static_cast<const char *>(in) +
+                                      at * elementBytes;
+      int rc = MPI_Allreduce(i, o, n, type, MPI_SUM, MPI_COMM_WORLD);
+      if (rc != MPI_SUCCESS) {
+        error = mpiError("MPI_Allreduce", rc);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  int rank_ = 0, size_ = 1;
+  bool ownsMpi_ = false;
+};
+#endif
+
+} // namespace
+
+std::unique_ptr<Communicator> selfCommunicator() {
+  return std::make_unique<SelfCommunicator>();
+}
+
+int launchedWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (int n = envInt(name))
+      return n;
+  return 1;
+}
+
+bool haveMpi() {
+#ifdef STRATA_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Communicator> worldCommunicator(std::string &error) {
+  const char *launcher = std::getenv("OMPI_COMM_WORLD_SIZE") ? "mpirun"
+                         : std::getenv("PMI_SIZE")           ? "PMI"
+                         : std::getenv("PMIX_SIZE")          ? "PMIx"
+                                                             : nullptr;
+  if (!launcher)
+    return selfCommunicator();
+#ifdef STRATA_HAVE_MPI
+  auto mpi = std::make_unique<MpiCommunicator>();
+  if (!mpi->start(error))
+    return nullptr;
+  return mpi;
+#else
+  if (launchedWorldSize() > 1) {
+    error = std::string("started by ") + launcher + " as one of " +
+            std::to_string(launchedWorldSize()) +
+            " processes, but this build has no MPI (install libopenmpi-dev: "
+            "scripts/install-deps.sh, then rebuild)";
+    return nullptr;
+  }
+  return selfCommunicator();
+#endif
+}
+
+} // namespace strata::comm

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Data-parallel training over MPI (strata-compile --data-parallel N,
+mpirun -np N strata-run): N ranks, each on its slice of every global batch,
+train to the losses and weights of one process on the same global batches
+(within the reassociation of the ranks' sum), for GPT- and LLaMA-style
+models, SGD and AdamW, optimizer states on the device, in host memory with
+CPU updates and on the SSD; the same run twice is equal bit for bit; plans
+and world sizes that do not match are refused before any step runs.
+
+Skipped (not passed) where mpirun or the build's MPI is missing.
+
+    test_data_parallel.py --bin BUILD/bin --work DIR
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+import synthetic  # noqa: E402
+from harness import run, tool  # noqa: E402
+
+ARGS = None
+GLOBAL_BATCH, SEQ, STEPS = 4, 16, 3
+MODELS = {
+    "gpt": dict(synthetic.PRESETS["gpt-tiny"]),
+    "llama": dict(family="llama", layers=2, dim=64, heads=4, kv_heads=2,
+                  hidden=176, vocab=256),
+}
+PLACEMENTS = {
+    "device": [],
+    "host-cpu-updates": ["--gpu-mem", "64MiB", "--place-params", "device",
+                         "--place-states", "host", "--place-updates", "cpu"],
+    "ssd": ["--gpu-mem", "64MiB", "--place-params", "device",
+            "--place-states", "ssd"],
+}
+
+
+def mpirun():
+    return shutil.which("mpirun")
+
+
+def mpi_env():
+    env = dict(os.environ)
+    # Containers and CI run as root; OpenMPI refuses that unless told.
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+class DataParallel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not mpirun():
+            raise unittest.SkipTest("no mpirun (scripts/install-deps.sh "
+                                    "installs openmpi-bin)")
+        rng = np.random.default_rng(7)
+        cls.data = os.path.join(ARGS.work, "data.npy")
+        np.save(cls.data, rng.integers(0, 256, size=(48, SEQ + 1))
+                .astype(np.int64))
+        # One model file per family and per-rank batch.
+        for family, cfg in MODELS.items():
+            for ranks in (1, 2, 4):
+                synthetic.write(ARGS.work, "%s-b%d" % (family,
+                                                       GLOBAL_BATCH // ranks),
+                                dict(cfg), GLOBAL_BATCH // ranks, SEQ)
+        # Does this build's strata-run speak MPI? A one-rank plan under a
+        # two-rank mpirun is refused by an MPI build, and fails to start
+        # (no MPI) otherwise.
+        art = cls.compile_plan("gpt", 1, "sgd", "device", "probe")
+        r = cls.launch(2, art, 1, os.path.join(ARGS.work, "probe.jsonl"),
+                       check=False)
+        if "this build has no MPI" in r.stderr:
+            raise unittest.SkipTest("strata-run was built without MPI "
+                                    "(libopenmpi-dev)")
+
+    @classmethod
+    def compile_plan(cls, family, ranks, optimizer, placement, tag=""):
+        name = "%s-b%d" % (family, GLOBAL_BATCH // ranks)
+        art = os.path.join(ARGS.work, "%s-%s-%s-n%d%s.strata" % (
+            family, optimizer, placement, ranks, tag))
+        ssd = art + ".ssd"
+        shutil.rmtree(ssd, ignore_errors=True)
+        os.makedirs(ssd)
+        flags = list(PLACEMENTS[placement])
+        if placement == "ssd":
+            flags += ["--ssd-dir", ssd]
+        if ranks > 1:
+            flags += ["--data-parallel", str(ranks)]
+        # AdamW's eps at 1e-4: a gradient that is 0 in exact arithmetic
+        # (an attention key's bias: softmax ignores what it adds) is
+        # rounding noise, which eps 1e-8 would blow up to updates of about
+        # lr whose sign the ranks' reassociated sum decides.
+        if optimizer == "adamw":
+            flags += ["--eps", "1e-4"]
+        run([tool("strata-compile"), os.path.join(ARGS.work, name + ".onnx"),
+             "-o", art, "--optimizer", optimizer, "--lr", "1e-2"] + flags +
+            ["--synthetic-init=" + r for r in synthetic.INIT_RULES])
+        return art
+
+    @classmethod
+    def launch(cls, ranks, art, steps, log, extra=(), check=True):
+        shutil.rmtree(os.path.join(art, "checkpoint"), ignore_errors=True)
+        if os.path.exists(log):
+            os.remove(log)
+        cmd = [tool("strata-run"), art, "--data", cls.data, "--steps",
+               str(steps), "--log-json", log, "--quiet"] + list(extra)
+        if ranks > 1:
+            cmd = [mpirun(), "-np", str(ranks)] + cmd
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           env=mpi_env(), timeout=300)
+        if check and r.returncode != 0:
+            raise AssertionError("%s failed:\n%s%s" % (
+                " ".join(cmd), r.stdout, r.stderr))
+        return r
+
+    def losses(self, log, key="loss"):
+        with open(log) as f:
+            return [json.loads(line)[key] for line in f if line.strip()]
+
+    def weights(self, art):
+        import onnx
+        from onnx import numpy_helper
+        out = art + ".export.onnx"
+        run([tool("strata-export"), art, "-o", out])
+        return {i.name: numpy_helper.to_array(i)
+                for i in onnx.load(out).graph.initializer}
+
+    def check(self, family, optimizer, placement):
+        results = {}
+        for ranks in (1, 2, 4):
+            art = self.compile_plan(family, ranks, optimizer, placement)
+            log = art + ".jsonl"
+            self.launch(ranks, art, STEPS, log)
+            results[ranks] = (self.losses(log), self.weights(art), art,
+                              self.losses(log, "grad_norm"))
+        one_losses, one_weights, _, one_norms = results[1]
+        self.assertEqual(len(one_losses), STEPS)
+        # AdamW divides by the root of the second moment: where a gradient
+        # is small its last bits (which the ranks' sum reassociates) move
+        # the update by a small part of lr (1e-2).
+        atol = 1e-5 if optimizer == "adamw" else 1e-6
+        for ranks in (2, 4):
+            losses, weights, art, norms = results[ranks]
+            where = "%s %s %s, %d ranks" % (family, optimizer, placement,
+                                            ranks)
+            np.testing.assert_allclose(losses, one_losses, rtol=2e-5,
+                                       err_msg=where)
+            # The norm is of the global batch's gradient (the mean, not
+            # the sum, of the ranks').
+            np.testing.assert_allclose(norms, one_norms, rtol=2e-5,
+                                       err_msg=where)
+            self.assertEqual(sorted(weights), sorted(one_weights), where)
+            for k in one_weights:
+                np.testing.assert_allclose(
+                    weights[k], one_weights[k], rtol=1e-4, atol=atol,
+                    err_msg="%s: %s" % (where, k))
+            # Something trained (the weights moved from their start).
+            self.assertNotEqual(losses[0], losses[-1], where)
+        # The same two-rank run again: bit for bit.
+        art = results[2][2]
+        again = art + ".again.jsonl"
+        self.launch(2, art, STEPS, again)
+        self.assertEqual(self.losses(again), results[2][0])
+
+    def test_gpt_sgd(self):
+        self.check("gpt", "sgd", "device")
+
+    def test_gpt_adamw(self):
+        self.check("gpt", "adamw", "device")
+
+    def test_llama_adamw(self):
+        self.check("llama", "adamw", "device")
+
+    def test_llama_sgd(self):
+        self.check("llama", "sgd", "device")
+
+    def test_adamw_states_in_host_memory_with_cpu_updates(self):
+        self.check("gpt", "adamw", "host-cpu-updates")
+
+    def test_adamw_states_on_the_ssd(self):
+        self.check("llama", "adamw", "ssd")
+
+    def test_plans_show_their_all_reduces(self):
+        art = self.compile_plan("gpt", 2, "adamw", "device", "-ops")
+        ops = run([tool("strata-inspect"), art, "--ops"]).stdout
+        lines = [l for l in ops.splitlines() if "all_reduce" in l]
+        # One per trainable parameter, each on the communication queue.
+        params = run([tool("strata-inspect"), art]).stdout
+        self.assertGreater(len(lines), 0)
+        self.assertTrue(all("comm" in l for l in lines), lines[:3])
+        self.assertIn("data_parallel=2", params)
+
+    def test_resume_matches_the_uninterrupted_run(self):
+        art = self.compile_plan("gpt", 2, "adamw", "ssd", "-resume")
+        whole = art + ".whole.jsonl"
+        self.launch(2, art, 4, whole)
+        part = art + ".part.jsonl"
+        self.launch(2, art, 2, part)
+        r = subprocess.run(
+            [mpirun(), "-np", "2", tool("strata-run"), art, "--data",
+             self.data, "--steps", "4", "--log-json", part, "--quiet",
+             "--resume"], capture_output=True, text=True, env=mpi_env(),
+            timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.losses(part), self.losses(whole))
+
+    def test_mismatched_world_sizes_are_refused(self):
+        two = self.compile_plan("gpt", 2, "sgd", "device", "-refuse")
+        log = two + ".jsonl"
+        # A two-rank plan on one process, and on four.
+        r = self.launch(1, two, 1, log, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("compiled for 2 data-parallel ranks", r.stderr)
+        self.assertIn("mpirun -np 2", r.stderr)
+        r = self.launch(4, two, 1, log, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("this run has 4", r.stderr)
+        # A plan for one process under mpirun.
+        one = self.compile_plan("gpt", 1, "sgd", "device", "-refuse")
+        r = self.launch(2, one, 1, one + ".jsonl", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("compiled for one process", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(one, "checkpoint",
+                                                     "checkpoint.bin")))
+
+    def test_data_parallel_needs_a_rank(self):
+        r = subprocess.run(
+            [tool("strata-compile"),
+             os.path.join(ARGS.work, "gpt-b4.onnx"), "-o",
+             os.path.join(ARGS.work, "zero.strata"), "--data-parallel", "0"]
+            + ["--synthetic-init=" + r for r in synthetic.INIT_RULES],
+            capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("data-parallel", r.stderr)
+
+
+def main():
+    global ARGS
+    ARGS = harness.parse_args()
+    DataParallel.ARGS = ARGS
+    harness.run_tests(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
