@@ -10,6 +10,23 @@ sys.path.insert(0, os.path.join(ROOT, "test", "models"))
 import generate  # noqa: E402
 
 
+def machine_profile(path, bin_dir, ssd_dir):
+    """`path` when it exists; else this machine measured into it by
+    strata-calibrate (with `ssd_dir` for the SSD rates), so that a benchmark
+    plans for the machine it runs on without an earlier demo run. '' stays
+    '' (the compiler's built-in defaults)."""
+    if not path or os.path.exists(path):
+        return path
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    os.makedirs(ssd_dir, exist_ok=True)
+    print("calibrating this machine -> %s" % path, file=sys.stderr,
+          flush=True)
+    subprocess.run([os.path.join(bin_dir, "strata-calibrate"), "-o", path,
+                    "--ssd-dir", ssd_dir], check=True,
+                   stdout=subprocess.DEVNULL)
+    return path
+
+
 def model_and_data(out, dim=0, layers=4, vocab=8192):
     """(model path, data path, --input-shape) in `out`: the example model
     (gpt2-tiny, batch 8x32, its corpus) when dim is 0, else a GPT-2 of

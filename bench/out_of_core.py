@@ -37,6 +37,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "models"))
 import synthetic  # noqa: E402
+import benchmodels  # noqa: E402
 
 RULES = ["--synthetic-init=" + r for r in synthetic.INIT_RULES]
 
@@ -265,7 +266,8 @@ def main():
     ap.add_argument("--profile", default=os.path.join(
         ROOT, "build", "examples", "machine-profile.txt"),
         help="machine profile (default: the build's calibration of this "
-             "machine; '' for the built-in defaults)")
+             "machine, made by strata-calibrate when missing; '' for the "
+             "built-in defaults)")
     ap.add_argument("--work", help="default: a temporary directory")
     ap.add_argument("--out", help="markdown file")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
@@ -275,6 +277,8 @@ def main():
     args.steps = args.steps or (6 if args.what == "train" else 3)
     args.work = args.work or tempfile.mkdtemp(prefix="strata-ooc-")
     os.makedirs(args.work, exist_ok=True)
+    args.profile = benchmodels.machine_profile(
+        args.profile, args.bin, os.path.join(args.ssd, "strata-calibrate"))
     text, ok = (train if args.what == "train" else identity)(args)
     text = "Command: `bench/out_of_core.py %s` (2-core development machine, " \
         "virtual disk)\n\n%s" % (" ".join(sys.argv[1:]), text)

@@ -11,15 +11,16 @@ device|host|ssd|recompute; the other classes left to the planner). Prints
 each plan's predicted step (from its manifest) as a Markdown table, with the
 planner's evaluations, and with --steps N the measured median step of the
 planner's choice and of the fastest forced plan (strata-run, interleaved,
---repeat rounds).
+--repeat rounds; with --measure-all of every plan that fits).
 
 Fails (exit 1) when a forced plan that fits the budgets is predicted faster
 than the planner's choice: the planner's search should find at least what a
-user can force.
+user can force; and, measuring, when a forced plan is faster than the
+planner's choice by more than the rounds' spread (the measured noise).
 
     bench/placement_sweep.py [--build build] [--dim 512 --layers 8]
         [--gpu-frac 0.5] [--cpu-frac 0.5] [--evaluations N] [--steps 10]
-        [--synthetic-params]
+        [--repeat 3] [--measure-all] [--synthetic-params]
 """
 
 import argparse
@@ -107,6 +108,10 @@ def main():
     parser.add_argument("--cpu-frac", type=float, default=0.5)
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--measure-all", action="store_true",
+                        help="with --steps: measure every plan that fits, "
+                             "not only the planner's and the fastest "
+                             "forced one")
     parser.add_argument("--evaluations", type=int, default=0,
                         help="--planner-evaluations of every compile "
                              "(default: strata-compile's)")
@@ -123,13 +128,8 @@ def main():
     ssd = os.path.join(out, "ssd")
     model, data, shape = benchmodels.model_and_data(out, args.dim,
                                                     args.layers)
-    profile = args.profile
-    if not profile:
-        profile = os.path.join(out, "profile.txt")
-        if not os.path.exists(profile):
-            subprocess.run([os.path.join(bin_dir, "strata-calibrate"), "-o",
-                            profile, "--ssd-dir", ssd], check=True,
-                           stdout=subprocess.DEVNULL)
+    profile = benchmodels.machine_profile(
+        args.profile or os.path.join(out, "profile.txt"), bin_dir, ssd)
     common = ["--synthetic-params"] if args.synthetic_params else []
     budgets, device, gpu, cpu = budget_flags(
         bin_dir, model, shape, out, ["--profile", profile] + common,
@@ -166,25 +166,60 @@ def main():
     if best:
         print("\nfastest forced plan: %s, %.3f ms predicted (the planner's "
               "choice: %.3f ms)" % (best[1], best[0], auto[1]))
+    measured_slower = False
     if args.steps and best:
-        measured = {"planner": [], "forced": []}
-        for _ in range(args.repeat):
-            measured["planner"].append(measure(bin_dir, auto[0], data,
-                                               args.steps))
-            measured["forced"].append(measure(bin_dir, best[2], data,
-                                              args.steps))
-        print("measured median step (%d rounds of %d steps, interleaved): "
-              "planner %.3f ms, %s %.3f ms" % (
-                  args.repeat, args.steps,
-                  1e3 * statistics.median(measured["planner"]), best[1],
-                  1e3 * statistics.median(measured["forced"])))
+        # Every plan that fits (--measure-all) or the planner's and the
+        # fastest forced one, each run for --steps steps once per round,
+        # the rounds interleaved so that the machine's drift hits all alike.
+        plans = [("planner (all auto)", auto[0])] + (
+            [(l, a) for _, l, a in fitting] if args.measure_all
+            else [(best[1], best[2])])
+        rounds = {label: [] for label, _ in plans}
+        for r in range(args.repeat):
+            for label, art in plans:
+                rounds[label].append(measure(bin_dir, art, data, args.steps))
+            print("round %d of %d measured" % (r + 1, args.repeat),
+                  file=sys.stderr, flush=True)
+        print("\nmeasured step (%d interleaved rounds of %d steps; a round's "
+              "figure is the median of its steps after the first):\n" % (
+                  args.repeat, args.steps))
+        print("| placement | predicted | measured median | rounds' range |")
+        print("|---|---:|---:|---:|")
+        predicted = {"planner (all auto)": auto[1]}
+        predicted.update({l: s for s, l, _ in fitting})
+        for label, _ in plans:
+            t = rounds[label]
+            print("| %s | %.3f ms | %.3f ms | %.3f-%.3f ms |" % (
+                label, predicted[label], 1e3 * statistics.median(t),
+                1e3 * min(t), 1e3 * max(t)))
+        # Slower beyond the noise: the planner's median over the forced
+        # plan's by more than the wider of the two plans' spreads across
+        # rounds (what running one plan again moves its figure by).
+        mine = rounds["planner (all auto)"]
+
+        def spread(t):
+            return max(t) - min(t)
+
+        slower = [l for l, _ in plans[1:]
+                  if statistics.median(mine) - statistics.median(rounds[l]) >
+                  max(spread(mine), spread(rounds[l]))]
+        if slower:
+            print("\nFAIL: measured faster than the planner's choice by more "
+                  "than the rounds' spread: " + ", ".join(
+                      "%s (%.3f against %.3f ms)" % (
+                          l, 1e3 * statistics.median(rounds[l]),
+                          1e3 * statistics.median(mine)) for l in slower))
+            measured_slower = True
+        else:
+            print("\nno forced plan measured faster than the planner's "
+                  "choice by more than the rounds' spread")
     if beaten:
         print("\nFAIL: forced plans predicted faster than the planner's "
               "choice: " + ", ".join("%s (%.3f ms)" % (l, s)
                                      for s, l in beaten))
         return 1
     print("\nno forced plan is predicted faster than the planner's choice")
-    return 0
+    return 1 if measured_slower else 0
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     bin_dir = os.path.join(args.build, "bin")
     ssd = os.path.join(out, "ssd")
+    args.profile = benchmodels.machine_profile(args.profile, bin_dir, ssd)
     print("| layers | parameters | compile | placements scored | predicted "
           "step | plan's lower bound | predicted / it | bound over all "
           "placements | predicted / it |")
