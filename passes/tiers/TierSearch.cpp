@@ -598,9 +598,12 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
   SmallVector<std::pair<Class, std::string>> forcedClasses =
       forcedStarts(func, consider);
   // The layer stage (TierSolve.cpp), from the activation and gradient
-  // choices of the greedy and naive starts, in the planner's own search
-  // only (the forced classes' searches hold a class it varies).
-  if (overrides.empty()) {
+  // choices of the greedy and naive starts, wherever parameters and
+  // states are both left to it (solveLayers checks): in the planner's own
+  // search, and in the search of a run that forces activations or
+  // gradients, which a compile given that option makes too (without it
+  // such a run could end up faster than the planner's choice).
+  {
     std::vector<Placement> bases;
     std::set<std::string> seen;
     // Each base costs a score per layer configuration (about a second
