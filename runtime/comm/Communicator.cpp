@@ -5,9 +5,11 @@
 #include "runtime/support/Half.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #ifdef STRATA_HAVE_MPI
@@ -83,8 +85,14 @@ public:
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (ownsMpi_ && !finalized)
-      MPI_Finalize();
+    if (!ownsMpi_ || finalized)
+      return;
+    // A collective that failed or timed out may still be pending, and
+    // the other ranks may wait in one: end the whole job rather than hang
+    // in MPI_Finalize.
+    if (broken_)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
   }
 
   bool start(std::string &error) {
@@ -94,8 +102,8 @@ public:
       // One thread calls at a time (see Communicator.h), not always the
       // same one: the queue's thread runs the collectives.
       int provided = 0;
-      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED,
-                               &provided);
+      int rc =
+          MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (rc != MPI_SUCCESS) {
         error = "MPI did not start (MPI_Init_thread failed)";
         return false;
@@ -113,6 +121,20 @@ public:
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // How long a collective waits for the other ranks before this one
+    // gives up: a rank that hangs (or died without mpirun noticing) then
+    // stops the job instead of holding it forever.
+    if (const char *t = std::getenv("STRATA_COMM_TIMEOUT")) {
+      char *end = nullptr;
+      double s = std::strtod(t, &end);
+      if (end == t || *end != '\0' || !(s > 0) || s > 1e9) {
+        error = std::string("STRATA_COMM_TIMEOUT must be a positive number "
+                            "of seconds, not '") +
+                t + "'";
+        return false;
+      }
+      timeoutSeconds_ = s;
+    }
     return true;
   }
 
@@ -163,10 +185,13 @@ public:
              std::string &error) override {
     std::vector<unsigned long long> all(static_cast<size_t>(size_));
     unsigned long long mine = value;
-    int rc = MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
-                           MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) {
-      error = mpiError(("comparing " + what + " across the ranks").c_str(), rc);
+    MPI_Request request;
+    int rc = MPI_Iallgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+                            MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD, &request);
+    if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
+      error = "comparing " + what + " across the ranks: " +
+              (rc != MPI_SUCCESS ? mpiError("MPI_Iallgather", rc) : error);
+      broken_ = true;
       return false;
     }
     for (int r = 1; r < size_; ++r)
@@ -188,20 +213,53 @@ private:
     for (int64_t at = 0; at < count; at += kPiece) {
       int n = static_cast<int>(std::min(kPiece, count - at));
       char *o = static_cast<char *>(out) + at * elementBytes;
-      const void *i = in == out ? MPI_IN_PLACE
-                                : static_cast<const char *>(in) +
-                                      at * elementBytes;
-      int rc = MPI_Allreduce(i, o, n, type, MPI_SUM, MPI_COMM_WORLD);
-      if (rc != MPI_SUCCESS) {
-        error = mpiError("MPI_Allreduce", rc);
+      const void *i = in == out
+                          ? MPI_IN_PLACE
+                          : static_cast<const char *>(in) + at * elementBytes;
+      MPI_Request request;
+      int rc = MPI_Iallreduce(i, o, n, type, MPI_SUM, MPI_COMM_WORLD, &request);
+      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
+        if (rc != MPI_SUCCESS)
+          error = mpiError("MPI_Iallreduce", rc);
+        broken_ = true;
         return false;
       }
     }
     return true;
   }
 
+  /// Waits for `request` until the timeout: polls, sleeping a little
+  /// between polls once the first millisecond has passed.
+  bool finish(MPI_Request &request, int &rc, std::string &error) {
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        error = mpiError("MPI_Test", rc);
+        return false;
+      }
+      if (done)
+        return true;
+      double waited =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited > timeoutSeconds_) {
+        error = "rank " + std::to_string(rank_) + " waited " +
+                std::to_string(static_cast<int64_t>(waited)) +
+                " s for the other ranks (STRATA_COMM_TIMEOUT): one of them "
+                "stopped answering (hung, or died)";
+        return false;
+      }
+      if (waited > 1e-3)
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::min(1000, 20 * (polls + 1))));
+    }
+  }
+
   int rank_ = 0, size_ = 1;
-  bool ownsMpi_ = false;
+  bool ownsMpi_ = false, broken_ = false;
+  double timeoutSeconds_ = 600;
 };
 #endif
 

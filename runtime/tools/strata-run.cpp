@@ -160,7 +160,9 @@ static void usage(FILE *out) {
                "                         plans compiled with --loss-scale "
                "only)\n"
                "  --trace FILE           Chrome-trace JSON of every kernel, "
-               "copy and I/O (chrome://tracing, Perfetto)\n"
+               "copy and I/O (chrome://tracing, Perfetto);\n"
+               "                         under mpirun rank 0's (rank R's in "
+               "FILE.rankR)\n"
                "  --trace-steps N        training steps to trace (default 2)\n"
                "  --ssd-dir DIR          SSD store directories (default: as "
                "compiled; repeatable)\n"
@@ -395,8 +397,10 @@ int main(int argc, char **argv) {
       }
       ssdDirs = dirs;
     }
-    // Rank 0 speaks for all.
+    // Rank 0 speaks for all; the others' traces go beside its own.
     quiet |= rank != 0;
+    if (!tracePath.empty() && rank != 0)
+      tracePath += ".rank" + std::to_string(rank);
   }
   artifact::Artifact art;
   if (!art.open(artifactDir, error, ssdDirs))

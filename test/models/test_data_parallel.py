@@ -5,7 +5,9 @@ train to the losses and weights of one process on the same global batches
 (within the reassociation of the ranks' sum), for GPT- and LLaMA-style
 models, SGD and AdamW, optimizer states on the device, in host memory with
 CPU updates and on the SSD; the same run twice is equal bit for bit; plans
-and world sizes that do not match are refused before any step runs.
+and world sizes that do not match are refused before any step runs; a rank
+killed mid-run stops the job (and --resume continues as if it had not), a
+hung one stops it within STRATA_COMM_TIMEOUT.
 
 Skipped (not passed) where mpirun or the build's MPI is missing.
 
@@ -53,6 +55,25 @@ def mpi_env():
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     return env
+
+
+def rank_pid(art, rank):
+    """The pid of the strata-run of `art` that mpirun started as `rank`."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            if not argv[0].endswith(b"strata-run") or art.encode() not in argv:
+                continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in env:
+            return int(pid)
+    return None
 
 
 class DataParallel(unittest.TestCase):
@@ -211,6 +232,90 @@ class DataParallel(unittest.TestCase):
             timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.losses(part), self.losses(whole))
+
+    def test_a_killed_rank_stops_the_others_and_resume_matches(self):
+        import signal
+        import time
+        art = self.compile_plan("gpt", 2, "adamw", "ssd", "-kill")
+        whole = art + ".whole.jsonl"
+        self.launch(2, art, 6, whole)
+        log = art + ".killed.jsonl"
+        shutil.rmtree(os.path.join(art, "checkpoint"), ignore_errors=True)
+        if os.path.exists(log):
+            os.remove(log)
+        cmd = [mpirun(), "-np", "2", tool("strata-run"), art, "--data",
+               self.data, "--steps", "6", "--save-every", "1", "--log-json",
+               log, "--quiet"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=mpi_env())
+        # Rank 1, once rank 0 logged two steps (the job is mid-run).
+        victim, deadline = None, time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            if p.poll() is not None:
+                break
+            if os.path.exists(log) and len(self.losses(log)) >= 2:
+                victim = rank_pid(art, 1)
+        self.assertIsNotNone(victim, "rank 1 never ran")
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = p.communicate(timeout=60)
+        # The others stop at once, and say which rank died.
+        self.assertLess(time.monotonic() - killed, 30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertRegex(err, r"rank 1")
+        # The checkpoint left is whole, and resuming from it (same N)
+        # continues as the run that was not interrupted.
+        r = subprocess.run(cmd + ["--resume"], capture_output=True,
+                           text=True, env=mpi_env(), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {}
+        with open(log) as f:
+            for line in f:
+                if line.strip():
+                    rec = json.loads(line)
+                    got[rec["step"]] = rec["loss"]
+        want = dict(enumerate(self.losses(whole), start=1))
+        self.assertEqual(sorted(got), list(range(1, 7)))
+        self.assertEqual(got, want)
+
+    def test_a_hung_rank_stops_the_others_within_the_timeout(self):
+        import signal
+        import time
+        art = self.compile_plan("gpt", 2, "sgd", "device", "-hang")
+        log = art + ".jsonl"
+        shutil.rmtree(os.path.join(art, "checkpoint"), ignore_errors=True)
+        if os.path.exists(log):
+            os.remove(log)
+        env = mpi_env()
+        env["STRATA_COMM_TIMEOUT"] = "3"
+        p = subprocess.Popen(
+            [mpirun(), "-np", "2", tool("strata-run"), art, "--data",
+             self.data, "--steps", "100000", "--log-json", log,
+             "--no-checkpoint", "--quiet"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env)
+        victim, deadline = None, time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            if p.poll() is not None:
+                break
+            if os.path.exists(log) and len(self.losses(log)) >= 2:
+                victim = rank_pid(art, 1)
+        self.assertIsNotNone(victim, "rank 1 never ran")
+        os.kill(victim, signal.SIGSTOP)  # Hung: alive, never answering.
+        stopped = time.monotonic()
+        try:
+            _, err = p.communicate(timeout=60)
+        finally:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if p.poll() is None:
+                p.kill()
+        self.assertLess(time.monotonic() - stopped, 30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("stopped answering", err)
 
     def test_mismatched_world_sizes_are_refused(self):
         two = self.compile_plan("gpt", 2, "sgd", "device", "-refuse")

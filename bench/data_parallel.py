@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Data-parallel training on the CPU backend (strata-compile --data-parallel
+N, mpirun -np N strata-run): how much of the all-reduce time the backward
+pass hides (from rank 0's trace: the share of the comm track's time during
+which the compute track was busy), and the step against one process on the
+same global batch.
+
+Compiles a GPT-2 of width --dim and --layers layers for one process on the
+global batch (--batch rows of 64 tokens) and for --ranks ranks on
+--batch / --ranks rows each, AdamW, everything in memory. Runs each for
+--steps steps, --repeat interleaved rounds; prints a Markdown table of the
+medians. On one machine the ranks share its cores: this measures the
+overlap and the plan's communication, not a speed-up.
+
+    bench/data_parallel.py [--dim 512] [--layers 8] [--ranks 2] [--batch 4]
+        [--steps 4] [--repeat 3] [--out FILE.md]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmodels  # noqa: E402
+import tracetools  # noqa: E402
+
+
+def mpi_env():
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+def compile_plan(bin_dir, model, rows, art, ranks, profile):
+    shutil.rmtree(art, ignore_errors=True)
+    flags = ["--data-parallel", str(ranks)] if ranks > 1 else []
+    r = subprocess.run([os.path.join(bin_dir, "strata-compile"), model,
+                        "--input-shape", "input_ids=%dx64" % rows,
+                        "--optimizer", "adamw", "--profile", profile, "-o",
+                        art] + flags, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("compile failed:\n" + r.stderr)
+    with open(os.path.join(art, "manifest.txt")) as f:
+        manifest = f.read()
+    return float(re.search(r"predicted step time: ([\d.]+) ms",
+                           manifest).group(1)) / 1e3
+
+
+def run(bin_dir, art, ranks, data, steps, trace):
+    log = art + ".jsonl"
+    cmd = [os.path.join(bin_dir, "strata-run"), art, "--data", data,
+           "--steps", str(steps), "--log-json", log, "--no-checkpoint",
+           "--quiet", "--trace", trace, "--trace-steps", str(steps)]
+    if ranks > 1:
+        cmd = ["mpirun", "-np", str(ranks)] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, env=mpi_env())
+    if r.returncode != 0:
+        sys.exit("%s failed:\n%s" % (" ".join(cmd), r.stderr))
+    with open(log) as f:
+        times = [json.loads(l)["step_s"] for l in f if l.strip()]
+    return statistics.median(times[1:] if len(times) > 2 else times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--dim", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.batch % args.ranks:
+        sys.exit("--batch must be a multiple of --ranks")
+    if not shutil.which("mpirun"):
+        sys.exit("no mpirun: scripts/install-deps.sh installs OpenMPI")
+    bin_dir = os.path.join(args.build, "bin")
+    work = os.path.join(args.build, "bench", "data-parallel")
+    os.makedirs(work, exist_ok=True)
+    profile = benchmodels.machine_profile(os.path.join(work, "profile.txt"),
+                                          bin_dir, os.path.join(work, "ssd"))
+    model = os.path.join(work, "gpt2-%d-%d.onnx" % (args.dim, args.layers))
+    data = os.path.join(work, "data.npy")
+    benchmodels.generated_gpt2(model, data, 8192, args.dim, args.layers,
+                               batch=args.batch, rows=64)
+    plans = {1: os.path.join(work, "one.strata"),
+             args.ranks: os.path.join(work, "n%d.strata" % args.ranks)}
+    predicted = {n: compile_plan(bin_dir, model, args.batch // n, art, n,
+                                 profile) for n, art in plans.items()}
+    steps = {n: [] for n in plans}
+    comm = []
+    for r in range(args.repeat):
+        for n, art in plans.items():
+            trace = art + ".trace.json"
+            steps[n].append(run(bin_dir, art, n, data, args.steps, trace))
+            if n > 1:
+                comm.append(tracetools.lane_overlap(trace, tracetools.COMM))
+        print("round %d of %d" % (r + 1, args.repeat), file=sys.stderr)
+    total = statistics.median(c[0] for c in comm) / args.steps
+    hidden = statistics.median(c[1] for c in comm)
+    lines = [
+        "Command: `bench/data_parallel.py %s` (CPU backend, 2-core "
+        "development machine; the ranks share its cores)\n" %
+        " ".join(sys.argv[1:]),
+        "| | one process | %d ranks |" % args.ranks,
+        "|---|---:|---:|",
+        "| model | GPT-2 d%d L%d, AdamW, global batch %dx64 | %d rows a "
+        "rank |" % (args.dim, args.layers, args.batch,
+                    args.batch // args.ranks),
+        "| predicted step | %.3f s | %.3f s |" % (predicted[1],
+                                                  predicted[args.ranks]),
+        "| measured step (median of %d rounds) | %.3f s | %.3f s |" % (
+            args.repeat, statistics.median(steps[1]),
+            statistics.median(steps[args.ranks])),
+        "| all-reduce time per step (rank 0) | - | %.3f s |" % total,
+        "| of it while the compute track was busy | - | %.0f%% |" % (
+            100 * hidden),
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
