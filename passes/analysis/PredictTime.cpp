@@ -322,8 +322,6 @@ struct PredictTimePass
             b.getNamedAttr("predicted_wait_ssd_read_us", us(waitedOn[3])),
             b.getNamedAttr("predicted_wait_ssd_write_us", us(waitedOn[4])),
             b.getNamedAttr("predicted_wait_cpu_us", us(waitedOn[5])),
-            b.getNamedAttr("predicted_comm_us", us(commBusy)),
-            b.getNamedAttr("predicted_wait_comm_us", us(waitedOn[6])),
             b.getNamedAttr("predicted_after_compute_us",
                            us(std::max(0.0, step - clock))),
             // When the backward pass starts, then each queue's (by
@@ -339,6 +337,17 @@ struct PredictTimePass
                                us(after[5]).getInt(),
                            })),
         }));
+    // A data-parallel plan's all-reduces: their busy time, and how long
+    // the compute thread waited for them.
+    if (commBusy > 0) {
+      NamedAttrList entries(
+          getDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(func));
+      entries.set("predicted_comm_us", us(commBusy));
+      entries.set("predicted_wait_comm_us",
+                  us(waitedOn[static_cast<int>(artifact::Queue::Comm)]));
+      setDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(
+          func, entries.getDictionary(func.getContext()));
+    }
     if (recordSpans)
       setDeclaredAttr<exec::ExecDialect::PredictedSpansAttrHelper>(
           func, b.getDenseF64ArrayAttr(spans));

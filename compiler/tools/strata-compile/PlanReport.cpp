@@ -142,6 +142,14 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   if (!info.optimizer.empty())
     out += " (" + info.optimizer + ")";
   out += "\n";
+  int64_t ranks = 1;
+  for (auto k : func.getBody().front().getOps<exec::KernelOp>())
+    if (k.isKernel(artifact::Kernel::AllReduce) && !k.getInts().empty())
+      ranks = k.getInts()[0];
+  if (ranks > 1)
+    add("  data parallel: %lld ranks, each on its own micro-batch; the figures "
+        "below are one rank's (the global batch is %lld of its batches)\n",
+        static_cast<long long>(ranks), static_cast<long long>(ranks));
   if (tokens > 0)
     add("  tokens per step: %.0f (input '%s'%s)\n", tokens, tokensFrom.c_str(),
         info.accumulate > 1 ? ", times --accumulate" : "");
@@ -203,12 +211,16 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   struct Busy {
     const char *name, *key;
   };
-  const Busy resources[] = {{"compute", "predicted_compute_us"},
-                            {"host->device", "predicted_host_to_device_us"},
-                            {"device->host", "predicted_device_to_host_us"},
-                            {"SSD reads", "predicted_ssd_read_us"},
-                            {"SSD writes", "predicted_ssd_write_us"},
-                            {"CPU optimizer", "predicted_cpu_update_us"}};
+  std::vector<Busy> resources = {
+      {"compute", "predicted_compute_us"},
+      {"host->device", "predicted_host_to_device_us"},
+      {"device->host", "predicted_device_to_host_us"},
+      {"SSD reads", "predicted_ssd_read_us"},
+      {"SSD writes", "predicted_ssd_write_us"},
+      {"CPU optimizer", "predicted_cpu_update_us"}};
+  // A data-parallel plan's all-reduces (--data-parallel).
+  if (plan.memoryOf("predicted_comm_us") > 0)
+    resources.push_back({"all-reduces", "predicted_comm_us"});
   const Busy *limiter = &resources[0];
   for (const Busy &r : resources)
     if (plan.memoryOf(r.key) > plan.memoryOf(limiter->key))
@@ -238,7 +250,8 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
                           {"device->host", "predicted_wait_device_to_host_us"},
                           {"SSD reads", "predicted_wait_ssd_read_us"},
                           {"SSD writes", "predicted_wait_ssd_write_us"},
-                          {"the CPU optimizer", "predicted_wait_cpu_us"}};
+                          {"the CPU optimizer", "predicted_wait_cpu_us"},
+                          {"the all-reduces", "predicted_wait_comm_us"}};
     const char *between = " ";
     for (const Busy &w : waits)
       if (uint64_t us = plan.memoryOf(w.key); us >= 500) {
