@@ -14,6 +14,7 @@
 #include "runtime/exec/BackendRegistry.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/support/Checked.h"
+#include "runtime/train/DataParallel.h"
 #include "runtime/train/Session.h"
 #include "runtime/train/Trainer.h"
 
@@ -143,10 +144,15 @@ public:
            uint64_t deviceMem, std::vector<std::string> ssdDirs, bool overlap)
       : path_(path) {
     std::string error;
+    // Under mpirun: one rank of a data-parallel run.
+    world_ = comm::worldCommunicator(error);
+    if (!world_ || !trainer::rankSsdDirs(path, *world_, ssdDirs, error))
+      fail(error);
     if (!art_.open(path, error, ssdDirs))
       fail(error);
     executor_ = std::make_unique<runtime::Executor>(art_);
     runtime::ExecutorOptions options;
+    options.communicator = world_.get();
     options.deviceBudget = deviceMem;
     options.overlapTransfers = overlap;
     if (backend) {
@@ -160,6 +166,9 @@ public:
   }
 
   std::string mode() const { return art_.plan().mode; }
+  int rank() const { return world_->rank(); }
+  int worldSize() const { return world_->size(); }
+  comm::Communicator *world() { return world_.get(); }
   py::list bindings(const std::vector<artifact::Binding> &list) const {
     py::list out;
     for (const artifact::Binding &b : list) {
@@ -218,6 +227,8 @@ public:
 
 private:
   std::string path_;
+  // Declared first: it outlives the executor that uses it.
+  std::unique_ptr<comm::Communicator> world_;
   artifact::Artifact art_;
   std::unique_ptr<runtime::Executor> executor_;
 };
@@ -252,7 +263,8 @@ public:
     options.checkpointDir =
         checkpointDir ? *checkpointDir : art.path() + "/checkpoint";
     options.resume = resume;
-    options.quiet = quiet;
+    options.quiet = quiet || art.rank() != 0;
+    options.comm = art.world();
     if (onNan == "skip")
       options.onNan = trainer::OnNan::Skip;
     else if (onNan != "stop")
@@ -400,6 +412,13 @@ PYBIND11_MODULE(strata_runtime, m) {
            "on a backend (cpu, async-test, cuda; default: $STRATA_BACKEND, "
            "else cuda when a GPU is present, else cpu).")
       .def_property_readonly("mode", &Artifact::mode, "'train' or 'forward'")
+      .def_property_readonly(
+          "rank", &Artifact::rank,
+          "This process's rank in a data-parallel run (under mpirun; 0 "
+          "alone): feed it rows [rank * B, (rank + 1) * B) of each global "
+          "batch of world_size * B rows")
+      .def_property_readonly("world_size", &Artifact::worldSize,
+                             "How many ranks the run has (1 alone)")
       .def_property_readonly("inputs", &Artifact::inputs,
                              "[(name, shape, dtype)] of the plan's inputs")
       .def_property_readonly("outputs", &Artifact::outputs,

@@ -9,6 +9,7 @@
 #include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Size.h"
+#include "runtime/train/DataParallel.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
@@ -382,21 +383,9 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "strata-run: error: %s\n", what.c_str());
     return 1;
   };
+  if (!trainer::rankSsdDirs(artifactDir, *world, ssdDirs, error))
+    return fail(error);
   if (world->size() > 1) {
-    // Each rank's SSD tensors in a directory of its own under each SSD
-    // directory (the ranks' stores must not share files).
-    artifact::Plan plan;
-    if (!artifact::readPlan(artifactDir + "/plan.bin", plan, error))
-      return fail(error);
-    if (plan.ssdBytes > 0) {
-      std::vector<std::string> dirs = ssdDirs.empty() ? plan.ssdDirs : ssdDirs;
-      for (std::string &d : dirs) {
-        d += "/rank-" + std::to_string(rank);
-        if (!makeDirectories(d, error))
-          return fail(error);
-      }
-      ssdDirs = dirs;
-    }
     // Rank 0 speaks for all; the others' traces go beside its own.
     quiet |= rank != 0;
     if (!tracePath.empty() && rank != 0)

@@ -103,14 +103,15 @@ class DataParallel(unittest.TestCase):
                                     "(libopenmpi-dev)")
 
     @classmethod
-    def compile_plan(cls, family, ranks, optimizer, placement, tag=""):
+    def compile_plan(cls, family, ranks, optimizer, placement, tag="",
+                     extra=()):
         name = "%s-b%d" % (family, GLOBAL_BATCH // ranks)
         art = os.path.join(ARGS.work, "%s-%s-%s-n%d%s.strata" % (
             family, optimizer, placement, ranks, tag))
         ssd = art + ".ssd"
         shutil.rmtree(ssd, ignore_errors=True)
         os.makedirs(ssd)
-        flags = list(PLACEMENTS[placement])
+        flags = list(PLACEMENTS[placement]) + list(extra)
         if placement == "ssd":
             flags += ["--ssd-dir", ssd]
         if ranks > 1:
@@ -154,10 +155,11 @@ class DataParallel(unittest.TestCase):
         return {i.name: numpy_helper.to_array(i)
                 for i in onnx.load(out).graph.initializer}
 
-    def check(self, family, optimizer, placement):
+    def check(self, family, optimizer, placement, extra=(), tag=""):
         results = {}
         for ranks in (1, 2, 4):
-            art = self.compile_plan(family, ranks, optimizer, placement)
+            art = self.compile_plan(family, ranks, optimizer, placement, tag,
+                                    extra)
             log = art + ".jsonl"
             self.launch(ranks, art, STEPS, log)
             results[ranks] = (self.losses(log), self.weights(art), art,
@@ -208,6 +210,14 @@ class DataParallel(unittest.TestCase):
 
     def test_adamw_states_on_the_ssd(self):
         self.check("llama", "adamw", "ssd")
+
+    def test_accumulation_averages_every_micro_batch(self):
+        # Micro-batch j of step k is global batch 2k + j on every N.
+        self.check("gpt", "momentum", "device", ["--accumulate", "2"],
+                   "-acc")
+
+    def test_lomo_updates_fused_after_their_all_reduce(self):
+        self.check("llama", "lomo", "device", tag="-lomo")
 
     def test_plans_show_their_all_reduces(self):
         art = self.compile_plan("gpt", 2, "adamw", "device", "-ops")
@@ -316,6 +326,47 @@ class DataParallel(unittest.TestCase):
         self.assertLess(time.monotonic() - stopped, 30)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("stopped answering", err)
+
+    def test_python_ranks_train_as_strata_run(self):
+        python_dir = os.path.join(os.path.dirname(ARGS.bin), "python")
+        if not os.path.isdir(os.path.join(python_dir, "strata")):
+            self.skipTest("no Python bindings in this build (pybind11)")
+        art = self.compile_plan("llama", 2, "adamw", "device", "-py")
+        want = art + ".cli.jsonl"
+        self.launch(2, art, STEPS, want)
+        out = art + ".py.json"
+        # Each rank feeds its own rows of every global batch, as strata-run
+        # does (rank r of 2: rows 2k + r of the data's batches of 2 rows).
+        script = (
+            "import json, sys, numpy as np, strata\n"
+            "art = strata.Artifact(sys.argv[1], backend='cpu')\n"
+            "rows = np.load(sys.argv[2])\n"
+            "b, t = %d, %d\n"
+            "tr = art.trainer(checkpoint_dir=sys.argv[1] + '/py-ckpt')\n"
+            "losses = []\n"
+            "for k in range(%d):\n"
+            "    i = (k * art.world_size + art.rank) * b\n"
+            "    r = rows[i:i + b]\n"
+            "    losses.append(tr.step({'input_ids': r[:, :t],\n"
+            "                           'labels': r[:, 1:]})['loss'])\n"
+            "if art.rank == 0:\n"
+            "    json.dump([art.world_size, losses], open(sys.argv[3], 'w'))\n"
+            % (GLOBAL_BATCH // 2, SEQ, STEPS))
+        env = mpi_env()
+        env["PYTHONPATH"] = python_dir
+        env["STRATA_BIN"] = ARGS.bin
+        shutil.rmtree(os.path.join(art, "py-ckpt"), ignore_errors=True)
+        r = subprocess.run([mpirun(), "-np", "2", sys.executable, "-c",
+                            script, art, self.data, out],
+                           capture_output=True, text=True, env=env,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            ranks, got = json.load(f)
+        self.assertEqual(ranks, 2)
+        # The same steps: the log prints the ranks' mean loss (a double)
+        # to 9 digits, Python has all of it.
+        np.testing.assert_allclose(got, self.losses(want), rtol=1e-8, atol=0)
 
     def test_mismatched_world_sizes_are_refused(self):
         two = self.compile_plan("gpt", 2, "sgd", "device", "-refuse")
