@@ -20,7 +20,10 @@
 #   build      the runtime alone with CUDA for sm_90, unless the carried
 #              build-gpu/bin from gpu-prepare.sh runs here
 #   kernels    strata-kernel-check: a case of every kernel of the table
-#              against the CPU backend (a kernel without a case fails)
+#              against the CPU backend (a kernel without a case fails), and
+#              the all-reduce of data-parallel plans on device memory
+#              through NCCL at world size 1 (where the build found NCCL;
+#              the check says "skip ... NCCL" otherwise)
 #   sanitize   compute-sanitizer memcheck and racecheck on the kernel cases,
 #              and memcheck and synccheck on whole training steps with
 #              copies on their own streams (host and SSD placements)

@@ -60,6 +60,7 @@ public:
   bool agree(const std::string &, uint64_t, std::string &) override {
     return true;
   }
+  bool broadcast(void *, uint64_t, int, std::string &) override { return true; }
 };
 
 int envInt(const char *name) {
@@ -201,6 +202,24 @@ public:
                 std::to_string(all[0]) + ")";
         return false;
       }
+    return true;
+  }
+
+  bool broadcast(void *data, uint64_t bytes, int root,
+                 std::string &error) override {
+    constexpr uint64_t kPiece = uint64_t(1) << 30;
+    for (uint64_t at = 0; at < bytes; at += kPiece) {
+      MPI_Request request;
+      int n = static_cast<int>(std::min(kPiece, bytes - at));
+      int rc = MPI_Ibcast(static_cast<char *>(data) + at, n, MPI_BYTE, root,
+                          MPI_COMM_WORLD, &request);
+      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
+        if (rc != MPI_SUCCESS)
+          error = mpiError("MPI_Ibcast", rc);
+        broken_ = true;
+        return false;
+      }
+    }
     return true;
   }
 

@@ -49,6 +49,12 @@ public:
   /// `what` and a rank that differs from rank 0.
   virtual bool agree(const std::string &what, uint64_t value,
                      std::string &error) = 0;
+  /// `bytes` at `data` (host memory) from rank `root` to every rank.
+  virtual bool broadcast(void *data, uint64_t bytes, int root,
+                         std::string &error) = 0;
+  /// Whether allReduceMean takes device memory (NCCL's, on a GPU) rather
+  /// than host memory.
+  virtual bool takesDeviceMemory() const { return false; }
 };
 
 /// One process: the mean of one rank is its input.

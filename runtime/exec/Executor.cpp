@@ -97,7 +97,7 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
     return false;
   }
   uint64_t largestReduce = 0;
-  if (!backend_->deviceIsHost())
+  if (!backend_->deviceIsHost() && !comm_->takesDeviceMemory())
     for (const artifact::Step &step : plan.steps)
       if (step.kernel == artifact::Kernel::AllReduce)
         largestReduce =
@@ -622,7 +622,7 @@ bool Executor::issueAllReduce(size_t index) {
     double start = trace_ ? trace_->now() : 0;
     int64_t count = in.numElements();
     bool ok;
-    if (backend_->deviceIsHost()) {
+    if (backend_->deviceIsHost() || comm_->takesDeviceMemory()) {
       ok = comm_->allReduceMean(src, dst, count, in.dtype, error);
     } else {
       char *host = commStaging_.data();

@@ -15,6 +15,8 @@
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/backends/Backend.h"
 #include "runtime/backends/cpu/Kernels.h"
+#include "runtime/backends/cuda/CudaBackend.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/exec/BackendRegistry.h"
 #include "runtime/support/Half.h"
 
@@ -416,6 +418,69 @@ std::string format(double v) {
 
 } // namespace
 
+/// The all-reduce of the communicator a run on `backend` uses (NCCL on
+/// cuda where this build has it, else MPI under mpirun, else one process)
+/// on device memory, as the executor calls it: every rank gives
+/// ((i mod 7) + rank) / 2 (exact in bf16), and every rank must get the mean
+/// bit for bit, in place and not. False when no communicator starts.
+bool checkAllReduce(runtime::Backend &backend, const std::string &backendName,
+                    int &failures, int &passed) {
+  std::string error;
+  std::unique_ptr<comm::Communicator> world = comm::worldCommunicator(error);
+  if (!world) {
+    std::fprintf(stderr, "strata-kernel-check: error: %s\n", error.c_str());
+    return false;
+  }
+  std::unique_ptr<comm::Communicator> nccl;
+  if (backendName == "cuda") {
+    nccl = runtime::makeNcclCommunicator(*world, error);
+    if (!nccl)
+      std::printf("skip all_reduce through NCCL: %s\n", error.c_str());
+  }
+  comm::Communicator &c = nccl ? *nccl : *world;
+  bool direct = backend.deviceIsHost() || c.takesDeviceMemory();
+  int ranks = c.size();
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    for (bool inPlace : {false, true}) {
+      const int64_t n = 4099;
+      size_t bytes = n * dtypeSize(t);
+      std::vector<char> mine(bytes), want(bytes), got(bytes, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        double v = ((i % 7) + c.rank()) * 0.5;
+        double mean = ((i % 7) + (ranks - 1) / 2.0) * 0.5;
+        storeFromDouble(t, v, mine.data() + i * dtypeSize(t));
+        storeFromDouble(t, mean, want.data() + i * dtypeSize(t));
+      }
+      void *in = backend.allocDevice(bytes, error);
+      void *out = inPlace ? in : backend.allocDevice(bytes, error);
+      bool ok =
+          in && out && backend.copyToDevice(in, mine.data(), bytes, error);
+      if (ok && direct) {
+        ok = c.allReduceMean(in, out, n, t, error);
+      } else if (ok) {
+        std::vector<char> host(bytes);
+        ok = backend.copyFromDevice(host.data(), in, bytes, error) &&
+             c.allReduceMean(host.data(), host.data(), n, t, error) &&
+             backend.copyToDevice(out, host.data(), bytes, error);
+      }
+      ok = ok && backend.copyFromDevice(got.data(), out, bytes, error);
+      bool pass = ok && got == want;
+      std::printf("%-4s all_reduce %-4s %-8s %s over %d rank%s (%s)\n",
+                  pass ? "ok" : "FAIL", dtypeName(t), inPlace ? "in place" : "",
+                  pass ? "bit-identical"
+                  : ok ? "DIFFERS"
+                       : ("error: " + error).c_str(),
+                  ranks, ranks == 1 ? "" : "s", c.name());
+      (pass ? passed : failures)++;
+      if (in)
+        backend.freeDevice(in);
+      if (out && out != in)
+        backend.freeDevice(out);
+    }
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   std::string backendName = "cuda";
   bool small = false;
@@ -452,10 +517,12 @@ int main(int argc, char **argv) {
   int failures = 0, passed = 0;
   runtime::StepLabel label;
   std::vector<Case> all = cases(small);
+  // all_reduce is no backend kernel: the executor runs it through the
+  // communicator this backend's runs would use, checked below.
+  if (!checkAllReduce(*backend, backendName, failures, passed))
+    return 2;
   // Every kernel of the table has a case: one without is a failure, so a
-  // new kernel cannot go unchecked on a backend. all_reduce is no
-  // backend's: the executor runs it through the communicator (the
-  // data-parallel test checks it against one process).
+  // new kernel cannot go unchecked on a backend.
   for (const artifact::KernelInfo &k : artifact::kernelTable()) {
     if (k.kernel == artifact::Kernel::AllReduce)
       continue;

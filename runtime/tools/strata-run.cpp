@@ -4,6 +4,7 @@
 //
 // Each output is written as DIR/<output name>.npy.
 
+#include "runtime/backends/cuda/CudaBackend.h"
 #include "runtime/exec/BackendRegistry.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/support/Checked.h"
@@ -385,6 +386,9 @@ int main(int argc, char **argv) {
   };
   if (!trainer::rankSsdDirs(artifactDir, *world, ssdDirs, error))
     return fail(error);
+  // On GPUs the all-reduces go through NCCL where this build has it
+  // (made below, once the backend is known; it outlives the executor).
+  std::unique_ptr<comm::Communicator> nccl;
   if (world->size() > 1) {
     // Rank 0 speaks for all; the others' traces go beside its own.
     quiet |= rank != 0;
@@ -403,7 +407,15 @@ int main(int argc, char **argv) {
     backendName = env && *env ? env : runtime::defaultBackendName();
   }
   options.backend = backendName;
-  options.communicator = world.get();
+  if (world->size() > 1 && backendName == "cuda") {
+    nccl = runtime::makeNcclCommunicator(*world, error);
+    if (!nccl && !quiet)
+      std::fprintf(stderr,
+                   "strata-run: note: %s; the all-reduces go through host "
+                   "memory and MPI\n",
+                   error.c_str());
+  }
+  options.communicator = nccl ? nccl.get() : world.get();
   trainOptions.comm = world.get();
   if (!executor.prepare(options, error))
     return fail(error);

@@ -8,6 +8,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -59,7 +60,8 @@ public:
           (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
       return false;
     }
-    if (!cudaOk(cudaSetDevice(0), "cudaSetDevice", error))
+    // One GPU per local rank of a data-parallel run, in turn.
+    if (!cudaOk(cudaSetDevice(localDevice(count)), "cudaSetDevice", error))
       return false;
     for (Queue q : {Queue::Compute, Queue::HostToDevice, Queue::DeviceToHost})
       if (!cudaOk(cudaStreamCreateWithFlags(&streams_[static_cast<size_t>(q)],

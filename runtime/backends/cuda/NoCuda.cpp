@@ -20,4 +20,12 @@ bool calibrateCuda(MachineProfile &, std::string &, std::string &error) {
   return false;
 }
 
+int localDevice(int) { return 0; }
+
+std::unique_ptr<comm::Communicator> makeNcclCommunicator(comm::Communicator &,
+                                                         std::string &error) {
+  error = "this build has no CUDA backend, so no NCCL";
+  return nullptr;
+}
+
 } // namespace strata::runtime

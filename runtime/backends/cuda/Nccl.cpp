@@ -1,0 +1,149 @@
+// Nccl.cpp - All-reduces on the GPU through NCCL (the CUDA toolkit's), for
+// the CUDA backend's data-parallel plans. Built where CMake found NCCL
+// (STRATA_HAVE_NCCL); elsewhere makeNcclCommunicator says so.
+
+#include "runtime/backends/cuda/CudaBackend.h"
+
+#include <cstdlib>
+
+#ifdef STRATA_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#endif
+
+namespace strata::runtime {
+
+int localDevice(int count) {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"})
+    if (const char *v = std::getenv(name)) {
+      int local = std::atoi(v);
+      return count > 0 && local > 0 ? local % count : 0;
+    }
+  return 0;
+}
+
+#ifdef STRATA_HAVE_NCCL
+namespace {
+
+bool ncclOk(ncclResult_t r, const char *what, std::string &error) {
+  if (r == ncclSuccess)
+    return true;
+  error = std::string(what) + ": " + ncclGetErrorString(r);
+  return false;
+}
+
+bool cudaOk(cudaError_t e, const char *what, std::string &error) {
+  if (e == cudaSuccess)
+    return true;
+  error = std::string(what) + ": " + cudaGetErrorString(e);
+  return false;
+}
+
+class NcclCommunicator final : public comm::Communicator {
+public:
+  explicit NcclCommunicator(comm::Communicator &bootstrap)
+      : bootstrap_(bootstrap) {}
+  ~NcclCommunicator() override {
+    if (comm_)
+      ncclCommDestroy(comm_);
+    if (stream_)
+      cudaStreamDestroy(stream_);
+  }
+
+  bool start(std::string &error) {
+    int count = 0;
+    if (!cudaOk(cudaGetDeviceCount(&count), "no GPU", error) ||
+        !cudaOk(cudaSetDevice(localDevice(count)), "cudaSetDevice", error))
+      return false;
+    // Rank 0 makes the id; the bootstrap (MPI, or one process) hands it on.
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (bootstrap_.rank() == 0 &&
+        !ncclOk(ncclGetUniqueId(&id), "ncclGetUniqueId", error))
+      return false;
+    if (!bootstrap_.broadcast(&id, sizeof(id), 0, error))
+      return false;
+    return cudaOk(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                  "cudaStreamCreate", error) &&
+           ncclOk(ncclCommInitRank(&comm_, bootstrap_.size(), id,
+                                   bootstrap_.rank()),
+                  "ncclCommInitRank", error);
+  }
+
+  const char *name() const override { return "nccl"; }
+  int rank() const override { return bootstrap_.rank(); }
+  int size() const override { return bootstrap_.size(); }
+  bool takesDeviceMemory() const override { return true; }
+
+  bool allReduceMean(const void *in, void *out, int64_t count, DType dtype,
+                     std::string &error) override {
+    ncclDataType_t type;
+    switch (dtype) {
+    case DType::F32:
+      type = ncclFloat32;
+      break;
+    case DType::F64:
+      type = ncclFloat64;
+      break;
+    case DType::F16:
+      type = ncclFloat16;
+      break;
+    case DType::BF16:
+      type = ncclBfloat16;
+      break;
+    default:
+      error = std::string("all_reduce of ") + dtypeName(dtype) +
+              " (only f32, f64, bf16 and f16 are averaged)";
+      return false;
+    }
+    if (count <= 0)
+      return true;
+    // The device work before it is done (the executor's queue waited for
+    // its events); the step after it waits for this queue.
+    return ncclOk(ncclAllReduce(in, out, static_cast<size_t>(count), type,
+                                ncclAvg, comm_, stream_),
+                  "ncclAllReduce", error) &&
+           cudaOk(cudaStreamSynchronize(stream_), "the all-reduce", error);
+  }
+  bool allReduceSum(double *values, int64_t count,
+                    std::string &error) override {
+    return bootstrap_.allReduceSum(values, count, error);
+  }
+  bool agree(const std::string &what, uint64_t value,
+             std::string &error) override {
+    return bootstrap_.agree(what, value, error);
+  }
+  bool broadcast(void *data, uint64_t bytes, int root,
+                 std::string &error) override {
+    return bootstrap_.broadcast(data, bytes, root, error);
+  }
+
+private:
+  comm::Communicator &bootstrap_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+} // namespace
+#endif
+
+std::unique_ptr<comm::Communicator>
+makeNcclCommunicator(comm::Communicator &bootstrap, std::string &error) {
+#ifdef STRATA_HAVE_NCCL
+  auto nccl = std::make_unique<NcclCommunicator>(bootstrap);
+  if (!nccl->start(error)) {
+    error = "NCCL did not start: " + error;
+    return nullptr;
+  }
+  return nccl;
+#else
+  (void)bootstrap;
+  error = "this build has no NCCL (the CUDA toolkit's nccl.h and libnccl "
+          "were not found when it was configured)";
+  return nullptr;
+#endif
+}
+
+} // namespace strata::runtime
