@@ -61,7 +61,8 @@ public:
       return false;
     }
     // One GPU per local rank of a data-parallel run, in turn.
-    if (!cudaOk(cudaSetDevice(localDevice(count)), "cudaSetDevice", error))
+    device_ = localDevice(count);
+    if (!cudaOk(cudaSetDevice(device_), "cudaSetDevice", error))
       return false;
     for (Queue q : {Queue::Compute, Queue::HostToDevice, Queue::DeviceToHost})
       if (!cudaOk(cudaStreamCreateWithFlags(&streams_[static_cast<size_t>(q)],
@@ -213,7 +214,13 @@ public:
         fail(error);
       return !failed_;
     }
-    host_.submit(queue, std::move(task));
+    // The host queues' threads copy to and from this backend's device
+    // (the current device is a thread's own).
+    host_.submit(
+        queue, [device = device_, task = std::move(task)](std::string &error) {
+          return cudaOk(cudaSetDevice(device), "cudaSetDevice", error) &&
+                 task(error);
+        });
     return true;
   }
 
@@ -362,6 +369,8 @@ private:
 
   cudaStream_t streams_[artifact::kNumQueues] = {};
   /// The SSD (and CPU) queues: host threads.
+  /// The GPU this backend runs on (localDevice).
+  int device_ = 0;
   HostQueues host_{[](Queue q) { return !onDevice(q); }};
   /// The device queue (stream) each event was last recorded on, -1 when on
   /// a host queue (host_) or never.

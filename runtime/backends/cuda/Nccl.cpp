@@ -54,8 +54,10 @@ public:
 
   bool start(std::string &error) {
     int count = 0;
-    if (!cudaOk(cudaGetDeviceCount(&count), "no GPU", error) ||
-        !cudaOk(cudaSetDevice(localDevice(count)), "cudaSetDevice", error))
+    if (!cudaOk(cudaGetDeviceCount(&count), "no GPU", error))
+      return false;
+    device_ = localDevice(count);
+    if (!cudaOk(cudaSetDevice(device_), "cudaSetDevice", error))
       return false;
     // Rank 0 makes the id; the bootstrap (MPI, or one process) hands it on.
     ncclUniqueId id;
@@ -100,6 +102,9 @@ public:
     }
     if (count <= 0)
       return true;
+    // On the communication queue's thread, whose current device is its own.
+    if (!cudaOk(cudaSetDevice(device_), "cudaSetDevice", error))
+      return false;
     // The device work before it is done (the executor's queue waited for
     // its events); the step after it waits for this queue.
     return ncclOk(ncclAllReduce(in, out, static_cast<size_t>(count), type,
@@ -124,6 +129,7 @@ private:
   comm::Communicator &bootstrap_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;
 };
 
 } // namespace
