@@ -15,7 +15,11 @@ plan-report-NAME.txt, with NAME.json: compile time and RSS); the table is
 drawn from every case whose report is there, so --only reruns some.
 
 GPT-3 13B and 175B also run at batch 8 and 32 of 1,024 tokens, the
-batches Fuyou trains them with.
+batches Fuyou trains them with. The data-parallel cases (--data-parallel)
+are LoHan's multi-GPU runs: that machine with 2 or 4 RTX 4090s, one rank
+a GPU, each with its share of the host memory and of the CPU and SSDs
+(the compiler divides those among the ranks of a machine); their step is
+one rank's, their throughput the machine's.
 """
 
 import argparse
@@ -33,7 +37,7 @@ import synthetic  # noqa: E402
 A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
 RTX4090 = ("profiles/rtx4090-768g-12nvme.profile", "22GiB", "700GiB")
 
-# (name, preset, batch, seq, machine)
+# (name, preset, batch, seq, machine[, ranks]): batch is one rank's.
 CASES = [
     ("llama-7b", "llama-7b", 1, 2048, A100),
     ("llama-13b", "llama-13b", 1, 2048, A100),
@@ -46,7 +50,23 @@ CASES = [
     ("gpt3-175b-4090", "gpt3-175b", 1, 1024, RTX4090),
     ("gpt3-175b-4090-b8", "gpt3-175b", 8, 1024, RTX4090),
     ("gpt3-175b-4090-b16", "gpt3-175b", 16, 1024, RTX4090),
+    # LoHan's multi-GPU runs: 13B at global batch 128 on two, 70B at 96 on
+    # four.
+    ("gpt3-13b-2x4090-b128", "gpt3-13b", 64, 1024, RTX4090, 2),
+    ("gpt3-70b-4x4090-b96", "gpt3-70b", 24, 1024, RTX4090, 4),
 ]
+
+# LoHan's measured throughput (global TFLOPS; RC4ML/LoHan
+# evaluation_data.md, as ../shared/notes/cuda-and-offload.md quotes it).
+LOHAN = {("gpt3-13b", 8, 1): 42.8, ("gpt3-13b", 16, 1): 84.3,
+         ("gpt3-13b", 32, 1): 143.1, ("gpt3-13b", 64, 1): 155.8,
+         ("gpt3-175b", 8, 1): 52.6, ("gpt3-175b", 16, 1): 86.9,
+         ("gpt3-13b", 64, 2): 278.2, ("gpt3-70b", 24, 4): 348.4}
+
+
+def case(entry):
+    """A CASES entry with its rank count (1 unless given)."""
+    return tuple(entry) + (1,) * (6 - len(entry))
 
 
 def field(pattern, text, default="-"):
@@ -68,9 +88,13 @@ def main():
     report_dir = os.path.dirname(os.path.abspath(args.out)) if args.out \
         else work
     rows = []
-    for name, preset, batch, seq, (profile, gpu, cpu) in CASES:
+    for name, preset, batch, seq, (profile, gpu, cpu), ranks in map(case,
+                                                                   CASES):
         if args.only and name not in args.only:
             continue
+        if ranks > 1:
+            # Each rank's share of the host memory.
+            cpu = "%dGiB" % (int(cpu.rstrip("GiB")) // ranks)
         desc = synthetic.write(work, name, dict(synthetic.PRESETS[preset]),
                                batch, seq)
         model = os.path.join(work, name + ".onnx")
@@ -83,6 +107,8 @@ def main():
                "--precision", args.precision,
                "--profile", os.path.join(ROOT, profile),
                "--gpu-mem", gpu, "--cpu-mem", cpu] + ssd
+        if ranks > 1:
+            cmd += ["--data-parallel", str(ranks)]
         print("%s: %.1fB parameters, compiling..." % (
             name, desc["parameters"] / 1e9), file=sys.stderr, flush=True)
         report, seconds, rss, code = harness.run_measured(
@@ -105,7 +131,7 @@ def main():
 
     # Every case with a report, in CASES order.
     rows = [r for r in rows if r[7].startswith("compile failed")]
-    for name, preset, batch, seq, (profile, _, _) in CASES:
+    for name, preset, batch, seq, (profile, _, _), _ in map(case, CASES):
         base = os.path.join(report_dir, "plan-report-%s" % name)
         if not os.path.exists(base + ".json"):
             continue
@@ -149,9 +175,7 @@ def main():
     lines += ["", "| model | batch x seq | predicted step | planner bound | "
               "choice / bound | compute bound | compile |",
               "|---|---|---:|---:|---:|---:|---:|"]
-    lohan = {("gpt3-13b", 8): 42.8, ("gpt3-13b", 16): 84.3,
-             ("gpt3-13b", 32): 143.1, ("gpt3-13b", 64): 155.8,
-             ("gpt3-175b", 8): 52.6, ("gpt3-175b", 16): 86.9}
+    of = {c[0]: case(c) for c in CASES}
     fuyou = []
     for name, desc, batch, seq, profile, seconds, rss, report in rows:
         if report.startswith("compile failed"):
@@ -164,8 +188,8 @@ def main():
             name, batch, seq,
             field(r"predicted step: ([\d.]+ m?s)", report), bound, ratio,
             compute, seconds))
-        preset = name.split("-4090")[0] if "-4090" in name else None
-        if preset in ("gpt3-13b", "gpt3-175b"):
+        preset, ranks = of[name][1], of[name][5]
+        if preset.startswith("gpt3-") and "4090" in name:
             m = re.search(r"predicted step: ([\d.]+) (m?s),", report)
             step = float(m.group(1)) / (1e3 if m.group(2) == "ms" else 1) \
                 if m else 0
@@ -173,11 +197,13 @@ def main():
             # written with three figures, 1.73e+04 at 175B batch 16).
             tflop = float(field(r"([\d.]+) model TFLOP/s", report, "0")) * step
             cb = float(compute) / 1e3 if compute != "-" else 0
-            fuyou.append((name, batch, tflop / step if step else 0,
-                          lohan.get((preset, batch)),
-                          tflop / cb if cb else 0))
+            # A data-parallel step is one rank's: the machine does
+            # `ranks` of them at once.
+            fuyou.append((name, batch * ranks, ranks * tflop / step
+                          if step else 0, LOHAN.get((preset, batch, ranks)),
+                          ranks * tflop / cb if cb else 0))
     if fuyou:
-        lines += ["", "| GPT-3 on the RTX 4090 profile | batch x 1024 | "
+        lines += ["", "| GPT-3 on the RTX 4090 profile | global batch x 1024 | "
                   "Strata predicted model TFLOP/s | LoHan measured TFLOPS | "
                   "the profile's compute bound (TFLOP/s) | Strata / "
                   "min(LoHan, bound) |", "|---|---:|---:|---:|---:|---:|"]

@@ -113,6 +113,9 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
     norm, clipping, accumulation and the updates all see the global
     batch's gradient. The all-reduces run on the communication queue
     beside the rest of the backward pass. With one rank it changes nothing.
+    It records on the module how many ranks share a machine
+    (`strata.ranks_per_node`), which the cost model divides the machine's
+    shared figures by.
 
     ```mlir
     %gw = graph.matmul ...               // this rank's gradient of w
@@ -120,7 +123,7 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
     return %loss, %gw.mean : ...
     ```
   }];
-  let options = [ DataParallelOption ];
+  let options = [ DataParallelOption, RanksPerNodeOption ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 

@@ -94,7 +94,7 @@ struct TrainingOptions {
   std::string loss = "causal-lm", optimizer = "adamw";
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
          weightDecay = 0.0, clipGradNorm = 0.0;
-  int64_t accumulate = 1, dataParallel = 1;
+  int64_t accumulate = 1, dataParallel = 1, ranksPerNode = 0;
   std::string clipMode = "exact", lossScale = "none";
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
@@ -250,6 +250,11 @@ template <typename Binder> void TrainingOptions::bind(Binder &b) {
      "micro-batch of the bound input shape (the global batch is N of them): "
      "every gradient is averaged over the ranks (all_reduce, on the "
      "communication queue) before the optimizer reads it"});
+  b(ranksPerNode,
+    {"ranks-per-node",
+     "With --data-parallel: how many of the ranks share one machine (its "
+     "CPU, host memory bandwidth and SSDs; the profile describes the whole "
+     "machine, each GPU its own); 0: all of them"});
   b(gradientsOnly,
     {"gradients-only",
      "Stop after autodiff: return the loss and every gradient (named "

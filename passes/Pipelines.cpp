@@ -83,6 +83,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   if (options.dataParallel > 1) {
     DataParallelPassOptions dp;
     dp.dataParallel = options.dataParallel;
+    dp.ranksPerNode = options.ranksPerNode;
     pm.addPass(createDataParallelPass(dp));
   }
   if (options.gradientsOnly) {

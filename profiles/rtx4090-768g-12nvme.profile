@@ -45,3 +45,12 @@ queue_round_trip_us 15
 # CPU AdamW over the bytes it touches: assumed 50 GB/s (a two-socket server
 # with eight DDR4 channels a socket streams ~300 GB/s; AdamW is far from it).
 cpu_update_gbs 50
+# Data parallel across the machine's GPUs (LoHan's 2x and 4x RTX 4090
+# runs): GeForce cards have no NVLink and, assumed here, no peer-to-peer
+# over PCIe, so NCCL stages collectives through host memory over each
+# GPU's own link: assumed a 12 GB/s bus rate (about half a pinned copy's
+# 25 GB/s, the data crossing the link both ways) and 30 us a collective;
+# a collective holds the GPU's host link, which the offload's copies share.
+comm_gbs 12
+comm_latency_us 30
+comm_on_host_link 1

@@ -15,6 +15,7 @@
 
 namespace strata {
 // The generated helpers name the markers' attribute type unqualified.
+using mlir::IntegerAttr;
 using mlir::UnitAttr;
 } // namespace strata
 

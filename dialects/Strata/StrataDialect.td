@@ -32,6 +32,10 @@ def Strata_Dialect : Dialect {
     - `strata.seed`: the gradient seed of the loss (--strata-autodiff).
     - `strata.norm_pass`: an op of the first backward pass of two-pass
       gradient clipping (--strata-attach-optimizer).
+    - `strata.ranks_per_node`: on the module, how many data-parallel ranks
+      share one machine (--strata-data-parallel); the cost model divides
+      the machine's shared figures (its CPU, memory bandwidth, SSDs) among
+      them.
   }];
   let cppNamespace = "::strata";
   let discardableAttrs = (ins
@@ -39,7 +43,8 @@ def Strata_Dialect : Dialect {
     UnitAttr:$optimizer,
     UnitAttr:$recomputed,
     UnitAttr:$seed,
-    UnitAttr:$norm_pass
+    UnitAttr:$norm_pass,
+    "::mlir::IntegerAttr":$ranks_per_node
   );
 }
 

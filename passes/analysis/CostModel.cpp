@@ -187,11 +187,41 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   return seconds;
 }
 
+/// Data parallel: the ranks of one machine (strata.ranks_per_node) share its
+/// CPU, memory bandwidth and SSDs, so each rank gets its share of the
+/// figures for them: the CPU's optimizer updates and the SSDs' bulk rates
+/// (every rank stripes over every drive), and on a profile of the CPU
+/// backend also the compute and the copies (the ranks' kernels run on the
+/// same cores). A GPU's figures are its own, and so is its host link (each
+/// GPU on its own PCIe slot: an assumption the report states).
+static void shareAmongRanks(ModuleOp module, MachineProfile &m) {
+  auto shared =
+      module ? getDeclaredAttr<StrataDialect::RanksPerNodeAttrHelper>(module)
+             : IntegerAttr();
+  if (!shared || shared.getInt() <= 1)
+    return;
+  double n = static_cast<double>(shared.getInt());
+  m.cpuUpdateGBs /= n;
+  m.ssdReadGBs /= n;
+  m.ssdWriteGBs /= n;
+  if (m.gpu != 0)
+    return;
+  for (double *rate :
+       {&m.matmulSmallGflops, &m.matmulMediumGflops, &m.matmulLargeGflops,
+        &m.gemmPeakF32Gflops, &m.gemmPeakBf16Gflops, &m.copyGBs})
+    *rate /= n;
+  for (double *ns : {&m.simpleNsPerElement, &m.transcendentalNsPerElement,
+                     &m.movementNsPerElement})
+    *ns *= n;
+}
+
 LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
-  if (path == "builtin") // The documented defaults, as strata-compile's.
-    return success();
   auto module =
       isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (path == "builtin") { // The documented defaults, as strata-compile's.
+    shareAmongRanks(module, m);
+    return success();
+  }
   using Helper = exec::ExecDialect::MachineProfileAttrHelper;
   DictionaryAttr recorded = module ? getDeclaredAttr<Helper>(module) : nullptr;
   auto source = recorded ? recorded.getAs<StringAttr>("source") : StringAttr();
@@ -206,11 +236,15 @@ LogicalResult loadProfile(Operation *op, StringRef path, MachineProfile &m) {
     }
     return success();
   }
-  if (path.empty())
+  if (path.empty()) {
+    shareAmongRanks(module, m);
     return success();
+  }
   std::string error;
   if (!m.read(path.str(), error))
     return op->emitError(error);
+  // Recorded as this rank's share: the later passes read it as is.
+  shareAmongRanks(module, m);
   if (!module)
     return success();
   // Read once: the later passes take the figures from the module.

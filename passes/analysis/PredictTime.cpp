@@ -199,8 +199,19 @@ struct PredictTimePass
         // what it waits for (its gradient's kernel) is done.
         double start = waited(i, std::max(commFree, clock + wake));
         double work = kernelSeconds(k, m);
+        // Staged through host memory, the collective's bytes cross the
+        // GPU's host link both ways: it waits for both copy engines and
+        // holds them (the link's busy time in each direction).
+        bool onLink = m.gpu > 0 && m.commOnHostLink != 0;
+        if (onLink)
+          start = std::max({start, copyFree[0], copyFree[1]});
         commBusy += work;
         commFree = start + work;
+        if (onLink) {
+          copyFree[0] = copyFree[1] = commFree;
+          links.toDevice += work;
+          links.toHost += work;
+        }
         end[i] = commFree;
         span(q, i, start, commFree);
         continue;

@@ -108,6 +108,13 @@ struct FuseGradUpdatePass
       }
     }
 
+    // Data parallel: the all-reduces in block order (this pass moves
+    // neither them nor what they read).
+    SmallVector<train::AllReduceOp> allReduces;
+    for (Operation &op : body)
+      if (auto r = dyn_cast<train::AllReduceOp>(&op))
+        allReduces.push_back(r);
+
     Operation *firstBlocked = nullptr;
     for (Operation *update : updates) {
       Operation *after = nullptr;
@@ -148,6 +155,7 @@ struct FuseGradUpdatePass
             later(u);
       if (!after)
         continue;
+      after = pastAllReduce(after, update, allReduces, before);
       bool blocked = false;
       if (Value scale = updateScale(update))
         blocked = dependsOnEveryGradient(scale, updates);
@@ -169,6 +177,51 @@ struct FuseGradUpdatePass
           count += dependsOnEveryGradient(scale, updates);
       reportBlocked(firstBlocked, count);
     }
+  }
+
+  static int64_t bytesOf(Value v) {
+    auto type = cast<ShapedType>(v.getType());
+    return type.getNumElements() *
+           std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  }
+
+  /// Where an update whose last operand comes from an all-reduce goes: not
+  /// right after it, where the kernel after would wait for the whole
+  /// collective (the next gradients' compute stalled behind it), but after
+  /// the all-reduces issued after it until they carry at least its bytes:
+  /// the compute that makes those gradients runs while this one's
+  /// collective is in flight (a device update then rarely waits; one on the
+  /// CPU never held the compute back). The gradient lives that much longer.
+  template <typename Before>
+  static Operation *pastAllReduce(Operation *after, Operation *update,
+                                  ArrayRef<train::AllReduceOp> allReduces,
+                                  Before before) {
+    auto own = dyn_cast<train::AllReduceOp>(after);
+    // A cast or view of the mean (the fp32 master's gradient) is as good.
+    if (!own && after->getNumOperands() == 1 &&
+        isa<graph::GraphDialect>(after->getDialect()))
+      own = after->getOperand(0).getDefiningOp<train::AllReduceOp>();
+    if (!own || allReduces.empty())
+      return after;
+    auto next = llvm::partition_point(allReduces, [&](train::AllReduceOp r) {
+      return r.getOperation() == after || before(r.getOperation(), after);
+    });
+    int64_t need = bytesOf(own.getResult()), carried = 0;
+    Operation *anchor = after;
+    for (; next != allReduces.end() && carried < need; ++next) {
+      train::AllReduceOp later = *next;
+      Operation *r = later.getOperation();
+      if (!before(r, update))
+        break;
+      anchor = r;
+      carried += bytesOf(later.getResult());
+    }
+    // Behind the updates already placed there: they wait for earlier
+    // collectives, so they go first.
+    while (anchor->getNextNode() && anchor->getNextNode() != update &&
+           isUpdate(anchor->getNextNode()))
+      anchor = anchor->getNextNode();
+    return anchor;
   }
 
   void reportBlocked(Operation *first, unsigned count) {

@@ -39,6 +39,16 @@ struct DataParallelPass
     }
     if (dataParallel == 1)
       return;
+    if (ranksPerNode < 0 || ranksPerNode > dataParallel) {
+      getOperation().emitError("ranks-per-node must be 0 (all ")
+          << dataParallel << " ranks on one machine) or 1 to " << dataParallel
+          << ", not " << ranksPerNode;
+      return signalPassFailure();
+    }
+    int64_t perNode = ranksPerNode == 0 ? dataParallel : ranksPerNode;
+    setDeclaredAttr<StrataDialect::RanksPerNodeAttrHelper>(
+        getOperation(),
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), perNode));
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(average(func)))
         return signalPassFailure();

@@ -45,7 +45,8 @@ MachineProfile::fields() {
           {"gemm_peak_bf16_gflops", &MachineProfile::gemmPeakBf16Gflops},
           {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs},
           {"comm_gbs", &MachineProfile::commGBs},
-          {"comm_latency_us", &MachineProfile::commLatencyUs}};
+          {"comm_latency_us", &MachineProfile::commLatencyUs},
+          {"comm_on_host_link", &MachineProfile::commOnHostLink}};
   return table;
 }
 
@@ -79,13 +80,14 @@ bool MachineProfile::read(const std::string &path, std::string &error) {
     std::istringstream ss(line);
     std::string key;
     double value;
-    // Rates are positive; the slowdowns and the hand-off may be 0.
+    // Rates are positive; the slowdowns, the hand-off and the flags may
+    // be 0.
     bool parsed = static_cast<bool>(ss >> key >> value);
-    bool mayBeZero = key == "overlap_slowdown" ||
-                     key.rfind("ssd_duplex_", 0) == 0 ||
-                     key == "queue_round_trip_us" || key == "gpu" ||
-                     key == "h2d_gbs" || key == "d2h_gbs" ||
-                     key == "duplex_gbs" || key.rfind("gemm_peak_", 0) == 0;
+    bool mayBeZero =
+        key == "overlap_slowdown" || key.rfind("ssd_duplex_", 0) == 0 ||
+        key == "queue_round_trip_us" || key == "gpu" ||
+        key == "comm_on_host_link" || key == "h2d_gbs" || key == "d2h_gbs" ||
+        key == "duplex_gbs" || key.rfind("gemm_peak_", 0) == 0;
     if (!parsed || !(value > 0 || (mayBeZero && value == 0))) {
       error = path + ":" + std::to_string(number) +
               ": expected 'key positive-number'";

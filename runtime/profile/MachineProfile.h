@@ -62,6 +62,10 @@ struct MachineProfile {
   /// defaults are of MPI between processes of one machine over shared
   /// memory; strata-calibrate does not measure them yet.
   double commGBs = 10, commLatencyUs = 20;
+  /// GPU only: 1 when the collectives cross each GPU's host link (GPUs
+  /// without NVLink or peer-to-peer: NCCL stages them through host memory),
+  /// so that they hold both of its copy engines while they run.
+  double commOnHostLink = 0;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

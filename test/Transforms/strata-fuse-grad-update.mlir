@@ -77,3 +77,36 @@ func.func @accumulated(%x: tensor<4xf32>, %dy: tensor<4xf32>) -> (tensor<f32>, t
   train.update_sgd %w, %acc {accumulate = 2 : i64, lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
   return %l, %l : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// Tests that under data parallel an update does not go right after its
+// gradient's all-reduce (the compute would wait for the collective) but
+// after the later all-reduces until they carry as many bytes as it: w3's
+// 64 bytes need both later ones, w2's 16 the next, and w1 has none after it.
+// CHECK-LABEL: func.func @after_later_all_reduces
+// CHECK: %[[M3:.+]] = train.all_reduce
+// CHECK-NEXT: graph.mul
+// CHECK-NEXT: %[[M2:.+]] = train.all_reduce
+// CHECK-NEXT: graph.mul
+// CHECK-NEXT: %[[M1:.+]] = train.all_reduce
+// CHECK-NEXT: train.update_sgd %{{.+}}, %[[M3]]
+// CHECK-NEXT: train.update_sgd %{{.+}}, %[[M2]]
+// CHECK-NEXT: train.update_sgd %{{.+}}, %[[M1]]
+// CHECK-NEXT: return
+func.func @after_later_all_reduces(%a: tensor<4x4xf32>, %b: tensor<4xf32>, %c: tensor<4x4xf32>) -> tensor<f32> {
+  %w1 = graph.param "w1" trainable : tensor<4x4xf32>
+  %w2 = graph.param "w2" trainable : tensor<4xf32>
+  %w3 = graph.param "w3" trainable : tensor<4x4xf32>
+  %l = graph.reduce_sum %a axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %g3 = graph.mul %a, %a {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m3 = train.all_reduce %g3 {ranks = 2 : i64} : tensor<4x4xf32>
+  %g2 = graph.mul %b, %b {strata.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %m2 = train.all_reduce %g2 {ranks = 2 : i64} : tensor<4xf32>
+  %g1 = graph.mul %c, %c {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = train.all_reduce %g1 {ranks = 2 : i64} : tensor<4x4xf32>
+  train.update_sgd %w3, %m3 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+  train.update_sgd %w2, %m2 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  train.update_sgd %w1, %m1 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+  return %l : tensor<f32>
+}

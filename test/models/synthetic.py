@@ -44,6 +44,11 @@ PRESETS = {
     # Megatron's and Fuyou's GPT-3 13B configurations use, is consistent.
     "gpt3-13b": dict(family="gpt", layers=40, dim=5120, heads=40,
                      kv_heads=40, hidden=4 * 5120, vocab=50257),
+    # LoHan's multi-GPU 70B: a GPT-3-style stack of 80 layers of 8192 (its
+    # evaluation data names the size, not the shape; this is the shape of
+    # Megatron's 70B-class configurations).
+    "gpt3-70b": dict(family="gpt", layers=80, dim=8192, heads=64,
+                     kv_heads=64, hidden=4 * 8192, vocab=50257),
     "gpt3-175b": dict(family="gpt", layers=96, dim=12288, heads=96,
                       kv_heads=96, hidden=4 * 12288, vocab=50257),
     # Sizes this machine can train: ~1.0B and ~350M parameters, and one

@@ -146,10 +146,27 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   for (auto k : func.getBody().front().getOps<exec::KernelOp>())
     if (k.isKernel(artifact::Kernel::AllReduce) && !k.getInts().empty())
       ranks = k.getInts()[0];
-  if (ranks > 1)
+  if (ranks > 1) {
     add("  data parallel: %lld ranks, each on its own micro-batch; the figures "
         "below are one rank's (the global batch is %lld of its batches)\n",
         static_cast<long long>(ranks), static_cast<long long>(ranks));
+    auto module = func->getParentOfType<ModuleOp>();
+    auto shared =
+        module ? getDeclaredAttr<StrataDialect::RanksPerNodeAttrHelper>(module)
+               : IntegerAttr();
+    DictionaryAttr machine =
+        module ? getDeclaredAttr<exec::ExecDialect::MachineProfileAttrHelper>(
+                     module)
+               : DictionaryAttr();
+    auto gpu = machine ? machine.getAs<FloatAttr>("gpu") : FloatAttr();
+    bool gpuProfile = gpu && gpu.getValueAsDouble() != 0;
+    if (shared && shared.getInt() > 1)
+      add("  %lld ranks a machine: each is planned with its share of the "
+          "machine's CPU updates and SSD bandwidth%s\n",
+          static_cast<long long>(shared.getInt()),
+          gpuProfile ? " (each GPU its own, and its own host link)"
+                     : ", compute and copies (one CPU's cores)");
+  }
   if (tokens > 0)
     add("  tokens per step: %.0f (input '%s'%s)\n", tokens, tokensFrom.c_str(),
         info.accumulate > 1 ? ", times --accumulate" : "");

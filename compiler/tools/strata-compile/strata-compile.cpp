@@ -234,11 +234,9 @@ static bool fusingUpdates() {
   // --fuse-updates=false keeps the updates after the backward pass.
   if (trainingFlags.given("fuse-updates"))
     return training.fuseUpdates;
-  // Data-parallel: an update right after its gradient's all-reduce would
-  // hold the compute back until the all-reduce is done; after the
-  // backward pass, the all-reduces run beside the rest of it.
-  if (training.dataParallel > 1)
-    return false;
+  // Data parallel takes the same rule: a fused update goes after the
+  // all-reduces issued after its gradient's (--strata-fuse-grad-update),
+  // so the compute does not wait for its collective.
   return offloading && effectiveLossScale() == "none" &&
          training.accumulate <= 1;
 }
@@ -359,6 +357,13 @@ static std::string checkTrainingOptions() {
   if (training.dataParallel > 1 && mode == Mode::Forward)
     return "--data-parallel averages gradients: it goes with --mode train "
            "or grad";
+  if (training.ranksPerNode != 0 &&
+      (training.ranksPerNode < 1 ||
+       training.ranksPerNode > training.dataParallel))
+    return "--ranks-per-node must be 0 (all ranks on one machine) or 1 to "
+           "--data-parallel (" +
+           std::to_string(training.dataParallel) + "), not " +
+           std::to_string(training.ranksPerNode);
   if (tiers.plannerEvaluations < 1)
     return "--planner-evaluations must be at least 1";
   if (tiers.plannerThreads < 0 || tiers.plannerThreads > 4096)
