@@ -50,7 +50,7 @@ cpu_update_gbs 50
 # over PCIe, so NCCL stages collectives through host memory over each
 # GPU's own link: assumed a 12 GB/s bus rate (about half a pinned copy's
 # 25 GB/s, the data crossing the link both ways) and 30 us a collective;
-# a collective holds the GPU's host link, which the offload's copies share.
+# a collective crosses the GPU's host link, sharing it with the offload's copies.
 comm_gbs 12
 comm_latency_us 30
 comm_on_host_link 1

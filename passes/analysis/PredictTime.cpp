@@ -200,18 +200,20 @@ struct PredictTimePass
         double start = waited(i, std::max(commFree, clock + wake));
         double work = kernelSeconds(k, m);
         // Staged through host memory, the collective's bytes cross the
-        // GPU's host link both ways: it waits for both copy engines and
-        // holds them (the link's busy time in each direction).
-        bool onLink = m.gpu > 0 && m.commOnHostLink != 0;
-        if (onLink)
-          start = std::max({start, copyFree[0], copyFree[1]});
-        commBusy += work;
-        commFree = start + work;
-        if (onLink) {
-          copyFree[0] = copyFree[1] = commFree;
+        // GPU's host link both ways (its busy time in each direction):
+        // while the copies issued before it still run, it shares the link
+        // with them and runs at half its rate. (The copies are not slowed
+        // in turn: the DMA engines interleave, and the collective's share
+        // is the smaller.)
+        if (m.gpu > 0 && m.commOnHostLink != 0) {
           links.toDevice += work;
           links.toHost += work;
+          double busy =
+              std::max(0.0, std::max(copyFree[0], copyFree[1]) - start);
+          work = stretched(work, 2.0, busy);
         }
+        commBusy += work;
+        commFree = start + work;
         end[i] = commFree;
         span(q, i, start, commFree);
         continue;

@@ -64,7 +64,8 @@ struct MachineProfile {
   double commGBs = 10, commLatencyUs = 20;
   /// GPU only: 1 when the collectives cross each GPU's host link (GPUs
   /// without NVLink or peer-to-peer: NCCL stages them through host memory),
-  /// so that they hold both of its copy engines while they run.
+  /// so that they count on the link both ways and share it with the
+  /// copies.
   double commOnHostLink = 0;
 
   /// Reads a profile; false with `error` naming the file and line.
