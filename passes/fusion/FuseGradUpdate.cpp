@@ -88,7 +88,16 @@ struct FuseGradUpdatePass
       return a->isBeforeInBlock(b);
     };
 
-    // Hoist the norm chain in block order (each op after its operands).
+    // Data parallel: the all-reduces in block order (this pass moves
+    // neither them nor what they read).
+    SmallVector<train::AllReduceOp> allReduces;
+    for (Operation &op : body)
+      if (auto r = dyn_cast<train::AllReduceOp>(&op))
+        allReduces.push_back(r);
+
+    // Hoist the norm chain in block order (each op after its operands; a
+    // norm of a mean over the ranks past the later all-reduces, as an
+    // update of one, so that the kernels after do not wait for it).
     {
       SmallVector<Operation *> chain;
       for (Operation &op : body)
@@ -102,18 +111,13 @@ struct FuseGradUpdatePass
             after = def;
         }
         if (after)
+          after = pastAllReduce(after, op, allReduces, before);
+        if (after)
           op->moveAfter(after);
         else
           op->moveBefore(&body.front());
       }
     }
-
-    // Data parallel: the all-reduces in block order (this pass moves
-    // neither them nor what they read).
-    SmallVector<train::AllReduceOp> allReduces;
-    for (Operation &op : body)
-      if (auto r = dyn_cast<train::AllReduceOp>(&op))
-        allReduces.push_back(r);
 
     Operation *firstBlocked = nullptr;
     for (Operation *update : updates) {
@@ -185,13 +189,14 @@ struct FuseGradUpdatePass
            std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
   }
 
-  /// Where an update whose last operand comes from an all-reduce goes: not
-  /// right after it, where the kernel after would wait for the whole
-  /// collective (the next gradients' compute stalled behind it), but after
-  /// the all-reduces issued after it until they carry at least its bytes:
-  /// the compute that makes those gradients runs while this one's
-  /// collective is in flight (a device update then rarely waits; one on the
-  /// CPU never held the compute back). The gradient lives that much longer.
+  /// Where an update (or a term of the gradient norm) whose last operand
+  /// comes from an all-reduce goes: not right after it, where the kernel
+  /// after would wait for the whole collective (the next gradients'
+  /// compute stalled behind it), but after the all-reduces issued after it
+  /// until they carry at least its bytes: the compute that makes those
+  /// gradients runs while this one's collective is in flight (a device
+  /// update then rarely waits; one on the CPU never held the compute back).
+  /// The gradient lives that much longer.
   template <typename Before>
   static Operation *pastAllReduce(Operation *after, Operation *update,
                                   ArrayRef<train::AllReduceOp> allReduces,

@@ -103,6 +103,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     double seconds, time = 0;
   };
   std::vector<Transfer> timedFetches, drains;
+  // Links 0-3 are linkOf's; collectives have their own.
+  constexpr int kCommLink = 4;
   // Which link a transfer holds: on a GPU its copy engine of that
   // direction (SSD transfers pass through host memory and hold it too);
   // without one, host copies run on the compute thread (nothing to
@@ -157,9 +159,20 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
                  transferSeconds(storageBytes(to.getType()), tierOf(to),
                                  /*read=*/false, *machine)});
       }
+      // A collective runs on the communication queue, beside the kernels,
+      // and reads its input until it is done: that buffer drains like a
+      // write-back, on the communication link (one collective at a time),
+      // so the ops after it do not take its bytes (and wait for it) while
+      // it still runs.
+      bool collective = kernel && kernel.isKernel(artifact::Kernel::AllReduce);
+      if (timed && collective)
+        if (auto it = bufferOf.find(viewRoot(kernel.getInputs()[0]));
+            it != bufferOf.end())
+          drains.push_back(
+              {it->second, index, kCommLink, kernelSeconds(kernel, *machine)});
       if (timed) {
         work.resize(index + 1, 0.0);
-        if (kernel && !isTransfer(kernel))
+        if (kernel && !isTransfer(kernel) && !collective)
           work[index] = kernelSeconds(kernel, *machine);
       }
       for (Value r : op.getResults()) {
@@ -202,7 +215,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // it ends). Fetches are timed as late as they can start and still all
   // arrive by their uses, the last first (`time`: that start).
   if (timed) {
-    double free[4] = {0, 0, 0, 0};
+    double free[kCommLink + 1] = {0, 0, 0, 0, 0};
     for (Transfer &d : drains) {
       double start = std::max(before[d.at], free[d.link]);
       d.time = free[d.link] = start + d.seconds;

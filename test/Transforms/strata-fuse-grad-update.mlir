@@ -110,3 +110,40 @@ func.func @after_later_all_reduces(%a: tensor<4x4xf32>, %b: tensor<4xf32>, %c: t
   train.update_sgd %w1, %m1 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that under data parallel the gradient norm's terms do not go right
+// after their all-reduces either (the kernels after would wait for each
+// collective) but after the later ones, as updates do: every term here
+// after the last all-reduce.
+// CHECK-LABEL: func.func @norm_after_later_all_reduces
+// CHECK: %[[M3:.+]] = train.all_reduce
+// CHECK-NEXT: graph.mul %arg1, %arg1
+// CHECK-NEXT: %[[M2:.+]] = train.all_reduce
+// CHECK-NEXT: graph.mul %arg2, %arg2
+// CHECK-NEXT: %[[M1:.+]] = train.all_reduce
+// CHECK-DAG: graph.mul %[[M3]], %[[M3]]
+// CHECK-DAG: graph.mul %[[M2]], %[[M2]]
+// CHECK-DAG: graph.mul %[[M1]], %[[M1]]
+// CHECK: graph.sqrt
+// CHECK: return
+func.func @norm_after_later_all_reduces(%a: tensor<4x4xf32>, %b: tensor<4xf32>, %c: tensor<4x4xf32>) -> (tensor<f32>, tensor<f32>) {
+  %l = graph.reduce_sum %a axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %g3 = graph.mul %a, %a {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m3 = train.all_reduce %g3 {ranks = 2 : i64} : tensor<4x4xf32>
+  %g2 = graph.mul %b, %b {strata.backward} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %m2 = train.all_reduce %g2 {ranks = 2 : i64} : tensor<4xf32>
+  %g1 = graph.mul %c, %c {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = train.all_reduce %g1 {ranks = 2 : i64} : tensor<4x4xf32>
+  %s3 = graph.mul %m3, %m3 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n3 = graph.reduce_sum %s3 axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %s2 = graph.mul %m2, %m2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n2 = graph.reduce_sum %s2 axes = [0] : tensor<4xf32> -> tensor<f32>
+  %s1 = graph.mul %m1, %m1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n1 = graph.reduce_sum %s1 axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %t = graph.add %n3, %n2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %u = graph.add %t, %n1 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %norm = graph.sqrt %u : tensor<f32>
+  return %l, %norm : tensor<f32>, tensor<f32>
+}
