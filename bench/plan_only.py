@@ -37,7 +37,8 @@ import synthetic  # noqa: E402
 A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
 RTX4090 = ("profiles/rtx4090-768g-12nvme.profile", "22GiB", "700GiB")
 
-# (name, preset, batch, seq, machine[, ranks]): batch is one rank's.
+# (name, preset, batch, seq, machine[, ranks[, ranks a machine]]): batch
+# is one rank's; every rank on one machine unless told.
 CASES = [
     ("llama-7b", "llama-7b", 1, 2048, A100),
     ("llama-13b", "llama-13b", 1, 2048, A100),
@@ -54,6 +55,9 @@ CASES = [
     # four.
     ("gpt3-13b-2x4090-b128", "gpt3-13b", 64, 1024, RTX4090, 2),
     ("gpt3-70b-4x4090-b96", "gpt3-70b", 24, 1024, RTX4090, 4),
+    # An 8-GPU node, and two of LoHan's two-GPU machines over a network.
+    ("gpt3-13b-8x4090-b128", "gpt3-13b", 16, 1024, RTX4090, 8),
+    ("gpt3-13b-2x2x4090-b256", "gpt3-13b", 64, 1024, RTX4090, 4, 2),
 ]
 
 # LoHan's measured throughput (global TFLOPS; RC4ML/LoHan
@@ -65,8 +69,10 @@ LOHAN = {("gpt3-13b", 8, 1): 42.8, ("gpt3-13b", 16, 1): 84.3,
 
 
 def case(entry):
-    """A CASES entry with its rank count (1 unless given)."""
-    return tuple(entry) + (1,) * (6 - len(entry))
+    """A CASES entry with its rank count (1 unless given) and its ranks a
+    machine (all of them unless given)."""
+    entry = tuple(entry) + (1,) * (6 - len(entry))
+    return entry + (entry[5],) * (7 - len(entry))
 
 
 def field(pattern, text, default="-"):
@@ -88,13 +94,13 @@ def main():
     report_dir = os.path.dirname(os.path.abspath(args.out)) if args.out \
         else work
     rows = []
-    for name, preset, batch, seq, (profile, gpu, cpu), ranks in map(case,
-                                                                   CASES):
+    for name, preset, batch, seq, (profile, gpu, cpu), ranks, per_node in \
+            map(case, CASES):
         if args.only and name not in args.only:
             continue
         if ranks > 1:
-            # Each rank's share of the host memory.
-            cpu = "%dGiB" % (int(cpu.rstrip("GiB")) // ranks)
+            # Each rank's share of its machine's host memory.
+            cpu = "%dGiB" % (int(cpu.rstrip("GiB")) // per_node)
         desc = synthetic.write(work, name, dict(synthetic.PRESETS[preset]),
                                batch, seq)
         model = os.path.join(work, name + ".onnx")
@@ -109,6 +115,8 @@ def main():
                "--gpu-mem", gpu, "--cpu-mem", cpu] + ssd
         if ranks > 1:
             cmd += ["--data-parallel", str(ranks)]
+        if per_node != ranks:
+            cmd += ["--ranks-per-node", str(per_node)]
         print("%s: %.1fB parameters, compiling..." % (
             name, desc["parameters"] / 1e9), file=sys.stderr, flush=True)
         report, seconds, rss, code = harness.run_measured(
@@ -199,19 +207,32 @@ def main():
             cb = float(compute) / 1e3 if compute != "-" else 0
             # A data-parallel step is one rank's: the machine does
             # `ranks` of them at once.
-            fuyou.append((name, batch * ranks, ranks * tflop / step
+            fuyou.append((name, preset, batch, ranks, ranks * tflop / step
                           if step else 0, LOHAN.get((preset, batch, ranks)),
                           ranks * tflop / cb if cb else 0))
     if fuyou:
+        # Scaling efficiency: N ranks' throughput over N times one rank's
+        # at the same batch a rank (Strata's from the single-GPU case when
+        # its report is here; LoHan's where it measured both).
+        single = {(p, b): t for _, p, b, r, t, _, _ in fuyou if r == 1}
+
+        def efficiency(value, one, ranks):
+            return "%.0f%%" % (100 * value / (ranks * one)) \
+                if ranks > 1 and value and one else "-"
+
         lines += ["", "| GPT-3 on the RTX 4090 profile | global batch x 1024 | "
                   "Strata predicted model TFLOP/s | LoHan measured TFLOPS | "
                   "the profile's compute bound (TFLOP/s) | Strata / "
-                  "min(LoHan, bound) |", "|---|---:|---:|---:|---:|---:|"]
-        for name, batch, mine, theirs, cap in fuyou:
+                  "min(LoHan, bound) | scaling efficiency: Strata / LoHan |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for name, preset, batch, ranks, mine, theirs, cap in fuyou:
             target = min(theirs, cap) if theirs else cap
-            lines.append("| %s | %d | %.1f | %s | %.1f | %s |" % (
-                name, batch, mine, "%.1f" % theirs if theirs else "-", cap,
-                "%.2f" % (mine / target) if target else "-"))
+            lines.append("| %s | %d | %.1f | %s | %.1f | %s | %s / %s |" % (
+                name, batch * ranks, mine,
+                "%.1f" % theirs if theirs else "-", cap,
+                "%.2f" % (mine / target) if target else "-",
+                efficiency(mine, single.get((preset, batch)), ranks),
+                efficiency(theirs, LOHAN.get((preset, batch, 1)), ranks)))
     text = "\n".join(lines) + "\n"
     if args.out:
         with open(args.out, "w") as f:

@@ -54,3 +54,7 @@ cpu_update_gbs 50
 comm_gbs 12
 comm_latency_us 30
 comm_on_host_link 1
+# Across machines (more ranks than --ranks-per-node): assumed one 100 Gb/s
+# NIC a machine (12.5 GB/s each way) and 50 us a collective.
+net_gbs 12.5
+net_latency_us 50

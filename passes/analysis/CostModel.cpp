@@ -5,6 +5,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Strata/StrataDialect.h"
+#include "dialects/Train/TrainDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -187,6 +188,22 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   return seconds;
 }
 
+int64_t dataParallelRanks(Operation *root) {
+  int64_t ranks = 1;
+  root->walk([&](Operation *op) {
+    if (auto r = dyn_cast<train::AllReduceOp>(op))
+      ranks = static_cast<int64_t>(r.getRanks());
+    else if (auto k = dyn_cast<exec::KernelOp>(op);
+             k && k.isKernel(artifact::Kernel::AllReduce) &&
+             !k.getInts().empty())
+      ranks = k.getInts()[0];
+    else
+      return WalkResult::advance();
+    return WalkResult::interrupt();
+  });
+  return ranks;
+}
+
 /// Data parallel: the ranks of one machine (strata.ranks_per_node) share its
 /// CPU, memory bandwidth and SSDs, so each rank gets its share of the
 /// figures for them: the CPU's optimizer updates and the SSDs' bulk rates
@@ -194,11 +211,21 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
 /// backend also the compute and the copies (the ranks' kernels run on the
 /// same cores). A GPU's figures are its own, and so is its host link (each
 /// GPU on its own PCIe slot: an assumption the report states).
+///
+/// With more ranks than a machine holds, the collectives also cross the
+/// machines' network: at the lesser of the two rates, after both fixed
+/// costs.
 static void shareAmongRanks(ModuleOp module, MachineProfile &m) {
   auto shared =
       module ? getDeclaredAttr<StrataDialect::RanksPerNodeAttrHelper>(module)
              : IntegerAttr();
-  if (!shared || shared.getInt() <= 1)
+  if (!shared)
+    return;
+  if (dataParallelRanks(module) > shared.getInt()) {
+    m.commGBs = std::min(m.commGBs, m.netGBs);
+    m.commLatencyUs += m.netLatencyUs;
+  }
+  if (shared.getInt() <= 1)
     return;
   double n = static_cast<double>(shared.getInt());
   m.cpuUpdateGBs /= n;

@@ -27,6 +27,10 @@ namespace strata {
 mlir::LogicalResult loadProfile(mlir::Operation *op, llvm::StringRef path,
                                 MachineProfile &m);
 
+/// How many data-parallel ranks the program under `root` averages over
+/// (its all-reduces'), 1 without any.
+int64_t dataParallelRanks(mlir::Operation *root);
+
 /// The floating-point operations of a kernel's matrix products (a matmul's
 /// 2*M*N*K, fused attention's score and value products); 0 for streaming
 /// kernels.

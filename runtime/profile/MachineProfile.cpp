@@ -46,7 +46,9 @@ MachineProfile::fields() {
           {"cpu_update_gbs", &MachineProfile::cpuUpdateGBs},
           {"comm_gbs", &MachineProfile::commGBs},
           {"comm_latency_us", &MachineProfile::commLatencyUs},
-          {"comm_on_host_link", &MachineProfile::commOnHostLink}};
+          {"comm_on_host_link", &MachineProfile::commOnHostLink},
+          {"net_gbs", &MachineProfile::netGBs},
+          {"net_latency_us", &MachineProfile::netLatencyUs}};
   return table;
 }
 

@@ -67,6 +67,13 @@ struct MachineProfile {
   /// so that they count on the link both ways and share it with the
   /// copies.
   double commOnHostLink = 0;
+  /// Data parallel over several machines (more ranks than
+  /// --ranks-per-node): each machine's network link (GB/s each way) and
+  /// its fixed cost a collective (microseconds). A ring crosses every
+  /// machine's link once each way, so a collective's bus rate is the lesser
+  /// of comm_gbs and net_gbs, after both fixed costs. The defaults are
+  /// assumptions: 100 Gb/s (EDR InfiniBand, 100 GbE) and 50 us.
+  double netGBs = 12.5, netLatencyUs = 50;
 
   /// Reads a profile; false with `error` naming the file and line.
   bool read(const std::string &path, std::string &error);

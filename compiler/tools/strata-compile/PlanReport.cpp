@@ -166,6 +166,13 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
           static_cast<long long>(shared.getInt()),
           gpuProfile ? " (each GPU its own, and its own host link)"
                      : ", compute and copies (one CPU's cores)");
+    auto comm = machine ? machine.getAs<FloatAttr>("comm_gbs") : FloatAttr();
+    if (shared && ranks > shared.getInt() && comm)
+      add("  %lld machines of %lld ranks: the collectives cross their "
+          "network too, at %.4g GB/s (the lesser of comm_gbs and net_gbs)\n",
+          static_cast<long long>((ranks + shared.getInt() - 1) /
+                                 shared.getInt()),
+          static_cast<long long>(shared.getInt()), comm.getValueAsDouble());
   }
   if (tokens > 0)
     add("  tokens per step: %.0f (input '%s'%s)\n", tokens, tokensFrom.c_str(),
