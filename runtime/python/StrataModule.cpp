@@ -2,7 +2,8 @@
 //
 //   import strata_runtime as rt
 //   art = rt.Artifact("model.strata")            # backend, budgets optional
-//   trainer = art.trainer(checkpoint_dir=..., resume=False)
+//   trainer = art.trainer(checkpoint_dir=..., resume=False,
+//                         resume_by_name=False)
 //   metrics = trainer.step({"input_ids": ids, "labels": labels})
 //   trainer.save(); weights = trainer.parameters()
 //   outputs = rt.Artifact("fwd.strata").run({"input_ids": ids})
@@ -257,12 +258,13 @@ bool noLabelKept(const npy::Array &a) {
 class Trainer {
 public:
   Trainer(Artifact &art, std::optional<std::string> checkpointDir, bool resume,
-          const std::string &onNan, bool quiet)
+          bool resumeByName, const std::string &onNan, bool quiet)
       : art_(art), session_(art.artifact(), art.executor()) {
     trainer::SessionOptions options;
     options.checkpointDir =
         checkpointDir ? *checkpointDir : art.path() + "/checkpoint";
-    options.resume = resume;
+    options.resume = resume || resumeByName;
+    options.resumeByName = resumeByName;
     options.quiet = quiet || art.rank() != 0;
     options.comm = art.world();
     if (onNan == "skip")
@@ -428,14 +430,17 @@ PYBIND11_MODULE(strata_runtime, m) {
       .def(
           "trainer",
           [](Artifact &a, std::optional<std::string> dir, bool resume,
-             const std::string &onNan, bool quiet) {
-            return std::make_unique<Trainer>(a, dir, resume, onNan, quiet);
+             bool resumeByName, const std::string &onNan, bool quiet) {
+            return std::make_unique<Trainer>(a, dir, resume, resumeByName,
+                                             onNan, quiet);
           },
           py::arg("checkpoint_dir") = py::none(), py::arg("resume") = false,
-          py::arg("on_nan") = "stop", py::arg("quiet") = true,
-          py::keep_alive<0, 1>(),
+          py::arg("resume_by_name") = false, py::arg("on_nan") = "stop",
+          py::arg("quiet") = true, py::keep_alive<0, 1>(),
           "Starts (or with resume=True continues) a training run; one per "
-          "artifact and checkpoint directory at a time.");
+          "artifact and checkpoint directory at a time. resume_by_name=True "
+          "resumes from a checkpoint of another plan of the same model, "
+          "its tensors matched by name (strata-run --resume-by-name).");
   py::class_<Trainer>(m, "Trainer")
       .def_property_readonly("completed_steps", &Trainer::completedSteps)
       .def_property_readonly("accumulate", &Trainer::accumulate,

@@ -151,6 +151,12 @@ static void usage(FILE *out) {
                "  --checkpoint-dir DIR   where checkpoints go (default: "
                "ARTIFACT/checkpoint)\n"
                "  --resume               continue from the last checkpoint\n"
+               "  --resume-by-name       --resume from a checkpoint that "
+               "may be of another plan\n"
+               "                         of the same model (recompiled with "
+               "other budgets, another\n"
+               "                         --data-parallel N, another lr): "
+               "tensors matched by name\n"
                "  --log-json FILE        one JSON object per step (step, "
                "loss, lr, grad_norm, tokens_per_s, step_s; speculated and "
                "redone_updates with speculative CPU updates); a write "
@@ -348,6 +354,9 @@ int main(int argc, char **argv) {
       trainOptions.checkpoints = false;
     } else if (arg == "--resume") {
       trainOptions.resume = true;
+    } else if (arg == "--resume-by-name") {
+      trainOptions.resume = true;
+      trainOptions.resumeByName = true;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "strata-run: error: unknown option '%s'\n",
                    arg.c_str());

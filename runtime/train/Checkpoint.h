@@ -2,13 +2,23 @@
 //
 // A checkpoint holds all training state (parameters and optimizer state, in
 // whichever regions the plan keeps them: device, host, SSD) and the number
-// of completed steps, tied to the plan it belongs to.
+// of completed steps, tied to the plan it belongs to, and an index of its
+// stored tensors (name, dtype, shape, where in the region bytes), so that
+// another plan of the same model (recompiled with other budgets, another
+// world size, another learning rate) can take it up by name.
 // It is written to a temporary file, fsynced and renamed over the previous
 // one, so a crash or kill -9 at any moment leaves the last complete
 // checkpoint in place.
 //
 //   char[8] "STRACKPT", u32 version, u32 plan_crc, u64 step,
-//   u64 region_bytes, u32 region_crc, u32 header_crc, region bytes
+//   u64 region_bytes, u32 region_crc, u32 index_crc, u64 index_bytes,
+//   u64 params_bytes, u64 host_bytes, u32 reserved, u32 header_crc,
+//   region bytes (device parameters, host region, SSD region), index
+//
+// The index, one entry a stored slot: u32 name length, name, u8 dtype,
+// u8 region, u8 class, u8 rank, u64 offset in its region, u64 bytes,
+// i64 dims[rank]. Version 1 (before the index: a 40-byte header ending at
+// region_crc, header_crc) is read for its own plan only.
 
 #ifndef STRATA_RUNTIME_TRAIN_CHECKPOINT_H
 #define STRATA_RUNTIME_TRAIN_CHECKPOINT_H
@@ -17,13 +27,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace strata::trainer {
 
 /// The checkpoint file of a checkpoint directory.
 std::string checkpointPath(const std::string &dir);
 
-constexpr uint32_t kCheckpointVersion = 1;
+constexpr uint32_t kCheckpointVersion = 2;
 
 struct CheckpointInfo {
   uint32_t planCrc = 0;
@@ -34,11 +45,27 @@ struct CheckpointInfo {
 bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
                     artifact::Artifact &artifact, std::string &error);
 
-/// Reads `path` into the artifact's state, checking the format, that it
-/// belongs to the artifact's plan, the size and the checksum. On failure the
-/// state is undefined: the caller must not continue with it.
+/// How a checkpoint of another plan was taken up (loadCheckpoint's
+/// `byName`): tensors copied from it, low-precision copies made from their
+/// masters, and the checkpoint's own tensors this plan has no use for.
+struct RemapSummary {
+  bool otherPlan = false;
+  int64_t copied = 0, narrowed = 0;
+  std::vector<std::string> unused;
+};
+
+/// Reads `path` into the artifact's state, checking the format, the size
+/// and the checksums, and that it belongs to the artifact's plan; with
+/// `byName` a checkpoint of another plan is taken up by tensor name
+/// instead: every parameter and optimizer state of this plan must be in it
+/// with the same dtype and shape (a low-precision copy may be made from its
+/// master; gradient accumulators and speculation's spare copies start
+/// empty, as at any step's end), and every parameter of it must be in this
+/// plan. On failure the state is undefined: the caller must not continue
+/// with it.
 bool loadCheckpoint(const std::string &path, artifact::Artifact &artifact,
-                    CheckpointInfo &info, std::string &error);
+                    CheckpointInfo &info, std::string &error,
+                    bool byName = false, RemapSummary *remap = nullptr);
 
 } // namespace strata::trainer
 

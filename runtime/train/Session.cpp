@@ -148,10 +148,28 @@ bool Session::open(const SessionOptions &options, std::string &error) {
     removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
   if (options.resume) {
     CheckpointInfo info;
-    if (!loadCheckpoint(ckpt, art_, info, error) ||
+    RemapSummary remap;
+    if (!loadCheckpoint(ckpt, art_, info, error, options.resumeByName,
+                        &remap) ||
         !executor_.parametersToDevice(error))
       return false;
     completed_ = static_cast<int64_t>(info.step);
+    if (!options.quiet && lead && remap.otherPlan) {
+      std::fprintf(stderr,
+                   "strata-run: %s is of another plan: took up %lld tensors "
+                   "by name%s",
+                   ckpt.c_str(), static_cast<long long>(remap.copied),
+                   remap.narrowed ? " (made " : "");
+      if (remap.narrowed)
+        std::fprintf(stderr, "%lld low-precision copies from their masters)",
+                     static_cast<long long>(remap.narrowed));
+      if (!remap.unused.empty())
+        std::fprintf(stderr,
+                     "; %zu optimizer states of it are not in this plan "
+                     "(first '%s')",
+                     remap.unused.size(), remap.unused.front().c_str());
+      std::fprintf(stderr, "\n");
+    }
     if (!options.quiet)
       std::fprintf(stderr, "strata-run: resumed from %s at step %lld\n",
                    ckpt.c_str(), static_cast<long long>(completed_));

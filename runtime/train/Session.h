@@ -31,6 +31,9 @@ struct SessionOptions {
   std::string checkpointDir;
   /// Continue from the checkpoint in checkpointDir.
   bool resume = false;
+  /// With `resume`: a checkpoint of another plan of the same model is taken
+  /// up by tensor name (loadCheckpoint's byName).
+  bool resumeByName = false;
   bool quiet = false;
   OnNan onNan = OnNan::Stop;
   /// Data-parallel training: the ranks (null: this process alone). The

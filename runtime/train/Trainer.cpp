@@ -137,6 +137,7 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   SessionOptions sessionOptions;
   sessionOptions.checkpointDir = options.checkpointDir;
   sessionOptions.resume = options.resume;
+  sessionOptions.resumeByName = options.resumeByName;
   sessionOptions.quiet = options.quiet;
   sessionOptions.onNan = options.onNan;
   sessionOptions.comm = comm;

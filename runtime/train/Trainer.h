@@ -46,6 +46,8 @@ struct TrainerOptions {
   bool checkpoints = true;
   std::string checkpointDir;
   bool resume = false;
+  /// With `resume`: take up a checkpoint of another plan by tensor name.
+  bool resumeByName = false;
   /// Append one JSON object per step here (empty: no log).
   std::string logJson;
   /// TensorBoard event files here (empty: none): EventFile.h.

@@ -1,7 +1,9 @@
 // fuzz-checkpoint.cpp - libFuzzer target: the checkpoint reader, against a
 // small artifact (parameters on the device, state in host memory) made once
-// at start-up. With STRATA_FUZZ_WRITE_SEED=FILE the target also saves a
-// valid checkpoint of that artifact there, the seed of the corpus.
+// at start-up, as its own plan's and (--resume-by-name) as another plan's.
+// With STRATA_FUZZ_WRITE_SEED=FILE the target also saves a valid checkpoint
+// of that artifact there, and FILE.foreign as another plan of the same
+// tensors would write it: the seeds of the corpus.
 
 #include "runtime/artifact/Artifact.h"
 #include "runtime/support/Crc32c.h"
@@ -33,8 +35,15 @@ bool makeArtifact(std::string &dir, std::string &error) {
   plan.arenaBytes = 64;
   plan.paramsBytes = 4096;
   plan.hostBytes = 4096;
-  plan.slots.push_back({"w", DType::F32, {4, 4}, Region::Params, 0, 64});
-  plan.slots.push_back({"m", DType::F32, {4, 4}, Region::Host, 0, 64});
+  plan.slots.push_back(
+      {"w", DType::F32, {4, 4}, Region::Params, 0, 64, SlotClass::Parameter});
+  plan.slots.push_back({"m",
+                        DType::F32,
+                        {4, 4},
+                        Region::Host,
+                        0,
+                        64,
+                        SlotClass::OptimizerState});
   std::vector<char> params(8192, 0);
   for (int i = 0; i < 16; ++i) {
     float v = 0.25f * i;
@@ -63,7 +72,11 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     trainer::CheckpointInfo info;
     info.planCrc = theArtifact->plan().payloadCrc;
     info.step = 7;
-    if (!trainer::saveCheckpoint(seed, info, *theArtifact, error)) {
+    bool ok = trainer::saveCheckpoint(seed, info, *theArtifact, error);
+    info.planCrc ^= 1;
+    ok = ok && trainer::saveCheckpoint(std::string(seed) + ".foreign", info,
+                                       *theArtifact, error);
+    if (!ok) {
       std::fprintf(stderr, "fuzz-checkpoint: %s\n", error.c_str());
       std::abort();
     }
@@ -75,8 +88,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   strata::fuzz::MemoryFile file(data, size);
   trainer::CheckpointInfo info;
   std::string error;
-  if (!trainer::loadCheckpoint(file.path(), *theArtifact, info, error) &&
-      error.empty())
-    __builtin_trap(); // Every refusal says why.
+  for (bool byName : {false, true}) {
+    error.clear();
+    if (!trainer::loadCheckpoint(file.path(), *theArtifact, info, error,
+                                 byName) &&
+        error.empty())
+      __builtin_trap(); // Every refusal says why.
+  }
   return 0;
 }

@@ -8,7 +8,8 @@
   npy/          arrays of every dtype and rank NumPy writes
   plan/         plan.bin of forward and training artifacts compiled by
                 --compiler (a regular build's strata-compile)
-  checkpoint/   a valid checkpoint of fuzz-checkpoint's own artifact
+  checkpoint/   a valid checkpoint of fuzz-checkpoint's own artifact, and
+                one as another plan's
   report/       a Chrome trace and a training log as strata-run writes
                 them (the first byte picks the reader: even trace, odd log)
 
@@ -143,7 +144,7 @@ def checkpoint_seeds(out, fuzz_bin):
     env = dict(os.environ, STRATA_FUZZ_WRITE_SEED=seed)
     subprocess.run([os.path.join(fuzz_bin, "fuzz-checkpoint"), "-runs=0"],
                    env=env, check=True, capture_output=True)
-    return 1
+    return 2  # valid.ckpt, and valid.ckpt.foreign (another plan's)
 
 
 def report_seeds(out):

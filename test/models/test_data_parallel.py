@@ -147,11 +147,12 @@ class DataParallel(unittest.TestCase):
         with open(log) as f:
             return [json.loads(line)[key] for line in f if line.strip()]
 
-    def weights(self, art):
+    def weights(self, art, checkpoint=None):
         import onnx
         from onnx import numpy_helper
         out = art + ".export.onnx"
-        run([tool("strata-export"), art, "-o", out])
+        run([tool("strata-export"), art, "-o", out] +
+            (["--checkpoint", checkpoint] if checkpoint else []))
         return {i.name: numpy_helper.to_array(i)
                 for i in onnx.load(out).graph.initializer}
 
@@ -242,6 +243,55 @@ class DataParallel(unittest.TestCase):
             timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.losses(part), self.losses(whole))
+
+    def test_resume_by_name_with_another_world_size_and_placement(self):
+        # Two ranks with their states on the SSD for two steps; then four,
+        # states in host memory and CPU updates (another plan), from that
+        # checkpoint: the same steps 3 and 4 as one rank without a break.
+        two = self.compile_plan("gpt", 2, "adamw", "ssd", "-byname")
+        self.launch(2, two, 2, two + ".jsonl")
+        ckpt = os.path.join(ARGS.work, "byname-checkpoint")
+        shutil.rmtree(ckpt, ignore_errors=True)
+        shutil.copytree(os.path.join(two, "checkpoint"), ckpt)
+        four = self.compile_plan("gpt", 4, "adamw", "host-cpu-updates",
+                                 "-byname")
+        log = four + ".jsonl"
+        if os.path.exists(log):
+            os.remove(log)
+        cmd = [mpirun(), "-np", "4", tool("strata-run"), four, "--data",
+               self.data, "--steps", "4", "--log-json", log,
+               "--checkpoint-dir", ckpt]
+        r = subprocess.run(cmd + ["--resume"], capture_output=True,
+                           text=True, env=mpi_env(), timeout=300)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("belongs to another plan", r.stderr)
+        self.assertIn("--resume-by-name", r.stderr)
+        r = subprocess.run(cmd + ["--resume-by-name"], capture_output=True,
+                           text=True, env=mpi_env(), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("is of another plan: took up", r.stderr)
+        one = self.compile_plan("gpt", 1, "adamw", "device", "-byname")
+        self.launch(1, one, 4, one + ".jsonl")
+        np.testing.assert_allclose(self.losses(log),
+                                   self.losses(one + ".jsonl")[2:],
+                                   rtol=2e-5)
+        self.assertEqual(len(self.losses(log)), 2)
+        mine = self.weights(four, os.path.join(ckpt, "checkpoint.bin"))
+        theirs = self.weights(one)
+        self.assertEqual(sorted(mine), sorted(theirs))
+        for k in theirs:
+            np.testing.assert_allclose(mine[k], theirs[k], rtol=1e-4,
+                                       atol=1e-5, err_msg=k)
+        # A plan whose optimizer keeps other states cannot take it up.
+        momentum = self.compile_plan("gpt", 1, "momentum", "device",
+                                     "-byname")
+        r = subprocess.run(
+            [tool("strata-run"), momentum, "--data", self.data, "--steps",
+             "3", "--checkpoint-dir", ckpt, "--resume-by-name", "--quiet"],
+            capture_output=True, text=True, timeout=300)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("momentum_buffer' (an optimizer state of this plan): "
+                      "it is of another model or optimizer", r.stderr)
 
     def test_a_killed_rank_stops_the_others_and_resume_matches(self):
         import signal

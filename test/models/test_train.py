@@ -746,6 +746,23 @@ class TrainParity(unittest.TestCase):
                             "--steps", "3", "--resume"],
                            capture_output=True, text=True)
         self.assertIn("belongs to another plan", r.stderr)
+        # Taken up by name, it is still checked whole first.
+        by_name = [tool("strata-run"), other, "--data", data, "--steps", "3",
+                   "--resume-by-name"]
+        r = subprocess.run(by_name, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("corrupted (checksum mismatch)", r.stderr)
+        copy = os.path.join(other, "checkpoint", "checkpoint.bin")
+        with open(copy, "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 1]))
+        r = subprocess.run(by_name, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("is of another plan: took up", r.stderr)
+        self.assertIn("at step 2", r.stderr)
+        self.assertIn("step 3/3", r.stderr + r.stdout)
 
     def test_export_is_a_valid_onnx_model_with_or_without_external_data(self):
         import onnx

@@ -123,6 +123,31 @@ def test_resume_continues_bit_for_bit(model):
     assert got == want
 
 
+def test_resume_by_name_from_another_plan(model):
+    """A checkpoint taken up by a plan compiled with other placements
+    (states in host memory) continues the same training."""
+    MODEL_DATA[:] = [model["data"]]
+    want = cli_losses(compile_train(model, "whole-byname.strata"), STEPS)
+    path = compile_train(model, "first-byname.strata")
+    first = strata.Artifact(path, backend="cpu").trainer()
+    got = [np.float32(first.step(batch(model, s))["loss"])
+           for s in range(2)]
+    first.save()
+    ckpt_dir = os.path.dirname(first.checkpoint_file)
+    del first
+    other = strata.compile(model["path"], model["work"] / "other-byname.strata",
+                           model["bind"] + FLAGS + ["--place-states", "host"])
+    with pytest.raises(RuntimeError, match="belongs to another plan"):
+        strata.Artifact(other, backend="cpu").trainer(
+            checkpoint_dir=ckpt_dir, resume=True)
+    again = strata.Artifact(other, backend="cpu").trainer(
+        checkpoint_dir=ckpt_dir, resume_by_name=True)
+    assert again.completed_steps == 2
+    got += [np.float32(again.step(batch(model, s))["loss"])
+            for s in range(2, STEPS)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_evaluate_matches_strata_run_and_changes_nothing(model, tmp_path):
     """trainer.evaluate: the held-out loss strata-run --eval-data logs for
     the same rows (one batch of them), bit for bit, with ignored labels;
