@@ -9,10 +9,13 @@ compiler's peak RSS, the memory per tier, the predicted step, tokens/s,
 model TFLOP/s, the lower bound and what sets it.
 
     bench/plan_only.py [--only NAME ...] [--out FILE.md] [--work DIR]
+                       [--table-only]
 
 The full reports go next to the table (FILE.md's directory,
 plan-report-NAME.txt, with NAME.json: compile time and RSS); the table is
 drawn from every case whose report is there, so --only reruns some.
+--table-only compiles nothing and tabulates the reports already there (the
+--only cases' alone when given).
 
 GPT-3 13B and 175B also run at batch 8 and 32 of 1,024 tokens, the
 batches Fuyou trains them with. The data-parallel cases (--data-parallel)
@@ -88,6 +91,9 @@ def main():
                     "temporary directory; they are a few MB each)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--table-only", action="store_true",
+                    help="compile nothing: the tables from the reports "
+                    "already beside --out (of the --only cases if given)")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="strata-plan-only-")
     os.makedirs(work, exist_ok=True)
@@ -96,7 +102,7 @@ def main():
     rows = []
     for name, preset, batch, seq, (profile, gpu, cpu), ranks, per_node in \
             map(case, CASES):
-        if args.only and name not in args.only:
+        if args.table_only or (args.only and name not in args.only):
             continue
         if ranks > 1:
             # Each rank's share of its machine's host memory.
@@ -139,8 +145,10 @@ def main():
 
     # Every case with a report, in CASES order.
     rows = [r for r in rows if r[7].startswith("compile failed")]
-    for name, preset, batch, seq, (profile, _, _), _ in map(case, CASES):
+    for name, preset, batch, seq, (profile, _, _), _, _ in map(case, CASES):
         base = os.path.join(report_dir, "plan-report-%s" % name)
+        if args.table_only and args.only and name not in args.only:
+            continue
         if not os.path.exists(base + ".json"):
             continue
         with open(base + ".json") as f:
