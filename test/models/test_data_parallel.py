@@ -6,8 +6,9 @@ train to the losses and weights of one process on the same global batches
 models, SGD and AdamW, optimizer states on the device, in host memory with
 CPU updates and on the SSD; the same run twice is equal bit for bit; plans
 and world sizes that do not match are refused before any step runs; a rank
-killed mid-run stops the job (and --resume continues as if it had not), a
-hung one stops it within STRATA_COMM_TIMEOUT.
+killed mid-run or mid-save stops the job (and --resume continues as if it
+had not, with the same or another number of ranks), a hung one stops it
+within STRATA_COMM_TIMEOUT.
 
 Skipped (not passed) where mpirun or the build's MPI is missing.
 
@@ -55,6 +56,31 @@ def mpi_env():
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     return env
+
+# rename() that kills the process instead of the STRATA_TEST_DIE_AT_SAVE'th
+# replacement of a checkpoint.bin, in rank 0 of an mpirun.
+DIE_IN_SAVE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int rename(const char *from, const char *to) {
+  static int saves;
+  int (*real)(const char *, const char *) =
+      (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  const char *at = getenv("STRATA_TEST_DIE_AT_SAVE");
+  const char *tail = "/checkpoint.bin";
+  size_t n = strlen(to), m = strlen(tail);
+  if (rank && at && strcmp(rank, "0") == 0 && n >= m &&
+      strcmp(to + n - m, tail) == 0 && ++saves == atoi(at))
+    kill(getpid(), SIGKILL);
+  return real(from, to);
+}
+"""
 
 
 def rank_pid(art, rank):
@@ -338,6 +364,72 @@ class DataParallel(unittest.TestCase):
         want = dict(enumerate(self.losses(whole), start=1))
         self.assertEqual(sorted(got), list(range(1, 7)))
         self.assertEqual(got, want)
+
+    def test_a_rank_killed_mid_save_leaves_the_previous_checkpoint(self):
+        # Rank 0 (the one that writes) dies in its third save, after the
+        # new checkpoint's bytes are written and before they replace the
+        # old: an LD_PRELOAD'ed rename() kills it there, every time.
+        import time
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler for the rename() shim")
+        shim = os.path.join(ARGS.work, "die-in-save.so")
+        src = shim[:-3] + ".c"
+        with open(src, "w") as f:
+            f.write(DIE_IN_SAVE)
+        run([cc, "-shared", "-fPIC", "-O1", "-o", shim, src, "-ldl"])
+        art = self.compile_plan("gpt", 2, "adamw", "ssd", "-killsave")
+        whole = art + ".whole.jsonl"
+        self.launch(2, art, 6, whole)
+        log = art + ".killed.jsonl"
+        ckdir = os.path.join(art, "checkpoint")
+        shutil.rmtree(ckdir, ignore_errors=True)
+        if os.path.exists(log):
+            os.remove(log)
+        cmd = [mpirun(), "-np", "2", tool("strata-run"), art, "--data",
+               self.data, "--steps", "6", "--save-every", "1", "--log-json",
+               log, "--quiet"]
+        env = dict(mpi_env(), LD_PRELOAD=shim, STRATA_TEST_DIE_AT_SAVE="3",
+                   STRATA_COMM_TIMEOUT="20")
+        started = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                           timeout=120)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertLess(time.monotonic() - started, 90)
+        self.assertRegex(r.stderr, r"rank 0")
+        # Killed mid-save: its temporary is there beside the checkpoint of
+        # step 2, which is whole.
+        names = sorted(os.listdir(ckdir))
+        self.assertIn("checkpoint.bin", names)
+        self.assertTrue(any(n.startswith("checkpoint.bin.tmp.")
+                            for n in names), names)
+        self.assertEqual(len(self.losses(log)), 3)
+        saved = os.path.join(ARGS.work, "killsave-checkpoint")
+        shutil.rmtree(saved, ignore_errors=True)
+        os.makedirs(saved)
+        shutil.copy(os.path.join(ckdir, "checkpoint.bin"), saved)
+        # Same N: steps 3 to 6 as the run that was not interrupted, bit for
+        # bit, and the interrupted save's temporary is gone.
+        os.remove(log)
+        r = subprocess.run(cmd + ["--resume"], capture_output=True,
+                           text=True, env=mpi_env(), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.losses(log), self.losses(whole)[2:])
+        self.assertFalse(any(n.startswith("checkpoint.bin.tmp.")
+                             for n in os.listdir(ckdir)))
+        # Another N (one rank, another plan): the same steps within the
+        # reassociation of the ranks' sum.
+        one = self.compile_plan("gpt", 1, "adamw", "device", "-killsave")
+        log1 = one + ".jsonl"
+        if os.path.exists(log1):
+            os.remove(log1)
+        r = subprocess.run(
+            [tool("strata-run"), one, "--data", self.data, "--steps", "6",
+             "--checkpoint-dir", saved, "--resume-by-name", "--log-json",
+             log1, "--quiet"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        np.testing.assert_allclose(self.losses(log1),
+                                   self.losses(whole)[2:], rtol=2e-5)
 
     def test_a_hung_rank_stops_the_others_within_the_timeout(self):
         import signal
