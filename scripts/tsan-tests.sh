@@ -10,6 +10,8 @@
 #     strata-compile, given as the first argument),
 #   - speculative CPU updates with exact clipping (test_train.py, on the
 #     sanitized strata-run),
+#   - data-parallel training of 2 and 4 ranks over MPI (test_data_parallel.py,
+#     on the sanitized strata-run),
 #   - the tier planner's parallel searches, in a sanitized strata-compile
 #     (a second build, of that tool alone).
 # Any data race, lock-order inversion or deadlock report fails the run.
@@ -86,6 +88,23 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
 # the CPU queue, the SSD queues and the redo decisions between them.
 run speculative-updates /usr/bin/python3 test/models/test_train.py \
   --bin "$TOOLS" --work "$WORK/train" -k test_speculative
+
+# Data parallel over MPI under the sanitized strata-run: every rank's
+# communication queue beside its compute and host queues, the trainer's
+# collectives between runs, the timeout that stops a hung job, ranks
+# killed mid-step and mid-save. OpenMPI's own lock order at start and end
+# is suppressed (scripts/tsan-mpi.supp says why). The Python ranks' test
+# skips here (the sanitized module is not on its path).
+if [ -n "$(command -v mpirun)" ]; then
+  run data-parallel env \
+    TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$PWD/scripts/tsan-mpi.supp" \
+    /usr/bin/python3 test/models/test_data_parallel.py --bin "$TOOLS" \
+    --work "$WORK/data-parallel"
+else
+  echo "tsan-tests: data-parallel: FAILED (no mpirun: scripts/install-deps.sh" \
+       "installs openmpi-bin)" >&2
+  status=1
+fi
 
 # The tier planner's searches run at once (--planner-threads), each on its
 # own clone of the program, sharing the MLIR context and a score cache: a
