@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the unit tests, the lit tests and the end-to-end suites
-# (reliability, forward and training parity, ONNX conformance) against tools
-# built with AddressSanitizer and UndefinedBehaviorSanitizer (clang, in the
-# fuzzing build directory). Any sanitizer report fails the run.
+# (reliability, forward and training parity, data parallel over MPI, ONNX
+# conformance) against tools built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (clang, in the fuzzing build directory). Any
+# sanitizer report fails the run.
 #
 # Assertions stay off (NDEBUG): Debian's MLIR is a release build, and the
 # layout of its classes depends on NDEBUG (llvm::Statistic, for one, is a
@@ -60,6 +61,31 @@ for suite in test/models/test_reliability.py test/models/test_forward.py \
     status=1
   fi
 done
+# Data parallel over MPI (2 and 4 ranks of the sanitized strata-run).
+# Debian's OpenMPI keeps allocations past MPI_Finalize: the leak check
+# skips those with a frame in OpenMPI (scripts/lsan-mpi.supp), which needs
+# whole stacks (its libraries have no frame pointers: the slow unwinder)
+# and its components kept loaded so that their frames have names.
+if [ -n "$(command -v mpirun)" ]; then
+  if env ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0" \
+      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-mpi.supp" \
+      OMPI_MCA_mca_base_component_disable_dlclose=1 \
+      PMIX_MCA_mca_base_component_disable_dlclose=1 \
+      /usr/bin/python3 test/models/test_data_parallel.py --bin "$BIN" \
+      --work "$WORK/test_data_parallel" > "$WORK.test_data_parallel.log" 2>&1
+  then
+    echo "asan-tests: test_data_parallel: passed"
+  else
+    echo "asan-tests: test_data_parallel: FAILED" >&2
+    grep -E 'FAIL|ERROR|runtime error|Sanitizer' \
+      "$WORK.test_data_parallel.log" | head -20 >&2
+    status=1
+  fi
+else
+  echo "asan-tests: test_data_parallel: FAILED (no mpirun:" \
+       "scripts/install-deps.sh installs openmpi-bin)" >&2
+  status=1
+fi
 crc=0
 /usr/bin/python3 test/conformance/run_node_tests.py --bin "$BIN" \
   --work "$WORK/conformance" \
