@@ -92,11 +92,13 @@ run speculative-updates /usr/bin/python3 test/models/test_train.py \
 # Data parallel over MPI under the sanitized strata-run: every rank's
 # communication queue beside its compute and host queues, the trainer's
 # collectives between runs, the timeout that stops a hung job, ranks
-# killed mid-step and mid-save. OpenMPI's own lock order at start and end
-# is suppressed (scripts/tsan-mpi.supp says why). The Python ranks' test
-# skips here (the sanitized module is not on its path).
+# killed mid-step and mid-save, and ranks that are Python processes (the
+# sanitized module, found beside the tools, with the sanitizer runtime
+# preloaded into the ranks' interpreters). OpenMPI's own lock order at
+# start and end is suppressed (scripts/tsan-mpi.supp says why).
 if [ -n "$(command -v mpirun)" ]; then
-  run data-parallel env \
+  ln -sfn "$(realpath "$TSAN_BUILD/python")" "$WORK/python"
+  run data-parallel env STRATA_TEST_RANK_PRELOAD="$TSAN_RT" \
     TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$PWD/scripts/tsan-mpi.supp" \
     /usr/bin/python3 test/models/test_data_parallel.py --bin "$TOOLS" \
     --work "$WORK/data-parallel"

@@ -498,8 +498,12 @@ class DataParallel(unittest.TestCase):
         env["PYTHONPATH"] = python_dir
         env["STRATA_BIN"] = ARGS.bin
         shutil.rmtree(os.path.join(art, "py-ckpt"), ignore_errors=True)
-        r = subprocess.run([mpirun(), "-np", "2", sys.executable, "-c",
-                            script, art, self.data, out],
+        # A sanitized module needs its runtime loaded first: into the
+        # ranks' interpreters alone (scripts/tsan-tests.sh), not mpirun.
+        preload = os.environ.get("STRATA_TEST_RANK_PRELOAD")
+        rank_cmd = (["env", "LD_PRELOAD=" + preload] if preload else []) + \
+            [sys.executable, "-c", script, art, self.data, out]
+        r = subprocess.run([mpirun(), "-np", "2"] + rank_cmd,
                            capture_output=True, text=True, env=env,
                            timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
