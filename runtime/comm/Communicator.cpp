@@ -308,8 +308,21 @@ std::unique_ptr<Communicator> worldCommunicator(std::string &error) {
                          : std::getenv("PMI_SIZE")           ? "PMI"
                          : std::getenv("PMIX_SIZE")          ? "PMIx"
                                                              : nullptr;
-  if (!launcher)
+  if (!launcher) {
+    // torchrun and torch.distributed's other launchers give each process
+    // WORLD_SIZE and RANK and a rendezvous of their own, which Strata does
+    // not speak: each such process would train alone, on every row.
+    if (int n = envInt("WORLD_SIZE"); n > 1) {
+      error = "WORLD_SIZE=" + std::to_string(n) +
+              " is set (a torchrun-style launch), but no MPI launcher "
+              "started this process: Strata's ranks find each other "
+              "through MPI. Launch them with mpirun -np " +
+              std::to_string(n) +
+              " (or unset WORLD_SIZE to train in one process)";
+      return nullptr;
+    }
     return selfCommunicator();
+  }
 #ifdef STRATA_HAVE_MPI
   auto mpi = std::make_unique<MpiCommunicator>();
   if (!mpi->start(error))

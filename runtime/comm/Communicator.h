@@ -67,8 +67,9 @@ int launchedWorldSize();
 
 /// The world this process was launched in: MPI when a launcher started it
 /// and this build has MPI, else one process. Null with `error` when a
-/// launcher started several processes and this build has no MPI, or MPI
-/// does not start.
+/// launcher started several processes and this build has no MPI, MPI does
+/// not start, or no MPI launcher started it but WORLD_SIZE (torchrun's)
+/// says it is one of several.
 std::unique_ptr<Communicator> worldCommunicator(std::string &error);
 
 /// Whether this build has MPI.

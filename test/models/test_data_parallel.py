@@ -533,6 +533,20 @@ class DataParallel(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(one, "checkpoint",
                                                      "checkpoint.bin")))
 
+    def test_a_torchrun_launch_is_refused_with_how_to_launch(self):
+        art = self.compile_plan("gpt", 1, "sgd", "device", "-torchrun")
+        env = dict(os.environ, WORLD_SIZE="2", RANK="0", LOCAL_RANK="0",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+        for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+            env.pop(name, None)
+        r = subprocess.run([tool("strata-run"), art, "--data", self.data,
+                            "--steps", "1", "--no-checkpoint", "--quiet"],
+                           capture_output=True, text=True, env=env,
+                           timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("WORLD_SIZE=2", r.stderr)
+        self.assertIn("mpirun -np 2", r.stderr)
+
     def test_data_parallel_needs_a_rank(self):
         r = subprocess.run(
             [tool("strata-compile"),
