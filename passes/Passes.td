@@ -108,7 +108,9 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
   let description = [{
     Runs after autodiff, before the optimizer is attached. Each of
     `data-parallel` processes runs the step on its own slice of the global
-    batch; a `train.all_reduce` right after each gradient's last
+    batch; a `train.all_reduce` (with `shard-optimizer`, a
+    `train.reduce_scatter`: this rank's shard of the mean) right after each
+    gradient's last
     contribution replaces it with its mean over the ranks, so that the
     norm, clipping, accumulation and the updates all see the global
     batch's gradient. The all-reduces run on the communication queue
@@ -123,7 +125,7 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
     return %loss, %gw.mean : ...
     ```
   }];
-  let options = [ DataParallelOption, RanksPerNodeOption ];
+  let options = [ DataParallelOption, RanksPerNodeOption, ShardOptimizerOption ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 

@@ -95,6 +95,7 @@ struct TrainingOptions {
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
          weightDecay = 0.0, clipGradNorm = 0.0;
   int64_t accumulate = 1, dataParallel = 1, ranksPerNode = 0;
+  bool shardOptimizer = false;
   std::string clipMode = "exact", lossScale = "none";
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
@@ -255,6 +256,14 @@ template <typename Binder> void TrainingOptions::bind(Binder &b) {
      "With --data-parallel: how many of the ranks share one machine (its "
      "CPU, host memory bandwidth and SSDs; the profile describes the whole "
      "machine, each GPU its own); 0: all of them"});
+  b(shardOptimizer,
+    {"shard-optimizer",
+     "With --data-parallel: shard the optimizer over the ranks (ZeRO stages "
+     "1 and 2): each gradient is reduce-scattered instead of all-reduced, "
+     "each rank keeps 1/N of every optimizer state (in device memory, host "
+     "memory or on the SSD) and updates only its shard of each parameter "
+     "(on the device), and the updated shards are all-gathered; each rank "
+     "writes its own checkpoint file. Not with adalomo"});
   b(gradientsOnly,
     {"gradients-only",
      "Stop after autodiff: return the loss and every gradient (named "

@@ -84,6 +84,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     DataParallelPassOptions dp;
     dp.dataParallel = options.dataParallel;
     dp.ranksPerNode = options.ranksPerNode;
+    dp.shardOptimizer = options.shardOptimizer;
     pm.addPass(createDataParallelPass(dp));
   }
   if (options.gradientsOnly) {

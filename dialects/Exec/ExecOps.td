@@ -219,6 +219,13 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
     /// is ParamAndStates (the runtime unit test
     /// Kernel.UpdatesAreTheUpdateNamedKernels).
     bool isUpdate() { return getKernel().starts_with("update_"); }
+    /// A collective over the data-parallel ranks (all_reduce,
+    /// reduce_scatter, all_gather): the communication queue's.
+    bool isCollective() {
+      using ::strata::artifact::Kernel;
+      return isKernel(Kernel::AllReduce) || isKernel(Kernel::ReduceScatter) ||
+             isKernel(Kernel::AllGather);
+    }
     /// Whether this moves a value between the arena and a stored region:
     /// a fetch (copy), a write-back or swap-out (assign, store).
     bool isTransferKernel() {

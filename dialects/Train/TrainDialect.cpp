@@ -77,5 +77,40 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+/// Whether `shard` has the type of one of `ranks` shards of `full`: a
+/// vector of ceil(numel / ranks) elements of its element type.
+static LogicalResult verifyShardOf(Operation *op, Type full, Type shard,
+                                   int64_t ranks) {
+  if (ranks < 1)
+    return op->emitOpError("needs at least one rank, not ") << ranks;
+  auto f = cast<ShapedType>(full);
+  auto s = cast<ShapedType>(shard);
+  if (!isa<FloatType>(f.getElementType()))
+    return op->emitOpError("shards floats only");
+  int64_t c = (f.getNumElements() + ranks - 1) / ranks;
+  if (s.getElementType() != f.getElementType() || s.getRank() != 1 ||
+      s.getDimSize(0) != c)
+    return op->emitOpError("a shard of ")
+           << full << " over " << ranks << " ranks is "
+           << RankedTensorType::get({c}, f.getElementType()) << ", not "
+           << shard;
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyShardOf(*this, getInput().getType(), getResult().getType(),
+                       static_cast<int64_t>(getRanks()));
+}
+
+LogicalResult ShardOp::verify() {
+  return verifyShardOf(*this, getInput().getType(), getResult().getType(),
+                       static_cast<int64_t>(getRanks()));
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyShardOf(*this, getTarget().getType(), getShard().getType(),
+                       static_cast<int64_t>(getRanks()));
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Train/TrainOps.cpp.inc"

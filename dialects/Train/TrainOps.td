@@ -198,4 +198,61 @@ def Train_AllReduceOp
   let hasVerifier = 1;
 }
 
+def Train_ReduceScatterOp : Train_Op<"reduce_scatter"> {
+  let summary = "This rank's shard of the mean of a tensor over the ranks";
+  let description = [{
+    Sharded optimizer state (--shard-optimizer, ZeRO stages 1 and 2): the
+    tensor, flattened and padded with zeros to `ranks` shards of
+    ceil(numel / ranks) elements, is averaged over the ranks, and each rank
+    keeps only its own shard (rank r: elements [r * c, (r + 1) * c)). Every
+    rank runs the same collectives in the same order, on the communication
+    queue.
+
+    ```mlir
+    %g.shard = train.reduce_scatter %g {ranks = 4 : i64} : tensor<4x8xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$ranks);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_ShardOp : Train_Op<"shard"> {
+  let summary = "A copy of this rank's shard of a tensor";
+  let description = [{
+    Elements [r * c, (r + 1) * c) of the flattened tensor on rank r, where
+    c = ceil(numel / ranks); past the end, zeros. A sharded update works on
+    it, and train.all_gather puts every rank's updated shard back.
+
+    ```mlir
+    %w.shard = train.shard %w {ranks = 4 : i64} : tensor<4x8xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, I64Attr:$ranks);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_AllGatherOp : Train_Op<"all_gather"> {
+  let summary = "Overwrite a tensor with every rank's shard of it";
+  let description = [{
+    The inverse of train.shard over the ranks: `target`, flattened, becomes
+    the concatenation of every rank's `shard` (each ceil(numel / ranks)
+    elements; the padding past the end is dropped). Written in place, kept
+    for the next step, like train.assign.
+
+    ```mlir
+    train.all_gather %w, %w.shard {ranks = 4 : i64} : tensor<4x8xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$target,
+                       AnyStaticShapeTensor:$shard, I64Attr:$ranks);
+  let assemblyFormat = [{
+    $target `,` $shard attr-dict `:` type($target) `,` type($shard)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // STRATA_DIALECTS_TRAIN_TRAINOPS_TD

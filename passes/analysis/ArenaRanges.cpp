@@ -152,7 +152,7 @@ bool isCpuUpdate(exec::KernelOp k) {
 
 namespace {
 artifact::Queue naturalQueue(exec::KernelOp k) {
-  if (k.isKernel(artifact::Kernel::AllReduce))
+  if (k.isCollective())
     return artifact::Queue::Comm;
   if (isCpuUpdate(k))
     return artifact::Queue::Cpu;

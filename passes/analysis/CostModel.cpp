@@ -157,14 +157,17 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     return seconds + attentionSeconds(k, m);
   if (cost == artifact::CostClass::Collective) {
     // A ring all-reduce: each rank's link carries 2(N-1)/N of the bytes
-    // (a reduce-scatter, then an all-gather), after a fixed cost.
+    // (a reduce-scatter, then an all-gather), after a fixed cost; a
+    // reduce-scatter or an all-gather alone (of the whole tensor, input 0
+    // of both) carries (N-1)/N of them.
     double ranks = k.getInts().empty() ? 1 : double(k.getInts()[0]);
     if (ranks <= 1)
       return seconds;
     double bytes =
         static_cast<double>(storageBytes(k.getInputs()[0].getType()));
+    double passes = k.isKernel(artifact::Kernel::AllReduce) ? 2 : 1;
     return m.commLatencyUs * 1e-6 +
-           2 * (ranks - 1) / ranks * bytes / (m.commGBs * 1e9);
+           passes * (ranks - 1) / ranks * bytes / (m.commGBs * 1e9);
   }
   if (k.isKernel(artifact::Kernel::Elementwise)) {
     double fused = fusedElementwiseSeconds(k, m);
@@ -194,8 +197,7 @@ int64_t dataParallelRanks(Operation *root) {
     if (auto r = dyn_cast<train::AllReduceOp>(op))
       ranks = static_cast<int64_t>(r.getRanks());
     else if (auto k = dyn_cast<exec::KernelOp>(op);
-             k && k.isKernel(artifact::Kernel::AllReduce) &&
-             !k.getInts().empty())
+             k && k.isCollective() && !k.getInts().empty())
       ranks = k.getInts()[0];
     else
       return WalkResult::advance();

@@ -179,6 +179,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{
             "all_reduce", {static_cast<int64_t>(op.getRanks())}, {}};
       })
+      .Case<train::ReduceScatterOp, train::ShardOp, train::AllGatherOp>(
+          [](auto op) {
+            return KernelSpec{op->getName().stripDialect().str(),
+                              {static_cast<int64_t>(op.getRanks())},
+                              {}};
+          })
       .Case<train::UpdateSgdOp>([](train::UpdateSgdOp op) {
         return KernelSpec{"update_sgd",
                           {static_cast<int64_t>(op.getAccumulate())},

@@ -164,9 +164,10 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       // write-back, on the communication link (one collective at a time),
       // so the ops after it do not take its bytes (and wait for it) while
       // it still runs.
-      bool collective = kernel && kernel.isKernel(artifact::Kernel::AllReduce);
+      bool collective = kernel && kernel.isCollective();
+      // An all-gather reads its shard (input 1) and writes its target.
       if (timed && collective)
-        if (auto it = bufferOf.find(viewRoot(kernel.getInputs()[0]));
+        if (auto it = bufferOf.find(viewRoot(kernel.getInputs().back()));
             it != bufferOf.end())
           drains.push_back(
               {it->second, index, kCommLink, kernelSeconds(kernel, *machine)});

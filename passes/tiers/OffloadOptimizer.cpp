@@ -91,6 +91,13 @@ Candidate examine(exec::KernelOp update) {
     Operation *root = copy && copy.isKernel(artifact::Kernel::Copy)
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
+    if (i == 0 && copy && copy.isKernel(artifact::Kernel::Shard)) {
+      c.blocked = "its parameter is this rank's shard of it "
+                  "(--shard-optimizer), a copy in device memory: sharded "
+                  "updates run on the device (their states may still live "
+                  "in host memory or on the SSD)";
+      return c;
+    }
     if (!root || root->getNumResults() != 1) {
       c.blocked = (i == 0            ? std::string("its parameter")
                    : i == c.gradient ? "its gradient accumulator"

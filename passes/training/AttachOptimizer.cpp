@@ -82,6 +82,23 @@ struct AttachOptimizerPass
     }
     if (updates.empty())
       return func.emitError("no gradients to apply (run --strata-autodiff)");
+    // Sharded optimizer state (--strata-data-parallel shard-optimizer):
+    // each gradient is this rank's shard of the mean over `shardRanks`.
+    int64_t shardRanks = 0;
+    for (auto &[param, g] : updates)
+      if (auto rs = g.getDefiningOp<train::ReduceScatterOp>())
+        shardRanks = static_cast<int64_t>(rs.getRanks());
+    if (shardRanks > 0) {
+      for (auto &[param, g] : updates)
+        if (!g.getDefiningOp<train::ReduceScatterOp>())
+          return func.emitError("the gradient of '")
+                 << param.getName()
+                 << "' is not sharded while others are (reduce_scatter)";
+      if (optimizer == "adalomo")
+        return func.emitError(
+            "adalomo's factored states (a row and a column per matrix) do "
+            "not shard by elements: train it without --shard-optimizer");
+    }
 
     llvm::DenseSet<Operation *> before;
     for (Operation &op : body)
@@ -145,7 +162,7 @@ struct AttachOptimizerPass
       for (auto &[param, g] : updates) {
         stateBuilder.setInsertionPointAfter(param);
         accumulators[param] = stateBuilder.create<train::StateOp>(
-            param.getLoc(), param.getType(),
+            param.getLoc(), g.getType(),
             stateBuilder.getStringAttr(param.getName() + ".grad_accum"),
             stateBuilder.getF64FloatAttr(0.0));
       }
@@ -167,6 +184,16 @@ struct AttachOptimizerPass
       Value s = b.create<graph::ReduceSumSquareOp>(
           loc, f32Scalar, g32, b.getDenseI64ArrayAttr(axes), UnitAttr());
       total = total ? b.create<graph::AddOp>(loc, f32Scalar, total, s) : s;
+    }
+    if (shardRanks > 0) {
+      // Each rank summed the squares of its shards: the norm is of the
+      // sum over the ranks (the mean, times their number). Part of the
+      // backward pass, so that two-pass clipping's first pass has it too.
+      auto mean = b.create<train::AllReduceOp>(loc, f32Scalar, total,
+                                               b.getI64IntegerAttr(shardRanks));
+      markers::setBackward(mean);
+      total = b.create<graph::MulOp>(loc, f32Scalar, mean.getResult(),
+                                     scalar(b, loc, double(shardRanks)));
     }
     Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, total);
     if (accumulate > 1)
@@ -249,6 +276,18 @@ struct AttachOptimizerPass
       auto &g = update.second;
       Location ploc = param.getLoc();
       Type t = param.getType();
+      // Sharded: the update works on a copy of this rank's shard of the
+      // parameter, with states of its size, and every rank's updated shard
+      // is then gathered back into the parameter.
+      Value target = param.getResult();
+      if (shardRanks > 0) {
+        auto gt = cast<ShapedType>(g.getType());
+        t = RankedTensorType::get(gt.getShape(),
+                                  cast<ShapedType>(t).getElementType());
+        target = b.create<train::ShardOp>(
+            NameLoc::get(b.getStringAttr(param.getName() + ".shard"), ploc), t,
+            target, b.getI64IntegerAttr(shardRanks));
+      }
       auto stateOf = [&](const std::string &suffix, Type type) {
         stateBuilder.setInsertionPointAfter(param);
         return stateBuilder.create<train::StateOp>(
@@ -291,24 +330,27 @@ struct AttachOptimizerPass
                                          b.getF64FloatAttr(lr),
                                          b.getF64FloatAttr(weightDecay));
       } else if (optimizer == "sgd" || optimizer == "lomo") {
-        b.create<train::UpdateSgdOp>(
-            ploc, param.getResult(), gs, s, b.getF64FloatAttr(lr),
-            b.getF64FloatAttr(weightDecay), accumulateAttr);
+        b.create<train::UpdateSgdOp>(ploc, target, gs, s, b.getF64FloatAttr(lr),
+                                     b.getF64FloatAttr(weightDecay),
+                                     accumulateAttr);
       } else if (optimizer == "momentum") {
         Value buf = state(".momentum_buffer");
         b.create<train::UpdateMomentumOp>(
-            ploc, param.getResult(), gs, buf, s, b.getF64FloatAttr(lr),
+            ploc, target, gs, buf, s, b.getF64FloatAttr(lr),
             b.getF64FloatAttr(momentum), b.getF64FloatAttr(weightDecay),
             accumulateAttr);
       } else {
         Value m = state(".exp_avg");
         Value v = state(".exp_avg_sq");
         b.create<train::UpdateAdamWOp>(
-            ploc, param.getResult(), gs, m, v, s, b.getF64FloatAttr(lr),
+            ploc, target, gs, m, v, s, b.getF64FloatAttr(lr),
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
             b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
             accumulateAttr);
       }
+      if (shardRanks > 0)
+        b.create<train::AllGatherOp>(ploc, param.getResult(), target,
+                                     b.getI64IntegerAttr(shardRanks));
     }
     if (previousNorm)
       b.create<train::AssignOp>(loc, previousNorm.getResult(), norm);

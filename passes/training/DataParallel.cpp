@@ -7,6 +7,11 @@
 // it, and everything after (the norm, clipping, accumulation, the updates,
 // a --mode grad output) reads the mean.
 //
+// With shard-optimizer (ZeRO stages 1 and 2) each gradient gets a
+// train.reduce_scatter instead: the rank keeps only its shard of the mean,
+// and the optimizer (--strata-attach-optimizer) updates only that shard of
+// the parameter, with states of the shard's size.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphOps.h"
@@ -37,8 +42,15 @@ struct DataParallelPass
           << dataParallel;
       return signalPassFailure();
     }
-    if (dataParallel == 1)
+    if (dataParallel == 1) {
+      if (shardOptimizer) {
+        getOperation().emitError("shard-optimizer shards the optimizer over "
+                                 "the data-parallel ranks: it needs "
+                                 "data-parallel of 2 or more");
+        return signalPassFailure();
+      }
       return;
+    }
     if (ranksPerNode < 0 || ranksPerNode > dataParallel) {
       getOperation().emitError("ranks-per-node must be 0 (all ")
           << dataParallel << " ranks on one machine) or 1 to " << dataParallel
@@ -73,17 +85,31 @@ struct DataParallelPass
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&body);
-      auto mean = b.create<train::AllReduceOp>(
-          g.getLoc(), g.getType(), g, b.getI64IntegerAttr(dataParallel));
+      Operation *mean;
+      if (shardOptimizer) {
+        auto type = cast<ShapedType>(g.getType());
+        int64_t c = (type.getNumElements() + dataParallel - 1) / dataParallel;
+        mean = b.create<train::ReduceScatterOp>(
+            g.getLoc(), RankedTensorType::get({c}, type.getElementType()), g,
+            b.getI64IntegerAttr(dataParallel));
+      } else {
+        mean = b.create<train::AllReduceOp>(g.getLoc(), g.getType(), g,
+                                            b.getI64IntegerAttr(dataParallel));
+      }
       // Part of the backward pass (two-pass clipping clones it into the
       // norm's pass, which then averages too).
       markers::setBackward(mean);
-      ret.setOperand(i, mean.getResult());
+      ret.setOperand(i, mean->getResult(0));
       ++averaged;
     }
     if (averaged == 0)
       return func.emitError("data-parallel training needs gradients (run "
                             "--strata-autodiff first)");
+    // The gradient results are now shards.
+    if (shardOptimizer)
+      func.setFunctionType(FunctionType::get(func.getContext(),
+                                             func.getFunctionType().getInputs(),
+                                             ret.getOperandTypes()));
     return success();
   }
 };

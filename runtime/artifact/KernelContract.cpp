@@ -98,6 +98,24 @@ private:
                   std::to_string(expected) + " elements");
     return true;
   }
+  /// Whether `shard` is a vector of one of ints[0] shards of `full`:
+  /// ceil(numel / ranks) elements.
+  bool shardOf(const Slot &full, const Slot &shard) {
+    int64_t ranks = step_.ints[0];
+    if (ranks < 1 || ranks > (int64_t(1) << 20))
+      return fail("shards over 1 to 2^20 ranks, not " + std::to_string(ranks));
+    int64_t n = count(full.shape);
+    if (n < 0)
+      return fail("'" + full.name + "' " + shapeText(full.shape) +
+                  " has too many elements");
+    int64_t c = n / ranks + (n % ranks != 0);
+    if (shard.shape != Shape{c})
+      return fail("a shard of '" + full.name + "' " + shapeText(full.shape) +
+                  " over " + std::to_string(ranks) + " ranks is [" +
+                  std::to_string(c) + "], '" + shard.name + "' is " +
+                  shapeText(shard.shape));
+    return true;
+  }
   /// `from` reads right-aligned into `to`: each dimension equal or 1.
   bool broadcastsTo(const Shape &from, const Shape &to, const std::string &n) {
     if (from.size() > to.size())
@@ -525,6 +543,13 @@ bool StepChecker::check() {
       return fail("needs at least one rank, not " +
                   std::to_string(step_.ints[0]));
     return true;
+  case Kernel::ReduceScatter:
+  case Kernel::Shard:
+    return operands() && attributes(1, 0) && floating(in(0)) &&
+           sameType(in(0), out(0)) && shardOf(in(0), out(0));
+  case Kernel::AllGather:
+    return operands() && attributes(1, 0) && floating(in(0)) &&
+           sameType(in(0), in(1)) && shardOf(in(0), in(1));
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
     // The loss and its gradient may be of another float type than the

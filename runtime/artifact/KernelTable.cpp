@@ -88,6 +88,13 @@ const std::vector<KernelInfo> kTable = {
     {K::ReduceSumSquare, "reduce_sum_square", 1, 1, 1, 1, 0, P::None, 0,
      C::Simple},
     {K::AllReduce, "all_reduce", 1, 1, 1, 1, 0, P::None, 0, C::Collective},
+    // Sharded optimizer state: (g) -> this rank's shard of the mean;
+    // (w) -> a copy of this rank's shard; (w, shard) with every rank's
+    // shard written into w.
+    {K::ReduceScatter, "reduce_scatter", 1, 1, 1, 1, 0, P::None, 0,
+     C::Collective},
+    {K::Shard, "shard", 1, 1, 1, 1, 0, P::None, 0, C::Movement},
+    {K::AllGather, "all_gather", 2, 2, 0, 1, 0, P::First, 0, C::Collective},
 };
 
 bool tableInOrder() {

@@ -105,11 +105,22 @@ uint64_t Plan::memoryOf(const std::string &name) const {
 
 bool isUpdateKernel(Kernel kernel) { return kernelInfo(kernel).outputs == 0; }
 
+bool isCollective(Kernel kernel) {
+  return kernelInfo(kernel).cost == CostClass::Collective;
+}
+
 int64_t dataParallelRanks(const Plan &plan) {
   for (const Step &s : plan.steps)
-    if (s.kernel == Kernel::AllReduce && !s.ints.empty())
+    if (isCollective(s.kernel) && !s.ints.empty())
       return s.ints[0];
   return 1;
+}
+
+bool shardsOptimizer(const Plan &plan) {
+  for (const Step &s : plan.steps)
+    if (s.kernel == Kernel::ReduceScatter)
+      return true;
+  return false;
 }
 
 double Schedule::factor(int64_t step) const {

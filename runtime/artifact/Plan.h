@@ -180,6 +180,9 @@ enum class Kernel : uint16_t {
   Elementwise,
   ReduceSumSquare,
   AllReduce,
+  ReduceScatter,
+  Shard,
+  AllGather,
   // Add new kernels above this line.
   NumKernels
 };
@@ -210,7 +213,12 @@ bool kernelByName(const std::string &name, Kernel &kernel);
 ///   input); accumulate: -. Update kernels have no outputs: they write their
 ///   parameter and state inputs (in the parameter region) in place.
 ///   all_reduce: [ranks]: the mean of its input over the data-parallel
-///   ranks, run on the comm queue (runtime/comm/Communicator.h).
+///   ranks, run on the comm queue (runtime/comm/Communicator.h);
+///   reduce_scatter: [ranks]: this rank's shard (ceil(numel / ranks)
+///   elements of the flattened, zero-padded input) of that mean; shard:
+///   [ranks]: a copy of this rank's shard; all_gather (w, shard): [ranks]:
+///   w becomes every rank's shard, in rank order (both on the comm queue
+///   but shard, a kernel).
 /// The queue a step runs on. Each queue runs its steps one after another in
 /// issue order (see issueOrder); across queues only the steps' waits order
 /// them. The numbers are part of the format.
@@ -358,9 +366,18 @@ struct Plan {
   uint32_t payloadCrc = 0;
 };
 
-/// How many data-parallel ranks the plan's all_reduce steps average over
-/// (strata-compile --data-parallel); 1 for a plan without them.
+/// How many data-parallel ranks the plan's collectives (all_reduce,
+/// reduce_scatter, all_gather) run over (strata-compile --data-parallel); 1
+/// for a plan without them.
 int64_t dataParallelRanks(const Plan &plan);
+
+/// Whether a kernel is a collective over the data-parallel ranks, which the
+/// executor runs on the communication queue through the communicator.
+bool isCollective(Kernel kernel);
+
+/// Whether the plan shards its optimizer over the ranks
+/// (--shard-optimizer): each rank's states are its own.
+bool shardsOptimizer(const Plan &plan);
 
 /// Whether a kernel updates its inputs in place (and has no outputs).
 bool isUpdateKernel(Kernel kernel);

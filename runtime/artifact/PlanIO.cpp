@@ -447,10 +447,10 @@ bool validatePlan(const Plan &plan, std::string &error) {
   int64_t ranks = dataParallelRanks(plan);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step &s = plan.steps[i];
-    if (s.kernel == Kernel::AllReduce && !s.ints.empty() && s.ints[0] != ranks)
-      return fail("step " + std::to_string(i) + " (all_reduce) averages over " +
-                  std::to_string(s.ints[0]) + " ranks, an earlier one over " +
-                  std::to_string(ranks));
+    if (isCollective(s.kernel) && !s.ints.empty() && s.ints[0] != ranks)
+      return fail("step " + std::to_string(i) + " (" + kernelName(s.kernel) +
+                  ") runs over " + std::to_string(s.ints[0]) +
+                  " ranks, an earlier one over " + std::to_string(ranks));
   }
   for (size_t i = 0; i < plan.predicted.size(); ++i) {
     const PredictedSpan &p = plan.predicted[i];

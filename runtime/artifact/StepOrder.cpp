@@ -247,7 +247,7 @@ Queue transferQueue(bool ssd, bool fetch) {
 }
 
 Queue naturalQueue(const Plan &plan, const Step &step) {
-  if (step.kernel == Kernel::AllReduce)
+  if (isCollective(step.kernel))
     return Queue::Comm;
   if (isCpuUpdate(plan, step))
     return Queue::Cpu;

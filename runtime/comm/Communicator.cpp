@@ -56,6 +56,27 @@ public:
       std::memmove(out, in, static_cast<size_t>(count) * dtypeSize(dtype));
     return true;
   }
+  bool reduceScatterMean(const void *in, int64_t count, void *out,
+                         int64_t chunk, DType dtype,
+                         std::string &error) override {
+    if (!reducible(dtype, error))
+      return false;
+    size_t size = dtypeSize(dtype);
+    int64_t have = std::min(count, chunk);
+    if (have > 0)
+      std::memcpy(out, in, static_cast<size_t>(have) * size);
+    if (chunk > have)
+      std::memset(static_cast<char *>(out) + have * size, 0,
+                  static_cast<size_t>(chunk - have) * size);
+    return true;
+  }
+  bool allGather(const void *in, int64_t chunk, void *out, int64_t count,
+                 DType dtype, std::string &) override {
+    int64_t n = std::min(count, chunk);
+    if (n > 0)
+      std::memcpy(out, in, static_cast<size_t>(n) * dtypeSize(dtype));
+    return true;
+  }
   bool allReduceSum(double *, int64_t, std::string &) override { return true; }
   bool agree(const std::string &, uint64_t, std::string &) override {
     return true;
@@ -182,6 +203,120 @@ public:
     return count <= 0 || sum(values, values, count, MPI_DOUBLE, 8, error);
   }
 
+  bool reduceScatterMean(const void *in, int64_t count, void *out,
+                         int64_t chunk, DType dtype,
+                         std::string &error) override {
+    if (!reducible(dtype, error))
+      return false;
+    if (chunk <= 0)
+      return true;
+    if (count < 0 || count > chunk * size_) {
+      error = "reduce_scatter of " + std::to_string(count) +
+              " elements in shards of " + std::to_string(chunk);
+      return false;
+    }
+    // f32 and f64 are summed in their own type, bf16 and f16 in f32.
+    bool narrow = dtype == DType::BF16 || dtype == DType::F16;
+    size_t size = narrow ? 4 : dtypeSize(dtype);
+    MPI_Datatype type = dtype == DType::F64 ? MPI_DOUBLE : MPI_FLOAT;
+    int64_t total = chunk * size_;
+    // The padded input, in the type summed.
+    const char *src = static_cast<const char *>(in);
+    if (narrow || count != total) {
+      scratch_.resize(static_cast<size_t>(total) * size);
+      if (narrow)
+        widen(in, dtype, count, reinterpret_cast<float *>(scratch_.data()));
+      else if (count > 0)
+        std::memcpy(scratch_.data(), in, static_cast<size_t>(count) * size);
+      std::memset(scratch_.data() + count * size, 0,
+                  static_cast<size_t>(total - count) * size);
+      src = scratch_.data();
+    }
+    std::vector<char> wide;
+    char *dst = static_cast<char *>(out);
+    if (narrow) {
+      wide.resize(static_cast<size_t>(chunk) * size);
+      dst = wide.data();
+    }
+    constexpr int64_t kPiece = int64_t(1) << 30;
+    if (chunk <= kPiece) {
+      MPI_Request request;
+      int rc =
+          MPI_Ireduce_scatter_block(src, dst, static_cast<int>(chunk), type,
+                                    MPI_SUM, MPI_COMM_WORLD, &request);
+      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
+        if (rc != MPI_SUCCESS)
+          error = mpiError("MPI_Ireduce_scatter_block", rc);
+        broken_ = true;
+        return false;
+      }
+    } else {
+      // A shard of more elements than MPI's int counts: the whole sum
+      // (in pieces), of which this rank keeps its shard.
+      if (src != scratch_.data()) {
+        scratch_.assign(src, src + total * size);
+        src = scratch_.data();
+      }
+      if (!sum(scratch_.data(), scratch_.data(), total, type, size, error))
+        return false;
+      std::memcpy(dst, scratch_.data() + rank_ * chunk * size,
+                  static_cast<size_t>(chunk) * size);
+    }
+    if (dtype == DType::F64) {
+      auto *d = reinterpret_cast<double *>(dst);
+      for (int64_t i = 0; i < chunk; ++i)
+        d[i] /= size_;
+      return true;
+    }
+    auto *f = reinterpret_cast<float *>(dst);
+    float n = static_cast<float>(size_);
+    for (int64_t i = 0; i < chunk; ++i)
+      f[i] /= n;
+    if (narrow)
+      narrowFloats(f, static_cast<uint16_t *>(out), chunk,
+                   dtype == DType::BF16);
+    return true;
+  }
+
+  bool allGather(const void *in, int64_t chunk, void *out, int64_t count,
+                 DType dtype, std::string &error) override {
+    if (chunk <= 0)
+      return true;
+    int64_t total = chunk * size_;
+    if (count < 0 || count > total) {
+      error = "all_gather of " + std::to_string(count) +
+              " elements from shards of " + std::to_string(chunk);
+      return false;
+    }
+    uint64_t bytes = static_cast<uint64_t>(chunk) * dtypeSize(dtype);
+    char *all = static_cast<char *>(out);
+    if (count != total) {
+      scratch_.resize(static_cast<size_t>(total) * dtypeSize(dtype));
+      all = scratch_.data();
+    }
+    if (bytes <= static_cast<uint64_t>(INT_MAX)) {
+      MPI_Request request;
+      int n = static_cast<int>(bytes);
+      int rc = MPI_Iallgather(in, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD,
+                              &request);
+      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
+        if (rc != MPI_SUCCESS)
+          error = mpiError("MPI_Iallgather", rc);
+        broken_ = true;
+        return false;
+      }
+    } else {
+      // Shards past MPI's int byte counts: each rank's in turn, in pieces.
+      std::memcpy(all + rank_ * bytes, in, bytes);
+      for (int r = 0; r < size_; ++r)
+        if (!broadcast(all + r * bytes, bytes, r, error))
+          return false;
+    }
+    if (all != out)
+      std::memcpy(out, all, static_cast<size_t>(count) * dtypeSize(dtype));
+    return true;
+  }
+
   bool agree(const std::string &what, uint64_t value,
              std::string &error) override {
     std::vector<unsigned long long> all(static_cast<size_t>(size_));
@@ -278,6 +413,8 @@ private:
 
   int rank_ = 0, size_ = 1;
   bool ownsMpi_ = false, broken_ = false;
+  /// Padded inputs and gathered outputs that are not the caller's buffers.
+  std::vector<char> scratch_;
   double timeoutSeconds_ = 600;
 };
 #endif

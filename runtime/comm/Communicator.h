@@ -3,7 +3,10 @@
 //
 // A plan compiled with --data-parallel N has `all_reduce` steps: each rank
 // runs the same program on its own slice of the global batch, and the
-// gradients are averaged over the ranks before any update reads them. The
+// gradients are averaged over the ranks before any update reads them. With
+// --shard-optimizer they are `reduce_scatter` steps instead (each rank keeps
+// its shard of the mean, updates its shard of each parameter) and
+// `all_gather` steps put the updated shards together again. The
 // executor runs those steps on the communication queue through this
 // interface; the trainer uses it to agree on the plan and to average the
 // logged loss.
@@ -42,6 +45,19 @@ public:
   /// same bits, and the same inputs give the same bits run to run.
   virtual bool allReduceMean(const void *in, void *out, int64_t count,
                              DType dtype, std::string &error) = 0;
+  /// Sharded optimizer state: `in` (`count` elements of `dtype`, read as
+  /// zero-padded to size() * `chunk`) averaged over the ranks as
+  /// allReduceMean averages, and only this rank's `chunk` elements of the
+  /// mean (from rank() * `chunk`) written to `out`, which does not overlap
+  /// `in`.
+  virtual bool reduceScatterMean(const void *in, int64_t count, void *out,
+                                 int64_t chunk, DType dtype,
+                                 std::string &error) = 0;
+  /// The inverse: every rank's `chunk` elements at `in`, in rank order,
+  /// with the first `count` (at most size() * `chunk`) of them written to
+  /// `out`, which does not overlap `in`. Any element type.
+  virtual bool allGather(const void *in, int64_t chunk, void *out,
+                         int64_t count, DType dtype, std::string &error) = 0;
   /// Sums `count` doubles over the ranks, in place.
   virtual bool allReduceSum(double *values, int64_t count,
                             std::string &error) = 0;
@@ -52,8 +68,8 @@ public:
   /// `bytes` at `data` (host memory) from rank `root` to every rank.
   virtual bool broadcast(void *data, uint64_t bytes, int root,
                          std::string &error) = 0;
-  /// Whether allReduceMean takes device memory (NCCL's, on a GPU) rather
-  /// than host memory.
+  /// Whether allReduceMean, reduceScatterMean and allGather take device
+  /// memory (NCCL's, on a GPU) rather than host memory.
   virtual bool takesDeviceMemory() const { return false; }
 };
 

@@ -96,13 +96,19 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
                       ", or run it without mpirun";
     return false;
   }
-  uint64_t largestReduce = 0;
+  // A collective over host memory on a device that is not: its operand
+  // and its result staged in host memory.
+  uint64_t largestStaged = 0;
   if (!backend_->deviceIsHost() && !comm_->takesDeviceMemory())
     for (const artifact::Step &step : plan.steps)
-      if (step.kernel == artifact::Kernel::AllReduce)
-        largestReduce =
-            std::max(largestReduce, 2 * plan.slots[step.inputs[0]].bytes);
-  commStaging_.assign(largestReduce, 0);
+      if (artifact::isCollective(step.kernel))
+        largestStaged =
+            std::max(largestStaged,
+                     plan.slots[step.inputs[0]].bytes +
+                         plan.slots[step.outputs.empty() ? step.inputs.back()
+                                                         : step.outputs[0]]
+                             .bytes);
+  commStaging_.assign(largestStaged, 0);
   inputSet_.assign(plan.inputs.size(), false);
   arena_.setAlignment(plan.ssdBytes > 0 ? artifact::kParamAlignment
                                         : artifact::kArenaAlignment);
@@ -609,33 +615,58 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
   return true;
 }
 
-bool Executor::issueAllReduce(size_t index) {
+bool Executor::issueCollective(size_t index) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
-  const Slot &in = plan.slots[step.inputs[0]];
-  const Slot &out = plan.slots[step.outputs[0]];
-  arena_.touch(out.offset, out.bytes);
+  // all_reduce and reduce_scatter: (in) -> out; all_gather: (w, shard),
+  // writing w: `src` is read, `dst` written.
+  artifact::Kernel kernel = step.kernel;
+  bool gather = kernel == artifact::Kernel::AllGather;
+  const Slot &in = plan.slots[step.inputs[gather ? 1 : 0]];
+  const Slot &out = plan.slots[gather ? step.inputs[0] : step.outputs[0]];
+  if (out.region == artifact::Region::Arena)
+    arena_.touch(out.offset, out.bytes);
   char *src = deviceMemory(in);
   char *dst = deviceMemory(out);
-  return backend_->hostTask(step.queue, [this, index, src, dst,
-                                         &in](std::string &error) {
+  return backend_->hostTask(step.queue, [this, index, kernel, src, dst, &in,
+                                         &out](std::string &error) {
     double start = trace_ ? trace_->now() : 0;
-    int64_t count = in.numElements();
+    // Through the communicator, on host memory or (NCCL) device memory.
+    auto run = [&](const char *from, char *to) {
+      switch (kernel) {
+      case artifact::Kernel::ReduceScatter:
+        return comm_->reduceScatterMean(from, in.numElements(), to,
+                                        out.numElements(), in.dtype, error);
+      case artifact::Kernel::AllGather:
+        return comm_->allGather(from, in.numElements(), to, out.numElements(),
+                                in.dtype, error);
+      default:
+        return comm_->allReduceMean(from, to, in.numElements(), in.dtype,
+                                    error);
+      }
+    };
     bool ok;
     if (backend_->deviceIsHost() || comm_->takesDeviceMemory()) {
-      ok = comm_->allReduceMean(src, dst, count, in.dtype, error);
+      ok = run(src, dst);
     } else {
-      char *host = commStaging_.data();
-      ok = backend_->copyFromDevice(host, src, in.bytes, error) &&
-           comm_->allReduceMean(host, host, count, in.dtype, error) &&
-           backend_->copyToDevice(dst, host, in.bytes, error);
+      char *hostIn = commStaging_.data();
+      char *hostOut = hostIn + in.bytes;
+      ok = backend_->copyFromDevice(hostIn, src, in.bytes, error) &&
+           run(hostIn, hostOut) &&
+           backend_->copyToDevice(dst, hostOut, out.bytes, error);
     }
+    const char *name = artifact::kernelName(kernel);
     if (trace_)
-      trace_->add(in.name, "all-reduce", Lane::Comm, start, trace_->now(),
-                  in.bytes, static_cast<int64_t>(index));
+      trace_->add(in.name,
+                  kernel == artifact::Kernel::AllReduce       ? "all-reduce"
+                  : kernel == artifact::Kernel::ReduceScatter ? "reduce-scatter"
+                                                              : "all-gather",
+                  Lane::Comm, start, trace_->now(), in.bytes,
+                  static_cast<int64_t>(index));
     if (!ok)
-      error = "step " + std::to_string(index) + " (all_reduce of '" + in.name +
-              "' over " + std::to_string(comm_->size()) + " ranks): " + error;
+      error = "step " + std::to_string(index) + " (" + name + " of '" +
+              in.name + "' over " + std::to_string(comm_->size()) +
+              " ranks): " + error;
     return ok;
   });
 }
@@ -648,8 +679,8 @@ bool Executor::issue(size_t index, const KernelContext &context) {
   bool ok;
   if (isTransfer_[index]) {
     ok = issueTransfer(index, context);
-  } else if (step.kernel == artifact::Kernel::AllReduce) {
-    ok = issueAllReduce(index);
+  } else if (artifact::isCollective(step.kernel)) {
+    ok = issueCollective(index);
   } else {
     std::vector<TensorRef> ins, outs;
     for (uint32_t s : step.inputs)
@@ -699,6 +730,7 @@ bool Executor::run(std::string &error, const KernelContext &given,
   const Plan &plan = artifact_.plan();
   // A step's updates speculate unless the step before clipped.
   KernelContext context = given;
+  context.rank = comm_->rank();
   bool updates = speculates_ && context.applyUpdates && through < 0;
   context.speculating = updates && !lastClipped_;
   runClipped_ = false;

@@ -61,8 +61,8 @@ struct ExecutorOptions {
   bool overlapTransfers = true;
   /// The backend: "cpu", "async-test", "cuda" (see backendNames()).
   std::string backend = "cpu";
-  /// The ranks of a data-parallel plan's all_reduce steps (null: this
-  /// process alone). Must outlive the executor.
+  /// The ranks of a data-parallel plan's collectives (null: this process
+  /// alone). Must outlive the executor.
   comm::Communicator *communicator = nullptr;
 };
 
@@ -147,9 +147,10 @@ private:
   /// Gives step `index` to its queue; false once the backend failed.
   bool issue(size_t index, const KernelContext &context);
   bool issueTransfer(size_t index, const KernelContext &context);
-  /// An all_reduce step on the communication queue: in device memory
-  /// where the device is host memory, else through a host buffer.
-  bool issueAllReduce(size_t index);
+  /// A collective step (all_reduce, reduce_scatter, all_gather) on the
+  /// communication queue: in device memory where the device is host memory
+  /// or the communicator takes device memory, else through a host buffer.
+  bool issueCollective(size_t index);
   /// An operand of a CPU job on the SSD: its slot, where it is staged,
   /// whether the update writes it (it goes back), and the update's step.
   struct SsdOperand {

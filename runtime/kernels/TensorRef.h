@@ -37,6 +37,9 @@ struct KernelContext {
   /// Whether this step's speculative updates run (artifact::Speculation).
   /// When they do not, their redos are the plain updates, with the scale.
   bool speculating = true;
+  /// This process's data-parallel rank: the shard a `shard` step copies
+  /// (elements [rank * c, (rank + 1) * c) of its flattened input).
+  int64_t rank = 0;
 };
 
 } // namespace strata

@@ -400,6 +400,14 @@ std::vector<Case> cases(bool small) {
   all.back().context.applyUpdates = false;
   add("store bf16", step(Kernel::Store), {{B, {4, 65}}, {B, {4, 65}}}, {},
       true);
+  // A rank's shard of a parameter (--shard-optimizer): a whole one, and
+  // the last rank's, padded with zeros.
+  add("shard rank 1 of 4", step(Kernel::Shard, {4}), {{F, {1001}}},
+      {{F, {251}}}, true);
+  all.back().context.rank = 1;
+  add("shard rank 3 of 4 bf16", step(Kernel::Shard, {4}), {{B, {1001}}},
+      {{B, {251}}}, true);
+  all.back().context.rank = 3;
   // AdaLomo sums over rows, columns and the tensor: a fixed order, but not
   // the CPU's serial one.
   add("update_adalomo factored", step(Kernel::UpdateAdaLomo, {}, {0.01, 0.01}),
@@ -417,6 +425,68 @@ std::string format(double v) {
 }
 
 } // namespace
+
+/// The reduce-scatter and all-gather of sharded optimizer state over the
+/// same communicator, as the executor calls them: rank r gives
+/// ((i mod 7) + r) / 2 for i < n, and must get its shard of the mean
+/// (zeros past n) bit for bit; then every rank gives the mean's shard and
+/// must get the whole mean back.
+void checkShardCollectives(runtime::Backend &backend, comm::Communicator &c,
+                           bool direct, int &failures, int &passed) {
+  int ranks = c.size();
+  for (DType t : {DType::F32, DType::BF16}) {
+    std::string error;
+    const int64_t n = 4099, chunk = (n + ranks - 1) / ranks;
+    size_t size = dtypeSize(t), bytes = n * size, shardBytes = chunk * size;
+    std::vector<char> mine(bytes), mean(bytes), shard(shardBytes, 0),
+        gotShard(shardBytes, 1), got(bytes, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      storeFromDouble(t, ((i % 7) + c.rank()) * 0.5, mine.data() + i * size);
+      storeFromDouble(t, ((i % 7) + (ranks - 1) / 2.0) * 0.5,
+                      mean.data() + i * size);
+    }
+    int64_t from = std::min<int64_t>(n, c.rank() * chunk);
+    std::memcpy(shard.data(), mean.data() + from * size,
+                std::min<int64_t>(chunk, n - from) * size);
+    void *full = backend.allocDevice(bytes, error);
+    void *part = full ? backend.allocDevice(shardBytes, error) : nullptr;
+    std::vector<char> hostFull(bytes), hostPart(shardBytes);
+    bool ok = part && backend.copyToDevice(full, mine.data(), bytes, error);
+    if (ok && direct)
+      ok = c.reduceScatterMean(full, n, part, chunk, t, error);
+    else if (ok)
+      ok = backend.copyFromDevice(hostFull.data(), full, bytes, error) &&
+           c.reduceScatterMean(hostFull.data(), n, hostPart.data(), chunk, t,
+                               error) &&
+           backend.copyToDevice(part, hostPart.data(), shardBytes, error);
+    ok = ok && backend.copyFromDevice(gotShard.data(), part, shardBytes, error);
+    bool pass = ok && gotShard == shard;
+    std::printf("%-4s reduce_scatter %-4s over %d rank%s (%s)%s\n",
+                pass ? "ok" : "FAIL", dtypeName(t), ranks,
+                ranks == 1 ? "" : "s", c.name(),
+                pass ? "" : (ok ? " DIFFERS" : (" " + error).c_str()));
+    (pass ? passed : failures)++;
+    // Gather the (correct) shards back into the whole mean.
+    ok = part && backend.copyToDevice(part, shard.data(), shardBytes, error);
+    if (ok && direct)
+      ok = c.allGather(part, chunk, full, n, t, error);
+    else if (ok)
+      ok = backend.copyFromDevice(hostPart.data(), part, shardBytes, error) &&
+           c.allGather(hostPart.data(), chunk, hostFull.data(), n, t, error) &&
+           backend.copyToDevice(full, hostFull.data(), bytes, error);
+    ok = ok && backend.copyFromDevice(got.data(), full, bytes, error);
+    pass = ok && got == mean;
+    std::printf("%-4s all_gather %-4s over %d rank%s (%s)%s\n",
+                pass ? "ok" : "FAIL", dtypeName(t), ranks,
+                ranks == 1 ? "" : "s", c.name(),
+                pass ? "" : (ok ? " DIFFERS" : (" " + error).c_str()));
+    (pass ? passed : failures)++;
+    if (full)
+      backend.freeDevice(full);
+    if (part)
+      backend.freeDevice(part);
+  }
+}
 
 /// The all-reduce of the communicator a run on `backend` uses (NCCL on
 /// cuda where this build has it, else MPI under mpirun, else one process)
@@ -478,6 +548,7 @@ bool checkAllReduce(runtime::Backend &backend, const std::string &backendName,
         backend.freeDevice(out);
     }
   }
+  checkShardCollectives(backend, c, direct, failures, passed);
   return true;
 }
 
@@ -517,14 +588,16 @@ int main(int argc, char **argv) {
   int failures = 0, passed = 0;
   runtime::StepLabel label;
   std::vector<Case> all = cases(small);
-  // all_reduce is no backend kernel: the executor runs it through the
-  // communicator this backend's runs would use, checked below.
+  // The collectives are no backend kernels: the executor runs them through
+  // the communicator this backend's runs would use, checked here.
   if (!checkAllReduce(*backend, backendName, failures, passed))
     return 2;
   // Every kernel of the table has a case: one without is a failure, so a
   // new kernel cannot go unchecked on a backend.
   for (const artifact::KernelInfo &k : artifact::kernelTable()) {
-    if (k.kernel == artifact::Kernel::AllReduce)
+    if (k.kernel == artifact::Kernel::AllReduce ||
+        k.kernel == artifact::Kernel::ReduceScatter ||
+        k.kernel == artifact::Kernel::AllGather)
       continue;
     bool covered = false;
     for (const Case &c : all)

@@ -20,6 +20,14 @@ std::string checkpointPath(const std::string &dir) {
   return dir + "/checkpoint.bin";
 }
 
+std::string shardCheckpointPath(const std::string &path, int rank, int ranks,
+                                uint64_t step) {
+  if (rank == 0)
+    return path;
+  return path + ".rank-" + std::to_string(rank) + "-of-" +
+         std::to_string(ranks) + ".step-" + std::to_string(step);
+}
+
 namespace {
 
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'C', 'K', 'P', 'T'};
@@ -47,7 +55,7 @@ struct Header {
   uint64_t indexBytes;
   uint64_t paramsBytes;
   uint64_t hostBytes;
-  uint32_t reserved;
+  uint32_t shardRanks;
   uint32_t headerCrc;
 };
 static_assert(sizeof(Header) == 72, "checkpoint header layout");
@@ -176,6 +184,7 @@ bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
   h.indexCrc = crc32c(index.data(), index.size());
   h.paramsBytes = plan.paramsBytes;
   h.hostBytes = plan.hostBytes;
+  h.shardRanks = info.shardRanks;
   bool ok = writeAll(fd, &h, sizeof(h));
   int savedErrno = 0;
   ok = ok && art.readState(
@@ -416,6 +425,20 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
                 std::to_string(kCheckpointVersion));
   }
   if (h.planCrc != art.plan().payloadCrc) {
+    // A shard holds 1/N of each optimizer state; taking it up by name
+    // would need every rank's file re-cut for another number of ranks.
+    if (byName && h.version != 1 && h.shardRanks > 0)
+      return fail("holds one rank's shard of the optimizer states of a run "
+                  "of " +
+                  std::to_string(h.shardRanks) +
+                  " ranks (--shard-optimizer): only the plan that wrote it, "
+                  "on as many ranks, resumes from it (re-sharding for "
+                  "another plan or number of ranks is not supported yet)");
+    if (byName && artifact::shardsOptimizer(art.plan()))
+      return fail("is of another plan, and this plan shards its optimizer "
+                  "states (--shard-optimizer): it resumes only from its own "
+                  "checkpoints (taking states up by name into shards is not "
+                  "supported yet)");
     if (!byName)
       return fail("belongs to another plan (the artifact was recompiled); "
                   "take it up by tensor name with --resume-by-name, or start "
@@ -458,6 +481,7 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
     return fail("corrupted (checksum mismatch)");
   info.planCrc = h.planCrc;
   info.step = h.step;
+  info.shardRanks = h.version == 1 ? 0 : h.shardRanks;
   if (art.readOnly())
     art.setSsdImage(UniqueFd(::dup(fd)),
                     dataStart + art.plan().paramsBytes + art.plan().hostBytes);

@@ -8,11 +8,12 @@
 // world size, another learning rate) can take it up by name.
 // It is written to a temporary file, fsynced and renamed over the previous
 // one, so a crash or kill -9 at any moment leaves the last complete
-// checkpoint in place.
+// checkpoint in place. A plan that shards its optimizer states over N ranks
+// writes N files (shardCheckpointPath); shard_ranks is N in each.
 //
 //   char[8] "STRACKPT", u32 version, u32 plan_crc, u64 step,
 //   u64 region_bytes, u32 region_crc, u32 index_crc, u64 index_bytes,
-//   u64 params_bytes, u64 host_bytes, u32 reserved, u32 header_crc,
+//   u64 params_bytes, u64 host_bytes, u32 shard_ranks, u32 header_crc,
 //   region bytes (device parameters, host region, SSD region), index
 //
 // The index, one entry a stored slot: u32 name length, name, u8 dtype,
@@ -39,7 +40,18 @@ constexpr uint32_t kCheckpointVersion = 2;
 struct CheckpointInfo {
   uint32_t planCrc = 0;
   uint64_t step = 0;
+  /// Of a plan that shards its optimizer (--shard-optimizer): the number of
+  /// ranks, each of whose files holds the parameters and that rank's shard
+  /// of the optimizer states (the header's reserved word); 0 otherwise.
+  uint32_t shardRanks = 0;
 };
+
+/// Rank `rank`'s file of a sharded checkpoint (CheckpointInfo::shardRanks)
+/// of `ranks` at `step`, beside `path`: rank 0's is `path` itself, written
+/// last, once every other rank's is: a checkpoint at a step exists only
+/// when all its files do.
+std::string shardCheckpointPath(const std::string &path, int rank, int ranks,
+                                uint64_t step);
 
 /// Writes the artifact's state with `info` to `path` atomically.
 bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,

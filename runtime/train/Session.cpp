@@ -23,13 +23,16 @@ namespace {
 /// temporary found while holding it is stale.
 void removeStaleTemporaries(const std::string &dir, const std::string &ckpt,
                             bool quiet) {
-  std::string prefix = ckpt.substr(ckpt.find_last_of('/') + 1) + ".tmp.";
+  std::string base = ckpt.substr(ckpt.find_last_of('/') + 1);
+  std::string prefix = base + ".tmp.", shard = base + ".rank-";
   DIR *d = ::opendir(dir.c_str());
   if (!d)
     return;
   while (dirent *e = ::readdir(d)) {
+    // Its own, and those of the ranks' shards (sharded optimizer state).
     std::string name = e->d_name;
-    if (name.rfind(prefix, 0) != 0)
+    if (name.rfind(prefix, 0) != 0 &&
+        (name.rfind(shard, 0) != 0 || name.find(".tmp.") == std::string::npos))
       continue;
     std::string path = dir + "/" + name;
     if (::unlink(path.c_str()) == 0 && !quiet)
@@ -146,7 +149,16 @@ bool Session::open(const SessionOptions &options, std::string &error) {
   std::string ckpt = checkpointFile();
   if (lead)
     removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
-  if (options.resume) {
+  if (options.resume && sharded()) {
+    if (!loadShards(ckpt, error))
+      return false;
+    if (!options.quiet)
+      std::fprintf(stderr,
+                   "strata-run: resumed from %s (and its %d ranks' shards) "
+                   "at step %lld\n",
+                   ckpt.c_str(), comm->size(),
+                   static_cast<long long>(completed_));
+  } else if (options.resume) {
     CheckpointInfo info;
     RemapSummary remap;
     if (!loadCheckpoint(ckpt, art_, info, error, options.resumeByName,
@@ -277,7 +289,130 @@ bool Session::save(std::string &error) {
   return saveAs(checkpointFile(), error);
 }
 
+bool Session::sharded() const {
+  return options_.comm && options_.comm->size() > 1 &&
+         artifact::shardsOptimizer(art_.plan());
+}
+
+bool Session::ranksAgree(bool ok, const std::string &what, std::string &error) {
+  comm::Communicator &comm = *options_.comm;
+  std::vector<double> failed(static_cast<size_t>(comm.size()), 0.0);
+  failed[static_cast<size_t>(comm.rank())] = ok ? 0.0 : 1.0;
+  std::string commError;
+  if (!comm.allReduceSum(failed.data(), comm.size(), commError)) {
+    error = what + ": " + commError;
+    return false;
+  }
+  if (!ok) {
+    error = what + ": " + error;
+    return false;
+  }
+  for (int r = 0; r < comm.size(); ++r)
+    if (failed[static_cast<size_t>(r)] > 0) {
+      error = what + ": rank " + std::to_string(r) +
+              " failed (its own error says why)";
+      return false;
+    }
+  return true;
+}
+
+bool Session::loadShards(const std::string &ckpt, std::string &error) {
+  // Rank 0's file says the step; every other rank reads its own file of
+  // that step. All ranks make the same collective calls, failing or not.
+  comm::Communicator &comm = *options_.comm;
+  CheckpointInfo info;
+  bool ok = true;
+  if (comm.rank() == 0)
+    ok = loadCheckpoint(ckpt, art_, info, error, options_.resumeByName);
+  if (!ranksAgree(ok, "reading " + ckpt, error))
+    return false;
+  double step = comm.rank() == 0 ? static_cast<double>(info.step) : 0.0;
+  double ranks = comm.rank() == 0 ? info.shardRanks : 0;
+  double both[2] = {step, ranks};
+  if (!comm.allReduceSum(both, 2, error))
+    return false;
+  uint64_t at = static_cast<uint64_t>(both[0]);
+  if (static_cast<int>(both[1]) != comm.size()) {
+    error = ckpt + " holds the optimizer states of a run of " +
+            std::to_string(static_cast<int>(both[1])) +
+            " shards, this run "
+            "has " +
+            std::to_string(comm.size()) + " ranks";
+    return false;
+  }
+  std::string mine = shardCheckpointPath(ckpt, comm.rank(), comm.size(), at);
+  if (comm.rank() != 0) {
+    ok = loadCheckpoint(mine, art_, info, error);
+    if (ok && info.step != at) {
+      error = "checkpoint '" + mine + "' is of step " +
+              std::to_string(info.step) + ", not " + std::to_string(at);
+      ok = false;
+    }
+    if (!ok && !pathExists(mine))
+      error = "rank " + std::to_string(comm.rank()) +
+              "'s shard of the "
+              "checkpoint at step " +
+              std::to_string(at) + " (" + mine +
+              ") is missing: resume on the " + std::to_string(comm.size()) +
+              " ranks, in the checkpoint directory, that wrote it";
+  }
+  ok = ok && executor_.parametersToDevice(error);
+  if (!ranksAgree(ok, "resuming from the shards of " + ckpt, error))
+    return false;
+  completed_ = static_cast<int64_t>(at);
+  return true;
+}
+
+bool Session::saveShards(const std::string &ckpt, std::string &error) {
+  // Every rank but 0 writes its own file of this step beside the last
+  // checkpoint's; rank 0's file (the one strata-export and a resume open
+  // first) replaces the last one only once they all have: a save that
+  // stops anywhere leaves the last checkpoint and its shards whole.
+  comm::Communicator &comm = *options_.comm;
+  CheckpointInfo info;
+  info.planCrc = art_.plan().payloadCrc;
+  info.step = static_cast<uint64_t>(completed_);
+  info.shardRanks = static_cast<uint32_t>(comm.size());
+  std::string mine =
+      shardCheckpointPath(ckpt, comm.rank(), comm.size(), info.step);
+  bool ok = executor_.parametersToHost(error);
+  if (ok && comm.rank() != 0)
+    ok = saveCheckpoint(mine, info, art_, error);
+  if (!ranksAgree(ok, "writing the shards", error))
+    return false;
+  if (comm.rank() == 0)
+    ok = saveCheckpoint(ckpt, info, art_, error);
+  if (!ranksAgree(ok, "writing " + ckpt, error))
+    return false;
+  // The step's checkpoint is whole: this rank's older shards go.
+  std::string dir = ckpt.substr(0, ckpt.find_last_of('/'));
+  std::string base = ckpt.substr(ckpt.find_last_of('/') + 1);
+  std::string prefix = base + ".rank-" + std::to_string(comm.rank()) + "-of-";
+  if (DIR *d = ::opendir(dir.c_str())) {
+    std::string keep = mine.substr(mine.find_last_of('/') + 1);
+    while (dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (comm.rank() != 0 && name.rfind(prefix, 0) == 0 && name != keep &&
+          name.find(".tmp.") == std::string::npos)
+        ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  return true;
+}
+
 bool Session::saveAs(const std::string &ckpt, std::string &error) {
+  if (sharded()) {
+    if (saveShards(ckpt, error))
+      return true;
+    error = "saving the checkpoint at step " + std::to_string(completed_) +
+            " failed (" +
+            (pathExists(ckpt) ? "the previous checkpoint is intact"
+                              : std::string("there is no earlier "
+                                            "checkpoint")) +
+            "): " + error;
+    return false;
+  }
   // The ranks hold the same parameters and states: rank 0 writes them.
   if (options_.comm && options_.comm->rank() != 0)
     return true;

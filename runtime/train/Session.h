@@ -39,7 +39,9 @@ struct SessionOptions {
   /// Data-parallel training: the ranks (null: this process alone). The
   /// loss is averaged over them; rank 0 holds the locks and writes the
   /// checkpoints (the ranks' parameters and states are the same), the
-  /// others only read one to resume.
+  /// others only read one to resume. A plan that shards its optimizer
+  /// (--shard-optimizer) has each rank write and read its own file
+  /// (shardCheckpointPath), rank 0's last.
   comm::Communicator *comm = nullptr;
 };
 
@@ -104,6 +106,15 @@ public:
   bool saveAs(const std::string &path, std::string &error);
 
 private:
+  /// Whether each rank holds its own shard of the optimizer states
+  /// (--shard-optimizer over several ranks): each writes its own file.
+  bool sharded() const;
+  /// Whether `ok` holds on every rank (a collective: every rank calls it);
+  /// false with an error naming `what` and the first rank that failed.
+  bool ranksAgree(bool ok, const std::string &what, std::string &error);
+  bool saveShards(const std::string &ckpt, std::string &error);
+  bool loadShards(const std::string &ckpt, std::string &error);
+
   artifact::Artifact &art_;
   runtime::Executor &executor_;
   SessionOptions options_;

@@ -113,6 +113,15 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
   comm::Communicator *comm = given.comm;
   int64_t ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
   bool lead = rank == 0;
+  // Each rank holds its own shard of the optimizer states, and saves it.
+  bool sharded = ranks > 1 && artifact::shardsOptimizer(plan);
+  if (sharded && given.keepLast > 0) {
+    error = "--keep-last keeps rank 0's file of each checkpoint only; a plan "
+            "that shards its optimizer (--shard-optimizer) has one file a "
+            "rank, so it cannot keep earlier checkpoints yet (drop "
+            "--keep-last, or save to another --checkpoint-dir)";
+    return false;
+  }
   TrainerOptions options = given;
   if (!lead) {
     options.quiet = true;
@@ -363,10 +372,15 @@ bool runTraining(artifact::Artifact &art, runtime::Executor &executor,
             stepNumber,
             {{"eval/loss", mean}, {"eval/perplexity", std::exp(mean)}}, error))
       return false;
-    if (options.keepBest && lead && std::isfinite(mean) && mean < bestLoss) {
+    // Every rank has the same held-out loss (the same weights and rows).
+    if (options.keepBest && (lead || sharded) && std::isfinite(mean) &&
+        mean < bestLoss) {
       if (!makeDirectories(bestDir, error) ||
           !session.saveAs(checkpointPath(bestDir), error))
         return false;
+      bestLoss = mean;
+      if (!lead)
+        return true;
       char exact[40];
       std::snprintf(exact, sizeof(exact), "%.17g", mean);
       std::string record = "{\"step\": " + std::to_string(stepNumber) +

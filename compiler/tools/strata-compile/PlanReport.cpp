@@ -144,7 +144,7 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   out += "\n";
   int64_t ranks = 1;
   for (auto k : func.getBody().front().getOps<exec::KernelOp>())
-    if (k.isKernel(artifact::Kernel::AllReduce) && !k.getInts().empty())
+    if (k.isCollective() && !k.getInts().empty())
       ranks = k.getInts()[0];
   if (ranks > 1) {
     add("  data parallel: %lld ranks, each on its own micro-batch; the figures "
@@ -242,9 +242,9 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
       {"SSD reads", "predicted_ssd_read_us"},
       {"SSD writes", "predicted_ssd_write_us"},
       {"CPU optimizer", "predicted_cpu_update_us"}};
-  // A data-parallel plan's all-reduces (--data-parallel).
+  // A data-parallel plan's collectives (--data-parallel).
   if (plan.memoryOf("predicted_comm_us") > 0)
-    resources.push_back({"all-reduces", "predicted_comm_us"});
+    resources.push_back({"collectives", "predicted_comm_us"});
   const Busy *limiter = &resources[0];
   for (const Busy &r : resources)
     if (plan.memoryOf(r.key) > plan.memoryOf(limiter->key))

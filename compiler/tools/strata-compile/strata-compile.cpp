@@ -357,6 +357,13 @@ static std::string checkTrainingOptions() {
   if (training.dataParallel > 1 && mode == Mode::Forward)
     return "--data-parallel averages gradients: it goes with --mode train "
            "or grad";
+  if (training.shardOptimizer && training.dataParallel < 2)
+    return "--shard-optimizer shards the optimizer over the data-parallel "
+           "ranks: it needs --data-parallel of 2 or more";
+  if (training.shardOptimizer && mode != Mode::Train)
+    return "--shard-optimizer shards the optimizer's states and updates: it "
+           "goes with --mode train (a --mode grad plan returns whole "
+           "gradients)";
   if (training.ranksPerNode != 0 &&
       (training.ranksPerNode < 1 ||
        training.ranksPerNode > training.dataParallel))
@@ -571,6 +578,8 @@ int main(int argc, char **argv) {
       text << " accumulate=" << training.accumulate;
     if (training.dataParallel > 1)
       text << " data_parallel=" << training.dataParallel;
+    if (training.shardOptimizer)
+      text << " shard_optimizer";
     if (effectiveLossScale() != "none")
       text << " loss_scale=" << effectiveLossScale();
     if (training.precision != "fp32")

@@ -13,6 +13,7 @@
 #include "runtime/backends/cpu/Elementwise.h"
 #include "runtime/backends/cpu/KernelFamilies.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace strata::cpu {
@@ -71,6 +72,20 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     std::memcpy(in[0].data, in[1].data,
                 in[0].numElements() * dtypeSize(in[0].dtype));
     return true;
+  case Kernel::Shard: {
+    // This rank's chunk of the flattened input; zeros past its end.
+    size_t size = dtypeSize(in[0].dtype);
+    int64_t n = in[0].numElements(), c = out[0].numElements();
+    int64_t from = std::min(n, ctx.rank * c);
+    int64_t have = std::min(c, n - from);
+    char *dst = static_cast<char *>(out[0].data);
+    if (have > 0)
+      std::memcpy(dst, static_cast<const char *>(in[0].data) + from * size,
+                  static_cast<size_t>(have) * size);
+    if (have < c)
+      std::memset(dst + have * size, 0, static_cast<size_t>(c - have) * size);
+    return true;
+  }
   default:
     break;
   }

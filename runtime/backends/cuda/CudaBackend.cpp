@@ -98,9 +98,9 @@ public:
   bool supports(const artifact::Plan &plan, std::string &why) const override {
     std::set<std::string> missing;
     for (const artifact::Step &step : plan.steps) {
-      // The executor runs all-reduces itself, through host memory.
+      // The executor runs collectives itself, through the communicator.
       if (artifact::isTransfer(plan, step) ||
-          step.kernel == artifact::Kernel::AllReduce)
+          artifact::isCollective(step.kernel))
         continue;
       std::string reason;
       if (!cuda::supportsStep(plan, step, reason))

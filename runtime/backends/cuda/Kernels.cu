@@ -74,11 +74,28 @@ using Family = std::optional<bool> (*)(const Step &,
                                        const KernelContext &, LaunchContext &,
                                        std::string &);
 
-/// Assign (an update's copy, skipped when updates are not applied) and
-/// Store (an activation swapped out): device-to-device copies.
+/// Assign (an update's copy, skipped when updates are not applied),
+/// Store (an activation swapped out) and Shard (this rank's chunk of a
+/// parameter, zeros past its end): device-to-device copies.
 STRATA_KERNEL_FAMILY(launchCopies) {
   if (step.kernel == Kernel::Assign && !ctx.applyUpdates)
     return true;
+  if (step.kernel == Kernel::Shard) {
+    size_t size = dtypeSize(in[0].dtype);
+    int64_t n = in[0].numElements(), c = out[0].numElements();
+    int64_t from = std::min(n, ctx.rank * c);
+    int64_t have = std::min(c, n - from);
+    char *dst = static_cast<char *>(out[0].data);
+    if (have > 0 &&
+        !check(cudaMemcpyAsync(
+                   dst, static_cast<const char *>(in[0].data) + from * size,
+                   have * size, cudaMemcpyDeviceToDevice, streamOf(l)),
+               "shard", error))
+      return false;
+    return have >= c || check(cudaMemsetAsync(dst + have * size, 0,
+                                              (c - have) * size, streamOf(l)),
+                              "shard", error);
+  }
   return check(cudaMemcpyAsync(in[0].data, in[1].data,
                                in[0].numElements() * dtypeSize(in[0].dtype),
                                cudaMemcpyDeviceToDevice, streamOf(l)),
@@ -156,9 +173,12 @@ Family familyOf(Kernel k) {
   case Kernel::MatMul:
     return launchMatMul;
   case Kernel::Assign:
+  case Kernel::Shard:
   case Kernel::Store:
     return launchCopies;
-  case Kernel::AllReduce:  // The executor runs it, through host memory.
+  case Kernel::AllReduce:     // The executor runs the collectives, through the
+  case Kernel::ReduceScatter: // communicator.
+  case Kernel::AllGather:
   case Kernel::NumKernels: // Not a kernel: the count.
     break;
   }

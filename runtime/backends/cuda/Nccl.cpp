@@ -1,6 +1,7 @@
-// Nccl.cpp - All-reduces on the GPU through NCCL (the CUDA toolkit's), for
-// the CUDA backend's data-parallel plans. Built where CMake found NCCL
-// (STRATA_HAVE_NCCL); elsewhere makeNcclCommunicator says so.
+// Nccl.cpp - All-reduces, reduce-scatters and all-gathers on the GPU
+// through NCCL (the CUDA toolkit's), for the CUDA backend's data-parallel
+// plans. Built where CMake found NCCL (STRATA_HAVE_NCCL); elsewhere
+// makeNcclCommunicator says so.
 
 #include "runtime/backends/cuda/CudaBackend.h"
 
@@ -48,6 +49,8 @@ public:
   ~NcclCommunicator() override {
     if (comm_)
       ncclCommDestroy(comm_);
+    if (scratch_)
+      cudaFree(scratch_);
     if (stream_)
       cudaStreamDestroy(stream_);
   }
@@ -82,24 +85,8 @@ public:
   bool allReduceMean(const void *in, void *out, int64_t count, DType dtype,
                      std::string &error) override {
     ncclDataType_t type;
-    switch (dtype) {
-    case DType::F32:
-      type = ncclFloat32;
-      break;
-    case DType::F64:
-      type = ncclFloat64;
-      break;
-    case DType::F16:
-      type = ncclFloat16;
-      break;
-    case DType::BF16:
-      type = ncclBfloat16;
-      break;
-    default:
-      error = std::string("all_reduce of ") + dtypeName(dtype) +
-              " (only f32, f64, bf16 and f16 are averaged)";
+    if (!floatType(dtype, "all_reduce", type, error))
       return false;
-    }
     if (count <= 0)
       return true;
     // On the communication queue's thread, whose current device is its own.
@@ -111,6 +98,66 @@ public:
                                 ncclAvg, comm_, stream_),
                   "ncclAllReduce", error) &&
            cudaOk(cudaStreamSynchronize(stream_), "the all-reduce", error);
+  }
+
+  bool reduceScatterMean(const void *in, int64_t count, void *out,
+                         int64_t chunk, DType dtype,
+                         std::string &error) override {
+    ncclDataType_t type;
+    if (!floatType(dtype, "reduce_scatter", type, error))
+      return false;
+    if (chunk <= 0)
+      return true;
+    if (!cudaOk(cudaSetDevice(device_), "cudaSetDevice", error))
+      return false;
+    size_t bytes = dtypeSize(dtype);
+    int64_t total = chunk * size();
+    const void *src = in;
+    if (count != total) {
+      // Zero-padded to whole shards, in scratch device memory.
+      if (!reserve(static_cast<size_t>(total) * bytes, error) ||
+          !cudaOk(cudaMemcpyAsync(scratch_, in,
+                                  static_cast<size_t>(count) * bytes,
+                                  cudaMemcpyDeviceToDevice, stream_),
+                  "padding the reduce-scatter", error) ||
+          !cudaOk(cudaMemsetAsync(static_cast<char *>(scratch_) + count * bytes,
+                                  0, static_cast<size_t>(total - count) * bytes,
+                                  stream_),
+                  "padding the reduce-scatter", error))
+        return false;
+      src = scratch_;
+    }
+    return ncclOk(ncclReduceScatter(src, out, static_cast<size_t>(chunk), type,
+                                    ncclAvg, comm_, stream_),
+                  "ncclReduceScatter", error) &&
+           cudaOk(cudaStreamSynchronize(stream_), "the reduce-scatter", error);
+  }
+
+  bool allGather(const void *in, int64_t chunk, void *out, int64_t count,
+                 DType dtype, std::string &error) override {
+    if (chunk <= 0)
+      return true;
+    if (!cudaOk(cudaSetDevice(device_), "cudaSetDevice", error))
+      return false;
+    size_t bytes = static_cast<size_t>(chunk) * dtypeSize(dtype);
+    int64_t total = chunk * size();
+    void *all = out;
+    if (count != total) {
+      if (!reserve(bytes * static_cast<size_t>(size()), error))
+        return false;
+      all = scratch_;
+    }
+    // As bytes: any element type.
+    if (!ncclOk(ncclAllGather(in, all, bytes, ncclUint8, comm_, stream_),
+                "ncclAllGather", error))
+      return false;
+    if (all != out &&
+        !cudaOk(cudaMemcpyAsync(out, all,
+                                static_cast<size_t>(count) * dtypeSize(dtype),
+                                cudaMemcpyDeviceToDevice, stream_),
+                "the all-gather", error))
+      return false;
+    return cudaOk(cudaStreamSynchronize(stream_), "the all-gather", error);
   }
   bool allReduceSum(double *values, int64_t count,
                     std::string &error) override {
@@ -126,7 +173,46 @@ public:
   }
 
 private:
+  static bool floatType(DType dtype, const char *what, ncclDataType_t &type,
+                        std::string &error) {
+    switch (dtype) {
+    case DType::F32:
+      type = ncclFloat32;
+      return true;
+    case DType::F64:
+      type = ncclFloat64;
+      return true;
+    case DType::F16:
+      type = ncclFloat16;
+      return true;
+    case DType::BF16:
+      type = ncclBfloat16;
+      return true;
+    default:
+      error = std::string(what) + " of " + dtypeName(dtype) +
+              " (only f32, f64, bf16 and f16 are averaged)";
+      return false;
+    }
+  }
+
+  /// At least `bytes` of scratch device memory (padded shards).
+  bool reserve(size_t bytes, std::string &error) {
+    if (bytes <= scratchBytes_)
+      return true;
+    if (scratch_ && !cudaOk(cudaFree(scratch_), "cudaFree", error))
+      return false;
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+    if (!cudaOk(cudaMalloc(&scratch_, bytes), "scratch for a collective",
+                error))
+      return false;
+    scratchBytes_ = bytes;
+    return true;
+  }
+
   comm::Communicator &bootstrap_;
+  void *scratch_ = nullptr;
+  size_t scratchBytes_ = 0;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int device_ = 0;

@@ -53,11 +53,11 @@ TEST(CudaSupports, NamesTheKernelAndElementTypeItLacks) {
 // Every kernel of the table has CUDA code (Kernels.cu's familyOf has no
 // default, so a new kernel must be placed there to build); a step of a
 // kernel without it would be refused by supportsStep, naming the kernel.
-// The exception is all_reduce, which the executor runs itself (through
-// host memory and the communicator), never the backend.
+// The exceptions are the collectives, which the executor runs itself
+// (through the communicator), never the backend.
 TEST(CudaSupports, EveryKernelOfTheTableIsImplemented) {
   for (const KernelInfo &k : kernelTable()) {
-    if (k.kernel != Kernel::AllReduce) {
+    if (!isCollective(k.kernel)) {
       EXPECT_TRUE(cuda::implemented(k.kernel)) << k.name;
     }
   }
