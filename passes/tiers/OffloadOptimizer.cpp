@@ -14,6 +14,18 @@
 //
 //   store(%gs, %g)  update(%w, %gs, %m, %ss)
 //
+// A sharded update (--shard-optimizer) works on %ws, this rank's shard of
+// the parameter copied out on the device, and gathers it back. On the CPU
+// the shard goes to host memory beside the gradient and comes back for the
+// gather, which moves after the CPU job:
+//
+//   %ws = shard(%w)  update(%ws, %g, %m)  all_gather(%w, %ws)
+//
+// becomes
+//
+//   %ws = shard(%w)  store(%wh, %ws)  store(%gs, %g)  update(%wh, %gs, %m)
+//   %wf = copy(%wh)  all_gather(%w, %wf)
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Strata/StrataDialect.h"
@@ -48,6 +60,8 @@ namespace {
 struct Fetched {
   exec::KernelOp copy, assign;
   Value stored;
+  /// The update's operand it is.
+  unsigned input = 0;
 };
 
 /// What moving one update to the CPU involves, or why it cannot move.
@@ -58,6 +72,9 @@ struct Candidate {
   int scale = -1; // Operand index of the scale, if any.
   /// The gradient is an accumulator (a stored tensor the update clears).
   bool accumulated = false;
+  /// A sharded update: the kernel that copies this rank's shard of the
+  /// parameter out (its operand 0) and the all-gather that puts it back.
+  exec::KernelOp shard, gather;
   std::string blocked;
   /// Device kernels of the backward pass follow it; its scale is computed
   /// after the backward pass.
@@ -92,11 +109,26 @@ Candidate examine(exec::KernelOp update) {
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
     if (i == 0 && copy && copy.isKernel(artifact::Kernel::Shard)) {
-      c.blocked = "its parameter is this rank's shard of it "
-                  "(--shard-optimizer), a copy in device memory: sharded "
-                  "updates run on the device (their states may still live "
-                  "in host memory or on the SSD)";
-      return c;
+      // Its readers: this update, then the all-gather alone.
+      for (Operation *user : copy->getUsers()) {
+        auto k = dyn_cast<exec::KernelOp>(user);
+        if (k == update)
+          continue;
+        if (k && k.isKernel(artifact::Kernel::AllGather) && !c.gather &&
+            k.getInputs()[1] == v && update->isBeforeInBlock(k)) {
+          c.gather = k;
+          continue;
+        }
+        c.blocked = "its parameter's shard has readers other than its "
+                    "update and all-gather";
+        return c;
+      }
+      if (!c.gather) {
+        c.blocked = "its parameter's shard is not gathered back";
+        return c;
+      }
+      c.shard = copy;
+      continue;
     }
     if (!root || root->getNumResults() != 1) {
       c.blocked = (i == 0            ? std::string("its parameter")
@@ -111,6 +143,7 @@ Candidate examine(exec::KernelOp update) {
     Fetched f;
     f.copy = copy;
     f.stored = copy.getInputs()[0];
+    f.input = i;
     for (Operation *user : copy->getUsers()) {
       auto k = dyn_cast<exec::KernelOp>(user);
       if (k == update)
@@ -176,6 +209,12 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
                     : storageBytes(update.getInputs()[c.gradient].getType());
   cpu = transferSeconds(grad, exec::Tier::Host, false, m) +
         cpuUpdateSeconds(update, m);
+  // A sharded parameter's shard goes to host memory and comes back.
+  if (c.shard) {
+    double shard = storageBytes(update.getInputs()[0].getType());
+    cpu += transferSeconds(shard, exec::Tier::Host, false, m) +
+           transferSeconds(shard, exec::Tier::Host, true, m);
+  }
 }
 
 /// How many host buffers of one tensor type gradients land in at least,
@@ -251,6 +290,8 @@ struct Offloader {
   int64_t groupBytes = -1;
   /// Names the landing buffers of one function.
   unsigned landingCount = 0;
+  /// Names the host buffers of sharded updates' parameter shards.
+  unsigned shardCount = 0;
   /// The host memory budget (--cpu-mem; 0: none). In "auto" mode updates
   /// move only while the host tensors, with the buffers their gradients
   /// land in, stay within it.
@@ -347,6 +388,10 @@ struct Offloader {
         Value scale = c->scale >= 0 ? c->update.getInputs()[c->scale] : Value();
         if (scale && scalesLanded.insert(scale).second)
           scales += artifact::pagePadded(storageBytes(scale.getType()));
+        // And a sharded update's parameter shard, a buffer of its own.
+        if (c->shard)
+          scales += artifact::pagePadded(
+              storageBytes(c->update.getInputs()[0].getType()));
         if (mode == "auto" && host + land.bytesAfter[fit] + scales > hostBudget)
           break;
       }
@@ -457,7 +502,9 @@ struct Offloader {
     for (Candidate *c : chosen) {
       exec::KernelOp u = c->update;
       using artifact::Kernel;
-      if (c->accumulated || c->scale < 0 ||
+      // A sharded update's shard is a fresh copy each step: its
+      // speculative run would need the copy first (not yet).
+      if (c->accumulated || c->scale < 0 || c->shard ||
           (!u.isKernel(Kernel::UpdateSgd) &&
            !u.isKernel(Kernel::UpdateMomentum) &&
            !u.isKernel(Kernel::UpdateAdamW)) ||
@@ -570,6 +617,7 @@ struct Offloader {
     Landing land = planLanding(chosen, jobOf, least);
     SmallVector<Value> buffers;
     landingCount = 0;
+    shardCount = 0;
     // The speculative updates' gradient stores after each op, in turn (the
     // last one), and then their updates.
     llvm::DenseMap<Operation *, Operation *> storesAfter;
@@ -578,8 +626,18 @@ struct Offloader {
       exec::KernelOp u = c->update;
       OpBuilder b(u);
       SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
-      for (auto [k, f] : llvm::zip(writtenInputs(u), c->fetched))
-        operands[k] = f.stored;
+      for (Fetched &f : c->fetched)
+        operands[f.input] = f.stored;
+      if (c->shard) {
+        // This rank's shard of the parameter, to host memory beside its
+        // gradient (its own buffer: it is read again by the fetch that
+        // the all-gather reads).
+        Value ws = operands[0];
+        Value wh =
+            hostSpace(ws, "cpu-update.shard." + std::to_string(shardCount++));
+        createTransfer(b, u.getLoc(), artifact::Kernel::Store, {}, {wh, ws});
+        operands[0] = wh;
+      }
       if (c->speculateAfter) {
         // Its own landing buffer, stored as soon as the gradient is final
         // and read again by the redo.
@@ -630,6 +688,26 @@ struct Offloader {
       for (NamedAttribute a : u->getDiscardableAttrs())
         m->setAttr(a.getName(), a.getValue());
       moved.push_back(m);
+    }
+    // A sharded update's all-gather reads its shard back from host memory
+    // once the CPU job has run: after the job's last update.
+    SmallVector<exec::KernelOp> lastOfJob(jobAt.size());
+    for (auto [job, m] : llvm::zip(jobOf, moved))
+      lastOfJob[job] = m;
+    llvm::DenseMap<Operation *, Operation *> gathersAfter;
+    for (auto [c, job, m] : llvm::zip(chosen, jobOf, moved)) {
+      if (!c->shard)
+        continue;
+      Operation *&at = gathersAfter[lastOfJob[job]];
+      OpBuilder gb(body.getParentOp()->getContext());
+      gb.setInsertionPointAfter(at ? at : lastOfJob[job].getOperation());
+      Value back =
+          createTransfer(gb, c->gather.getLoc(), artifact::Kernel::Copy,
+                         {m.getInputs()[0].getType()}, {m.getInputs()[0]})
+              ->getResult(0);
+      c->gather->moveAfter(back.getDefiningOp());
+      c->gather.getInputsMutable()[1].set(back);
+      at = c->gather;
     }
     for (Candidate *c : chosen) {
       c->update.erase();

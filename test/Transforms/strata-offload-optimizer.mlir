@@ -174,3 +174,41 @@ func.func @landing_reuse() {
   exec.kernel "assign"(%d, %fd) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
   return
 }
+
+// -----
+
+// Tests that a sharded update (--shard-optimizer) of a device parameter
+// whose state lives in host memory moves to the CPU: this rank's shard of
+// the parameter goes to a host buffer of its own beside the gradient's, the
+// CPU updates it there, and the all-gather, moved after the CPU job, reads
+// it fetched back.
+// CHECK-LABEL: func.func @sharded_update
+// CHECK-DAG: %[[WH:.+]] = exec.swap_space "cpu-update.shard.0" {tier = #exec.tier<host>} : tensor<8xf32>
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = #exec.tier<host>} : tensor<8xf32>
+// CHECK-DAG: %[[W:.+]] = exec.param "w" trainable
+// CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
+// CHECK: %[[WS:.+]] = exec.kernel "shard"(%[[W]]) {ints = array<i64: 2>}
+// CHECK-NEXT: exec.kernel "store"(%[[WH]], %[[WS]])
+// CHECK-NEXT: exec.kernel "store"(%[[GS]], %{{.+}})
+// CHECK-NEXT: exec.kernel "update_momentum"(%[[WH]], %[[GS]], %[[M]])
+// CHECK-NEXT: %[[BACK:.+]] = exec.kernel "copy"(%[[WH]])
+// CHECK-NEXT: exec.kernel "all_gather"(%[[W]], %[[BACK]]) {ints = array<i64: 2>}
+// CHECK-NOT: "assign"
+// DEVICE-LABEL: func.func @sharded_update
+// DEVICE: exec.kernel "update_momentum"(%[[WS:.+]], %{{.+}}, %{{.+}}) {floats
+// DEVICE: exec.kernel "all_gather"(%{{.+}}, %[[WS]])
+func.func @sharded_update() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %m = exec.param "w.m" state {tier = #exec.tier<host>, value = dense<0.0> : tensor<8xf32>} : tensor<8xf32>
+  %y = exec.kernel "matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %gs = exec.kernel "reduce_scatter"(%gw) {ints = array<i64: 2>, strata.backward} : (tensor<4x4xf32>) -> tensor<8xf32>
+  %ws = exec.kernel "shard"(%w) {ints = array<i64: 2>} : (tensor<4x4xf32>) -> tensor<8xf32>
+  %fm = exec.kernel "copy"(%m) : (tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @below {{1 of 1 updates run on the CPU; 0 overlap the backward pass}}
+  exec.kernel "update_momentum"(%ws, %gs, %fm) {floats = array<f64: 0.1, 0.9, 0.0>} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> ()
+  exec.kernel "assign"(%m, %fm) : (tensor<8xf32>, tensor<8xf32>) -> ()
+  exec.kernel "all_gather"(%w, %ws) {ints = array<i64: 2>} : (tensor<4x4xf32>, tensor<8xf32>) -> ()
+  return
+}
