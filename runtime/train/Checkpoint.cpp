@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
@@ -253,9 +254,34 @@ bool emptyBetweenSteps(const std::string &name) {
   return endsWith(name, ".grad_accum") || name.rfind("speculation.", 0) == 0;
 }
 
-/// Takes up a checkpoint of another plan by name (loadCheckpoint).
-bool remapByName(int fd, const Header &h, artifact::Artifact &art,
-                 RemapSummary &summary, std::string &error) {
+/// A checkpoint file being taken up by name: its header, and its index
+/// once its region and index have been checked (indexSource).
+struct Source {
+  std::string path;
+  int fd = -1;
+  Header h;
+  std::vector<Entry> entries;
+  std::map<std::string, const Entry *> byName;
+
+  uint64_t fileOffset(const Entry &e) const {
+    uint64_t base = e.region == artifact::Region::Params ? 0
+                    : e.region == artifact::Region::Host
+                        ? h.paramsBytes
+                        : h.paramsBytes + h.hostBytes;
+    return sizeof(Header) + base + e.offset;
+  }
+  bool read(const Entry &e, std::vector<char> &out, std::string &error) const {
+    out.resize(static_cast<size_t>(e.bytes));
+    if (!preadAll(fd, out.data(), out.size(), fileOffset(e)))
+      return (error = "'" + path + "' is truncated", false);
+    return true;
+  }
+};
+
+/// Checks a source's region and index checksums and reads its index.
+bool indexSource(Source &src, std::string &error) {
+  const Header &h = src.h;
+  int fd = src.fd;
   if (h.paramsBytes > h.regionBytes ||
       h.hostBytes > h.regionBytes - h.paramsBytes)
     return (error = "corrupted header (region sizes)", false);
@@ -280,33 +306,58 @@ bool remapByName(int fd, const Header &h, artifact::Artifact &art,
     return (error = "truncated tensor index", false);
   if (crc32c(index.data(), index.size()) != h.indexCrc)
     return (error = "corrupted tensor index (checksum mismatch)", false);
-  std::vector<Entry> entries;
-  if (!decodeIndex(index, h, entries, error))
+  if (!decodeIndex(index, h, src.entries, error))
     return false;
-  std::map<std::string, const Entry *> byName;
-  for (const Entry &e : entries)
-    byName[e.name] = &e;
-  auto fileOffset = [&](const Entry &e) {
-    uint64_t base = e.region == artifact::Region::Params ? 0
-                    : e.region == artifact::Region::Host
-                        ? h.paramsBytes
-                        : h.paramsBytes + h.hostBytes;
-    return sizeof(Header) + base + e.offset;
-  };
-  auto read = [&](const Entry &e, std::vector<char> &out) {
-    out.resize(static_cast<size_t>(e.bytes));
-    if (!preadAll(fd, out.data(), out.size(), fileOffset(e)))
-      return (error = "truncated", false);
-    return true;
-  };
-  auto describe = [](DType dtype, const std::vector<int64_t> &shape) {
-    std::string text = dtypeName(dtype);
-    text += "[";
-    for (size_t i = 0; i < shape.size(); ++i)
-      text += (i ? "x" : "") + std::to_string(shape[i]);
-    return text + "]";
-  };
+  for (const Entry &e : src.entries)
+    src.byName[e.name] = &e;
+  return true;
+}
+
+std::string describe(DType dtype, const std::vector<int64_t> &shape) {
+  std::string text = dtypeName(dtype);
+  text += "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// The product of `shape`; -1 past int64.
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d > 0 && n > INT64_MAX / d)
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/// The parameter an optimizer state belongs to, as AttachOptimizer names
+/// them ("w" of "w.exp_avg"): the longest name before a '.' of `name`
+/// that is a parameter of `src`; null for others (clip.previous_norm).
+const Entry *masterParameter(const Source &src, const std::string &name) {
+  for (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0;
+       dot = name.rfind('.', dot - 1)) {
+    auto it = src.byName.find(name.substr(0, dot));
+    if (it != src.byName.end() &&
+        it->second->cls == artifact::SlotClass::Parameter)
+      return it->second;
+  }
+  return nullptr;
+}
+
+/// Takes up a checkpoint of another plan by name (loadCheckpoint). Its
+/// optimizer states may be sharded over files.size() ranks
+/// (--shard-optimizer: file k holds rank k's shard of each), and this
+/// plan's over its own ranks, of which this process is `rank`: each such
+/// state is put together from the files' shards (whole in files[0] when it
+/// is not sharded) and cut again for this rank.
+bool remapByName(const std::vector<Source> &files, artifact::Artifact &art,
+                 int rank, RemapSummary &summary, std::string &error) {
+  const Source &src = files.front();
   const artifact::Plan &plan = art.plan();
+  int64_t ranks =
+      artifact::shardsOptimizer(plan) ? artifact::dataParallelRanks(plan) : 1;
   std::set<std::string> taken;
   std::vector<char> bytes;
   for (const artifact::Slot &slot : plan.slots) {
@@ -315,8 +366,75 @@ bool remapByName(int fd, const Header &h, artifact::Artifact &art,
          slot.cls != artifact::SlotClass::OptimizerState &&
          slot.cls != artifact::SlotClass::Constant))
       continue;
-    auto it = byName.find(slot.name);
-    if (it != byName.end()) {
+    auto it = src.byName.find(slot.name);
+    const Entry *master = slot.cls == artifact::SlotClass::OptimizerState &&
+                                  it != src.byName.end() &&
+                                  !emptyBetweenSteps(slot.name)
+                              ? masterParameter(src, slot.name)
+                              : nullptr;
+    if (master && (files.size() > 1 || ranks > 1)) {
+      // Re-sharded: the whole state from the files' shards, then this
+      // rank's part of it (zeros past the end).
+      int64_t n = elementsOf(master->shape);
+      size_t size = dtypeSize(slot.dtype);
+      if (n < 0 || it->second->dtype != slot.dtype)
+        return (error = "'" + slot.name + "' is " +
+                        describe(it->second->dtype, it->second->shape) +
+                        " in the checkpoint and " +
+                        describe(slot.dtype, slot.shape) + " in this plan",
+                false);
+      std::vector<char> whole(static_cast<size_t>(n) * size, 0);
+      int64_t k = static_cast<int64_t>(files.size());
+      int64_t chunk = (n + k - 1) / k;
+      std::vector<int64_t> want =
+          k > 1 ? std::vector<int64_t>{chunk} : master->shape;
+      for (int64_t f = 0; f < k; ++f) {
+        auto e = files[f].byName.find(slot.name);
+        if (e == files[f].byName.end() || e->second->dtype != slot.dtype ||
+            e->second->shape != want ||
+            e->second->bytes != static_cast<uint64_t>(elementsOf(want)) * size)
+          return (error = "'" + slot.name + "' of '" + files[f].path +
+                          "' is not " + describe(slot.dtype, want) +
+                          " (a shard of '" + master->name + "' " +
+                          describe(master->dtype, master->shape) + " over " +
+                          std::to_string(k) + " ranks)",
+                  false);
+        if (!files[f].read(*e->second, bytes, error))
+          return false;
+        int64_t from = std::min(n, f * chunk);
+        int64_t have = std::min(chunk, n - from);
+        std::memcpy(whole.data() + from * size, bytes.data(),
+                    static_cast<size_t>(have) * size);
+      }
+      int64_t c = (n + ranks - 1) / ranks;
+      std::vector<int64_t> mine =
+          ranks > 1 ? std::vector<int64_t>{c} : master->shape;
+      if (slot.shape != mine)
+        return (error = "'" + slot.name + "' is " +
+                        describe(slot.dtype, slot.shape) +
+                        " in this plan, not " + describe(slot.dtype, mine) +
+                        " (its part of '" + master->name + "' over " +
+                        std::to_string(ranks) + " ranks)",
+                false);
+      int64_t count = elementsOf(mine);
+      std::vector<char> part(static_cast<size_t>(count) * size, 0);
+      int64_t from = std::min(n, rank * c);
+      int64_t have = std::min(count, n - from);
+      std::memcpy(part.data(), whole.data() + from * size,
+                  static_cast<size_t>(have) * size);
+      if (part.size() != slot.bytes)
+        return (error = "'" + slot.name + "' has " +
+                        std::to_string(slot.bytes) + " bytes in this plan, " +
+                        std::to_string(part.size()) + " as its shape says",
+                false);
+      if (!art.writeSlot(slot, part.data(), error))
+        return (error = "'" + slot.name + "': " + error, false);
+      taken.insert(slot.name);
+      ++summary.copied;
+      summary.resharded = true;
+      continue;
+    }
+    if (it != src.byName.end()) {
       const Entry &e = *it->second;
       if (e.dtype != slot.dtype || e.shape != slot.shape)
         return (error = "'" + slot.name + "' is " + describe(e.dtype, e.shape) +
@@ -329,7 +447,8 @@ bool remapByName(int fd, const Header &h, artifact::Artifact &art,
                         " bytes in the checkpoint, " +
                         std::to_string(slot.bytes) + " in this plan",
                 false);
-      if (!read(e, bytes) || !art.writeSlot(slot, bytes.data(), error))
+      if (!src.read(e, bytes, error) ||
+          !art.writeSlot(slot, bytes.data(), error))
         return (error = "'" + slot.name + "': " + error, false);
       taken.insert(slot.name);
       ++summary.copied;
@@ -338,13 +457,14 @@ bool remapByName(int fd, const Header &h, artifact::Artifact &art,
     // Not in the checkpoint: a low-precision copy is made from its master
     // (rounded as the updates round it); what is empty between steps, and
     // constants, keep the artifact's own values.
-    std::string master = masterOf(slot.name);
-    auto m = master.empty() ? byName.end() : byName.find(master);
+    std::string masterName = masterOf(slot.name);
+    auto m =
+        masterName.empty() ? src.byName.end() : src.byName.find(masterName);
     bool half = slot.dtype == DType::BF16 || slot.dtype == DType::F16;
-    if (m != byName.end() && half && m->second->dtype == DType::F32 &&
+    if (m != src.byName.end() && half && m->second->dtype == DType::F32 &&
         m->second->shape == slot.shape &&
         m->second->bytes == static_cast<uint64_t>(slot.numElements()) * 4) {
-      if (!read(*m->second, bytes))
+      if (!src.read(*m->second, bytes, error))
         return false;
       std::vector<uint16_t> low(static_cast<size_t>(slot.numElements()));
       narrowFloats(reinterpret_cast<const float *>(bytes.data()), low.data(),
@@ -365,7 +485,7 @@ bool remapByName(int fd, const Header &h, artifact::Artifact &art,
                     " of this plan): it is of another model or optimizer",
             false);
   }
-  for (const Entry &e : entries) {
+  for (const Entry &e : src.entries) {
     if (taken.count(e.name) || e.cls == artifact::SlotClass::Constant ||
         emptyBetweenSteps(e.name))
       continue;
@@ -385,7 +505,7 @@ bool remapByName(int fd, const Header &h, artifact::Artifact &art,
 
 bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
                     CheckpointInfo &info, std::string &error, bool byName,
-                    RemapSummary *remap) {
+                    RemapSummary *remap, int rank) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error = "cannot open checkpoint '" + path + "': " + std::strerror(errno);
@@ -424,21 +544,7 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
                 ", this runtime reads 1 and " +
                 std::to_string(kCheckpointVersion));
   }
-  if (h.planCrc != art.plan().payloadCrc) {
-    // A shard holds 1/N of each optimizer state; taking it up by name
-    // would need every rank's file re-cut for another number of ranks.
-    if (byName && h.version != 1 && h.shardRanks > 0)
-      return fail("holds one rank's shard of the optimizer states of a run "
-                  "of " +
-                  std::to_string(h.shardRanks) +
-                  " ranks (--shard-optimizer): only the plan that wrote it, "
-                  "on as many ranks, resumes from it (re-sharding for "
-                  "another plan or number of ranks is not supported yet)");
-    if (byName && artifact::shardsOptimizer(art.plan()))
-      return fail("is of another plan, and this plan shards its optimizer "
-                  "states (--shard-optimizer): it resumes only from its own "
-                  "checkpoints (taking states up by name into shards is not "
-                  "supported yet)");
+  if (h.planCrc != art.plan().payloadCrc || (byName && rank > 0)) {
     if (!byName)
       return fail("belongs to another plan (the artifact was recompiled); "
                   "take it up by tensor name with --resume-by-name, or start "
@@ -449,9 +555,52 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
     if (art.readOnly())
       return fail("belongs to another plan; read it with the artifact that "
                   "wrote it");
-    RemapSummary summary;
-    if (!remapByName(fd, h, art, summary, error))
+    // A checkpoint of sharded optimizer states: every rank's file of it,
+    // each checked whole before anything is taken.
+    std::vector<Source> files(1);
+    files[0].path = path;
+    files[0].fd = fd;
+    files[0].h = h;
+    auto closeOthers = [&] {
+      for (size_t k = 1; k < files.size(); ++k)
+        if (files[k].fd >= 0)
+          ::close(files[k].fd);
+    };
+    if (!indexSource(files[0], error))
       return fail(error);
+    for (uint32_t k = 1; k < h.shardRanks; ++k) {
+      files.emplace_back();
+      Source &other = files.back();
+      other.path = shardCheckpointPath(path, static_cast<int>(k),
+                                       static_cast<int>(h.shardRanks), h.step);
+      other.fd = ::open(other.path.c_str(), O_RDONLY | O_CLOEXEC);
+      std::memset(&other.h, 0, sizeof(other.h));
+      std::string why;
+      if (other.fd < 0)
+        why = std::string("is missing (") + std::strerror(errno) + ")";
+      else if (!readExactly(other.fd, &other.h, sizeof(Header)))
+        why = "is truncated";
+      else if (std::memcmp(other.h.magic, kMagic, 8) != 0 ||
+               other.h.version != kCheckpointVersion ||
+               other.h.headerCrc != headerCrc(other.h))
+        why = "is not a whole Strata checkpoint";
+      else if (other.h.planCrc != h.planCrc || other.h.step != h.step ||
+               other.h.shardRanks != h.shardRanks)
+        why = "is of another run or step";
+      else if (!indexSource(other, why))
+        why = why.empty() ? "cannot be read" : why;
+      if (!why.empty()) {
+        closeOthers();
+        return fail("its rank " + std::to_string(k) + " shard '" + other.path +
+                    "' " + why);
+      }
+    }
+    RemapSummary summary;
+    bool ok = remapByName(files, art, rank, summary, error);
+    closeOthers();
+    if (!ok)
+      return fail(error);
+
     if (remap)
       *remap = std::move(summary);
     info.planCrc = h.planCrc;

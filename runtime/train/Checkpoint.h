@@ -62,6 +62,9 @@ bool saveCheckpoint(const std::string &path, const CheckpointInfo &info,
 /// masters, and the checkpoint's own tensors this plan has no use for.
 struct RemapSummary {
   bool otherPlan = false;
+  /// Optimizer states were put together from the checkpoint's shards or
+  /// cut into this plan's (another number of ranks, --shard-optimizer).
+  bool resharded = false;
   int64_t copied = 0, narrowed = 0;
   std::vector<std::string> unused;
 };
@@ -73,11 +76,15 @@ struct RemapSummary {
 /// with the same dtype and shape (a low-precision copy may be made from its
 /// master; gradient accumulators and speculation's spare copies start
 /// empty, as at any step's end), and every parameter of it must be in this
-/// plan. On failure the state is undefined: the caller must not continue
-/// with it.
+/// plan. Sharded optimizer states (--shard-optimizer) are re-cut by name:
+/// a checkpoint of N ranks' shards is read from all N files, and a plan
+/// that shards its states takes rank `rank`'s part of each (with `byName`,
+/// also from its own plan's checkpoint). On failure the state is
+/// undefined: the caller must not continue with it.
 bool loadCheckpoint(const std::string &path, artifact::Artifact &artifact,
                     CheckpointInfo &info, std::string &error,
-                    bool byName = false, RemapSummary *remap = nullptr);
+                    bool byName = false, RemapSummary *remap = nullptr,
+                    int rank = 0);
 
 } // namespace strata::trainer
 

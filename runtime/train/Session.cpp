@@ -149,7 +149,7 @@ bool Session::open(const SessionOptions &options, std::string &error) {
   std::string ckpt = checkpointFile();
   if (lead)
     removeStaleTemporaries(options.checkpointDir, ckpt, options.quiet);
-  if (options.resume && sharded()) {
+  if (options.resume && sharded() && !options.resumeByName) {
     if (!loadShards(ckpt, error))
       return false;
     if (!options.quiet)
@@ -161,8 +161,10 @@ bool Session::open(const SessionOptions &options, std::string &error) {
   } else if (options.resume) {
     CheckpointInfo info;
     RemapSummary remap;
-    if (!loadCheckpoint(ckpt, art_, info, error, options.resumeByName,
-                        &remap) ||
+    // By name, a plan that shards its optimizer takes this rank's part of
+    // each state, from a checkpoint of any number of ranks' shards.
+    if (!loadCheckpoint(ckpt, art_, info, error, options.resumeByName, &remap,
+                        comm ? comm->rank() : 0) ||
         !executor_.parametersToDevice(error))
       return false;
     completed_ = static_cast<int64_t>(info.step);
@@ -175,6 +177,10 @@ bool Session::open(const SessionOptions &options, std::string &error) {
       if (remap.narrowed)
         std::fprintf(stderr, "%lld low-precision copies from their masters)",
                      static_cast<long long>(remap.narrowed));
+      if (remap.resharded)
+        std::fprintf(stderr, ", its optimizer states re-sharded for %d rank%s",
+                     comm ? comm->size() : 1,
+                     comm && comm->size() > 1 ? "s" : "");
       if (!remap.unused.empty())
         std::fprintf(stderr,
                      "; %zu optimizer states of it are not in this plan "

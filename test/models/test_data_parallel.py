@@ -397,15 +397,66 @@ class DataParallel(unittest.TestCase):
             capture_output=True, text=True, env=mpi_env(), timeout=300)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("rank 1's shard of the checkpoint at step 6", r.stderr)
-        # Another N, or a plan without sharding, cannot take the shards up
-        # by name (not yet): refused, saying so.
+        self.assertIn("checkpoint.bin.rank-1-of-2.step-6", r.stderr)
+        os.rename(os.path.join(ARGS.work, "moved-shard"),
+                  os.path.join(ckdir, "checkpoint.bin.rank-1-of-2.step-6"))
+
+    def test_sharded_checkpoints_resume_on_another_number_of_ranks(self):
+        # Two ranks' shards of step 3 taken up by name (--resume-by-name)
+        # and re-sharded: by four sharded ranks, by one rank's whole
+        # optimizer, and a whole one's by two sharded ranks; each then
+        # trains steps 4 to 6 as one rank that never stopped.
+        one = self.compile_plan("gpt", 1, "adamw", "device", "-zero-n")
+        self.launch(1, one, 6, one + ".jsonl")
+        want = self.losses(one + ".jsonl")[3:]
+        two = self.compile_plan("gpt", 2, "adamw", "ssd", "-zero-n",
+                                shard=True)
+        four = self.compile_plan("gpt", 4, "adamw", "host-cpu-updates",
+                                 "-zero-n", shard=True)
+        self.launch(2, two, 3, two + ".jsonl")
+        shards = os.path.join(ARGS.work, "zero-n-checkpoint")
+
+        def resume(ranks, art, source):
+            ckpt = shards + "-%d" % ranks
+            shutil.rmtree(ckpt, ignore_errors=True)
+            shutil.copytree(source, ckpt)
+            log = art + ".resumed.jsonl"
+            if os.path.exists(log):
+                os.remove(log)
+            cmd = [tool("strata-run"), art, "--data", self.data, "--steps",
+                   "6", "--log-json", log, "--checkpoint-dir", ckpt,
+                   "--resume-by-name"]
+            if ranks > 1:
+                cmd = [mpirun(), "-np", str(ranks)] + cmd
+            r = subprocess.run(cmd, capture_output=True, text=True,
+                               env=mpi_env(), timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("optimizer states re-sharded for %d rank" % ranks,
+                          r.stderr)
+            np.testing.assert_allclose(self.losses(log), want, rtol=2e-5,
+                                       err_msg="%d ranks" % ranks)
+            return ckpt
+        resume(4, four, os.path.join(two, "checkpoint"))
+        resume(1, one, os.path.join(two, "checkpoint"))
+        whole = self.compile_plan("gpt", 1, "adamw", "device", "-zero-w")
+        self.launch(1, whole, 3, whole + ".jsonl")
+        resume(2, two, os.path.join(whole, "checkpoint"))
+        # A shard of another step beside rank 0's file is named, not used.
+        ckpt = shards + "-stale"
+        shutil.rmtree(ckpt, ignore_errors=True)
+        shutil.copytree(os.path.join(two, "checkpoint"), ckpt)
+        for name in os.listdir(ckpt):
+            if name.startswith("checkpoint.bin.rank-1-of-2.step-"):
+                os.rename(os.path.join(ckpt, name),
+                          os.path.join(ckpt, "checkpoint.bin.rank-1-of-2."
+                                       "step-1"))
         r = subprocess.run(
             [tool("strata-run"), one, "--data", self.data, "--steps", "8",
-             "--checkpoint-dir", ckdir, "--resume-by-name", "--quiet"],
+             "--checkpoint-dir", ckpt, "--resume-by-name", "--quiet"],
             capture_output=True, text=True, timeout=300)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("holds one rank's shard of the optimizer states of a "
-                      "run of 2 ranks", r.stderr)
+        self.assertIn("its rank 1 shard", r.stderr)
+        self.assertIn("is missing", r.stderr)
 
     def test_sharding_refuses_what_it_cannot_shard(self):
         name = os.path.join(ARGS.work, "gpt-b2.onnx")
