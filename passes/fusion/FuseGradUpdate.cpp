@@ -88,12 +88,13 @@ struct FuseGradUpdatePass
       return a->isBeforeInBlock(b);
     };
 
-    // Data parallel: the all-reduces in block order (this pass moves
-    // neither them nor what they read).
-    SmallVector<train::AllReduceOp> allReduces;
+    // Data parallel: the gradients' collectives (all-reduces, or
+    // reduce-scatters with --shard-optimizer) in block order (this pass
+    // moves neither them nor what they read).
+    SmallVector<Operation *> allReduces;
     for (Operation &op : body)
-      if (auto r = dyn_cast<train::AllReduceOp>(&op))
-        allReduces.push_back(r);
+      if (isa<train::AllReduceOp, train::ReduceScatterOp>(&op))
+        allReduces.push_back(&op);
 
     // Hoist the norm chain in block order (each op after its operands; a
     // norm of a mean over the ranks past the later all-reduces, as an
@@ -121,15 +122,31 @@ struct FuseGradUpdatePass
 
     Operation *firstBlocked = nullptr;
     for (Operation *update : updates) {
+      // A sharded update (--shard-optimizer) moves with the copy of its
+      // parameter's shard it works on and the all-gather that writes the
+      // parameter back: what must not change before its last read is the
+      // parameter.
+      auto shard = update->getOperand(0).getDefiningOp<train::ShardOp>();
+      train::AllGatherOp gather;
+      if (shard)
+        for (Operation *user : shard->getUsers())
+          if (auto g = dyn_cast<train::AllGatherOp>(user))
+            gather = g;
+      if (!gather)
+        shard = {};
       Operation *after = nullptr;
       auto later = [&](Operation *op) {
-        if (op && op != update && (!after || before(after, op)))
+        if (op && op != update && op != shard && op != gather &&
+            (!after || before(after, op)))
           after = op;
       };
       for (Value v : update->getOperands())
         later(v.getDefiningOp());
+      if (shard)
+        later(shard.getInput().getDefiningOp());
       // The parameter and its state must not change before their last read.
-      SmallVector<Value> written{update->getOperand(0)};
+      SmallVector<Value> written{shard ? shard.getInput()
+                                       : update->getOperand(0)};
       if (auto m = dyn_cast<train::UpdateMomentumOp>(update))
         written.push_back(m.getBuffer());
       if (auto a = dyn_cast<train::UpdateAdamWOp>(update)) {
@@ -159,7 +176,8 @@ struct FuseGradUpdatePass
             later(u);
       if (!after)
         continue;
-      after = pastAllReduce(after, update, allReduces, before);
+      Operation *first = shard ? shard.getOperation() : update;
+      after = pastAllReduce(after, first, allReduces, before);
       bool blocked = false;
       if (Value scale = updateScale(update))
         blocked = dependsOnEveryGradient(scale, updates);
@@ -168,8 +186,12 @@ struct FuseGradUpdatePass
         if (!firstBlocked)
           firstBlocked = update;
       }
-      if (before(after, update) && after->getNextNode() != update) {
-        update->moveAfter(after);
+      if (before(after, first) && after->getNextNode() != first) {
+        first->moveAfter(after);
+        if (shard) {
+          update->moveAfter(shard);
+          gather->moveAfter(update);
+        }
         if (!blocked)
           ++numFused;
       }
@@ -197,34 +219,45 @@ struct FuseGradUpdatePass
   /// gradients runs while this one's collective is in flight (a device
   /// update then rarely waits; one on the CPU never held the compute back).
   /// The gradient lives that much longer.
+  static bool isGradientCollective(Operation *op) {
+    return op && isa<train::AllReduceOp, train::ReduceScatterOp>(op);
+  }
+
+  /// Of an update, or a sharded update's shard copy and all-gather.
+  static bool isPlacedUpdate(Operation *op) {
+    return isUpdate(op) || isa<train::ShardOp, train::AllGatherOp>(op);
+  }
+
   template <typename Before>
   static Operation *pastAllReduce(Operation *after, Operation *update,
-                                  ArrayRef<train::AllReduceOp> allReduces,
+                                  ArrayRef<Operation *> allReduces,
                                   Before before) {
-    auto own = dyn_cast<train::AllReduceOp>(after);
+    Operation *own = isGradientCollective(after) ? after : nullptr;
     // A cast or view of the mean (the fp32 master's gradient) is as good.
     if (!own && after->getNumOperands() == 1 &&
-        isa<graph::GraphDialect>(after->getDialect()))
-      own = after->getOperand(0).getDefiningOp<train::AllReduceOp>();
+        isa<graph::GraphDialect>(after->getDialect()) &&
+        isGradientCollective(after->getOperand(0).getDefiningOp()))
+      own = after->getOperand(0).getDefiningOp();
     if (!own || allReduces.empty())
       return after;
-    auto next = llvm::partition_point(allReduces, [&](train::AllReduceOp r) {
-      return r.getOperation() == after || before(r.getOperation(), after);
+    auto next = llvm::partition_point(allReduces, [&](Operation *r) {
+      return r == after || before(r, after);
     });
-    int64_t need = bytesOf(own.getResult()), carried = 0;
+    // What a collective carries: its input (a reduce-scatter's result is
+    // one rank's shard of it).
+    int64_t need = bytesOf(own->getOperand(0)), carried = 0;
     Operation *anchor = after;
     for (; next != allReduces.end() && carried < need; ++next) {
-      train::AllReduceOp later = *next;
-      Operation *r = later.getOperation();
+      Operation *r = *next;
       if (!before(r, update))
         break;
       anchor = r;
-      carried += bytesOf(later.getResult());
+      carried += bytesOf(r->getOperand(0));
     }
     // Behind the updates already placed there: they wait for earlier
     // collectives, so they go first.
     while (anchor->getNextNode() && anchor->getNextNode() != update &&
-           isUpdate(anchor->getNextNode()))
+           isPlacedUpdate(anchor->getNextNode()))
       anchor = anchor->getNextNode();
     return anchor;
   }

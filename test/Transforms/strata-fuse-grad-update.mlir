@@ -147,3 +147,41 @@ func.func @norm_after_later_all_reduces(%a: tensor<4x4xf32>, %b: tensor<4xf32>, 
   %norm = graph.sqrt %u : tensor<f32>
   return %l, %norm : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// Tests that a sharded update (--shard-optimizer) moves into the backward
+// pass with the copy of its parameter's shard and the all-gather that
+// writes the parameter back, after the last read of the parameter (here
+// w1's backward read) and past the later reduce-scatters until they carry
+// its bytes (w2's 64 need the next one).
+// CHECK-LABEL: func.func @sharded_updates
+// CHECK: %[[W1:.+]] = graph.param "w1"
+// CHECK-NEXT: %[[W2:.+]] = graph.param "w2"
+// CHECK: %[[S2:.+]] = train.reduce_scatter
+// CHECK: %[[S1:.+]] = train.reduce_scatter
+// CHECK-NEXT: %[[W2S:.+]] = train.shard %[[W2]] {ranks = 2 : i64}
+// CHECK-NEXT: train.update_sgd %[[W2S]], %[[S2]]
+// CHECK-NEXT: train.all_gather %[[W2]], %[[W2S]]
+// CHECK-NEXT: graph.mul %{{.+}}, %[[W1]] {strata.backward}
+// CHECK-NEXT: %[[W1S:.+]] = train.shard %[[W1]]
+// CHECK-NEXT: train.update_sgd %[[W1S]], %[[S1]]
+// CHECK-NEXT: train.all_gather %[[W1]], %[[W1S]]
+// CHECK-NEXT: return
+func.func @sharded_updates(%a: tensor<4x4xf32>, %c: tensor<4x4xf32>) -> tensor<f32> {
+  %w1 = graph.param "w1" trainable : tensor<4x4xf32>
+  %w2 = graph.param "w2" trainable : tensor<4x4xf32>
+  %l = graph.reduce_sum %a axes = [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  %g2 = graph.mul %a, %w2 {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s2 = train.reduce_scatter %g2 {ranks = 2 : i64} : tensor<4x4xf32> -> tensor<8xf32>
+  %g1 = graph.mul %c, %c {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s1 = train.reduce_scatter %g1 {ranks = 2 : i64} : tensor<4x4xf32> -> tensor<8xf32>
+  %dx = graph.mul %g1, %w1 {strata.backward} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %w2s = train.shard %w2 {ranks = 2 : i64} : tensor<4x4xf32> -> tensor<8xf32>
+  train.update_sgd %w2s, %s2 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<8xf32>
+  train.all_gather %w2, %w2s {ranks = 2 : i64} : tensor<4x4xf32>, tensor<8xf32>
+  %w1s = train.shard %w1 {ranks = 2 : i64} : tensor<4x4xf32> -> tensor<8xf32>
+  train.update_sgd %w1s, %s1 {lr = 0.1 : f64, weight_decay = 0.0 : f64} : tensor<8xf32>
+  train.all_gather %w1, %w1s {ranks = 2 : i64} : tensor<4x4xf32>, tensor<8xf32>
+  return %l : tensor<f32>
+}

@@ -309,6 +309,18 @@ class DataParallel(unittest.TestCase):
                    ["--accumulate", "2", "--clip-grad-norm", "0.5"],
                    "-zero-acc", shard=True)
 
+    def test_sharded_lomo_updates_fused_into_the_backward_pass(self):
+        # Each update (with its shard copy and all-gather) right after its
+        # gradient's reduce-scatter, as LOMO frees gradients: the same
+        # training.
+        self.check("llama", "lomo", "device", tag="-zero-lomo", shard=True)
+        art = os.path.join(ARGS.work, "llama-lomo-device-n2-zero-lomo.strata")
+        ops = run([tool("strata-inspect"), art, "--ops"]).stdout.splitlines()
+        first_update = next(i for i, l in enumerate(ops) if " update_" in l)
+        last_scatter = max(i for i, l in enumerate(ops)
+                           if " reduce_scatter " in l)
+        self.assertLess(first_update, last_scatter)
+
     def test_sharded_plans_hold_1_over_n_of_the_states(self):
         whole = self.compile_plan("gpt", 2, "adamw", "device", "-zero-size")
         art = self.compile_plan("gpt", 4, "adamw", "device", "-zero-size",
