@@ -3,11 +3,14 @@
 N, mpirun -np N strata-run): how much of the all-reduce time the backward
 pass hides (from rank 0's trace: the share of the comm track's time during
 which the compute track was busy), and the step against one process on the
-same global batch.
+same global batch; and the same with the optimizer sharded over the ranks
+(--shard-optimizer: reduce-scatters and all-gathers instead of
+all-reduces, 1/N of the states a rank).
 
 Compiles a GPT-2 of width --dim and --layers layers for one process on the
 global batch (--batch rows of 64 tokens) and for --ranks ranks on
---batch / --ranks rows each, AdamW, everything in memory. Runs each for
+--batch / --ranks rows each (whole and sharded optimizer), AdamW,
+everything in memory. Runs each for
 --steps steps, --repeat interleaved rounds; prints a Markdown table of the
 medians. On one machine the ranks share its cores: this measures the
 overlap and the plan's communication, not a speed-up.
@@ -38,9 +41,11 @@ def mpi_env():
     return env
 
 
-def compile_plan(bin_dir, model, rows, art, ranks, profile):
+def compile_plan(bin_dir, model, rows, art, ranks, profile, shard=False):
     shutil.rmtree(art, ignore_errors=True)
     flags = ["--data-parallel", str(ranks)] if ranks > 1 else []
+    if shard:
+        flags.append("--shard-optimizer")
     r = subprocess.run([os.path.join(bin_dir, "strata-compile"), model,
                         "--input-shape", "input_ids=%dx64" % rows,
                         "--optimizer", "adamw", "--profile", profile, "-o",
@@ -49,8 +54,12 @@ def compile_plan(bin_dir, model, rows, art, ranks, profile):
         sys.exit("compile failed:\n" + r.stderr)
     with open(os.path.join(art, "manifest.txt")) as f:
         manifest = f.read()
-    return float(re.search(r"predicted step time: ([\d.]+) ms",
-                           manifest).group(1)) / 1e3
+    info = subprocess.run([os.path.join(bin_dir, "strata-inspect"), art],
+                          capture_output=True, text=True).stdout
+    states = re.search(r"([\d]+) optimizer-state elements", info)
+    return (float(re.search(r"predicted step time: ([\d.]+) ms",
+                            manifest).group(1)) / 1e3,
+            int(states.group(1)) if states else 0)
 
 
 def run(bin_dir, art, ranks, data, steps, trace):
@@ -92,38 +101,46 @@ def main():
     data = os.path.join(work, "data.npy")
     benchmodels.generated_gpt2(model, data, 8192, args.dim, args.layers,
                                batch=args.batch, rows=64)
-    plans = {1: os.path.join(work, "one.strata"),
-             args.ranks: os.path.join(work, "n%d.strata" % args.ranks)}
-    predicted = {n: compile_plan(bin_dir, model, args.batch // n, art, n,
-                                 profile) for n, art in plans.items()}
-    steps = {n: [] for n in plans}
-    comm = []
+    # (ranks, sharded) -> artifact
+    n = args.ranks
+    plans = {(1, False): os.path.join(work, "one.strata"),
+             (n, False): os.path.join(work, "n%d.strata" % n),
+             (n, True): os.path.join(work, "n%d-zero.strata" % n)}
+    compiled = {k: compile_plan(bin_dir, model, args.batch // k[0], art, k[0],
+                                profile, k[1]) for k, art in plans.items()}
+    steps = {k: [] for k in plans}
+    comm = {k: [] for k in plans if k[0] > 1}
     for r in range(args.repeat):
-        for n, art in plans.items():
+        for k, art in plans.items():
             trace = art + ".trace.json"
-            steps[n].append(run(bin_dir, art, n, data, args.steps, trace))
-            if n > 1:
-                comm.append(tracetools.lane_overlap(trace, tracetools.COMM))
+            steps[k].append(run(bin_dir, art, k[0], data, args.steps, trace))
+            if k[0] > 1:
+                comm[k].append(tracetools.lane_overlap(trace, tracetools.COMM))
         print("round %d of %d" % (r + 1, args.repeat), file=sys.stderr)
-    total = statistics.median(c[0] for c in comm) / args.steps
-    hidden = statistics.median(c[1] for c in comm)
+    total = {k: statistics.median(c[0] for c in v) / args.steps
+             for k, v in comm.items()}
+    hidden = {k: statistics.median(c[1] for c in v) for k, v in comm.items()}
+    whole, zero = (n, False), (n, True)
     lines = [
         "Command: `bench/data_parallel.py %s` (CPU backend, 2-core "
         "development machine; the ranks share its cores)\n" %
         " ".join(sys.argv[1:]),
-        "| | one process | %d ranks |" % args.ranks,
-        "|---|---:|---:|",
+        "| | one process | %d ranks | %d ranks, --shard-optimizer |" % (n, n),
+        "|---|---:|---:|---:|",
         "| model | GPT-2 d%d L%d, AdamW, global batch %dx64 | %d rows a "
-        "rank |" % (args.dim, args.layers, args.batch,
-                    args.batch // args.ranks),
-        "| predicted step | %.3f s | %.3f s |" % (predicted[1],
-                                                  predicted[args.ranks]),
-        "| measured step (median of %d rounds) | %.3f s | %.3f s |" % (
-            args.repeat, statistics.median(steps[1]),
-            statistics.median(steps[args.ranks])),
-        "| all-reduce time per step (rank 0) | - | %.3f s |" % total,
-        "| of it while the compute track was busy | - | %.0f%% |" % (
-            100 * hidden),
+        "rank | %d rows a rank |" % (args.dim, args.layers, args.batch,
+                                     args.batch // n, args.batch // n),
+        "| optimizer-state elements a rank | %d | %d | %d |" % (
+            compiled[(1, False)][1], compiled[whole][1], compiled[zero][1]),
+        "| predicted step | %.3f s | %.3f s | %.3f s |" % (
+            compiled[(1, False)][0], compiled[whole][0], compiled[zero][0]),
+        "| measured step (median of %d rounds) | %.3f s | %.3f s | %.3f s |"
+        % (args.repeat, statistics.median(steps[(1, False)]),
+           statistics.median(steps[whole]), statistics.median(steps[zero])),
+        "| collective time per step (rank 0) | - | %.3f s | %.3f s |" % (
+            total[whole], total[zero]),
+        "| of it while the compute track was busy | - | %.0f%% | %.0f%% |" % (
+            100 * hidden[whole], 100 * hidden[zero]),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

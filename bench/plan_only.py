@@ -40,8 +40,9 @@ import synthetic  # noqa: E402
 A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
 RTX4090 = ("profiles/rtx4090-768g-12nvme.profile", "22GiB", "700GiB")
 
-# (name, preset, batch, seq, machine[, ranks[, ranks a machine]]): batch
-# is one rank's; every rank on one machine unless told.
+# (name, preset, batch, seq, machine[, ranks[, ranks a machine[,
+# sharded optimizer]]]): batch is one rank's; every rank on one machine
+# and the optimizer whole unless told.
 CASES = [
     ("llama-7b", "llama-7b", 1, 2048, A100),
     ("llama-13b", "llama-13b", 1, 2048, A100),
@@ -61,6 +62,11 @@ CASES = [
     # An 8-GPU node, and two of LoHan's two-GPU machines over a network.
     ("gpt3-13b-8x4090-b128", "gpt3-13b", 16, 1024, RTX4090, 8),
     ("gpt3-13b-2x2x4090-b256", "gpt3-13b", 64, 1024, RTX4090, 4, 2),
+    # The same with the optimizer sharded over the ranks (--shard-optimizer:
+    # 1/N of the states a rank).
+    ("gpt3-13b-2x4090-b128-zero", "gpt3-13b", 64, 1024, RTX4090, 2, 2, True),
+    ("gpt3-70b-4x4090-b96-zero", "gpt3-70b", 24, 1024, RTX4090, 4, 4, True),
+    ("gpt3-13b-8x4090-b128-zero", "gpt3-13b", 16, 1024, RTX4090, 8, 8, True),
 ]
 
 # LoHan's measured throughput (global TFLOPS; RC4ML/LoHan
@@ -72,10 +78,12 @@ LOHAN = {("gpt3-13b", 8, 1): 42.8, ("gpt3-13b", 16, 1): 84.3,
 
 
 def case(entry):
-    """A CASES entry with its rank count (1 unless given) and its ranks a
-    machine (all of them unless given)."""
+    """A CASES entry with its rank count (1 unless given), its ranks a
+    machine (all of them unless given) and whether it shards its optimizer
+    (not unless given)."""
     entry = tuple(entry) + (1,) * (6 - len(entry))
-    return entry + (entry[5],) * (7 - len(entry))
+    entry = entry + (entry[5],) * (7 - len(entry))
+    return entry + (False,) * (8 - len(entry))
 
 
 def field(pattern, text, default="-"):
@@ -100,8 +108,8 @@ def main():
     report_dir = os.path.dirname(os.path.abspath(args.out)) if args.out \
         else work
     rows = []
-    for name, preset, batch, seq, (profile, gpu, cpu), ranks, per_node in \
-            map(case, CASES):
+    for name, preset, batch, seq, (profile, gpu, cpu), ranks, per_node, \
+            shard in map(case, CASES):
         if args.table_only or (args.only and name not in args.only):
             continue
         if ranks > 1:
@@ -123,6 +131,8 @@ def main():
             cmd += ["--data-parallel", str(ranks)]
         if per_node != ranks:
             cmd += ["--ranks-per-node", str(per_node)]
+        if shard:
+            cmd += ["--shard-optimizer"]
         print("%s: %.1fB parameters, compiling..." % (
             name, desc["parameters"] / 1e9), file=sys.stderr, flush=True)
         report, seconds, rss, code = harness.run_measured(
@@ -145,7 +155,8 @@ def main():
 
     # Every case with a report, in CASES order.
     rows = [r for r in rows if r[7].startswith("compile failed")]
-    for name, preset, batch, seq, (profile, _, _), _, _ in map(case, CASES):
+    for name, preset, batch, seq, (profile, _, _), _, _, _ in map(case,
+                                                                  CASES):
         base = os.path.join(report_dir, "plan-report-%s" % name)
         if args.table_only and args.only and name not in args.only:
             continue

@@ -174,6 +174,13 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
     if (fused >= 0)
       return seconds + fused;
   }
+  // A rank's shard of a parameter: one contiguous copy of the shard (a
+  // simple kernel's traffic), not a gather over the whole input.
+  if (k.isKernel(artifact::Kernel::Shard)) {
+    double n = elements(k.getResult(0).getType());
+    return seconds + n * m.simpleNsPerElement * 1e-9 +
+           (n > kParallelGrain ? m.parallelLaunchUs * 1e-6 : 0);
+  }
   // Streaming kernels: the larger of what they read and write.
   int64_t n = 0;
   for (Value v : k.getInputs())

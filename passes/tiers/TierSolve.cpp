@@ -89,9 +89,12 @@ void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
   for (auto k : body.getOps<exec::KernelOp>()) {
     if (!k.isUpdate() || k.getInputs().empty())
       continue;
+    // The parameter: through its fetch, or through the copy of this
+    // rank's shard of it that a sharded update works on.
     Value v = k.getInputs()[0];
     if (auto copy = v.getDefiningOp<exec::KernelOp>();
-        copy && copy.isKernel(artifact::Kernel::Copy))
+        copy && (copy.isKernel(artifact::Kernel::Copy) ||
+                 copy.isKernel(artifact::Kernel::Shard)))
       v = copy.getInputs()[0];
     auto it = indexOf.find(viewRoot(v).getDefiningOp());
     if (it == indexOf.end())

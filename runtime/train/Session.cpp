@@ -43,6 +43,37 @@ void removeStaleTemporaries(const std::string &dir, const std::string &ckpt,
   ::closedir(d);
 }
 
+/// Once the checkpoint `ckpt` (of `ranks` ranks' shards, or of one whole
+/// optimizer: 1) is whole, the shard files beside it that it supersedes:
+/// rank `rank`'s own but `keep`, and rank 0 removes those of ranks this
+/// run does not have (an earlier run of more ranks). Interrupted saves'
+/// temporaries are removeStaleTemporaries'.
+void removeSupersededShards(const std::string &ckpt, int rank, int ranks,
+                            const std::string &keep) {
+  size_t slash = ckpt.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : ckpt.substr(0, slash);
+  std::string base = ckpt.substr(slash == std::string::npos ? 0 : slash + 1);
+  std::string kept = keep.substr(keep.find_last_of('/') + 1);
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind(base + ".rank-", 0) != 0 ||
+        name.find(".tmp.") != std::string::npos || name == kept)
+      continue;
+    int r = -1, of = 0;
+    unsigned long long step = 0;
+    char tail = 0;
+    if (std::sscanf(name.c_str() + base.size(), ".rank-%d-of-%d.step-%llu%c",
+                    &r, &of, &step, &tail) != 3)
+      continue;
+    if (r == rank || (rank == 0 && r >= ranks))
+      ::unlink((dir + "/" + name).c_str());
+  }
+  ::closedir(d);
+}
+
 bool scalarOutput(runtime::Executor &executor, const std::string &name,
                   double &value) {
   npy::Array a;
@@ -390,20 +421,8 @@ bool Session::saveShards(const std::string &ckpt, std::string &error) {
     ok = saveCheckpoint(ckpt, info, art_, error);
   if (!ranksAgree(ok, "writing " + ckpt, error))
     return false;
-  // The step's checkpoint is whole: this rank's older shards go.
-  std::string dir = ckpt.substr(0, ckpt.find_last_of('/'));
-  std::string base = ckpt.substr(ckpt.find_last_of('/') + 1);
-  std::string prefix = base + ".rank-" + std::to_string(comm.rank()) + "-of-";
-  if (DIR *d = ::opendir(dir.c_str())) {
-    std::string keep = mine.substr(mine.find_last_of('/') + 1);
-    while (dirent *e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (comm.rank() != 0 && name.rfind(prefix, 0) == 0 && name != keep &&
-          name.find(".tmp.") == std::string::npos)
-        ::unlink((dir + "/" + name).c_str());
-    }
-    ::closedir(d);
-  }
+  // The step's checkpoint is whole: the shards it supersedes go.
+  removeSupersededShards(ckpt, comm.rank(), comm.size(), mine);
   return true;
 }
 
@@ -425,8 +444,13 @@ bool Session::saveAs(const std::string &ckpt, std::string &error) {
   CheckpointInfo info;
   info.planCrc = art_.plan().payloadCrc;
   info.step = static_cast<uint64_t>(completed_);
-  if (!executor_.parametersToHost(error) ||
-      !saveCheckpoint(ckpt, info, art_, error)) {
+  bool saved = executor_.parametersToHost(error) &&
+               saveCheckpoint(ckpt, info, art_, error);
+  // A checkpoint of one whole optimizer supersedes any sharded one's
+  // files beside it (a run resumed by name from one).
+  if (saved)
+    removeSupersededShards(ckpt, 0, 1, "");
+  if (!saved) {
     error = "saving the checkpoint at step " + std::to_string(completed_) +
             " failed (" +
             (pathExists(ckpt) ? "the previous checkpoint is intact"

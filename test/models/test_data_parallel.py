@@ -448,8 +448,15 @@ class DataParallel(unittest.TestCase):
             np.testing.assert_allclose(self.losses(log), want, rtol=2e-5,
                                        err_msg="%d ranks" % ranks)
             return ckpt
-        resume(4, four, os.path.join(two, "checkpoint"))
-        resume(1, one, os.path.join(two, "checkpoint"))
+        def shard_files(ckpt):
+            return sorted(n for n in os.listdir(ckpt)
+                          if n.startswith("checkpoint.bin.rank-"))
+        # The checkpoint each wrote supersedes the shards it took up.
+        self.assertEqual(shard_files(resume(4, four, os.path.join(
+            two, "checkpoint"))), ["checkpoint.bin.rank-%d-of-4.step-6" % r
+                                   for r in (1, 2, 3)])
+        self.assertEqual(shard_files(resume(1, one, os.path.join(
+            two, "checkpoint"))), [])
         whole = self.compile_plan("gpt", 1, "adamw", "device", "-zero-w")
         self.launch(1, whole, 3, whole + ".jsonl")
         resume(2, two, os.path.join(whole, "checkpoint"))
@@ -469,6 +476,23 @@ class DataParallel(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("its rank 1 shard", r.stderr)
         self.assertIn("is missing", r.stderr)
+
+    def test_collectives_over_three_ranks(self):
+        # The communicator's all-reduce, reduce-scatter and all-gather as
+        # the executor calls them (strata-kernel-check), over 3 ranks: 4099
+        # elements do not split evenly (the last shard is padded), and
+        # every rank must get the exact mean or gather.
+        r = subprocess.run(
+            [mpirun(), "-np", "3", tool("strata-kernel-check"), "--backend",
+             "async-test", "--small"], capture_output=True, text=True,
+            env=mpi_env(), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("FAIL", r.stdout)
+        for what in ("all_reduce", "reduce_scatter", "all_gather"):
+            lines = [l for l in r.stdout.splitlines()
+                     if l.startswith("ok") and " %s " % what in l and
+                     "over 3 ranks (mpi)" in l]
+            self.assertGreaterEqual(len(lines), 3 * 2, what)
 
     def test_sharding_refuses_what_it_cannot_shard(self):
         name = os.path.join(ARGS.work, "gpt-b2.onnx")
