@@ -244,12 +244,8 @@ public:
       int rc =
           MPI_Ireduce_scatter_block(src, dst, static_cast<int>(chunk), type,
                                     MPI_SUM, MPI_COMM_WORLD, &request);
-      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
-        if (rc != MPI_SUCCESS)
-          error = mpiError("MPI_Ireduce_scatter_block", rc);
-        broken_ = true;
+      if (!complete("MPI_Ireduce_scatter_block", rc, request, error))
         return false;
-      }
     } else {
       // A shard of more elements than MPI's int counts: the whole sum
       // (in pieces), of which this rank keeps its shard.
@@ -299,12 +295,8 @@ public:
       int n = static_cast<int>(bytes);
       int rc = MPI_Iallgather(in, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD,
                               &request);
-      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
-        if (rc != MPI_SUCCESS)
-          error = mpiError("MPI_Iallgather", rc);
-        broken_ = true;
+      if (!complete("MPI_Iallgather", rc, request, error))
         return false;
-      }
     } else {
       // Shards past MPI's int byte counts: each rank's in turn, in pieces.
       std::memcpy(all + rank_ * bytes, in, bytes);
@@ -324,10 +316,8 @@ public:
     MPI_Request request;
     int rc = MPI_Iallgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
                             MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD, &request);
-    if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
-      error = "comparing " + what + " across the ranks: " +
-              (rc != MPI_SUCCESS ? mpiError("MPI_Iallgather", rc) : error);
-      broken_ = true;
+    if (!complete("MPI_Iallgather", rc, request, error)) {
+      error = "comparing " + what + " across the ranks: " + error;
       return false;
     }
     for (int r = 1; r < size_; ++r)
@@ -348,12 +338,8 @@ public:
       int n = static_cast<int>(std::min(kPiece, bytes - at));
       int rc = MPI_Ibcast(static_cast<char *>(data) + at, n, MPI_BYTE, root,
                           MPI_COMM_WORLD, &request);
-      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
-        if (rc != MPI_SUCCESS)
-          error = mpiError("MPI_Ibcast", rc);
-        broken_ = true;
+      if (!complete("MPI_Ibcast", rc, request, error))
         return false;
-      }
     }
     return true;
   }
@@ -372,14 +358,23 @@ private:
                           : static_cast<const char *>(in) + at * elementBytes;
       MPI_Request request;
       int rc = MPI_Iallreduce(i, o, n, type, MPI_SUM, MPI_COMM_WORLD, &request);
-      if (rc != MPI_SUCCESS || !finish(request, rc, error)) {
-        if (rc != MPI_SUCCESS)
-          error = mpiError("MPI_Iallreduce", rc);
-        broken_ = true;
+      if (!complete("MPI_Iallreduce", rc, request, error))
         return false;
-      }
     }
     return true;
+  }
+
+  /// A non-blocking collective `call` started with `rc`, waited for: false
+  /// with `error` (and the communicator broken) when it did not start or
+  /// did not finish in time.
+  bool complete(const char *call, int rc, MPI_Request &request,
+                std::string &error) {
+    if (rc != MPI_SUCCESS)
+      error = mpiError(call, rc);
+    else if (finish(request, rc, error))
+      return true;
+    broken_ = true;
+    return false;
   }
 
   /// Waits for `request` until the timeout: polls, sleeping a little

@@ -427,39 +427,31 @@ bool Session::saveShards(const std::string &ckpt, std::string &error) {
 }
 
 bool Session::saveAs(const std::string &ckpt, std::string &error) {
+  bool saved;
   if (sharded()) {
-    if (saveShards(ckpt, error))
+    saved = saveShards(ckpt, error);
+  } else {
+    // The ranks hold the same parameters and states: rank 0 writes them.
+    if (options_.comm && options_.comm->rank() != 0)
       return true;
+    CheckpointInfo info;
+    info.planCrc = art_.plan().payloadCrc;
+    info.step = static_cast<uint64_t>(completed_);
+    saved = executor_.parametersToHost(error) &&
+            saveCheckpoint(ckpt, info, art_, error);
+    // A checkpoint of one whole optimizer supersedes any sharded one's
+    // files beside it (a run resumed by name from one).
+    if (saved)
+      removeSupersededShards(ckpt, 0, 1, "");
+  }
+  if (!saved)
     error = "saving the checkpoint at step " + std::to_string(completed_) +
             " failed (" +
             (pathExists(ckpt) ? "the previous checkpoint is intact"
                               : std::string("there is no earlier "
                                             "checkpoint")) +
             "): " + error;
-    return false;
-  }
-  // The ranks hold the same parameters and states: rank 0 writes them.
-  if (options_.comm && options_.comm->rank() != 0)
-    return true;
-  CheckpointInfo info;
-  info.planCrc = art_.plan().payloadCrc;
-  info.step = static_cast<uint64_t>(completed_);
-  bool saved = executor_.parametersToHost(error) &&
-               saveCheckpoint(ckpt, info, art_, error);
-  // A checkpoint of one whole optimizer supersedes any sharded one's
-  // files beside it (a run resumed by name from one).
-  if (saved)
-    removeSupersededShards(ckpt, 0, 1, "");
-  if (!saved) {
-    error = "saving the checkpoint at step " + std::to_string(completed_) +
-            " failed (" +
-            (pathExists(ckpt) ? "the previous checkpoint is intact"
-                              : std::string("there is no earlier "
-                                            "checkpoint")) +
-            "): " + error;
-    return false;
-  }
-  return true;
+  return saved;
 }
 
 } // namespace strata::trainer

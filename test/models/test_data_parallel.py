@@ -175,6 +175,20 @@ class DataParallel(unittest.TestCase):
                 " ".join(cmd), r.stdout, r.stderr))
         return r
 
+    def die_in_save_shim(self):
+        """The LD_PRELOAD'able DIE_IN_SAVE, compiled once (skips the test
+        without a C compiler)."""
+        shim = os.path.join(ARGS.work, "die-in-save.so")
+        if not os.path.exists(shim):
+            cc = shutil.which("cc") or shutil.which("gcc")
+            if not cc:
+                self.skipTest("no C compiler for the rename() shim")
+            src = shim[:-3] + ".c"
+            with open(src, "w") as f:
+                f.write(DIE_IN_SAVE)
+            run([cc, "-shared", "-fPIC", "-O1", "-o", shim, src, "-ldl"])
+        return shim
+
     def losses(self, log, key="loss"):
         with open(log) as f:
             return [json.loads(line)[key] for line in f if line.strip()]
@@ -351,14 +365,7 @@ class DataParallel(unittest.TestCase):
         # the step's checkpoint. Rank 0 killed in its third save (rank 1's
         # shard of step 3 written) leaves step 2's whole: resuming on the
         # same N continues bit for bit.
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if not cc:
-            self.skipTest("no C compiler for the rename() shim")
-        shim = os.path.join(ARGS.work, "die-in-save-zero.so")
-        src = shim[:-3] + ".c"
-        with open(src, "w") as f:
-            f.write(DIE_IN_SAVE)
-        run([cc, "-shared", "-fPIC", "-O1", "-o", shim, src, "-ldl"])
+        shim = self.die_in_save_shim()
         art = self.compile_plan("gpt", 2, "adamw", "ssd", "-zero-resume",
                                 shard=True)
         whole = art + ".whole.jsonl"
@@ -638,14 +645,7 @@ class DataParallel(unittest.TestCase):
         # new checkpoint's bytes are written and before they replace the
         # old: an LD_PRELOAD'ed rename() kills it there, every time.
         import time
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if not cc:
-            self.skipTest("no C compiler for the rename() shim")
-        shim = os.path.join(ARGS.work, "die-in-save.so")
-        src = shim[:-3] + ".c"
-        with open(src, "w") as f:
-            f.write(DIE_IN_SAVE)
-        run([cc, "-shared", "-fPIC", "-O1", "-o", shim, src, "-ldl"])
+        shim = self.die_in_save_shim()
         art = self.compile_plan("gpt", 2, "adamw", "ssd", "-killsave")
         whole = art + ".whole.jsonl"
         self.launch(2, art, 6, whole)
