@@ -125,7 +125,8 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
     return %loss, %gw.mean : ...
     ```
   }];
-  let options = [ DataParallelOption, RanksPerNodeOption, ShardOptimizerOption ];
+  let options = [ DataParallelOption, RanksPerNodeOption, ShardOptimizerOption,
+                  ShardParametersOption ];
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 

@@ -95,7 +95,7 @@ struct TrainingOptions {
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
          weightDecay = 0.0, clipGradNorm = 0.0;
   int64_t accumulate = 1, dataParallel = 1, ranksPerNode = 0;
-  bool shardOptimizer = false;
+  bool shardOptimizer = false, shardParameters = false;
   std::string clipMode = "exact", lossScale = "none";
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
@@ -264,6 +264,14 @@ template <typename Binder> void TrainingOptions::bind(Binder &b) {
      "memory or on the SSD) and updates only its shard of each parameter "
      "(on the device), and the updated shards are all-gathered; each rank "
      "writes its own checkpoint file. Not with adalomo"});
+  b(shardParameters,
+    {"shard-parameters",
+     "With --data-parallel: shard the parameters too (ZeRO stage 3; implies "
+     "--shard-optimizer): each rank stores 1/N of every trainable parameter "
+     "(and of its low-precision copy), and each whole parameter is gathered "
+     "into a temporary just before its readers, once in the forward pass "
+     "and again in the backward pass; each rank's update writes its own "
+     "shard"});
   b(gradientsOnly,
     {"gradients-only",
      "Stop after autodiff: return the loss and every gradient (named "

@@ -84,7 +84,8 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     DataParallelPassOptions dp;
     dp.dataParallel = options.dataParallel;
     dp.ranksPerNode = options.ranksPerNode;
-    dp.shardOptimizer = options.shardOptimizer;
+    dp.shardOptimizer = options.shardOptimizer || options.shardParameters;
+    dp.shardParameters = options.shardParameters;
     pm.addPass(createDataParallelPass(dp));
   }
   if (options.gradientsOnly) {

@@ -420,7 +420,7 @@ LogicalResult Importer::importInitializer(const onnx::TensorData &t) {
       freeze_, [&](const llvm::GlobPattern &g) { return g.match(t.name); });
   values_[t.name] = builder_.create<ParamOp>(
       loc, type, builder_.getStringAttr(t.name),
-      frozen ? UnitAttr() : builder_.getUnitAttr(), *value);
+      frozen ? UnitAttr() : builder_.getUnitAttr(), *value, IntegerAttr());
   return success();
 }
 

@@ -351,6 +351,18 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
           (param.getState() ? artifact::ParamEntry::State : 0) |
           (param.getCopyOf() ? artifact::ParamEntry::LowCopy : 0);
       entry.bytes = s.bytes;
+      // A shard (sharded parameters): params.bin holds the whole tensor,
+      // of which each rank stores its part.
+      uint64_t storedBytes = s.bytes;
+      if (std::optional<uint64_t> ranks = param.getShardRanks()) {
+        auto whole = cast<ShapedType>(param.getValue().getType());
+        entry.flags |= artifact::ParamEntry::Sharded;
+        entry.shardRanks = static_cast<uint32_t>(*ranks);
+        entry.wholeShape.assign(whole.getShape().begin(),
+                                whole.getShape().end());
+        storedBytes =
+            static_cast<uint64_t>(whole.getNumElements()) * dtypeSize(s.dtype);
+      }
       bool mayBeSynthetic =
           (param.getTrainable() || param.getState() || param.getCopyOf()) &&
           isFloatDType(s.dtype) && s.bytes > 0;
@@ -394,23 +406,24 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         data = bytesOf(master->second.getValue(), &op);
         if (failed(data))
           return failure();
-        if (data->size() != 2 * s.bytes ||
+        if (data->size() != 2 * storedBytes ||
             !(s.dtype == DType::BF16 || s.dtype == DType::F16))
           return param.emitError("a deferred copy must be bf16 or fp16 of "
                                  "an fp32 master");
-        std::vector<char> narrow(s.bytes);
+        std::vector<char> narrow(storedBytes);
         narrowFloats(reinterpret_cast<const float *>(data->data()),
                      reinterpret_cast<uint16_t *>(narrow.data()),
-                     static_cast<int64_t>(s.bytes / 2), s.dtype == DType::BF16);
+                     static_cast<int64_t>(storedBytes / 2),
+                     s.dtype == DType::BF16);
         *data = std::move(narrow);
       } else {
         data = bytesOf(param.getValue(), &op);
         if (failed(data))
           return failure();
       }
-      if (data->size() != s.bytes)
+      if (data->size() != storedBytes)
         return param.emitError("stored value has ")
-               << data->size() << " bytes, expected " << s.bytes;
+               << data->size() << " bytes, expected " << storedBytes;
       uint64_t fileOffset = synthetic ? 0 : params.size();
       if (synthetic) {
         // Keep the values' mean and spread, so LayerNorm scales stay near
@@ -434,6 +447,8 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         params.resize(artifact::pagePadded(params.size()), '\0');
       }
       entry.fileOffset = fileOffset;
+      if (!synthetic)
+        entry.bytes = storedBytes;
       entry.crc = synthetic ? 0 : crc32c(data->data(), data->size());
       if (synthetic)
         entry.flags |= artifact::ParamEntry::Synthetic;

@@ -47,6 +47,19 @@ void ExecDialect::initialize() {
 }
 
 LogicalResult ParamOp::verify() {
+  if (std::optional<uint64_t> ranks = getShardRanks()) {
+    auto whole = cast<ShapedType>(getValue().getType());
+    auto shard = cast<ShapedType>(getType());
+    int64_t n = static_cast<int64_t>(std::max<uint64_t>(*ranks, 1));
+    int64_t c = (whole.getNumElements() + n - 1) / n;
+    if (*ranks < 2 || shard.getElementType() != whole.getElementType() ||
+        shard.getRank() != 1 || shard.getDimSize(0) != c)
+      return emitOpError("a shard of ")
+             << whole << " over " << *ranks << " ranks is "
+             << RankedTensorType::get({c}, whole.getElementType())
+             << " (of 2 or more ranks), not " << shard;
+    return success();
+  }
   if (getValue().getType() != getType())
     return emitOpError("value type ")
            << getValue().getType() << " does not match result type "

@@ -124,6 +124,9 @@ def Exec_ParamOp : Exec_Op<"param"> {
     written through `assign`. `copy_of` names the trainable fp32 parameter
     this one is the bf16 or fp16 copy of (mixed precision): the model reads
     the copy, and the parameter's update writes it (--strata-low-copies).
+    With `shard_ranks` (sharded parameters) the result is this rank's shard
+    (ceil(numel / shard_ranks) elements) of the whole tensor `value`: each
+    rank stores its own part of it.
 
     ```mlir
     %w = exec.param "fc.weight" trainable {offset = 4096 : i64, value = dense<0.5> : tensor<4x8xf32>} : tensor<4x8xf32>
@@ -135,7 +138,8 @@ def Exec_ParamOp : Exec_Op<"param"> {
                        OptionalAttr<I64Attr>:$offset,
                        DefaultValuedAttr<Exec_TierAttr,
                                          "::strata::exec::Tier::Device">:$tier,
-                       OptionalAttr<StrAttr>:$copy_of);
+                       OptionalAttr<StrAttr>:$copy_of,
+                       OptionalAttr<I64Attr>:$shard_ranks);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $name (`trainable` $trainable^)? (`constant` $constant^)?
@@ -224,7 +228,7 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
     bool isCollective() {
       using ::strata::artifact::Kernel;
       return isKernel(Kernel::AllReduce) || isKernel(Kernel::ReduceScatter) ||
-             isKernel(Kernel::AllGather);
+             isKernel(Kernel::AllGather) || isKernel(Kernel::Unshard);
     }
     /// Whether this moves a value between the arena and a stored region:
     /// a fetch (copy), a write-back or swap-out (assign, store).

@@ -66,6 +66,25 @@ LogicalResult ConstantOp::verify() {
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError("parameter name must not be empty");
+  if (std::optional<uint64_t> ranks = getShardRanks()) {
+    if (*ranks < 2)
+      return emitOpError("a sharded parameter needs 2 or more ranks, not ")
+             << *ranks;
+    auto init = getInitialValueAttr();
+    if (!init)
+      return emitOpError("a sharded parameter needs its whole initial value");
+    auto whole = cast<ShapedType>(init.getType());
+    auto shard = cast<ShapedType>(getType());
+    int64_t c = (whole.getNumElements() + static_cast<int64_t>(*ranks) - 1) /
+                static_cast<int64_t>(*ranks);
+    if (shard.getElementType() != whole.getElementType() ||
+        shard.getRank() != 1 || shard.getDimSize(0) != c)
+      return emitOpError("a shard of ")
+             << whole << " over " << *ranks << " ranks is "
+             << RankedTensorType::get({c}, whole.getElementType()) << ", not "
+             << shard;
+    return success();
+  }
   if (auto init = getInitialValueAttr())
     if (init.getType() != getType())
       return emitOpError("initial value type ")

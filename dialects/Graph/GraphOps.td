@@ -116,13 +116,21 @@ def Graph_ParamOp : Graph_Op<"param"> {
     The op has no declared side effects, so it is never removed or merged:
     parameters are the model's state even when the graph does not read them.
 
+    With `shard_ranks` (sharded parameters, --shard-parameters, ZeRO stage
+    3) the result is this rank's shard of the parameter: elements
+    [r * c, (r + 1) * c) of it flattened, c = ceil(numel / shard_ranks),
+    zeros past its end; `initial_value` stays the whole parameter's, of
+    which each rank stores its own part.
+
     ```mlir
     %w = graph.param "lm_head.weight" trainable : tensor<64x256xf32>
     %r = graph.param "rope.cos" {initial_value = dense<1.0> : tensor<16x8xf32>} : tensor<16x8xf32>
+    %s = graph.param "fc.weight" trainable {shard_ranks = 2 : i64, initial_value = dense<0.5> : tensor<4x8xf32>} : tensor<16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable,
-                       OptionalAttr<ElementsAttr>:$initial_value);
+                       OptionalAttr<ElementsAttr>:$initial_value,
+                       OptionalAttr<I64Attr>:$shard_ranks);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -112,5 +112,10 @@ LogicalResult AllGatherOp::verify() {
                        static_cast<int64_t>(getRanks()));
 }
 
+LogicalResult UnshardOp::verify() {
+  return verifyShardOf(*this, getResult().getType(), getShard().getType(),
+                       static_cast<int64_t>(getRanks()));
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Train/TrainOps.cpp.inc"

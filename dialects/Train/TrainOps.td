@@ -255,4 +255,25 @@ def Train_AllGatherOp : Train_Op<"all_gather"> {
   let hasVerifier = 1;
 }
 
+def Train_UnshardOp : Train_Op<"unshard"> {
+  let summary = "The whole tensor, gathered from every rank's shard of it";
+  let description = [{
+    Sharded parameters (--shard-parameters, ZeRO stage 3): each rank stores
+    only its shard of a parameter (ceil(numel / ranks) elements), and the
+    whole one is gathered into a temporary just before its readers, once
+    for the forward pass and again for the backward pass, so that no rank
+    keeps a whole parameter between its uses. The concatenation of every
+    rank's `shard`, the padding past the end dropped, in `result`'s shape.
+    On the communication queue, in the same order on every rank.
+
+    ```mlir
+    %w = train.unshard %w.shard {ranks = 4 : i64} : tensor<8xf32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$shard, I64Attr:$ranks);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$shard attr-dict `:` type($shard) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // STRATA_DIALECTS_TRAIN_TRAINOPS_TD

@@ -158,13 +158,14 @@ double kernelSeconds(exec::KernelOp k, const MachineProfile &m) {
   if (cost == artifact::CostClass::Collective) {
     // A ring all-reduce: each rank's link carries 2(N-1)/N of the bytes
     // (a reduce-scatter, then an all-gather), after a fixed cost; a
-    // reduce-scatter or an all-gather alone (of the whole tensor, input 0
-    // of both) carries (N-1)/N of them.
+    // reduce-scatter or an all-gather alone (of the whole tensor: input 0
+    // of both, an unshard's result) carries (N-1)/N of them.
     double ranks = k.getInts().empty() ? 1 : double(k.getInts()[0]);
     if (ranks <= 1)
       return seconds;
-    double bytes =
-        static_cast<double>(storageBytes(k.getInputs()[0].getType()));
+    Value whole = k.isKernel(artifact::Kernel::Unshard) ? k.getResult(0)
+                                                        : k.getInputs()[0];
+    double bytes = static_cast<double>(storageBytes(whole.getType()));
     double passes = k.isKernel(artifact::Kernel::AllReduce) ? 2 : 1;
     return m.commLatencyUs * 1e-6 +
            passes * (ranks - 1) / ranks * bytes / (m.commGBs * 1e9);

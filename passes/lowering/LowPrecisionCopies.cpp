@@ -111,9 +111,13 @@ struct LowPrecisionCopiesPass
       names.insert(name);
       auto lowType = RankedTensorType::get(
           cast<ShapedType>(master.getType()).getShape(), low);
+      // A sharded master's copy is sharded too, its value whole as the
+      // master's is.
+      auto valueType = RankedTensorType::get(
+          cast<ShapedType>(master.getValue().getType()).getShape(), low);
       std::optional<ElementsAttr> value =
           deferCopyValues ? std::optional<ElementsAttr>(DenseElementsAttr::get(
-                                lowType, FloatAttr::get(low, 0.0)))
+                                valueType, FloatAttr::get(low, 0.0)))
                           : narrowValues(master.getValue(), low, name);
       if (!value)
         return master.emitError("cannot read the values of '")
@@ -122,9 +126,9 @@ struct LowPrecisionCopiesPass
       OpBuilder b(master);
       b.setInsertionPointAfter(master);
       auto copy = b.create<exec::ParamOp>(
-          master.getLoc(), value->getType(), b.getStringAttr(name), UnitAttr(),
+          master.getLoc(), lowType, b.getStringAttr(name), UnitAttr(),
           UnitAttr(), UnitAttr(), *value, IntegerAttr(), master.getTierAttr(),
-          master.getNameAttr());
+          master.getNameAttr(), master.getShardRanksAttr());
       if (deferCopyValues)
         copy->setAttr(exec::kDeferredCopyAttr, b.getUnitAttr());
       for (exec::KernelOp narrowing : casts) {

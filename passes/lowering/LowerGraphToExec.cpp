@@ -179,12 +179,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{
             "all_reduce", {static_cast<int64_t>(op.getRanks())}, {}};
       })
-      .Case<train::ReduceScatterOp, train::ShardOp, train::AllGatherOp>(
-          [](auto op) {
-            return KernelSpec{op->getName().stripDialect().str(),
-                              {static_cast<int64_t>(op.getRanks())},
-                              {}};
-          })
+      .Case<train::ReduceScatterOp, train::ShardOp, train::AllGatherOp,
+            train::UnshardOp>([](auto op) {
+        return KernelSpec{op->getName().stripDialect().str(),
+                          {static_cast<int64_t>(op.getRanks())},
+                          {}};
+      })
       .Case<train::UpdateSgdOp>([](train::UpdateSgdOp op) {
         return KernelSpec{"update_sgd",
                           {static_cast<int64_t>(op.getAccumulate())},
@@ -263,7 +263,7 @@ struct LowerGraphToExecPass
             builder.getUnitAttr(), DenseElementsAttr::get(type, zero),
             IntegerAttr(),
             exec::TierAttr::get(builder.getContext(), exec::Tier::Device),
-            StringAttr());
+            StringAttr(), IntegerAttr());
       } else if (auto param = dyn_cast<graph::ParamOp>(op)) {
         if (!param.getInitialValueAttr())
           return param.emitError("parameter '")
@@ -273,7 +273,7 @@ struct LowerGraphToExecPass
             param.getTrainableAttr(), UnitAttr(), UnitAttr(),
             param.getInitialValueAttr(), IntegerAttr(),
             exec::TierAttr::get(builder.getContext(), exec::Tier::Device),
-            StringAttr());
+            StringAttr(), param.getShardRanksAttr());
       } else if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
         result = builder.create<exec::ParamOp>(
             op.getLoc(), constant.getType(),
@@ -281,7 +281,7 @@ struct LowerGraphToExecPass
             UnitAttr(), builder.getUnitAttr(), UnitAttr(),
             cast<ElementsAttr>(constant.getValue()), IntegerAttr(),
             exec::TierAttr::get(builder.getContext(), exec::Tier::Device),
-            StringAttr());
+            StringAttr(), IntegerAttr());
       } else if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
         result = builder.create<exec::ViewOp>(op.getLoc(), reshape.getType(),
                                               operands[0]);

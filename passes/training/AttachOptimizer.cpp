@@ -280,7 +280,10 @@ struct AttachOptimizerPass
       // parameter, with states of its size, and every rank's updated shard
       // is then gathered back into the parameter.
       Value target = param.getResult();
-      if (shardRanks > 0) {
+      // A sharded parameter (--shard-parameters) is this rank's shard:
+      // updated where it is stored, and gathered where it is read.
+      bool shardedParam = param.getShardRanks().has_value();
+      if (shardRanks > 0 && !shardedParam) {
         auto gt = cast<ShapedType>(g.getType());
         t = RankedTensorType::get(gt.getShape(),
                                   cast<ShapedType>(t).getElementType());
@@ -348,7 +351,7 @@ struct AttachOptimizerPass
             b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay),
             accumulateAttr);
       }
-      if (shardRanks > 0)
+      if (shardRanks > 0 && !shardedParam)
         b.create<train::AllGatherOp>(ploc, param.getResult(), target,
                                      b.getI64IntegerAttr(shardRanks));
     }

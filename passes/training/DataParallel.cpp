@@ -12,6 +12,14 @@
 // and the optimizer (--strata-attach-optimizer) updates only that shard of
 // the parameter, with states of the shard's size.
 //
+// With shard-parameters (ZeRO stage 3) each trainable parameter becomes
+// this rank's shard of it (graph.param with shard_ranks), and its readers
+// read a train.unshard of it instead: one placed before its first reader
+// in the forward pass, another before its first one in the backward pass,
+// so that the whole parameter lives only while a pass reads it. A
+// low-precision read (autocast's cast of the parameter) is a cast of the
+// shard, gathered at the low precision: half the bytes.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/GraphOps.h"
@@ -21,6 +29,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace strata {
 #define GEN_PASS_DEF_DATAPARALLELPASS
@@ -62,8 +71,82 @@ struct DataParallelPass
         getOperation(),
         IntegerAttr::get(IntegerType::get(&getContext(), 64), perNode));
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(average(func)))
+      if (failed(average(func)) ||
+          (shardParameters && failed(shardParams(func))))
         return signalPassFailure();
+  }
+
+  /// An unshard of `shard` (whole: `type`) for `uses`, placed before the
+  /// first of their owners; part of the backward pass if they are.
+  void gather(ArrayRef<OpOperand *> uses, Value shard, Type type,
+              bool backward) {
+    if (uses.empty())
+      return;
+    Operation *first = uses.front()->getOwner();
+    for (OpOperand *use : uses)
+      if (use->getOwner()->isBeforeInBlock(first))
+        first = use->getOwner();
+    OpBuilder b(first);
+    auto whole = b.create<train::UnshardOp>(shard.getLoc(), type, shard,
+                                            b.getI64IntegerAttr(dataParallel));
+    if (backward)
+      markers::setBackward(whole);
+    for (OpOperand *use : uses)
+      use->set(whole.getResult());
+  }
+
+  LogicalResult shardParams(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    llvm::StringSet<> withGradient;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto of = func.getResultAttrOfType<StringAttr>(
+              i, graph::GraphDialect::GradOfAttrHelper::getNameStr()))
+        withGradient.insert(of.getValue());
+    for (auto p : llvm::to_vector(body.getOps<graph::ParamOp>())) {
+      // Frozen parameters (no gradient, no update) stay whole.
+      if (!p.getTrainable() || !withGradient.contains(p.getName()))
+        continue;
+      if (!p.getInitialValueAttr())
+        return p.emitError("parameter '")
+               << p.getName() << "' has no initial value to shard";
+      auto type = cast<RankedTensorType>(p.getType());
+      int64_t c = (type.getNumElements() + dataParallel - 1) / dataParallel;
+      OpBuilder b(p);
+      b.setInsertionPointAfter(p);
+      auto shard = b.create<graph::ParamOp>(
+          p.getLoc(), RankedTensorType::get({c}, type.getElementType()),
+          p.getNameAttr(), p.getTrainableAttr(), p.getInitialValueAttr(),
+          b.getI64IntegerAttr(dataParallel));
+      // The whole values read, each with the shard it is gathered from:
+      // the parameter's, and each cast of it (a cast of the shard).
+      SmallVector<std::pair<Value, Value>> reads = {
+          {p.getResult(), shard.getResult()}};
+      SmallVector<Operation *> casts;
+      for (Operation *user : p->getUsers())
+        if (auto narrow = dyn_cast<graph::CastOp>(user)) {
+          auto to = cast<ShapedType>(narrow.getType()).getElementType();
+          Value low = b.create<graph::CastOp>(
+              narrow.getLoc(), RankedTensorType::get({c}, to), shard);
+          reads.push_back({narrow.getResult(), low});
+          casts.push_back(narrow);
+        }
+      for (auto [whole, part] : reads) {
+        SmallVector<OpOperand *> forward, backward;
+        for (OpOperand &use : whole.getUses()) {
+          if (whole == p.getResult() &&
+              llvm::is_contained(casts, use.getOwner()))
+            continue;
+          (markers::isBackward(use.getOwner()) ? backward : forward)
+              .push_back(&use);
+        }
+        gather(forward, part, whole.getType(), /*backward=*/false);
+        gather(backward, part, whole.getType(), /*backward=*/true);
+      }
+      for (Operation *narrow : casts)
+        narrow->erase();
+      p.erase();
+    }
+    return success();
   }
 
   LogicalResult average(func::FuncOp func) {

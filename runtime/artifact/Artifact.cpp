@@ -1,6 +1,7 @@
 // Artifact.cpp - Opening a compiled artifact directory.
 
 #include "runtime/artifact/Artifact.h"
+#include "runtime/support/Checked.h"
 #include "runtime/support/Crc32c.h"
 
 #include <algorithm>
@@ -63,7 +64,8 @@ AlignedBuffer &AlignedBuffer::operator=(AlignedBuffer &&other) noexcept {
 }
 
 bool Artifact::open(const std::string &dir, std::string &error,
-                    const std::vector<std::string> &ssdDirs, Access access) {
+                    const std::vector<std::string> &ssdDirs, Access access,
+                    int rank) {
   dir_ = dir;
   access_ = access;
   struct stat st;
@@ -113,6 +115,7 @@ bool Artifact::open(const std::string &dir, std::string &error,
   }
   // Each stored tensor goes from params.bin to its region.
   AlignedBuffer bounce;
+  std::vector<char> whole;
   for (size_t index = 0; index < plan_.params.size(); ++index) {
     const ParamEntry &p = plan_.params[index];
     const Slot &slot = plan_.slots[p.slot];
@@ -125,11 +128,19 @@ bool Artifact::open(const std::string &dir, std::string &error,
       dst = bounce.data();
     }
     bool synthetic = p.flags & ParamEntry::Synthetic;
+    // A shard: the whole tensor is read and checked, and this rank's part
+    // of it kept.
+    bool shard = (p.flags & ParamEntry::Sharded) && !synthetic;
+    char *read = dst;
+    if (shard) {
+      whole.resize(p.bytes);
+      read = whole.data();
+    }
     if (synthetic)
-      fillSynthetic(plan_, index, dst);
+      fillSynthetic(plan_, index, dst, rank);
     size_t done = synthetic ? p.bytes : 0;
     while (done < p.bytes) {
-      ssize_t r = ::pread(fd, dst + done, p.bytes - done,
+      ssize_t r = ::pread(fd, read + done, p.bytes - done,
                           static_cast<off_t>(p.fileOffset + done));
       if (r < 0 && errno == EINTR)
         continue;
@@ -141,11 +152,18 @@ bool Artifact::open(const std::string &dir, std::string &error,
       }
       done += static_cast<size_t>(r);
     }
-    if (!synthetic && crc32c(dst, p.bytes) != p.crc) {
+    if (!synthetic && crc32c(read, p.bytes) != p.crc) {
       ::close(fd);
       error = "'" + path + "': parameter '" + p.name +
               "' is corrupted (checksum mismatch)";
       return false;
+    }
+    if (shard) {
+      uint64_t from =
+          std::min<uint64_t>(p.bytes, static_cast<uint64_t>(rank) * slot.bytes);
+      uint64_t have = std::min<uint64_t>(slot.bytes, p.bytes - from);
+      std::memcpy(dst, whole.data() + from, have);
+      std::memset(dst + have, 0, slot.bytes - have);
     }
     if (slot.region == Region::Ssd && !ssd_) {
       // ReadOnly: read it from here (synthetic: generate it again).
@@ -227,6 +245,35 @@ template <typename F> bool forEachSsdChunk(uint64_t total, F &&each) {
 }
 
 } // namespace
+
+bool Artifact::readInitial(const ParamEntry &p, std::vector<char> &out,
+                           std::string &error) const {
+  size_t index = static_cast<size_t>(&p - plan_.params.data());
+  if (index >= plan_.params.size())
+    return (error = "not a stored tensor of this plan", false);
+  if (p.flags & ParamEntry::Synthetic) {
+    uint64_t bytes = p.bytes;
+    if (p.flags & ParamEntry::Sharded)
+      bytes =
+          checkedByteSize(p.wholeShape, dtypeSize(plan_.slots[p.slot].dtype))
+              .value_or(0);
+    out.assign(static_cast<size_t>(bytes), 0);
+    fillSynthetic(plan_, index, out.data(), 0, /*whole=*/true);
+    return true;
+  }
+  out.assign(static_cast<size_t>(p.bytes), 0);
+  std::string path = dir_ + "/params.bin";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0 || !preadAll(fd.get(), out.data(), out.size(), p.fileOffset))
+    return (error = "cannot read '" + p.name + "' from '" + path +
+                    "': " + (errno ? std::strerror(errno) : "truncated"),
+            false);
+  if (crc32c(out.data(), out.size()) != p.crc)
+    return (error = "'" + path + "': parameter '" + p.name +
+                    "' is corrupted (checksum mismatch)",
+            false);
+  return true;
+}
 
 bool Artifact::readSsdImage(const Slot &slot, char *out, std::string &error) {
   uint64_t offset = ssdImageBase_ + slot.offset;

@@ -49,9 +49,15 @@ public:
   /// Opens `dir`; false with `error` naming the file and the problem
   /// (missing, truncated, corrupted, other format version). `ssdDirs`, when
   /// given, replaces the SSD directories the plan was compiled with.
+  /// `rank` is this process's data-parallel rank: of a sharded parameter
+  /// (ParamEntry::Sharded) it stores that rank's part.
   bool open(const std::string &dir, std::string &error,
             const std::vector<std::string> &ssdDirs = {},
-            Access access = Access::ReadWrite);
+            Access access = Access::ReadWrite, int rank = 0);
+  /// A stored tensor's value as params.bin holds it (a shard's whole
+  /// tensor), checked against its checksum; synthetic ones generated.
+  bool readInitial(const ParamEntry &entry, std::vector<char> &out,
+                   std::string &error) const;
   bool readOnly() const { return access_ == Access::ReadOnly; }
 
   /// ReadOnly: the SSD region's bytes now come from the open file `fd`

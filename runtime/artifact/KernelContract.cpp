@@ -550,6 +550,9 @@ bool StepChecker::check() {
   case Kernel::AllGather:
     return operands() && attributes(1, 0) && floating(in(0)) &&
            sameType(in(0), in(1)) && shardOf(in(0), in(1));
+  case Kernel::Unshard:
+    return operands() && attributes(1, 0) && floating(in(0)) &&
+           sameType(in(0), out(0)) && shardOf(out(0), in(0));
   case Kernel::CrossEntropy:
   case Kernel::CrossEntropyGrad: {
     // The loss and its gradient may be of another float type than the

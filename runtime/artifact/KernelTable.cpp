@@ -95,6 +95,8 @@ const std::vector<KernelInfo> kTable = {
      C::Collective},
     {K::Shard, "shard", 1, 1, 1, 1, 0, P::None, 0, C::Movement},
     {K::AllGather, "all_gather", 2, 2, 0, 1, 0, P::First, 0, C::Collective},
+    // Sharded parameters: (shard) -> the whole tensor, every rank's shard.
+    {K::Unshard, "unshard", 1, 1, 1, 1, 0, P::None, 0, C::Collective},
 };
 
 bool tableInOrder() {

@@ -51,7 +51,7 @@
 
 namespace strata::artifact {
 
-constexpr uint32_t kPlanFormatVersion = 9;
+constexpr uint32_t kPlanFormatVersion = 10;
 constexpr uint64_t kParamAlignment = 4096;
 constexpr uint64_t kArenaAlignment = 64;
 /// The largest region (arena, parameters, host, SSD) a plan may claim:
@@ -183,6 +183,7 @@ enum class Kernel : uint16_t {
   ReduceScatter,
   Shard,
   AllGather,
+  Unshard,
   // Add new kernels above this line.
   NumKernels
 };
@@ -291,6 +292,12 @@ struct ParamEntry {
     /// reads (mixed precision); its update writes it. Not a model weight:
     /// derived from one, and checkpointed with the rest.
     LowCopy = 16,
+    /// This rank's shard of the tensor (sharded parameters,
+    /// --shard-parameters, and their low-precision copies): the slot holds
+    /// ceil(numel / shardRanks) elements of the whole one (`wholeShape`),
+    /// which params.bin holds whole (`bytes`); rank r stores elements
+    /// [r * c, (r + 1) * c), zeros past the end.
+    Sharded = 32,
   };
   std::string name;
   uint32_t slot = 0;
@@ -298,6 +305,9 @@ struct ParamEntry {
   uint64_t fileOffset = 0;
   uint64_t bytes = 0;
   uint32_t crc = 0;
+  /// Sharded: the number of ranks and the whole tensor's shape.
+  uint32_t shardRanks = 0;
+  std::vector<int64_t> wholeShape = {};
   /// Synthetic values: uniform with this mean and standard deviation (the
   /// model's own values' figures).
   double mean = 0, stddev = 0;
@@ -452,8 +462,11 @@ bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
 bool validatePlan(const Plan &plan, std::string &error);
 
 /// Fills `out` (the entry's bytes) with synthetic parameter `index` of
-/// `plan`: counter-based, so every machine generates the same values.
-void fillSynthetic(const Plan &plan, size_t index, char *out);
+/// `plan`: counter-based, so every machine generates the same values. Of
+/// a sharded entry, rank `rank`'s part of the whole tensor, or (`whole`)
+/// all of it (then `out` holds the whole tensor's bytes).
+void fillSynthetic(const Plan &plan, size_t index, char *out, int rank = 0,
+                   bool whole = false);
 
 } // namespace strata::artifact
 

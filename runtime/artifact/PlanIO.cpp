@@ -158,6 +158,8 @@ std::string encodePayload(const Plan &plan) {
     w.u32(p.crc);
     w.f64(p.mean);
     w.f64(p.stddev);
+    w.u32(p.shardRanks);
+    w.vec(p.wholeShape, [&](int64_t d) { w.i64(d); });
   });
   w.vec(plan.steps, [&](const Step &s) {
     w.u16(static_cast<uint16_t>(s.kernel));
@@ -237,6 +239,8 @@ bool decodePayload(const char *p, size_t n, Plan &plan) {
     e.crc = r.u32();
     e.mean = r.f64();
     e.stddev = r.f64();
+    e.shardRanks = r.u32();
+    e.wholeShape = r.vec<int64_t>([&] { return r.i64(); });
     return e;
   });
   plan.steps = r.vec<Step>([&] {
@@ -342,6 +346,24 @@ bool validatePlan(const Plan &plan, std::string &error) {
     if (!checkSlot(p.slot, "parameter '" + p.name + "'"))
       return false;
     const Slot &s = plan.slots[p.slot];
+    // A shard's file bytes are the whole tensor's (a synthetic one's, its
+    // own: generated, never read).
+    uint64_t fileBytes = s.bytes;
+    if (p.flags & ParamEntry::Sharded) {
+      std::optional<int64_t> whole = checkedNumElements(p.wholeShape);
+      std::optional<uint64_t> wholeBytes =
+          checkedByteSize(p.wholeShape, dtypeSize(s.dtype));
+      if (p.shardRanks < 2 || !whole || !wholeBytes ||
+          s.shape !=
+              std::vector<int64_t>{(*whole + p.shardRanks - 1) / p.shardRanks})
+        return fail("parameter '" + p.name +
+                    "' is not a shard of its whole shape over its ranks");
+      if (!(p.flags & ParamEntry::Synthetic))
+        fileBytes = *wholeBytes;
+    } else if (p.shardRanks != 0 || !p.wholeShape.empty()) {
+      return fail("parameter '" + p.name +
+                  "' has a whole shape but is not sharded");
+    }
     if (p.flags & ParamEntry::Synthetic) {
       if (s.region == Region::Arena || s.bytes != p.bytes ||
           !isFloatDType(s.dtype) || !std::isfinite(p.mean) ||
@@ -352,7 +374,7 @@ bool validatePlan(const Plan &plan, std::string &error) {
                     "or deviation");
       continue;
     }
-    if (s.region == Region::Arena || s.bytes != p.bytes ||
+    if (s.region == Region::Arena || fileBytes != p.bytes ||
         p.fileOffset % kParamAlignment != 0 ||
         p.fileOffset > plan.paramsFileBytes ||
         p.bytes > plan.paramsFileBytes - p.fileOffset ||
@@ -534,19 +556,35 @@ bool parsePlan(const std::string &file, const std::string &path, Plan &plan,
   return true;
 }
 
-void fillSynthetic(const Plan &plan, size_t index, char *out) {
+void fillSynthetic(const Plan &plan, size_t index, char *out, int rank,
+                   bool whole) {
   const ParamEntry &p = plan.params[index];
   const Slot &s = plan.slots[p.slot];
   size_t size = dtypeSize(s.dtype);
   uint64_t n = p.bytes / size;
+  // A shard: its elements are those of the whole tensor from rank * n on
+  // (zeros past its end), so that every number of ranks trains the same
+  // values.
+  uint64_t base = 0, total = n;
+  if (p.flags & ParamEntry::Sharded) {
+    total = static_cast<uint64_t>(checkedNumElements(p.wholeShape).value_or(0));
+    if (whole)
+      n = total;
+    else
+      base = static_cast<uint64_t>(rank) * n;
+  }
   // Uniform on [-sqrt(3), sqrt(3)): unit variance.
   double spread = p.stddev * 1.7320508075688772;
   uint64_t stream = plan.syntheticSeed * 0x9E3779B97F4A7C15ull +
                     (uint64_t(index) + 1) * 0xD1B54A32D192ED03ull;
   auto fill = [&](uint64_t begin, uint64_t end) {
     for (uint64_t i = begin; i < end; ++i) {
+      if (base + i >= total) {
+        storeFromDouble(s.dtype, 0.0, out + i * size);
+        continue;
+      }
       // splitmix64 of (stream, i): any element is computable on its own.
-      uint64_t z = stream + (i + 1) * 0x9E3779B97F4A7C15ull;
+      uint64_t z = stream + (base + i + 1) * 0x9E3779B97F4A7C15ull;
       z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
       z ^= z >> 31;

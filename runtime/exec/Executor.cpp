@@ -618,8 +618,8 @@ bool Executor::stageCpuJob(const std::vector<SsdOperand> &operands, char *area,
 bool Executor::issueCollective(size_t index) {
   const Plan &plan = artifact_.plan();
   const artifact::Step &step = plan.steps[index];
-  // all_reduce and reduce_scatter: (in) -> out; all_gather: (w, shard),
-  // writing w: `src` is read, `dst` written.
+  // all_reduce, reduce_scatter and unshard: (in) -> out; all_gather:
+  // (w, shard), writing w: `src` is read, `dst` written.
   artifact::Kernel kernel = step.kernel;
   bool gather = kernel == artifact::Kernel::AllGather;
   const Slot &in = plan.slots[step.inputs[gather ? 1 : 0]];
@@ -638,6 +638,7 @@ bool Executor::issueCollective(size_t index) {
         return comm_->reduceScatterMean(from, in.numElements(), to,
                                         out.numElements(), in.dtype, error);
       case artifact::Kernel::AllGather:
+      case artifact::Kernel::Unshard:
         return comm_->allGather(from, in.numElements(), to, out.numElements(),
                                 in.dtype, error);
       default:

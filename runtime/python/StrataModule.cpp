@@ -149,7 +149,8 @@ public:
     world_ = comm::worldCommunicator(error);
     if (!world_ || !trainer::rankSsdDirs(path, *world_, ssdDirs, error))
       fail(error);
-    if (!art_.open(path, error, ssdDirs))
+    if (!art_.open(path, error, ssdDirs, artifact::Artifact::Access::ReadWrite,
+                   world_->rank()))
       fail(error);
     executor_ = std::make_unique<runtime::Executor>(art_);
     runtime::ExecutorOptions options;

@@ -16,6 +16,7 @@
 #include "runtime/artifact/HtmlReport.h"
 #include "runtime/artifact/MemoryReport.h"
 #include "runtime/artifact/StepOrder.h"
+#include "runtime/support/Checked.h"
 #include "runtime/support/FileUtil.h"
 #include "runtime/support/Npy.h"
 #include "runtime/support/Size.h"
@@ -150,8 +151,16 @@ int main(int argc, char **argv) {
   if (!htmlPath.empty())
     return writeHtml(plan, dir, htmlPath, tracePath, logPath);
   uint64_t trainable = 0, frozen = 0, constants = 0, states = 0, copies = 0;
+  // Sharded parameters (--shard-parameters): this rank's elements, and
+  // the whole model's.
+  uint64_t shardedWhole = 0, shardedHere = 0;
   for (const ParamEntry &p : plan.params) {
     int64_t n = plan.slots[p.slot].numElements();
+    if ((p.flags & ParamEntry::Sharded) && (p.flags & ParamEntry::Trainable)) {
+      shardedHere += static_cast<uint64_t>(n);
+      shardedWhole +=
+          static_cast<uint64_t>(checkedNumElements(p.wholeShape).value_or(0));
+    }
     if (p.flags & ParamEntry::Constant)
       constants += n;
     else if (p.flags & ParamEntry::State)
@@ -186,6 +195,12 @@ int main(int argc, char **argv) {
               static_cast<unsigned long long>(frozen),
               static_cast<unsigned long long>(states),
               static_cast<unsigned long long>(constants));
+  if (shardedHere)
+    std::printf("sharded parameters: each rank stores %llu elements of "
+                "parameters of %llu elements in all, gathered whole before "
+                "their readers (unshard)\n",
+                static_cast<unsigned long long>(shardedHere),
+                static_cast<unsigned long long>(shardedWhole));
   if (copies)
     std::printf("low-precision copies: %llu elements (the bf16/fp16 weights "
                 "the model reads, written by the updates of their fp32 "

@@ -597,7 +597,8 @@ int main(int argc, char **argv) {
   for (const artifact::KernelInfo &k : artifact::kernelTable()) {
     if (k.kernel == artifact::Kernel::AllReduce ||
         k.kernel == artifact::Kernel::ReduceScatter ||
-        k.kernel == artifact::Kernel::AllGather)
+        k.kernel == artifact::Kernel::AllGather ||
+        k.kernel == artifact::Kernel::Unshard)
       continue;
     bool covered = false;
     for (const Case &c : all)

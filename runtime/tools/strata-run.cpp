@@ -405,7 +405,8 @@ int main(int argc, char **argv) {
       tracePath += ".rank" + std::to_string(rank);
   }
   artifact::Artifact art;
-  if (!art.open(artifactDir, error, ssdDirs))
+  if (!art.open(artifactDir, error, ssdDirs,
+                artifact::Artifact::Access::ReadWrite, world->rank()))
     return fail(error);
   runtime::Executor executor(art);
   runtime::ExecutorOptions options;

@@ -332,158 +332,222 @@ int64_t elementsOf(const std::vector<int64_t> &shape) {
   return n;
 }
 
-/// The parameter an optimizer state belongs to, as AttachOptimizer names
-/// them ("w" of "w.exp_avg"): the longest name before a '.' of `name`
-/// that is a parameter of `src`; null for others (clip.previous_norm).
-const Entry *masterParameter(const Source &src, const std::string &name) {
+/// The parameter of `plan` an optimizer state belongs to, as
+/// AttachOptimizer names them ("w" of "w.exp_avg"): the longest name
+/// before a '.' of `name` that is a parameter; null for others
+/// (clip.previous_norm).
+const artifact::ParamEntry *masterParameter(
+    const std::map<std::string, const artifact::ParamEntry *> &params,
+    const std::string &name) {
   for (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0;
        dot = name.rfind('.', dot - 1)) {
-    auto it = src.byName.find(name.substr(0, dot));
-    if (it != src.byName.end() &&
-        it->second->cls == artifact::SlotClass::Parameter)
+    auto it = params.find(name.substr(0, dot));
+    if (it != params.end() &&
+        !(it->second->flags &
+          (artifact::ParamEntry::State | artifact::ParamEntry::Constant)))
       return it->second;
   }
   return nullptr;
 }
 
+/// The whole tensor's shape of a stored entry of `plan`: a sharded one's
+/// whole shape, its own otherwise.
+std::vector<int64_t> wholeShapeOf(const artifact::Plan &plan,
+                                  const artifact::ParamEntry &p) {
+  return (p.flags & artifact::ParamEntry::Sharded) ? p.wholeShape
+                                                   : plan.slots[p.slot].shape;
+}
+
+/// The whole value of `name` (`dtype`, shape `whole`) from a checkpoint's
+/// files: whole in files[0], or (sharded over the files.size() ranks that
+/// wrote them) a shard of ceil(numel / files.size()) elements in each.
+/// False with `error` when it is in neither form; `found` says whether
+/// files[0] has it at all.
+bool wholeFromFiles(const std::vector<Source> &files, const std::string &name,
+                    DType dtype, const std::vector<int64_t> &whole,
+                    std::vector<char> &out, bool &found, std::string &error) {
+  const Source &src = files.front();
+  auto it = src.byName.find(name);
+  found = it != src.byName.end();
+  if (!found)
+    return false;
+  const Entry &e = *it->second;
+  int64_t n = elementsOf(whole);
+  size_t size = dtypeSize(dtype);
+  if (n < 0 || e.dtype != dtype)
+    return (error = "'" + name + "' is " + describe(e.dtype, e.shape) +
+                    " in the checkpoint and " + describe(dtype, whole) +
+                    " (whole) in this plan",
+            false);
+  if (e.shape == whole) {
+    if (e.bytes != static_cast<uint64_t>(n) * size)
+      return (error = "'" + name + "' has " + std::to_string(e.bytes) +
+                      " bytes in the checkpoint, " +
+                      std::to_string(static_cast<uint64_t>(n) * size) +
+                      " as its shape says",
+              false);
+    return src.read(e, out, error);
+  }
+  int64_t k = static_cast<int64_t>(files.size());
+  int64_t chunk = (n + k - 1) / k;
+  std::vector<int64_t> want{chunk};
+  if (k < 2 || e.shape != want)
+    return (error = "'" + name + "' is " + describe(e.dtype, e.shape) +
+                    " in the checkpoint and " + describe(dtype, whole) +
+                    " in this plan (another model?)",
+            false);
+  out.assign(static_cast<size_t>(n) * size, 0);
+  std::vector<char> bytes;
+  for (int64_t f = 0; f < k; ++f) {
+    auto part = files[f].byName.find(name);
+    if (part == files[f].byName.end() || part->second->dtype != dtype ||
+        part->second->shape != want ||
+        part->second->bytes != static_cast<uint64_t>(chunk) * size)
+      return (error = "'" + name + "' of '" + files[f].path + "' is not " +
+                      describe(dtype, want) + " (a shard of " +
+                      describe(dtype, whole) + " over " + std::to_string(k) +
+                      " ranks)",
+              false);
+    if (!files[f].read(*part->second, bytes, error))
+      return false;
+    int64_t from = std::min(n, f * chunk);
+    int64_t have = std::min(chunk, n - from);
+    std::memcpy(out.data() + from * size, bytes.data(),
+                static_cast<size_t>(have) * size);
+  }
+  return true;
+}
+
+/// Opens, checks whole and indexes every other rank's file of the sharded
+/// checkpoint whose rank 0 file is files[0] (indexed): files[k] is rank
+/// k's. False with `error` naming the first missing or bad one (the files
+/// opened so far stay in `files`, for the caller to close).
+bool openOtherRanks(std::vector<Source> &files, std::string &error) {
+  const Header &h = files.front().h;
+  const std::string path = files.front().path;
+  for (uint32_t k = 1; k < h.shardRanks; ++k) {
+    files.emplace_back();
+    Source &other = files.back();
+    other.path = shardCheckpointPath(path, static_cast<int>(k),
+                                     static_cast<int>(h.shardRanks), h.step);
+    other.fd = ::open(other.path.c_str(), O_RDONLY | O_CLOEXEC);
+    std::memset(&other.h, 0, sizeof(other.h));
+    std::string why;
+    if (other.fd < 0)
+      why = std::string("is missing (") + std::strerror(errno) + ")";
+    else if (!readExactly(other.fd, &other.h, sizeof(Header)))
+      why = "is truncated";
+    else if (std::memcmp(other.h.magic, kMagic, 8) != 0 ||
+             other.h.version != kCheckpointVersion ||
+             other.h.headerCrc != headerCrc(other.h))
+      why = "is not a whole Strata checkpoint";
+    else if (other.h.planCrc != h.planCrc || other.h.step != h.step ||
+             other.h.shardRanks != h.shardRanks)
+      why = "is of another run or step";
+    else if (!indexSource(other, why))
+      why = why.empty() ? "cannot be read" : why;
+    if (!why.empty())
+      return (error = "its rank " + std::to_string(k) + " shard '" +
+                      other.path + "' " + why,
+              false);
+  }
+  return true;
+}
+
 /// Takes up a checkpoint of another plan by name (loadCheckpoint). Its
-/// optimizer states may be sharded over files.size() ranks
-/// (--shard-optimizer: file k holds rank k's shard of each), and this
-/// plan's over its own ranks, of which this process is `rank`: each such
-/// state is put together from the files' shards (whole in files[0] when it
-/// is not sharded) and cut again for this rank.
+/// parameters and optimizer states may be sharded over files.size() ranks
+/// (--shard-optimizer, --shard-parameters: file k holds rank k's shard of
+/// each), and this plan's over its own ranks, of which this process is
+/// `rank`: each tensor is put together whole from the files (wholeFromFiles)
+/// and, where this plan shards it, this rank's part cut from it.
 bool remapByName(const std::vector<Source> &files, artifact::Artifact &art,
                  int rank, RemapSummary &summary, std::string &error) {
   const Source &src = files.front();
   const artifact::Plan &plan = art.plan();
-  int64_t ranks =
-      artifact::shardsOptimizer(plan) ? artifact::dataParallelRanks(plan) : 1;
+  std::map<std::string, const artifact::ParamEntry *> params;
+  for (const artifact::ParamEntry &p : plan.params)
+    params[p.name] = &p;
   std::set<std::string> taken;
-  std::vector<char> bytes;
-  for (const artifact::Slot &slot : plan.slots) {
-    if (!isStored(slot.region) ||
-        (slot.cls != artifact::SlotClass::Parameter &&
-         slot.cls != artifact::SlotClass::OptimizerState &&
-         slot.cls != artifact::SlotClass::Constant))
+  std::vector<char> whole, part;
+  for (const artifact::ParamEntry &p : plan.params) {
+    const artifact::Slot &slot = plan.slots[p.slot];
+    if (slot.cls != artifact::SlotClass::Parameter &&
+        slot.cls != artifact::SlotClass::OptimizerState &&
+        slot.cls != artifact::SlotClass::Constant)
       continue;
-    auto it = src.byName.find(slot.name);
-    const Entry *master = slot.cls == artifact::SlotClass::OptimizerState &&
-                                  it != src.byName.end() &&
-                                  !emptyBetweenSteps(slot.name)
-                              ? masterParameter(src, slot.name)
-                              : nullptr;
-    if (master && (files.size() > 1 || ranks > 1)) {
-      // Re-sharded: the whole state from the files' shards, then this
-      // rank's part of it (zeros past the end).
-      int64_t n = elementsOf(master->shape);
-      size_t size = dtypeSize(slot.dtype);
-      if (n < 0 || it->second->dtype != slot.dtype)
-        return (error = "'" + slot.name + "' is " +
-                        describe(it->second->dtype, it->second->shape) +
-                        " in the checkpoint and " +
-                        describe(slot.dtype, slot.shape) + " in this plan",
-                false);
-      std::vector<char> whole(static_cast<size_t>(n) * size, 0);
-      int64_t k = static_cast<int64_t>(files.size());
-      int64_t chunk = (n + k - 1) / k;
-      std::vector<int64_t> want =
-          k > 1 ? std::vector<int64_t>{chunk} : master->shape;
-      for (int64_t f = 0; f < k; ++f) {
-        auto e = files[f].byName.find(slot.name);
-        if (e == files[f].byName.end() || e->second->dtype != slot.dtype ||
-            e->second->shape != want ||
-            e->second->bytes != static_cast<uint64_t>(elementsOf(want)) * size)
-          return (error = "'" + slot.name + "' of '" + files[f].path +
-                          "' is not " + describe(slot.dtype, want) +
-                          " (a shard of '" + master->name + "' " +
-                          describe(master->dtype, master->shape) + " over " +
-                          std::to_string(k) + " ranks)",
-                  false);
-        if (!files[f].read(*e->second, bytes, error))
-          return false;
-        int64_t from = std::min(n, f * chunk);
-        int64_t have = std::min(chunk, n - from);
-        std::memcpy(whole.data() + from * size, bytes.data(),
-                    static_cast<size_t>(have) * size);
+    // The whole tensor this slot is of: a state's shards are of its
+    // parameter's shape.
+    std::vector<int64_t> wholeShape = wholeShapeOf(plan, p);
+    if (slot.cls == artifact::SlotClass::OptimizerState &&
+        !emptyBetweenSteps(slot.name) && slot.shape.size() == 1)
+      if (const artifact::ParamEntry *m = masterParameter(params, slot.name)) {
+        std::vector<int64_t> of = wholeShapeOf(plan, *m);
+        int64_t n = elementsOf(of);
+        if (n > 0 && slot.shape != of) {
+          int64_t ranks = artifact::dataParallelRanks(plan);
+          if (ranks > 1 && slot.shape[0] == (n + ranks - 1) / ranks)
+            wholeShape = of;
+        }
       }
-      int64_t c = (n + ranks - 1) / ranks;
-      std::vector<int64_t> mine =
-          ranks > 1 ? std::vector<int64_t>{c} : master->shape;
-      if (slot.shape != mine)
-        return (error = "'" + slot.name + "' is " +
-                        describe(slot.dtype, slot.shape) +
-                        " in this plan, not " + describe(slot.dtype, mine) +
-                        " (its part of '" + master->name + "' over " +
-                        std::to_string(ranks) + " ranks)",
+    bool sharded = slot.shape != wholeShape;
+    bool found = false;
+    std::string why;
+    bool have = wholeFromFiles(files, slot.name, slot.dtype, wholeShape, whole,
+                               found, why);
+    if (!have && found)
+      return (error = why, false);
+    if (!have) {
+      // Not in the checkpoint: a low-precision copy is made from its
+      // master (rounded as the updates round it); what is empty between
+      // steps, and constants, keep the artifact's own values.
+      std::string masterName = masterOf(slot.name);
+      bool half = slot.dtype == DType::BF16 || slot.dtype == DType::F16;
+      if (!masterName.empty() && half &&
+          wholeFromFiles(files, masterName, DType::F32, wholeShape, whole,
+                         found, why)) {
+        std::vector<uint16_t> low(whole.size() / 4);
+        narrowFloats(reinterpret_cast<const float *>(whole.data()), low.data(),
+                     static_cast<int64_t>(low.size()),
+                     slot.dtype == DType::BF16);
+        whole.assign(reinterpret_cast<const char *>(low.data()),
+                     reinterpret_cast<const char *>(low.data()) +
+                         low.size() * 2);
+        ++summary.narrowed;
+      } else if (found) {
+        return (error = why, false);
+      } else if (slot.cls == artifact::SlotClass::Constant ||
+                 emptyBetweenSteps(slot.name)) {
+        continue;
+      } else {
+        return (error = "has no '" + slot.name + "' (" +
+                        (slot.cls == artifact::SlotClass::Parameter
+                             ? "a parameter"
+                             : "an optimizer state") +
+                        " of this plan): it is of another model or optimizer",
                 false);
-      int64_t count = elementsOf(mine);
-      std::vector<char> part(static_cast<size_t>(count) * size, 0);
-      int64_t from = std::min(n, rank * c);
-      int64_t have = std::min(count, n - from);
-      std::memcpy(part.data(), whole.data() + from * size,
-                  static_cast<size_t>(have) * size);
-      if (part.size() != slot.bytes)
-        return (error = "'" + slot.name + "' has " +
-                        std::to_string(slot.bytes) + " bytes in this plan, " +
-                        std::to_string(part.size()) + " as its shape says",
-                false);
-      if (!art.writeSlot(slot, part.data(), error))
-        return (error = "'" + slot.name + "': " + error, false);
+      }
+    } else {
       taken.insert(slot.name);
       ++summary.copied;
-      summary.resharded = true;
-      continue;
     }
-    if (it != src.byName.end()) {
-      const Entry &e = *it->second;
-      if (e.dtype != slot.dtype || e.shape != slot.shape)
-        return (error = "'" + slot.name + "' is " + describe(e.dtype, e.shape) +
-                        " in the checkpoint and " +
-                        describe(slot.dtype, slot.shape) +
-                        " in this plan (another model?)",
-                false);
-      if (e.bytes != slot.bytes)
-        return (error = "'" + slot.name + "' has " + std::to_string(e.bytes) +
-                        " bytes in the checkpoint, " +
-                        std::to_string(slot.bytes) + " in this plan",
-                false);
-      if (!src.read(e, bytes, error) ||
-          !art.writeSlot(slot, bytes.data(), error))
-        return (error = "'" + slot.name + "': " + error, false);
-      taken.insert(slot.name);
-      ++summary.copied;
-      continue;
+    summary.resharded |= sharded || files.size() > 1;
+    const std::vector<char> *value = &whole;
+    if (sharded) {
+      // This rank's part (zeros past the end).
+      part.assign(static_cast<size_t>(slot.bytes), 0);
+      uint64_t from = std::min<uint64_t>(
+          whole.size(), static_cast<uint64_t>(rank) * slot.bytes);
+      uint64_t count = std::min<uint64_t>(slot.bytes, whole.size() - from);
+      std::memcpy(part.data(), whole.data() + from, count);
+      value = &part;
     }
-    // Not in the checkpoint: a low-precision copy is made from its master
-    // (rounded as the updates round it); what is empty between steps, and
-    // constants, keep the artifact's own values.
-    std::string masterName = masterOf(slot.name);
-    auto m =
-        masterName.empty() ? src.byName.end() : src.byName.find(masterName);
-    bool half = slot.dtype == DType::BF16 || slot.dtype == DType::F16;
-    if (m != src.byName.end() && half && m->second->dtype == DType::F32 &&
-        m->second->shape == slot.shape &&
-        m->second->bytes == static_cast<uint64_t>(slot.numElements()) * 4) {
-      if (!src.read(*m->second, bytes, error))
-        return false;
-      std::vector<uint16_t> low(static_cast<size_t>(slot.numElements()));
-      narrowFloats(reinterpret_cast<const float *>(bytes.data()), low.data(),
-                   slot.numElements(), slot.dtype == DType::BF16);
-      if (!art.writeSlot(slot, reinterpret_cast<const char *>(low.data()),
-                         error))
-        return (error = "'" + slot.name + "': " + error, false);
-      ++summary.narrowed;
-      continue;
-    }
-    if (slot.cls == artifact::SlotClass::Constant ||
-        emptyBetweenSteps(slot.name))
-      continue;
-    return (error = "has no '" + slot.name + "' (" +
-                    (slot.cls == artifact::SlotClass::Parameter
-                         ? "a parameter"
-                         : "an optimizer state") +
-                    " of this plan): it is of another model or optimizer",
-            false);
+    if (value->size() != slot.bytes)
+      return (error = "'" + slot.name + "' has " + std::to_string(slot.bytes) +
+                      " bytes in this plan, " + std::to_string(value->size()) +
+                      " as its shape says",
+              false);
+    if (!art.writeSlot(slot, value->data(), error))
+      return (error = "'" + slot.name + "': " + error, false);
   }
   for (const Entry &e : src.entries) {
     if (taken.count(e.name) || e.cls == artifact::SlotClass::Constant ||
@@ -568,32 +632,9 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
     };
     if (!indexSource(files[0], error))
       return fail(error);
-    for (uint32_t k = 1; k < h.shardRanks; ++k) {
-      files.emplace_back();
-      Source &other = files.back();
-      other.path = shardCheckpointPath(path, static_cast<int>(k),
-                                       static_cast<int>(h.shardRanks), h.step);
-      other.fd = ::open(other.path.c_str(), O_RDONLY | O_CLOEXEC);
-      std::memset(&other.h, 0, sizeof(other.h));
-      std::string why;
-      if (other.fd < 0)
-        why = std::string("is missing (") + std::strerror(errno) + ")";
-      else if (!readExactly(other.fd, &other.h, sizeof(Header)))
-        why = "is truncated";
-      else if (std::memcmp(other.h.magic, kMagic, 8) != 0 ||
-               other.h.version != kCheckpointVersion ||
-               other.h.headerCrc != headerCrc(other.h))
-        why = "is not a whole Strata checkpoint";
-      else if (other.h.planCrc != h.planCrc || other.h.step != h.step ||
-               other.h.shardRanks != h.shardRanks)
-        why = "is of another run or step";
-      else if (!indexSource(other, why))
-        why = why.empty() ? "cannot be read" : why;
-      if (!why.empty()) {
-        closeOthers();
-        return fail("its rank " + std::to_string(k) + " shard '" + other.path +
-                    "' " + why);
-      }
+    if (!openOtherRanks(files, error)) {
+      closeOthers();
+      return fail(error);
     }
     RemapSummary summary;
     bool ok = remapByName(files, art, rank, summary, error);
@@ -636,6 +677,58 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &art,
                     dataStart + art.plan().paramsBytes + art.plan().hostBytes);
   ::close(fd);
   return true;
+}
+
+struct ShardedCheckpoint::Files {
+  std::vector<Source> files;
+  ~Files() {
+    for (Source &f : files)
+      if (f.fd >= 0)
+        ::close(f.fd);
+  }
+};
+
+ShardedCheckpoint::ShardedCheckpoint() = default;
+ShardedCheckpoint::~ShardedCheckpoint() = default;
+
+bool ShardedCheckpoint::open(const std::string &path, std::string &error) {
+  files_ = std::make_unique<Files>();
+  files_->files.resize(1);
+  Source &first = files_->files.front();
+  first.path = path;
+  first.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  auto fail = [&](const std::string &why) {
+    files_.reset();
+    return (error = "checkpoint '" + path + "': " + why, false);
+  };
+  if (first.fd < 0)
+    return fail(std::string("cannot open it: ") + std::strerror(errno));
+  std::memset(&first.h, 0, sizeof(first.h));
+  if (!readExactly(first.fd, &first.h, sizeof(Header)) ||
+      std::memcmp(first.h.magic, kMagic, 8) != 0 ||
+      first.h.version != kCheckpointVersion ||
+      first.h.headerCrc != headerCrc(first.h))
+    return fail("not a whole Strata checkpoint of version " +
+                std::to_string(kCheckpointVersion));
+  std::string why;
+  if (!indexSource(first, why) || !openOtherRanks(files_->files, why))
+    return fail(why);
+  return true;
+}
+
+bool ShardedCheckpoint::readWhole(const artifact::Plan &plan,
+                                  const artifact::ParamEntry &p,
+                                  std::vector<char> &out,
+                                  std::string &error) const {
+  if (!files_)
+    return (error = "no checkpoint is open", false);
+  bool found = false;
+  if (wholeFromFiles(files_->files, p.name, plan.slots[p.slot].dtype,
+                     wholeShapeOf(plan, p), out, found, error))
+    return true;
+  if (!found)
+    error = "'" + p.name + "' is not in " + files_->files.front().path;
+  return false;
 }
 
 } // namespace strata::trainer

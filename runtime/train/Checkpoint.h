@@ -27,6 +27,7 @@
 #include "runtime/artifact/Artifact.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,25 @@ bool loadCheckpoint(const std::string &path, artifact::Artifact &artifact,
                     CheckpointInfo &info, std::string &error,
                     bool byName = false, RemapSummary *remap = nullptr,
                     int rank = 0);
+
+/// A sharded checkpoint's tensors put together whole (strata-export of a
+/// plan with sharded parameters): rank 0's file and every other rank's of
+/// its step, each checked whole when opened.
+class ShardedCheckpoint {
+public:
+  ShardedCheckpoint();
+  ~ShardedCheckpoint();
+  /// Opens rank 0's file `path` and the other ranks' beside it.
+  bool open(const std::string &path, std::string &error);
+  /// The whole value of stored tensor `p` of `plan`: whole in rank 0's
+  /// file, or its shard from each rank's.
+  bool readWhole(const artifact::Plan &plan, const artifact::ParamEntry &p,
+                 std::vector<char> &out, std::string &error) const;
+
+private:
+  struct Files;
+  std::unique_ptr<Files> files_;
+};
 
 } // namespace strata::trainer
 

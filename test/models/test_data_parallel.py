@@ -146,7 +146,9 @@ class DataParallel(unittest.TestCase):
             flags += ["--ssd-dir", ssd]
         if ranks > 1:
             flags += ["--data-parallel", str(ranks)]
-            if shard:
+            if shard == "params":
+                flags += ["--shard-parameters"]
+            elif shard:
                 flags += ["--shard-optimizer"]
         # AdamW's eps at 1e-4: a gradient that is 0 in exact arithmetic
         # (an attention key's bias: softmax ignores what it adds) is
@@ -273,6 +275,12 @@ class DataParallel(unittest.TestCase):
     # --shard-optimizer (ZeRO stages 1 and 2): each rank keeps 1/N of every
     # optimizer state and updates its shard of each parameter; the same
     # training as one rank's whole optimizer.
+    def test_sharded_parameters_gpt_sgd(self):
+        self.check("gpt", "sgd", "device", tag="-z3", shard="params")
+
+    def test_sharded_parameters_llama_adamw(self):
+        self.check("llama", "adamw", "device", tag="-z3", shard="params")
+
     def test_sharded_gpt_sgd(self):
         self.check("gpt", "sgd", "device", tag="-zero", shard=True)
 

@@ -357,6 +357,12 @@ static std::string checkTrainingOptions() {
   if (training.dataParallel > 1 && mode == Mode::Forward)
     return "--data-parallel averages gradients: it goes with --mode train "
            "or grad";
+  if (training.shardParameters && training.dataParallel < 2)
+    return "--shard-parameters shards the parameters over the data-parallel "
+           "ranks: it needs --data-parallel of 2 or more";
+  if (training.shardParameters && mode != Mode::Train)
+    return "--shard-parameters goes with --mode train (a --mode grad plan "
+           "returns whole gradients of whole parameters)";
   if (training.shardOptimizer && training.dataParallel < 2)
     return "--shard-optimizer shards the optimizer over the data-parallel "
            "ranks: it needs --data-parallel of 2 or more";
@@ -578,7 +584,9 @@ int main(int argc, char **argv) {
       text << " accumulate=" << training.accumulate;
     if (training.dataParallel > 1)
       text << " data_parallel=" << training.dataParallel;
-    if (training.shardOptimizer)
+    if (training.shardParameters)
+      text << " shard_parameters";
+    else if (training.shardOptimizer)
       text << " shard_optimizer";
     if (effectiveLossScale() != "none")
       text << " loss_scale=" << effectiveLossScale();

@@ -119,22 +119,37 @@ int exportedType(DType trained, int onnxType, bool keepMasters) {
 /// ONNX type `type`: the model's own, fp32 masters of fp16/bf16
 /// initializers rounded to it (or kept fp32 with `keepMasters`). False with
 /// `error` on a diverged value or a type that does not convert.
+/// A sharded parameter (--shard-parameters) is read whole: from every
+/// rank's file of the checkpoint (`shards`), or without one its initial
+/// value.
 bool trainedValue(artifact::Artifact &art, const artifact::ParamEntry &p,
                   const ::onnx::TensorProto &t, bool keepMasters,
-                  std::string &bytes, int &type, std::string &error) {
+                  const trainer::ShardedCheckpoint *shards, std::string &bytes,
+                  int &type, std::string &error) {
   const artifact::Slot &slot = art.plan().slots[p.slot];
+  bool sharded = p.flags & artifact::ParamEntry::Sharded;
   int64_t n =
       checkedNumElements(std::vector<int64_t>(t.dims().begin(), t.dims().end()))
           .value_or(-1);
-  if (n != slot.numElements()) {
+  int64_t have = sharded ? checkedNumElements(p.wholeShape).value_or(-1)
+                         : slot.numElements();
+  if (n != have) {
     error = "initializer '" + t.name() + "' has " + std::to_string(n) +
-            " elements in the source model, " +
-            std::to_string(slot.numElements()) + " in the artifact";
+            " elements in the source model, " + std::to_string(have) +
+            " in the artifact";
     return false;
   }
-  bytes.resize(p.bytes);
-  if (!art.readSlot(slot, bytes.data(), error))
-    return false;
+  if (sharded) {
+    std::vector<char> whole;
+    if (shards ? !shards->readWhole(art.plan(), p, whole, error)
+               : !art.readInitial(p, whole, error))
+      return false;
+    bytes.assign(whole.begin(), whole.end());
+  } else {
+    bytes.resize(p.bytes);
+    if (!art.readSlot(slot, bytes.data(), error))
+      return false;
+  }
   // A diverged run must not pass for a trained model.
   if (slot.dtype == DType::F32)
     for (size_t k = 0; k + 4 <= bytes.size(); k += 4) {
@@ -246,7 +261,8 @@ bool exporterMade(const std::string &name) {
 int writeSafetensors(
     const Options &options, artifact::Artifact &art,
     const ::onnx::ModelProto &model, const std::string &baseDir,
-    const std::map<std::string, const artifact::ParamEntry *> &params) {
+    const std::map<std::string, const artifact::ParamEntry *> &params,
+    const trainer::ShardedCheckpoint *shards) {
   std::string error;
   // Initializer name -> saved name, in the model's order.
   std::map<std::string, std::string> rename;
@@ -313,11 +329,11 @@ int writeSafetensors(
     if (isParam) {
       ++trained;
       const artifact::ParamEntry *p = param->second;
-      out.read = [&art, p, tensor, &options](std::string &bytes,
-                                             std::string &error) {
+      out.read = [&art, p, tensor, &options, shards](std::string &bytes,
+                                                     std::string &error) {
         int type = 0;
-        return trainedValue(art, *p, *tensor, options.fp32Masters, bytes, type,
-                            error);
+        return trainedValue(art, *p, *tensor, options.fp32Masters, shards,
+                            bytes, type, error);
       };
     } else {
       out.read = [tensor, &baseDir](std::string &bytes, std::string &error) {
@@ -446,10 +462,20 @@ int main(int argc, char **argv) {
           ? trainer::checkpointPath(options.artifact + "/checkpoint")
           : options.checkpoint;
   struct stat st;
+  std::unique_ptr<trainer::ShardedCheckpoint> shards;
   if (::stat(ckpt.c_str(), &st) == 0) {
     trainer::CheckpointInfo info;
     if (!trainer::loadCheckpoint(ckpt, art, info, error))
       return fail(error);
+    // Sharded parameters: each put together from every rank's file.
+    bool shardedParams = false;
+    for (const artifact::ParamEntry &p : plan.params)
+      shardedParams |= (p.flags & artifact::ParamEntry::Sharded) != 0;
+    if (shardedParams) {
+      shards = std::make_unique<trainer::ShardedCheckpoint>();
+      if (!shards->open(ckpt, error))
+        return fail(error);
+    }
     std::fprintf(stderr, "strata-export: weights after %llu steps (%s)\n",
                  static_cast<unsigned long long>(info.step), ckpt.c_str());
   } else if (!options.checkpoint.empty()) {
@@ -484,7 +510,8 @@ int main(int argc, char **argv) {
       params[p.name] = &p;
   if (options.format == "safetensors")
     return writeSafetensors(options, art, model,
-                            strata::onnx::modelDirectory(source), params);
+                            strata::onnx::modelDirectory(source), params,
+                            shards.get());
 
   bool external = options.externalData;
   uint64_t total = 0;
@@ -514,8 +541,8 @@ int main(int argc, char **argv) {
     auto it = params.find(t.name());
     if (it != params.end()) {
       int type = t.data_type();
-      if (!trainedValue(art, *it->second, t, options.fp32Masters, bytes, type,
-                        error))
+      if (!trainedValue(art, *it->second, t, options.fp32Masters, shards.get(),
+                        bytes, type, error))
         return fail(error);
       if (type != t.data_type()) {
         // An fp32 master kept as it is (--fp32-masters).

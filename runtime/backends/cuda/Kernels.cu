@@ -179,6 +179,7 @@ Family familyOf(Kernel k) {
   case Kernel::AllReduce:     // The executor runs the collectives, through the
   case Kernel::ReduceScatter: // communicator.
   case Kernel::AllGather:
+  case Kernel::Unshard:
   case Kernel::NumKernels: // Not a kernel: the count.
     break;
   }
