@@ -41,7 +41,7 @@ A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
 RTX4090 = ("profiles/rtx4090-768g-12nvme.profile", "22GiB", "700GiB")
 
 # (name, preset, batch, seq, machine[, ranks[, ranks a machine[,
-# sharded optimizer]]]): batch is one rank's; every rank on one machine
+# sharded optimizer (True) or parameters ("params")]]]): batch is one rank's; every rank on one machine
 # and the optimizer whole unless told.
 CASES = [
     ("llama-7b", "llama-7b", 1, 2048, A100),
@@ -67,6 +67,13 @@ CASES = [
     ("gpt3-13b-2x4090-b128-zero", "gpt3-13b", 64, 1024, RTX4090, 2, 2, True),
     ("gpt3-70b-4x4090-b96-zero", "gpt3-70b", 24, 1024, RTX4090, 4, 4, True),
     ("gpt3-13b-8x4090-b128-zero", "gpt3-13b", 16, 1024, RTX4090, 8, 8, True),
+    # And the parameters too (--shard-parameters, ZeRO stage 3: 1/N of the
+    # fp32 masters and of their bf16 copies a rank, gathered before use).
+    ("gpt3-13b-2x4090-b128-z3", "gpt3-13b", 64, 1024, RTX4090, 2, 2,
+     "params"),
+    ("gpt3-70b-4x4090-b96-z3", "gpt3-70b", 24, 1024, RTX4090, 4, 4, "params"),
+    ("gpt3-13b-8x4090-b128-z3", "gpt3-13b", 16, 1024, RTX4090, 8, 8,
+     "params"),
 ]
 
 # LoHan's measured throughput (global TFLOPS; RC4ML/LoHan
@@ -131,7 +138,9 @@ def main():
             cmd += ["--data-parallel", str(ranks)]
         if per_node != ranks:
             cmd += ["--ranks-per-node", str(per_node)]
-        if shard:
+        if shard == "params":
+            cmd += ["--shard-parameters"]
+        elif shard:
             cmd += ["--shard-optimizer"]
         print("%s: %.1fB parameters, compiling..." % (
             name, desc["parameters"] / 1e9), file=sys.stderr, flush=True)

@@ -115,7 +115,11 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
     norm, clipping, accumulation and the updates all see the global
     batch's gradient. The all-reduces run on the communication queue
     beside the rest of the backward pass. With one rank it changes nothing.
-    It records on the module how many ranks share a machine
+    With `shard-parameters` (which implies `shard-optimizer`) each trainable
+    parameter becomes this rank's shard of it (`graph.param` with
+    `shard_ranks`), and a `train.unshard` gathers it whole just before its
+    readers: once before the forward pass's first, again before the
+    backward pass's. It records on the module how many ranks share a machine
     (`strata.ranks_per_node`), which the cost model divides the machine's
     shared figures by.
 

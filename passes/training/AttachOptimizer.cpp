@@ -97,7 +97,8 @@ struct AttachOptimizerPass
       if (optimizer == "adalomo")
         return func.emitError(
             "adalomo's factored states (a row and a column per matrix) do "
-            "not shard by elements: train it without --shard-optimizer");
+            "not shard by elements: train it without --shard-optimizer or "
+            "--shard-parameters");
     }
 
     llvm::DenseSet<Operation *> before;

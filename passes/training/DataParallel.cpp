@@ -52,14 +52,20 @@ struct DataParallelPass
       return signalPassFailure();
     }
     if (dataParallel == 1) {
-      if (shardOptimizer) {
-        getOperation().emitError("shard-optimizer shards the optimizer over "
-                                 "the data-parallel ranks: it needs "
-                                 "data-parallel of 2 or more");
+      if (shardOptimizer || shardParameters) {
+        getOperation().emitError()
+            << (shardParameters ? "shard-parameters shards the parameters"
+                                : "shard-optimizer shards the optimizer")
+            << " over the data-parallel ranks: it needs data-parallel of 2 "
+               "or more";
         return signalPassFailure();
       }
       return;
     }
+    // A sharded parameter is updated where it is stored, by this rank's
+    // shard of its gradient: sharded parameters shard the optimizer too.
+    if (shardParameters)
+      shardOptimizer = true;
     if (ranksPerNode < 0 || ranksPerNode > dataParallel) {
       getOperation().emitError("ranks-per-node must be 0 (all ")
           << dataParallel << " ranks on one machine) or 1 to " << dataParallel

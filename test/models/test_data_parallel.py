@@ -47,6 +47,16 @@ PLACEMENTS = {
             "--place-states", "ssd"],
     "ssd-cpu-updates": ["--gpu-mem", "64MiB", "--place-params", "device",
                         "--place-states", "ssd", "--place-updates", "cpu"],
+    # Parameters in host memory too: with --shard-parameters the CPU
+    # updates each rank's stored shard where it lives.
+    "all-host-cpu-updates": ["--gpu-mem", "64MiB", "--place-params", "host",
+                             "--place-states", "host", "--place-updates",
+                             "cpu"],
+    "ssd-all": ["--gpu-mem", "64MiB", "--place-params", "ssd",
+                "--place-states", "ssd"],
+    "ssd-all-cpu-updates": ["--gpu-mem", "64MiB", "--place-params", "ssd",
+                            "--place-states", "ssd", "--place-updates",
+                            "cpu"],
 }
 
 
@@ -122,6 +132,14 @@ class DataParallel(unittest.TestCase):
                 synthetic.write(ARGS.work, "%s-b%d" % (family,
                                                        GLOBAL_BATCH // ranks),
                                 dict(cfg), GLOBAL_BATCH // ranks, SEQ)
+                # The same model with weights of its own in the file (the
+                # same for every batch), for plans that read them.
+                name = "%s-w-b%d" % (family, GLOBAL_BATCH // ranks)
+                desc = synthetic.write(ARGS.work, name, dict(cfg),
+                                       GLOBAL_BATCH // ranks, SEQ)
+                values = np.random.default_rng(11).normal(
+                    0, 0.05, desc["data_bytes"] // 4).astype(np.float32)
+                values.tofile(os.path.join(ARGS.work, name + ".onnx.data"))
         # Does this build's strata-run speak MPI? A one-rank plan under a
         # two-rank mpirun is refused by an MPI build, and fails to start
         # (no MPI) otherwise.
@@ -134,8 +152,9 @@ class DataParallel(unittest.TestCase):
 
     @classmethod
     def compile_plan(cls, family, ranks, optimizer, placement, tag="",
-                     extra=(), shard=False):
-        name = "%s-b%d" % (family, GLOBAL_BATCH // ranks)
+                     extra=(), shard=False, synthetic_init=True):
+        name = ("%s-b%d" if synthetic_init else "%s-w-b%d") % (
+            family, GLOBAL_BATCH // ranks)
         art = os.path.join(ARGS.work, "%s-%s-%s-n%d%s.strata" % (
             family, optimizer, placement, ranks, tag))
         ssd = art + ".ssd"
@@ -158,7 +177,8 @@ class DataParallel(unittest.TestCase):
             flags += ["--eps", "1e-4"]
         run([tool("strata-compile"), os.path.join(ARGS.work, name + ".onnx"),
              "-o", art, "--optimizer", optimizer, "--lr", "1e-2"] + flags +
-            ["--synthetic-init=" + r for r in synthetic.INIT_RULES])
+            (["--synthetic-init=" + r for r in synthetic.INIT_RULES]
+             if synthetic_init else []))
         return art
 
     @classmethod
@@ -205,14 +225,14 @@ class DataParallel(unittest.TestCase):
                 for i in onnx.load(out).graph.initializer}
 
     def check(self, family, optimizer, placement, extra=(), tag="",
-              shard=False):
+              shard=False, synthetic_init=True):
         """1, 2 and 4 ranks to the same losses and weights; with `shard`
         the 2 and 4 rank plans shard their optimizer (--shard-optimizer)
         against the one rank's whole one."""
         results = {}
         for ranks in (1, 2, 4):
             art = self.compile_plan(family, ranks, optimizer, placement, tag,
-                                    extra, shard)
+                                    extra, shard, synthetic_init)
             log = art + ".jsonl"
             self.launch(ranks, art, STEPS, log)
             results[ranks] = (self.losses(log), self.weights(art), art,
@@ -280,6 +300,90 @@ class DataParallel(unittest.TestCase):
 
     def test_sharded_parameters_llama_adamw(self):
         self.check("llama", "adamw", "device", tag="-z3", shard="params")
+
+    def test_sharded_parameters_load_their_part_of_the_weights(self):
+        # The model's own weights (params.bin holds each whole; every rank
+        # loads its part of it), not weights generated at load.
+        self.check("gpt", "adamw", "device", tag="-z3-weights",
+                   shard="params", synthetic_init=False)
+        self.check("llama", "sgd", "ssd-all", tag="-z3-weights",
+                   shard="params", synthetic_init=False)
+
+    def test_sharded_parameters_and_states_in_host_memory_cpu_updates(self):
+        # Each rank's parameter shard and its states in host memory: the
+        # CPU updates the shard where it is stored, and the next step's
+        # gathers fetch it.
+        self.check("gpt", "adamw", "all-host-cpu-updates", tag="-z3",
+                   shard="params")
+        self.assertCpuUpdates("gpt", "adamw", "all-host-cpu-updates", "-z3")
+
+    def test_sharded_parameters_and_states_on_the_ssd(self):
+        self.check("llama", "adamw", "ssd-all", tag="-z3", shard="params")
+
+    def test_sharded_parameters_and_states_on_the_ssd_cpu_updates(self):
+        self.check("gpt", "sgd", "ssd-all-cpu-updates",
+                   ["--clip-grad-norm", "0.5", "--place-gradients", "device"],
+                   tag="-z3-clip", shard="params")
+        self.assertCpuUpdates("gpt", "sgd", "ssd-all-cpu-updates",
+                              "-z3-clip")
+
+    def test_sharded_parameters_accumulation_and_clipping(self):
+        self.check("llama", "momentum", "device",
+                   ["--accumulate", "2", "--clip-grad-norm", "0.5"],
+                   "-z3-acc", shard="params")
+
+    def test_sharded_parameters_keep_their_bf16_copies(self):
+        # Under mixed precision each rank's update writes its fp32 master
+        # shard and the bf16 copy of it, and the readers gather the bf16
+        # shards (half the bytes): the training of one rank's bf16 plan,
+        # within the ranks' reassociation (rounded to bf16 in the forward).
+        one = self.compile_plan("llama", 1, "adamw", "device", "-z3-bf16",
+                                ["--precision", "bf16"],
+                                synthetic_init=False)
+        self.launch(1, one, STEPS, one + ".jsonl")
+        want = self.losses(one + ".jsonl")
+        for ranks in (2, 4):
+            art = self.compile_plan("llama", ranks, "adamw", "device",
+                                    "-z3-bf16", ["--precision", "bf16"],
+                                    shard="params", synthetic_init=False)
+            info = run([tool("strata-inspect"), art]).stdout
+            self.assertIn("low-precision copies:", info)
+            ops = run([tool("strata-inspect"), art, "--ops"]).stdout
+            low = [l for l in ops.splitlines()
+                   if " unshard " in l and "bfloat16" in l]
+            self.assertGreater(len(low), 0)
+            self.launch(ranks, art, STEPS, art + ".jsonl")
+            got = self.losses(art + ".jsonl")
+            np.testing.assert_allclose(got, want, rtol=1e-4,
+                                       err_msg="%d ranks" % ranks)
+            self.assertNotEqual(got[0], got[-1])
+
+    def test_sharded_parameters_lomo_fused_into_the_backward_pass(self):
+        # LOMO's updates write each rank's stored shard as soon as its
+        # gradient's reduce-scatter is done, while the backward pass still
+        # reads the parameter through its gathered temporary.
+        self.check("llama", "lomo", "device", tag="-z3-lomo", shard="params")
+
+    def test_sharded_parameters_are_gathered_for_each_pass(self):
+        # Every rank stores 1/N of each trainable parameter; the whole one
+        # is gathered (on the comm queue) before the forward pass's
+        # readers and again before the backward pass's.
+        whole = self.compile_plan("gpt", 2, "adamw", "device", "-z3-size",
+                                  shard=True)
+        art = self.compile_plan("gpt", 4, "adamw", "device", "-z3-size",
+                                shard="params")
+
+        def params(path):
+            import re
+            info = run([tool("strata-inspect"), path]).stdout
+            return int(re.search(r"parameters: (\d+) trainable", info)[1])
+        self.assertLess(params(art), params(whole) // 4 + 4 * 40)
+        self.assertGreaterEqual(params(art), params(whole) // 4)
+        ops = run([tool("strata-inspect"), art, "--ops"]).stdout.splitlines()
+        unshard = [l for l in ops if " unshard " in l]
+        self.assertGreater(len(unshard), 0)
+        self.assertTrue(all("comm" in l for l in unshard), unshard[:3])
+        self.assertNotIn(" all_gather ", "\n".join(ops))
 
     def test_sharded_gpt_sgd(self):
         self.check("gpt", "sgd", "device", tag="-zero", shard=True)
@@ -369,13 +473,19 @@ class DataParallel(unittest.TestCase):
             l for l in ops.splitlines() if "grad" in l and "norm" not in l))
 
     def test_sharded_resume_and_mid_save_kill(self):
+        self.resume_and_mid_save_kill(True, "-zero-resume")
+
+    def test_sharded_parameters_resume_and_mid_save_kill(self):
+        # The same with each rank's parameter shards in its file too.
+        self.resume_and_mid_save_kill("params", "-z3-resume")
+
+    def resume_and_mid_save_kill(self, shard, tag):
         # Each rank writes its shard; rank 0's checkpoint.bin, last, makes
         # the step's checkpoint. Rank 0 killed in its third save (rank 1's
         # shard of step 3 written) leaves step 2's whole: resuming on the
         # same N continues bit for bit.
         shim = self.die_in_save_shim()
-        art = self.compile_plan("gpt", 2, "adamw", "ssd", "-zero-resume",
-                                shard=True)
+        art = self.compile_plan("gpt", 2, "adamw", "ssd", tag, shard=shard)
         whole = art + ".whole.jsonl"
         self.launch(2, art, 6, whole)
         ckdir = os.path.join(art, "checkpoint")
@@ -407,9 +517,10 @@ class DataParallel(unittest.TestCase):
         # Only step 6's shard is left beside rank 0's file.
         self.assertEqual(files(), ["checkpoint.bin",
                                    "checkpoint.bin.rank-1-of-2.step-6"])
-        # strata-export reads the parameters (whole on every rank) from
-        # rank 0's file: the weights of one rank's run.
-        one = self.compile_plan("gpt", 1, "adamw", "ssd", "-zero-resume")
+        # strata-export reads the parameters from rank 0's file (whole on
+        # every rank), or puts them together from every rank's (sharded):
+        # the weights of one rank's run.
+        one = self.compile_plan("gpt", 1, "adamw", "ssd", tag)
         self.launch(1, one, 6, one + ".jsonl")
         mine, theirs = self.weights(art), self.weights(one)
         for k in theirs:
@@ -429,19 +540,26 @@ class DataParallel(unittest.TestCase):
                   os.path.join(ckdir, "checkpoint.bin.rank-1-of-2.step-6"))
 
     def test_sharded_checkpoints_resume_on_another_number_of_ranks(self):
+        self.resume_on_another_number_of_ranks(True, "-zero-n")
+
+    def test_sharded_parameters_resume_on_another_number_of_ranks(self):
+        self.resume_on_another_number_of_ranks("params", "-z3-n")
+
+    def resume_on_another_number_of_ranks(self, shard, tag):
         # Two ranks' shards of step 3 taken up by name (--resume-by-name)
         # and re-sharded: by four sharded ranks, by one rank's whole
         # optimizer, and a whole one's by two sharded ranks; each then
         # trains steps 4 to 6 as one rank that never stopped.
-        one = self.compile_plan("gpt", 1, "adamw", "device", "-zero-n")
+        one = self.compile_plan("gpt", 1, "adamw", "device", tag)
         self.launch(1, one, 6, one + ".jsonl")
         want = self.losses(one + ".jsonl")[3:]
-        two = self.compile_plan("gpt", 2, "adamw", "ssd", "-zero-n",
-                                shard=True)
-        four = self.compile_plan("gpt", 4, "adamw", "host-cpu-updates",
-                                 "-zero-n", shard=True)
+        two = self.compile_plan("gpt", 2, "adamw", "ssd", tag, shard=shard)
+        four = self.compile_plan(
+            "gpt", 4, "adamw",
+            "all-host-cpu-updates" if shard == "params" else
+            "host-cpu-updates", tag, shard=shard)
         self.launch(2, two, 3, two + ".jsonl")
-        shards = os.path.join(ARGS.work, "zero-n-checkpoint")
+        shards = os.path.join(ARGS.work, tag[1:] + "-checkpoint")
 
         def resume(ranks, art, source):
             ckpt = shards + "-%d" % ranks
@@ -472,7 +590,7 @@ class DataParallel(unittest.TestCase):
                                    for r in (1, 2, 3)])
         self.assertEqual(shard_files(resume(1, one, os.path.join(
             two, "checkpoint"))), [])
-        whole = self.compile_plan("gpt", 1, "adamw", "device", "-zero-w")
+        whole = self.compile_plan("gpt", 1, "adamw", "device", tag + "-w")
         self.launch(1, whole, 3, whole + ".jsonl")
         resume(2, two, os.path.join(whole, "checkpoint"))
         # A shard of another step beside rank 0's file is named, not used.
@@ -523,7 +641,13 @@ class DataParallel(unittest.TestCase):
                 (["--data-parallel", "2", "--shard-optimizer", "--optimizer",
                   "adalomo"], "do not shard by elements"),
                 (["--data-parallel", "2", "--shard-optimizer", "--mode",
-                  "grad"], "--shard-optimizer")):
+                  "grad"], "--shard-optimizer"),
+                (["--shard-parameters"], "needs --data-parallel of 2 or more"),
+                (["--data-parallel", "2", "--shard-parameters", "--optimizer",
+                  "adalomo"], "without --shard-optimizer or "
+                 "--shard-parameters"),
+                (["--data-parallel", "2", "--shard-parameters", "--mode",
+                  "grad"], "--shard-parameters goes with --mode train")):
             r = subprocess.run([tool("strata-compile"), name, "-o", out] +
                                flags, capture_output=True, text=True)
             self.assertNotEqual(r.returncode, 0, flags)
@@ -603,9 +727,16 @@ class DataParallel(unittest.TestCase):
                       "it is of another model or optimizer", r.stderr)
 
     def test_a_killed_rank_stops_the_others_and_resume_matches(self):
+        self.killed_rank("-kill", shard=False)
+
+    def test_a_killed_sharded_parameters_rank_stops_the_others(self):
+        # Killed while the others wait in a parameter's gather.
+        self.killed_rank("-z3-kill", shard="params")
+
+    def killed_rank(self, tag, shard):
         import signal
         import time
-        art = self.compile_plan("gpt", 2, "adamw", "ssd", "-kill")
+        art = self.compile_plan("gpt", 2, "adamw", "ssd", tag, shard=shard)
         whole = art + ".whole.jsonl"
         self.launch(2, art, 6, whole)
         log = art + ".killed.jsonl"
@@ -746,10 +877,18 @@ class DataParallel(unittest.TestCase):
         self.assertIn("stopped answering", err)
 
     def test_python_ranks_train_as_strata_run(self):
+        self.python_ranks("-py", shard=False)
+
+    def test_python_ranks_with_sharded_parameters(self):
+        # Each rank's module loads its own part of the model's weights.
+        self.python_ranks("-z3-py", shard="params", synthetic_init=False)
+
+    def python_ranks(self, tag, shard, synthetic_init=True):
         python_dir = os.path.join(os.path.dirname(ARGS.bin), "python")
         if not os.path.isdir(os.path.join(python_dir, "strata")):
             self.skipTest("no Python bindings in this build (pybind11)")
-        art = self.compile_plan("llama", 2, "adamw", "device", "-py")
+        art = self.compile_plan("llama", 2, "adamw", "device", tag,
+                                shard=shard, synthetic_init=synthetic_init)
         want = art + ".cli.jsonl"
         self.launch(2, art, STEPS, want)
         out = art + ".py.json"
