@@ -41,8 +41,8 @@ A100 = ("profiles/a100-80g-768g-12nvme.profile", "78GiB", "700GiB")
 RTX4090 = ("profiles/rtx4090-768g-12nvme.profile", "22GiB", "700GiB")
 
 # (name, preset, batch, seq, machine[, ranks[, ranks a machine[,
-# sharded optimizer (True) or parameters ("params")]]]): batch is one rank's; every rank on one machine
-# and the optimizer whole unless told.
+# sharded optimizer (True) or parameters ("params")]]]): batch is one
+# rank's; every rank on one machine and nothing sharded unless told.
 CASES = [
     ("llama-7b", "llama-7b", 1, 2048, A100),
     ("llama-13b", "llama-13b", 1, 2048, A100),
