@@ -148,6 +148,22 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
                transferSeconds(storageBytes(from.getType()), tierOf(from),
                                /*read=*/true, *machine)});
       }
+      // A sharded parameter's gather is a fetch on the communication
+      // link, of its whole result, from wherever its shard was last
+      // written (ScheduleTransfers issues it ahead).
+      if (kernel && kernel.isKernel(artifact::Kernel::Unshard)) {
+        Operation *source = storedRoot(kernel.getInputs()[0]);
+        int64_t earliest = 0;
+        if (auto it = bufferOf.find(viewRoot(kernel.getInputs()[0]));
+            it != bufferOf.end())
+          earliest = buffers[it->second].start + 1;
+        else if (auto it = lastWrite.find(source); it != lastWrite.end())
+          earliest = it->second + 1;
+        fetches.push_back({buffers.size(), earliest});
+        if (timed)
+          timedFetches.push_back({buffers.size(), index, kCommLink,
+                                  kernelSeconds(kernel, *machine)});
+      }
       if (stored && kernel.getNumResults() == 0) {
         lastWrite[stored] = index;
         Value to = kernel.getInputs()[0];
@@ -221,7 +237,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       double start = std::max(before[d.at], free[d.link]);
       d.time = free[d.link] = start + d.seconds;
     }
-    double due[4];
+    double due[kCommLink + 1];
     std::fill(std::begin(due), std::end(due),
               std::numeric_limits<double>::infinity());
     for (Transfer &f : llvm::reverse(timedFetches)) {

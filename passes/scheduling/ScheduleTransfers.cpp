@@ -8,6 +8,13 @@
 // what is left. This pass records that point as `issue_after` (the index of
 // the kernel after which to issue; -1: at the start of the step).
 //
+// A sharded parameter's gather (`unshard`, on the communication queue) is
+// a fetch too: of the whole parameter from every rank's shard, issued as
+// early as its destination bytes and its shard allow, so that it runs
+// while the kernels before its readers compute (ZeRO stage 3's prefetch).
+// Every rank runs the same plan, so the ranks still issue their
+// collectives in one order.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -41,7 +48,8 @@ void strata::scheduleTransfers(func::FuncOp func,
       writesStored[i] = storedRoot(k.getInputs()[0]);
   }
   for (auto [i, k] : llvm::enumerate(kernels)) {
-    if (!isTransfer(k) || !k.isKernel(artifact::Kernel::Copy))
+    if (!(isTransfer(k) && k.isKernel(artifact::Kernel::Copy)) &&
+        !k.isKernel(artifact::Kernel::Unshard))
       continue;
     Operation *source = storedRoot(k.getInputs()[0]);
     // The latest kernel before it that conflicts; without one, the

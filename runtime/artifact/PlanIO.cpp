@@ -423,8 +423,9 @@ bool validatePlan(const Plan &plan, std::string &error) {
         return fail(where + " writes back from outside the device");
     }
   }
-  // A fetch scheduled ahead must not overtake anything that touches its
-  // destination or writes its source.
+  // A fetch scheduled ahead (a copy from host memory or the SSD, or a
+  // sharded parameter's gather) must not overtake anything that touches
+  // its destination or writes its source.
   std::vector<std::vector<ArenaRange>> reads, writes;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step &s = plan.steps[i];
@@ -437,7 +438,8 @@ bool validatePlan(const Plan &plan, std::string &error) {
         arenaAccesses(plan, plan.steps[k], reads[k], writes[k]);
     }
     std::string where = "step " + std::to_string(i);
-    bool fetch = isTransfer(plan, s) && s.kernel == Kernel::Copy;
+    bool fetch = (isTransfer(plan, s) && s.kernel == Kernel::Copy) ||
+                 s.kernel == Kernel::Unshard;
     if (!fetch || s.issueAfter < -1 || s.issueAfter >= static_cast<int64_t>(i))
       return fail(where + " is scheduled ahead but is not a fetch, or is "
                           "scheduled after itself");

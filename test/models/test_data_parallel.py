@@ -384,6 +384,9 @@ class DataParallel(unittest.TestCase):
         self.assertGreater(len(unshard), 0)
         self.assertTrue(all("comm" in l for l in unshard), unshard[:3])
         self.assertNotIn(" all_gather ", "\n".join(ops))
+        # Issued ahead of their readers (prefetched), most of them.
+        ahead = [l for l in unshard if "[issued " in l]
+        self.assertGreater(len(ahead), len(unshard) // 2, unshard[:6])
 
     def test_sharded_gpt_sgd(self):
         self.check("gpt", "sgd", "device", tag="-zero", shard=True)

@@ -187,6 +187,57 @@ TEST(Plan, FetchesScheduledAheadMustNotOvertakeConflicts) {
   EXPECT_NE(error.find("not a fetch"), std::string::npos) << error;
 }
 
+// A sharded parameter's gather (unshard) of s (the parameter region) into
+// [64, 96): step 0 updates s (update_sgd with gradient g), step 1 writes
+// [0, 32), step 2 gathers, step 3 reads it.
+Plan unshardPlan(int64_t issueAfter) {
+  Plan p;
+  p.arenaBytes = 256;
+  p.paramsBytes = 64;
+  p.paramsFileBytes = 4096;
+  p.slots.push_back({"s", DType::F32, {4}, Region::Params, 0, 16});
+  p.slots.push_back({"g", DType::F32, {4}, Region::Arena, 128, 16});
+  p.slots.push_back({"x", DType::F32, {8}, Region::Arena, 0, 32});
+  p.slots.push_back({"w", DType::F32, {8}, Region::Arena, 64, 32});
+  p.slots.push_back({"y", DType::F32, {8}, Region::Arena, 192, 32});
+  p.inputs.push_back({"g", 1});
+  p.inputs.push_back({"x", 2});
+  p.outputs.push_back({"y", 4});
+  p.params.push_back({"s", 0, 0, 0, 16, 0});
+  Step update, exp, gather, mul;
+  update.kernel = Kernel::UpdateSgd;
+  update.inputs = {0, 1};
+  update.ints = {1};
+  update.floats = {0.1, 0.0};
+  exp.kernel = Kernel::Exp;
+  exp.inputs = {2};
+  exp.outputs = {2};
+  gather.kernel = Kernel::Unshard;
+  gather.inputs = {0};
+  gather.outputs = {3};
+  gather.ints = {2};
+  gather.issueAfter = issueAfter;
+  mul.kernel = Kernel::Mul;
+  mul.inputs = {2, 3};
+  mul.outputs = {4};
+  p.steps = {update, exp, gather, mul};
+  scheduleSteps(p);
+  return p;
+}
+
+TEST(Plan, UnshardsScheduledAheadMustNotOvertakeTheirShardsUpdate) {
+  std::string error;
+  // After the update of its shard: ahead of step 1, whose bytes it does
+  // not touch.
+  EXPECT_TRUE(validatePlan(unshardPlan(0), error)) << error;
+  EXPECT_TRUE(validatePlan(unshardPlan(kInProgramOrder), error)) << error;
+  // Before it: it would gather the shard's old values.
+  EXPECT_FALSE(validatePlan(unshardPlan(-1), error));
+  EXPECT_NE(error.find("(fetch of 's') is scheduled before step 0"),
+            std::string::npos)
+      << error;
+}
+
 TEST(Kernel, NamesRoundTrip) {
   for (uint16_t k = 1; k < static_cast<uint16_t>(Kernel::NumKernels); ++k) {
     Kernel kernel;
