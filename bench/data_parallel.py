@@ -5,11 +5,14 @@ pass hides (from rank 0's trace: the share of the comm track's time during
 which the compute track was busy), and the step against one process on the
 same global batch; and the same with the optimizer sharded over the ranks
 (--shard-optimizer: reduce-scatters and all-gathers instead of
-all-reduces, 1/N of the states a rank).
+all-reduces, 1/N of the states a rank) and the parameters too
+(--shard-parameters: 1/N of them a rank, gathered before each pass's
+readers).
 
 Compiles a GPT-2 of width --dim and --layers layers for one process on the
 global batch (--batch rows of 64 tokens) and for --ranks ranks on
---batch / --ranks rows each (whole and sharded optimizer), AdamW,
+--batch / --ranks rows each (whole, sharded optimizer, sharded
+parameters), AdamW,
 everything in memory. Runs each for
 --steps steps, --repeat interleaved rounds; prints a Markdown table of the
 medians. On one machine the ranks share its cores: this measures the
@@ -44,7 +47,9 @@ def mpi_env():
 def compile_plan(bin_dir, model, rows, art, ranks, profile, shard=False):
     shutil.rmtree(art, ignore_errors=True)
     flags = ["--data-parallel", str(ranks)] if ranks > 1 else []
-    if shard:
+    if shard == "params":
+        flags.append("--shard-parameters")
+    elif shard:
         flags.append("--shard-optimizer")
     r = subprocess.run([os.path.join(bin_dir, "strata-compile"), model,
                         "--input-shape", "input_ids=%dx64" % rows,
@@ -57,9 +62,11 @@ def compile_plan(bin_dir, model, rows, art, ranks, profile, shard=False):
     info = subprocess.run([os.path.join(bin_dir, "strata-inspect"), art],
                           capture_output=True, text=True).stdout
     states = re.search(r"([\d]+) optimizer-state elements", info)
+    params = re.search(r"parameters: (\d+) trainable", info)
     return (float(re.search(r"predicted step time: ([\d.]+) ms",
                             manifest).group(1)) / 1e3,
-            int(states.group(1)) if states else 0)
+            int(states.group(1)) if states else 0,
+            int(params.group(1)) if params else 0)
 
 
 def run(bin_dir, art, ranks, data, steps, trace):
@@ -105,7 +112,8 @@ def main():
     n = args.ranks
     plans = {(1, False): os.path.join(work, "one.strata"),
              (n, False): os.path.join(work, "n%d.strata" % n),
-             (n, True): os.path.join(work, "n%d-zero.strata" % n)}
+             (n, True): os.path.join(work, "n%d-zero.strata" % n),
+             (n, "params"): os.path.join(work, "n%d-z3.strata" % n)}
     compiled = {k: compile_plan(bin_dir, model, args.batch // k[0], art, k[0],
                                 profile, k[1]) for k, art in plans.items()}
     steps = {k: [] for k in plans}
@@ -120,27 +128,32 @@ def main():
     total = {k: statistics.median(c[0] for c in v) / args.steps
              for k, v in comm.items()}
     hidden = {k: statistics.median(c[1] for c in v) for k, v in comm.items()}
-    whole, zero = (n, False), (n, True)
+    cols = [(1, False), (n, False), (n, True), (n, "params")]
+
+    def row(label, fmt, value):
+        return "| %s | %s |" % (label, " | ".join(
+            "-" if value(k) is None else fmt % value(k) for k in cols))
     lines = [
         "Command: `bench/data_parallel.py %s` (CPU backend, 2-core "
         "development machine; the ranks share its cores)\n" %
         " ".join(sys.argv[1:]),
-        "| | one process | %d ranks | %d ranks, --shard-optimizer |" % (n, n),
-        "|---|---:|---:|---:|",
+        "| | one process | %d ranks | %d ranks, --shard-optimizer | %d "
+        "ranks, --shard-parameters |" % (n, n, n),
+        "|---|---:|---:|---:|---:|",
         "| model | GPT-2 d%d L%d, AdamW, global batch %dx64 | %d rows a "
-        "rank | %d rows a rank |" % (args.dim, args.layers, args.batch,
-                                     args.batch // n, args.batch // n),
-        "| optimizer-state elements a rank | %d | %d | %d |" % (
-            compiled[(1, False)][1], compiled[whole][1], compiled[zero][1]),
-        "| predicted step | %.3f s | %.3f s | %.3f s |" % (
-            compiled[(1, False)][0], compiled[whole][0], compiled[zero][0]),
-        "| measured step (median of %d rounds) | %.3f s | %.3f s | %.3f s |"
-        % (args.repeat, statistics.median(steps[(1, False)]),
-           statistics.median(steps[whole]), statistics.median(steps[zero])),
-        "| collective time per step (rank 0) | - | %.3f s | %.3f s |" % (
-            total[whole], total[zero]),
-        "| of it while the compute track was busy | - | %.0f%% | %.0f%% |" % (
-            100 * hidden[whole], 100 * hidden[zero]),
+        "rank | %d rows a rank | %d rows a rank |" % (
+            args.dim, args.layers, args.batch, args.batch // n,
+            args.batch // n, args.batch // n),
+        row("parameter elements a rank", "%d", lambda k: compiled[k][2]),
+        row("optimizer-state elements a rank", "%d",
+            lambda k: compiled[k][1]),
+        row("predicted step", "%.3f s", lambda k: compiled[k][0]),
+        row("measured step (median of %d rounds)" % args.repeat, "%.3f s",
+            lambda k: statistics.median(steps[k])),
+        row("collective time per step (rank 0)", "%.3f s",
+            lambda k: total.get(k)),
+        row("of it while the compute track was busy", "%.0f%%",
+            lambda k: 100 * hidden[k] if k in hidden else None),
     ]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -26,6 +26,18 @@
 //   %ws = shard(%w)  store(%wh, %ws)  store(%gs, %g)  update(%wh, %gs, %m)
 //   %wf = copy(%wh)  all_gather(%w, %wf)
 //
+// A sharded parameter (--shard-parameters) stored on the device is this
+// rank's shard itself: it (and its low-precision copy's shard, also
+// stored on the device) goes to host memory the same way and is written
+// back once the CPU job has run:
+//
+//   update(%ws, %g, %m)
+//
+// becomes
+//
+//   store(%wh, %ws)  store(%gs, %g)  update(%wh, %gs, %m)
+//   %wf = copy(%wh)  assign(%ws, %wf)
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Strata/StrataDialect.h"
@@ -75,6 +87,10 @@ struct Candidate {
   /// A sharded update: the kernel that copies this rank's shard of the
   /// parameter out (its operand 0) and the all-gather that puts it back.
   exec::KernelOp shard, gather;
+  /// Or the update of a sharded parameter stored on the device: the
+  /// operands (the parameter's shard, its low-precision copy's) that are
+  /// stored shards on the device, written back after the CPU job.
+  SmallVector<std::pair<unsigned, Value>, 2> deviceShards;
   std::string blocked;
   /// Device kernels of the backward pass follow it; its scale is computed
   /// after the backward pass.
@@ -108,6 +124,13 @@ Candidate examine(exec::KernelOp update) {
     Operation *root = copy && copy.isKernel(artifact::Kernel::Copy)
                           ? storedRoot(copy.getInputs()[0])
                           : nullptr;
+    if (auto p = v.getDefiningOp<exec::ParamOp>();
+        p && p.getShardRanks() && p.getTier() == exec::Tier::Device &&
+        (i == 0 || static_cast<int>(i) == at.low)) {
+      // Nothing but this update writes it; its gathers read it before.
+      c.deviceShards.push_back({i, v});
+      continue;
+    }
     if (i == 0 && copy && copy.isKernel(artifact::Kernel::Shard)) {
       // Its readers: this update, then the all-gather alone.
       for (Operation *user : copy->getUsers()) {
@@ -210,11 +233,15 @@ void costs(const Candidate &c, const MachineProfile &m, double &device,
   cpu = transferSeconds(grad, exec::Tier::Host, false, m) +
         cpuUpdateSeconds(update, m);
   // A sharded parameter's shard goes to host memory and comes back.
-  if (c.shard) {
-    double shard = storageBytes(update.getInputs()[0].getType());
+  auto roundTrip = [&](Value v) {
+    double shard = storageBytes(v.getType());
     cpu += transferSeconds(shard, exec::Tier::Host, false, m) +
            transferSeconds(shard, exec::Tier::Host, true, m);
-  }
+  };
+  if (c.shard)
+    roundTrip(update.getInputs()[0]);
+  for (auto [i, v] : c.deviceShards)
+    roundTrip(v);
 }
 
 /// How many host buffers of one tensor type gradients land in at least,
@@ -392,6 +419,8 @@ struct Offloader {
         if (c->shard)
           scales += artifact::pagePadded(
               storageBytes(c->update.getInputs()[0].getType()));
+        for (auto [i, v] : c->deviceShards)
+          scales += artifact::pagePadded(storageBytes(v.getType()));
         if (mode == "auto" && host + land.bytesAfter[fit] + scales > hostBudget)
           break;
       }
@@ -505,6 +534,7 @@ struct Offloader {
       // A sharded update's shard is a fresh copy each step: its
       // speculative run would need the copy first (not yet).
       if (c->accumulated || c->scale < 0 || c->shard ||
+          !c->deviceShards.empty() ||
           (!u.isKernel(Kernel::UpdateSgd) &&
            !u.isKernel(Kernel::UpdateMomentum) &&
            !u.isKernel(Kernel::UpdateAdamW)) ||
@@ -568,6 +598,8 @@ struct Offloader {
       jobOf.push_back(job);
       bytes += cpuUpdateBytes(c->update);
       own.insert(c->update);
+      for (auto [i, v] : c->deviceShards)
+        stored.insert(v);
       for (Fetched &f : c->fetched) {
         stored.insert(f.stored);
         own.insert(f.copy);
@@ -628,16 +660,21 @@ struct Offloader {
       SmallVector<Value> operands(u.getInputs().begin(), u.getInputs().end());
       for (Fetched &f : c->fetched)
         operands[f.input] = f.stored;
-      if (c->shard) {
-        // This rank's shard of the parameter, to host memory beside its
-        // gradient (its own buffer: it is read again by the fetch that
-        // the all-gather reads).
-        Value ws = operands[0];
+      // This rank's shard of the parameter (and of its low-precision
+      // copy), to host memory beside its gradient (its own buffer: it is
+      // read again by the fetch that the all-gather reads, or that is
+      // written back).
+      auto toHost = [&](unsigned i) {
+        Value ws = operands[i];
         Value wh =
             hostSpace(ws, "cpu-update.shard." + std::to_string(shardCount++));
         createTransfer(b, u.getLoc(), artifact::Kernel::Store, {}, {wh, ws});
-        operands[0] = wh;
-      }
+        operands[i] = wh;
+      };
+      if (c->shard)
+        toHost(0);
+      for (auto [i, v] : c->deviceShards)
+        toHost(i);
       if (c->speculateAfter) {
         // Its own landing buffer, stored as soon as the gradient is final
         // and read again by the redo.
@@ -696,15 +733,25 @@ struct Offloader {
       lastOfJob[job] = m;
     llvm::DenseMap<Operation *, Operation *> gathersAfter;
     for (auto [c, job, m] : llvm::zip(chosen, jobOf, moved)) {
-      if (!c->shard)
+      if (!c->shard && c->deviceShards.empty())
         continue;
       Operation *&at = gathersAfter[lastOfJob[job]];
       OpBuilder gb(body.getParentOp()->getContext());
       gb.setInsertionPointAfter(at ? at : lastOfJob[job].getOperation());
-      Value back =
-          createTransfer(gb, c->gather.getLoc(), artifact::Kernel::Copy,
-                         {m.getInputs()[0].getType()}, {m.getInputs()[0]})
-              ->getResult(0);
+      auto fetchBack = [&](unsigned i) {
+        Value from = m.getInputs()[i];
+        return createTransfer(gb, m.getLoc(), artifact::Kernel::Copy,
+                              {from.getType()}, {from})
+            ->getResult(0);
+      };
+      if (!c->shard) {
+        // The stored shards take the updated values.
+        for (auto [i, v] : c->deviceShards)
+          at = createTransfer(gb, m.getLoc(), artifact::Kernel::Assign, {},
+                              {v, fetchBack(i)});
+        continue;
+      }
+      Value back = fetchBack(0);
       c->gather->moveAfter(back.getDefiningOp());
       c->gather.getInputsMutable()[1].set(back);
       at = c->gather;

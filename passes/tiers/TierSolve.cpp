@@ -147,6 +147,11 @@ constexpr Config kConfigs[] = {
     {"host, states on the SSD, CPU updates", kH, kH, kS, true},
     {"SSD, low copies on the host, CPU updates", kS, kH, kS, true},
     {"SSD, CPU updates", kS, kS, kS, true},
+    // Masters on the device and CPU updates: only where updates work on
+    // this rank's shard (--shard-optimizer, --shard-parameters), which
+    // goes to host memory beside its gradient and comes back.
+    {"states on the host, CPU updates", kD, kD, kH, true},
+    {"states on the SSD, CPU updates", kD, kD, kS, true},
 };
 constexpr unsigned kNumConfigs = std::size(kConfigs);
 
@@ -425,6 +430,14 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   }
   // Step 2: each type's configurations, one per distinct placement.
   bool cpuAllowed = placeUpdates == "auto";
+  // The CPU updates a parameter on the device only through this rank's
+  // shard of it: a sharded parameter, or the shard copy a sharded
+  // optimizer's update works on (OffloadOptimizer).
+  bool cpuUpdatesDeviceMasters =
+      llvm::any_of(all, [](exec::ParamOp p) { return p.getShardRanks(); }) ||
+      llvm::any_of(body.getOps<exec::KernelOp>(), [](exec::KernelOp k) {
+        return k.isKernel(artifact::Kernel::Shard);
+      });
   for (GroupType &t : types) {
     const Group &g = groups[t.groups.front()];
     bool hasMaster = llvm::any_of(
@@ -433,7 +446,8 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     for (unsigned c = 0; c < kNumConfigs; ++c) {
       const Config &cfg = kConfigs[c];
       bool ssd = cfg.master == kS || cfg.low == kS || cfg.state == kS;
-      if ((ssd && !hasSsd) || (cfg.cpu && (!cpuAllowed || !hasMaster)))
+      if ((ssd && !hasSsd) || (cfg.cpu && (!cpuAllowed || !hasMaster)) ||
+          (cfg.cpu && cfg.master == kD && !cpuUpdatesDeviceMasters))
         continue;
       std::string placed;
       for (unsigned i : g.params)

@@ -212,3 +212,45 @@ func.func @sharded_update() {
   exec.kernel "all_gather"(%w, %ws) {ints = array<i64: 2>} : (tensor<4x4xf32>, tensor<8xf32>) -> ()
   return
 }
+
+// -----
+
+// Tests that the update of a sharded parameter (--shard-parameters) stored
+// on the device, with its state in host memory, moves to the CPU: the
+// stored shard and its bf16 copy's shard go to host buffers of their own
+// beside the gradient's, the CPU updates them there, and each is fetched
+// back and assigned to its stored shard after the CPU job.
+// CHECK-LABEL: func.func @sharded_parameter_update
+// CHECK-DAG: %[[WH:.+]] = exec.swap_space "cpu-update.shard.0" {tier = #exec.tier<host>} : tensor<8xf32>
+// CHECK-DAG: %[[LH:.+]] = exec.swap_space "cpu-update.shard.1" {tier = #exec.tier<host>} : tensor<8xbf16>
+// CHECK-DAG: %[[GS:.+]] = exec.swap_space "cpu-update.grad.0" {tier = #exec.tier<host>} : tensor<8xf32>
+// CHECK-DAG: %[[W:.+]] = exec.param "w" trainable {{.*}}shard_ranks = 2
+// CHECK-DAG: %[[L:.+]] = exec.param "w.bf16" {{.*}}shard_ranks = 2
+// CHECK-DAG: %[[M:.+]] = exec.param "w.m" state
+// CHECK: exec.kernel "store"(%[[WH]], %[[W]])
+// CHECK-NEXT: exec.kernel "store"(%[[LH]], %[[L]])
+// CHECK-NEXT: exec.kernel "store"(%[[GS]], %{{.+}})
+// CHECK-NEXT: exec.kernel "update_momentum"(%[[WH]], %[[GS]], %[[M]], %[[LH]])
+// CHECK-NEXT: %[[WB:.+]] = exec.kernel "copy"(%[[WH]])
+// CHECK-NEXT: exec.kernel "assign"(%[[W]], %[[WB]])
+// CHECK-NEXT: %[[LB:.+]] = exec.kernel "copy"(%[[LH]])
+// CHECK-NEXT: exec.kernel "assign"(%[[L]], %[[LB]])
+// CHECK-NEXT: return
+// DEVICE-LABEL: func.func @sharded_parameter_update
+// DEVICE: %[[W:.+]] = exec.param "w" trainable
+// DEVICE: exec.kernel "update_momentum"(%[[W]], %{{.+}}, %{{.+}}, %{{.+}}) {floats
+func.func @sharded_parameter_update() {
+  %x = exec.input "x" : tensor<2x4xf32>
+  %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>, shard_ranks = 2 : i64} : tensor<8xf32>
+  %l = exec.param "w.bf16" {value = dense<1.0> : tensor<4x4xbf16>, copy_of = "w", shard_ranks = 2 : i64} : tensor<8xbf16>
+  %m = exec.param "w.m" state {tier = #exec.tier<host>, value = dense<0.0> : tensor<8xf32>} : tensor<8xf32>
+  %ww = exec.kernel "unshard"(%l) {ints = array<i64: 2>} : (tensor<8xbf16>) -> tensor<4x4xbf16>
+  %y = exec.kernel "matmul"(%x, %ww) : (tensor<2x4xf32>, tensor<4x4xbf16>) -> tensor<2x4xf32>
+  %gw = exec.kernel "matmul"(%x, %y) {ints = array<i64: 1, 0>, strata.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %gs = exec.kernel "reduce_scatter"(%gw) {ints = array<i64: 2>, strata.backward} : (tensor<4x4xf32>) -> tensor<8xf32>
+  %fm = exec.kernel "copy"(%m) : (tensor<8xf32>) -> tensor<8xf32>
+  // expected-remark @below {{1 of 1 updates run on the CPU; 0 overlap the backward pass}}
+  exec.kernel "update_momentum"(%w, %gs, %fm, %l) {floats = array<f64: 0.1, 0.9, 0.0>, ints = array<i64: 1, 1>} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>) -> ()
+  exec.kernel "assign"(%m, %fm) : (tensor<8xf32>, tensor<8xf32>) -> ()
+  return
+}

@@ -317,6 +317,37 @@ class DataParallel(unittest.TestCase):
                    shard="params")
         self.assertCpuUpdates("gpt", "adamw", "all-host-cpu-updates", "-z3")
 
+    def test_sharded_parameters_on_the_device_with_cpu_updates(self):
+        # Parameter shards on the device, states in host memory: each shard
+        # goes to host memory beside its gradient, the CPU updates it, and
+        # it is written back into the stored shard.
+        self.check("llama", "adamw", "host-cpu-updates", tag="-z3",
+                   shard="params")
+        self.assertCpuUpdates("llama", "adamw", "host-cpu-updates", "-z3")
+        art = os.path.join(ARGS.work, "llama-adamw-host-cpu-updates-n2-z3"
+                           ".strata")
+        ops = run([tool("strata-inspect"), art, "--ops"]).stdout
+        self.assertIn(" assign ", ops)
+
+    def test_sharded_parameters_cpu_updates_write_their_bf16_copies(self):
+        # Under bf16 the CPU writes the master's shard and its bf16 copy's,
+        # both written back to the device: the training of one rank's
+        # bf16 plan with its updates on the CPU.
+        flags = ["--precision", "bf16"]
+        one = self.compile_plan("gpt", 1, "adamw", "all-host-cpu-updates",
+                                "-z3-bf16-cpu", flags, synthetic_init=False)
+        self.launch(1, one, STEPS, one + ".jsonl")
+        want = self.losses(one + ".jsonl")
+        for ranks in (2, 4):
+            art = self.compile_plan("gpt", ranks, "adamw", "host-cpu-updates",
+                                    "-z3-bf16-cpu", flags, shard="params",
+                                    synthetic_init=False)
+            self.launch(ranks, art, STEPS, art + ".jsonl")
+            np.testing.assert_allclose(self.losses(art + ".jsonl"), want,
+                                       rtol=1e-4, err_msg="%d ranks" % ranks)
+        self.assertCpuUpdates("gpt", "adamw", "host-cpu-updates",
+                              "-z3-bf16-cpu")
+
     def test_sharded_parameters_and_states_on_the_ssd(self):
         self.check("llama", "adamw", "ssd-all", tag="-z3", shard="params")
 
