@@ -423,8 +423,10 @@ bool wholeFromFiles(const std::vector<Source> &files, const std::string &name,
 /// k's. False with `error` naming the first missing or bad one (the files
 /// opened so far stay in `files`, for the caller to close).
 bool openOtherRanks(std::vector<Source> &files, std::string &error) {
-  const Header &h = files.front().h;
+  // Copies: files grows below, which moves files[0].
+  const Header h = files.front().h;
   const std::string path = files.front().path;
+  files.reserve(h.shardRanks);
   for (uint32_t k = 1; k < h.shardRanks; ++k) {
     files.emplace_back();
     Source &other = files.back();
