@@ -738,16 +738,17 @@ struct Offloader {
       Operation *&at = gathersAfter[lastOfJob[job]];
       OpBuilder gb(body.getParentOp()->getContext());
       gb.setInsertionPointAfter(at ? at : lastOfJob[job].getOperation());
+      exec::KernelOp update = m; // (A lambda cannot capture a binding.)
       auto fetchBack = [&](unsigned i) {
-        Value from = m.getInputs()[i];
-        return createTransfer(gb, m.getLoc(), artifact::Kernel::Copy,
+        Value from = update.getInputs()[i];
+        return createTransfer(gb, update.getLoc(), artifact::Kernel::Copy,
                               {from.getType()}, {from})
             ->getResult(0);
       };
       if (!c->shard) {
         // The stored shards take the updated values.
         for (auto [i, v] : c->deviceShards)
-          at = createTransfer(gb, m.getLoc(), artifact::Kernel::Assign, {},
+          at = createTransfer(gb, update.getLoc(), artifact::Kernel::Assign, {},
                               {v, fetchBack(i)});
         continue;
       }
