@@ -10,7 +10,9 @@ killed mid-run or mid-save stops the job (and --resume continues as if it
 had not, with the same or another number of ranks), a hung one stops it
 within STRATA_COMM_TIMEOUT. With --shard-optimizer each rank keeps its
 shard of the optimizer states (reduce-scatter, sharded update, all-gather)
-and writes its own checkpoint file, to the same training.
+and writes its own checkpoint file, to the same training; with
+--shard-parameters its shard of the parameters too, gathered before each
+pass's readers.
 
 Skipped (not passed) where mpirun or the build's MPI is missing.
 
@@ -227,8 +229,9 @@ class DataParallel(unittest.TestCase):
     def check(self, family, optimizer, placement, extra=(), tag="",
               shard=False, synthetic_init=True):
         """1, 2 and 4 ranks to the same losses and weights; with `shard`
-        the 2 and 4 rank plans shard their optimizer (--shard-optimizer)
-        against the one rank's whole one."""
+        the 2 and 4 rank plans shard their optimizer (True:
+        --shard-optimizer) or their parameters too ("params":
+        --shard-parameters) against the one rank's whole ones."""
         results = {}
         for ranks in (1, 2, 4):
             art = self.compile_plan(family, ranks, optimizer, placement, tag,
