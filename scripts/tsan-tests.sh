@@ -8,8 +8,8 @@
 #   - the Python bindings' suite, with the sanitizer runtime preloaded into
 #     the interpreter (the models are compiled by the regular build's
 #     strata-compile, given as the first argument),
-#   - speculative CPU updates with exact clipping (test_train.py, on the
-#     sanitized strata-run),
+#   - speculative CPU updates with exact clipping, and CPU jobs through
+#     three staging areas (test_train.py, on the sanitized strata-run),
 #   - data-parallel training of 2 and 4 ranks over MPI (test_data_parallel.py,
 #     on the sanitized strata-run),
 #   - the tier planner's parallel searches, in a sanitized strata-compile
@@ -87,7 +87,8 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
 # Speculative CPU updates (exact clipping) under the sanitized strata-run:
 # the CPU queue, the SSD queues and the redo decisions between them.
 run speculative-updates /usr/bin/python3 test/models/test_train.py \
-  --bin "$TOOLS" --work "$WORK/train" -k test_speculative
+  --bin "$TOOLS" --work "$WORK/train" -k test_speculative \
+  -k test_three_cpu_staging
 
 # Data parallel over MPI under the sanitized strata-run: every rank's
 # communication queue beside its compute and host queues, the trainer's

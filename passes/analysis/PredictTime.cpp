@@ -116,10 +116,26 @@ struct PredictTimePass
       return bytes;
     };
     // The CPU job the position is in ends before this position; its SSD
-    // write-back's seconds; when each of the two staging areas is free
-    // (its last job written back), and the one the next job takes.
+    // write-back's seconds; when each of the staging areas is free (its
+    // last job written back), and the one the next job takes.
     size_t jobStart = 0, jobEnd = 0, area = 0;
-    double jobWrite = 0, areaFree[2] = {0, 0};
+    double jobWrite = 0, areaFree[artifact::kCpuStagingAreas] = {};
+    // As many areas as the runtime gives the plan: from its largest job's
+    // staged bytes and its host region (artifact::cpuStagingAreas).
+    uint64_t largestJob = 0;
+    for (size_t pos = 0; pos < n;) {
+      if (!onCpu(ordering.order[pos])) {
+        ++pos;
+        continue;
+      }
+      size_t to = artifact::cpuJobEnd(ordering.order, pos, onCpu, staged);
+      uint64_t bytes = 0;
+      for (; pos < to; ++pos)
+        bytes += staged(ordering.order[pos]);
+      largestJob = std::max(largestJob, bytes);
+    }
+    size_t areas =
+        artifact::cpuStagingAreas(largestJob, exec::regionSizes(func).host);
     // The predicted schedule, [queue, step, start us, end us] per span, for
     // the plan (artifact::PredictedSpan) and the HTML report.
     SmallVector<double> spans;
@@ -166,7 +182,7 @@ struct PredictTimePass
           for (size_t p = pos; p < jobEnd; ++p)
             start = waited(ordering.order[p], start);
           if (read > 0) {
-            area = 1 - area;
+            area = (area + 1) % areas;
             double from = std::max({queueFree[0], clock, areaFree[area]});
             queueFree[0] = from + read;
             span(artifact::Queue::SsdRead, i, from, queueFree[0]);

@@ -35,8 +35,31 @@ std::vector<size_t> issueOrder(const std::vector<int64_t> &issueAfter);
 std::vector<size_t> issueOrder(const Plan &plan);
 
 /// The most bytes of SSD operands a CPU job stages in host memory (its
-/// first update's alone may be more); the runtime stages two jobs at once.
+/// first update's alone may be more); the runtime stages kCpuStagingAreas
+/// jobs at once.
 constexpr uint64_t kCpuJobMaxStagedBytes = uint64_t(64) << 20;
+
+/// The runtime stages the SSD operands of up to this many CPU jobs at a
+/// time, in areas taken in turn: a job's reads start once the job that
+/// many before it is written back (cpuStagingAreas says how many a plan
+/// gets).
+constexpr size_t kCpuStagingAreas = 3;
+
+/// How many staging areas (2 or kCpuStagingAreas) the runtime gives a
+/// plan whose largest CPU job stages `stagingBytes` and whose host region
+/// is `hostBytes`. With two, the CPU idles whenever a job's write-back and
+/// the next but one's read take longer than the job between them: a third
+/// of the CPU's time in GPT-3 175B's predicted backward pass on the RTX
+/// 4090 profile (fourth areas gained nothing more there). A third area
+/// costs host memory the budgets do not count, so it is taken only where
+/// all of them are at most a sixteenth of the host memory the plan holds
+/// anyway; small plans under tight budgets keep two.
+inline size_t cpuStagingAreas(uint64_t stagingBytes, uint64_t hostBytes) {
+  return stagingBytes > 0 &&
+                 stagingBytes <= hostBytes / (16 * kCpuStagingAreas)
+             ? kCpuStagingAreas
+             : 2;
+}
 
 /// CPU-queue steps that follow one another in issue order run as one CPU
 /// job, with one hand-off for all of them, once every step any of them
@@ -67,13 +90,13 @@ struct CpuJobSpan {
   uint64_t ssdBytes;
 };
 
-/// The plan's CPU jobs in `order` (cpuJobEnd): the runtime stages two
-/// jobs' SSD operands at a time, so its host memory for them is twice the
-/// largest `ssdBytes`.
+/// The plan's CPU jobs in `order` (cpuJobEnd): the runtime stages
+/// kCpuStagingAreas jobs' SSD operands at a time, so its host memory for
+/// them is that many times the largest `ssdBytes`.
 std::vector<CpuJobSpan> cpuJobs(const Plan &plan,
                                 const std::vector<size_t> &order);
 
-/// The bytes of one of the runtime's two staging areas for `jobs`: the
+/// The bytes of one of the runtime's staging areas for `jobs`: the
 /// largest job's `ssdBytes`.
 uint64_t cpuStagingBytes(const std::vector<CpuJobSpan> &jobs);
 

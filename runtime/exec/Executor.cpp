@@ -7,6 +7,7 @@
 #include "runtime/exec/BackendRegistry.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace strata::runtime {
@@ -189,18 +190,36 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
   for (size_t j = 0; j < cpuJobs_.size(); ++j)
     cpuJobAt_[cpuJobs_[j].from] = j + 1;
   uint64_t staging = artifact::cpuStagingBytes(cpuJobs_);
+  cpuStagingAreas_ = artifact::cpuStagingAreas(staging, plan.hostBytes);
+  // Test hook: STRATA_CPU_STAGING_AREAS=N (2 up to kCpuStagingAreas) takes
+  // N areas whatever the plan's sizes, so that the suites run every count
+  // on models small enough that the rule gives them two.
+  if (const char *v = std::getenv("STRATA_CPU_STAGING_AREAS")) {
+    char *end = nullptr;
+    unsigned long areas = std::strtoul(v, &end, 10);
+    if (end == v || *end || areas < 2 || areas > artifact::kCpuStagingAreas) {
+      error = "STRATA_CPU_STAGING_AREAS must be 2 to " +
+              std::to_string(artifact::kCpuStagingAreas) + ", not '" + v +
+              "'";
+      return false;
+    }
+    cpuStagingAreas_ = areas;
+  }
   if (staging > 0)
-    for (auto &area : cpuStaging_) {
+    for (size_t a = 0; a < cpuStagingAreas_; ++a) {
+      artifact::AlignedBuffer &area = cpuStaging_[a];
       area = artifact::AlignedBuffer(staging);
       if (!area.valid()) {
-        error = "cannot allocate the two " + std::to_string(staging) +
+        error = "cannot allocate the " + std::to_string(cpuStagingAreas_) +
+                " " +
+                std::to_string(staging) +
                 "-byte host areas that stage the SSD tensors of optimizer "
                 "updates on the CPU";
         return false;
       }
     }
   // Each step's event, then the staging areas' (stagedEvent).
-  backend_->setEventCount(n + 6);
+  backend_->setEventCount(n + 3 * artifact::kCpuStagingAreas);
   backend_->setTrace(trace_);
   if (!arena_.reserve(*backend_, plan.arenaBytes, options.deviceBudget, error))
     return false;
@@ -237,9 +256,10 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
     std::vector<std::pair<void *, uint64_t>> areas;
     if (backend_->deviceIsHost())
       areas.push_back({arena_.base(), arena_.size()});
-    for (auto *group : {&staging_, &cpuStaging_})
-      for (auto &area : *group)
-        areas.push_back({area.data(), area.size()});
+    for (auto &area : staging_)
+      areas.push_back({area.data(), area.size()});
+    for (auto &area : cpuStaging_)
+      areas.push_back({area.data(), area.size()});
     ssdMemory_ = ssd->registerMemory(areas);
   }
   return true;
@@ -401,7 +421,7 @@ bool Executor::issueCpuJob(const artifact::CpuJobSpan &job,
   // staging area this job takes. Without updates (a gradient-only
   // micro-batch) there is nothing to run, only the waits and events.
   bool stages = context.applyUpdates && job.ssdBytes > 0;
-  size_t area = stages ? cpuStagingNext_++ % 2 : 0;
+  size_t area = stages ? cpuStagingNext_++ % cpuStagingAreas_ : 0;
   char *staged = stages ? cpuStaging_[area].data() : nullptr;
   struct Update {
     size_t index;

@@ -134,8 +134,10 @@ public:
   /// Host memory the executor allocated beside the plan's regions: the
   /// staging buffers of SSD transfers and of CPU jobs' SSD operands.
   uint64_t stagingBytes() const {
-    return staging_[0].size() + staging_[1].size() + cpuStaging_[0].size() +
-           cpuStaging_[1].size();
+    uint64_t bytes = staging_[0].size() + staging_[1].size();
+    for (const artifact::AlignedBuffer &area : cpuStaging_)
+      bytes += area.size();
+    return bytes;
   }
   bool overlapsTransfers() const { return overlap_; }
   const Backend &backend() const { return *backend_; }
@@ -176,9 +178,10 @@ private:
   /// before the artifact's image is read.
   bool settleSpeculation(std::string &error);
   /// Gives a CPU job to the CPU queue. Its SSD operands are read into one
-  /// of two staging areas on the SSD read queue ahead of it and written
-  /// back on the SSD write queue after it, so that one job's reads, the
-  /// previous one's updates and the one before's write-backs overlap.
+  /// of the staging areas (artifact::kCpuStagingAreas) on the SSD read
+  /// queue ahead of it and written back on the SSD write queue after it,
+  /// so that one job's reads, the previous ones' updates and write-backs
+  /// overlap.
   bool issueCpuJob(const artifact::CpuJobSpan &job,
                    const KernelContext &context);
   /// Reads or writes back a CPU job's SSD operands (on an SSD queue).
@@ -220,11 +223,11 @@ private:
   /// index + 1, 0 where none starts).
   std::vector<artifact::CpuJobSpan> cpuJobs_;
   std::vector<size_t> cpuJobAt_;
-  /// The two staging areas CPU jobs' SSD operands go through, taken in
-  /// turn, and the events of each (after the first of the plan's steps):
-  /// read into, updated, written back.
-  artifact::AlignedBuffer cpuStaging_[2];
-  size_t cpuStagingNext_ = 0;
+  /// The staging areas CPU jobs' SSD operands go through, taken in turn
+  /// (artifact::kCpuStagingAreas), and the events of each (after the
+  /// plan's steps' own): read into, updated, written back.
+  artifact::AlignedBuffer cpuStaging_[artifact::kCpuStagingAreas];
+  size_t cpuStagingAreas_ = 2, cpuStagingNext_ = 0;
   /// The SSD slots CPU jobs of the current run write back, and the
   /// staging area of the latest job that writes any (-1: none yet).
   std::vector<bool> cpuWrittenThisRun_;
@@ -247,8 +250,8 @@ private:
   std::atomic<bool> runClipped_{false};
   int cpuLastWriteArea_ = -1;
   uint32_t stagedEvent(int what, size_t area) const {
-    return static_cast<uint32_t>(artifact_.plan().steps.size() + what * 2 +
-                                 area);
+    return static_cast<uint32_t>(artifact_.plan().steps.size() +
+                                 what * artifact::kCpuStagingAreas + area);
   }
   std::vector<bool> isTransfer_, waitedFor_;
   /// Host staging for SSD transfers when the device is not host memory:

@@ -269,14 +269,17 @@ int main(int argc, char **argv) {
       std::printf("  %-20s %14s %14llu %14llu\n", kinds[kind], "in arena",
                   static_cast<unsigned long long>(swapped[kind][0]),
                   static_cast<unsigned long long>(swapped[kind][1]));
-  // Updates on the CPU stage their SSD operands in host memory, two jobs
-  // at a time (the runtime allocates this when the plan starts).
+  // Updates on the CPU stage their SSD operands in host memory, two or
+  // three jobs at a time (artifact::cpuStagingAreas; the runtime allocates
+  // this when the plan starts).
   uint64_t staging = artifact::cpuStagingBytes(
       artifact::cpuJobs(plan, artifact::issueOrder(plan)));
+  size_t areas = artifact::cpuStagingAreas(staging, plan.hostBytes);
   if (staging > 0)
     std::printf("  CPU-update SSD staging: %s of host memory at run time "
-                "(two CPU jobs' SSD operands, %s each)\n",
-                formatSize(2 * staging).c_str(), formatSize(staging).c_str());
+                "(%zu CPU jobs' SSD operands, %s each)\n",
+                formatSize(areas * staging).c_str(), areas,
+                formatSize(staging).c_str());
   if (uint64_t n = plan.memoryOf("recomputed_activations"))
     std::printf("  activations recomputed before the backward pass: %llu "
                 "(%s), kept nowhere\n",

@@ -1081,6 +1081,57 @@ class TrainParity(unittest.TestCase):
             self.assertTrue(any(r["redone_updates"] for r in spec), tag)
             self.assertNotIn("redone_updates", wait[0], tag)
 
+    def test_three_cpu_staging_areas_train_the_same(self):
+        """CPU updates stage their SSD operands in two areas, or three
+        where the plan's host memory makes a third cheap (large models;
+        the test hook STRATA_CPU_STAGING_AREAS forces the count here): a
+        job's reads then wait for the job three before it, not two. With
+        states on the SSD, one CPU job per update and exact clipping
+        (speculated and redone updates, alternating keeps), three areas
+        train bit for bit like two, and take half as much staging again."""
+        name = "gpt2_dynamic"
+        data = self.data[name][0]
+        ssd = os.path.join(ARGS.work, "ssd_areas")
+        os.makedirs(ssd, exist_ok=True)
+        art = os.path.join(ARGS.work, "areas.strata")
+        self.compile(name, art, "--optimizer", "adamw", "--lr", "0.05",
+                     "--place-params", "host", "--place-states", "ssd",
+                     "--place-updates", "cpu", "--cpu-job-bytes", "0",
+                     "--clip-grad-norm", "1.0", "--ssd-dir", ssd)
+        results = {}
+        for areas in ("2", "3"):
+            out = os.path.join(ARGS.work, "areas%s.strata" % areas)
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.copytree(art, out)
+            os.environ["STRATA_CPU_STAGING_AREAS"] = areas
+            try:
+                r = run([tool("strata-run"), out, "--data", data, "--steps",
+                         "5", "--log-json", out + ".log"])
+            finally:
+                del os.environ["STRATA_CPU_STAGING_AREAS"]
+            staging = parse_size(re.search(r"run-time staging (\S+ \S+)",
+                                           r.stderr).group(1))
+            with open(out + ".log") as f:
+                rows = [json.loads(l) for l in f]
+            results[areas] = (staging, rows, self.exported_weights(out))
+        (s2, rows2, w2), (s3, rows3, w3) = results["2"], results["3"]
+        self.assertEqual([(r["loss"], r["grad_norm"]) for r in rows3],
+                         [(r["loss"], r["grad_norm"]) for r in rows2])
+        clipped = [r["grad_norm"] > 1.0 for r in rows2]
+        self.assertTrue(any(clipped), clipped)
+        for k, w in w2.items():
+            np.testing.assert_array_equal(w3[k], w, err_msg=k)
+        self.assertGreater(s3, s2)
+        os.environ["STRATA_CPU_STAGING_AREAS"] = "9"
+        try:
+            r = subprocess.run([tool("strata-run"), art, "--data", data,
+                                "--steps", "1", "--quiet"],
+                               capture_output=True, text=True)
+        finally:
+            del os.environ["STRATA_CPU_STAGING_AREAS"]
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("STRATA_CPU_STAGING_AREAS must be 2 to 3", r.stderr)
+
     def test_activation_planner_beats_the_naive_plans(self):
         """Under a device budget that activations must make room for, the
         planner's predicted step is no slower than swapping them all (to

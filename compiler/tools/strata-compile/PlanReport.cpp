@@ -293,4 +293,81 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   return out;
 }
 
+namespace {
+
+/// The name of the stored tensor (parameter, state, swap space) a kernel
+/// moves or updates, looking through the copy that fetched it; empty when
+/// it touches none.
+std::string storedName(exec::KernelOp kernel) {
+  for (Value v : kernel.getInputs()) {
+    if (auto copy = v.getDefiningOp<exec::KernelOp>();
+        copy && copy.isKernel(artifact::Kernel::Copy) &&
+        !copy.getInputs().empty())
+      v = copy.getInputs()[0];
+    if (auto p = v.getDefiningOp<exec::ParamOp>())
+      return p.getName().str();
+    if (auto s = v.getDefiningOp<exec::SwapSpaceOp>())
+      return s.getName().str();
+  }
+  return "";
+}
+
+/// `text` as a JSON string's contents.
+std::string jsonEscaped(StringRef text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      continue;
+    out += c;
+  }
+  return out;
+}
+
+} // namespace
+
+std::string formatPredictedTrace(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  auto spans =
+      func ? getDeclaredAttr<exec::ExecDialect::PredictedSpansAttrHelper>(func)
+           : DenseF64ArrayAttr();
+  if (!spans)
+    return "";
+  SmallVector<exec::KernelOp> kernels;
+  for (auto k : func.getBody().front().getOps<exec::KernelOp>())
+    kernels.push_back(k);
+  std::string out = "{\"traceEvents\":[\n";
+  char buf[128];
+  for (size_t q = 0; q < artifact::kNumQueues; ++q) {
+    std::snprintf(buf, sizeof(buf),
+                  "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":"
+                  "\"thread_name\",\"args\":{\"name\":\"",
+                  q);
+    out += buf;
+    out += artifact::queueName(static_cast<artifact::Queue>(q));
+    out += "\"}},\n";
+  }
+  ArrayRef<double> v = spans.asArrayRef();
+  for (size_t i = 0; i + 3 < v.size(); i += 4) {
+    auto step = static_cast<size_t>(v[i + 1]);
+    std::string name = step < kernels.size()
+                           ? kernels[step].getKernel().str()
+                           : std::string("?");
+    if (step < kernels.size())
+      if (std::string stored = storedName(kernels[step]); !stored.empty())
+        name += " " + stored;
+    std::snprintf(buf, sizeof(buf),
+                  "{\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,"
+                  "\"dur\":%.3f,\"args\":{\"step\":%zu},\"name\":\"",
+                  static_cast<int>(v[i]), v[i + 2],
+                  std::max(0.0, v[i + 3] - v[i + 2]), step);
+    out += buf;
+    out += jsonEscaped(name);
+    out += i + 7 < v.size() ? "\"},\n" : "\"}\n";
+  }
+  out += "]}\n";
+  return out;
+}
+
 } // namespace strata::compile

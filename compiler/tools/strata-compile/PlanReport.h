@@ -45,6 +45,13 @@ StepFlops stepFlops(mlir::ModuleOp module, uint32_t accumulate);
 /// predicted); an error line when there is none.
 std::string formatPlanReport(mlir::ModuleOp module, const PlanReportInfo &info);
 
+/// The predicted schedule of the planned `@main` (--strata-predict-time's
+/// spans) as a Chrome trace (chrome://tracing, Perfetto): one track per
+/// queue, one event per kernel, transfer or CPU update, named by its kernel
+/// and the stored tensor it moves or updates. Empty when nothing was
+/// predicted.
+std::string formatPredictedTrace(mlir::ModuleOp module);
+
 } // namespace strata::compile
 
 #endif // STRATA_COMPILER_TOOLS_STRATA_COMPILE_PLANREPORT_H

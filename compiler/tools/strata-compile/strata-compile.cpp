@@ -258,6 +258,16 @@ static std::string resolvedProfile(bool &remembered) {
   return path;
 }
 
+static cl::opt<std::string> predictedTrace(
+    "predicted-trace",
+    cl::desc("Write the predicted schedule of the plan as a Chrome trace "
+             "(chrome://tracing, Perfetto): one track per queue (compute, "
+             "host copies, SSD reads and writes, CPU updates, collectives), "
+             "one event per kernel, transfer or update, named by the "
+             "tensor it moves; with --emit=plan-report too, where no "
+             "artifact exists to draw it from"),
+    cl::value_desc("FILE"), cl::init(""), cl::cat(category));
+
 static cl::opt<bool> report(
     "report",
     cl::desc("Print the plan's memory by class (parameters, gradients, "
@@ -670,6 +680,25 @@ int main(int argc, char **argv) {
                   (plan.cpuMem > 0 &&
                    failed(strata::compile::checkHostBudget(*module, plan)))))
     return 1;
+  if (!predictedTrace.empty()) {
+    std::string trace =
+        planned ? strata::compile::formatPredictedTrace(*module) : "";
+    if (trace.empty()) {
+      llvm::errs() << "strata-compile: error: --predicted-trace: no "
+                      "predicted schedule (only --emit=exec, artifact and "
+                      "plan-report plan and time the step)\n";
+      return 1;
+    }
+    std::string traceError;
+    auto traceFile = openOutputFile(predictedTrace, &traceError);
+    if (!traceFile) {
+      llvm::errs() << "strata-compile: error: --predicted-trace: "
+                   << traceError << "\n";
+      return 1;
+    }
+    traceFile->os() << trace;
+    traceFile->keep();
+  }
   if (what == Emit::Artifact) {
     strata::ArtifactInfo info;
     // Recorded absolute: every tool finds the same SSD directory, whatever
