@@ -55,8 +55,7 @@ constexpr size_t kCpuStagingAreas = 3;
 /// all of them are at most a sixteenth of the host memory the plan holds
 /// anyway; small plans under tight budgets keep two.
 inline size_t cpuStagingAreas(uint64_t stagingBytes, uint64_t hostBytes) {
-  return stagingBytes > 0 &&
-                 stagingBytes <= hostBytes / (16 * kCpuStagingAreas)
+  return stagingBytes > 0 && stagingBytes <= hostBytes / (16 * kCpuStagingAreas)
              ? kCpuStagingAreas
              : 2;
 }

@@ -199,8 +199,7 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
     unsigned long areas = std::strtoul(v, &end, 10);
     if (end == v || *end || areas < 2 || areas > artifact::kCpuStagingAreas) {
       error = "STRATA_CPU_STAGING_AREAS must be 2 to " +
-              std::to_string(artifact::kCpuStagingAreas) + ", not '" + v +
-              "'";
+              std::to_string(artifact::kCpuStagingAreas) + ", not '" + v + "'";
       return false;
     }
     cpuStagingAreas_ = areas;
@@ -211,8 +210,7 @@ bool Executor::prepare(const ExecutorOptions &options, std::string &error) {
       area = artifact::AlignedBuffer(staging);
       if (!area.valid()) {
         error = "cannot allocate the " + std::to_string(cpuStagingAreas_) +
-                " " +
-                std::to_string(staging) +
+                " " + std::to_string(staging) +
                 "-byte host areas that stage the SSD tensors of optimizer "
                 "updates on the CPU";
         return false;

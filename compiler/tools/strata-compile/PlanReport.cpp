@@ -351,9 +351,8 @@ std::string formatPredictedTrace(ModuleOp module) {
   ArrayRef<double> v = spans.asArrayRef();
   for (size_t i = 0; i + 3 < v.size(); i += 4) {
     auto step = static_cast<size_t>(v[i + 1]);
-    std::string name = step < kernels.size()
-                           ? kernels[step].getKernel().str()
-                           : std::string("?");
+    std::string name = step < kernels.size() ? kernels[step].getKernel().str()
+                                             : std::string("?");
     if (step < kernels.size())
       if (std::string stored = storedName(kernels[step]); !stored.empty())
         name += " " + stored;

@@ -692,8 +692,8 @@ int main(int argc, char **argv) {
     std::string traceError;
     auto traceFile = openOutputFile(predictedTrace, &traceError);
     if (!traceFile) {
-      llvm::errs() << "strata-compile: error: --predicted-trace: "
-                   << traceError << "\n";
+      llvm::errs() << "strata-compile: error: --predicted-trace: " << traceError
+                   << "\n";
       return 1;
     }
     traceFile->os() << trace;
