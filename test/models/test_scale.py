@@ -114,6 +114,63 @@ class Scale(unittest.TestCase):
         self.assertLessEqual(int(sizes["device"]) + resident, 320 << 20)
         self.assertLessEqual(int(sizes["host"]), 400 << 20)
 
+    def test_predicted_trace_is_the_reported_schedule(self):
+        """--predicted-trace writes the plan's predicted schedule as a
+        Chrome trace, plan-only too: one track per queue, every kernel,
+        transfer and CPU update an event named by the tensor it moves; the
+        last event ends at the reported step, and the compute track's
+        kernels add up to the reported compute time (and what the
+        transfers beside them slow it by)."""
+        import json
+        cfg = dict(family="gpt", layers=2, dim=256, heads=4, kv_heads=4,
+                   hidden=1024, vocab=1000)
+        synthetic.write(ARGS.work, "trace-gpt", cfg, 2, 64)
+        trace = self.work("trace-gpt.json")
+        profile = os.path.join(HERE, "..", "..", "profiles",
+                               "rtx4090-768g-12nvme.profile")
+        r = run([tool("strata-compile"), self.work("trace-gpt.onnx"),
+                 "--emit=plan-report", "--optimizer", "adamw",
+                 "--profile", profile, "--place-params", "host",
+                 "--place-states", "ssd", "--place-updates", "cpu",
+                 "--ssd-dir", self.work("trace-ssd"),
+                 "--predicted-trace", trace])
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+        tracks = {e["tid"]: e["args"]["name"] for e in events
+                  if e["ph"] == "M"}
+        spans = [e for e in events if e["ph"] == "X"]
+        self.assertEqual(set(tracks.values()) >= {"compute", "ssd-read",
+                                                  "ssd-write", "cpu"},
+                         True, tracks)
+        ms = float(re.search(r"predicted step: ([\d.]+) ms",
+                             r.stdout).group(1))
+        end = max(e["ts"] + e["dur"] for e in spans)
+        self.assertAlmostEqual(end / 1e3, ms, delta=2e-3)
+        compute = float(re.search(r"busy per step: compute ([\d.]+) ms",
+                                  r.stdout).group(1))
+        # (A kernel beside a busy queue runs the profile's overlap_slowdown,
+        # 2%, slower: its span is longer than its work.)
+        kernels = sum(e["dur"] for e in spans
+                      if tracks[e["tid"]] == "compute") / 1e3
+        self.assertGreaterEqual(kernels, compute - 2e-3)
+        self.assertLessEqual(kernels, compute * 1.02 + 2e-3)
+        by_track = {}
+        for e in spans:
+            by_track.setdefault(tracks[e["tid"]], []).append(e["name"])
+        # The CPU updates and the SSD reads of their states name them.
+        self.assertIn("update_adamw layers.0.q.weight",
+                      by_track["cpu"], by_track["cpu"][:5])
+        self.assertTrue(any(n.startswith("update_adamw ")
+                            for n in by_track["ssd-read"]))
+        # Nothing planned, nothing to draw: a clear error.
+        bad = subprocess.run([tool("strata-compile"),
+                              self.work("trace-gpt.onnx"), "--emit=graph",
+                              "-o", self.work("trace.mlir"),
+                              "--predicted-trace", trace],
+                             capture_output=True, text=True)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--predicted-trace: no predicted schedule", bad.stderr)
+
     def test_memory_relaxation_bounds_every_enumerated_placement(self):
         """On a GPU profile, under a device budget a third of the model's
         stored tensors, the proven bound includes the memory relaxation
