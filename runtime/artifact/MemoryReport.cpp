@@ -137,6 +137,10 @@ std::string formatMemoryReport(const Plan &plan) {
     };
     out += "planner: best of " + std::to_string(n) +
            " placements scored (memory planned, step predicted)";
+    if (uint64_t distinct = plan.memoryOf("planner_distinct"))
+      out += ", " + std::to_string(distinct) +
+             " of them distinct (the rest met again and taken from the "
+             "cache)";
     std::string sep = "; ";
     for (auto [key, what] :
          {std::pair{"planner_greedy", "the greedy start:"},
