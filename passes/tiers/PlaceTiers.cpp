@@ -121,9 +121,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     SmallVector<NamedAttribute> entries{
         b.getNamedAttr("planner_evaluated", b.getI64IntegerAttr(evaluated)),
         // The placements scored anew (the rest met again, from the cache).
-        b.getNamedAttr("planner_distinct",
-                       b.getI64IntegerAttr(
-                           static_cast<int64_t>(shared->scores.size()))),
+        b.getNamedAttr(
+            "planner_distinct",
+            b.getI64IntegerAttr(static_cast<int64_t>(shared->scores.size()))),
         b.getNamedAttr("planner_bound_us", usFloor(bound.seconds())),
         b.getNamedAttr("planner_bound_compute_us", usFloor(bound.compute)),
         b.getNamedAttr("planner_bound_to_device_us", usFloor(bound.toDevice)),
