@@ -41,7 +41,7 @@
 // placement (by resource), how many placements it scored and the naive
 // plans' predicted steps beside its own.
 // PLAN-LABEL: func.func @main
-// PLAN-SAME: exec.planner = {planner_bound_compute_us = {{[1-9][0-9]*}} : i64, planner_bound_ssd_read_us = {{[0-9]+}} : i64, planner_bound_ssd_write_us = {{[0-9]+}} : i64, planner_bound_to_device_us = {{[0-9]+}} : i64, planner_bound_to_host_us = {{[0-9]+}} : i64, planner_bound_updates_us = {{[0-9]+}} : i64, planner_bound_us = {{[1-9][0-9]*}} : i64, planner_evaluated = {{[1-9][0-9]*}} : i64, planner_greedy_us = {{[0-9]+}} : i64, planner_recompute_all_us = {{[0-9]+}} : i64, planner_swap_all_us = {{[0-9]+}} : i64}
+// PLAN-SAME: exec.planner = {planner_bound_compute_us = {{[1-9][0-9]*}} : i64, planner_bound_ssd_read_us = {{[0-9]+}} : i64, planner_bound_ssd_write_us = {{[0-9]+}} : i64, planner_bound_to_device_us = {{[0-9]+}} : i64, planner_bound_to_host_us = {{[0-9]+}} : i64, planner_bound_updates_us = {{[0-9]+}} : i64, planner_bound_us = {{[1-9][0-9]*}} : i64, planner_distinct = {{[1-9][0-9]*}} : i64, planner_evaluated = {{[1-9][0-9]*}} : i64, planner_greedy_us = {{[0-9]+}} : i64, planner_recompute_all_us = {{[0-9]+}} : i64, planner_swap_all_us = {{[0-9]+}} : i64}
 func.func @main() {
   %x = exec.input "x" : tensor<2x4xf32>
   %w = exec.param "w" trainable {value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
