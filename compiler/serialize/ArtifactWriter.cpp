@@ -472,7 +472,7 @@ LogicalResult strata::writeArtifact(ModuleOp module, const std::string &dir,
         return failure();
     } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
       artifact::Step step;
-      artifact::kernelByName(kernel.getKernel().str(), step.kernel);
+      artifact::kernelByName(kernel.getKernel(), step.kernel);
       for (Value v : kernel.getInputs())
         step.inputs.push_back(slotOf.at(v));
       SmallVector<int64_t> offsets;

@@ -69,7 +69,7 @@ LogicalResult ParamOp::verify() {
 
 LogicalResult KernelOp::verify() {
   const strata::artifact::KernelInfo *info =
-      strata::artifact::kernelInfoByName(getKernel().str());
+      strata::artifact::kernelInfoByName(getKernel());
   if (!info)
     return emitOpError("unknown kernel '") << getKernel() << "'";
   // The kernel table's operand and result counts (what the plan loader

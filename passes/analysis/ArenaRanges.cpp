@@ -133,7 +133,7 @@ exec::KernelOp createTransfer(OpBuilder &b, Location loc,
 
 artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
   artifact::Kernel kernel;
-  artifact::kernelByName(k.getKernel().str(), kernel);
+  artifact::kernelByName(k.getKernel(), kernel);
   return artifact::updateOperands(
       kernel, k.getInputs().size(),
       std::vector<int64_t>(k.getInts().begin(), k.getInts().end()));
@@ -141,7 +141,7 @@ artifact::UpdateOperands updateOperandsOf(exec::KernelOp k) {
 
 bool isCpuUpdate(exec::KernelOp k) {
   artifact::Kernel kernel;
-  if (!artifact::kernelByName(k.getKernel().str(), kernel) ||
+  if (!artifact::kernelByName(k.getKernel(), kernel) ||
       !artifact::runsOnCpu(kernel) || k.getInputs().empty())
     return false;
   for (Value v : k.getInputs())

@@ -302,7 +302,7 @@ namespace {
 /// prediction).
 std::vector<artifact::InputUse> cpuUpdateUses(exec::KernelOp update) {
   artifact::Kernel kernel;
-  if (!artifact::kernelByName(update.getKernel().str(), kernel))
+  if (!artifact::kernelByName(update.getKernel(), kernel))
     return {};
   std::vector<int64_t> ints(update.getInts().begin(), update.getInts().end());
   size_t n = update.getInputs().size();

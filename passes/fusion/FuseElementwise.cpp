@@ -139,7 +139,7 @@ struct Group {
 std::optional<artifact::Kernel>
 strata::elementwiseInstructionOf(Operation *op) {
   const artifact::KernelInfo *info =
-      artifact::kernelInfoByName(op->getName().stripDialect().str());
+      artifact::kernelInfoByName(op->getName().stripDialect());
   int arity = 0;
   if (!info || !artifact::elementwiseInstruction(info->kernel, arity) ||
       static_cast<int>(op->getNumOperands()) != arity)

@@ -59,7 +59,7 @@ struct LowPrecisionCopiesPass
       position[&op] = position.size();
     for (auto update : llvm::to_vector(body.getOps<exec::KernelOp>())) {
       artifact::Kernel kernel;
-      if (!artifact::kernelByName(update.getKernel().str(), kernel) ||
+      if (!artifact::kernelByName(update.getKernel(), kernel) ||
           (kernel != artifact::Kernel::UpdateSgd &&
            kernel != artifact::Kernel::UpdateMomentum &&
            kernel != artifact::Kernel::UpdateAdamW))

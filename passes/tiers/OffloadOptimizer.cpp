@@ -353,7 +353,7 @@ struct Offloader {
     Operation *lastBackward = nullptr;
     for (auto k : body.getOps<exec::KernelOp>()) {
       artifact::Kernel kernel;
-      if (artifact::kernelByName(k.getKernel().str(), kernel) &&
+      if (artifact::kernelByName(k.getKernel(), kernel) &&
           artifact::runsOnCpu(kernel))
         candidates.push_back(examine(k));
       if (markers::isBackward(k) && !isTransfer(k))

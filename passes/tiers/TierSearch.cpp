@@ -656,9 +656,12 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
     if (pick)
       order.push_back({*pick, {c, value}});
   }
+  // What is left (none when the starts and the layer stage spent it all:
+  // a signed share, or the search would run without a limit).
+  int64_t left = std::max<int64_t>(0, limit - evaluated);
   Placement result =
       improve(func, bestIt->first, bestIt->second,
-              evaluated + (limit - evaluated) / (1 + order.size() / 2));
+              evaluated + left / (1 + static_cast<int64_t>(order.size()) / 2));
   Score resultScore = chosen;
   for (auto [k, entry] : llvm::enumerate(order)) {
     int64_t share =

@@ -2,6 +2,9 @@
 
 #include "runtime/artifact/KernelTable.h"
 
+#include <string_view>
+#include <unordered_map>
+
 namespace strata::artifact {
 
 namespace {
@@ -122,10 +125,17 @@ const KernelInfo &kernelInfo(Kernel kernel) {
 }
 
 const KernelInfo *kernelInfoByName(std::string_view name) {
-  for (const KernelInfo &k : kernelTable())
-    if (name == k.name)
-      return &k;
-  return nullptr;
+  // Looked up for every kernel op many times over while the planner scores
+  // placements: a hash of the names, built once (thread-safe: a static).
+  static const std::unordered_map<std::string_view, const KernelInfo *> byName =
+      [] {
+        std::unordered_map<std::string_view, const KernelInfo *> m;
+        for (const KernelInfo &k : kernelTable())
+          m.emplace(k.name, &k);
+        return m;
+      }();
+  auto it = byName.find(name);
+  return it == byName.end() ? nullptr : it->second;
 }
 
 bool writesBack(Kernel kernel) {

@@ -26,7 +26,7 @@ const char *kernelName(Kernel kernel) {
   return kernelInfo(kernel).name;
 }
 
-bool kernelByName(const std::string &name, Kernel &kernel) {
+bool kernelByName(std::string_view name, Kernel &kernel) {
   const KernelInfo *info = kernelInfoByName(name);
   if (info)
     kernel = info->kernel;

@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::artifact {
@@ -191,7 +192,7 @@ enum class Kernel : uint16_t {
 /// The kernel's name as the compiler and strata-inspect spell it ("matmul").
 const char *kernelName(Kernel kernel);
 /// Looks a kernel up by name; false if there is none.
-bool kernelByName(const std::string &name, Kernel &kernel);
+bool kernelByName(std::string_view name, Kernel &kernel);
 
 /// One kernel launch. The meaning of `ints`/`floats` is per kernel:
 ///   gelu: [tanh]; cast: -; reduce_* (reduce_sum_square too): axes...,

@@ -114,6 +114,29 @@ class Scale(unittest.TestCase):
         self.assertLessEqual(int(sizes["device"]) + resident, 320 << 20)
         self.assertLessEqual(int(sizes["host"]), 400 << 20)
 
+    def test_planner_evaluations_bound_the_search(self):
+        """--planner-evaluations bounds each search's local search: a
+        smaller budget scores no more placements than a larger one. (The
+        starting placements and the layer stage are always scored; when
+        they alone spent the budget, the share left was once computed
+        unsigned, and the local search ran unbounded: on this model 3,748
+        scores under a budget of 1 against 1,306 under 40.)"""
+        cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
+                   hidden=352, vocab=512)
+        synthetic.write(ARGS.work, "budget-llama", cfg, 2, 64)
+        model = self.work("budget-llama.onnx")
+        scored = {}
+        for budget in (1, 40):
+            report, _ = peak_rss([
+                tool("strata-compile"), model, "--emit=plan-report",
+                "--optimizer", "adamw", "--gpu-mem", "12MiB",
+                "--cpu-mem", "20MiB", "--ssd-dir", self.work("budget-ssd"),
+                "--planner-evaluations", str(budget)])
+            scored[budget] = int(re.search(
+                r"planner: best of (\d+) placements scored", report).group(1))
+        self.assertGreater(scored[1], 0)
+        self.assertLessEqual(scored[1], scored[40], scored)
+
     def test_predicted_trace_is_the_reported_schedule(self):
         """--predicted-trace writes the plan's predicted schedule as a
         Chrome trace, plan-only too: one track per queue, every kernel,
