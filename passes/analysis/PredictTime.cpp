@@ -342,6 +342,11 @@ struct PredictTimePass
             b.getNamedAttr("predicted_ssd_write_us", us(links.ssdWrite)),
             b.getNamedAttr("predicted_lower_bound_us", us(bound)),
             b.getNamedAttr("predicted_cpu_update_us", us(cpuBusy)),
+            // The host memory the runtime stages CPU jobs' SSD operands in
+            // (beside the host region; --cpu-mem does not count it).
+            b.getNamedAttr(
+                "predicted_cpu_staging_bytes",
+                b.getI64IntegerAttr(static_cast<int64_t>(areas * largestJob))),
             b.getNamedAttr("predicted_cpu_exposed_us",
                            us(std::min(cpuExposed, cpuBusy))),
             // What the compute thread waited for, and the step past its

@@ -120,22 +120,37 @@ class Scale(unittest.TestCase):
         starting placements and the layer stage are always scored; when
         they alone spent the budget, the share left was once computed
         unsigned, and the local search ran unbounded: on this model 3,748
-        scores under a budget of 1 against 1,306 under 40.)"""
+        scores under a budget of 1 against 1,306 under 40.) And the plan
+        report gives the host memory CPU updates stage SSD operands in, as
+        strata-inspect finds it in the artifact."""
         cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
                    hidden=352, vocab=512)
         synthetic.write(ARGS.work, "budget-llama", cfg, 2, 64)
         model = self.work("budget-llama.onnx")
+        flags = ["--optimizer", "adamw", "--gpu-mem", "12MiB",
+                 "--cpu-mem", "20MiB", "--ssd-dir", self.work("budget-ssd")]
         scored = {}
         for budget in (1, 40):
             report, _ = peak_rss([
                 tool("strata-compile"), model, "--emit=plan-report",
-                "--optimizer", "adamw", "--gpu-mem", "12MiB",
-                "--cpu-mem", "20MiB", "--ssd-dir", self.work("budget-ssd"),
-                "--planner-evaluations", str(budget)])
+                "--planner-evaluations", str(budget)] + flags)
             scored[budget] = int(re.search(
                 r"planner: best of (\d+) placements scored", report).group(1))
         self.assertGreater(scored[1], 0)
         self.assertLessEqual(scored[1], scored[40], scored)
+
+        # The plan keeps optimizer states on the SSD and updates them on
+        # the CPU: the report says how much host memory the runtime stages
+        # them in, the figure strata-inspect reads from the artifact.
+        staging = re.search(r"CPU-update SSD staging: (\S+ \S+) of host "
+                            r"memory at run time", report)
+        self.assertIsNotNone(staging, report)
+        art = self.work("budget-llama.strata")
+        run([tool("strata-compile"), model, "-o", art,
+             "--planner-evaluations", "40"] + flags + self.RULES)
+        inspect = run([tool("strata-inspect"), art]).stdout
+        self.assertIn("CPU-update SSD staging: %s of host memory" %
+                      staging.group(1), inspect)
 
     def test_predicted_trace_is_the_reported_schedule(self):
         """--predicted-trace writes the plan's predicted schedule as a

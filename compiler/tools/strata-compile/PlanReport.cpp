@@ -221,6 +221,10 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
   out += "  (the arena holds what is live at a time: activations, gradients "
          "and workspace in use, and the parameters and states streamed in "
          "for their kernels)\n";
+  if (uint64_t staging = plan.memoryOf("predicted_cpu_staging_bytes"))
+    out += "  CPU-update SSD staging: " + formatSize(staging) +
+           " of host memory at run time, beside the host region (--cpu-mem "
+           "does not count it)\n";
 
   double step = plan.memoryOf("predicted_step_us") * 1e-6;
   if (step <= 0) {
