@@ -33,6 +33,15 @@ Operation *storedRoot(Value v) {
   return nullptr;
 }
 
+StringRef storedName(Value v) {
+  Operation *root = storedRoot(v);
+  if (auto p = dyn_cast_or_null<exec::ParamOp>(root))
+    return p.getName();
+  if (auto s = dyn_cast_or_null<exec::SwapSpaceOp>(root))
+    return s.getName();
+  return {};
+}
+
 exec::Tier tierOf(Value v) {
   Operation *root = storedRoot(v);
   if (auto p = dyn_cast_or_null<exec::ParamOp>(root))

@@ -38,6 +38,10 @@ mlir::Operation *storedRoot(mlir::Value v);
 /// "device", "host" or "ssd": where `v`'s buffer lives.
 exec::Tier tierOf(mlir::Value v);
 
+/// The name of the stored buffer behind `v` (storedRoot's: a parameter,
+/// state or swap space), for messages and traces; empty for arena values.
+llvm::StringRef storedName(mlir::Value v);
+
 /// Whether the kernel moves data between the device and host or SSD: a
 /// fetch ("copy" of a stored value) or a write-back ("assign"/"store").
 bool isTransfer(exec::KernelOp kernel);

@@ -101,12 +101,10 @@ struct Candidate {
   Operation *speculateAfter = nullptr;
 };
 
+/// A stored tensor's name for a message ("?" for none).
 std::string displayName(Value stored) {
-  if (auto p = stored.getDefiningOp<exec::ParamOp>())
-    return p.getName().str();
-  if (auto s = stored.getDefiningOp<exec::SwapSpaceOp>())
-    return s.getName().str();
-  return "?";
+  StringRef name = storedName(stored);
+  return name.empty() ? "?" : name.str();
 }
 
 Candidate examine(exec::KernelOp update) {

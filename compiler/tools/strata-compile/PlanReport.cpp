@@ -302,16 +302,14 @@ namespace {
 /// The name of the stored tensor (parameter, state, swap space) a kernel
 /// moves or updates, looking through the copy that fetched it; empty when
 /// it touches none.
-std::string storedName(exec::KernelOp kernel) {
+std::string storedTensorOf(exec::KernelOp kernel) {
   for (Value v : kernel.getInputs()) {
     if (auto copy = v.getDefiningOp<exec::KernelOp>();
         copy && copy.isKernel(artifact::Kernel::Copy) &&
         !copy.getInputs().empty())
       v = copy.getInputs()[0];
-    if (auto p = v.getDefiningOp<exec::ParamOp>())
-      return p.getName().str();
-    if (auto s = v.getDefiningOp<exec::SwapSpaceOp>())
-      return s.getName().str();
+    if (StringRef name = storedName(v); !name.empty())
+      return name.str();
   }
   return "";
 }
@@ -358,7 +356,7 @@ std::string formatPredictedTrace(ModuleOp module) {
     std::string name = step < kernels.size() ? kernels[step].getKernel().str()
                                              : std::string("?");
     if (step < kernels.size())
-      if (std::string stored = storedName(kernels[step]); !stored.empty())
+      if (std::string stored = storedTensorOf(kernels[step]); !stored.empty())
         name += " " + stored;
     std::snprintf(buf, sizeof(buf),
                   "{\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,"
