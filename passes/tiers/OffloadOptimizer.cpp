@@ -263,6 +263,15 @@ struct Landing {
   SmallVector<uint64_t> bytesAfter;
 };
 
+/// The type of the pooled buffer `c`'s gradient lands in; null for none
+/// (an accumulated gradient is its own stored tensor, a speculating
+/// update's has a buffer of its own).
+Type landingType(Candidate *c) {
+  if (c->accumulated || c->speculateAfter)
+    return Type();
+  return c->update.getInputs()[c->gradient].getType();
+}
+
 /// The pools behind Landing: per tensor type, buffers taken in turn. A job
 /// holds the buffers its gradients landed in until it has run; then they
 /// are free again, least recently released first. A new buffer is made
@@ -286,8 +295,7 @@ Landing planLanding(ArrayRef<Candidate *> chosen, ArrayRef<unsigned> jobOf,
         pool.held.clear();
       }
     int id = -1;
-    if (!c->accumulated && !c->speculateAfter) {
-      Type type = c->update.getInputs()[c->gradient].getType();
+    if (Type type = landingType(c)) {
       Pool &pool = pools[type];
       if (pool.count < least || pool.free.empty() || own.contains(type)) {
         id = static_cast<int>(out.types.size());
@@ -461,10 +469,8 @@ struct Offloader {
       // states on the SSD: 18 such waits of about 60 ms a step).
       llvm::MapVector<Type, uint64_t> allOwn;
       for (Candidate *c : chosen)
-        if (!c->accumulated && !c->speculateAfter) {
-          Type type = c->update.getInputs()[c->gradient].getType();
+        if (Type type = landingType(c))
           allOwn[type] += artifact::pagePadded(storageBytes(type));
-        }
       SmallVector<std::pair<uint64_t, Type>> cheapest;
       for (auto [type, bytes] : allOwn)
         cheapest.push_back({bytes, type});
