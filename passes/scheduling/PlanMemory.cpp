@@ -252,7 +252,29 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // large model's scoring) is not run (arena::placeBuffers).
   uint64_t enough =
       options.gpuMem > paramsBytes ? options.gpuMem - paramsBytes : 0;
-  auto place = [&] { return placeBuffers(buffers, alignment, enough); };
+  // Two windows often give the same lifetimes (a lead that moves no
+  // fetch start): the last packing is kept and reused for them.
+  std::vector<std::pair<int64_t, int64_t>> lastSpans;
+  std::vector<uint64_t> lastOffsets;
+  uint64_t lastArena = 0;
+  auto place = [&] {
+    bool same = lastSpans.size() == buffers.size();
+    for (size_t i = 0; same && i < buffers.size(); ++i)
+      same = lastSpans[i] == std::pair(buffers[i].start, buffers[i].end);
+    if (same) {
+      for (auto [b, offset] : llvm::zip(buffers, lastOffsets))
+        b.offset = offset;
+      return lastArena;
+    }
+    lastArena = placeBuffers(buffers, alignment, enough);
+    lastSpans.clear();
+    lastOffsets.clear();
+    for (const Buffer &b : buffers) {
+      lastSpans.push_back({b.start, b.end});
+      lastOffsets.push_back(b.offset);
+    }
+    return lastArena;
+  };
   // Fetch destinations reserved up to `window` ops before their fetch, so
   // the fetch can run while those compute; halved until the arena and
   // the resident parameters fit the device budget.
