@@ -12,7 +12,14 @@ void strata::StrataDialect::initialize() {}
 
 namespace strata::markers {
 
-template <typename Helper> static bool has(Operation *op) {
+/// Whether `op` carries the marker: with the helper the loaded dialect
+/// keeps (the planner asks this of every op of every placement it scores,
+/// and a helper made here would look its name up in the context each
+/// time), else with one made now.
+template <typename Helper>
+static bool has(Operation *op, Helper (StrataDialect::*kept)()) {
+  if (auto *dialect = op->getContext()->getLoadedDialect<StrataDialect>())
+    return (dialect->*kept)().isAttrPresent(op);
   return Helper(op->getContext()).isAttrPresent(op);
 }
 
@@ -21,22 +28,24 @@ template <typename Helper> static void set(Operation *op) {
 }
 
 bool isBackward(Operation *op) {
-  return has<StrataDialect::BackwardAttrHelper>(op);
+  return has(op, &StrataDialect::getBackwardAttrHelper);
 }
 void setBackward(Operation *op) { set<StrataDialect::BackwardAttrHelper>(op); }
 bool isOptimizer(Operation *op) {
-  return has<StrataDialect::OptimizerAttrHelper>(op);
+  return has(op, &StrataDialect::getOptimizerAttrHelper);
 }
 void setOptimizer(Operation *op) {
   set<StrataDialect::OptimizerAttrHelper>(op);
 }
 bool isRecomputed(Operation *op) {
-  return has<StrataDialect::RecomputedAttrHelper>(op);
+  return has(op, &StrataDialect::getRecomputedAttrHelper);
 }
 void setRecomputed(Operation *op) {
   set<StrataDialect::RecomputedAttrHelper>(op);
 }
-bool isSeed(Operation *op) { return has<StrataDialect::SeedAttrHelper>(op); }
+bool isSeed(Operation *op) {
+  return has(op, &StrataDialect::getSeedAttrHelper);
+}
 void setSeed(Operation *op) { set<StrataDialect::SeedAttrHelper>(op); }
 void setNormPass(Operation *op) { set<StrataDialect::NormPassAttrHelper>(op); }
 

@@ -131,6 +131,30 @@ public:
             fn(static_cast<size_t>(reader), w);
       });
   }
+  /// conflicts() and then record() in one walk over each access's
+  /// segments. The same conflicts, bar a reader on `s`'s own queue that
+  /// `s` read after (recorded over it) and then writes: queue order
+  /// orders that one already.
+  template <typename Fn>
+  void conflictsThenRecord(size_t s, const StepAccesses &a, Fn fn) {
+    size_t q = queueOf(s);
+    for (const Access &r : a.reads)
+      history_.forEach(r, [&](Segment &seg) {
+        if (seg.writer != kNone && static_cast<size_t>(seg.writer) != s)
+          fn(static_cast<size_t>(seg.writer), r);
+        seg.readers[q] = static_cast<int64_t>(s);
+      });
+    for (const Access &w : a.writes)
+      history_.forEach(w, [&](Segment &seg) {
+        if (seg.writer != kNone && static_cast<size_t>(seg.writer) != s)
+          fn(static_cast<size_t>(seg.writer), w);
+        for (int64_t reader : seg.readers)
+          if (reader != kNone && static_cast<size_t>(reader) != s)
+            fn(static_cast<size_t>(reader), w);
+        seg.writer = static_cast<int64_t>(s);
+        seg.readers.fill(kNone);
+      });
+  }
   /// Records `s`'s accesses.
   void record(size_t s, const StepAccesses &a) {
     size_t q = queueOf(s);
@@ -269,7 +293,10 @@ deriveWaits(const std::vector<Queue> &queues,
     // queue finish before it.
     std::array<int64_t, kNumQueues> need;
     need.fill(kNone);
-    sweep.conflicts(s, accesses[s], [&](size_t p, const Access &) {
+    // Recorded at once: the waits below depend on the conflicts alone,
+    // and those on its own queue (all the fused walk can miss) are
+    // ordered anyway.
+    sweep.conflictsThenRecord(s, accesses[s], [&](size_t p, const Access &) {
       size_t q = sweep.queueOf(p);
       if (static_cast<int64_t>(sweep.pos(p)) > need[q])
         need[q] = sweep.pos(p);
@@ -292,7 +319,6 @@ deriveWaits(const std::vector<Queue> &queues,
       sweep.join(s, w);
     }
     std::sort(waits[s].begin(), waits[s].end());
-    sweep.record(s, accesses[s]);
   }
   return waits;
 }
