@@ -87,8 +87,8 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
       func->emitRemark() << "planner: " << skippedSearches
                          << " forced-class search"
                          << (skippedSearches == 1 ? "" : "es")
-                         << " left out: the parameters or optimizer states "
-                            "alone exceed the device budget";
+                         << " left out: the tensors the forced class holds "
+                            "on one tier alone exceed that tier's budget";
     // A device budget that cannot be met is reported after memory
     // planning, with the minimum; a full host tier is reported here.
     uint64_t host = hostBytes(func, best);

@@ -334,6 +334,7 @@ private:
   llvm::SmallVector<std::pair<Class, std::string>> forcedOptions() const;
   Placement leastDevice(mlir::func::FuncOp func, const Placement &base);
   uint64_t residentBytes(mlir::func::FuncOp func, Class c) const;
+  uint64_t boundaryBytes(mlir::func::FuncOp func) const;
   bool uniform(mlir::func::FuncOp func, const Placement &p, Class c,
                llvm::StringRef value);
   llvm::SmallVector<std::pair<Class, std::string>>

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -404,15 +405,25 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   checkBestUs = runs.back().checkBestUs;
   for (const Run &r : runs)
     evaluated += r.evaluated;
-  // The forced classes' searches with the lead that won. Parameters or
-  // states held on the device that alone exceed its budget make every
-  // placement of their search over the budget: that search cannot beat a
-  // placement within it, and is left out.
+  // The forced classes' searches with the lead that won. Where the tensors
+  // a forced class holds on one tier alone exceed that tier's budget,
+  // every placement of its search is over the budgets, and cannot beat a
+  // placement within them: that search is left out. Parameters or states
+  // held on the device (the parameter region holds them) or on the host
+  // (the host region does); activations all kept on the device, each of
+  // which the forward pass makes and the backward pass reads, so that all
+  // are live in the arena at once when the backward pass starts.
   SmallVector<std::optional<std::pair<Class, std::string>>> held;
   for (auto &option : replicas) {
-    if (resultScore.fits() && option.second == "device" &&
-        (option.first == Class::Params || option.first == Class::States) &&
-        residentBytes(func, option.first) > gpuMem) {
+    uint64_t budget = option.second == "device" ? uint64_t(gpuMem)
+                      : option.second == "host" ? uint64_t(cpuMem)
+                                                : 0;
+    uint64_t bytes = 0;
+    if (option.first == Class::Params || option.first == Class::States)
+      bytes = residentBytes(func, option.first);
+    else if (option.first == Class::Activations && option.second == "device")
+      bytes = boundaryBytes(func);
+    if (resultScore.fits() && budget > 0 && bytes > budget) {
       ++skippedSearches;
       continue;
     }
@@ -517,12 +528,25 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     for (unsigned v = 0; v <= exec::getMaxEnumValForQueue(); ++v)
       if (std::optional<exec::Queue> queue = exec::symbolizeQueue(v))
         (void)exec::QueueAttr::get(ctx, *queue);
+    // The longest searches first, so that no thread is left with a long
+    // one at the end while the others idle: those that run the layer
+    // stage from several bases (the planner's own, gradients forced),
+    // then those from one (activations forced), then the rest.
+    auto rank = [&](size_t i) {
+      if (!held[i] || held[i]->first == Class::Gradients)
+        return 0;
+      return held[i]->first == Class::Activations ? 1 : 2;
+    };
+    std::vector<size_t> schedule(held.size());
+    std::iota(schedule.begin(), schedule.end(), size_t(0));
+    std::stable_sort(schedule.begin(), schedule.end(),
+                     [&](size_t a, size_t b) { return rank(a) < rank(b); });
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t)
       pool.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < held.size();)
-          one(i);
+        for (size_t k; (k = next.fetch_add(1)) < held.size();)
+          one(schedule[k]);
       });
     for (std::thread &t : pool)
       t.join();
@@ -551,6 +575,26 @@ uint64_t TierPlanner::residentBytes(func::FuncOp func, Class c) const {
     if (isAuto(p) && !p.getConstant() &&
         bool(p.getState()) == (c == Class::States))
       bytes += storageBytes(p.getType());
+  return bytes;
+}
+
+/// Bytes of the activations the backward pass reads that the forward
+/// pass makes before the first backward kernel: kept on the device, all
+/// of them are in the arena at once when the backward pass starts.
+uint64_t TierPlanner::boundaryBytes(func::FuncOp func) const {
+  Block &body = func.getBody().front();
+  Operation *firstBackward = nullptr;
+  for (auto k : body.getOps<exec::KernelOp>())
+    if (markers::isBackward(k)) {
+      firstBackward = k;
+      break;
+    }
+  if (!firstBackward)
+    return 0;
+  uint64_t bytes = 0;
+  for (Value v : swappable(body))
+    if (v.getDefiningOp()->isBeforeInBlock(firstBackward))
+      bytes += storageBytes(v.getType());
   return bytes;
 }
 

@@ -152,6 +152,44 @@ class Scale(unittest.TestCase):
         self.assertIn("CPU-update SSD staging: %s of host memory" %
                       staging.group(1), inspect)
 
+    def test_forced_searches_that_cannot_fit_are_left_out(self):
+        """With every class left to it the planner also makes the search
+        a run forcing each class would make. Where the tensors a forced
+        class holds on one tier alone exceed that tier's budget
+        (parameters or optimizer states on the device or the host, every
+        activation kept on the device), that run cannot meet the budgets:
+        its search is left out (a remark says how many), and the forced
+        compile itself is refused for that tier's budget."""
+        cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
+                   hidden=352, vocab=512)
+        synthetic.write(ARGS.work, "forced-llama", cfg, 2, 64)
+        model = self.work("forced-llama.onnx")
+        # About 9.8 MiB of parameters, 19.6 MiB of AdamW state and more
+        # than 12 MiB of activations the backward pass reads.
+        flags = ["--optimizer", "adamw", "--gpu-mem", "12MiB",
+                 "--ssd-dir", self.work("forced-ssd"),
+                 "--planner-evaluations", "10"]
+        left = re.compile(r"planner: (\d+) forced-class searches? left out")
+        for cpu, expected in (("64MiB", 2), ("8MiB", 4)):
+            r = run([tool("strata-compile"), model, "--emit=plan-report",
+                     "--cpu-mem", cpu] + flags)
+            found = left.search(r.stderr)
+            self.assertIsNotNone(found, r.stderr)
+            # States and activations on the device always; with 8 MiB
+            # of host memory, parameters and states held there too.
+            self.assertEqual(int(found.group(1)), expected, r.stderr)
+        for option, tier, budget in (
+                ("--place-states", "host", "--cpu-mem is 8.00 MiB"),
+                ("--place-params", "host", "--cpu-mem is 8.00 MiB"),
+                ("--place-states", "device", "--gpu-mem is 12.00 MiB"),
+                ("--place-activations", "device", "--gpu-mem is 12.00 MiB")):
+            r = subprocess.run([tool("strata-compile"), model,
+                                "--emit=plan-report", "--cpu-mem", "8MiB",
+                                option, tier] + flags,
+                               capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0, (option, tier))
+            self.assertIn(budget, r.stderr, (option, tier))
+
     def test_predicted_trace_is_the_reported_schedule(self):
         """--predicted-trace writes the plan's predicted schedule as a
         Chrome trace, plan-only too: one track per queue, every kernel,
