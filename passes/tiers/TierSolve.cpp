@@ -32,10 +32,11 @@
 //    modelled as convex and piecewise linear through both measurements
 //    (Coefficients::step); the device's and the host's bytes within the
 //    budgets, and the counts of a type summing to its groups. GLPK (glp_intopt,
-//    branch and cut) solves it to proven optimality; a small tie-break prefers
-//    less traffic in all. The counts are spread over each type's layers evenly,
-//    and put on its last layers (whose updates come first in the backward pass)
-//    as an alternative.
+//    branch and cut, depth first) solves it to proven optimality within
+//    kMaxNodes nodes (a search stopped there keeps its best counts, and the
+//    remark says so); a small tie-break prefers less traffic in all. The counts
+//    are spread over each type's layers evenly, and put on its last layers
+//    (whose updates come first in the backward pass) as an alternative.
 // 5. Checking. The placement is scored, and so is the programme's optimum
 //    without the step's row (the queues alone), which sometimes places
 //    better: the step is modelled from two measurements. Over a budget (the
