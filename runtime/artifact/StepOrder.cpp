@@ -114,35 +114,21 @@ public:
   size_t issued(size_t s) const { return issued_[s]; }
   const Clock &clock(size_t s) const { return clock_[s]; }
 
-  /// Calls `fn(p, access)` for each earlier step p that conflicts with `s`.
+  /// Calls `fn(p, access)` for each earlier step p that conflicts with `s`;
+  /// with `andRecord`, records `s`'s accesses too (record()) in the same
+  /// walk over each access's segments: the same conflicts, bar a reader on
+  /// `s`'s own queue that `s` read after (recorded over it) and then
+  /// writes, which queue order orders already.
   template <typename Fn>
-  void conflicts(size_t s, const StepAccesses &a, Fn fn) {
-    for (const Access &r : a.reads)
-      history_.forEach(r, [&](Segment &seg) {
-        if (seg.writer != kNone && static_cast<size_t>(seg.writer) != s)
-          fn(static_cast<size_t>(seg.writer), r);
-      });
-    for (const Access &w : a.writes)
-      history_.forEach(w, [&](Segment &seg) {
-        if (seg.writer != kNone && static_cast<size_t>(seg.writer) != s)
-          fn(static_cast<size_t>(seg.writer), w);
-        for (int64_t reader : seg.readers)
-          if (reader != kNone && static_cast<size_t>(reader) != s)
-            fn(static_cast<size_t>(reader), w);
-      });
-  }
-  /// conflicts() and then record() in one walk over each access's
-  /// segments. The same conflicts, bar a reader on `s`'s own queue that
-  /// `s` read after (recorded over it) and then writes: queue order
-  /// orders that one already.
-  template <typename Fn>
-  void conflictsThenRecord(size_t s, const StepAccesses &a, Fn fn) {
+  void conflicts(size_t s, const StepAccesses &a, Fn fn,
+                 bool andRecord = false) {
     size_t q = queueOf(s);
     for (const Access &r : a.reads)
       history_.forEach(r, [&](Segment &seg) {
         if (seg.writer != kNone && static_cast<size_t>(seg.writer) != s)
           fn(static_cast<size_t>(seg.writer), r);
-        seg.readers[q] = static_cast<int64_t>(s);
+        if (andRecord)
+          seg.readers[q] = static_cast<int64_t>(s);
       });
     for (const Access &w : a.writes)
       history_.forEach(w, [&](Segment &seg) {
@@ -151,8 +137,10 @@ public:
         for (int64_t reader : seg.readers)
           if (reader != kNone && static_cast<size_t>(reader) != s)
             fn(static_cast<size_t>(reader), w);
-        seg.writer = static_cast<int64_t>(s);
-        seg.readers.fill(kNone);
+        if (andRecord) {
+          seg.writer = static_cast<int64_t>(s);
+          seg.readers.fill(kNone);
+        }
       });
   }
   /// Records `s`'s accesses.
@@ -296,11 +284,14 @@ deriveWaits(const std::vector<Queue> &queues,
     // Recorded at once: the waits below depend on the conflicts alone,
     // and those on its own queue (all the fused walk can miss) are
     // ordered anyway.
-    sweep.conflictsThenRecord(s, accesses[s], [&](size_t p, const Access &) {
-      size_t q = sweep.queueOf(p);
-      if (static_cast<int64_t>(sweep.pos(p)) > need[q])
-        need[q] = sweep.pos(p);
-    });
+    sweep.conflicts(
+        s, accesses[s],
+        [&](size_t p, const Access &) {
+          size_t q = sweep.queueOf(p);
+          if (static_cast<int64_t>(sweep.pos(p)) > need[q])
+            need[q] = sweep.pos(p);
+        },
+        /*andRecord=*/true);
     // The latest issued first: a step issued later can order the earlier
     // ones (through its own waits), never the other way round, so each
     // wait added is one nothing else provides.
