@@ -175,14 +175,9 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   std::vector<Update> updates;
   // Activations: bytes and the share of their kernel's time.
   std::vector<std::pair<double, double>> acts;
-  Operation *firstBackward = nullptr;
+  Operation *firstBackward = firstBackwardKernel(body);
   // The forward pass's compute: the backward pass starts no earlier.
   double forward = 0;
-  for (auto k : body.getOps<exec::KernelOp>())
-    if (markers::isBackward(k)) {
-      firstBackward = k;
-      break;
-    }
   for (auto k : body.getOps<exec::KernelOp>()) {
     if (k.isUpdate()) {
       int u = static_cast<int>(updates.size());

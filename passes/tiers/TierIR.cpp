@@ -190,6 +190,13 @@ SmallVector<Value> swappable(Block &body) {
   return out;
 }
 
+Operation *firstBackwardKernel(Block &body) {
+  for (auto k : body.getOps<exec::KernelOp>())
+    if (markers::isBackward(k))
+      return k;
+  return nullptr;
+}
+
 /// Whether `op` runs after the backward pass, in the optimizer step.
 bool isOptimizerPhase(Operation *op) {
   if (markers::isOptimizer(op))

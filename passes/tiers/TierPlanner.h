@@ -150,6 +150,8 @@ bool writesInPlace(mlir::OpOperand *use);
 
 /// Forward values the backward pass reads: the candidates for swapping.
 llvm::SmallVector<mlir::Value> swappable(mlir::Block &body);
+/// The first kernel of the backward pass in `body` (null without one).
+mlir::Operation *firstBackwardKernel(mlir::Block &body);
 
 /// Gradients the optimizer step reads after the backward pass is done
 /// with them (see TierIR.cpp).

@@ -583,12 +583,7 @@ uint64_t TierPlanner::residentBytes(func::FuncOp func, Class c) const {
 /// of them are in the arena at once when the backward pass starts.
 uint64_t TierPlanner::boundaryBytes(func::FuncOp func) const {
   Block &body = func.getBody().front();
-  Operation *firstBackward = nullptr;
-  for (auto k : body.getOps<exec::KernelOp>())
-    if (markers::isBackward(k)) {
-      firstBackward = k;
-      break;
-    }
+  Operation *firstBackward = firstBackwardKernel(body);
   if (!firstBackward)
     return 0;
   uint64_t bytes = 0;
