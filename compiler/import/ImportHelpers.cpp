@@ -167,6 +167,17 @@ Importer::constInts(const Node &node, size_t index, const char *what) {
   SmallVector<int64_t> result;
   for (const APInt &i : attr.getValues<APInt>())
     result.push_back(i.getSExtValue());
+  // A data-dependent length (checkBoundedInputs let it reach only a shape)
+  // is held at its bound.
+  for (auto [pos, d] : llvm::enumerate(result))
+    if (isSymbolicLength(d)) {
+      unsigned set = unsigned(d - symbolicLength(0));
+      if (set >= boundSets_.size())
+        return nodeError(node) << what << " (input '" << node.inputs[index]
+                               << "') holds an invalid dimension " << d;
+      resolvedLengths_.push_back({pos, set});
+      d = boundSets_[set].bound;
+    }
   return result;
 }
 

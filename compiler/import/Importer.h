@@ -22,6 +22,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
@@ -248,9 +250,12 @@ private:
   /// Positions of GatherND-style index tuples in the data viewed as rows.
   FailureOr<Value> rowPositions(const Node &node, Value indices,
                                 const Shape &dataShape, int64_t batchDims);
+  /// `hitWeights` (shaped like `positions`, 1 or 0): which updates are
+  /// real (rows of a data-dependent length); none: all.
   FailureOr<Value> scatterRows(const Node &node, Value data, Value updates,
                                Value positions, const Shape &rows,
-                               const std::string &reduction);
+                               const std::string &reduction,
+                               Value hitWeights = {});
   LogicalResult gatherElements(const Node &node);
   LogicalResult gatherND(const Node &node);
   LogicalResult scatterElements(const Node &node);
@@ -260,6 +265,59 @@ private:
   LogicalResult argExtreme(const Node &node);
   LogicalResult oneHot(const Node &node);
   LogicalResult nonZero(const Node &node);
+
+  // Data-dependent lengths (BoundedDims.cpp). NonZero on the data path
+  // yields one row per candidate position (its bound) and a mask of the
+  // rows that are real; what consumes the rows carries the mask along.
+  /// A dimension whose length is a count known only when the step runs.
+  struct BoundedDim {
+    unsigned set; ///< Index into boundSets_.
+    int64_t axis;
+  };
+  /// The rows one data-path NonZero made.
+  struct BoundSet {
+    Value mask;    ///< i1 [bound]: which rows are real.
+    int64_t bound; ///< The number of candidate positions.
+    std::string origin;
+  };
+  /// The value a shape holds for the length of `set`'s dimension: above
+  /// any real dimension (2^48 bytes at most), below INT64_MAX (Slice's
+  /// "to the end").
+  static int64_t symbolicLength(unsigned set) {
+    return (int64_t(1) << 62) + set;
+  }
+  static bool isSymbolicLength(int64_t d) {
+    return d >= (int64_t(1) << 62) && d < (int64_t(1) << 62) + (1 << 20);
+  }
+  std::optional<BoundedDim> boundedDim(Value v) const {
+    auto it = boundedDims_.find(v);
+    if (it == boundedDims_.end())
+      return std::nullopt;
+    return it->second;
+  }
+  /// Refuses a node that takes a data-dependent length where Strata cannot
+  /// (before its handler runs).
+  LogicalResult checkBoundedInputs(const Node &node);
+  /// Records which of the node's results have a data-dependent length and
+  /// which hold such a length in a shape (after its handler ran).
+  LogicalResult propagateBounded(const Node &node);
+  /// NonZero of a tensor computed from the data.
+  LogicalResult boundedNonZero(const Node &node, Value x);
+  /// `set`'s mask as float 1/0 (or i1), shaped to broadcast against a tensor
+  /// of `shape` whose dimension `axis` runs over the rows.
+  Value boundMask(unsigned set, const Shape &shape, int64_t axis, Type et,
+                  Location loc);
+  /// `v` with its rows that are not real set to zero.
+  Value zeroPadRows(Value v, BoundedDim dim, Location loc);
+  InFlightDiagnostic boundedError(const Node &node, BoundedDim dim);
+  llvm::DenseMap<Value, BoundedDim> boundedDims_;
+  std::vector<BoundSet> boundSets_;
+  /// Shape constants holding a symbolic length.
+  llvm::DenseSet<Value> symbolic_;
+  /// The symbolic lengths constInts replaced by their bound during the
+  /// current node: (position in the list, set).
+  SmallVector<std::pair<size_t, unsigned>> resolvedLengths_;
+
   LogicalResult einsum(const Node &node); // Einsum.cpp
   // TransformerOps.cpp
   LogicalResult rmsNorm(const Node &node);

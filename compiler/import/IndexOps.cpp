@@ -256,7 +256,8 @@ LogicalResult Importer::gatherND(const Node &node) {
 FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
                                        Value updates, Value positions,
                                        const Shape &rows,
-                                       const std::string &reduction) {
+                                       const std::string &reduction,
+                                       Value hitWeights) {
   Location loc = nodeLoc(node);
   Type et = elementTypeOf(data);
   if (reduction != "none" && reduction != "add")
@@ -318,9 +319,11 @@ FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
       maskShape.push_back(1);
     }
     auto hitType = tensorType(hitShape, et);
-    Value ones = builder_.create<ConstantOp>(
-        loc, hitType,
-        DenseElementsAttr::get(hitType, builder_.getFloatAttr(et, 1.0)));
+    Value ones = hitWeights ? reshape(hitWeights, hitShape, loc)
+                            : builder_.create<ConstantOp>(
+                                  loc, hitType,
+                                  DenseElementsAttr::get(
+                                      hitType, builder_.getFloatAttr(et, 1.0)));
     Value hits =
         builder_.create<GatherGradOp>(loc, tensorType(maskShape, et), ones,
                                       positions, builder_.getI64IntegerAttr(0));
@@ -349,9 +352,26 @@ LogicalResult Importer::scatterElements(const Node &node) {
   FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
   if (failed(positions))
     return failure();
+  // Rows of a data-dependent length: only the real ones land.
+  Value hitWeights;
+  std::optional<BoundedDim> rows = boundedDim(updates);
+  if (rows || boundedDim(indices)) {
+    std::optional<BoundedDim> idx = boundedDim(indices);
+    if (!rows || !idx || rows->set != idx->set || rows->axis != idx->axis ||
+        boundedDim(data))
+      return nodeError(node)
+             << "indices and updates must share their data-dependent length "
+                "(from one NonZero), and the data have none";
+    Location loc = nodeLoc(node);
+    updates = zeroPadRows(updates, *rows, loc);
+    hitWeights = boundMask(rows->set, shapeOf(updates), rows->axis,
+                           elementTypeOf(updates), loc);
+    hitWeights = builder_.createOrFold<BroadcastOp>(
+        loc, tensorType(shapeOf(updates), elementTypeOf(updates)), hitWeights);
+  }
   FailureOr<Value> out =
       scatterRows(node, data, updates, *positions, {numElements(shape)},
-                  stringAttr(node, "reduction", "none"));
+                  stringAttr(node, "reduction", "none"), hitWeights);
   if (failed(out))
     return failure();
   define(node, 0, *out);
@@ -715,11 +735,7 @@ LogicalResult Importer::nonZero(const Node &node) {
     return failure();
   DenseElementsAttr attr;
   if (!matchPattern(input(node, 0), m_Constant(&attr)))
-    return nodeError(node)
-           << "its input is computed from the model's data: NonZero's "
-              "result shape depends on the values, which a static-shape "
-              "compiler cannot take (rewrite the model with a mask, e.g. "
-              "Where)";
+    return boundedNonZero(node, input(node, 0));
   if (attr.getNumElements() > kMaxIndexMap)
     return nodeError(node) << "a constant of " << attr.getNumElements()
                            << " elements is too large to evaluate";

@@ -445,11 +445,15 @@ LogicalResult Importer::importNode(const Node &node) {
                              << node.opType << " takes tensors";
   }
   const Handler &handler = handlers().at(handlerKey(node));
+  if (failed(checkBoundedInputs(node)))
+    return failure();
   attributeError_.clear();
   LogicalResult status = (this->*handler.fn)(node);
   if (!attributeError_.empty())
     return nodeError(node) << attributeError_;
-  return status;
+  if (failed(status))
+    return failure();
+  return propagateBounded(node);
 }
 
 LogicalResult Importer::finishOutputs(func::FuncOp func) {
@@ -460,6 +464,17 @@ LogicalResult Importer::finishOutputs(func::FuncOp func) {
     if (!v)
       return emitError(func.getLoc())
              << "graph output '" << out.name << "' is never computed";
+    if (std::optional<BoundedDim> b = boundedDim(v))
+      return emitError(func.getLoc())
+             << "graph output '" << out.name << "' has a dimension (" << b->axis
+             << ") whose length the data decide (the rows of the NonZero "
+             << boundSets_[b->set].origin
+             << "); Strata's outputs have fixed shapes";
+    if (symbolic_.contains(v))
+      return emitError(func.getLoc())
+             << "graph output '" << out.name
+             << "' holds a length the data decide (the rows of a NonZero); "
+                "Strata's outputs have fixed shapes";
     auto type = cast<RankedTensorType>(v.getType());
     if (out.hasShape && out.dims.size() == static_cast<size_t>(type.getRank()))
       for (size_t d = 0; d < out.dims.size(); ++d)

@@ -637,6 +637,10 @@ LogicalResult Importer::shape(const Node &node) {
   start = std::max<int64_t>(0, std::min(start, rank));
   end = std::max<int64_t>(start, std::min(end, rank));
   SmallVector<int64_t> dims(in.begin() + start, in.begin() + end);
+  // A data-dependent length is a symbol the shapes it reaches resolve.
+  if (std::optional<BoundedDim> b = boundedDim(input(node, 0)))
+    if (b->axis >= start && b->axis < end)
+      dims[b->axis - start] = symbolicLength(b->set);
   auto type =
       tensorType({static_cast<int64_t>(dims.size())}, builder_.getI64Type());
   define(node, 0,

@@ -258,6 +258,45 @@ def if_on_data():
     return nodes
 
 
+def routed_rows():
+    """Transformers' expert dispatch in miniature: the (slot, token) pairs
+    where a parameter-made [2, 3] mask holds (NonZero on the data path, a
+    count the data decide), the tokens' rows through a matrix product and a
+    sigmoid, scaled by the mask's own source at the pair, and added back
+    onto the tokens with ScatterElements at a shape made with Shape/Expand
+    of the rows (pairs share tokens)."""
+    def nodes(names, outs):
+        x, w, g = names
+        const = lambda n, v: helper.make_node(
+            "Constant", [], [n], value=numpy_helper.from_array(np.asarray(v)))
+        return [
+            const("zero", np.float64(0.0)), const("axis1", np.array([1])),
+            const("split", np.array([1, 1])), const("three", np.array(3)),
+            const("flat", np.array([-1])), const("blank", np.zeros((3, 3))),
+            helper.make_node("Greater", [g, "zero"], ["mask"]),
+            helper.make_node("NonZero", ["mask"], ["nz"]),
+            helper.make_node("Transpose", ["nz"], ["pairs"], perm=[1, 0]),
+            helper.make_node("Split", ["pairs", "split"], ["j1", "t1"],
+                             axis=1),
+            helper.make_node("Squeeze", ["j1", "axis1"], ["j"]),
+            helper.make_node("Squeeze", ["t1", "axis1"], ["t"]),
+            helper.make_node("Gather", [x, "t"], ["rows"], axis=0),
+            helper.make_node("MatMul", ["rows", w], ["h"]),
+            helper.make_node("Sigmoid", ["h"], ["s"]),
+            helper.make_node("Mul", ["j", "three"], ["j3"]),
+            helper.make_node("Add", ["j3", "t"], ["pair"]),
+            helper.make_node("Reshape", [g, "flat"], ["gflat"]),
+            helper.make_node("Gather", ["gflat", "pair"], ["scale"], axis=0),
+            helper.make_node("Unsqueeze", ["scale", "axis1"], ["scale2"]),
+            helper.make_node("Mul", ["s", "scale2"], ["upd"]),
+            helper.make_node("Shape", ["upd"], ["shape"]),
+            helper.make_node("Unsqueeze", ["t", "axis1"], ["t2"]),
+            helper.make_node("Expand", ["t2", "shape"], ["where"]),
+            helper.make_node("ScatterElements", ["blank", "where", "upd"],
+                             outs, axis=0, reduction="add")]
+    return nodes
+
+
 _IDX = np.array([[0, 3], [2, 0], [1, 1]], dtype=np.int64)
 _MASK = np.array([[True, False, True, False], [False, False, False, False]])
 # Index ops, Einsum, the opset-23 transformer ops, control flow: all built
@@ -308,6 +347,8 @@ CASES += [
      {"axis": 1}, 11, 1),
     ("floor_is_flat", "Floor", [P(2, 3)], {}, 13, 1),
     ("if_on_data", if_on_data(), [P(2, 3)], {}, 13, 1),
+    ("nonzero_routed_rows", routed_rows(), [P(3, 3), P(3, 3), P(2, 3)], {},
+     18, 1),
 ]
 
 

@@ -8,6 +8,7 @@ exports it to ONNX at each requested opset with static or dynamic axes, and
 writes, next to the models:
 
   ids.npy, logits.npy      one batch and PyTorch's logits for it
+  ids2.npy, logits2.npy    another batch (not the one traced) and its logits
   data.npy                 token rows for training (ids = row[:T], labels =
                            row[1:], batch i of step s = rows[s*B + i])
   <opt>.losses.npy         PyTorch's loss at each of the steps, for sgd and
@@ -178,6 +179,17 @@ def build(family):
                                       intermediate_size=64,
                                       max_position_embeddings=64, **small),
                          T.BertForMaskedLM),
+        # Transformers' own mixtures of experts: routing by NonZero on the
+        # data path (each expert's tokens), index_add_ to combine.
+        "mixtral": lambda: (T.MixtralConfig(num_key_value_heads=2,
+                                            num_local_experts=4,
+                                            num_experts_per_tok=2,
+                                            **decoder),
+                            T.MixtralForCausalLM),
+        "qwen2_moe": lambda: (T.Qwen2MoeConfig(
+            num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=32, shared_expert_intermediate_size=64,
+            decoder_sparse_step=1, **decoder), T.Qwen2MoeForCausalLM),
         "t5": lambda: (T.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=2,
                                   num_heads=4, **small),
                        T.T5ForConditionalGeneration),
@@ -249,6 +261,13 @@ def main():
     with torch.no_grad():
         np.save(os.path.join(args.work, "logits.npy"),
                 module(torch.from_numpy(ids)).numpy())
+    # A second batch: a model whose routing depends on the data (the
+    # mixtures of experts) must be right for batches it was not traced on.
+    ids2 = rng.integers(0, VOCAB, size=(BATCH, SEQ), dtype=np.int64)
+    np.save(os.path.join(args.work, "ids2.npy"), ids2)
+    with torch.no_grad():
+        np.save(os.path.join(args.work, "logits2.npy"),
+                module(torch.from_numpy(ids2)).numpy())
     rows = rng.integers(0, VOCAB, size=(BATCH * STEPS, SEQ + 1),
                         dtype=np.int64)
     np.save(os.path.join(args.work, "data.npy"), rows)

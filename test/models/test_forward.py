@@ -270,6 +270,107 @@ class ForwardParity(unittest.TestCase):
         ]
         self.run_single_node_cases("rounding", cases, inputs, opset=13)
 
+    def test_data_dependent_nonzero_rows_against_numpy(self):
+        """NonZero of data (a count of rows the data decide, held at its
+        bound), as transformers' expert dispatch uses it: the (slot, token)
+        pairs where a [2, 3] mask holds; the tokens' rows gathered, through
+        a matrix product and a sigmoid, scaled by the mask's source at the
+        pair, and put back three ways: ScatterElements 'add' onto the
+        tokens (pairs share tokens, so rows that are not real would land
+        on real ones), 'none' onto each pair's own slot of a tensor of ones
+        (slots no real row names keep their one), and through a softmax and
+        a ConstantOfShape at the rows' symbolic shape. One compiled program
+        run with every count from 0 to the bound (6): NumPy's values."""
+        from onnx import helper, numpy_helper
+        import onnx
+        rng = np.random.default_rng(21)
+        x = rng.standard_normal((3, 3)).astype(np.float32)
+        w = rng.standard_normal((3, 4)).astype(np.float32)
+        c = lambda n, v: helper.make_node(
+            "Constant", [], [n], value=numpy_helper.from_array(np.asarray(v)))
+        n = helper.make_node
+        nodes = [
+            c("zero", np.float32(0.0)), c("axis0", np.array([0])),
+            c("axis1", np.array([1])), c("minus1", np.array([-1])),
+            c("three", np.array(3)), c("split", np.array([1, 1])),
+            c("blank", np.zeros((3, 4), np.float32)),
+            c("ones", np.ones((6, 4), np.float32)),
+            c("blank3", np.zeros((3, 3), np.float32)),
+            n("Greater", ["g", "zero"], ["mask"]),
+            n("NonZero", ["mask"], ["nz"]),
+            n("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
+            n("Split", ["nzt", "split"], ["j1", "t1"], axis=1),
+            n("Squeeze", ["j1", "axis1"], ["j"]),
+            n("Squeeze", ["t1", "axis1"], ["t"]),
+            n("Gather", ["x", "t"], ["rows"], axis=0),
+            n("MatMul", ["rows", "w"], ["h"]),
+            n("Sigmoid", ["h"], ["s"]),
+            n("Mul", ["j", "three"], ["j3"]),
+            n("Add", ["j3", "t"], ["pair"]),
+            n("Reshape", ["g", "minus1"], ["gflat"]),
+            n("Gather", ["gflat", "pair"], ["scale"], axis=0),
+            n("Unsqueeze", ["scale", "axis1"], ["scale2"]),
+            n("Mul", ["s", "scale2"], ["upd"]),
+            n("Shape", ["upd"], ["shape"]),
+            n("Unsqueeze", ["t", "axis1"], ["t2"]),
+            n("Expand", ["t2", "shape"], ["at_token"]),
+            n("ScatterElements", ["blank", "at_token", "upd"], ["y"], axis=0,
+              reduction="add"),
+            n("Unsqueeze", ["pair", "axis1"], ["pair2"]),
+            n("Expand", ["pair2", "shape"], ["at_pair"]),
+            n("ScatterElements", ["ones", "at_pair", "upd"], ["z"], axis=0),
+            n("Softmax", ["rows"], ["sm"], axis=1),
+            n("Shape", ["sm"], ["smshape"]),
+            n("ConstantOfShape", ["smshape"], ["one"],
+              value=numpy_helper.from_array(np.array([1.0], np.float32))),
+            n("Add", ["sm", "one"], ["sm1"]),
+            n("Mul", ["sm1", "scale2"], ["v0"]),
+            n("Expand", ["t2", "smshape"], ["at_token3"]),
+            n("ScatterElements", ["blank3", "at_token3", "v0"], ["v"], axis=0,
+              reduction="add"),
+        ]
+        graph = helper.make_graph(
+            nodes, "rows",
+            [helper.make_tensor_value_info("x", 1, [3, 3]),
+             helper.make_tensor_value_info("w", 1, [3, 4]),
+             helper.make_tensor_value_info("g", 1, [2, 3])],
+            [helper.make_tensor_value_info(o, 1, None)
+             for o in ("y", "z", "v")])
+        path = os.path.join(ARGS.work, "nonzero_rows.onnx")
+        onnx.save(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+        art = path + ".strata"
+        self.compile({"path": path, "bind": []}, art)
+        for count in range(7):
+            g = -np.abs(rng.standard_normal(6)).astype(np.float32) - 0.1
+            g[rng.permutation(6)[:count]] *= -1
+            g = g.reshape(2, 3)
+            j, t = np.nonzero(g > 0)
+            self.assertEqual(len(t), count)
+            scale = g[j, t][:, None]
+            upd = 1 / (1 + np.exp(-(x[t] @ w))) * scale
+            want_y = np.zeros((3, 4), np.float32)
+            np.add.at(want_y, t, upd)
+            want_z = np.ones((6, 4), np.float32)
+            want_z[j * 3 + t] = upd
+            e = np.exp(x[t] - x[t].max(axis=1, keepdims=True))
+            want_v = np.zeros((3, 3), np.float32)
+            np.add.at(want_v, t, (e / e.sum(axis=1, keepdims=True) + 1) *
+                      scale)
+            feeds = {}
+            for name, a in (("x", x), ("w", w), ("g", g)):
+                feeds[name] = os.path.join(ARGS.work, "nz%d.%s.npy" % (
+                    count, name))
+                np.save(feeds[name], a)
+            out = os.path.join(ARGS.work, "nz%d.out" % count)
+            r = self.run_artifact(art, feeds, out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for name, want in (("y", want_y), ("z", want_z), ("v", want_v)):
+                got = np.load(os.path.join(out, name + ".npy"))
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
+                                           err_msg="%s, %d rows" % (name,
+                                                                    count))
+
     def test_gemm_mlp_against_numpy(self):
         import onnx
         from onnx import numpy_helper
