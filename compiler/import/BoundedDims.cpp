@@ -7,15 +7,19 @@
 // its bound, one row per candidate position in NonZero's (row-major) order,
 // with an i1 mask of the rows that are real:
 //
-//  * NonZero itself becomes a constant, every candidate's coordinates, and
-//    the mask `input != 0`.
+//  * NonZero itself becomes every candidate's coordinates (a constant)
+//    gathered in an order that puts the real ones first
+//    (graph.compact_rows of `input != 0`, which also counts them); the
+//    mask of real rows is then `position < count`.
 //  * Ops that treat rows independently (elementwise ops, matrix products
 //    over other axes, views, gathers at the rows' coordinates, softmax and
 //    reductions over other axes) compute every candidate row, the real and
-//    the others alike. A candidate that is not real computes what it would
-//    if it were (its coordinates are valid), so its values are as finite as
-//    real rows' are and its gradient is as finite; it is zeroed before it
-//    can reach anything real.
+//    the others alike, except matrix products of the rows by a matrix:
+//    those take the count (graph.matmul's `rows`) and compute the real rows
+//    only, the others zero. A candidate that is not real computes what it
+//    would if it were (its coordinates are valid) or from zeros, so its
+//    values are as finite as real rows' are and so is its gradient; it is
+//    zeroed before it can reach anything real.
 //  * Ops that combine rows (ScatterElements, the index_add_ that puts each
 //    expert's output back) take only the real ones: the others' updates are
 //    zeroed and do not count as landing.
@@ -25,8 +29,9 @@
 //    node, as is any op not listed here taking such a tensor.
 //
 // The result equals the model's on the real rows, for every routing: memory
-// is planned at the bound and the computation is a fixed program (each
-// candidate row is computed; a later pass may compact the real ones).
+// is planned at the bound, the products cost the real rows (for a mixture
+// of experts: tokens x top-k rows over all experts, as a grouped product
+// would), the rest of the row-wise work the bound.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,9 +106,8 @@ static RowRule rowRule(StringRef op) {
 static bool takesSymbolicLength(StringRef op, size_t index) {
   if (op == "Concat" || op == "Shape")
     return true;
-  if (op == "Gather" || op == "Slice" || op == "Squeeze" ||
-      op == "Unsqueeze" || op == "Identity" || op == "Cast" ||
-      op == "ConstantOfShape")
+  if (op == "Gather" || op == "Slice" || op == "Squeeze" || op == "Unsqueeze" ||
+      op == "Identity" || op == "Cast" || op == "ConstantOfShape")
     return index == 0;
   if (op == "Reshape")
     return index <= 1;
@@ -124,8 +128,7 @@ InFlightDiagnostic Importer::boundedError(const Node &node, BoundedDim dim) {
   return nodeError(node) << "takes a tensor whose dimension " << dim.axis
                          << " has a length the data decide (the rows of the "
                             "NonZero "
-                         << set.origin << ", at most "
-                         << set.bound << "): ";
+                         << set.origin << ", at most " << set.bound << "): ";
 }
 
 LogicalResult Importer::checkBoundedInputs(const Node &node) {
@@ -171,8 +174,7 @@ Value Importer::boundMask(unsigned set, const Shape &shape, int64_t axis,
 
 Value Importer::zeroPadRows(Value v, BoundedDim dim, Location loc) {
   Shape shape = shapeOf(v);
-  Value mask =
-      boundMask(dim.set, shape, dim.axis, builder_.getI1Type(), loc);
+  Value mask = boundMask(dim.set, shape, dim.axis, builder_.getI1Type(), loc);
   return builder_.createOrFold<SelectOp>(
       loc, v.getType(), mask, v, scalarConstant(elementTypeOf(v), 0.0, loc));
 }
@@ -216,9 +218,22 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
     nonzero = builder_.createOrFold<NotOp>(
         loc, i1, builder_.createOrFold<EqualOp>(loc, i1, x, zero));
   }
-  boundSets_.push_back({reshape(nonzero, {bound}, loc), bound,
-                        nodeLabel(node)});
-  Value result = intConstant({rank, bound}, coords, loc);
+  // The real candidates first: the rows' order, their count, and the
+  // candidates' coordinates in that order.
+  auto compact = builder_.create<CompactRowsOp>(
+      loc, tensorType({bound}, builder_.getI64Type()),
+      tensorType({}, builder_.getI64Type()), reshape(nonzero, {bound}, loc));
+  std::vector<int64_t> iota(bound);
+  for (int64_t i = 0; i < bound; ++i)
+    iota[i] = i;
+  Value real = builder_.createOrFold<LessOp>(
+      loc, tensorType({bound}, builder_.getI1Type()),
+      intConstant({bound}, iota, loc), compact.getCount());
+  boundSets_.push_back({real, compact.getCount(), bound, nodeLabel(node)});
+  Value result = builder_.create<GatherOp>(
+      loc, tensorType({rank, bound}, builder_.getI64Type()),
+      intConstant({rank, bound}, coords, loc), compact.getOrder(),
+      builder_.getI64IntegerAttr(1));
   define(node, 0, result);
   boundedDims_[result] = {unsigned(boundSets_.size() - 1), 1};
   return success();
@@ -330,8 +345,8 @@ LogicalResult Importer::propagateBounded(const Node &node) {
     }
     if (rule == RowRule::Expand && resolved) {
       // The target shape (input 1) aligns with the output from the right.
-      int64_t a = int64_t(resolved->first) + outRank -
-                  shapeOf(input(node, 1)).front();
+      int64_t a =
+          int64_t(resolved->first) + outRank - shapeOf(input(node, 1)).front();
       if (axis && *axis != a)
         return refuse("its shape puts the rows on another axis");
       axis = a;
@@ -404,8 +419,8 @@ LogicalResult Importer::propagateBounded(const Node &node) {
   }
   case RowRule::Split:
   case RowRule::Softmax: {
-    FailureOr<int64_t> a = axisAttr(
-        node, rule == RowRule::Split ? 0 : -1, int64_t(inShape.size()));
+    FailureOr<int64_t> a = axisAttr(node, rule == RowRule::Split ? 0 : -1,
+                                    int64_t(inShape.size()));
     if (failed(a))
       return failure();
     if (*a == b)

@@ -290,10 +290,10 @@ LogicalResult Importer::einsum(const Node &node) {
               na = numElements(shapeFor(onlyA)),
               nc = numElements(shapeFor(contracted)),
               nbo = numElements(shapeFor(onlyB));
-      Value m =
-          builder_.create<MatMulOp>(loc, tensorType({nb, na, nbo}, et),
-                                    reshape(acc.value, {nb, na, nc}, loc),
-                                    reshape(next.value, {nb, nc, nbo}, loc));
+      Value m = builder_.create<MatMulOp>(
+          loc, tensorType({nb, na, nbo}, et),
+          reshape(acc.value, {nb, na, nc}, loc),
+          reshape(next.value, {nb, nc, nbo}, loc), Value());
       product = reshape(m, shapeFor(result), loc);
     }
     acc = Term{product, result};

@@ -123,7 +123,8 @@ LogicalResult Importer::cumsum(const Node &node) {
   auto mType = tensorType({n, n}, et);
   Value m = builder_.create<ConstantOp>(loc, mType,
                                         DenseElementsAttr::get(mType, entries));
-  Value y = builder_.create<MatMulOp>(loc, tensorType(moved, et), v, m);
+  Value y =
+      builder_.create<MatMulOp>(loc, tensorType(moved, et), v, m, Value());
   if (*axis != rank - 1) {
     SmallVector<int64_t> back(rank);
     for (int64_t d = 0; d < rank; ++d)
@@ -236,9 +237,16 @@ LogicalResult Importer::matmul(const Node &node) {
   if (!shape)
     return nodeError(node) << "cannot multiply " << a.getType() << " by "
                            << b.getType() << ": " << why;
+  // Rows of a data-dependent length (held compacted, the real ones first):
+  // the product stops at their count.
+  Value rows;
+  std::optional<BoundedDim> bounded = boundedDim(a);
+  if (bounded && bounded->axis == 0 && shapeOf(a).size() == 2 &&
+      shapeOf(b).size() == 2 && !boundedDim(b))
+    rows = boundSets_[bounded->set].count;
   define(node, 0,
-         builder_.create<MatMulOp>(nodeLoc(node),
-                                   tensorType(*shape, elementTypeOf(a)), a, b));
+         builder_.create<MatMulOp>(
+             nodeLoc(node), tensorType(*shape, elementTypeOf(a)), a, b, rows));
   return success();
 }
 
@@ -265,7 +273,7 @@ LogicalResult Importer::gemm(const Node &node) {
   if (!shape)
     return nodeError(node) << "A and B do not multiply: " << why;
   auto type = tensorType(*shape, et);
-  Value y = builder_.create<MatMulOp>(loc, type, a, b);
+  Value y = builder_.create<MatMulOp>(loc, type, a, b, Value());
   float alpha = floatAttr(node, "alpha", 1.0f);
   float beta = floatAttr(node, "beta", 1.0f);
   if (alpha != 1.0f)

@@ -379,8 +379,9 @@ LogicalResult Importer::attention(const Node &node) {
   Value qScaled = builder_.createOrFold<MulOp>(loc, q.getType(), q, root);
   Value kScaled = builder_.createOrFold<MulOp>(loc, k.getType(), k, root);
   auto scoreType = tensorType({b, hq, l, total}, et);
-  Value scores = builder_.create<MatMulOp>(loc, scoreType, qScaled, kScaled,
-                                           UnitAttr(), builder_.getUnitAttr());
+  Value scores =
+      builder_.create<MatMulOp>(loc, scoreType, qScaled, kScaled, Value(),
+                                UnitAttr(), builder_.getUnitAttr());
   float softcap = floatAttr(node, "softcap", 0.0f);
   if (softcap > 0.0f) {
     Value cap = scalarConstant(et, softcap, loc);
@@ -453,8 +454,9 @@ LogicalResult Importer::attention(const Node &node) {
   if (mode == 3)
     qkOut = probs;
   define(node, 3, qkOut);
-  Value y = builder_.create<MatMulOp>(loc, tensorType({b, hq, l, dv}, et),
-                                      probs, v, UnitAttr(), UnitAttr());
+  Value y =
+      builder_.create<MatMulOp>(loc, tensorType({b, hq, l, dv}, et), probs, v,
+                                Value(), UnitAttr(), UnitAttr());
   if (rank == 3) {
     y = builder_.createOrFold<TransposeOp>(
         loc, tensorType({b, l, hq, dv}, et), y,

@@ -115,9 +115,10 @@ public:
                                   b_.getDenseI64ArrayAttr(perm));
   }
 
-  Value matmul(Value x, Value y, bool tx = false, bool ty = false) {
+  Value matmul(Value x, Value y, bool tx = false, bool ty = false,
+               Value rows = {}) {
     Shape s = *matmulShape(shapeOf(x), shapeOf(y), nullptr, tx, ty);
-    return b_.create<MatMulOp>(loc_, type(s, elementTypeOf(x)), x, y,
+    return b_.create<MatMulOp>(loc_, type(s, elementTypeOf(x)), x, y, rows,
                                tx ? b_.getUnitAttr() : UnitAttr(),
                                ty ? b_.getUnitAttr() : UnitAttr());
   }
@@ -365,6 +366,25 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, Value g,
   GradBuilder gb(b, getLoc());
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   Shape as = shapeOf(getLhs()), bs = shapeOf(getRhs());
+  if (Value rows = getRows()) {
+    // Matrices; the lhs's stored rows from `rows` on are zero, so their
+    // gradient is zero, and they drop out of the rhs's. Each product below
+    // has that same stored-row dimension as its lhs.
+    Value A = getLhs(), B = getRhs();
+    if (!ta) {
+      // Y = A_r op(B): dA = G op(B)^T (rows of G past `rows` are zero in
+      // Y, so dropping them is exact); dB from A_r^T G.
+      grads.push_back(gb.matmul(g, B, false, !tb, rows));
+      grads.push_back(tb ? gb.matmul(g, A, true, false, rows)
+                         : gb.matmul(A, g, true, false, rows));
+    } else {
+      // Y = A_r^T B: dA = B G^T (B's rows past `rows` drop out), dB = A_r G.
+      grads.push_back(gb.matmul(B, g, false, true, rows));
+      grads.push_back(gb.matmul(A, g, false, false, rows));
+    }
+    grads.push_back(Value()); // The count is an integer.
+    return success();
+  }
   // Lift vectors to matrices as numpy.matmul does (a vector is never
   // transposed).
   Shape a2 = as, b2 = bs;

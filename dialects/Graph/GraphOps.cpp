@@ -104,6 +104,19 @@ LogicalResult MatMulOp::verify() {
     return emitOpError("invalid operand shapes: ") << why;
   if (*expected != shapeOf(getResult()))
     return emitOpError("result shape must be ") << shapeString(*expected);
+  if (getRows()) {
+    if (shapeOf(getLhs()).size() != 2 || shapeOf(getRhs()).size() != 2)
+      return emitOpError("with rows, both operands must be matrices");
+    if (getTransposeLhs() && getTransposeRhs())
+      return emitOpError("with rows and transpose_lhs, the rhs must not be "
+                         "transposed");
+  }
+  return success();
+}
+
+LogicalResult CompactRowsOp::verify() {
+  if (shapeOf(getOrder()) != shapeOf(getMask()))
+    return emitOpError("order must have the mask's shape");
   return success();
 }
 
@@ -399,8 +412,11 @@ struct FoldTransposeIntoMatMul : public OpRewritePattern<MatMulOp> {
                                 PatternRewriter &rewriter) const override {
     auto lhs = op.getLhs().getDefiningOp<TransposeOp>();
     auto rhs = op.getRhs().getDefiningOp<TransposeOp>();
-    bool foldLhs = lhs && swapsLastTwo(lhs);
-    bool foldRhs = rhs && swapsLastTwo(rhs);
+    // `rows` counts the stored lhs's rows: a folded transpose would change
+    // which those are.
+    bool foldLhs = lhs && swapsLastTwo(lhs) && !op.getRows();
+    bool foldRhs =
+        rhs && swapsLastTwo(rhs) && !(op.getRows() && op.getTransposeLhs());
     if (!foldLhs && !foldRhs)
       return failure();
     rewriter.modifyOpInPlace(op, [&] {

@@ -236,17 +236,46 @@ def Graph_MatMulOp : Graph_Op<"matmul", [Pure, Graph_Differentiable]> {
     dimensions swapped, so `x @ W^T` needs no transposed copy of `W`
     (canonicalization folds `graph.transpose` into them).
 
+    With `rows` (an i64 scalar known when the step runs: the count of
+    rows of a data-dependent length, NonZero's, held at their bound with
+    the real ones first), both operands are matrices and the lhs's stored
+    rows (its dimension 0) from `rows` on are taken as zero: without
+    `transpose_lhs` the result's rows from `rows` on are zero, with it
+    those rows drop out of the contraction (then the rhs is not
+    transposed). The product costs the real rows only.
+
     ```mlir
     %y = graph.matmul %x, %w : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
     %z = graph.matmul %x, %v {transpose_rhs} : (tensor<2x16x64xf32>, tensor<256x64xf32>) -> tensor<2x16x256xf32>
+    %r = graph.matmul %rows, %w rows %n : (tensor<32x64xf32>, tensor<64x256xf32>, tensor<i64>) -> tensor<32x256xf32>
     ```
   }];
   let arguments = (ins AnyStaticShapeTensor:$lhs, AnyStaticShapeTensor:$rhs,
+                       Optional<0DTensorOf<[I64]>>:$rows,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs AnyStaticShapeTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$lhs `,` $rhs (`rows` $rows^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
+}
+
+def Graph_CompactRowsOp : Graph_Op<"compact_rows", [Pure]> {
+  let summary = "The positions of a mask's true entries first, then the others";
+  let description = [{
+    For a mask of candidate rows (NonZero's, one per element of its input),
+    `order` lists the positions where the mask holds, ascending, then the
+    others, ascending; `count` is how many hold. Rows gathered in this
+    order have the real ones first, so products can stop at `count`
+    (`graph.matmul ... rows`). Not differentiable (integer results).
+
+    ```mlir
+    %order, %count = graph.compact_rows %mask : tensor<8xi1> -> (tensor<8xi64>, tensor<i64>)
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[I1]>:$mask);
+  let results = (outs 1DTensorOf<[I64]>:$order, 0DTensorOf<[I64]>:$count);
+  let assemblyFormat = "$mask attr-dict `:` type($mask) `->` `(` type($order) `,` type($count) `)`";
+  let hasVerifier = 1;
 }
 
 class Graph_ReduceOp<string mnemonic, string summaryText>

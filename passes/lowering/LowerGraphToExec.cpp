@@ -89,6 +89,9 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
             {op.getTransposeLhs() ? 1 : 0, op.getTransposeRhs() ? 1 : 0},
             {}};
       })
+      .Case<CompactRowsOp>([](CompactRowsOp) {
+        return KernelSpec{"compact_rows", {}, {}};
+      })
       .Case<GeluOp>([](GeluOp op) {
         return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};
       })

@@ -217,6 +217,14 @@ bool StepChecker::matmul() {
   std::optional<int64_t> expected = checkedNumElements(batch);
   if (!expected)
     return fail("result size overflows");
+  if (step_.inputs.size() == 3) {
+    if (in(2).dtype != DType::I64 || !in(2).shape.empty())
+      return fail("rows must be an int64 scalar");
+    if (in(0).shape.size() != 2 || in(1).shape.size() != 2)
+      return fail("with rows, both operands must be matrices");
+    if (s.ta && s.tb)
+      return fail("with rows and a transposed a, b must not be transposed");
+  }
   return elementCount(out(0), *expected);
 }
 
@@ -535,6 +543,16 @@ bool StepChecker::check() {
     return true;
   case Kernel::Copy:
     return operands() && sameType(in(0), out(0)) && sameCount(in(0), out(0));
+  case Kernel::CompactRows:
+    if (!operands())
+      return false;
+    if (in(0).dtype != DType::Bool || in(0).shape.size() != 1)
+      return fail("needs a bool vector");
+    if (out(0).dtype != DType::I64 || out(0).shape != in(0).shape)
+      return fail("order must be an int64 vector of the mask's length");
+    if (out(1).dtype != DType::I64 || !out(1).shape.empty())
+      return fail("count must be an int64 scalar");
+    return true;
   case Kernel::AllReduce:
     if (!operands() || !attributes(1, 0) || !floating(in(0)) ||
         !sameType(in(0), out(0)) || !sameShape(in(0), out(0)))

@@ -42,7 +42,8 @@ const std::vector<KernelInfo> kTable = {
     {K::Gelu, "gelu", 1, 1, 1, 0, 0, P::None, 0, C::Transcendental},
     {K::Not, "not", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
     {K::Cast, "cast", 1, 1, 1, 0, 0, P::None, 0, C::Simple},
-    {K::MatMul, "matmul", 2, 2, 1, 0, 0, P::None, 0, C::MatMul},
+    // (a, b, [rows]): rows, an i64 scalar, counts a's live stored rows.
+    {K::MatMul, "matmul", 2, 3, 1, 0, 0, P::None, 0, C::MatMul},
     {K::ReduceSum, "reduce_sum", 1, 1, 1, 1, 0, P::None, 0, C::Simple},
     {K::ReduceMean, "reduce_mean", 1, 1, 1, 1, 0, P::None, 0, C::Simple},
     {K::ReduceMax, "reduce_max", 1, 1, 1, 1, 0, P::None, 0, C::Simple},
@@ -100,6 +101,8 @@ const std::vector<KernelInfo> kTable = {
     {K::AllGather, "all_gather", 2, 2, 0, 1, 0, P::First, 0, C::Collective},
     // Sharded parameters: (shard) -> the whole tensor, every rank's shard.
     {K::Unshard, "unshard", 1, 1, 1, 1, 0, P::None, 0, C::Collective},
+    // (mask) -> (order, count): a mask's true positions first.
+    {K::CompactRows, "compact_rows", 1, 1, 2, 0, 0, P::None, 0, C::Movement},
 };
 
 bool tableInOrder() {

@@ -185,6 +185,7 @@ enum class Kernel : uint16_t {
   Shard,
   AllGather,
   Unshard,
+  CompactRows,
   // Add new kernels above this line.
   NumKernels
 };

@@ -228,6 +228,13 @@ std::vector<Case> cases(bool small) {
       {{B, {64 * big, 128}}, {B, {128, 32}}}, {{B, {64 * big, 32}}});
   add("matmul f16", step(Kernel::MatMul), {{H, {32, 64}}, {H, {64, 16}}},
       {{H, {32, 16}}});
+  // A count of live rows (negative counts clamp to none).
+  add("matmul rows", step(Kernel::MatMul),
+      {{F, {17, 33}}, {F, {33, 9}}, {DType::I64, {}, 'i', 20}}, {{F, {17, 9}}});
+  add("matmul rows transpose a", step(Kernel::MatMul, {1, 0}),
+      {{F, {17, 5}}, {F, {17, 3}}, {DType::I64, {}, 'i', 20}}, {{F, {5, 3}}});
+  add("matmul rows transpose b bf16", step(Kernel::MatMul, {0, 1}),
+      {{B, {17, 7}}, {B, {3, 7}}, {DType::I64, {}, 'i', 20}}, {{B, {17, 3}}});
   // Reductions, softmax, norms.
   add("reduce_sum last", step(Kernel::ReduceSum, {2, 0}), {{F, {4, 5, 300}}},
       {{F, {4, 5}}});
@@ -334,6 +341,8 @@ std::vector<Case> cases(bool small) {
   }
   add("broadcast", step(Kernel::Broadcast), {{F, {3, 1}}}, {{F, {2, 3, 4}}},
       true);
+  add("compact_rows", step(Kernel::CompactRows), {{DType::Bool, {1000}, 'b'}},
+      {{DType::I64, {1000}}, {DType::I64, {}}}, true);
   add("trilu upper", step(Kernel::Trilu, {1, 1}), {{F, {2, 5, 6}}},
       {{F, {2, 5, 6}}}, true);
   add("trilu lower", step(Kernel::Trilu, {0, -1}), {{F, {5, 6}}}, {{F, {5, 6}}},

@@ -88,6 +88,14 @@ void cast(const TensorRef &in, const TensorRef &out);
 
 void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
             bool ta, bool tb);
+/// matmul with the stored rows of `a` (matrices) from `rows` on taken as
+/// zero (artifact::Kernel::MatMul's optional third input).
+void matmulRows(const TensorRef &a, const TensorRef &b, const TensorRef &out,
+                bool ta, bool tb, int64_t rows);
+/// The positions of `mask`'s true entries, then the others (both
+/// ascending), and how many are true.
+void compactRows(const TensorRef &mask, const TensorRef &order,
+                 const TensorRef &count);
 
 //===----------------------------------------------------------------------===//
 // Reductions and normalisations

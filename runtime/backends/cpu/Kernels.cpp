@@ -72,6 +72,9 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     std::memcpy(in[0].data, in[1].data,
                 in[0].numElements() * dtypeSize(in[0].dtype));
     return true;
+  case Kernel::CompactRows:
+    k::compactRows(in[0], out[0], out[1]);
+    return true;
   case Kernel::Shard: {
     // This rank's chunk of the flattened input; zeros past its end.
     size_t size = dtypeSize(in[0].dtype);
@@ -128,8 +131,13 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
     k::cast(in[0], o);
     return true;
   case Kernel::MatMul:
-    k::matmul(in[0], in[1], o, step.ints.size() > 0 && step.ints[0] != 0,
-              step.ints.size() > 1 && step.ints[1] != 0);
+    if (in.size() == 3)
+      k::matmulRows(in[0], in[1], o, step.ints.size() > 0 && step.ints[0] != 0,
+                    step.ints.size() > 1 && step.ints[1] != 0,
+                    *static_cast<const int64_t *>(in[2].data));
+    else
+      k::matmul(in[0], in[1], o, step.ints.size() > 0 && step.ints[0] != 0,
+                step.ints.size() > 1 && step.ints[1] != 0);
     return true;
   case Kernel::ReduceSum:
   case Kernel::ReduceMean:

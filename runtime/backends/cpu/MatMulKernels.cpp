@@ -150,4 +150,24 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
   });
 }
 
+void matmulRows(const TensorRef &a, const TensorRef &b, const TensorRef &out,
+                bool ta, bool tb, int64_t rows) {
+  // The validator checked: matrices, not both transposed.
+  int64_t stored = a.shape[0];
+  rows = std::clamp<int64_t>(rows, 0, stored);
+  size_t size = dtypeSize(a.dtype);
+  TensorRef live{a.dtype, {rows, a.shape[1]}, a.data};
+  if (!ta) {
+    // The result's rows past `rows` are zero; the others a product.
+    TensorRef head{out.dtype, {rows, out.shape[1]}, out.data};
+    matmul(live, b, head, false, tb);
+    std::memset(static_cast<char *>(out.data) + rows * out.shape[1] * size, 0,
+                (stored - rows) * out.shape[1] * size);
+    return;
+  }
+  // a^T b over the live rows of both (b is not transposed).
+  TensorRef liveB{b.dtype, {rows, b.shape[1]}, b.data};
+  matmul(live, liveB, out, true, false);
+}
+
 } // namespace strata::cpu::kernels

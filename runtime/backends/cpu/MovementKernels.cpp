@@ -151,4 +151,18 @@ void trilu(const TensorRef &in, const TensorRef &out, bool upper, int64_t k) {
       }
 }
 
+void compactRows(const TensorRef &mask, const TensorRef &order,
+                 const TensorRef &count) {
+  const auto *m = static_cast<const uint8_t *>(mask.data);
+  auto *o = static_cast<int64_t *>(order.data);
+  int64_t n = mask.numElements(), k = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (m[i])
+      o[k++] = i;
+  *static_cast<int64_t *>(count.data) = k;
+  for (int64_t i = 0; i < n; ++i)
+    if (!m[i])
+      o[k++] = i;
+}
+
 } // namespace strata::cpu::kernels

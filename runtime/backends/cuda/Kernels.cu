@@ -57,6 +57,8 @@ bool supportsStep(const artifact::Plan &plan, const Step &step,
         slotOf(step.inputs[2]).shape.back() > kMaxHeadDim)
       return on(("heads wider than " + std::to_string(kMaxHeadDim)).c_str());
     return anyType ? true : on(dtypeName(t));
+  case Kernel::CompactRows:
+    return true; // A bool mask in, int64 out (the validator checked).
   case Kernel::Cast:
     if (!anyType || !dispatch(slotOf(step.outputs[0]).dtype, [](auto) {}))
       return on(dtypeName(anyType ? slotOf(step.outputs[0]).dtype : t));
@@ -140,6 +142,7 @@ Family familyOf(Kernel k) {
   case Kernel::Tanh:
     return launchPointwise;
   case Kernel::Broadcast:
+  case Kernel::CompactRows:
   case Kernel::Concat:
   case Kernel::Copy:
   case Kernel::Gather:

@@ -2,6 +2,8 @@
 
 #include "runtime/backends/cuda/KernelFamilies.cuh"
 
+#include <algorithm>
+
 #include <cublasLt.h>
 
 #include <map>
@@ -141,7 +143,38 @@ STRATA_KERNEL_FAMILY(launchMatMul) {
   (void)ctx;
   if (step.kernel != Kernel::MatMul)
     return std::nullopt;
-  return matmul(step, in[0], in[1], out[0], l, error);
+  if (in.size() < 3)
+    return matmul(step, in[0], in[1], out[0], l, error);
+  // With a count of live rows (matrices; the validator checked): the count
+  // is read on the host (the stream waits for it) and the product covers
+  // only those rows, the result's other rows zeroed.
+  int64_t rows = 0;
+  if (!check(cudaMemcpyAsync(&rows, in[2].data, sizeof(rows),
+                             cudaMemcpyDeviceToHost, streamOf(l)),
+             "matmul rows", error) ||
+      !check(cudaStreamSynchronize(streamOf(l)), "matmul rows", error))
+    return false;
+  int64_t stored = in[0].shape[0];
+  rows = std::clamp<int64_t>(rows, 0, stored);
+  bool ta = !step.ints.empty() && step.ints[0] != 0;
+  TensorRef live{in[0].dtype, {rows, in[0].shape[1]}, in[0].data};
+  size_t size = dtypeSize(out[0].dtype);
+  if (!ta) {
+    TensorRef head{out[0].dtype, {rows, out[0].shape[1]}, out[0].data};
+    if (rows > 0 && !matmul(step, live, in[1], head, l, error))
+      return false;
+    return check(cudaMemsetAsync(static_cast<char *>(out[0].data) +
+                                     rows * out[0].shape[1] * size,
+                                 0, (stored - rows) * out[0].shape[1] * size,
+                                 streamOf(l)),
+                 "matmul rows", error);
+  }
+  if (rows == 0)
+    return check(cudaMemsetAsync(out[0].data, 0, out[0].numElements() * size,
+                                 streamOf(l)),
+                 "matmul rows", error);
+  TensorRef liveB{in[1].dtype, {rows, in[1].shape[1]}, in[1].data};
+  return matmul(step, live, liveB, out[0], l, error);
 }
 
 } // namespace strata::cuda::kernels

@@ -76,6 +76,23 @@ __global__ void gatherGradKernel(const T *g, const I *idx, T *out,
   }
 }
 
+/// compact_rows: one thread walks the mask twice (true positions, then the
+/// others). The masks are NonZero's candidates (tokens x top-k at most):
+/// short beside the products that follow.
+__global__ void compactRowsKernel(const uint8_t *mask, int64_t *order,
+                                  int64_t *count, int64_t n) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (mask[i])
+      order[k++] = i;
+  *count = k;
+  for (int64_t i = 0; i < n; ++i)
+    if (!mask[i])
+      order[k++] = i;
+}
+
 bool viewCopy(const TensorRef &in, const TensorRef &out, const Shape &inStrides,
               int64_t base, LaunchContext &l, std::string &error) {
   int64_t n = out.numElements();
@@ -103,6 +120,12 @@ STRATA_KERNEL_FAMILY(launchMovement) {
                                  out[0].numElements() * dtypeSize(out[0].dtype),
                                  cudaMemcpyDeviceToDevice, stream),
                  "copy", error);
+  case Kernel::CompactRows:
+    compactRowsKernel<<<1, 1, 0, stream>>>(
+        static_cast<const uint8_t *>(in[0].data),
+        static_cast<int64_t *>(out[0].data),
+        static_cast<int64_t *>(out[1].data), in[0].numElements());
+    return launched(name, error);
   case Kernel::Broadcast:
     return viewCopy(in[0], out[0], broadcastStrides(in[0].shape, out[0].shape),
                     0, l, error);

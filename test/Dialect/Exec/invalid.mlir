@@ -12,7 +12,7 @@ func.func @unknown_kernel(%x: tensor<4xf32>) {
 // Tests that a kernel takes the operands the kernel table says (the plan
 // loader's check, here with a location): a matrix product two.
 func.func @matmul_one_operand(%x: tensor<4x4xf32>) {
-  // expected-error @+1 {{'matmul' takes 2 operands, not 1}}
+  // expected-error @+1 {{'matmul' takes 2 to 3 operands, not 1}}
   %0 = exec.kernel "matmul"(%x) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   return
 }

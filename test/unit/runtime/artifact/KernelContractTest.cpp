@@ -56,6 +56,12 @@ std::string validate(const Plan &p) {
 
 TEST(KernelContract, AcceptsWellFormedSteps) {
   EXPECT_EQ(validate(onePlan(Kernel::MatMul, {{2, 3}, {3, 5}}, {{2, 5}})), "");
+  EXPECT_EQ(validate(onePlan(Kernel::MatMul, {{2, 3}, {3, 5}, {}}, {{2, 5}}, {},
+                             {}, {DType::F32, DType::F32, DType::I64})),
+            "");
+  EXPECT_EQ(validate(onePlan(Kernel::CompactRows, {{4}}, {{4}, {}}, {}, {},
+                             {DType::Bool, DType::I64, DType::I64})),
+            "");
   EXPECT_EQ(validate(onePlan(Kernel::MatMul, {{4, 2, 3}, {5, 3}}, {{4, 2, 5}},
                              {0, 1})),
             "");
@@ -183,6 +189,26 @@ TEST(KernelContract, RefusesWhatWouldReadOrWriteOutOfBounds) {
       {"matmul batches",
        onePlan(Kernel::MatMul, {{3, 2, 3}, {2, 3, 5}}, {{3, 2, 5}}),
        "broadcast"},
+      {"matmul rows not a scalar",
+       onePlan(Kernel::MatMul, {{2, 3}, {3, 5}, {2}}, {{2, 5}}, {}, {},
+               {DType::F32, DType::F32, DType::I64}),
+       "rows must be an int64 scalar"},
+      {"matmul rows of a batch",
+       onePlan(Kernel::MatMul, {{4, 2, 3}, {3, 5}, {}}, {{4, 2, 5}}, {}, {},
+               {DType::F32, DType::F32, DType::I64}),
+       "both operands must be matrices"},
+      {"matmul rows both transposed",
+       onePlan(Kernel::MatMul, {{3, 2}, {5, 3}, {}}, {{2, 5}}, {1, 1}, {},
+               {DType::F32, DType::F32, DType::I64}),
+       "b must not be transposed"},
+      {"compact_rows of floats",
+       onePlan(Kernel::CompactRows, {{4}}, {{4}, {}}, {}, {},
+               {DType::F32, DType::I64, DType::I64}),
+       "needs a bool vector"},
+      {"compact_rows count shape",
+       onePlan(Kernel::CompactRows, {{4}}, {{4}, {1}}, {}, {},
+               {DType::Bool, DType::I64, DType::I64}),
+       "count must be an int64 scalar"},
       {"add shapes", onePlan(Kernel::Add, {{2, 3}, {4}}, {{2, 3}}),
        "broadcast"},
       {"too few operands", onePlan(Kernel::Add, {{2, 3}}, {{2, 3}}), "inputs"},

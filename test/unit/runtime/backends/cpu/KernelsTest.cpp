@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -68,6 +69,64 @@ TEST(Kernels, IntegerMatMulIsExact) {
   run(Kernel::MatMul, {ref(a, {2, 3}, DType::I64), ref(b, {3}, DType::I64)},
       ref(c, {2}, DType::I64));
   EXPECT_EQ(c, (std::vector<int64_t>{50, 122}));
+}
+
+TEST(Kernels, MatMulWithRowsTakesTheLaterRowsAsZero) {
+  // a's stored rows from `rows` on count as zero: without a transpose the
+  // result's rows from there are zero; transposed, they leave the sum.
+  std::vector<float> a = randomFloats(5 * 4, 4), b = randomFloats(4 * 3, 5),
+                     bt = randomFloats(3 * 4, 6), b5 = randomFloats(5 * 2, 7);
+  for (int64_t rows : {-1, 0, 2, 5, 9}) {
+    int64_t live = std::clamp<int64_t>(rows, 0, 5);
+    std::vector<int64_t> count = {rows};
+    std::vector<float> c(5 * 3, 7.0f), ct(5 * 3, 7.0f), cta(4 * 2, 7.0f);
+    ASSERT_TRUE(run(Kernel::MatMul,
+                    {ref(a, {5, 4}, DType::F32), ref(b, {4, 3}, DType::F32),
+                     ref(count, {}, DType::I64)},
+                    ref(c, {5, 3}, DType::F32)));
+    ASSERT_TRUE(run(Kernel::MatMul,
+                    {ref(a, {5, 4}, DType::F32), ref(bt, {3, 4}, DType::F32),
+                     ref(count, {}, DType::I64)},
+                    ref(ct, {5, 3}, DType::F32), {0, 1}));
+    ASSERT_TRUE(run(Kernel::MatMul,
+                    {ref(a, {5, 4}, DType::F32), ref(b5, {5, 2}, DType::F32),
+                     ref(count, {}, DType::I64)},
+                    ref(cta, {4, 2}, DType::F32), {1, 0}));
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t n = 0; n < 3; ++n) {
+        double want = 0, wantT = 0;
+        for (int64_t k = 0; k < 4 && i < live; ++k) {
+          want += double(a[i * 4 + k]) * b[k * 3 + n];
+          wantT += double(a[i * 4 + k]) * bt[n * 4 + k];
+        }
+        EXPECT_NEAR(c[i * 3 + n], want, 1e-5) << rows;
+        EXPECT_NEAR(ct[i * 3 + n], wantT, 1e-5) << rows;
+      }
+    for (int64_t m = 0; m < 4; ++m)
+      for (int64_t n = 0; n < 2; ++n) {
+        double want = 0;
+        for (int64_t p = 0; p < live; ++p)
+          want += double(a[p * 4 + m]) * b5[p * 2 + n];
+        EXPECT_NEAR(cta[m * 2 + n], want, 1e-5) << rows;
+      }
+  }
+}
+
+TEST(Kernels, CompactRowsListsTheTruePositionsFirst) {
+  std::vector<uint8_t> mask = {0, 1, 1, 0, 0, 1, 0};
+  std::vector<int64_t> order(7, -1), count = {-1};
+  ASSERT_TRUE(test::runStep(
+      Kernel::CompactRows, {ref(mask, {7}, DType::Bool)},
+      {ref(order, {7}, DType::I64), ref(count, {}, DType::I64)}, {}, {}));
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 5, 0, 3, 4, 6}));
+  EXPECT_EQ(count[0], 3);
+  std::vector<uint8_t> none(4, 0);
+  std::vector<int64_t> order2(4, -1);
+  ASSERT_TRUE(test::runStep(
+      Kernel::CompactRows, {ref(none, {4}, DType::Bool)},
+      {ref(order2, {4}, DType::I64), ref(count, {}, DType::I64)}, {}, {}));
+  EXPECT_EQ(order2, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(count[0], 0);
 }
 
 TEST(Kernels, BroadcastingBinaryAndCompare) {
