@@ -40,7 +40,11 @@
 #include "dialects/Graph/GraphOps.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace strata;
@@ -220,9 +224,14 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
   }
   // The real candidates first: the rows' order, their count, and the
   // candidates' coordinates in that order.
+  IntegerAttr expected;
+  if (auto it = density_.find(x); it != density_.end())
+    expected = builder_.getI64IntegerAttr(std::clamp<int64_t>(
+        std::llround(it->second * double(bound)), 0, bound));
   auto compact = builder_.create<CompactRowsOp>(
       loc, tensorType({bound}, builder_.getI64Type()),
-      tensorType({}, builder_.getI64Type()), reshape(nonzero, {bound}, loc));
+      tensorType({}, builder_.getI64Type()), reshape(nonzero, {bound}, loc),
+      expected);
   std::vector<int64_t> iota(bound);
   for (int64_t i = 0; i < bound; ++i)
     iota[i] = i;
@@ -264,6 +273,17 @@ static std::optional<int64_t> keptAxis(const Shape &in, int64_t b,
 }
 
 LogicalResult Importer::propagateBounded(const Node &node) {
+  // A mask's expected density survives views, casts and picking classes.
+  static const llvm::StringSet<> keepsDensity = {
+      "Transpose", "Gather",   "Cast",    "Reshape", "Squeeze",
+      "Unsqueeze", "Identity", "Flatten", "Slice",   "Split"};
+  if (keepsDensity.contains(node.opType) && !node.inputs.empty())
+    if (auto it = density_.find(input(node, 0)); it != density_.end()) {
+      double d = it->second;
+      for (const std::string &name : node.outputs)
+        if (Value v = name.empty() ? Value() : values_.lookup(name))
+          density_[v] = d;
+    }
   // Shapes that hold a symbolic length, however they were computed.
   for (const std::string &name : node.outputs) {
     Value v = name.empty() ? Value() : values_.lookup(name);

@@ -315,6 +315,11 @@ private:
   std::vector<BoundSet> boundSets_;
   /// Shape constants holding a symbolic length.
   llvm::DenseSet<Value> symbolic_;
+  /// The expected fraction of nonzero entries of masks the model makes
+  /// (one class of a OneHot over `depth` classes: 1/depth), followed
+  /// through views and casts; a data-path NonZero of such a mask tells the
+  /// cost model its expected count.
+  llvm::DenseMap<Value, double> density_;
   /// The symbolic lengths constInts replaced by their bound during the
   /// current node: (position in the list, set).
   SmallVector<std::pair<size_t, unsigned>> resolvedLengths_;

@@ -721,10 +721,19 @@ LogicalResult Importer::oneHot(const Node &node) {
                                           builder_.getDenseI64ArrayAttr({k}),
                                           builder_.getDenseI64ArrayAttr({1}));
   };
-  define(node, 0,
-         builder_.createOrFold<SelectOp>(loc, tensorType(out, vt), hit,
-                                         reshape(pick(1), {}, loc),
-                                         reshape(pick(0), {}, loc)));
+  Value result = builder_.createOrFold<SelectOp>(loc, tensorType(out, vt), hit,
+                                                 reshape(pick(1), {}, loc),
+                                                 reshape(pick(0), {}, loc));
+  define(node, 0, result);
+  // With "off" zero, one entry in `depth` along the axis is nonzero.
+  DenseElementsAttr onOff;
+  if (matchPattern(values, m_Constant(&onOff))) {
+    bool offZero = isa<FloatType>(vt)
+                       ? (*onOff.getValues<APFloat>().begin()).isZero()
+                       : (*onOff.getValues<APInt>().begin()).isZero();
+    if (offZero)
+      density_[result] = 1.0 / double(depth);
+  }
   return success();
 }
 

@@ -267,12 +267,16 @@ def Graph_CompactRowsOp : Graph_Op<"compact_rows", [Pure]> {
     others, ascending; `count` is how many hold. Rows gathered in this
     order have the real ones first, so products can stop at `count`
     (`graph.matmul ... rows`). Not differentiable (integer results).
+    `expected`, when given, is the count the cost model assumes (the
+    importer's estimate: a mask that is one class of a one-hot over E
+    classes holds for 1/E of its entries, as a router spreads tokens over
+    E experts); memory is planned at the bound whatever it says.
 
     ```mlir
-    %order, %count = graph.compact_rows %mask : tensor<8xi1> -> (tensor<8xi64>, tensor<i64>)
+    %order, %count = graph.compact_rows %mask {expected = 2 : i64} : tensor<8xi1> -> (tensor<8xi64>, tensor<i64>)
     ```
   }];
-  let arguments = (ins 1DTensorOf<[I1]>:$mask);
+  let arguments = (ins 1DTensorOf<[I1]>:$mask, OptionalAttr<I64Attr>:$expected);
   let results = (outs 1DTensorOf<[I64]>:$order, 0DTensorOf<[I64]>:$count);
   let assemblyFormat = "$mask attr-dict `:` type($mask) `->` `(` type($order) `,` type($count) `)`";
   let hasVerifier = 1;

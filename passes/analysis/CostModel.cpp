@@ -51,7 +51,16 @@ double matmulFlops(exec::KernelOp k) {
   int64_t K = lhs.getRank() == 1 ? lhs.getDimSize(0)
               : ta               ? lhs.getDimSize(lhs.getRank() - 2)
                                  : lhs.getDimSize(lhs.getRank() - 1);
-  return 2.0 * out.getNumElements() * K;
+  double flops = 2.0 * out.getNumElements() * K;
+  // A count of live rows (NonZero's, compacted): the product covers the
+  // count compact_rows expects of the lhs's stored rows (its dimension 0:
+  // the result's rows, or the contraction when transposed).
+  if (k.getInputs().size() == 3 && lhs.getRank() == 2 && lhs.getDimSize(0) > 0)
+    if (auto compact = k.getInputs()[2].getDefiningOp<exec::KernelOp>())
+      if (compact.getKernel() == "compact_rows" && !compact.getInts().empty())
+        flops *= std::clamp<double>(
+            double(compact.getInts()[0]) / double(lhs.getDimSize(0)), 0.0, 1.0);
+  return flops;
 }
 
 /// How much faster than the profile's fp32 rates a product of `k`'s

@@ -89,8 +89,12 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
             {op.getTransposeLhs() ? 1 : 0, op.getTransposeRhs() ? 1 : 0},
             {}};
       })
-      .Case<CompactRowsOp>([](CompactRowsOp) {
-        return KernelSpec{"compact_rows", {}, {}};
+      .Case<CompactRowsOp>([](CompactRowsOp op) {
+        // ints: [the count the cost model assumes], when estimated.
+        KernelSpec spec{"compact_rows", {}, {}};
+        if (std::optional<int64_t> expected = op.getExpected())
+          spec.ints.push_back(*expected);
+        return spec;
       })
       .Case<GeluOp>([](GeluOp op) {
         return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};
