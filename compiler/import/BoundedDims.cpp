@@ -222,6 +222,15 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
     nonzero = builder_.createOrFold<NotOp>(
         loc, i1, builder_.createOrFold<EqualOp>(loc, i1, x, zero));
   }
+  if (!options_.compactRows) {
+    // Every candidate in NonZero's order; the mask says which are real.
+    boundSets_.push_back(
+        {reshape(nonzero, {bound}, loc), Value(), bound, nodeLabel(node)});
+    Value result = intConstant({rank, bound}, coords, loc);
+    define(node, 0, result);
+    boundedDims_[result] = {unsigned(boundSets_.size() - 1), 1};
+    return success();
+  }
   // The real candidates first: the rows' order, their count, and the
   // candidates' coordinates in that order.
   IntegerAttr expected;

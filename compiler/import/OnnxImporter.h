@@ -30,6 +30,11 @@ struct ImportOptions {
   /// Graph inputs given a fixed value at compile time (`--input-value`):
   /// they become constants, so shapes that depend on them are static.
   std::map<std::string, onnx::TensorData> inputValues;
+  /// Rows of a data-dependent length (a data-path NonZero's, held at their
+  /// bound): true, ordered real-first at run time, the matrix products
+  /// stopping at their count; false, every candidate row computed (the
+  /// exported graph run densely, for comparison).
+  bool compactRows = true;
 };
 
 /// Parses `NAME=D0xD1x...` (as given to --input-shape). Returns false with

@@ -280,6 +280,7 @@ class ForwardParity(unittest.TestCase):
         on real ones), 'none' onto each pair's own slot of a tensor of ones
         (slots no real row names keep their one), and through a softmax and
         a ConstantOfShape at the rows' symbolic shape. One compiled program
+        per --nonzero-rows mode (compacted, and every candidate computed)
         run with every count from 0 to the bound (6): NumPy's values."""
         from onnx import helper, numpy_helper
         import onnx
@@ -339,9 +340,17 @@ class ForwardParity(unittest.TestCase):
         path = os.path.join(ARGS.work, "nonzero_rows.onnx")
         onnx.save(helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", 18)]), path)
-        art = path + ".strata"
-        self.compile({"path": path, "bind": []}, art)
-        for count in range(7):
+        arts = {}
+        for mode in ("compact", "bound"):
+            arts[mode] = path + "." + mode + ".strata"
+            r = subprocess.run([tool("strata-compile"), path, "-o",
+                                arts[mode], "--mode", "forward",
+                                "--nonzero-rows", mode],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for count, mode in ((c, m) for c in range(7)
+                            for m in ("compact", "bound")):
+            art = arts[mode]
             g = -np.abs(rng.standard_normal(6)).astype(np.float32) - 0.1
             g[rng.permutation(6)[:count]] *= -1
             g = g.reshape(2, 3)
@@ -362,14 +371,14 @@ class ForwardParity(unittest.TestCase):
                 feeds[name] = os.path.join(ARGS.work, "nz%d.%s.npy" % (
                     count, name))
                 np.save(feeds[name], a)
-            out = os.path.join(ARGS.work, "nz%d.out" % count)
+            out = os.path.join(ARGS.work, "nz%d.%s.out" % (count, mode))
             r = self.run_artifact(art, feeds, out)
             self.assertEqual(r.returncode, 0, r.stderr)
             for name, want in (("y", want_y), ("z", want_z), ("v", want_v)):
                 got = np.load(os.path.join(out, name + ".npy"))
-                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
-                                           err_msg="%s, %d rows" % (name,
-                                                                    count))
+                np.testing.assert_allclose(
+                    got, want, rtol=1e-5, atol=1e-6,
+                    err_msg="%s, %d rows, %s" % (name, count, mode))
 
     def test_gemm_mlp_against_numpy(self):
         import onnx

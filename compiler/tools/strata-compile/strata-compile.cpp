@@ -166,6 +166,15 @@ static cl::list<std::string> freezeGlobs(
              "gradient, no update); repeatable"),
     cl::value_desc("GLOB"), cl::cat(category));
 
+static cl::opt<std::string> nonzeroRows(
+    "nonzero-rows",
+    cl::desc("Rows whose count the data decide (a NonZero on the data path, "
+             "as mixture-of-experts routing uses it; memory is planned at "
+             "the bound): compact (default: the real rows first, matrix "
+             "products stop at their count), bound (every candidate row "
+             "computed: the exported graph run densely, for comparison)"),
+    cl::value_desc("compact|bound"), cl::init("compact"), cl::cat(category));
+
 static cl::opt<bool>
     printIRAfterAll("print-ir-after-all",
                     cl::desc("Print the IR after every pass to stderr"),
@@ -479,6 +488,13 @@ int main(int argc, char **argv) {
 
   strata::ImportOptions options;
   options.freezeGlobs.assign(freezeGlobs.begin(), freezeGlobs.end());
+  if (nonzeroRows != "compact" && nonzeroRows != "bound") {
+    llvm::errs() << "strata-compile: error: --nonzero-rows must be compact "
+                    "or bound, not '"
+                 << nonzeroRows << "'\n";
+    return 1;
+  }
+  options.compactRows = nonzeroRows == "compact";
   if (std::string error; !strata::compile::addInputSpecs(
           inputShapes, inputValues, options, error)) {
     llvm::errs() << "strata-compile: error: " << error << "\n";
