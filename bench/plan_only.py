@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Plan-only compiles of models that exist only as shapes: LLaMA-7B/13B/70B
+(and the mixtures of experts Mixtral 8x7B and Qwen1.5-MoE-A2.7B)
 on an A100-80GB server and GPT-3 13B/175B on Fuyou's RTX 4090 workstation
 (both with 768 GB of host memory and 12 NVMe drives; profiles/*.profile,
 which say which figures are datasheet values). Each model is written by
@@ -55,6 +56,11 @@ CASES = [
     ("gpt3-175b-4090", "gpt3-175b", 1, 1024, RTX4090),
     ("gpt3-175b-4090-b8", "gpt3-175b", 8, 1024, RTX4090),
     ("gpt3-175b-4090-b16", "gpt3-175b", 16, 1024, RTX4090),
+    # Mixtures of experts as transformers exports them (NonZero routing):
+    # Mixtral 8x7B on both machines, Qwen1.5-MoE-A2.7B on the A100.
+    ("mixtral-8x7b", "mixtral-8x7b", 1, 2048, A100),
+    ("mixtral-8x7b-4090", "mixtral-8x7b", 1, 2048, RTX4090),
+    ("qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b", 1, 2048, A100),
     # LoHan's multi-GPU runs: 13B at global batch 128 on two, 70B at 96 on
     # four.
     ("gpt3-13b-2x4090-b128", "gpt3-13b", 64, 1024, RTX4090, 2),

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes LLaMA- and GPT-3-shaped decoders of any size without their weights.
+"""Writes LLaMA- and GPT-3-shaped decoders of any size without their weights
+(LLaMA-shaped ones with routed mixture-of-experts MLPs too).
 
 The graph is built with the onnx helper API (no PyTorch), and every
 parameter is external data in one file that is created sparse: its length
@@ -51,6 +52,17 @@ PRESETS = {
                      kv_heads=64, hidden=4 * 8192, vocab=50257),
     "gpt3-175b": dict(family="gpt", layers=96, dim=12288, heads=96,
                       kv_heads=96, hidden=4 * 12288, vocab=50257),
+    # Mixtures of experts, their MLPs routed as transformers exports them
+    # (NonZero per expert, index_add_ as ScatterElements): Mixtral 8x7B
+    # (Jiang et al. 2024: 8 experts of 14336, top-2) and Qwen1.5-MoE-A2.7B
+    # (its config.json: 60 experts of 1408, top-4, a shared expert of 5632
+    # behind a sigmoid gate, top-k weights not renormalised).
+    "mixtral-8x7b": dict(family="llama", layers=32, dim=4096, heads=32,
+                         kv_heads=8, hidden=14336, vocab=32000, experts=8,
+                         top_k=2),
+    "qwen1.5-moe-a2.7b": dict(family="llama", layers=24, dim=2048, heads=16,
+                              kv_heads=16, hidden=1408, vocab=151936,
+                              experts=60, top_k=4, shared_hidden=5632),
     # Sizes this machine can train: ~1.0B and ~350M parameters, and one
     # for smoke tests.
     "gpt-tiny": dict(family="gpt", layers=2, dim=64, heads=4, kv_heads=4,
@@ -88,6 +100,11 @@ class Builder:
         out = self.name(hint or op_type.lower())
         self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
         return out
+
+    def ops(self, op_type, inputs, count, hint=None, **attrs):
+        outs = [self.name(hint or op_type.lower()) for _ in range(count)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, **attrs))
+        return outs
 
     def param(self, name, shape):
         t = TensorProto()
@@ -156,8 +173,66 @@ def heads(b, x, batch, seq, n, hd):
                 perm=[0, 2, 1, 3])
 
 
+def swiglu(b, x, prefix, dim, hidden):
+    gate = linear(b, x, prefix + "gate", dim, hidden, False)
+    up = linear(b, x, prefix + "up", dim, hidden, False)
+    m = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate])]), up])
+    return linear(b, m, prefix + "down", hidden, dim, False)
+
+
+def moe(b, h, prefix, tokens, dim, hidden, experts, top_k, shared_hidden,
+        renormalise):
+    """A routed MLP spelled as torch.onnx exports transformers' Mixtral and
+    Qwen2-MoE blocks: softmax over the router's logits, the top-k kept
+    (renormalised for Mixtral), a one-hot expert mask, and per expert the
+    NonZero of its slice (the (slot, token) pairs routed to it), its tokens'
+    rows through its SwiGLU, scaled by their routing weight and added back
+    with ScatterElements; Qwen's shared expert behind a sigmoid gate."""
+    x = b.op("Reshape", [h, b.ints([-1, dim])])
+    logits = linear(b, x, prefix + "router", dim, experts, False)
+    probs = b.op("Softmax", [logits], axis=1)
+    weights, chosen = b.ops("TopK", [probs, b.ints([top_k])], 2, axis=-1)
+    if renormalise:
+        total = b.op("ReduceSum", [weights, b.ints([-1])], keepdims=1)
+        weights = b.op("Div", [weights, total])
+    flat_weights = b.op("Reshape", [weights, b.ints([-1, 1])])
+    hot = b.op("OneHot", [chosen, b.const(np.array(experts, np.int64)),
+                          b.ints([0, 1])], axis=-1)
+    by_expert = b.op("Transpose", [hot], perm=[2, 1, 0])
+    rows_of = b.op("Unsqueeze", [x, b.ints([0])])
+    out = b.op("ConstantOfShape", [b.ints([tokens, dim])],
+               value=numpy_helper.from_array(np.zeros(1, np.float32)))
+    for e in range(experts):
+        p = prefix + "experts.%d." % e
+        mask = b.op("Cast", [b.op("Gather", [by_expert,
+                                             b.const(np.array(e, np.int64))],
+                                  axis=0)], to=TensorProto.BOOL)
+        pairs = b.op("Transpose", [b.op("NonZero", [mask])], perm=[1, 0])
+        slot, token = b.ops("Split", [pairs, b.ints([1, 1])], 2, axis=1)
+        slot = b.op("Squeeze", [slot, b.ints([1])])
+        token = b.op("Squeeze", [token, b.ints([1])])
+        rows = b.op("Reshape", [b.op("Gather", [rows_of, token], axis=1),
+                                b.ints([-1, dim])])
+        y = swiglu(b, rows, p, dim, hidden)
+        pair = b.op("Add", [slot, b.op("Mul", [token, b.const(
+            np.array(top_k, np.int64))])])
+        y = b.op("Mul", [y, b.op("Gather", [flat_weights, pair], axis=0)])
+        where = b.op("Expand", [b.op("Unsqueeze", [token, b.ints([1])]),
+                                b.op("Shape", [y])])
+        zeros = b.op("ConstantOfShape", [b.ints([tokens, dim])],
+                     value=numpy_helper.from_array(np.zeros(1, np.float32)))
+        out = b.op("Add", [out, b.op("ScatterElements", [zeros, where, y],
+                                     axis=0)])
+    if shared_hidden:
+        gate = b.op("Sigmoid", [linear(b, x, prefix + "shared_gate", dim, 1,
+                                       False)])
+        shared = swiglu(b, x, prefix + "shared.", dim, shared_hidden)
+        out = b.op("Add", [out, b.op("Mul", [gate, shared])])
+    return out
+
+
 def build(family, layers, dim, heads_, kv_heads, hidden, vocab, batch, seq,
-          data_name):
+          data_name, experts=0, top_k=0, shared_hidden=0):
     b = Builder(data_name)
     hd = dim // heads_
     bias = family == "gpt"
@@ -206,6 +281,12 @@ def build(family, layers, dim, heads_, kv_heads, hidden, vocab, batch, seq,
                              b.ints([batch, seq, dim])])
         x = b.op("Add", [x, linear(b, a, p + "o", dim, dim, bias)])
         h = norm(b, x, p + "mlp_norm", dim, family)
+        if experts:
+            routed = moe(b, h, p + "moe.", batch * seq, dim, hidden, experts,
+                         top_k, shared_hidden, renormalise=not shared_hidden)
+            x = b.op("Add", [x, b.op("Reshape", [routed, b.ints(
+                [batch, seq, dim])])])
+            continue
         if family == "gpt":
             u = linear(b, h, p + "up", dim, hidden, bias)
             m = gelu_tanh(b, u)
@@ -255,7 +336,9 @@ def write(out_dir, name, cfg, batch, seq):
                          "--heads into --kv-heads")
     model, count, size = build(cfg["family"], cfg["layers"], cfg["dim"],
                                cfg["heads"], cfg["kv_heads"], cfg["hidden"],
-                               cfg["vocab"], batch, seq, data_name)
+                               cfg["vocab"], batch, seq, data_name,
+                               cfg.get("experts", 0), cfg.get("top_k", 0),
+                               cfg.get("shared_hidden", 0))
     onnx.save(model, path)
     data = os.path.join(out_dir, data_name)
     # Sparse: the length is set, nothing is written.
@@ -282,6 +365,12 @@ def main():
                     help="MLP width (default: 4*dim for gpt, LLaMA's 8/3 "
                          "rounded up to 256 for llama)")
     ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--experts", type=int, default=0,
+                    help="routed experts per MLP (llama family; 0: none)")
+    ap.add_argument("--top-k", type=int, default=2,
+                    help="experts per token (with --experts)")
+    ap.add_argument("--shared-hidden", type=int, default=0,
+                    help="a shared expert of this width (with --experts)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--name", help="file name (default: the preset's, or "
@@ -305,6 +394,12 @@ def main():
         cfg = dict(family=args.family, layers=args.layers, dim=args.dim,
                    heads=args.heads, kv_heads=args.kv_heads or args.heads,
                    hidden=hidden, vocab=args.vocab)
+        if args.experts:
+            if args.family != "llama" or not 0 < args.top_k <= args.experts:
+                ap.error("--experts needs --family llama and 0 < --top-k <= "
+                         "--experts")
+            cfg.update(experts=args.experts, top_k=args.top_k,
+                       shared_hidden=args.shared_hidden)
         name = args.name or "%s-%dx%d" % (args.family, args.layers, args.dim)
     for key in ("layers", "dim", "heads", "kv_heads", "hidden", "vocab"):
         if cfg[key] <= 0:
