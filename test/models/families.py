@@ -19,6 +19,8 @@ writes, next to the models:
                            some step)
   meta.json                the exports, the frozen (non-parameter) tensors,
                            the optimizer settings
+  aux.*                    the mixtures of experts: with their own loss,
+                           the load-balancing term included (router_aux)
 
     families.py --family gpt2 --work DIR [--opsets 14,17] [--axes static,dynamic]
 """
@@ -231,6 +233,74 @@ def build(family):
     return Logits()
 
 
+def router_aux(family, module, ids, rows, work):
+    """For the mixtures of experts: the model exported with its own loss
+    (labels in; transformers adds router_aux_loss_coef times the
+    load-balancing loss to the cross-entropy) and the router logits as
+    outputs, PyTorch's losses over 3 SGD steps of it, and the gradient of
+    the load-balancing loss alone (a second export, it the first output)
+    with respect to every router weight. None for other families."""
+    if family not in ("mixtral", "qwen2_moe"):
+        return None
+    m = copy.deepcopy(module.m)
+    m.config.output_router_logits = True
+    m.config.router_aux_loss_coef = 0.02
+    layers = m.config.num_hidden_layers
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, aux_first):
+            super().__init__()
+            self.m = m
+            self.aux_first = aux_first
+
+        def forward(self, input_ids, labels=None):
+            o = self.m(input_ids=input_ids, labels=labels, return_dict=True)
+            first = (o.aux_loss,) if self.aux_first else (o.loss,)
+            return first + tuple(o.router_logits)
+
+    names = ["router%d" % i for i in range(layers)]
+    trace = torch.from_numpy(ids)
+    paths = {"train": os.path.join(work, family + "_aux_train.onnx"),
+             "aux": os.path.join(work, family + "_aux_only.onnx")}
+    with torch.no_grad():
+        torch.onnx.export(WithLoss(False).eval(), (trace, trace),
+                          paths["train"], input_names=["input_ids", "labels"],
+                          output_names=["loss"] + names, opset_version=17,
+                          do_constant_folding=False)
+        torch.onnx.export(WithLoss(True).eval(), (trace,), paths["aux"],
+                          input_names=["input_ids"],
+                          output_names=["aux_loss"] + names, opset_version=17,
+                          do_constant_folding=False)
+    wrapper = WithLoss(True)
+    out = wrapper(trace)
+    out[0].backward()
+    routers = {}
+    for n, p in wrapper.named_parameters():
+        if (".gate.weight" in n and "shared_expert_gate" not in n) and \
+                p.grad is not None:
+            routers[n] = p.grad.numpy().copy()
+    if not routers:
+        raise SystemExit("families.py: no router weight found in " + family)
+    np.savez(os.path.join(work, "aux.grad.npz"), **routers)
+    for i, r in enumerate(out[1:]):
+        np.save(os.path.join(work, "aux.router%d.npy" % i),
+                r.detach().numpy())
+    np.save(os.path.join(work, "aux.loss.npy"), out[0].detach().numpy())
+    trained = copy.deepcopy(m).train()
+    opt = torch.optim.SGD(trained.parameters(), lr=0.05)
+    losses = []
+    for step in range(STEPS):
+        batch = torch.from_numpy(rows[step * BATCH:(step + 1) * BATCH, :SEQ])
+        opt.zero_grad()
+        loss = trained(input_ids=batch, labels=batch).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    np.save(os.path.join(work, "aux.sgd.losses.npy"), np.array(losses))
+    return {"train": paths["train"], "aux": paths["aux"], "routers": names,
+            "lr": 0.05}
+
+
 def loss_of(module, ids, labels):
     logits = module(torch.from_numpy(ids))
     return torch.nn.functional.cross_entropy(
@@ -330,8 +400,11 @@ def main():
         np.savez(os.path.join(args.work, name + ".noise.npz"),
                  **(faint if name == "adamw" else noise))
 
+    aux = router_aux(args.family, module, ids, rows, args.work)
+
     with open(os.path.join(args.work, "meta.json"), "w") as f:
         json.dump({"family": args.family, "batch": BATCH, "seq": SEQ,
+                   "aux": aux,
                    "steps": STEPS, "exports": exports,
                    "frozen": sorted(frozen),
                    "optimizers": {n: o["flags"]

@@ -94,6 +94,58 @@ class Families(unittest.TestCase):
                     self.check_training(work, export, opt, flags,
                                         bind + freeze, steps, row, label)
             ROWS.append(row)
+        if meta.get("aux"):
+            with self.subTest(family + " router aux loss"):
+                self.check_router_aux(work, meta["aux"], bind, freeze)
+
+    def check_router_aux(self, work, aux, bind, freeze):
+        """The model's own loss with the load-balancing term: its router
+        logits as outputs (PyTorch's), the term's gradient reaching every
+        router weight (PyTorch's), and 3 SGD steps of the whole loss
+        (PyTorch's losses)."""
+        art = aux["aux"] + ".grad.strata"
+        run([tool("strata-compile"), aux["aux"], "-o", art, "--mode", "grad",
+             "--loss", "output"] + bind + freeze)
+        out = art + ".out"
+        run([tool("strata-run"), art, "--input",
+             "input_ids=" + os.path.join(work, "ids.npy"), "--output-dir",
+             out, "--quiet"])
+        np.testing.assert_allclose(
+            np.load(os.path.join(out, "loss.npy")),
+            np.load(os.path.join(work, "aux.loss.npy")), rtol=RTOL,
+            err_msg="load-balancing loss")
+        fwd = aux["aux"] + ".fwd.strata"
+        run([tool("strata-compile"), aux["aux"], "-o", fwd, "--mode",
+             "forward"] + bind)
+        run([tool("strata-run"), fwd, "--input",
+             "input_ids=" + os.path.join(work, "ids.npy"), "--output-dir",
+             fwd + ".out", "--quiet"])
+        for i, name in enumerate(aux["routers"]):
+            np.testing.assert_allclose(
+                np.load(os.path.join(fwd + ".out", name + ".npy")),
+                np.load(os.path.join(work, "aux.router%d.npy" % i)),
+                rtol=RTOL, atol=1e-5, err_msg="router logits " + name)
+        grads = np.load(os.path.join(work, "aux.grad.npz"))
+        for name in grads.files:
+            got = np.load(os.path.join(out, "grad:%s.npy" % name))
+            want = grads[name]
+            self.assertGreater(float(np.abs(want).max()), 0, name)
+            np.testing.assert_allclose(
+                got, want, rtol=RTOL, atol=1e-4 * float(np.abs(want).max()),
+                err_msg="d load-balancing loss / d " + name)
+        art = aux["train"] + ".sgd.strata"
+        run([tool("strata-compile"), aux["train"], "-o", art, "--loss",
+             "output", "--labels", "same", "--optimizer", "sgd", "--lr",
+             str(aux["lr"])] + bind + freeze)
+        log = art + ".log.jsonl"
+        run([tool("strata-run"), art, "--data",
+             os.path.join(work, "data.npy"), "--steps", "3", "--log-json",
+             log, "--quiet", "--no-checkpoint"])
+        with open(log) as f:
+            got = np.array([json.loads(line)["loss"] for line in f])
+        np.testing.assert_allclose(
+            got, np.load(os.path.join(work, "aux.sgd.losses.npy")),
+            rtol=RTOL, err_msg="SGD losses with the load-balancing term")
 
     def check_training(self, work, export, opt, flags, extra, steps, row,
                        label):
