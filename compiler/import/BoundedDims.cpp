@@ -374,8 +374,10 @@ LogicalResult Importer::propagateBounded(const Node &node) {
     }
     if (rule == RowRule::Expand && resolved) {
       // The target shape (input 1) aligns with the output from the right.
-      int64_t a =
-          int64_t(resolved->first) + outRank - shapeOf(input(node, 1)).front();
+      Shape target = shapeOf(input(node, 1));
+      if (target.size() != 1)
+        return refuse("its shape is not a list");
+      int64_t a = int64_t(resolved->first) + outRank - target.front();
       if (axis && *axis != a)
         return refuse("its shape puts the rows on another axis");
       axis = a;
