@@ -276,7 +276,8 @@ private:
   };
   /// The rows one data-path NonZero made.
   struct BoundSet {
-    Value mask;    ///< i1 [bound]: which rows are real (compacted: the first `count`).
+    Value mask;    ///< i1 [bound]: which rows are real (compacted: the first
+                   ///< `count`).
     Value count;   ///< i64 scalar: how many rows are real (compacted).
     int64_t bound; ///< The number of candidate positions.
     std::string origin;

@@ -614,6 +614,33 @@ OwningOpRef<ModuleOp> Importer::run() {
       (*module), builder_.getI64IntegerAttr(model_.opset));
   if (failed(checkSizes(func)) || failed(verify(*module)))
     return nullptr;
+  if (!boundSets_.empty()) {
+    // What the compiler decided for rows whose count the data decide.
+    int64_t rows = 0;
+    for (const BoundSet &set : boundSets_)
+      rows += set.bound;
+    int64_t expected = 0, estimated = 0;
+    func.walk([&](CompactRowsOp op) {
+      if (std::optional<int64_t> e = op.getExpected()) {
+        expected += *e;
+        ++estimated;
+      }
+    });
+    InFlightDiagnostic note = emitRemark(fileLoc);
+    note << boundSets_.size() << " NonZero node"
+         << (boundSets_.size() == 1 ? "" : "s")
+         << " on the data path: their rows held at their bound (" << rows
+         << " in all, memory planned for those)";
+    if (options_.compactRows) {
+      note << "; the real rows first, matrix products stop at their count";
+      if (estimated)
+        note << " (the cost model expects " << expected << " real rows in the "
+             << estimated << " that pick one class of a one-hot, as routers "
+             << "do)";
+    } else {
+      note << "; every row computed (--nonzero-rows=bound)";
+    }
+  }
   return module;
 }
 

@@ -1,9 +1,9 @@
 // CostModelTest.cpp - The cost model's FLOP counts on parsed exec IR,
 // worked out by hand.
 
+#include "passes/analysis/CostModel.h"
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Strata/StrataDialect.h"
-#include "passes/analysis/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -42,8 +42,8 @@ func.func @main() {
 
 TEST(CostModel, ProductsOfCompactedRowsCostTheExpectedCount) {
   mlir::MLIRContext context;
-  context.loadDialect<exec::ExecDialect, StrataDialect,
-                      mlir::func::FuncDialect>();
+  context
+      .loadDialect<exec::ExecDialect, StrataDialect, mlir::func::FuncDialect>();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(kRows, &context);
   ASSERT_TRUE(module);
   std::map<std::string, double> flops;
