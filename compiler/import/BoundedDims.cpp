@@ -17,9 +17,15 @@
 //    the others alike, except matrix products of the rows by a matrix:
 //    those take the count (graph.matmul's `rows`) and compute the real rows
 //    only, the others zero. A candidate that is not real computes what it
-//    would if it were (its coordinates are valid) or from zeros, so its
-//    values are as finite as real rows' are and so is its gradient; it is
-//    zeroed before it can reach anything real.
+//    would if it were (its coordinates are valid), or, after such a
+//    product, from zero rows; it is zeroed before it can reach anything
+//    real, and the products' gradients stop at the count too. What this
+//    does not cover: a function with no finite value or derivative at zero
+//    (a log, a division by the rows) applied after a product, whose
+//    gradient then reaches a parameter broadcast over the rows (a bias
+//    summed over them) -- a non-finite gradient norm, which stops the run
+//    (--on-nan), not a silent error. Experts as models write them (SwiGLU,
+//    GELU, ReLU MLPs) are finite there; --nonzero-rows=bound avoids it.
 //  * Ops that combine rows (ScatterElements, the index_add_ that puts each
 //    expert's output back) take only the real ones: the others' updates are
 //    zeroed and do not count as landing.
