@@ -112,6 +112,9 @@ def main():
                     "temporary directory; they are a few MB each)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--planner-evaluations", type=int,
+                    help="passed to strata-compile (default: its own); the "
+                    "report's first line shows the command")
     ap.add_argument("--table-only", action="store_true",
                     help="compile nothing: the tables from the reports "
                     "already beside --out (of the --only cases if given)")
@@ -140,6 +143,8 @@ def main():
                "--precision", args.precision,
                "--profile", os.path.join(ROOT, profile),
                "--gpu-mem", gpu, "--cpu-mem", cpu] + ssd
+        if args.planner_evaluations is not None:
+            cmd += ["--planner-evaluations", str(args.planner_evaluations)]
         if ranks > 1:
             cmd += ["--data-parallel", str(ranks)]
         if per_node != ranks:
