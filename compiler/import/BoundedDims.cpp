@@ -235,6 +235,7 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
     Value result = intConstant({rank, bound}, coords, loc);
     define(node, 0, result);
     boundedDims_[result] = {unsigned(boundSets_.size() - 1), 1};
+    nonNegative_.insert(result);
     return success();
   }
   // The real candidates first: the rows' order, their count, and the
@@ -260,6 +261,7 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
       builder_.getI64IntegerAttr(1));
   define(node, 0, result);
   boundedDims_[result] = {unsigned(boundSets_.size() - 1), 1};
+  nonNegative_.insert(result);
   return success();
 }
 
@@ -287,7 +289,41 @@ static std::optional<int64_t> keptAxis(const Shape &in, int64_t b,
   return std::nullopt;
 }
 
+bool Importer::isNonNegative(Value v) const {
+  if (!v || nonNegative_.contains(v))
+    return bool(v);
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) ||
+      !isa<IntegerType>(attr.getElementType()))
+    return false;
+  return llvm::all_of(attr.getValues<APInt>(),
+                      [](const APInt &i) { return !i.isNegative(); });
+}
+
 LogicalResult Importer::propagateBounded(const Node &node) {
+  // Never negative: views and gathers of such values, their sums and
+  // products.
+  static const llvm::StringSet<> keepsSign = {
+      "Transpose", "Split", "Squeeze",  "Unsqueeze", "Reshape", "Flatten",
+      "Expand",    "Slice", "Identity", "Gather",    "Concat"};
+  bool signKept = false;
+  if (keepsSign.contains(node.opType) && !node.inputs.empty())
+    signKept = node.opType == "Concat"
+                   ? llvm::all_of(llvm::seq<size_t>(0, node.inputs.size()),
+                                  [&](size_t i) {
+                                    return isNonNegative(input(node, i));
+                                  })
+                   : nonNegative_.contains(input(node, 0));
+  else if ((node.opType == "Add" || node.opType == "Mul") &&
+           node.inputs.size() == 2)
+    signKept = (nonNegative_.contains(input(node, 0)) ||
+                nonNegative_.contains(input(node, 1))) &&
+               isNonNegative(input(node, 0)) && isNonNegative(input(node, 1));
+  if (signKept)
+    for (const std::string &name : node.outputs)
+      if (Value v = name.empty() ? Value() : values_.lookup(name))
+        if (isa<IntegerType>(elementTypeOf(v)))
+          nonNegative_.insert(v);
   // A mask's expected density survives views, casts and picking classes.
   static const llvm::StringSet<> keepsDensity = {
       "Transpose", "Gather",   "Cast",    "Reshape", "Squeeze",

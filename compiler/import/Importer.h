@@ -321,6 +321,11 @@ private:
   /// through views and casts; a data-path NonZero of such a mask tells the
   /// cost model its expected count.
   llvm::DenseMap<Value, double> density_;
+  /// Integer values known never to be negative (NonZero's coordinates and
+  /// what views, gathers, sums and products make of them): their indices
+  /// need no wrapping.
+  llvm::DenseSet<Value> nonNegative_;
+  bool isNonNegative(Value v) const;
   /// The symbolic lengths constInts replaced by their bound during the
   /// current node: (position in the list, set).
   SmallVector<std::pair<size_t, unsigned>> resolvedLengths_;

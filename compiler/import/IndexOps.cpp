@@ -308,8 +308,15 @@ FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
   Value scattered = builder_.create<GatherGradOp>(
       loc, rowsType, updates, positions, builder_.getI64IntegerAttr(0));
   Value result;
-  if (reduction == "add") {
-    result = builder_.createOrFold<AddOp>(loc, rowsType, flatData, scattered);
+  DenseElementsAttr zeros;
+  bool intoZeros = matchPattern(data, m_Constant(&zeros)) && zeros.isSplat() &&
+                   zeros.getSplatValue<APFloat>().isZero();
+  if (reduction == "add" || intoZeros) {
+    // Into zeros (index_add_ as torch.onnx exports it) the landing updates
+    // are the result and zeros elsewhere, whatever the reduction.
+    result = intoZeros ? scattered
+                       : builder_.createOrFold<AddOp>(loc, rowsType, flatData,
+                                                      scattered);
   } else {
     // Where an index lands, the update; elsewhere the data.
     Shape hitShape = shapeOf(positions);
@@ -349,7 +356,8 @@ LogicalResult Importer::scatterElements(const Node &node) {
   FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
   if (failed(axis))
     return failure();
-  FailureOr<Value> positions = elementPositions(node, indices, shape, *axis);
+  FailureOr<Value> positions =
+      elementPositions(node, indices, shape, *axis, isNonNegative(indices));
   if (failed(positions))
     return failure();
   // Rows of a data-dependent length: only the real ones land.

@@ -42,6 +42,35 @@ double matmulGflops(double mnk, const MachineProfile &m) {
                    : m.matmulLargeGflops;
 }
 
+/// The count compact_rows expects of the rows `count` counts (its second
+/// result, possibly swapped out and back: a copy of the swap space a store
+/// filled), or nullopt when it made no estimate.
+std::optional<int64_t> expectedCount(Value count) {
+  for (int hops = 0; hops < 8 && count; ++hops) {
+    Operation *def = count.getDefiningOp();
+    if (auto view = dyn_cast_or_null<exec::ViewOp>(def)) {
+      count = view.getInput();
+      continue;
+    }
+    auto k = dyn_cast_or_null<exec::KernelOp>(def);
+    if (!k)
+      return std::nullopt;
+    if (k.getKernel() == "compact_rows")
+      return k.getInts().empty() ? std::nullopt
+                                 : std::optional<int64_t>(k.getInts()[0]);
+    if (k.getKernel() != "copy" || k.getInputs().empty())
+      return std::nullopt;
+    Value from = k.getInputs()[0], stored;
+    for (Operation *user : from.getUsers())
+      if (auto store = dyn_cast<exec::KernelOp>(user))
+        if (store.getKernel() == "store" && store.getInputs().size() == 2 &&
+            store.getInputs()[0] == from)
+          stored = store.getInputs()[1];
+    count = stored ? stored : from;
+  }
+  return std::nullopt;
+}
+
 /// A matrix product's FLOPs (2*M*N*K) and its M*N*K.
 double matmulFlops(exec::KernelOp k) {
   auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
@@ -56,10 +85,9 @@ double matmulFlops(exec::KernelOp k) {
   // count compact_rows expects of the lhs's stored rows (its dimension 0:
   // the result's rows, or the contraction when transposed).
   if (k.getInputs().size() == 3 && lhs.getRank() == 2 && lhs.getDimSize(0) > 0)
-    if (auto compact = k.getInputs()[2].getDefiningOp<exec::KernelOp>())
-      if (compact.getKernel() == "compact_rows" && !compact.getInts().empty())
-        flops *= std::clamp<double>(
-            double(compact.getInts()[0]) / double(lhs.getDimSize(0)), 0.0, 1.0);
+    if (std::optional<int64_t> expected = expectedCount(k.getInputs()[2]))
+      flops *= std::clamp<double>(double(*expected) / double(lhs.getDimSize(0)),
+                                  0.0, 1.0);
   return flops;
 }
 

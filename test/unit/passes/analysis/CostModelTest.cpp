@@ -17,8 +17,9 @@ using namespace strata;
 namespace {
 
 // Rows of a data-dependent length (32 candidates, 8 expected): a product
-// of them by a matrix, its weight gradient (contracting over them), and
-// the same product without the count.
+// of them by a matrix, its weight gradient (contracting over them), the
+// same product without the count, with a count not estimated, and with the
+// count swapped out and back.
 constexpr const char *kRows = R"mlir(
 func.func @main() {
   %mask = exec.input "mask" : tensor<32xi1>
@@ -30,10 +31,15 @@ func.func @main() {
   %z = exec.kernel "matmul"(%x, %w) : (tensor<32x16xf32>, tensor<16x64xf32>) -> tensor<32x64xf32>
   %o2, %c2 = exec.kernel "compact_rows"(%mask) : (tensor<32xi1>) -> (tensor<32xi64>, tensor<i64>)
   %u = exec.kernel "matmul"(%x, %w, %c2) : (tensor<32x16xf32>, tensor<16x64xf32>, tensor<i64>) -> tensor<32x64xf32>
+  %space = exec.swap_space "swap.0" {tier = #exec.tier<host>} : tensor<i64>
+  exec.kernel "store"(%space, %count) : (tensor<i64>, tensor<i64>) -> ()
+  %back = exec.kernel "copy"(%space) : (tensor<i64>) -> tensor<i64>
+  %v = exec.kernel "matmul"(%x, %w, %back) : (tensor<32x16xf32>, tensor<16x64xf32>, tensor<i64>) -> tensor<32x64xf32>
   exec.output "y" %y : tensor<32x64xf32>
   exec.output "gw" %gw : tensor<16x64xf32>
   exec.output "z" %z : tensor<32x64xf32>
   exec.output "u" %u : tensor<32x64xf32>
+  exec.output "v" %v : tensor<32x64xf32>
   return
 }
 )mlir";
@@ -51,11 +57,14 @@ TEST(CostModel, ProductsOfCompactedRowsCostTheExpectedCount) {
     if (k.getKernel() == "matmul")
       flops[std::to_string(flops.size())] = kernelFlops(k);
   });
-  ASSERT_EQ(flops.size(), 4u);
+  ASSERT_EQ(flops.size(), 5u);
   // 8 of 32 rows: 2 * 8 * 64 * 16 for the product and for the gradient.
   EXPECT_DOUBLE_EQ(flops["0"], 2.0 * 8 * 64 * 16);
   EXPECT_DOUBLE_EQ(flops["1"], 2.0 * 16 * 64 * 8);
   // Without a count, or a count with no estimate: the bound.
   EXPECT_DOUBLE_EQ(flops["2"], 2.0 * 32 * 64 * 16);
   EXPECT_DOUBLE_EQ(flops["3"], 2.0 * 32 * 64 * 16);
+  // The count swapped out after the forward pass and back for the
+  // backward: still the estimate.
+  EXPECT_DOUBLE_EQ(flops["4"], 2.0 * 8 * 64 * 16);
 }
