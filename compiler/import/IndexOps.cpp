@@ -343,6 +343,87 @@ FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
   return reshape(result, shapeOf(data), loc);
 }
 
+/// ScatterElements whose indices vary only along `axis`, a column of
+/// indices broadcast over the rest (torch.onnx's index_add_ and
+/// index_copy_), moving whole slices of the data: one scatter of slices at
+/// a vector of indices, instead of a position per element (a tensor of
+/// the updates' size, kept for the backward pass). False when the indices
+/// are not of that form (or everything is a constant, folded elsewhere).
+FailureOr<bool> Importer::scatterSlices(const Node &node, Value data,
+                                        Value indices, Value updates,
+                                        int64_t axis) {
+  auto column = indices.getDefiningOp<BroadcastOp>();
+  Shape shape = shapeOf(data), is = shapeOf(indices);
+  Type et = elementTypeOf(data);
+  if (!column || !isa<FloatType>(et) || elementTypeOf(updates) != et ||
+      matchPattern(updates, m_Constant()))
+    return false;
+  Value source = column.getInput();
+  Shape src = shapeOf(source);
+  if (src.size() != is.size() || is.size() != shape.size() || is[axis] == 0)
+    return false;
+  for (size_t d = 0; d < is.size(); ++d)
+    if (int64_t(d) != axis && (src[d] != 1 || is[d] != shape[d]))
+      return false;
+  std::optional<BoundedDim> rows = boundedDim(updates);
+  if (rows && (rows->axis != axis || !boundedDim(indices) ||
+               boundedDim(indices)->set != rows->set || boundedDim(data)))
+    return false; // The element path says what is wrong.
+  std::string reduction = stringAttr(node, "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return false;
+  Location loc = nodeLoc(node);
+  int64_t dim = shape[axis], count = is[axis];
+  Value idx = asInt64(reshape(source, {count}, loc), loc);
+  DenseElementsAttr known;
+  if (matchPattern(idx, m_Constant(&known)))
+    for (const APInt &v : known.getValues<APInt>())
+      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
+        return nodeError(node)
+               << "index " << v.getSExtValue() << " is out of range for axis "
+               << axis << " of size " << dim;
+  if (!isNonNegative(source))
+    idx =
+        wrapNegative(idx, scalarConstant(builder_.getI64Type(), dim, loc), loc);
+  // Rows of a data-dependent length: only the real ones land.
+  Value weights;
+  if (rows) {
+    updates = zeroPadRows(updates, *rows, loc);
+    weights = boundMask(rows->set, {count}, 0, et, loc);
+  }
+  auto type = cast<RankedTensorType>(data.getType());
+  Value scattered = builder_.create<GatherGradOp>(
+      loc, type, updates, idx, builder_.getI64IntegerAttr(axis));
+  DenseElementsAttr zeros;
+  bool intoZeros = matchPattern(data, m_Constant(&zeros)) && zeros.isSplat() &&
+                   zeros.getSplatValue<APFloat>().isZero();
+  Value result;
+  if (reduction == "add") {
+    result = builder_.createOrFold<AddOp>(loc, type, data, scattered);
+  } else if (intoZeros) {
+    result = scattered;
+  } else {
+    // Where a slice lands, the update; elsewhere the data.
+    if (!weights)
+      weights = builder_.create<ConstantOp>(
+          loc, tensorType({count}, et),
+          DenseElementsAttr::get(tensorType({count}, et),
+                                 builder_.getFloatAttr(et, 1.0)));
+    Value hits =
+        builder_.create<GatherGradOp>(loc, tensorType({dim}, et), weights, idx,
+                                      builder_.getI64IntegerAttr(0));
+    Shape view(shape.size(), 1);
+    view[axis] = dim;
+    Value hit = builder_.createOrFold<GreaterOp>(
+        loc, tensorType({dim}, builder_.getI1Type()), hits,
+        scalarConstant(et, 0.0, loc));
+    result = builder_.createOrFold<SelectOp>(loc, type, reshape(hit, view, loc),
+                                             scattered, data);
+  }
+  define(node, 0, result);
+  return true;
+}
+
 LogicalResult Importer::scatterElements(const Node &node) {
   if (failed(requireInputs(node, 3)))
     return failure();
@@ -356,6 +437,9 @@ LogicalResult Importer::scatterElements(const Node &node) {
   FailureOr<int64_t> axis = axisAttr(node, 0, shape.size());
   if (failed(axis))
     return failure();
+  if (FailureOr<bool> done = scatterSlices(node, data, indices, updates, *axis);
+      failed(done) || *done)
+    return failure(failed(done));
   FailureOr<Value> positions =
       elementPositions(node, indices, shape, *axis, isNonNegative(indices));
   if (failed(positions))

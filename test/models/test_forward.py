@@ -205,8 +205,9 @@ class ForwardParity(unittest.TestCase):
         upd = rng.standard_normal((2, 5)).astype(np.float32)
         a = np.array([7, -7, 7, -7, 0], np.int64)
         b = np.array([3, 3, -3, -3, 5], np.int64)
+        col = np.array([[-1], [1]], np.int64)
         inputs = {"x": x, "ids": ids, "rows": rows, "upd": upd, "a": a,
-                  "b": b}
+                  "b": b, "col": col}
         take = np.take_along_axis(x, np.where(ids < 0, ids + 5, ids), 1)
         scattered = x.copy()
         scattered[rows[:, 0]] = upd
@@ -226,6 +227,24 @@ class ForwardParity(unittest.TestCase):
                                              minlength=5) * 0.5
                                  for r in ids]).astype(np.float32)},
              {"v": np.full((3, 3), 0.5, np.float32)}),
+            # index_copy_/index_add_ as torch.onnx writes them: a column
+            # of row indices (data, a negative one) expanded over the rows.
+            ("scatter_elements_rows",
+             [n("Expand", ["col", "shape"], ["at"]),
+              n("ScatterElements", ["x", "at", "r"], ["y"], axis=0)],
+             {"y": np.where(np.arange(3)[:, None] == 2, 0.25,
+                            np.where(np.arange(3)[:, None] == 1, -0.5,
+                                     x[:, :5])).astype(np.float32)},
+             {"shape": np.array([2, 5], np.int64),
+              "r": np.array([[0.25] * 5, [-0.5] * 5], np.float32)}),
+            ("scatter_elements_rows_add",
+             [n("Expand", ["col", "shape"], ["at"]),
+              n("ScatterElements", ["x", "at", "r"], ["y"], axis=0,
+                reduction="add")],
+             {"y": (x + np.array([[0], [-0.5], [0.25]], np.float32)
+                    ).astype(np.float32)},
+             {"shape": np.array([2, 5], np.int64),
+              "r": np.array([[0.25] * 5, [-0.5] * 5], np.float32)}),
             ("top_k", [n("TopK", ["x", "k"], ["v", "i"], axis=1)],
              {"v": np.take_along_axis(x, order, 1), "i": order},
              {"k": np.array([2], np.int64)}),
