@@ -54,6 +54,34 @@ func.func @matmul_k(%a: tensor<2x4xf32>, %b: tensor<5x8xf32>) {
 
 // -----
 
+// Tests that a count of live rows takes matrices only.
+func.func @matmul_rows_batch(%a: tensor<3x2x4xf32>, %b: tensor<4x8xf32>, %n: tensor<i64>) {
+  // expected-error @+1 {{with rows, both operands must be matrices}}
+  %0 = graph.matmul %a, %b rows %n : (tensor<3x2x4xf32>, tensor<4x8xf32>, tensor<i64>) -> tensor<3x2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a count of live rows with a transposed lhs (a contraction over
+// the rows) takes a rhs as stored.
+func.func @matmul_rows_both_transposed(%a: tensor<4x2xf32>, %b: tensor<8x4xf32>, %n: tensor<i64>) {
+  // expected-error @+1 {{with rows and transpose_lhs, the rhs must not be transposed}}
+  %0 = graph.matmul %a, %b rows %n {transpose_lhs, transpose_rhs} : (tensor<4x2xf32>, tensor<8x4xf32>, tensor<i64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that compact_rows' order has the mask's length.
+func.func @compact_rows_length(%m: tensor<8xi1>) {
+  // expected-error @+1 {{order must have the mask's shape}}
+  %o, %c = "graph.compact_rows"(%m) : (tensor<8xi1>) -> (tensor<4xi64>, tensor<i64>)
+  return
+}
+
+// -----
+
 // Tests that matmul checks its result shape.
 func.func @matmul_result(%a: tensor<3x2x4xf32>, %b: tensor<4x8xf32>) {
   // expected-error @+1 {{result shape must be [3, 2, 8]}}

@@ -69,6 +69,17 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %m: tensor<2x3xi1
   return %u10 : tensor<2x3xf32>
 }
 
+// CHECK-LABEL: func.func @rows
+func.func @rows(%m: tensor<8xi1>, %x: tensor<8x4xf32>, %w: tensor<4x3xf32>) -> tensor<8x3xf32> {
+  // CHECK: %{{.*}}, %[[N:.*]] = graph.compact_rows %{{.*}} {expected = 2 : i64} : tensor<8xi1> -> (tensor<8xi64>, tensor<i64>)
+  %o, %n = graph.compact_rows %m {expected = 2 : i64} : tensor<8xi1> -> (tensor<8xi64>, tensor<i64>)
+  // CHECK: graph.matmul %{{.*}}, %{{.*}} rows %[[N]] : (tensor<8x4xf32>, tensor<4x3xf32>, tensor<i64>) -> tensor<8x3xf32>
+  %y = graph.matmul %x, %w rows %n : (tensor<8x4xf32>, tensor<4x3xf32>, tensor<i64>) -> tensor<8x3xf32>
+  // CHECK: graph.matmul %{{.*}}, %{{.*}} rows %[[N]] {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>, tensor<i64>) -> tensor<4x3xf32>
+  %g = graph.matmul %x, %y rows %n {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>, tensor<i64>) -> tensor<4x3xf32>
+  return %y : tensor<8x3xf32>
+}
+
 // CHECK-LABEL: func.func @structural
 func.func @structural(%x: tensor<2x16x64xf32>, %w: tensor<64x256xf32>, %g: tensor<64xf32>, %ids: tensor<2x16xi64>, %table: tensor<256x64xf32>) -> tensor<2x16x64xf32> {
   // CHECK: graph.matmul %{{.*}}, %{{.*}} : (tensor<2x16x64xf32>, tensor<64x256xf32>) -> tensor<2x16x256xf32>
