@@ -93,3 +93,28 @@ def generated_gpt2(model, data, vocab, dim, layers, batch, rows, seq=64,
                               dynamic=True, fold=False)
     np.save(data, np.random.default_rng(0).integers(
         0, vocab, size=(rows, seq + 1)).astype(np.int64))
+
+
+def torch_train_steps(module, rows, batch, seq, steps, optimizer):
+    """Times `steps` training steps of `module` (ids [B, T] -> logits) in
+    PyTorch eager on `rows` (batch i of step s: rows[(s*B + i) % len]),
+    next-token cross-entropy; returns each step's seconds (the first left
+    out) and the first step's loss."""
+    import time
+    import torch
+    times, first = [], None
+    for step in range(steps):
+        idx = [(step * batch + i) % len(rows) for i in range(batch)]
+        ids = torch.from_numpy(rows[idx, :seq])
+        labels = torch.from_numpy(rows[idx, 1:seq + 1])
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        logits = module(ids)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+        if first is None:
+            first = loss.item()
+    return times[1:], first

@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import benchmodels
 
@@ -83,21 +82,8 @@ def torch_steps(family, dim, layers, batch, seq, data, steps):
     torch.set_num_threads(os.cpu_count())
     module = benchmodels.module(family, VOCAB, dim, layers, max(128, seq))
     opt = torch.optim.AdamW(module.parameters(), lr=1e-4)
-    rows = np.load(data)
-    times = []
-    for step in range(steps):
-        idx = [(step * batch + i) % len(rows) for i in range(batch)]
-        ids = torch.from_numpy(rows[idx, :seq])
-        labels = torch.from_numpy(rows[idx, 1:seq + 1])
-        start = time.perf_counter()
-        opt.zero_grad()
-        logits = module(ids)
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        loss.backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-    return times[1:]
+    return benchmodels.torch_train_steps(module, np.load(data), batch, seq,
+                                         steps, opt)[0]
 
 
 def ort_steps(python, family, dim, layers, batch, seq, data, steps):

@@ -32,12 +32,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import benchmodels  # noqa: E402
+
 VOCAB = 8192
 
 
@@ -84,22 +86,7 @@ def torch_steps(module, rows, batch, seq, steps):
     torch.set_num_threads(os.cpu_count())
     m = copy.deepcopy(module).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.0)
-    times, first = [], None
-    for step in range(steps):
-        idx = [(step * batch + i) % len(rows) for i in range(batch)]
-        ids = torch.from_numpy(rows[idx, :seq])
-        labels = torch.from_numpy(rows[idx, 1:seq + 1])
-        start = time.perf_counter()
-        opt.zero_grad()
-        logits = m(ids)
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        loss.backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-        if first is None:
-            first = loss.item()
-    return times[1:], first
+    return benchmodels.torch_train_steps(m, rows, batch, seq, steps, opt)
 
 
 def main():

@@ -259,6 +259,8 @@ private:
   LogicalResult gatherElements(const Node &node);
   LogicalResult gatherND(const Node &node);
   LogicalResult scatterElements(const Node &node);
+  LogicalResult checkConstantIndices(const Node &node, Value idx, int64_t dim,
+                                     int64_t axis);
   FailureOr<bool> scatterSlices(const Node &node, Value data, Value indices,
                                 Value updates, int64_t axis);
   LogicalResult scatterND(const Node &node);

@@ -75,6 +75,20 @@ Value Importer::wrapNegative(Value index, Value size, Location loc) {
   return builder_.createOrFold<SelectOp>(loc, i64, negative, wrapped, index);
 }
 
+/// A constant index vector's entries lie in [-dim, dim): an error naming
+/// the index otherwise (a flat scatter would write into a neighbour).
+LogicalResult Importer::checkConstantIndices(const Node &node, Value idx,
+                                             int64_t dim, int64_t axis) {
+  DenseElementsAttr known;
+  if (matchPattern(idx, m_Constant(&known)))
+    for (const APInt &v : known.getValues<APInt>())
+      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
+        return nodeError(node)
+               << "index " << v.getSExtValue() << " is out of range for axis "
+               << axis << " of size " << dim;
+  return success();
+}
+
 FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
                                             const Shape &dataShape,
                                             int64_t axis, bool nonNegative) {
@@ -109,13 +123,8 @@ FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
   }
   Value idx = asInt64(indices, loc);
   int64_t dim = dataShape[axis];
-  DenseElementsAttr known;
-  if (matchPattern(idx, m_Constant(&known)))
-    for (const APInt &v : known.getValues<APInt>())
-      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
-        return nodeError(node)
-               << "index " << v.getSExtValue() << " is out of range for axis "
-               << axis << " of size " << dim;
+  if (failed(checkConstantIndices(node, idx, dim, axis)))
+    return failure();
   auto i64 = tensorType(idxShape, builder_.getI64Type());
   // TopK's own indices are never negative; the last axis has stride 1.
   Value scaled =
@@ -375,13 +384,8 @@ FailureOr<bool> Importer::scatterSlices(const Node &node, Value data,
   Location loc = nodeLoc(node);
   int64_t dim = shape[axis], count = is[axis];
   Value idx = asInt64(reshape(source, {count}, loc), loc);
-  DenseElementsAttr known;
-  if (matchPattern(idx, m_Constant(&known)))
-    for (const APInt &v : known.getValues<APInt>())
-      if (v.getSExtValue() < -dim || v.getSExtValue() >= dim)
-        return nodeError(node)
-               << "index " << v.getSExtValue() << " is out of range for axis "
-               << axis << " of size " << dim;
+  if (failed(checkConstantIndices(node, idx, dim, axis)))
+    return failure();
   if (!isNonNegative(source))
     idx =
         wrapNegative(idx, scalarConstant(builder_.getI64Type(), dim, loc), loc);
