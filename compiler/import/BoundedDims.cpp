@@ -72,6 +72,7 @@ enum class RowRule {
   Expand,
   Gather,
   MatMul,
+  Gemm, ///< Rows as A (not transposed); C broadcast over them.
   Softmax,
   Reduce,
   Scatter, ///< ScatterElements: takes the real rows (in its handler).
@@ -103,6 +104,7 @@ static RowRule rowRule(StringRef op) {
       .Case("Expand", RowRule::Expand)
       .Case("Gather", RowRule::Gather)
       .Case("MatMul", RowRule::MatMul)
+      .Case("Gemm", RowRule::Gemm)
       .Cases("Softmax", "LogSoftmax", RowRule::Softmax)
       .Cases("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
              "ReduceSumSquare", RowRule::Reduce)
@@ -163,8 +165,8 @@ LogicalResult Importer::checkBoundedInputs(const Node &node) {
         return boundedError(node, *b)
                << node.opType
                << " does not take such a tensor in Strata (elementwise ops, "
-                  "views, Gather, MatMul, Softmax, reductions over other "
-                  "axes and ScatterElements do)";
+                  "views, Gather, MatMul, Gemm, Softmax, reductions over "
+                  "other axes and ScatterElements do)";
   }
   return success();
 }
@@ -560,6 +562,15 @@ LogicalResult Importer::propagateBounded(const Node &node) {
         return refuse("both factors hold rows");
       axis = o;
     }
+    break;
+  }
+  case RowRule::Gemm: {
+    if (!in[0] || in[0]->axis != 0 || intAttr(node, "transA", 0) ||
+        (in.size() > 1 && in[1]))
+      return refuse("Gemm takes the rows only as A, not transposed");
+    if (in.size() > 2 && in[2])
+      return refuse("Gemm's C holds rows");
+    axis = 0;
     break;
   }
   case RowRule::Reduce: {

@@ -273,7 +273,14 @@ LogicalResult Importer::gemm(const Node &node) {
   if (!shape)
     return nodeError(node) << "A and B do not multiply: " << why;
   auto type = tensorType(*shape, et);
-  Value y = builder_.create<MatMulOp>(loc, type, a, b, Value());
+  // Rows of a data-dependent length as A (an nn.Linear with a bias on an
+  // expert's rows): the product stops at their count.
+  Value rows;
+  std::optional<BoundedDim> bounded = boundedDim(input(node, 0));
+  if (bounded && bounded->axis == 0 && !intAttr(node, "transA", 0) &&
+      !boundedDim(input(node, 1)))
+    rows = boundSets_[bounded->set].count;
+  Value y = builder_.create<MatMulOp>(loc, type, a, b, rows);
   float alpha = floatAttr(node, "alpha", 1.0f);
   float beta = floatAttr(node, "beta", 1.0f);
   if (alpha != 1.0f)

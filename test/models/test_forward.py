@@ -297,8 +297,9 @@ class ForwardParity(unittest.TestCase):
         pair, and put back three ways: ScatterElements 'add' onto the
         tokens (pairs share tokens, so rows that are not real would land
         on real ones), 'none' onto each pair's own slot of a tensor of ones
-        (slots no real row names keep their one), and through a softmax and
-        a ConstantOfShape at the rows' symbolic shape. One compiled program
+        (slots no real row names keep their one), through a softmax and
+        a ConstantOfShape at the rows' symbolic shape, and through a Gemm
+        with a bias (nn.Linear). One compiled program
         per --nonzero-rows mode (compacted, and every candidate computed)
         run with every count from 0 to the bound (6): NumPy's values."""
         from onnx import helper, numpy_helper
@@ -316,6 +317,7 @@ class ForwardParity(unittest.TestCase):
             c("blank", np.zeros((3, 4), np.float32)),
             c("ones", np.ones((6, 4), np.float32)),
             c("blank3", np.zeros((3, 3), np.float32)),
+            c("bias", np.array([0.5, -1.0, 0.25, 2.0], np.float32)),
             n("Greater", ["g", "zero"], ["mask"]),
             n("NonZero", ["mask"], ["nz"]),
             n("Transpose", ["nz"], ["nzt"], perm=[1, 0]),
@@ -348,6 +350,10 @@ class ForwardParity(unittest.TestCase):
             n("Expand", ["t2", "smshape"], ["at_token3"]),
             n("ScatterElements", ["blank3", "at_token3", "v0"], ["v"], axis=0,
               reduction="add"),
+            # nn.Linear with a bias on the rows, as Gemm.
+            n("Gemm", ["rows", "w", "bias"], ["lin"]),
+            n("ScatterElements", ["blank", "at_token", "lin"], ["u"], axis=0,
+              reduction="add"),
         ]
         graph = helper.make_graph(
             nodes, "rows",
@@ -355,7 +361,7 @@ class ForwardParity(unittest.TestCase):
              helper.make_tensor_value_info("w", 1, [3, 4]),
              helper.make_tensor_value_info("g", 1, [2, 3])],
             [helper.make_tensor_value_info(o, 1, None)
-             for o in ("y", "z", "v")])
+             for o in ("y", "z", "v", "u")])
         path = os.path.join(ARGS.work, "nonzero_rows.onnx")
         onnx.save(helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", 18)]), path)
@@ -385,6 +391,9 @@ class ForwardParity(unittest.TestCase):
             want_v = np.zeros((3, 3), np.float32)
             np.add.at(want_v, t, (e / e.sum(axis=1, keepdims=True) + 1) *
                       scale)
+            want_u = np.zeros((3, 4), np.float32)
+            np.add.at(want_u, t, x[t] @ w + np.array([0.5, -1.0, 0.25, 2.0],
+                                                      np.float32))
             feeds = {}
             for name, a in (("x", x), ("w", w), ("g", g)):
                 feeds[name] = os.path.join(ARGS.work, "nz%d.%s.npy" % (
@@ -393,7 +402,8 @@ class ForwardParity(unittest.TestCase):
             out = os.path.join(ARGS.work, "nz%d.%s.out" % (count, mode))
             r = self.run_artifact(art, feeds, out)
             self.assertEqual(r.returncode, 0, r.stderr)
-            for name, want in (("y", want_y), ("z", want_z), ("v", want_v)):
+            for name, want in (("y", want_y), ("z", want_z), ("v", want_v),
+                               ("u", want_u)):
                 got = np.load(os.path.join(out, name + ".npy"))
                 np.testing.assert_allclose(
                     got, want, rtol=1e-5, atol=1e-6,
