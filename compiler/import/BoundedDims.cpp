@@ -337,12 +337,31 @@ LogicalResult Importer::propagateBounded(const Node &node) {
         if (Value v = name.empty() ? Value() : values_.lookup(name))
           density_[v] = d;
     }
-  // Shapes that hold a symbolic length, however they were computed.
+  // Shapes that hold a symbolic length: Shape of rows of a data-dependent
+  // length, and what the shape ops make of it while the symbol is still in
+  // it (by where the value came from: a model's own constant of that value
+  // is only a number).
+  auto movesShape = [&](size_t i) { // Not an input a shape is taken from.
+    bool consumes = (node.opType == "Reshape" && i == 1) ||
+                    node.opType == "Expand" ||
+                    node.opType == "ConstantOfShape" || node.opType == "Shape";
+    return !consumes && symbolic_.contains(input(node, i));
+  };
+  bool fromSymbolic =
+      node.opType == "Shape"
+          ? bool(boundedDim(input(node, 0)))
+          : llvm::any_of(llvm::seq<size_t>(0, node.inputs.size()), movesShape);
   for (const std::string &name : node.outputs) {
-    Value v = name.empty() ? Value() : values_.lookup(name);
+    Value v = name.empty() || !fromSymbolic ? Value() : values_.lookup(name);
+    if (!v)
+      continue;
     DenseElementsAttr attr;
-    if (!v || !matchPattern(v, m_Constant(&attr)) ||
-        !attr.getElementType().isInteger(64) || attr.getNumElements() > 1024)
+    if (!matchPattern(v, m_Constant(&attr)))
+      return nodeError(node)
+             << "mixes a shape holding a length the data decide (the rows of "
+                "a NonZero) with data; Strata can use such a length only as "
+                "a shape";
+    if (!attr.getElementType().isInteger(64) || attr.getNumElements() > 1024)
       continue;
     for (const APInt &d : attr.getValues<APInt>())
       if (isSymbolicLength(d.getSExtValue())) {

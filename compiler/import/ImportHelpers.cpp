@@ -169,8 +169,10 @@ Importer::constInts(const Node &node, size_t index, const char *what) {
     result.push_back(i.getSExtValue());
   // A data-dependent length (checkBoundedInputs let it reach only a shape)
   // is held at its bound.
-  for (auto [pos, d] : llvm::enumerate(result))
-    if (isSymbolicLength(d)) {
+  if (symbolic_.contains(v))
+    for (auto [pos, d] : llvm::enumerate(result)) {
+      if (!isSymbolicLength(d))
+        continue;
       unsigned set = unsigned(d - symbolicLength(0));
       if (set >= boundSets_.size())
         return nodeError(node) << what << " (input '" << node.inputs[index]
