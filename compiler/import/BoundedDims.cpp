@@ -232,8 +232,8 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
   }
   if (!options_.compactRows) {
     // Every candidate in NonZero's order; the mask says which are real.
-    boundSets_.push_back(
-        {reshape(nonzero, {bound}, loc), Value(), bound, nodeLabel(node)});
+    boundSets_.push_back({reshape(nonzero, {bound}, loc), Value(), bound,
+                          std::nullopt, nodeLabel(node)});
     Value result = intConstant({rank, bound}, coords, loc);
     define(node, 0, result);
     boundedDims_[result] = {unsigned(boundSets_.size() - 1), 1};
@@ -256,7 +256,8 @@ LogicalResult Importer::boundedNonZero(const Node &node, Value x) {
   Value real = builder_.createOrFold<LessOp>(
       loc, tensorType({bound}, builder_.getI1Type()),
       intConstant({bound}, iota, loc), compact.getCount());
-  boundSets_.push_back({real, compact.getCount(), bound, nodeLabel(node)});
+  boundSets_.push_back({real, compact.getCount(), bound, compact.getExpected(),
+                        nodeLabel(node)});
   Value result = builder_.create<GatherOp>(
       loc, tensorType({rank, bound}, builder_.getI64Type()),
       intConstant({rank, bound}, coords, loc), compact.getOrder(),
@@ -303,6 +304,10 @@ bool Importer::isNonNegative(Value v) const {
 }
 
 LogicalResult Importer::propagateBounded(const Node &node) {
+  // The node's results (null where it has none).
+  SmallVector<Value> results;
+  for (const std::string &name : node.outputs)
+    results.push_back(name.empty() ? Value() : values_.lookup(name));
   // Never negative: views and gathers of such values, their sums and
   // products.
   static const llvm::StringSet<> keepsSign = {
@@ -322,10 +327,9 @@ LogicalResult Importer::propagateBounded(const Node &node) {
                 nonNegative_.contains(input(node, 1))) &&
                isNonNegative(input(node, 0)) && isNonNegative(input(node, 1));
   if (signKept)
-    for (const std::string &name : node.outputs)
-      if (Value v = name.empty() ? Value() : values_.lookup(name))
-        if (isa<IntegerType>(elementTypeOf(v)))
-          nonNegative_.insert(v);
+    for (Value v : results)
+      if (v && isa<IntegerType>(elementTypeOf(v)))
+        nonNegative_.insert(v);
   // A mask's expected density survives views, casts and picking classes.
   static const llvm::StringSet<> keepsDensity = {
       "Transpose", "Gather",   "Cast",    "Reshape", "Squeeze",
@@ -333,8 +337,8 @@ LogicalResult Importer::propagateBounded(const Node &node) {
   if (keepsDensity.contains(node.opType) && !node.inputs.empty())
     if (auto it = density_.find(input(node, 0)); it != density_.end()) {
       double d = it->second;
-      for (const std::string &name : node.outputs)
-        if (Value v = name.empty() ? Value() : values_.lookup(name))
+      for (Value v : results)
+        if (v)
           density_[v] = d;
     }
   // Shapes that hold a symbolic length: Shape of rows of a data-dependent
@@ -351,9 +355,8 @@ LogicalResult Importer::propagateBounded(const Node &node) {
       node.opType == "Shape"
           ? bool(boundedDim(input(node, 0)))
           : llvm::any_of(llvm::seq<size_t>(0, node.inputs.size()), movesShape);
-  for (const std::string &name : node.outputs) {
-    Value v = name.empty() || !fromSymbolic ? Value() : values_.lookup(name);
-    if (!v)
+  for (Value v : results) {
+    if (!v || !fromSymbolic)
       continue;
     DenseElementsAttr attr;
     if (!matchPattern(v, m_Constant(&attr)))
@@ -394,12 +397,7 @@ LogicalResult Importer::propagateBounded(const Node &node) {
   if (rule == RowRule::Scatter || rule == RowRule::Shape)
     return success(); // Their handlers took the rows.
 
-  auto output = [&](size_t i) {
-    return i < node.outputs.size() && !node.outputs[i].empty()
-               ? values_.lookup(node.outputs[i])
-               : Value();
-  };
-  Value out0 = output(0);
+  Value out0 = results.empty() ? Value() : results[0];
   if (!out0)
     return success();
   Shape outShape = shapeOf(out0);
@@ -483,7 +481,7 @@ LogicalResult Importer::propagateBounded(const Node &node) {
     int64_t r = rule == RowRule::Squeeze ? int64_t(inShape.size()) : outRank;
     SmallVector<int64_t> norm;
     for (int64_t a : *axes)
-      norm.push_back(a < 0 ? a + r : a);
+      norm.push_back(normalizeAxis(a, r).value_or(a));
     if (rule == RowRule::Squeeze) {
       if (llvm::is_contained(norm, b))
         return refuse("Squeeze would remove the rows");
@@ -520,8 +518,8 @@ LogicalResult Importer::propagateBounded(const Node &node) {
     if (*a == b)
       return refuse(rule == RowRule::Split ? "Split along the rows"
                                            : "a softmax across the rows");
-    for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (Value v = output(i))
+    for (Value v : results)
+      if (v)
         boundedDims_[v] = {set, b};
     return success();
   }
@@ -532,7 +530,7 @@ LogicalResult Importer::propagateBounded(const Node &node) {
     if (failed(axes))
       return failure();
     for (int64_t a : *axes)
-      if ((a < 0 ? a + int64_t(inShape.size()) : a) == b)
+      if (normalizeAxis(a, int64_t(inShape.size())).value_or(a) == b)
         return refuse("Slice along the rows");
     axis = b;
     break;
@@ -601,7 +599,7 @@ LogicalResult Importer::propagateBounded(const Node &node) {
       return refuse("a reduction over every axis, the rows included");
     SmallVector<int64_t> norm;
     for (int64_t a : *axes)
-      norm.push_back(a < 0 ? a + int64_t(inShape.size()) : a);
+      norm.push_back(normalizeAxis(a, int64_t(inShape.size())).value_or(a));
     if (llvm::is_contained(norm, b))
       return refuse("a reduction over the rows");
     axis = intAttr(node, "keepdims", 1)
@@ -616,8 +614,7 @@ LogicalResult Importer::propagateBounded(const Node &node) {
   if (!axis || *axis < 0 || *axis >= outRank ||
       outShape[*axis] != boundSets_[set].bound)
     return refuse("Strata could not follow the rows through it");
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    Value v = output(i);
+  for (auto [i, v] : llvm::enumerate(results)) {
     if (!v)
       continue;
     auto it = boundedDims_.find(v);

@@ -284,6 +284,8 @@ private:
                    ///< `count`).
     Value count;   ///< i64 scalar: how many rows are real (compacted).
     int64_t bound; ///< The number of candidate positions.
+    /// The count the cost model assumes, where the importer estimated one.
+    std::optional<int64_t> expected;
     std::string origin;
   };
   /// The value a shape holds for the length of `set`'s dimension: above

@@ -75,6 +75,15 @@ Value Importer::wrapNegative(Value index, Value size, Location loc) {
   return builder_.createOrFold<SelectOp>(loc, i64, negative, wrapped, index);
 }
 
+/// Whether `v` is a float constant of zeros (torch.onnx's index_add_
+/// scatters into one): a scatter into it needs no 'landed' mask.
+static bool isFloatZeros(Value v) {
+  DenseElementsAttr zeros;
+  return matchPattern(v, m_Constant(&zeros)) && zeros.isSplat() &&
+         isa<FloatType>(zeros.getElementType()) &&
+         zeros.getSplatValue<APFloat>().isZero();
+}
+
 /// A constant index vector's entries lie in [-dim, dim): an error naming
 /// the index otherwise (a flat scatter would write into a neighbour).
 LogicalResult Importer::checkConstantIndices(const Node &node, Value idx,
@@ -317,9 +326,7 @@ FailureOr<Value> Importer::scatterRows(const Node &node, Value data,
   Value scattered = builder_.create<GatherGradOp>(
       loc, rowsType, updates, positions, builder_.getI64IntegerAttr(0));
   Value result;
-  DenseElementsAttr zeros;
-  bool intoZeros = matchPattern(data, m_Constant(&zeros)) && zeros.isSplat() &&
-                   zeros.getSplatValue<APFloat>().isZero();
+  bool intoZeros = isFloatZeros(data);
   if (reduction == "add" || intoZeros) {
     // Into zeros (index_add_ as torch.onnx exports it) the landing updates
     // are the result and zeros elsewhere, whatever the reduction.
@@ -398,9 +405,7 @@ FailureOr<bool> Importer::scatterSlices(const Node &node, Value data,
   auto type = cast<RankedTensorType>(data.getType());
   Value scattered = builder_.create<GatherGradOp>(
       loc, type, updates, idx, builder_.getI64IntegerAttr(axis));
-  DenseElementsAttr zeros;
-  bool intoZeros = matchPattern(data, m_Constant(&zeros)) && zeros.isSplat() &&
-                   zeros.getSplatValue<APFloat>().isZero();
+  bool intoZeros = isFloatZeros(data);
   Value result;
   if (reduction == "add") {
     result = builder_.createOrFold<AddOp>(loc, type, data, scattered);

@@ -616,16 +616,14 @@ OwningOpRef<ModuleOp> Importer::run() {
     return nullptr;
   if (!boundSets_.empty()) {
     // What the compiler decided for rows whose count the data decide.
-    int64_t rows = 0;
-    for (const BoundSet &set : boundSets_)
+    int64_t rows = 0, expected = 0, estimated = 0;
+    for (const BoundSet &set : boundSets_) {
       rows += set.bound;
-    int64_t expected = 0, estimated = 0;
-    func.walk([&](CompactRowsOp op) {
-      if (std::optional<int64_t> e = op.getExpected()) {
-        expected += *e;
+      if (set.expected) {
+        expected += *set.expected;
         ++estimated;
       }
-    });
+    }
     InFlightDiagnostic note = emitRemark(fileLoc);
     note << boundSets_.size() << " NonZero node"
          << (boundSets_.size() == 1 ? "" : "s")
