@@ -50,7 +50,11 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
   };
   // A placed buffer as the merged scans read it, held in the lists
   // themselves: those scans are most of the work, and read memory in
-  // order this way.
+  // order this way. `top` is its end aligned up (the lowest offset a
+  // buffer above it can take), worked out once: a division in the scan's
+  // step was most of its time. Entries at one offset may be met in any
+  // order (each moves the scan to at least its top; where one leaves room
+  // below it, all do), so ordering by the aligned end changes no offset.
   struct Placed {
     uint64_t offset, top;
     int64_t start, end;
@@ -60,15 +64,55 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
   };
   auto placed = [&](uint32_t i) {
     const Lifetime &b = buffers[i];
-    return Placed{b.offset, b.offset + b.bytes, b.start, b.end};
+    return Placed{b.offset, alignUp(b.offset + b.bytes, alignment), b.start,
+                  b.end};
   };
   std::vector<std::vector<Placed>> buckets(bucketOf(last) + 1);
-  // The long buffers, and every placed buffer (for the long ones' scans),
-  // by index: when most buffers are long (every activation kept for the
-  // backward pass) these lists are long, and moving 4-byte entries on
-  // each insertion keeps that cheap.
-  std::vector<uint32_t> longOnes, all;
-  all.reserve(n);
+  // The long buffers by index: when most buffers are long (every
+  // activation kept for the backward pass) this list is long, and moving
+  // 4-byte entries on each insertion keeps that cheap.
+  std::vector<uint32_t> longOnes;
+  // Every placed buffer, for the long ones' scans: those scans are most
+  // of the work (a long buffer meets most of the placed ones and usually
+  // lands above them all), so the entries are held in offset order in
+  // memory, in chunks (an insertion moves one chunk's entries), each with
+  // the span of its lifetimes: a chunk whose lifetimes all end before the
+  // new buffer starts, or all start after it ends, is passed whole.
+  struct Chunk {
+    std::vector<Placed> entries;
+    int64_t first, last; // The least start and the greatest end.
+  };
+  constexpr size_t kChunk = 256;
+  std::vector<Chunk> all;
+  auto summarise = [](Chunk &c) {
+    c.first = std::numeric_limits<int64_t>::max();
+    c.last = std::numeric_limits<int64_t>::min();
+    for (const Placed &p : c.entries) {
+      c.first = std::min(c.first, p.start);
+      c.last = std::max(c.last, p.end);
+    }
+  };
+  auto insertAll = [&](const Placed &self) {
+    if (all.empty())
+      all.push_back({{}, self.start, self.end});
+    // The first chunk whose last entry is above `self` (after equal ones,
+    // as upper_bound on one list would; the order among equal entries
+    // changes no scan), else the last chunk.
+    auto chunk = std::upper_bound(
+        all.begin(), all.end() - 1, self,
+        [](const Placed &p, const Chunk &c) { return p < c.entries.back(); });
+    std::vector<Placed> &list = chunk->entries;
+    list.insert(std::upper_bound(list.begin(), list.end(), self), self);
+    chunk->first = std::min(chunk->first, self.start);
+    chunk->last = std::max(chunk->last, self.end);
+    if (list.size() >= 2 * kChunk) {
+      Chunk upper{{list.begin() + kChunk, list.end()}, 0, 0};
+      list.resize(kChunk);
+      summarise(*chunk);
+      summarise(upper);
+      all.insert(chunk + 1, std::move(upper));
+    }
+  };
   auto below = [&](const Placed &p, uint32_t j) { return p < placed(j); };
   uint64_t arena = 0;
   for (uint32_t i : order) {
@@ -80,7 +124,7 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
         return true; // Lifetimes apart.
       if (offset + b.bytes <= other.offset)
         return false;
-      offset = std::max(offset, alignUp(other.top, alignment));
+      offset = std::max(offset, other.top);
       return true;
     };
     size_t lo = bucketOf(b.start), hi = bucketOf(b.end);
@@ -115,13 +159,20 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
         ++at[pick];
       }
     } else {
-      for (uint32_t j : all)
-        if (!pass(placed(j)))
+      bool going = true;
+      for (const Chunk &c : all) {
+        if (c.last < b.start || c.first > b.end)
+          continue; // Every lifetime apart.
+        for (const Placed &other : c.entries)
+          if (!(going = pass(other)))
+            break;
+        if (!going)
           break;
+      }
     }
     b.offset = offset;
     Placed self = placed(i);
-    all.insert(std::upper_bound(all.begin(), all.end(), self, below), i);
+    insertAll(self);
     auto insert = [&](std::vector<Placed> &list) {
       list.insert(std::upper_bound(list.begin(), list.end(), self), self);
     };
