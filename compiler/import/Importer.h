@@ -118,6 +118,9 @@ private:
   static Shape shapeOf(Value v);
   static Type elementTypeOf(Value v);
   LogicalResult checkSizes(func::FuncOp func);
+  /// Whether `v`'s tensor type has a size Strata can count (see
+  /// kMaxTensorBytes); an error naming `what` at `loc` when not.
+  LogicalResult checkSize(Value v, Location loc, const std::string &what);
   RankedTensorType tensorType(const Shape &shape, Type elementType) {
     return RankedTensorType::get(shape, elementType);
   }

@@ -424,6 +424,26 @@ LogicalResult Importer::importInitializer(const onnx::TensorData &t) {
   return success();
 }
 
+namespace {
+/// Whether `type` (a tensor of static shape) has a size Strata can count
+/// in int64 bytes, with room to add sizes up (kMaxTensorBytes).
+bool countable(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return true;
+  int64_t n = graph::numElements(Shape(tensor.getShape()));
+  unsigned bits = tensor.getElementType().isIntOrFloat()
+                      ? tensor.getElementType().getIntOrFloatBitWidth()
+                      : 64;
+  int64_t bytes = 0;
+  return n >= 0 &&
+         !__builtin_mul_overflow(n, int64_t((bits + 7) / 8), &bytes) &&
+         bytes <= kMaxTensorBytes;
+}
+constexpr const char *kTooLarge =
+    " is larger than Strata supports for one tensor (2^48 bytes)";
+} // namespace
+
 LogicalResult Importer::importNodes(const std::vector<Node> &nodes) {
   for (const Node &node : nodes)
     if (failed(importNode(node)))
@@ -453,6 +473,15 @@ LogicalResult Importer::importNode(const Node &node) {
     return nodeError(node) << attributeError_;
   if (failed(status))
     return failure();
+  // A result too large to count is refused here, naming its node, before
+  // a later node works with its size.
+  for (const std::string &name : node.outputs) {
+    auto it = values_.find(name);
+    if (!name.empty() && it != values_.end() &&
+        !countable(it->second.getType()))
+      return nodeError(node)
+             << "output '" << name << "' " << it->second.getType() << kTooLarge;
+  }
   return propagateBounded(node);
 }
 
@@ -497,40 +526,20 @@ LogicalResult Importer::finishOutputs(func::FuncOp func) {
 
 /// Every tensor of the imported graph has a size the rest of the compiler
 /// and the runtime can count in int64 bytes, with room to add them up.
-LogicalResult Importer::checkSizes(func::FuncOp func) {
-  auto check = [&](Value v, Location loc, const std::string &what) {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type || !type.hasStaticShape())
-      return success();
-    int64_t n = graph::numElements(Shape(type.getShape()));
-    unsigned bits = type.getElementType().isIntOrFloat()
-                        ? type.getElementType().getIntOrFloatBitWidth()
-                        : 64;
-    int64_t bytes = 0;
-    if (n < 0 || __builtin_mul_overflow(n, int64_t((bits + 7) / 8), &bytes) ||
-        bytes > kMaxTensorBytes)
-      return LogicalResult(emitError(loc)
-                           << what << " " << type
-                           << " is larger than Strata supports for one tensor "
-                              "(2^48 bytes)");
+
+LogicalResult Importer::checkSize(Value v, Location loc,
+                                  const std::string &what) {
+  if (countable(v.getType()))
     return success();
-  };
-  for (BlockArgument arg : func.getArguments()) {
-    auto type = cast<RankedTensorType>(arg.getType());
-    std::string name =
-        func.getArgAttrOfType<StringAttr>(
-                arg.getArgNumber(),
-                graph::GraphDialect::NameAttrHelper::getNameStr())
-            .getValue()
-            .str();
-    (void)type;
-    if (failed(check(arg, func.getLoc(), "input '" + name + "'")))
-      return failure();
-  }
+  return emitError(loc) << what << " " << v.getType() << kTooLarge;
+}
+
+LogicalResult Importer::checkSizes(func::FuncOp func) {
   WalkResult walk = func.walk([&](Operation *op) {
     for (Value r : op->getResults())
-      if (failed(check(r, op->getLoc(),
-                       "the result of " + op->getName().getStringRef().str())))
+      if (failed(
+              checkSize(r, op->getLoc(),
+                        "the result of " + op->getName().getStringRef().str())))
         return WalkResult::interrupt();
     return WalkResult::advance();
   });
@@ -605,6 +614,11 @@ OwningOpRef<ModuleOp> Importer::run() {
     values_[in.name] = builder_.create<ConstantOp>(fileLoc, value->getType(),
                                                    cast<TypedAttr>(*value));
   }
+  // Inputs too large to count are refused before any node reads them
+  // (each node's results are checked as it is imported: importNode).
+  for (auto [i, arg] : llvm::enumerate(entry->getArguments()))
+    if (failed(checkSize(arg, fileLoc, "input '" + argNames[i] + "'")))
+      return nullptr;
   if (failed(importNodes(model_.nodes)) || failed(finishOutputs(func)))
     return nullptr;
   if (!model_.producer.empty())

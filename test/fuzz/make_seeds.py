@@ -111,6 +111,71 @@ def mlp_model():
                              opset_imports=[helper.make_opsetid("", 17)])
 
 
+def moe_model(experts=3, top_k=2, tokens=4, dim=3, hidden=5):
+    """A mixture of experts routed the way transformers' Mixtral exports
+    it (NonZero of a one-hot of the router's top-k, the tokens' rows
+    gathered, each expert's MLP, ScatterElements 'add' back onto the
+    tokens), whose first output is a scalar loss: the importer's bounded
+    rows (held at their bound, the real ones first) under mutation."""
+    rng = np.random.default_rng(1)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+    const = lambda name, v: helper.make_node(
+        "Constant", [], [name], value=numpy_helper.from_array(np.asarray(v)))
+    init = [numpy_helper.from_array(f32(dim, experts), "router")]
+    n = helper.make_node
+    nodes = [
+        const("k", np.array([top_k])), const("depth", np.array(experts)),
+        const("onoff", np.array([0, 1])), const("axis1", np.array([1])),
+        const("split", np.array([1, 1])), const("minus1", np.array([-1])),
+        const("kk", np.array(top_k)),
+        const("zeros", np.zeros((tokens, dim), np.float32)),
+        n("MatMul", ["x", "router"], ["logits"]),
+        n("Softmax", ["logits"], ["probs"], axis=1),
+        n("TopK", ["probs", "k"], ["weights", "chosen"], axis=1),
+        n("OneHot", ["chosen", "depth", "onoff"], ["onehot"], axis=-1),
+        n("Transpose", ["onehot"], ["mask"], perm=[2, 1, 0]),
+        n("Reshape", ["weights", "minus1"], ["wflat"]),
+    ]
+    acc = "zeros"
+    for e in range(experts):
+        p = "e%d." % e
+        init += [numpy_helper.from_array(f32(dim, hidden), p + "up"),
+                 numpy_helper.from_array(f32(hidden, dim), p + "down")]
+        nodes += [
+            const(p + "index", np.array(e)),
+            n("Gather", ["mask", p + "index"], [p + "m"], axis=0),
+            n("NonZero", [p + "m"], [p + "nz"]),
+            n("Transpose", [p + "nz"], [p + "nzt"], perm=[1, 0]),
+            n("Split", [p + "nzt", "split"], [p + "s1", p + "t1"], axis=1),
+            n("Squeeze", [p + "s1", "axis1"], [p + "slot"]),
+            n("Squeeze", [p + "t1", "axis1"], [p + "tok"]),
+            n("Gather", ["x", p + "tok"], [p + "rows"], axis=0),
+            n("MatMul", [p + "rows", p + "up"], [p + "h"]),
+            n("Relu", [p + "h"], [p + "a"]),
+            n("MatMul", [p + "a", p + "down"], [p + "o"]),
+            n("Mul", [p + "tok", "kk"], [p + "tk"]),
+            n("Add", [p + "tk", p + "slot"], [p + "pair"]),
+            n("Gather", ["wflat", p + "pair"], [p + "w"], axis=0),
+            n("Unsqueeze", [p + "w", "axis1"], [p + "w2"]),
+            n("Mul", [p + "o", p + "w2"], [p + "upd"]),
+            n("Shape", [p + "upd"], [p + "shape"]),
+            n("Unsqueeze", [p + "tok", "axis1"], [p + "tok2"]),
+            n("Expand", [p + "tok2", p + "shape"], [p + "at"]),
+            n("ScatterElements", [acc, p + "at", p + "upd"], [p + "acc"],
+              axis=0, reduction="add"),
+        ]
+        acc = p + "acc"
+    nodes += [n("Sub", [acc, "t"], ["d"]), n("Mul", ["d", "d"], ["d2"]),
+              n("ReduceMean", ["d2"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "moe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, dim]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [tokens, dim])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], init)
+    return helper.make_model(graph,
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
 def plan_seeds(out, compiler):
     """Plans of a small regression model: forward, training (AdamW) with
     state in host memory, and with state and activations on the SSD."""

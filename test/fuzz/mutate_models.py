@@ -7,6 +7,10 @@ of a signal, hang, or report a sanitizer error (use an ASan+UBSan build's
 tools: scripts/fuzz.sh builds them in build-fuzz/).
 
     mutate_models.py --bin build-fuzz/bin --count 2000 [--seed 1] [--work DIR]
+                     [--graph NAME]
+
+--graph mutates only the seeds whose graph has that name (moe: the routed
+mixture of experts; mlp: the regression model).
 
 Prints a line per failure (with the mutant kept under DIR/failures/) and a
 summary; exits 1 when anything crashed or hung.
@@ -33,7 +37,9 @@ OPS = ["Add", "Sub", "Mul", "Div", "Relu", "Tanh", "Sigmoid", "Exp", "Log",
        "MatMul", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Gather",
        "ReduceMean", "ReduceSum", "Concat", "Slice", "Cast", "Where",
        "Gemm", "LayerNormalization", "Range", "Expand", "Unsqueeze",
-       "Squeeze", "Pow", "Sqrt", "Neg", "Identity", "Trilu", "Split"]
+       "Squeeze", "Pow", "Sqrt", "Neg", "Identity", "Trilu", "Split",
+       "NonZero", "TopK", "OneHot", "ScatterElements", "Shape",
+       "ConstantOfShape", "GatherElements", "ScatterND", "Greater"]
 INTS = [0, 1, -1, 2, 3, -2, 7, 1 << 31, -(1 << 31), (1 << 62) + 2,
         -(1 << 63), (1 << 63) - 1]
 FLOATS = [0.0, -1.0, 1e-12, 1e30, float("nan"), float("inf"), -float("inf")]
@@ -44,13 +50,15 @@ DTYPES = [TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32,
 
 def seeds():
     """The seed models: the fuzz corpus's models plus a small transformer
-    block (attention-shaped matmuls, softmax, layer norm, gelu)."""
+    block (attention-shaped matmuls, softmax, layer norm, gelu) and a
+    mixture of experts routed through NonZero."""
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         make_seeds.onnx_seeds(tmp)
         for name in sorted(os.listdir(tmp)):
             out.append(onnx.load(os.path.join(tmp, name)))
     out.append(make_seeds.mlp_model())
+    out.append(make_seeds.moe_model())
     return out
 
 
@@ -185,6 +193,8 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--work", default=None)
     p.add_argument("--timeout", type=float, default=60)
+    p.add_argument("--graph", default=None,
+                   help="mutate only the seeds whose graph has this name")
     a = p.parse_args()
     rng = random.Random(a.seed)
     nrng = np.random.default_rng(a.seed)
@@ -196,6 +206,10 @@ def main():
     os.environ.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:"
                           "halt_on_error=1")
     pool = seeds()
+    if a.graph:
+        pool = [m for m in pool if m.graph.name == a.graph]
+        if not pool:
+            sys.exit("mutate_models: no seed graph is named %r" % a.graph)
     stats = {"ok": 0, "refused": 0, "crash": 0, "hang": 0, "ran": 0}
     tool = lambda t: os.path.join(a.bin, t)
     for i in range(a.count):
