@@ -70,7 +70,9 @@ def onnx_seeds(out):
         f.write(model.SerializeToString())
     with open(os.path.join(out, "mlp-loss.onnx"), "wb") as f:
         f.write(mlp_model().SerializeToString())
-    return n + 2
+    with open(os.path.join(out, "moe-loss.onnx"), "wb") as f:
+        f.write(moe_model().SerializeToString())
+    return n + 3
 
 
 def npy_seeds(out):
