@@ -85,12 +85,50 @@ Value storeAfter(Block &body, Operation *after, Value value,
 }
 
 /// The first (in program order) owner of `uses` (all in one block).
-Operation *earliestUser(ArrayRef<OpOperand *> uses) {
+Operation *earliestUser(ArrayRef<OpOperand *> uses, BlockOrder *order) {
   Operation *first = uses.front()->getOwner();
   for (OpOperand *use : uses)
-    if (use->getOwner()->isBeforeInBlock(first))
+    if (before(order, use->getOwner(), first))
       first = use->getOwner();
   return first;
+}
+
+void BlockOrder::renumber() {
+  positions.clear();
+  double at = 0;
+  for (Operation &op : block)
+    positions[&op] = at++;
+}
+
+double BlockOrder::position(Operation *op) {
+  auto it = positions.find(op);
+  if (it != positions.end())
+    return it->second;
+  // Ops inserted since: every one between the nearest numbered neighbours,
+  // spaced evenly between their positions.
+  SmallVector<Operation *> fresh{op};
+  Operation *prev = op->getPrevNode(), *next = op->getNextNode();
+  for (; prev && !positions.count(prev); prev = prev->getPrevNode())
+    fresh.insert(fresh.begin(), prev);
+  for (; next && !positions.count(next); next = next->getNextNode())
+    fresh.push_back(next);
+  double gaps = static_cast<double>(fresh.size() + 1);
+  double lo = prev ? positions.lookup(prev) : 0,
+         hi = next ? positions.lookup(next) : 0;
+  if (!prev)
+    lo = next ? hi - gaps : 0;
+  if (!next)
+    hi = lo + gaps;
+  double step = (hi - lo) / gaps, last = lo;
+  for (auto [i, o] : llvm::enumerate(fresh)) {
+    double p = lo + step * static_cast<double>(i + 1);
+    if (!(p > last) || !(p < hi)) { // No room left between them.
+      renumber();
+      return positions.lookup(op);
+    }
+    positions[o] = last = p;
+  }
+  return positions.lookup(op);
 }
 
 Tier namedTier(StringRef name) {
@@ -256,16 +294,17 @@ SmallVector<Value> gradientCandidates(Block &body) {
 }
 
 /// Whether `value` (through views) is used at `op` or after it.
-bool usedFrom(Value value, Operation *op) {
+bool usedFrom(Value value, Operation *op, BlockOrder *order) {
   for (OpOperand *use : usesThroughViews(value))
-    if (use->getOwner() == op || op->isBeforeInBlock(use->getOwner()))
+    if (use->getOwner() == op || before(order, op, use->getOwner()))
       return true;
   return false;
 }
 
 /// Points `uses` of `value` (possibly through views) at `replacement`,
 /// rebuilding the views in between.
-void replaceUses(ArrayRef<OpOperand *> uses, Value value, Value replacement) {
+void replaceUses(ArrayRef<OpOperand *> uses, Value value, Value replacement,
+                 BlockOrder *order) {
   for (OpOperand *use : uses) {
     SmallVector<exec::ViewOp> chain;
     for (Value v = use->get(); v != value;
@@ -281,6 +320,8 @@ void replaceUses(ArrayRef<OpOperand *> uses, Value value, Value replacement) {
     for (exec::ViewOp view : chain) {
       if (!view->use_empty())
         break;
+      if (order)
+        order->forget(view);
       view->erase();
     }
   }

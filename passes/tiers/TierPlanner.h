@@ -136,11 +136,46 @@ llvm::SmallVector<mlir::OpOperand *> usesThroughViews(mlir::Value value);
 /// The uses of `value` (through views) in the backward pass.
 llvm::SmallVector<mlir::OpOperand *> backwardUsesOf(mlir::Value value);
 
+/// Program order within one block while a placement is applied to it.
+/// MLIR's Operation::isBeforeInBlock renumbers the whole block whenever
+/// it compares an op inserted where its numbering has no room (a few
+/// inserts at one place), and a placement inserts at every swap and
+/// recomputation: with tens of thousands of ops (a mixture of experts)
+/// that renumbering was half of each score. Here ops inserted since are
+/// spaced between their nearest numbered neighbours when first compared,
+/// and the block is renumbered only when that room runs out. The ops
+/// that existed when it was made must stay in place (none is moved); an
+/// op must be forgotten before it is erased (its address may be reused).
+class BlockOrder {
+public:
+  explicit BlockOrder(mlir::Block &block) : block(block) { renumber(); }
+  /// Whether `a` comes before `b` (both in the block).
+  bool before(mlir::Operation *a, mlir::Operation *b) {
+    return position(a) < position(b);
+  }
+  /// `op` is about to be erased.
+  void forget(mlir::Operation *op) { positions.erase(op); }
+
+private:
+  double position(mlir::Operation *op);
+  void renumber();
+  mlir::Block &block;
+  llvm::DenseMap<mlir::Operation *, double> positions;
+};
+
+/// Whether `a` comes before `b` in their block: by `order` when given,
+/// else by MLIR's own numbering.
+inline bool before(BlockOrder *order, mlir::Operation *a, mlir::Operation *b) {
+  return order ? order->before(a, b) : a->isBeforeInBlock(b);
+}
+
 /// The first (in program order) owner of `uses` (all in one block).
-mlir::Operation *earliestUser(llvm::ArrayRef<mlir::OpOperand *> uses);
+mlir::Operation *earliestUser(llvm::ArrayRef<mlir::OpOperand *> uses,
+                              BlockOrder *order = nullptr);
 
 /// Whether `value` (through views) is used at `op` or after it.
-bool usedFrom(mlir::Value value, mlir::Operation *op);
+bool usedFrom(mlir::Value value, mlir::Operation *op,
+              BlockOrder *order = nullptr);
 
 /// Whether `op` runs after the backward pass, in the optimizer step.
 bool isOptimizerPhase(mlir::Operation *op);
@@ -200,8 +235,9 @@ mlir::Value storeAfter(mlir::Block &body, mlir::Operation *after,
 
 /// Points `uses` of `value` (possibly through views) at `replacement`,
 /// rebuilding the views in between.
+/// (Views left unused are erased, and forgotten by `order`.)
 void replaceUses(llvm::ArrayRef<mlir::OpOperand *> uses, mlir::Value value,
-                 mlir::Value replacement);
+                 mlir::Value replacement, BlockOrder *order = nullptr);
 
 //===----------------------------------------------------------------------===//
 // The planner
@@ -257,6 +293,9 @@ public:
 
   /// What the last place() inserted into its function.
   PlacementCounters counters;
+  /// The order of the block a placement is being applied to (apply and
+  /// the greedy steps set it while they rewrite; see BlockOrder).
+  BlockOrder *order = nullptr;
 
   /// A diagnostic a search raised outside scoring (the layer stage's
   /// check), emitted once every search of its round is done.

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <functional>
 #include <limits>
@@ -39,11 +40,11 @@ bool TierPlanner::swapGradient(Block &body, Value value, Tier tier,
     if (isOptimizerPhase(u)) {
       after.push_back(use);
       inPlace |= writesInPlace(use);
-    } else if (lastBefore->isBeforeInBlock(u)) {
+    } else if (before(order, lastBefore, u)) {
       lastBefore = u;
     }
   }
-  Operation *firstAfter = earliestUser(after);
+  Operation *firstAfter = earliestUser(after, order);
   bool work = false;
   for (Operation *op = lastBefore->getNextNode(); op && op != firstAfter;
        op = op->getNextNode())
@@ -60,14 +61,14 @@ bool TierPlanner::swapGradient(Block &body, Value value, Tier tier,
         .getResult(0);
   };
   if (inPlace) {
-    replaceUses(after, value, fetchBefore(firstAfter));
+    replaceUses(after, value, fetchBefore(firstAfter), order);
   } else {
     // One fetch per reading op (`mul(g, g)` reads it once).
     llvm::MapVector<Operation *, SmallVector<OpOperand *>> byUser;
     for (OpOperand *use : after)
       byUser[use->getOwner()].push_back(use);
     for (auto &[user, uses] : byUser)
-      replaceUses(uses, value, fetchBefore(user));
+      replaceUses(uses, value, fetchBefore(user), order);
   }
   ++counters.gradientsSwapped;
   return true;
@@ -131,15 +132,15 @@ bool TierPlanner::swap(Block &body, Value value, Tier tier, unsigned index) {
     Operation *u = use->getOwner();
     if (markers::isBackward(u))
       backwardUses.push_back(use);
-    else if (lastForward->isBeforeInBlock(u))
+    else if (before(order, lastForward, u))
       lastForward = u;
   }
   if (backwardUses.empty())
     return false;
-  Operation *firstBackward = earliestUser(backwardUses);
+  Operation *firstBackward = earliestUser(backwardUses, order);
   // Only a value the forward pass is done with can wait elsewhere (an
   // output, read after the run, cannot).
-  if (!lastForward->isBeforeInBlock(firstBackward))
+  if (!before(order, lastForward, firstBackward))
     return false;
   Value space = storeAfter(body, lastForward, value,
                            "swap." + std::to_string(index), tier);
@@ -147,7 +148,7 @@ bool TierPlanner::swap(Block &body, Value value, Tier tier, unsigned index) {
   auto back = createTransfer(b, value.getLoc(), artifact::Kernel::Copy,
                              value.getType(), space);
   markers::setBackward(back);
-  replaceUses(backwardUses, value, back.getResult(0));
+  replaceUses(backwardUses, value, back.getResult(0), order);
   ++counters.swapped;
   return true;
 }
@@ -179,14 +180,14 @@ TierPlanner::recomputeChain(Value value, Operation *at,
       keptThere = p.getTier() == exec::Tier::Device;
     else
       keptThere = isa_and_nonnull<exec::InputOp>(def) ||
-                  (kept.contains(root) && usedFrom(root, at));
+                  (kept.contains(root) && usedFrom(root, at, order));
     if (!keptThere)
       return false;
     for (OpOperand *use : usesThroughViews(root)) {
       auto k = dyn_cast<exec::KernelOp>(use->getOwner());
       Operation *w = use->getOwner();
-      if (k && k.getNumResults() == 0 && reader->isBeforeInBlock(w) &&
-          w->isBeforeInBlock(at))
+      if (k && k.getNumResults() == 0 && before(order, reader, w) &&
+          before(order, w, at))
         ok = false; // Changed in between: neither reusable nor rerun.
     }
     return true;
@@ -227,7 +228,7 @@ TierPlanner::chainFor(Value value, const llvm::DenseSet<Value> &kept) {
   SmallVector<OpOperand *> uses = backwardUsesOf(value);
   if (uses.empty())
     return {};
-  return recomputeChain(value, earliestUser(uses), kept);
+  return recomputeChain(value, earliestUser(uses, order), kept);
 }
 
 /// The cost in seconds of rerunning `chain`.
@@ -243,19 +244,22 @@ double TierPlanner::chainSeconds(ArrayRef<Operation *> chain) {
 /// recomputeChain) placed right before the first of them.
 void TierPlanner::recompute(Value value, ArrayRef<Operation *> chain) {
   SmallVector<OpOperand *> backwardUses = backwardUsesOf(value);
-  OpBuilder b(earliestUser(backwardUses));
+  OpBuilder b(earliestUser(backwardUses, order));
   IRMapping mapping;
   for (Operation *op : chain) {
     Operation *again = b.clone(*op, mapping);
     markers::setBackward(again);
     markers::setRecomputed(again);
   }
-  replaceUses(backwardUses, value, mapping.lookup(value));
+  replaceUses(backwardUses, value, mapping.lookup(value), order);
   ++counters.recomputed;
   counters.recomputedBytes += storageBytes(value.getType());
   // A value only the backward pass read need not be computed before.
-  if (value.use_empty())
+  if (value.use_empty()) {
+    if (order)
+      order->forget(value.getDefiningOp());
     value.getDefiningOp()->erase();
+  }
 }
 
 /// Applies `act` to `value`; returns what was done (a swap or a
@@ -298,6 +302,9 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
     p.setTier(tier);
   }
   insertFetches(func);
+  BlockOrder blockOrder(body);
+  order = &blockOrder;
+  auto unset = llvm::make_scope_exit([&] { order = nullptr; });
   SmallVector<Value> candidates = swappable(body);
   if (candidates.size() != placement.acts.size())
     return func.emitError("internal error: ")

@@ -6,11 +6,15 @@
 #include "passes/tiers/TierPlanner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
 
 using namespace strata;
 using namespace strata::tiers;
@@ -74,6 +78,54 @@ TEST_F(TierIR, SwapCandidatesAreForwardKernelResultsTheBackwardPassReads) {
   llvm::SmallVector<mlir::OpOperand *> uses = backwardUsesOf(candidates[0]);
   ASSERT_EQ(uses.size(), 1u);
   EXPECT_EQ(llvm::cast<exec::KernelOp>(uses[0]->getOwner()).getKernel(), "exp");
+}
+
+TEST_F(TierIR, BlockOrderIsMlirsOrderThroughInsertionsAndErasures) {
+  // The block grown as a placement grows it: clusters of ops inserted at
+  // one place (more than any spacing leaves room for), at the front and
+  // at the end, ops erased (forgotten first); after each change, every
+  // pair compared as MLIR's own numbering compares them.
+  std::mt19937 rng(7);
+  mlir::Block &block = body();
+  mlir::Operation *ret = block.getTerminator();
+  BlockOrder order(block);
+  mlir::OpBuilder b(&context);
+  auto anyOp = [&](size_t i) {
+    auto it = block.begin();
+    std::advance(it, i % block.getOperations().size());
+    return &*it;
+  };
+  std::vector<mlir::Operation *> made;
+  for (int round = 0; round < 300; ++round) {
+    unsigned what = rng() % 10;
+    if (what < 6 || made.empty()) {
+      mlir::Operation *at = what == 0   ? &block.front()
+                            : what == 1 ? ret
+                                        : anyOp(rng());
+      // A cluster before `at`: each new op right before it, so later
+      // ones come after earlier ones.
+      b.setInsertionPoint(at);
+      for (unsigned k = 0, n = 1 + rng() % 40; k < n; ++k)
+        made.push_back(b.create<exec::InputOp>(
+            b.getUnknownLoc(), mlir::RankedTensorType::get({1}, b.getF32Type()),
+            b.getStringAttr("n"), mlir::IntegerAttr()));
+    } else {
+      size_t k = rng() % made.size();
+      order.forget(made[k]);
+      made[k]->erase();
+      made.erase(made.begin() + k);
+    }
+    for (int q = 0; q < 50; ++q) {
+      mlir::Operation *a = anyOp(rng()), *c = anyOp(rng());
+      ASSERT_EQ(order.before(a, c), a->isBeforeInBlock(c)) << "round " << round;
+    }
+  }
+  // Every op against its successor, once the block is large.
+  for (mlir::Operation &op : block)
+    if (mlir::Operation *next = op.getNextNode()) {
+      ASSERT_TRUE(order.before(&op, next));
+      ASSERT_FALSE(order.before(next, &op));
+    }
 }
 
 TEST(TierNames, LayerOfIsTheNameUpToItsFirstNumber) {
