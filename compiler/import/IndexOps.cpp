@@ -111,8 +111,6 @@ FailureOr<Value> Importer::elementPositions(const Node &node, Value indices,
       return nodeError(node) << "indices dimension " << d << " (" << idxShape[d]
                              << ") exceeds the data's (" << dataShape[d] << ")";
   int64_t count = numElements(idxShape);
-  if (count < 0) // Too many to count in int64.
-    return nodeError(node) << "has more than 2^63 indices";
   if (count > kMaxIndexMap)
     return nodeError(node) << "has " << count << " indices; at most "
                            << kMaxIndexMap << " are supported";
@@ -174,8 +172,6 @@ FailureOr<Value> Importer::rowPositions(const Node &node, Value indices,
              << " and " << dataShape[d];
   Shape lead(idxShape.begin(), idxShape.end() - 1);
   int64_t count = numElements(lead);
-  if (count < 0) // Too many to count in int64.
-    return nodeError(node) << "has more than 2^63 index tuples";
   if (count > kMaxIndexMap)
     return nodeError(node) << "has " << count << " index tuples; at most "
                            << kMaxIndexMap << " are supported";

@@ -296,6 +296,19 @@ public:
   /// The order of the block a placement is being applied to (apply and
   /// the greedy steps set it while they rewrite; see BlockOrder).
   BlockOrder *order = nullptr;
+  /// Sets `order` to one of `block` for its lifetime.
+  class OrderedRewrite {
+  public:
+    OrderedRewrite(TierPlanner &planner, mlir::Block &block)
+        : planner(planner), blockOrder(block) {
+      planner.order = &blockOrder;
+    }
+    ~OrderedRewrite() { planner.order = nullptr; }
+
+  private:
+    TierPlanner &planner;
+    BlockOrder blockOrder;
+  };
 
   /// A diagnostic a search raised outside scoring (the layer stage's
   /// check), emitted once every search of its round is done.

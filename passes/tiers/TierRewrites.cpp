@@ -14,7 +14,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/ScopeExit.h"
 
 #include <functional>
 #include <limits>
@@ -302,9 +301,7 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
     p.setTier(tier);
   }
   insertFetches(func);
-  BlockOrder blockOrder(body);
-  order = &blockOrder;
-  auto unset = llvm::make_scope_exit([&] { order = nullptr; });
+  OrderedRewrite ordered(*this, body);
   SmallVector<Value> candidates = swappable(body);
   if (candidates.size() != placement.acts.size())
     return func.emitError("internal error: ")

@@ -149,9 +149,7 @@ Placement TierPlanner::greedyOnClone(func::FuncOp func, const Placement &start,
 void TierPlanner::applyForcedActivations(func::FuncOp func,
                                          const Placement &out) {
   Block &body = func.getBody().front();
-  BlockOrder blockOrder(body);
-  order = &blockOrder;
-  auto unset = llvm::make_scope_exit([&] { order = nullptr; });
+  OrderedRewrite ordered(*this, body);
   SmallVector<Value> candidates = swappable(body);
   llvm::DenseSet<Value> kept;
   for (auto [v, act] : llvm::zip(candidates, out.acts))
@@ -172,9 +170,7 @@ void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
                                     Policy policy, uint64_t resident,
                                     uint64_t &host) {
   Block &body = func.getBody().front();
-  BlockOrder blockOrder(body);
-  order = &blockOrder;
-  auto unset = llvm::make_scope_exit([&] { order = nullptr; });
+  OrderedRewrite ordered(*this, body);
   SmallVector<Value> candidates = swappable(body);
   assert(candidates.size() == out.acts.size() && "candidates changed");
   llvm::DenseMap<Value, unsigned> indexOf;
