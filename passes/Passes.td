@@ -134,6 +134,37 @@ def DataParallelPass : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::train::TrainDialect"];
 }
 
+def GroupExpertsPass : Pass<"strata-group-experts", "mlir::ModuleOp"> {
+  let summary = "Routed experts as one grouped product over their rows";
+  let description = [{
+    Runs on graph IR after import. A mixture of experts as transformers
+    exports it routes with one NonZero per expert (`torch.where(
+    expert_mask[e])`), which the importer holds at its bound with the real
+    rows first (`graph.compact_rows`, one per expert): every expert's rows
+    are a buffer of tokens x top-k rows, E buffers where the real rows of
+    all experts together fill one.
+
+    The pass finds compact_rows ops whose masks are classes of one one-hot
+    (a `graph.gather` of one class index from the same one-hot, through the
+    same views, tested against its "off" value): such masks never hold at
+    the same position, so every expert's real rows fit one buffer of the
+    candidates' length. When the experts' computations are the same ops
+    (one expert's, checked op by op against every other's) but for the
+    matrices of their products (the experts' weights), and each expert's
+    result is added into one running total (the `index_add_` chain), the
+    experts become one computation over that buffer: `graph.group_rows`
+    orders the candidates expert by expert (their `offsets`), the
+    products by per-expert weights become `graph.grouped_matmul`, every
+    other op runs once over the buffer, and one combine replaces the
+    chain. The same numbers (the rows of each expert are the same rows, and
+    each token's outputs are added in expert order), a single buffer where
+    there were E, and one kernel per op where there were E. Anything that
+    does not match (another use of an expert's values, an op that differs
+    between experts) leaves the experts as they are. A remark says what
+    was grouped.
+  }];
+}
+
 def FusePatternsPass : Pass<"strata-fuse-patterns", "mlir::ModuleOp"> {
   let summary = "Replace decomposed functions (GELU, attention) with fused ops";
   let description = [{

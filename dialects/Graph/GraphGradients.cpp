@@ -415,6 +415,26 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, Value g,
   return success();
 }
 
+LogicalResult GroupedMatMulOp::buildGradients(OpBuilder &b, Value g,
+                                              SmallVectorImpl<Value> &grads) {
+  // Y[group e] = A[group e] op(W_e), rows past the groups zero. dA is G
+  // times each group's op(W_e)^T (rows past the groups get zero, as they
+  // were taken as zero); dW_e contracts group e's rows of A and G.
+  Location loc = getLoc();
+  bool tb = getTransposeRhs();
+  Value A = getLhs(), offsets = getOffsets();
+  grads.push_back(b.create<GroupedMatMulOp>(loc, A.getType(), g, offsets,
+                                            getWeights(), !tb));
+  grads.push_back(Value()); // The offsets are integers.
+  for (auto [e, w] : llvm::enumerate(getWeights())) {
+    // op(W) = W: dW = A_e^T G_e; op(W) = W^T: dW = G_e^T A_e.
+    Value lhs = tb ? g : A, rhs = tb ? A : g;
+    grads.push_back(b.create<SegmentMatMulOp>(loc, w.getType(), lhs, rhs,
+                                              offsets, int64_t(e)));
+  }
+  return success();
+}
+
 /// The result gradient of a reduction, broadcast back to the input shape.
 template <typename OpT>
 static Value expandReduced(GradBuilder &gb, OpT op, Value g) {

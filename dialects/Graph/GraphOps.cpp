@@ -120,6 +120,62 @@ LogicalResult CompactRowsOp::verify() {
   return success();
 }
 
+LogicalResult GroupRowsOp::verify() {
+  if (getMasks().empty())
+    return emitOpError("needs at least one mask");
+  Shape rows = shapeOf(getMasks().front());
+  for (Value m : getMasks())
+    if (shapeOf(m) != rows)
+      return emitOpError("masks must share their length");
+  if (shapeOf(getOrder()) != rows)
+    return emitOpError("order must have the masks' shape");
+  if (shapeOf(getOffsets()) != Shape{int64_t(getMasks().size()) + 1})
+    return emitOpError("offsets must have one entry per mask and one more");
+  return success();
+}
+
+LogicalResult GroupedMatMulOp::verify() {
+  Shape a = shapeOf(getLhs()), y = shapeOf(getResult());
+  int64_t groups = getWeights().size();
+  if (groups == 0)
+    return emitOpError("needs at least one weight");
+  if (shapeOf(getOffsets()) != Shape{groups + 1})
+    return emitOpError("offsets must have one entry per weight and one more");
+  Type et = elementTypeOf(getLhs());
+  if (elementTypeOf(getResult()) != et)
+    return emitOpError("operands and result must share the element type");
+  Shape w0 = shapeOf(getWeights().front());
+  for (Value w : getWeights())
+    if (shapeOf(w) != w0 || elementTypeOf(w) != et)
+      return emitOpError("weights must share the lhs's element type and one "
+                         "shape");
+  int64_t k = getTransposeRhs() ? w0[1] : w0[0];
+  int64_t n = getTransposeRhs() ? w0[0] : w0[1];
+  if (a[1] != k)
+    return emitOpError("lhs has ")
+           << a[1] << " columns, the weights " << k << " rows";
+  if (y != Shape{a[0], n})
+    return emitOpError("result shape must be ") << shapeString({a[0], n});
+  return success();
+}
+
+LogicalResult SegmentMatMulOp::verify() {
+  Shape a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  if (a[0] != b[0])
+    return emitOpError("lhs and rhs must have the same rows");
+  Type et = elementTypeOf(getLhs());
+  if (elementTypeOf(getRhs()) != et || elementTypeOf(getResult()) != et)
+    return emitOpError("operands and result must share the element type");
+  if (shapeOf(getResult()) != Shape{a[1], b[1]})
+    return emitOpError("result shape must be ") << shapeString({a[1], b[1]});
+  int64_t groups = shapeOf(getOffsets())[0] - 1;
+  int64_t segment = static_cast<int64_t>(getSegment());
+  if (segment < 0 || segment >= groups)
+    return emitOpError("segment ")
+           << segment << " out of range for " << groups << " groups";
+  return success();
+}
+
 /// Checks that `axes` is a strictly increasing list of dimensions of `rank`.
 static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
                                 int64_t rank) {

@@ -282,6 +282,75 @@ def Graph_CompactRowsOp : Graph_Op<"compact_rows", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_GroupRowsOp : Graph_Op<"group_rows", [Pure]> {
+  let summary = "Candidate rows grouped by which of several disjoint masks holds";
+  let description = [{
+    For E masks over the same candidate rows that never hold at the same
+    position (the classes of a one-hot: a router's experts), `order` lists
+    the positions where mask 0 holds, ascending, then those of mask 1, and
+    so on, then the positions where none holds; `offsets` (E + 1 entries)
+    says where each mask's group starts, `offsets[E]` being `count`, the
+    rows that are real. Rows gathered in this order are one buffer of the
+    candidates' length holding every group, which `graph.grouped_matmul`
+    multiplies by each group's own matrix. Two masks holding at one
+    position is an error when the step runs (it cannot be, by how the
+    grouping pass proves them disjoint). `expected` is the count the cost
+    model assumes. Not differentiable (integer results).
+
+    ```mlir
+    %order, %offsets, %count = graph.group_rows %m0, %m1 {expected = 8 : i64} : (tensor<8xi1>, tensor<8xi1>) -> (tensor<8xi64>, tensor<3xi64>, tensor<i64>)
+    ```
+  }];
+  let arguments = (ins Variadic<1DTensorOf<[I1]>>:$masks,
+                       OptionalAttr<I64Attr>:$expected);
+  let results = (outs 1DTensorOf<[I64]>:$order, 1DTensorOf<[I64]>:$offsets,
+                      0DTensorOf<[I64]>:$count);
+  let assemblyFormat = "$masks attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_GroupedMatMulOp : Graph_Op<"grouped_matmul", [Pure, Graph_Differentiable]> {
+  let summary = "Each group of rows times its own matrix";
+  let description = [{
+    `lhs` holds groups of rows, group `e` at rows `offsets[e]` to
+    `offsets[e + 1]` (as `graph.group_rows` orders them); each group's rows
+    are multiplied by `weights[e]` (transposed with `transpose_rhs`); the
+    result's rows from `offsets[E]` on are zero. One product over every
+    group (a mixture of experts' expert layers), costing the real rows
+    only, the weights of every group read once.
+
+    ```mlir
+    %y = graph.grouped_matmul %x, %offsets, %w0, %w1 : (tensor<8x16xf32>, tensor<3xi64>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+    ```
+  }];
+  let arguments = (ins 2DTensorOf<[AnyFloat]>:$lhs, 1DTensorOf<[I64]>:$offsets,
+                       Variadic<2DTensorOf<[AnyFloat]>>:$weights,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs 2DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$lhs `,` $offsets `,` $weights attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_SegmentMatMulOp : Graph_Op<"segment_matmul", [Pure]> {
+  let summary = "One group's rows of two tensors, contracted over the rows";
+  let description = [{
+    `lhs[rows]^T rhs[rows]` over the rows of group `segment`
+    (`offsets[segment]` to `offsets[segment + 1]`): the gradient of that
+    group's matrix in `graph.grouped_matmul`.
+
+    ```mlir
+    %dw = graph.segment_matmul %x, %g, %offsets segment = 1 : (tensor<8x16xf32>, tensor<8x32xf32>, tensor<3xi64>) -> tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins 2DTensorOf<[AnyFloat]>:$lhs, 2DTensorOf<[AnyFloat]>:$rhs,
+                       1DTensorOf<[I64]>:$offsets, I64Attr:$segment);
+  let results = (outs 2DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $offsets `segment` `=` $segment attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 class Graph_ReduceOp<string mnemonic, string summaryText>
     : Graph_Op<mnemonic, [Pure, Graph_Differentiable]> {
   let summary = summaryText;

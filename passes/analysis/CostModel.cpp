@@ -55,7 +55,7 @@ std::optional<int64_t> expectedCount(Value count) {
     auto k = dyn_cast_or_null<exec::KernelOp>(def);
     if (!k)
       return std::nullopt;
-    if (k.getKernel() == "compact_rows")
+    if (k.getKernel() == "compact_rows" || k.getKernel() == "group_rows")
       return k.getInts().empty() ? std::nullopt
                                  : std::optional<int64_t>(k.getInts()[0]);
     if (k.getKernel() != "copy" || k.getInputs().empty())
@@ -71,8 +71,40 @@ std::optional<int64_t> expectedCount(Value count) {
   return std::nullopt;
 }
 
+/// The rows a product over grouped rows (grouped_matmul, segment_matmul)
+/// is expected to cover, per group, and the groups: group_rows' expected
+/// count over its groups (every stored row when it made no estimate).
+struct GroupedRows {
+  double perGroup = 0;
+  int64_t groups = 1;
+};
+GroupedRows groupedRows(exec::KernelOp k) {
+  bool segment = k.getKernel() == "segment_matmul";
+  Value offsets = k.getInputs()[segment ? 2 : 1];
+  GroupedRows g;
+  g.groups = std::max<int64_t>(
+      1, cast<ShapedType>(offsets.getType()).getDimSize(0) - 1);
+  double stored = cast<ShapedType>(k.getInputs()[0].getType()).getDimSize(0);
+  double total = stored;
+  if (std::optional<int64_t> expected = expectedCount(offsets))
+    total = std::clamp<double>(double(*expected), 0.0, stored);
+  g.perGroup = total / double(g.groups);
+  return g;
+}
+
 /// A matrix product's FLOPs (2*M*N*K) and its M*N*K.
 double matmulFlops(exec::KernelOp k) {
+  if (k.getKernel() == "grouped_matmul" || k.getKernel() == "segment_matmul") {
+    // grouped: rows x N x K over every group; segment: one group's rows
+    // contracted into a K1 x K2 result.
+    auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
+    auto out = cast<ShapedType>(k.getResult(0).getType());
+    GroupedRows g = groupedRows(k);
+    if (k.getKernel() == "segment_matmul")
+      return 2.0 * g.perGroup * out.getNumElements();
+    return 2.0 * g.perGroup * double(g.groups) * lhs.getDimSize(1) *
+           out.getDimSize(1);
+  }
   auto lhs = cast<ShapedType>(k.getInputs()[0].getType());
   auto out = cast<ShapedType>(k.getResult(0).getType());
   ArrayRef<int64_t> ints = k.getInts();
@@ -104,7 +136,16 @@ double precisionSpeedup(exec::KernelOp k, const MachineProfile &m) {
 
 double matmulSeconds(exec::KernelOp k, const MachineProfile &m) {
   double flops = matmulFlops(k);
-  return flops / (matmulGflops(flops / 2.0, m) * precisionSpeedup(k, m) * 1e9);
+  // Grouped rows run as one product per group: a group's size picks the
+  // rate.
+  double mnk = flops / 2.0, launches = 0;
+  if (k.getKernel() == "grouped_matmul") {
+    int64_t groups = groupedRows(k).groups;
+    mnk /= double(groups);
+    launches = double(groups - 1) * m.launchUs * 1e-6;
+  }
+  return launches +
+         flops / (matmulGflops(mnk, m) * precisionSpeedup(k, m) * 1e9);
 }
 
 /// Fused attention's shape: its scores (rows x keys, half of them under a

@@ -96,6 +96,19 @@ std::optional<KernelSpec> kernelFor(Operation *op) {
           spec.ints.push_back(*expected);
         return spec;
       })
+      .Case<GroupRowsOp>([](GroupRowsOp op) {
+        KernelSpec spec{"group_rows", {}, {}};
+        if (std::optional<int64_t> expected = op.getExpected())
+          spec.ints.push_back(*expected);
+        return spec;
+      })
+      .Case<GroupedMatMulOp>([](GroupedMatMulOp op) {
+        return KernelSpec{"grouped_matmul", {op.getTransposeRhs() ? 1 : 0}, {}};
+      })
+      .Case<SegmentMatMulOp>([](SegmentMatMulOp op) {
+        return KernelSpec{
+            "segment_matmul", {static_cast<int64_t>(op.getSegment())}, {}};
+      })
       .Case<GeluOp>([](GeluOp op) {
         return KernelSpec{"gelu", {op.getTanh() ? 1 : 0}, {}};
       })

@@ -43,7 +43,7 @@ enum class Class {
 };
 
 Class classOf(Operation *op) {
-  if (isa<MatMulOp, AttentionOp>(op))
+  if (isa<MatMulOp, GroupedMatMulOp, AttentionOp>(op))
     return Class::Low;
   if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, ReduceSumOp, ReduceMeanOp,
           ReduceMaxOp, ReduceSumSquareOp, ExpOp, LogOp, PowOp>(op))

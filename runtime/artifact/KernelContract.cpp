@@ -553,6 +553,64 @@ bool StepChecker::check() {
     if (out(1).dtype != DType::I64 || !out(1).shape.empty())
       return fail("count must be an int64 scalar");
     return true;
+  case Kernel::GroupRows: {
+    if (!operands())
+      return false;
+    for (size_t i = 0; i < step_.inputs.size(); ++i)
+      if (in(i).dtype != DType::Bool || in(i).shape.size() != 1 ||
+          in(i).shape != in(0).shape)
+        return fail("needs bool vectors of one length");
+    if (out(0).dtype != DType::I64 || out(0).shape != in(0).shape)
+      return fail("order must be an int64 vector of the masks' length");
+    if (out(1).dtype != DType::I64 ||
+        out(1).shape != Shape{int64_t(step_.inputs.size()) + 1})
+      return fail("offsets must be an int64 vector of one entry per mask "
+                  "and one more");
+    if (out(2).dtype != DType::I64 || !out(2).shape.empty())
+      return fail("count must be an int64 scalar");
+    return true;
+  }
+  case Kernel::GroupedMatMul: {
+    if (!operands() || !attributes(1, 0) || !floating(in(0)) ||
+        !sameType(in(0), out(0)))
+      return false;
+    size_t groups = step_.inputs.size() - 2;
+    if (in(1).dtype != DType::I64 || in(1).shape != Shape{int64_t(groups) + 1})
+      return fail("offsets must be an int64 vector of one entry per weight "
+                  "and one more");
+    if (in(0).shape.size() != 2)
+      return fail("needs a matrix of rows");
+    for (size_t i = 2; i < step_.inputs.size(); ++i)
+      if (!sameType(in(0), in(i)) || in(i).shape.size() != 2 ||
+          in(i).shape != in(2).shape)
+        return fail("needs weights of one matrix shape");
+    bool tb = step_.ints[0] != 0;
+    int64_t k = in(2).shape[tb ? 1 : 0], n = in(2).shape[tb ? 0 : 1];
+    if (in(0).shape[1] != k)
+      return fail("rows of " + std::to_string(in(0).shape[1]) +
+                  " columns times weights of " + std::to_string(k) + " rows");
+    if (out(0).shape != Shape{in(0).shape[0], n})
+      return fail("result must be " + shapeText({in(0).shape[0], n}));
+    return true;
+  }
+  case Kernel::SegmentMatMul: {
+    if (!operands() || !attributes(1, 0) || !floating(in(0)) ||
+        !sameType(in(0), in(1)) || !sameType(in(0), out(0)))
+      return false;
+    if (in(0).shape.size() != 2 || in(1).shape.size() != 2 ||
+        in(0).shape[0] != in(1).shape[0])
+      return fail("needs two matrices of the same rows");
+    if (in(2).dtype != DType::I64 || in(2).shape.size() != 1 ||
+        in(2).shape[0] < 2)
+      return fail("offsets must be an int64 vector of two or more entries");
+    if (step_.ints[0] < 0 || step_.ints[0] + 1 >= in(2).shape[0])
+      return fail("segment " + std::to_string(step_.ints[0]) +
+                  " is not one of the offsets' groups");
+    if (out(0).shape != Shape{in(0).shape[1], in(1).shape[1]})
+      return fail("result must be " +
+                  shapeText({in(0).shape[1], in(1).shape[1]}));
+    return true;
+  }
   case Kernel::AllReduce:
     if (!operands() || !attributes(1, 0) || !floating(in(0)) ||
         !sameType(in(0), out(0)) || !sameShape(in(0), out(0)))
@@ -759,6 +817,15 @@ bool attentionShape(const std::vector<int64_t> &q,
   }
   shape = a;
   return true;
+}
+
+std::vector<int64_t> groupBounds(const int64_t *offsets, size_t groups,
+                                 int64_t rows) {
+  std::vector<int64_t> bounds(groups + 1);
+  int64_t low = 0;
+  for (size_t e = 0; e <= groups; ++e)
+    low = bounds[e] = std::clamp<int64_t>(offsets[e], low, rows);
+  return bounds;
 }
 
 bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,

@@ -34,6 +34,14 @@ bool matmulShape(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
                  const std::vector<int64_t> &ints, MatMulShape &shape,
                  std::string &why);
 
+/// The row ranges of grouped rows (Kernel::GroupedMatMul, SegmentMatMul)
+/// from their offsets as read when the step runs: group e is rows
+/// [bounds[e], bounds[e + 1]); entries are clamped to [0, rows] and made
+/// non-decreasing, so offsets a damaged plan or a kernel fault wrote can
+/// never take a kernel outside its operands.
+std::vector<int64_t> groupBounds(const int64_t *offsets, size_t groups,
+                                 int64_t rows);
+
 /// The dimensions of fused attention (Kernel::Attention, AttentionGrad) as
 /// the validator and every backend read them: q [.., T, D], k [.., S, D],
 /// v [.., S, Dv] with up to two shared batch dimensions, seen as [B, H, ..]

@@ -103,6 +103,13 @@ const std::vector<KernelInfo> kTable = {
     {K::Unshard, "unshard", 1, 1, 1, 1, 0, P::None, 0, C::Collective},
     // (mask) -> (order, count): a mask's true positions first.
     {K::CompactRows, "compact_rows", 1, 1, 2, 0, 0, P::None, 0, C::Movement},
+    // (masks...) -> (order, offsets, count): disjoint masks' true
+    // positions, mask by mask, then the others.
+    {K::GroupRows, "group_rows", 1, V, 3, 0, 0, P::None, 0, C::Movement},
+    // (a, offsets, w...): each group of a's rows times its own w.
+    {K::GroupedMatMul, "grouped_matmul", 3, V, 1, 1, 0, P::None, 0, C::MatMul},
+    // (a, b, offsets): a[group]^T b[group], one group's rows.
+    {K::SegmentMatMul, "segment_matmul", 3, 3, 1, 1, 0, P::None, 0, C::MatMul},
 };
 
 bool tableInOrder() {

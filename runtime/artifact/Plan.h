@@ -186,6 +186,9 @@ enum class Kernel : uint16_t {
   AllGather,
   Unshard,
   CompactRows,
+  GroupRows,
+  GroupedMatMul,
+  SegmentMatMul,
   // Add new kernels above this line.
   NumKernels
 };
@@ -222,6 +225,10 @@ bool kernelByName(std::string_view name, Kernel &kernel);
 ///   [ranks]: a copy of this rank's shard; all_gather (w, shard): [ranks]:
 ///   w becomes every rank's shard, in rank order (both on the comm queue
 ///   but shard, a kernel).
+///   compact_rows (mask) -> (order, count): [expected count] (the cost
+///   model's); group_rows (masks...) -> (order, offsets, count): the same
+///   for disjoint masks, [expected count]; grouped_matmul (a, offsets,
+///   w...): [transpose w]; segment_matmul (a, b, offsets): [segment].
 /// The queue a step runs on. Each queue runs its steps one after another in
 /// issue order (see issueOrder); across queues only the steps' waits order
 /// them. The numbers are part of the format.

@@ -170,10 +170,14 @@ static cl::opt<std::string> nonzeroRows(
     "nonzero-rows",
     cl::desc("Rows whose count the data decide (a NonZero on the data path, "
              "as mixture-of-experts routing uses it; memory is planned at "
-             "the bound): compact (default: the real rows first, matrix "
-             "products stop at their count), bound (every candidate row "
-             "computed: the exported graph run densely, for comparison)"),
-    cl::value_desc("compact|bound"), cl::init("compact"), cl::cat(category));
+             "the bound): grouped (default: as compact, and a router's "
+             "experts become one grouped product over one buffer of their "
+             "rows where their computations match), compact (each "
+             "NonZero's real rows first, matrix products stop at their "
+             "count), bound (every candidate row computed: the exported "
+             "graph run densely, for comparison)"),
+    cl::value_desc("grouped|compact|bound"), cl::init("grouped"),
+    cl::cat(category));
 
 static cl::opt<bool>
     printIRAfterAll("print-ir-after-all",
@@ -488,13 +492,14 @@ int main(int argc, char **argv) {
 
   strata::ImportOptions options;
   options.freezeGlobs.assign(freezeGlobs.begin(), freezeGlobs.end());
-  if (nonzeroRows != "compact" && nonzeroRows != "bound") {
-    llvm::errs() << "strata-compile: error: --nonzero-rows must be compact "
-                    "or bound, not '"
+  if (nonzeroRows != "grouped" && nonzeroRows != "compact" &&
+      nonzeroRows != "bound") {
+    llvm::errs() << "strata-compile: error: --nonzero-rows must be grouped, "
+                    "compact or bound, not '"
                  << nonzeroRows << "'\n";
     return 1;
   }
-  options.compactRows = nonzeroRows == "compact";
+  options.compactRows = nonzeroRows != "bound";
   if (std::string error; !strata::compile::addInputSpecs(
           inputShapes, inputValues, options, error)) {
     llvm::errs() << "strata-compile: error: " << error << "\n";
@@ -623,6 +628,10 @@ int main(int argc, char **argv) {
     optimizerText = text.str();
   }
   strata::buildGraphCleanupPipeline(pm);
+  if (nonzeroRows == "grouped") {
+    pm.addPass(strata::createGroupExpertsPass());
+    strata::buildGraphCleanupPipeline(pm);
+  }
   if (fusion == "on" && what != Emit::Graph) {
     pm.addPass(strata::createFusePatternsPass());
     strata::buildGraphCleanupPipeline(pm);

@@ -92,6 +92,21 @@ void matmul(const TensorRef &a, const TensorRef &b, const TensorRef &out,
 /// zero (artifact::Kernel::MatMul's optional third input).
 void matmulRows(const TensorRef &a, const TensorRef &b, const TensorRef &out,
                 bool ta, bool tb, int64_t rows);
+/// Each group of `a`'s rows (`offsets`, as group_rows makes them) times
+/// its own weight (transposed with `tb`); rows outside the groups zero.
+void groupedMatmul(const TensorRef &a, const TensorRef &offsets,
+                   const std::vector<TensorRef> &weights, const TensorRef &out,
+                   bool tb);
+/// a[group]^T b[group] over group `segment`'s rows.
+void segmentMatmul(const TensorRef &a, const TensorRef &b,
+                   const TensorRef &offsets, int64_t segment,
+                   const TensorRef &out);
+/// The true positions of each of the disjoint `masks` in turn, then the
+/// positions where none holds; where each mask's positions start, and
+/// how many hold. False with `error` when two masks hold at a position.
+bool groupRows(const std::vector<TensorRef> &masks, const TensorRef &order,
+               const TensorRef &offsets, const TensorRef &count,
+               std::string &error);
 /// The positions of `mask`'s true entries, then the others (both
 /// ascending), and how many are true.
 void compactRows(const TensorRef &mask, const TensorRef &order,

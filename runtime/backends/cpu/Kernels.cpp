@@ -75,6 +75,16 @@ bool runKernel(const artifact::Step &step, const std::vector<TensorRef> &in,
   case Kernel::CompactRows:
     k::compactRows(in[0], out[0], out[1]);
     return true;
+  case Kernel::GroupRows:
+    return k::groupRows(in, out[0], out[1], out[2], error);
+  case Kernel::GroupedMatMul:
+    k::groupedMatmul(in[0], in[1],
+                     std::vector<TensorRef>(in.begin() + 2, in.end()), out[0],
+                     step.ints.at(0) != 0);
+    return true;
+  case Kernel::SegmentMatMul:
+    k::segmentMatmul(in[0], in[1], in[2], step.ints.at(0), out[0]);
+    return true;
   case Kernel::Shard: {
     // This rank's chunk of the flattened input; zeros past its end.
     size_t size = dtypeSize(in[0].dtype);

@@ -170,4 +170,44 @@ void matmulRows(const TensorRef &a, const TensorRef &b, const TensorRef &out,
   matmul(live, liveB, out, true, false);
 }
 
+void groupedMatmul(const TensorRef &a, const TensorRef &offsets,
+                   const std::vector<TensorRef> &weights, const TensorRef &out,
+                   bool tb) {
+  int64_t rows = a.shape[0], K = a.shape[1], N = out.shape[1];
+  size_t size = dtypeSize(a.dtype);
+  std::vector<int64_t> bounds = artifact::groupBounds(
+      static_cast<const int64_t *>(offsets.data), weights.size(), rows);
+  char *y = static_cast<char *>(out.data);
+  const char *x = static_cast<const char *>(a.data);
+  // Rows outside every group are zero.
+  std::memset(y, 0, bounds.front() * N * size);
+  std::memset(y + bounds.back() * N * size, 0,
+              (rows - bounds.back()) * N * size);
+  for (size_t e = 0; e < weights.size(); ++e) {
+    int64_t from = bounds[e], n = bounds[e + 1] - from;
+    if (n == 0)
+      continue;
+    TensorRef seg{a.dtype, {n, K}, const_cast<char *>(x + from * K * size)};
+    TensorRef dst{out.dtype, {n, N}, y + from * N * size};
+    matmul(seg, weights[e], dst, false, tb);
+  }
+}
+
+void segmentMatmul(const TensorRef &a, const TensorRef &b,
+                   const TensorRef &offsets, int64_t segment,
+                   const TensorRef &out) {
+  int64_t rows = a.shape[0];
+  std::vector<int64_t> bounds = artifact::groupBounds(
+      static_cast<const int64_t *>(offsets.data), offsets.shape[0] - 1, rows);
+  int64_t from = bounds[segment], n = bounds[segment + 1] - from;
+  size_t size = dtypeSize(a.dtype);
+  TensorRef sa{a.dtype,
+               {n, a.shape[1]},
+               static_cast<char *>(a.data) + from * a.shape[1] * size};
+  TensorRef sb{b.dtype,
+               {n, b.shape[1]},
+               static_cast<char *>(b.data) + from * b.shape[1] * size};
+  matmul(sa, sb, out, true, false); // K = 0 gives zeros.
+}
+
 } // namespace strata::cpu::kernels

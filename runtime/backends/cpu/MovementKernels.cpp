@@ -165,4 +165,35 @@ void compactRows(const TensorRef &mask, const TensorRef &order,
       o[k++] = i;
 }
 
+bool groupRows(const std::vector<TensorRef> &masks, const TensorRef &order,
+               const TensorRef &offsets, const TensorRef &count,
+               std::string &error) {
+  int64_t n = order.numElements(), k = 0;
+  auto *o = static_cast<int64_t *>(order.data);
+  auto *off = static_cast<int64_t *>(offsets.data);
+  std::vector<uint8_t> taken(n, 0);
+  for (size_t e = 0; e < masks.size(); ++e) {
+    off[e] = k;
+    const auto *m = static_cast<const uint8_t *>(masks[e].data);
+    for (int64_t i = 0; i < n; ++i) {
+      if (!m[i])
+        continue;
+      if (taken[i]) {
+        error = "group_rows: masks " + std::to_string(e) +
+                " and an earlier one both hold at position " +
+                std::to_string(i) + " (they must be disjoint)";
+        return false;
+      }
+      taken[i] = 1;
+      o[k++] = i;
+    }
+  }
+  off[masks.size()] = k;
+  *static_cast<int64_t *>(count.data) = k;
+  for (int64_t i = 0; i < n; ++i)
+    if (!taken[i])
+      o[k++] = i;
+  return true;
+}
+
 } // namespace strata::cpu::kernels

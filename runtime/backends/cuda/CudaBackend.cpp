@@ -293,8 +293,11 @@ public:
            (flag & cuda::kIndexOutOfRange ? "a gather index out of range "
                                           : "") +
            (flag & cuda::kLabelOutOfRange ? "a label out of range " : "") +
-           (flag & cuda::kIntegerDivisionByZero ? "integer division by zero"
-                                                : ""));
+           (flag & cuda::kIntegerDivisionByZero ? "integer division by zero "
+                                                : "") +
+           (flag & cuda::kGroupsOverlap
+                ? "group_rows' masks holding at one position"
+                : ""));
       cudaMemset(launch_.errorFlag, 0, sizeof(int));
     }
     if (failed_)

@@ -58,7 +58,13 @@ bool supportsStep(const artifact::Plan &plan, const Step &step,
       return on(("heads wider than " + std::to_string(kMaxHeadDim)).c_str());
     return anyType ? true : on(dtypeName(t));
   case Kernel::CompactRows:
-    return true; // A bool mask in, int64 out (the validator checked).
+  case Kernel::GroupRows:
+    return true; // Bool masks in, int64 out (the validator checked).
+  case Kernel::GroupedMatMul:
+  case Kernel::SegmentMatMul:
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      return on(dtypeName(t));
+    return true;
   case Kernel::Cast:
     if (!anyType || !dispatch(slotOf(step.outputs[0]).dtype, [](auto) {}))
       return on(dtypeName(anyType ? slotOf(step.outputs[0]).dtype : t));
@@ -143,6 +149,7 @@ Family familyOf(Kernel k) {
     return launchPointwise;
   case Kernel::Broadcast:
   case Kernel::CompactRows:
+  case Kernel::GroupRows:
   case Kernel::Concat:
   case Kernel::Copy:
   case Kernel::Gather:
@@ -174,6 +181,8 @@ Family familyOf(Kernel k) {
   case Kernel::AttentionGrad:
     return launchAttention;
   case Kernel::MatMul:
+  case Kernel::GroupedMatMul:
+  case Kernel::SegmentMatMul:
     return launchMatMul;
   case Kernel::Assign:
   case Kernel::Shard:

@@ -47,6 +47,7 @@ enum ErrorBits : int {
   kIndexOutOfRange = 1,
   kLabelOutOfRange = 2,
   kIntegerDivisionByZero = 4,
+  kGroupsOverlap = 8,
 };
 
 } // namespace strata::cuda

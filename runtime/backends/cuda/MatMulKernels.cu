@@ -137,10 +137,74 @@ bool matmul(const Step &step, const TensorRef &a, const TensorRef &b,
             "matmul", error);
 }
 
+/// Reads `offsets` (group_rows') on the host, the stream waiting for
+/// them, as group bounds over `rows`.
+bool hostBounds(const TensorRef &offsets, int64_t rows, LaunchContext &l,
+                std::vector<int64_t> &bounds, std::string &error) {
+  std::vector<int64_t> raw(offsets.numElements());
+  if (!check(cudaMemcpyAsync(raw.data(), offsets.data,
+                             raw.size() * sizeof(int64_t),
+                             cudaMemcpyDeviceToHost, streamOf(l)),
+             "group offsets", error) ||
+      !check(cudaStreamSynchronize(streamOf(l)), "group offsets", error))
+    return false;
+  bounds = artifact::groupBounds(raw.data(), raw.size() - 1, rows);
+  return true;
+}
+
+/// grouped_matmul: one product per group (its rows times its weight),
+/// the rows outside every group zeroed; segment_matmul: one group's
+/// rows of both operands, contracted.
+bool grouped(const Step &step, const std::vector<TensorRef> &in,
+             const TensorRef &out, LaunchContext &l, std::string &error) {
+  int64_t rows = in[0].shape[0];
+  size_t size = dtypeSize(in[0].dtype);
+  std::vector<int64_t> bounds;
+  const TensorRef &offsets = in[step.kernel == Kernel::GroupedMatMul ? 1 : 2];
+  if (!hostBounds(offsets, rows, l, bounds, error))
+    return false;
+  auto rowsOf = [&](const TensorRef &t, int64_t from, int64_t n) {
+    return TensorRef{t.dtype,
+                     {n, t.shape[1]},
+                     static_cast<char *>(t.data) + from * t.shape[1] * size};
+  };
+  Step plain = step;
+  plain.kernel = Kernel::MatMul;
+  if (step.kernel == Kernel::SegmentMatMul) {
+    int64_t e = step.ints.at(0), from = bounds[e], n = bounds[e + 1] - from;
+    if (n == 0)
+      return check(
+          cudaMemsetAsync(out.data, 0, out.numElements() * size, streamOf(l)),
+          "segment_matmul", error);
+    plain.ints = {1, 0};
+    return matmul(plain, rowsOf(in[0], from, n), rowsOf(in[1], from, n), out, l,
+                  error);
+  }
+  int64_t cols = out.shape[1];
+  char *y = static_cast<char *>(out.data);
+  if (!check(cudaMemsetAsync(y, 0, bounds.front() * cols * size, streamOf(l)),
+             "grouped_matmul", error) ||
+      !check(cudaMemsetAsync(y + bounds.back() * cols * size, 0,
+                             (rows - bounds.back()) * cols * size, streamOf(l)),
+             "grouped_matmul", error))
+    return false;
+  plain.ints = {0, step.ints.at(0)};
+  for (size_t e = 0; e + 1 < bounds.size(); ++e) {
+    int64_t from = bounds[e], n = bounds[e + 1] - from;
+    if (n > 0 && !matmul(plain, rowsOf(in[0], from, n), in[2 + e],
+                         rowsOf(out, from, n), l, error))
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 STRATA_KERNEL_FAMILY(launchMatMul) {
   (void)ctx;
+  if (step.kernel == Kernel::GroupedMatMul ||
+      step.kernel == Kernel::SegmentMatMul)
+    return grouped(step, in, out[0], l, error);
   if (step.kernel != Kernel::MatMul)
     return std::nullopt;
   if (in.size() < 3)

@@ -93,6 +93,81 @@ __global__ void compactRowsKernel(const uint8_t *mask, int64_t *order,
       order[k++] = i;
 }
 
+/// group_rows: one block walks the masks in turn, each thread a
+/// contiguous chunk of positions; a block-wide scan of the chunks' counts
+/// places each mask's positions in ascending order after the previous
+/// mask's. A last pass places the positions no mask holds and flags a
+/// position two masks hold. E passes of n/threads reads each: short beside
+/// the grouped product that follows.
+constexpr int kGroupThreads = 1024;
+/// The masks' device addresses, passed by value with the launch (kernel
+/// parameters hold up to 4 KiB).
+constexpr size_t kMaxGroups = 256;
+struct GroupMasks {
+  const uint8_t *p[kMaxGroups];
+};
+__global__ void groupRowsKernel(GroupMasks masks, int64_t groups, int64_t n,
+                                int64_t *order, int64_t *offsets,
+                                int64_t *count, int *flag) {
+  __shared__ int64_t scan[kGroupThreads];
+  __shared__ int64_t base;
+  int t = threadIdx.x;
+  int64_t chunk = (n + kGroupThreads - 1) / kGroupThreads;
+  int64_t from = min(n, t * chunk), to = min(n, from + chunk);
+  if (t == 0)
+    base = 0;
+  __syncthreads();
+  // Pass e < groups: mask e's positions; pass `groups`: positions none
+  // holds.
+  for (int64_t e = 0; e <= groups; ++e) {
+    int64_t mine = 0;
+    for (int64_t i = from; i < to; ++i) {
+      bool in;
+      if (e < groups) {
+        in = masks.p[e][i] != 0;
+      } else {
+        int held = 0;
+        for (int64_t g = 0; g < groups; ++g)
+          held += masks.p[g][i] != 0;
+        if (held > 1)
+          atomicOr(flag, static_cast<int>(kGroupsOverlap));
+        in = held == 0;
+      }
+      mine += in;
+    }
+    scan[t] = mine;
+    __syncthreads();
+    for (int stride = 1; stride < kGroupThreads; stride *= 2) {
+      int64_t add = t >= stride ? scan[t - stride] : 0;
+      __syncthreads();
+      scan[t] += add;
+      __syncthreads();
+    }
+    int64_t at = base + scan[t] - mine;
+    for (int64_t i = from; i < to; ++i) {
+      bool in;
+      if (e < groups) {
+        in = masks.p[e][i] != 0;
+      } else {
+        int held = 0;
+        for (int64_t g = 0; g < groups; ++g)
+          held += masks.p[g][i] != 0;
+        in = held == 0;
+      }
+      if (in && at < n)
+        order[at++] = i;
+    }
+    __syncthreads();
+    if (t == 0) {
+      offsets[e] = min(base, n);
+      base += scan[kGroupThreads - 1];
+      if (e == groups - 1)
+        *count = min(base, n);
+    }
+    __syncthreads();
+  }
+}
+
 bool viewCopy(const TensorRef &in, const TensorRef &out, const Shape &inStrides,
               int64_t base, LaunchContext &l, std::string &error) {
   int64_t n = out.numElements();
@@ -126,6 +201,22 @@ STRATA_KERNEL_FAMILY(launchMovement) {
         static_cast<int64_t *>(out[0].data),
         static_cast<int64_t *>(out[1].data), in[0].numElements());
     return launched(name, error);
+  case Kernel::GroupRows: {
+    if (in.size() > kMaxGroups) {
+      error = "group_rows: more than " + std::to_string(kMaxGroups) +
+              " masks on the CUDA backend";
+      return false;
+    }
+    GroupMasks masks{};
+    for (size_t e = 0; e < in.size(); ++e)
+      masks.p[e] = static_cast<const uint8_t *>(in[e].data);
+    groupRowsKernel<<<1, kGroupThreads, 0, stream>>>(
+        masks, int64_t(in.size()), out[0].numElements(),
+        static_cast<int64_t *>(out[0].data),
+        static_cast<int64_t *>(out[1].data),
+        static_cast<int64_t *>(out[2].data), l.errorFlag);
+    return launched(name, error);
+  }
   case Kernel::Broadcast:
     return viewCopy(in[0], out[0], broadcastStrides(in[0].shape, out[0].shape),
                     0, l, error);
