@@ -242,7 +242,8 @@ SmallVector<unsigned> identity(unsigned n) {
 
 /// A binary op whose operands may come in either order.
 bool isSwappable(Operation *op) {
-  return op->getNumOperands() == 2 && op->hasTrait<mlir::OpTrait::IsCommutative>();
+  return op->getNumOperands() == 2 &&
+         op->hasTrait<mlir::OpTrait::IsCommutative>();
 }
 
 bool sameConstant(Value a, Value b) {
@@ -256,18 +257,19 @@ struct GroupExpertsPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || !func.getBody().hasOneBlock())
         continue;
+      grouped_ = experts_ = savedRows_ = 0;
       for (Group &group : groupsOf(func.getBody().front()))
         if (std::optional<std::string> why = rewrite(group))
           func.emitRemark()
               << "routed experts: " << group.members.size()
-              << " experts' rows (one-hot classes) left per expert: " << *why;
+              << " experts of a router left as they are (" << *why << ")";
       if (grouped_)
-        func.emitRemark() << "routed experts: " << grouped_ << " group"
-                          << (grouped_ == 1 ? "" : "s") << " of "
-                          << experts_
-                          << " experts in all made grouped products over "
-                             "one buffer of their rows each ("
-                          << savedRows_ << " rows fewer planned)";
+        func.emitRemark() << "routed experts: the " << experts_
+                          << " experts of " << grouped_ << " router"
+                          << (grouped_ == 1 ? "" : "s")
+                          << " each compute over one buffer of their rows "
+                             "(grouped products; "
+                          << savedRows_ << " fewer rows planned)";
     }
   }
 
@@ -282,9 +284,9 @@ private:
     std::vector<std::map<int64_t, CompactRowsOp>> byRoot;
     for (auto compact : block.getOps<CompactRowsOp>())
       if (std::optional<MaskClass> c = maskClass(compact)) {
-        auto [it, added] = index.emplace(
-            std::make_pair(c->root.getAsOpaquePointer(), c->path),
-            byRoot.size());
+        auto [it, added] =
+            index.emplace(std::make_pair(c->root.getAsOpaquePointer(), c->path),
+                          byRoot.size());
         if (added)
           byRoot.emplace_back();
         auto &classes = byRoot[it->second];
@@ -331,7 +333,9 @@ private:
         continue;
       if (op->getNumRegions())
         return std::string("an op with regions uses an expert's rows");
-      if (d.count() == 1 && !member.count(op))
+      // Ops of other dialects (the return) are uses outside every expert.
+      if (d.count() == 1 && !member.count(op) &&
+          isa<GraphDialect>(op->getDialect()))
         ops[d.find_first()].push_back(op);
       deps[op] = std::move(d);
     }
@@ -400,7 +404,8 @@ private:
                  a->getName().getStringRef().str() + "'";
         // Operand k of a against operand order[k] of b (commutative ops
         // may have been canonicalized into either order).
-        auto check = [&](ArrayRef<unsigned> order) -> std::optional<std::string> {
+        auto check =
+            [&](ArrayRef<unsigned> order) -> std::optional<std::string> {
           for (unsigned k = 0; k < a->getNumOperands(); ++k) {
             Value x = a->getOperand(k), y = b->getOperand(order[k]);
             if (Value mapped = map.lookupOrNull(x)) {
@@ -525,9 +530,8 @@ private:
       dead.append(ops[e].begin(), ops[e].end());
       dead.push_back(group.members[e]);
     }
-    llvm::sort(dead, [](Operation *x, Operation *y) {
-      return y->isBeforeInBlock(x);
-    });
+    llvm::sort(
+        dead, [](Operation *x, Operation *y) { return y->isBeforeInBlock(x); });
     dead.erase(std::unique(dead.begin(), dead.end()), dead.end());
     for (Operation *op : dead) {
       assert(op->use_empty() && "an expert's op is still used");

@@ -20,6 +20,7 @@
 #include "runtime/exec/BackendRegistry.h"
 #include "runtime/support/Half.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,9 +39,13 @@ struct Operand {
   DType dtype;
   std::vector<int64_t> shape;
   /// How to fill it: 'n' normal, 'p' positive, 'i' indices in [-lim, lim),
-  /// 'l' labels in [-1, lim) (-1: ignored), 'b' bools, 's' one scale.
+  /// 'l' labels in [-1, lim) (-1: ignored), 'b' bools, 's' one scale,
+  /// 'o' offsets (sorted, in [0, lim]), 'h' class `part` of a one-hot over
+  /// lim classes (positions of no class too; the same positions for every
+  /// operand of one case).
   char fill = 'n';
   int64_t limit = 0;
+  int64_t part = 0;
 };
 
 struct Case {
@@ -62,6 +67,22 @@ int64_t count(const std::vector<int64_t> &s) {
 void fill(const Operand &o, std::vector<char> &bytes, std::mt19937_64 &rng) {
   int64_t n = count(o.shape);
   bytes.assign(n * dtypeSize(o.dtype), 0);
+  if (o.fill == 'o') {
+    std::vector<int64_t> v(n);
+    for (int64_t &x : v)
+      x = static_cast<int64_t>(rng() % (o.limit + 1));
+    std::sort(v.begin(), v.end());
+    std::memcpy(bytes.data(), v.data(), n * sizeof(int64_t));
+    return;
+  }
+  if (o.fill == 'h') {
+    // Position i's class: a fixed scramble of i (the masks of one case
+    // must agree), o.limit meaning none.
+    for (int64_t i = 0; i < n; ++i)
+      bytes[i] = (uint64_t(i) * 2654435761u + 12345u) % (o.limit + 1) ==
+                 uint64_t(o.part);
+    return;
+  }
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int64_t i = 0; i < n; ++i) {
     double v = normal(rng);
@@ -343,6 +364,25 @@ std::vector<Case> cases(bool small) {
       true);
   add("compact_rows", step(Kernel::CompactRows), {{DType::Bool, {1000}, 'b'}},
       {{DType::I64, {1000}}, {DType::I64, {}}}, true);
+  {
+    // Three experts' masks over 2,000 candidates (a fourth of them in no
+    // expert), and products over groups at random offsets (the first
+    // group starting past row 0, the last ending before the end).
+    std::vector<Operand> masks;
+    for (int64_t e = 0; e < 3; ++e)
+      masks.push_back({DType::Bool, {2000}, 'h', 3, e});
+    add("group_rows", step(Kernel::GroupRows), masks,
+        {{DType::I64, {2000}}, {DType::I64, {4}}, {DType::I64, {}}}, true);
+    Operand offsets{DType::I64, {4}, 'o', 57};
+    add("grouped_matmul", step(Kernel::GroupedMatMul, {0}),
+        {{F, {57, 33}}, offsets, {F, {33, 9}}, {F, {33, 9}}, {F, {33, 9}}},
+        {{F, {57, 9}}});
+    add("grouped_matmul transpose bf16", step(Kernel::GroupedMatMul, {1}),
+        {{B, {57, 33}}, offsets, {B, {9, 33}}, {B, {9, 33}}, {B, {9, 33}}},
+        {{B, {57, 9}}});
+    add("segment_matmul", step(Kernel::SegmentMatMul, {1}),
+        {{F, {57, 33}}, {F, {57, 9}}, offsets}, {{F, {33, 9}}});
+  }
   add("trilu upper", step(Kernel::Trilu, {1, 1}), {{F, {2, 5, 6}}},
       {{F, {2, 5, 6}}}, true);
   add("trilu lower", step(Kernel::Trilu, {0, -1}), {{F, {5, 6}}}, {{F, {5, 6}}},

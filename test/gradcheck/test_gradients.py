@@ -297,6 +297,79 @@ def routed_rows():
     return nodes
 
 
+def routed_experts(experts=3, top=2):
+    """Transformers' mixture-of-experts block as Mixtral exports it, in
+    miniature: a softmax router, TopK, OneHot permuted to [experts, top,
+    tokens], then per expert NonZero of its class, its tokens' rows through
+    a SiLU-free two-product MLP (W_e, sigmoid, V_e), scaled by the routing
+    weight at (token, slot), and index_add_ (ScatterElements, add) into a
+    running total. strata-group-experts makes the experts one grouped
+    product (test_routed_experts_are_grouped checks that it does), so this
+    checks grouped_matmul's and segment_matmul's gradients, the router's
+    through the routing weights."""
+    def nodes(names, outs):
+        x, router = names[0], names[1]
+        ws, vs = names[2:2 + experts], names[2 + experts:2 + 2 * experts]
+        const = lambda n, v: helper.make_node(
+            "Constant", [], [n], value=numpy_helper.from_array(np.asarray(v)))
+        out = [const("k", np.array([top])), const("depth", np.array(experts)),
+               const("onoff", np.array([0, 1])), const("one", np.array([1])),
+               const("flat", np.array([-1])), const("slots", np.array(top)),
+               const("total0", np.zeros((4, 2))),
+               helper.make_node("MatMul", [x, router], ["logits"]),
+               helper.make_node("Softmax", ["logits"], ["probs"], axis=1),
+               helper.make_node("TopK", ["probs", "k"], ["topv", "topi"],
+                                axis=1),
+               helper.make_node("OneHot", ["topi", "depth", "onoff"],
+                                ["hot"]),
+               helper.make_node("Transpose", ["hot"], ["emask"],
+                                perm=[2, 1, 0]),
+               helper.make_node("Reshape", ["topv", "flat"], ["wflat"])]
+        total = "total0"
+        for e in range(experts):
+            p = "e%d_" % e
+            nxt = outs[0] if e == experts - 1 else p + "total"
+            out += [
+                const(p + "id", np.array(e)),
+                const(p + "zero", np.array(0)),
+                helper.make_node("Gather", ["emask", p + "id"], [p + "m"],
+                                 axis=0),
+                helper.make_node("NonZero", [p + "m"], [p + "nz"]),
+                helper.make_node("Gather", [p + "nz", p + "zero"],
+                                 [p + "slot"], axis=0),
+                helper.make_node("Gather", [p + "nz", p + "id1"],
+                                 [p + "tok"], axis=0),
+                const(p + "id1", np.array(1)),
+                helper.make_node("Gather", [x, p + "tok"], [p + "rows"],
+                                 axis=0),
+                helper.make_node("MatMul", [p + "rows", ws[e]], [p + "h"]),
+                helper.make_node("Sigmoid", [p + "h"], [p + "s"]),
+                helper.make_node("MatMul", [p + "s", vs[e]], [p + "y"]),
+                helper.make_node("Mul", [p + "tok", "slots"], [p + "t2"]),
+                helper.make_node("Add", [p + "t2", p + "slot"], [p + "at"]),
+                helper.make_node("Gather", ["wflat", p + "at"], [p + "w"],
+                                 axis=0),
+                helper.make_node("Unsqueeze", [p + "w", "one"],
+                                 [p + "w2"]),
+                helper.make_node("Mul", [p + "y", p + "w2"], [p + "upd"]),
+                helper.make_node("Shape", [p + "upd"], [p + "shape"]),
+                helper.make_node("Unsqueeze", [p + "tok", "one"],
+                                 [p + "tok2"]),
+                helper.make_node("Expand", [p + "tok2", p + "shape"],
+                                 [p + "where"]),
+                helper.make_node("ScatterElements",
+                                 [total, p + "where", p + "upd"], [nxt],
+                                 axis=0, reduction="add")]
+            total = nxt
+        # Constants before their users (id1 is made after its first use
+        # above for brevity).
+        consts = [n for n in out if n.op_type == "Constant"]
+        return consts + [n for n in out if n.op_type != "Constant"]
+    return nodes
+
+
+GROUPED = {"routed_experts_grouped"}
+
 _IDX = np.array([[0, 3], [2, 0], [1, 1]], dtype=np.int64)
 _MASK = np.array([[True, False, True, False], [False, False, False, False]])
 # Index ops, Einsum, the opset-23 transformer ops, control flow: all built
@@ -349,6 +422,8 @@ CASES += [
     ("if_on_data", if_on_data(), [P(2, 3)], {}, 13, 1),
     ("nonzero_routed_rows", routed_rows(), [P(3, 3), P(3, 3), P(2, 3)], {},
      18, 1),
+    ("routed_experts_grouped", routed_experts(),
+     [P(4, 2), P(2, 3)] + [P(2, 3)] * 3 + [P(3, 2)] * 3, {}, 18, 1),
 ]
 
 
@@ -457,6 +532,16 @@ def make_test(case):
              base + ".grad.out", "--quiet"])
         run([tool("strata-compile"), base + ".fwd.onnx", "-o",
              base + ".fwd.strata", "--mode", "forward"])
+        if name in GROUPED:
+            # The case is there for the grouped form: it must be taken.
+            graph = base + ".grad.mlir"
+            run([tool("strata-compile"), base + ".grad.onnx", "-o", graph,
+                 "--mode", "grad", "--loss", "output", "--emit", "exec"])
+            with open(graph) as f:
+                text = f.read()
+            for kernel in ("group_rows", "grouped_matmul", "segment_matmul"):
+                self.assertIn('"%s"' % kernel, text, name)
+            self.assertNotIn('"compact_rows"', text, name)
 
         def loss_at(perturbed, tag):
             args = [tool("strata-run"), base + ".fwd.strata", "--quiet",

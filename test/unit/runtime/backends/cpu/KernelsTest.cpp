@@ -129,6 +129,120 @@ TEST(Kernels, CompactRowsListsTheTruePositionsFirst) {
   EXPECT_EQ(count[0], 0);
 }
 
+TEST(Kernels, GroupRowsOrdersMaskByMaskAndRefusesOverlap) {
+  std::vector<uint8_t> m0 = {0, 1, 0, 0, 1, 0, 0}, m1 = {1, 0, 0, 0, 0, 0, 1},
+                       m2 = {0, 0, 0, 1, 0, 0, 0};
+  std::vector<int64_t> order(7, -1), offsets(4, -1), count = {-1};
+  auto refs = [&](std::vector<uint8_t> &a, std::vector<uint8_t> &b,
+                  std::vector<uint8_t> &c) {
+    return std::vector<TensorRef>{ref(a, {7}, DType::Bool),
+                                  ref(b, {7}, DType::Bool),
+                                  ref(c, {7}, DType::Bool)};
+  };
+  std::vector<TensorRef> outs = {ref(order, {7}, DType::I64),
+                                 ref(offsets, {4}, DType::I64),
+                                 ref(count, {}, DType::I64)};
+  ASSERT_TRUE(test::runStep(Kernel::GroupRows, refs(m0, m1, m2), outs));
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 4, 0, 6, 3, 2, 5}));
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 2, 4, 5}));
+  EXPECT_EQ(count[0], 5);
+  // Masks that share a position are an error naming it, not a buffer
+  // overrun.
+  m2[4] = 1;
+  artifact::Step step;
+  step.kernel = Kernel::GroupRows;
+  std::string error;
+  EXPECT_FALSE(runKernel(step, refs(m0, m1, m2), outs, error));
+  EXPECT_NE(error.find("position 4"), std::string::npos) << error;
+}
+
+/// grouped_matmul and segment_matmul against a loop per group, for float
+/// and bf16 storage, with offsets as group_rows makes them and as a
+/// damaged plan might hold them (clamped, never read past the rows).
+TEST(Kernels, GroupedProductsMatchAProductPerGroup) {
+  const int64_t R = 9, K = 4, N = 3, E = 3;
+  std::vector<float> a = randomFloats(R * K, 11), g = randomFloats(R * N, 12);
+  std::vector<std::vector<float>> w(E), wt(E);
+  for (int64_t e = 0; e < E; ++e) {
+    w[e] = randomFloats(K * N, 20 + e);
+    wt[e].resize(N * K);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        wt[e][n * K + k] = w[e][k * N + n];
+  }
+  for (std::vector<int64_t> offsets :
+       {std::vector<int64_t>{0, 3, 3, 7}, {0, 0, 9, 9}, {2, 1, 50, -4}}) {
+    std::vector<int64_t> bounds = {0, 0, 0, 0};
+    int64_t low = 0;
+    for (int64_t e = 0; e <= E; ++e)
+      low = bounds[e] = std::clamp<int64_t>(offsets[e], low, R);
+    std::vector<float> y(R * N, -7.0f), yt(R * N, -7.0f);
+    std::vector<TensorRef> in = {ref(a, {R, K}, DType::F32),
+                                 ref(offsets, {E + 1}, DType::I64)},
+                           inT = in;
+    for (int64_t e = 0; e < E; ++e) {
+      in.push_back(ref(w[e], {K, N}, DType::F32));
+      inT.push_back(ref(wt[e], {N, K}, DType::F32));
+    }
+    run(Kernel::GroupedMatMul, in, ref(y, {R, N}, DType::F32), {0});
+    run(Kernel::GroupedMatMul, inT, ref(yt, {R, N}, DType::F32), {1});
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t e = -1;
+      for (int64_t k = 0; k < E; ++k)
+        if (r >= bounds[k] && r < bounds[k + 1])
+          e = k;
+      for (int64_t n = 0; n < N; ++n) {
+        double want = 0;
+        for (int64_t k = 0; k < K && e >= 0; ++k)
+          want += double(a[r * K + k]) * w[e][k * N + n];
+        EXPECT_NEAR(y[r * N + n], want, 1e-5) << r;
+        EXPECT_NEAR(yt[r * N + n], want, 1e-5) << r;
+      }
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      std::vector<float> dw(K * N, -7.0f);
+      run(Kernel::SegmentMatMul,
+          {ref(a, {R, K}, DType::F32), ref(g, {R, N}, DType::F32),
+           ref(offsets, {E + 1}, DType::I64)},
+          ref(dw, {K, N}, DType::F32), {e});
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          double want = 0;
+          for (int64_t r = bounds[e]; r < bounds[e + 1]; ++r)
+            want += double(a[r * K + k]) * g[r * N + n];
+          EXPECT_NEAR(dw[k * N + n], want, 1e-5) << e;
+        }
+    }
+  }
+  // bf16 storage: each group's product in float, rounded once; rows
+  // outside the groups zero.
+  std::vector<int64_t> offsets = {0, 4, 6, 8};
+  std::vector<uint16_t> ab(R * K), yb(R * N);
+  std::vector<std::vector<uint16_t>> wb(E, std::vector<uint16_t>(K * N));
+  for (int64_t i = 0; i < R * K; ++i)
+    ab[i] = BFloat16::fromFloat(a[i]);
+  std::vector<TensorRef> in = {ref(ab, {R, K}, DType::BF16),
+                               ref(offsets, {E + 1}, DType::I64)};
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < K * N; ++i)
+      wb[e][i] = BFloat16::fromFloat(w[e][i]);
+    in.push_back(ref(wb[e], {K, N}, DType::BF16));
+  }
+  run(Kernel::GroupedMatMul, in, ref(yb, {R, N}, DType::BF16), {0});
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t e = r < 4 ? 0 : r < 6 ? 1 : r < 8 ? 2 : -1;
+      double want = 0;
+      for (int64_t k = 0; k < K && e >= 0; ++k)
+        want += double(BFloat16::toFloat(ab[r * K + k])) *
+                BFloat16::toFloat(wb[e][k * N + n]);
+      // One rounding of the float product: within half a bf16 step.
+      EXPECT_NEAR(BFloat16::toFloat(yb[r * N + n]), want,
+                  std::abs(want) * (1.0 / 256) + 1e-6)
+          << r;
+    }
+}
+
 TEST(Kernels, BroadcastingBinaryAndCompare) {
   std::vector<float> a = randomFloats(3 * 4, 3), b = randomFloats(4, 4);
   std::vector<float> sum(12);
