@@ -320,7 +320,6 @@ private:
         first = c;
     DenseMap<Operation *, llvm::BitVector> deps;
     std::vector<std::vector<Operation *>> ops(E); // deps == {e}
-    llvm::BitVector none(E);
     for (Operation *op = first; op; op = op->getNextNode()) {
       llvm::BitVector d(E);
       if (auto it = member.find(op); it != member.end())
@@ -343,9 +342,13 @@ private:
       auto it = deps.find(op);
       return it == deps.end() ? nullptr : &it->second;
     };
+    DenseMap<Operation *, unsigned> owner; // The ops of ops[e].
+    for (auto [e, list] : llvm::enumerate(ops))
+      for (Operation *op : list)
+        owner[op] = e;
     auto onlyExpert = [&](Operation *op, unsigned e) {
-      const llvm::BitVector *d = depsOf(op);
-      return d && d->count() == 1 && d->test(e);
+      auto it = owner.find(op);
+      return it != owner.end() && it->second == e;
     };
     // The combine: expert 0's op whose result an op of experts {0, 1}
     // takes; the chain: the op of experts {0..e} that takes the previous
