@@ -409,6 +409,105 @@ class ForwardParity(unittest.TestCase):
                     got, want, rtol=1e-5, atol=1e-6,
                     err_msg="%s, %d rows, %s" % (name, count, mode))
 
+    def test_grouped_experts_against_numpy(self):
+        """Three experts routed as transformers' Mixtral exports them
+        (OneHot of the selected experts permuted to [experts, slots,
+        tokens], NonZero of each expert's class, its tokens' rows through
+        W_e, a sigmoid and V_e, scaled by the routing weight, index_add_
+        into a running total), compiled into the grouped form (checked),
+        run with routings that give the experts every extent from none to
+        all the rows: every token to one expert, to none (an index past
+        the experts: OneHot's all-off rows, in no group), the same expert
+        twice for a token, and mixes. NumPy's values, per (token, slot)."""
+        from onnx import helper, numpy_helper
+        import onnx
+        T, K, D, H, E = 5, 2, 3, 4, 3
+        n = helper.make_node
+        c = lambda name, v: n("Constant", [], [name],
+                              value=numpy_helper.from_array(np.asarray(v)))
+        nodes = [c("depth", np.array(E)), c("onoff", np.array([0, 1])),
+                 c("one", np.array([1])), c("flat", np.array([-1])),
+                 c("slots", np.array(K)),
+                 c("total0", np.zeros((T, D), np.float32)),
+                 n("OneHot", ["sel", "depth", "onoff"], ["hot"]),
+                 n("Transpose", ["hot"], ["emask"], perm=[2, 1, 0]),
+                 n("Reshape", ["rw", "flat"], ["wflat"])]
+        total = "total0"
+        for e in range(E):
+            p = "e%d_" % e
+            nxt = "y" if e == E - 1 else p + "total"
+            nodes += [
+                c(p + "id", np.array(e)), c(p + "zero", np.array(0)),
+                c(p + "id1", np.array(1)),
+                n("Gather", ["emask", p + "id"], [p + "m"], axis=0),
+                n("NonZero", [p + "m"], [p + "nz"]),
+                n("Gather", [p + "nz", p + "zero"], [p + "slot"], axis=0),
+                n("Gather", [p + "nz", p + "id1"], [p + "tok"], axis=0),
+                n("Gather", ["x", p + "tok"], [p + "rows"], axis=0),
+                n("MatMul", [p + "rows", "w%d" % e], [p + "h"]),
+                n("Sigmoid", [p + "h"], [p + "s"]),
+                n("MatMul", [p + "s", "v%d" % e], [p + "o"]),
+                n("Mul", [p + "tok", "slots"], [p + "t2"]),
+                n("Add", [p + "t2", p + "slot"], [p + "at"]),
+                n("Gather", ["wflat", p + "at"], [p + "w"], axis=0),
+                n("Unsqueeze", [p + "w", "one"], [p + "w2"]),
+                n("Mul", [p + "o", p + "w2"], [p + "upd"]),
+                n("Shape", [p + "upd"], [p + "shape"]),
+                n("Unsqueeze", [p + "tok", "one"], [p + "tok2"]),
+                n("Expand", [p + "tok2", p + "shape"], [p + "where"]),
+                n("ScatterElements", [total, p + "where", p + "upd"], [nxt],
+                  axis=0, reduction="add")]
+            total = nxt
+        vi = helper.make_tensor_value_info
+        inputs = [vi("sel", 7, [T, K]), vi("x", 1, [T, D]),
+                  vi("rw", 1, [T, K])]
+        inputs += [vi("w%d" % e, 1, [D, H]) for e in range(E)]
+        inputs += [vi("v%d" % e, 1, [H, D]) for e in range(E)]
+        graph = helper.make_graph(nodes, "experts", inputs,
+                                  [vi("y", 1, None)])
+        path = os.path.join(ARGS.work, "grouped_experts.onnx")
+        onnx.save(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+        art = path + ".strata"
+        r = subprocess.run([tool("strata-compile"), path, "-o", art,
+                            "--mode", "forward"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("grouped products", r.stderr)
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((T, D)).astype(np.float32)
+        rw = rng.standard_normal((T, K)).astype(np.float32)
+        ws = [rng.standard_normal((D, H)).astype(np.float32)
+              for _ in range(E)]
+        vs = [rng.standard_normal((H, D)).astype(np.float32)
+              for _ in range(E)]
+        routings = [np.zeros((T, K)), np.full((T, K), E),
+                    np.full((T, K), E - 1),
+                    np.array([[0, 0], [1, 2], [2, 1], [E, 0], [1, E]]),
+                    rng.integers(0, E + 1, size=(T, K))]
+        for i, sel in enumerate(routings):
+            sel = sel.astype(np.int64)
+            want = np.zeros((T, D), np.float32)
+            for t in range(T):
+                for k in range(K):
+                    e = sel[t, k]
+                    if e < E:
+                        h = 1 / (1 + np.exp(-(x[t] @ ws[e])))
+                        want[t] += (h @ vs[e]) * rw[t, k]
+            feeds = {}
+            for name, a in [("sel", sel), ("x", x), ("rw", rw)] + \
+                    [("w%d" % e, ws[e]) for e in range(E)] + \
+                    [("v%d" % e, vs[e]) for e in range(E)]:
+                feeds[name] = os.path.join(ARGS.work, "ge%d.%s.npy" % (
+                    i, name))
+                np.save(feeds[name], a)
+            out = os.path.join(ARGS.work, "ge%d.out" % i)
+            r = self.run_artifact(art, feeds, out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            np.testing.assert_allclose(
+                np.load(os.path.join(out, "y.npy")), want, rtol=1e-5,
+                atol=1e-6, err_msg="routing %d: %s" % (i, sel.tolist()))
+
     def test_gemm_mlp_against_numpy(self):
         import onnx
         from onnx import numpy_helper
