@@ -151,7 +151,10 @@ def GroupExpertsPass : Pass<"strata-group-experts", "mlir::ModuleOp"> {
     candidates' length. When the experts' computations are the same ops
     (one expert's, checked op by op against every other's) but for the
     matrices of their products (the experts' weights), and each expert's
-    result is added into one running total (the `index_add_` chain), the
+    rows are scatter-added into one running total and into nothing else
+    (the `index_add_` chain: the sum over one buffer of every expert's rows
+    is then the same total; every other op the importer lets touch such
+    rows treats them one by one), the
     experts become one computation over that buffer: `graph.group_rows`
     orders the candidates expert by expert (their `offsets`), the
     products by per-expert weights become `graph.grouped_matmul`, every

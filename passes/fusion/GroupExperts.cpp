@@ -364,6 +364,30 @@ private:
         }
     if (!combine || combine->getNumResults() != 1)
       return std::string("no running total of the experts' outputs");
+    // The total must be a sum of scatter-adds of the rows: then the sum
+    // over one buffer of every expert's rows is the same total. Every op
+    // the importer lets touch such rows treats them one by one (views,
+    // elementwise ops, gathers at their coordinates, products over other
+    // axes); the one op that combines rows, the scatter-add, must feed
+    // the total and nothing else.
+    if (!isa<AddOp>(combine))
+      return std::string("the running total is not a sum");
+    for (Operation *op : ops[0]) {
+      if (auto scatter = dyn_cast<GatherGradOp>(op)) {
+        if (!scatter->hasOneUse() || *scatter->getUsers().begin() != combine)
+          return std::string("an expert's rows are combined other than "
+                             "into the running total");
+      } else if (auto mm = dyn_cast<MatMulOp>(op); mm && mm.getTransposeLhs()) {
+        return std::string("a product contracts an expert's rows");
+      }
+    }
+    bool summed = llvm::any_of(combine->getOperands(), [&](Value v) {
+      return isa_and_nonnull<GatherGradOp>(v.getDefiningOp()) &&
+             onlyExpert(v.getDefiningOp(), 0);
+    });
+    if (!summed)
+      return std::string("the running total does not add a scatter of the "
+                         "rows");
     SmallVector<Operation *> chain{combine};
     for (size_t e = 1; e < E; ++e) {
       Value total = chain.back()->getResult(0);
