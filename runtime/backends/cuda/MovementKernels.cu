@@ -106,6 +106,21 @@ constexpr size_t kMaxGroups = 256;
 struct GroupMasks {
   const uint8_t *p[kMaxGroups];
 };
+/// Whether position i is placed in pass e: mask e holds there (e <
+/// groups), or no mask does (e == groups; two masks holding there set
+/// kGroupsOverlap in `flag` when given).
+__device__ bool inPass(const GroupMasks &masks, int64_t groups, int64_t e,
+                       int64_t i, int *flag) {
+  if (e < groups)
+    return masks.p[e][i] != 0;
+  int held = 0;
+  for (int64_t g = 0; g < groups; ++g)
+    held += masks.p[g][i] != 0;
+  if (held > 1 && flag)
+    atomicOr(flag, static_cast<int>(kGroupsOverlap));
+  return held == 0;
+}
+
 __global__ void groupRowsKernel(GroupMasks masks, int64_t groups, int64_t n,
                                 int64_t *order, int64_t *offsets,
                                 int64_t *count, int *flag) {
@@ -121,20 +136,8 @@ __global__ void groupRowsKernel(GroupMasks masks, int64_t groups, int64_t n,
   // holds.
   for (int64_t e = 0; e <= groups; ++e) {
     int64_t mine = 0;
-    for (int64_t i = from; i < to; ++i) {
-      bool in;
-      if (e < groups) {
-        in = masks.p[e][i] != 0;
-      } else {
-        int held = 0;
-        for (int64_t g = 0; g < groups; ++g)
-          held += masks.p[g][i] != 0;
-        if (held > 1)
-          atomicOr(flag, static_cast<int>(kGroupsOverlap));
-        in = held == 0;
-      }
-      mine += in;
-    }
+    for (int64_t i = from; i < to; ++i)
+      mine += inPass(masks, groups, e, i, flag);
     scan[t] = mine;
     __syncthreads();
     for (int stride = 1; stride < kGroupThreads; stride *= 2) {
@@ -144,19 +147,9 @@ __global__ void groupRowsKernel(GroupMasks masks, int64_t groups, int64_t n,
       __syncthreads();
     }
     int64_t at = base + scan[t] - mine;
-    for (int64_t i = from; i < to; ++i) {
-      bool in;
-      if (e < groups) {
-        in = masks.p[e][i] != 0;
-      } else {
-        int held = 0;
-        for (int64_t g = 0; g < groups; ++g)
-          held += masks.p[g][i] != 0;
-        in = held == 0;
-      }
-      if (in && at < n)
+    for (int64_t i = from; i < to; ++i)
+      if (inPass(masks, groups, e, i, nullptr) && at < n)
         order[at++] = i;
-    }
     __syncthreads();
     if (t == 0) {
       offsets[e] = min(base, n);
