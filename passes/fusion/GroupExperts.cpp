@@ -13,7 +13,11 @@
 //  2. Which of those compact_rows each later op depends on (a bit per
 //     expert). Expert e's ops are those that depend on its rows alone; the
 //     running total's adds depend on experts 0..e. Expert 0's ops are the
-//     template, its one op whose result the next add takes is the combine.
+//     template, its one op whose result the next add takes is the combine:
+//     a graph.add of the total and a scatter-add (gather_grad) of the
+//     rows, which feeds nothing else. The importer lets only ops that treat
+//     such rows one by one touch them, so the scatter-add of one buffer of
+//     every expert's rows is the sum of the experts' scatters.
 //  3. Every other expert's ops are checked against the template, op by op
 //     in program order: the same op, attributes and types, operands that
 //     are the template's own values mapped, the same values outside, or
