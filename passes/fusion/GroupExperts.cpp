@@ -340,7 +340,14 @@ private:
       if (d.count() == 1 && !member.count(op) &&
           isa<GraphDialect>(op->getDialect()))
         ops[d.find_first()].push_back(op);
+      bool all = d.all();
       deps[op] = std::move(d);
+      // The first op of every expert ends the walk: in the form grouped it
+      // is the last add of the total, and whatever follows depends on the
+      // experts only through it (an expert's op after it, or a value used
+      // there, fails the checks on uses below all the same).
+      if (all)
+        break;
     }
     auto depsOf = [&](Operation *op) -> const llvm::BitVector * {
       auto it = deps.find(op);
