@@ -3,8 +3,15 @@
 # runs every test suite (lit, unit, model import, runtime-only build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each leg's wall time, so a run that nears CI's limit says where it went.
+leg() {  # leg NAME COMMAND...
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "test.sh: $name took $((SECONDS - start)) s (run so far $SECONDS s)"
+}
 
-./scripts/install-deps.sh --models
+leg install-deps ./scripts/install-deps.sh --models
 # Formatting first: it takes seconds and fails before a long build.
 ./scripts/check-format.sh
 BUILD_DIR=${STRATA_BUILD_DIR:-build}
@@ -13,18 +20,18 @@ BUILD_DIR=${STRATA_BUILD_DIR:-build}
 export STRATA_PROFILE=""
 # Warnings are errors here (CI); a plain configure only shows them.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DSTRATA_WERROR=ON
-cmake --build "$BUILD_DIR"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
+leg build cmake --build "$BUILD_DIR"
+leg ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$(nproc)"
 # The ThreadSanitizer leg: runtime unit tests, the asynchronous backend and
 # the Python bindings with -fsanitize=thread (STRATA_TSAN=0 skips it).
 if [ "${STRATA_TSAN:-1}" != 0 ]; then
-  ./scripts/tsan-tests.sh "$BUILD_DIR"
+  leg tsan ./scripts/tsan-tests.sh "$BUILD_DIR"
 fi
 # The sanitizer leg: the same suites against ASan+UBSan tools, then every
 # reader of untrusted bytes under libFuzzer for a bounded time
 # (STRATA_FUZZ_SECONDS=0 skips both).
 FUZZ_SECONDS=${STRATA_FUZZ_SECONDS:-60}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  ./scripts/asan-tests.sh
-  STRATA_BUILD_DIR="$BUILD_DIR" ./scripts/fuzz.sh "$FUZZ_SECONDS"
+  leg asan ./scripts/asan-tests.sh
+  STRATA_BUILD_DIR="$BUILD_DIR" leg fuzz ./scripts/fuzz.sh "$FUZZ_SECONDS"
 fi

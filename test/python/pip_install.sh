@@ -3,14 +3,19 @@
 # example from that environment alone (no PYTHONPATH, no STRATA_BIN: the
 # package, its runtime module and its tools come from site-packages).
 #
-#   test/python/pip_install.sh WORK_DIR
+#   test/python/pip_install.sh WORK_DIR [WERROR]
+#
+# WERROR (ON/OFF, the test passes its own build's STRATA_WERROR) builds with
+# the same warning flags as the tree under test, so ccache serves the wheel's
+# compiles from that tree's (CMakeLists.txt sets ccache's base folder).
 #
 # The environment sees Debian's packages (torch, onnx, numpy, pybind11) and
 # gets the pinned model-side ones (test/models/requirements-models.txt) and
 # the build backend (scikit-build-core) from PyPI.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-WORK="${1:?usage: pip_install.sh WORK_DIR}"
+WORK="${1:?usage: pip_install.sh WORK_DIR [WERROR]}"
+WERROR="${2:-OFF}"
 rm -rf "$WORK/venv" "$WORK/example"
 mkdir -p "$WORK"
 /usr/bin/python3 -m venv --system-site-packages "$WORK/venv"
@@ -20,18 +25,21 @@ V="$WORK/venv/bin"
 # From a snapshot of the checkout's files (tracked, and new ones git does
 # not ignore; modification times kept): the build backend walks the whole
 # source folder, where other tests create and delete their work files
-# under build/ meanwhile. The build folder stays in WORK, so a rerun
-# rebuilds only what changed.
+# under build/ meanwhile. The build folder is the snapshot's build/, kept
+# between runs (a rerun rebuilds only what changed): at the same place
+# relative to its sources as the checkout's build/, so the compiles match
+# the checkout's in ccache.
 SRC="$ROOT"
 if git -C "$ROOT" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
   SRC="$WORK/src"
-  rm -rf "$SRC"
   mkdir -p "$SRC"
+  find "$SRC" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
   (cd "$ROOT" && git ls-files -z -co --exclude-standard |
     tar --null --ignore-failed-read -T - -cf -) | tar -xf - -C "$SRC"
 fi
 (cd "$SRC" && "$V/pip" install -q --no-build-isolation --no-deps \
-  --config-settings=build-dir="$WORK/build" .)
+  --config-settings=build-dir="$SRC/build" \
+  --config-settings=cmake.define.STRATA_WERROR="$WERROR" .)
 cd "$WORK"
 env -u PYTHONPATH -u STRATA_BIN "$V/python" - "$WORK/venv" <<'PY'
 import os, sys
