@@ -22,23 +22,16 @@ mkdir -p "$WORK"
 V="$WORK/venv/bin"
 "$V/pip" install -q --no-deps -r "$ROOT/test/models/requirements-models.txt" \
   scikit-build-core==0.10.7 pathspec==0.12.1
-# From a snapshot of the checkout's files (tracked, and new ones git does
-# not ignore; modification times kept): the build backend walks the whole
-# source folder, where other tests create and delete their work files
-# under build/ meanwhile. The build folder is the snapshot's build/, kept
-# between runs (a rerun rebuilds only what changed): at the same place
-# relative to its sources as the checkout's build/, so the compiles match
-# the checkout's in ccache.
-SRC="$ROOT"
-if git -C "$ROOT" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
-  SRC="$WORK/src"
-  mkdir -p "$SRC"
-  find "$SRC" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
-  (cd "$ROOT" && git ls-files -z -co --exclude-standard |
-    tar --null --ignore-failed-read -T - -cf -) | tar -xf - -C "$SRC"
-fi
+# From a snapshot of the checkout's files (test/snapshot_sources.sh): the
+# build backend walks the whole source folder, where other tests create
+# and delete their work files under build/ meanwhile. Its build folder is
+# the snapshot's build/, kept between runs (a rerun rebuilds only what
+# changed), where ccache finds the checkout's compiles.
+SRC=$("$ROOT/test/snapshot_sources.sh" "$WORK/src")
+BUILD="$SRC/build"
+[ "$SRC" = "$ROOT" ] && BUILD="$WORK/build"
 (cd "$SRC" && "$V/pip" install -q --no-build-isolation --no-deps \
-  --config-settings=build-dir="$SRC/build" \
+  --config-settings=build-dir="$BUILD" \
   --config-settings=cmake.define.STRATA_WERROR="$WERROR" .)
 cd "$WORK"
 env -u PYTHONPATH -u STRATA_BIN "$V/python" - "$WORK/venv" <<'PY'
