@@ -448,9 +448,9 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
   // memory plan halves a lead until the plan fits (3, 1.5, 0.75, ...)
   // and every search settles on placements that fit the windows it was
   // scored with, so a lead between the halvings is never tried; from
-  // there, the local search finds placements that need less recomputation
-  // for the memory the shorter windows leave (LLaMA-7B on the A100
-  // profile: 1.122 s a step before, 1.048 s after). One more search's
+  // the windows it gives, the local search reaches placements it could
+  // not step to before (LLaMA-7B on the A100 profile: 1.122 s a step
+  // before, 1.048 s after, with less recomputation). One more search's
   // budget, on one thread; none where the choice has no lead (the
   // windows in ops).
   if (chosenLead > 0) {
