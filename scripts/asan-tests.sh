@@ -49,53 +49,66 @@ else
     | head -40 >&2 || true
   status=1
 fi
-for suite in test/models/test_reliability.py test/models/test_forward.py \
-             test/models/test_train.py test/models/test_backends.py; do
-  name=$(basename "$suite" .py)
-  if /usr/bin/python3 "$suite" --bin "$BIN" --work "$WORK/$name" \
-      > "$WORK.$name.log" 2>&1; then
-    echo "asan-tests: $name: passed"
+# The end-to-end suites, two at a time (each mostly one process at a time,
+# and CI has two cores), in two lanes of about the same length (on a cold
+# CI run, one after another: data parallel over 10 minutes, test_train
+# 5.5, the rest 2.1 and conformance). Each suite's log is
+# $WORK.NAME.log; a suite that fails leaves $WORK.NAME.failed (the lanes
+# are processes).
+suite() {  # suite NAME COMMAND...
+  local name=$1
+  shift
+  if "$@" > "$WORK.$name.log" 2>&1; then
+    echo "asan-tests: $name: passed ($SECONDS s into the leg)"
   else
     echo "asan-tests: $name: FAILED" >&2
-    grep -E 'FAIL|ERROR|runtime error|Sanitizer' "$WORK.$name.log" | head -20 >&2
-    status=1
+    grep -E 'FAIL|ERROR|runtime error|Sanitizer|REGRESSION' "$WORK.$name.log" \
+      | head -20 >&2 || true
+    touch "$WORK.$name.failed"
   fi
-done
+}
+model_suite() {  # model_suite test/models/NAME.py
+  local name
+  name=$(basename "$1" .py)
+  suite "$name" /usr/bin/python3 "$1" --bin "$BIN" --work "$WORK/$name"
+}
 # Data parallel over MPI (2 and 4 ranks of the sanitized strata-run).
 # Debian's OpenMPI keeps allocations past MPI_Finalize: the leak check
 # skips those with a frame in OpenMPI (scripts/lsan-mpi.supp), which needs
 # whole stacks (its libraries have no frame pointers: the slow unwinder)
 # and its components kept loaded so that their frames have names.
-if [ -n "$(command -v mpirun)" ]; then
-  if env ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0" \
-      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-mpi.supp" \
-      OMPI_MCA_mca_base_component_disable_dlclose=1 \
-      PMIX_MCA_mca_base_component_disable_dlclose=1 \
-      /usr/bin/python3 test/models/test_data_parallel.py --bin "$BIN" \
-      --work "$WORK/test_data_parallel" > "$WORK.test_data_parallel.log" 2>&1
-  then
-    echo "asan-tests: test_data_parallel: passed"
-  else
-    echo "asan-tests: test_data_parallel: FAILED" >&2
-    grep -E 'FAIL|ERROR|runtime error|Sanitizer' \
-      "$WORK.test_data_parallel.log" | head -20 >&2
-    status=1
+data_parallel() {
+  if [ -z "$(command -v mpirun)" ]; then
+    echo "no mpirun: scripts/install-deps.sh installs openmpi-bin"
+    return 1
   fi
-else
-  echo "asan-tests: test_data_parallel: FAILED (no mpirun:" \
-       "scripts/install-deps.sh installs openmpi-bin)" >&2
-  status=1
-fi
-crc=0
-/usr/bin/python3 test/conformance/run_node_tests.py --bin "$BIN" \
-  --work "$WORK/conformance" \
-  --expect test/conformance/expected-supported.txt > "$WORK.conformance.log" 2>&1 \
-  || crc=$?
-if [ "$crc" = 0 ] || [ "$crc" = 77 ]; then
-  echo "asan-tests: conformance: $(tail -1 "$WORK.conformance.log")"
-else
-  echo "asan-tests: conformance: FAILED" >&2
-  grep -E 'REGRESSION' "$WORK.conformance.log" | head -20 >&2
+  env ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0" \
+    LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-mpi.supp" \
+    OMPI_MCA_mca_base_component_disable_dlclose=1 \
+    PMIX_MCA_mca_base_component_disable_dlclose=1 \
+    /usr/bin/python3 test/models/test_data_parallel.py --bin "$BIN" \
+    --work "$WORK/test_data_parallel"
+}
+# The conformance runner exits 77 when ../shared's node tests are absent
+# (its last line says so).
+conformance() {
+  local crc=0
+  /usr/bin/python3 test/conformance/run_node_tests.py --bin "$BIN" \
+    --work "$WORK/conformance" \
+    --expect test/conformance/expected-supported.txt || crc=$?
+  [ "$crc" = 0 ] || [ "$crc" = 77 ]
+}
+rm -f "$WORK".*.failed
+suite test_data_parallel data_parallel &
+lane=$!
+for s in test/models/test_reliability.py test/models/test_forward.py \
+         test/models/test_train.py test/models/test_backends.py; do
+  model_suite "$s"
+done
+suite conformance conformance
+echo "asan-tests: conformance: $(tail -1 "$WORK.conformance.log")"
+wait "$lane"
+if compgen -G "$WORK.*.failed" > /dev/null; then
   status=1
 fi
 exit $status
