@@ -12,11 +12,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${1:?usage: runtime_only_build.sh WORK_DIR [WERROR]}"
 WERROR="${2:-OFF}"
-SRC=$("$ROOT/test/snapshot_sources.sh" "$WORK/src")
-BUILD="$WORK/src/build"
-[ "$SRC" = "$ROOT" ] && BUILD="$WORK/build"
+{ read -r SRC; read -r BUILD; } < <("$ROOT/test/snapshot_sources.sh" "$WORK")
+: "${BUILD:?test/snapshot_sources.sh failed}"
 rm -rf "$BUILD"
-env -u CMAKE_PREFIX_PATH cmake -S "$SRC" -B "$BUILD" -G Ninja \
+# No LLVM/MLIR prefix leaks in from the environment.
+unset CMAKE_PREFIX_PATH
+cmake -S "$SRC" -B "$BUILD" -G Ninja \
   -DSTRATA_BUILD_COMPILER=OFF -DSTRATA_BUILD_TESTS=OFF \
   -DSTRATA_ENABLE_CUDA=OFF -DSTRATA_WERROR="$WERROR" > /dev/null
-env -u CMAKE_PREFIX_PATH cmake --build "$BUILD"
+cmake --build "$BUILD"

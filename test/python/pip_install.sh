@@ -27,9 +27,8 @@ V="$WORK/venv/bin"
 # and delete their work files under build/ meanwhile. Its build folder is
 # the snapshot's build/, kept between runs (a rerun rebuilds only what
 # changed), where ccache finds the checkout's compiles.
-SRC=$("$ROOT/test/snapshot_sources.sh" "$WORK/src")
-BUILD="$SRC/build"
-[ "$SRC" = "$ROOT" ] && BUILD="$WORK/build"
+{ read -r SRC; read -r BUILD; } < <("$ROOT/test/snapshot_sources.sh" "$WORK")
+: "${BUILD:?test/snapshot_sources.sh failed}"
 (cd "$SRC" && "$V/pip" install -q --no-build-isolation --no-deps \
   --config-settings=build-dir="$BUILD" \
   --config-settings=cmake.define.STRATA_WERROR="$WERROR" .)
