@@ -75,8 +75,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     bound = proven = placementBound(func, machine, gpuMem, cpuMem, hasSsd);
     layerStage.clear();
     checkBestUs = -1;
+    searchFailed = false;
     best = search(func, best);
-    if (plannerCheck && failed(checkScores(func)))
+    if (searchFailed || (plannerCheck && failed(checkScores(func))))
       return failure();
     // The lead the chosen plan was scored with, for --strata-plan-memory.
     setDeclaredAttr<exec::ExecDialect::PrefetchLeadAttrHelper>(
@@ -147,6 +148,12 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
             std::pair{"planner_relaxed_fetched_bytes", bytes(r.fetched)},
             std::pair{"planner_relaxed_cpu_bytes", bytes(r.cpuUpdated)}})
         entries.push_back(b.getNamedAttr(key, value));
+      if (r.hostOnly)
+        for (auto [key, value] :
+             {std::pair{"planner_relaxed_host_only", b.getI64IntegerAttr(1)},
+              std::pair{"planner_relaxed_ssd_read_us", usFloor(r.ssdRead)},
+              std::pair{"planner_relaxed_ssd_write_us", usFloor(r.ssdWrite)}})
+          entries.push_back(b.getNamedAttr(key, value));
     }
     for (auto &[key, s] : naive)
       entries.push_back(b.getNamedAttr(

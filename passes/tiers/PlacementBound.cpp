@@ -68,8 +68,39 @@
 //   column, which then counts in the memory between the passes).
 // T is at least each, and at least every row above. Host capacity and the
 // order in which things happen are left out (the programme only gets
-// looser). --planner-check compares the bound with every placement it
-// scores, and with every layer placement of a small instance.
+// looser).
+//
+// Without a GPU (the CPU backend) a second programme prices the same
+// choices on that backend's queues (relaxHostOnly). The device is a
+// budgeted arena and parameter region in host memory; a stored tensor off
+// it lives in host memory or on the SSD, so it has a share of each: in
+// host memory and read there (h), on the SSD and read there (s), or off
+// the device with its update on the CPU (c, as above), of which a share
+// on the SSD (cs <= c). For every placement within the budgets:
+// * the compute thread runs the kernels and the host copies one after
+//   another (PredictTime.cpp): the passes' kernels, the updates on the
+//   device and the recomputations as above, and a copy (at the copy rate)
+//   for each pass kernel that reads a tensor in host memory, for its
+//   update on the device, and back for that update's writes; a swapped
+//   activation's store and its return, when it is swapped to host memory;
+// * the SSD's reads: each read by a pass kernel or an update (on either
+//   side) of a tensor there, and a swapped activation's return from it;
+//   its writes: each write by an update of a tensor there, and the swap's
+//   store; each the time of one transfer of that size (the SSD store's
+//   latency and its rate at that size: PredictTime.cpp moves each tensor
+//   in one transfer, a CPU job each of its operands);
+// * host memory: the tensors there, sum((h + c - cs) * bytes), within the
+//   host budget (a placement's host region holds at least them); device
+//   memory as above;
+// * B is at least the forward kernels and every copy for the forward
+//   kernels' reads (the thread runs them before the first backward
+//   kernel), and at least the SSD reads of the forward kernels (each ends
+//   before its kernel starts); what the thread runs from the first
+//   backward kernel on, the backward pass's kernels and the updates on the
+//   device whose gradients it makes, takes at most T - B.
+// Gradients' landing copies and the order of the SSD's reads are left out.
+// --planner-check compares the bound with every placement it scores, and
+// with every layer placement of a small instance.
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,31 +162,44 @@ double PlacementBound::seconds() const {
 #ifdef STRATA_HAVE_GLPK
 namespace {
 
-/// The memory relaxation (see the top of the file) for `func` under `m`,
-/// the device budget `gpuMem` and the largest kernel working set
-/// `deviceArena`, with the passes' reads of each stored tensor
-/// `passReads` and the compute of the passes `passCompute`. Fills `b`'s
-/// relaxed and relaxation, or leaves them 0 when the programme is not
-/// solved.
-void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
-           double deviceArena, double passCompute,
-           const llvm::DenseMap<Operation *, double> &passReads,
-           PlacementBound &b) {
-  Block &body = func.getBody().front();
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
-  double h2d = hostLinkGBs(true, m) * 1e9, d2h = hostLinkGBs(false, m) * 1e9;
-  double cpuRate = m.cpuUpdateGBs > 0 ? m.cpuUpdateGBs * 1e9 : 0;
-  // Per stored tensor: the passes' reads (the forward pass's among them),
-  // its update (-1: none), the reads and writes by that update.
-  struct Tensor {
-    double bytes = 0, reads = 0, forwardReads = 0, updateReads = 0,
-           updateWrites = 0;
-    int update = -1, updaters = 0;
-    /// A trainable parameter, an optimizer state or a low-precision copy:
-    /// what a CPU update needs off the device.
-    bool updatable = false;
-  };
+/// A stored tensor as the relaxations price it: the passes' reads (the
+/// forward pass's among them), its update (-1: none), the reads and
+/// writes by that update.
+struct Tensor {
+  double bytes = 0, reads = 0, forwardReads = 0, updateReads = 0,
+         updateWrites = 0;
+  int update = -1, updaters = 0;
+  /// A trainable parameter, an optimizer state or a low-precision copy:
+  /// what a CPU update needs off the device.
+  bool updatable = false;
+};
+struct Update {
+  double device = 0, cpu = 0, gradient = 0;
+  /// Its gradient comes from a kernel of the backward pass.
+  bool late = false;
+};
+/// What both relaxations read off the program before placement.
+struct Instance {
   std::vector<Tensor> tensors;
+  std::vector<Update> updates;
+  /// Activations (what a forward kernel makes and the backward pass
+  /// reads): bytes and the share of their kernel's time.
+  std::vector<std::pair<double, double>> acts;
+  /// The forward pass's compute: the backward pass starts no earlier.
+  double forward = 0;
+  /// The passes' kernels from the first backward kernel on (the device
+  /// runs them after it starts).
+  double backward = 0;
+};
+
+/// The tensors, updates and activations of `func` under `m`, with the
+/// passes' reads of each stored tensor `passReads`.
+Instance collect(func::FuncOp func, const MachineProfile &m,
+                 const llvm::DenseMap<Operation *, double> &passReads) {
+  Block &body = func.getBody().front();
+  double cpuRate = m.cpuUpdateGBs > 0 ? m.cpuUpdateGBs * 1e9 : 0;
+  Instance in;
+  std::vector<Tensor> &tensors = in.tensors;
   llvm::DenseMap<Operation *, size_t> tensorOf;
   for (auto p : body.getOps<exec::ParamOp>()) {
     if (p->use_empty())
@@ -167,17 +211,10 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
     t.updatable = p.getTrainable() || p.getState() || p.getCopyOf();
     tensors.push_back(t);
   }
-  struct Update {
-    double device = 0, cpu = 0, gradient = 0;
-    /// Its gradient comes from a kernel of the backward pass.
-    bool late = false;
-  };
-  std::vector<Update> updates;
-  // Activations: bytes and the share of their kernel's time.
-  std::vector<std::pair<double, double>> acts;
+  std::vector<Update> &updates = in.updates;
+  std::vector<std::pair<double, double>> &acts = in.acts;
   Operation *firstBackward = firstBackwardKernel(body);
-  // The forward pass's compute: the backward pass starts no earlier.
-  double forward = 0;
+  double &forward = in.forward;
   for (auto k : body.getOps<exec::KernelOp>()) {
     if (k.isUpdate()) {
       int u = static_cast<int>(updates.size());
@@ -209,10 +246,13 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
       updates.push_back(up);
       continue;
     }
-    if (markers::isOptimizer(k) || markers::isBackward(k) ||
-        k.isTransferKernel() || !firstBackward ||
-        !k->isBeforeInBlock(firstBackward))
+    if (markers::isOptimizer(k) || k.isTransferKernel() || k.isCollective() ||
+        !firstBackward)
       continue;
+    if (markers::isBackward(k) || !k->isBeforeInBlock(firstBackward)) {
+      in.backward += kernelSeconds(k, m);
+      continue;
+    }
     forward += kernelSeconds(k, m);
     llvm::DenseSet<Operation *> distinct;
     for (Value v : k->getOperands()) {
@@ -242,6 +282,26 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
       t.update = -1;
       t.updateReads = t.updateWrites = 0;
     }
+  return in;
+}
+
+/// The memory relaxation (see the top of the file) for `func` under `m`,
+/// the device budget `gpuMem` and the largest kernel working set
+/// `deviceArena`, with the passes' reads of each stored tensor
+/// `passReads` and the compute of the passes `passCompute`. Fills `b`'s
+/// relaxed and relaxation, or leaves them 0 when the programme is not
+/// solved.
+void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
+           double deviceArena, double passCompute,
+           const llvm::DenseMap<Operation *, double> &passReads,
+           PlacementBound &b) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  double h2d = hostLinkGBs(true, m) * 1e9, d2h = hostLinkGBs(false, m) * 1e9;
+  Instance in = collect(func, m, passReads);
+  std::vector<Tensor> &tensors = in.tensors;
+  std::vector<Update> &updates = in.updates;
+  std::vector<std::pair<double, double>> &acts = in.acts;
+  double forward = in.forward;
   glp_prob *lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MIN);
   // Rows: compute, host->device, device->host and CPU (each at most T);
@@ -394,6 +454,208 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   glp_delete_prob(lp);
 }
 
+/// The memory relaxation without a GPU (see the top of the file) for
+/// `func` under `m`, the device budget `gpuMem` (the budgeted arena and
+/// parameter region), the host budget `cpuMem` (0: none), an SSD tier when
+/// `hasSsd`, and the largest kernel working set `deviceArena`. Fills `b`'s
+/// relaxed and relaxation, or leaves them 0 when the programme is not
+/// solved.
+void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
+                   double cpuMem, bool hasSsd, double deviceArena,
+                   const llvm::DenseMap<Operation *, double> &passReads,
+                   PlacementBound &b) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  // Host copies run on the compute thread, at the copy rate each way; a
+  // tensor's SSD transfer takes what one transfer of its size does.
+  double copyIn = hostLinkGBs(true, m) * 1e9,
+         copyOut = hostLinkGBs(false, m) * 1e9;
+  Instance in = collect(func, m, passReads);
+  if (copyIn <= 0 || copyOut <= 0 ||
+      (hasSsd && (ssdPeakGBs(true, m) <= 0 || ssdPeakGBs(false, m) <= 0)))
+    return;
+  auto ssdIn = [&](double bytes) { return ssdSeconds(bytes, true, m); };
+  auto ssdOut = [&](double bytes) { return ssdSeconds(bytes, false, m); };
+  glp_prob *lp = glp_create_prob();
+  glp_set_obj_dir(lp, GLP_MIN);
+  // Rows: the compute thread (kernels and host copies), SSD reads, SSD
+  // writes and the CPU, each at most T; the compute thread's work before
+  // the first backward kernel (at most B) and its kernels after (at most
+  // T - B); the SSD reads of the forward pass (at most B); device memory
+  // (parameter region, and at the boundary), host memory; then one row
+  // per tensor (its fractions summing to 1), one tying its share on the
+  // SSD to its update's share on the CPU, and one per activation.
+  enum {
+    kThread = 1,
+    kSsdRead,
+    kSsdWrite,
+    kCpu,
+    kEarlyThread,
+    kLateThread,
+    kEarlySsdRead,
+    kParams,
+    kBoundary,
+    kHost
+  };
+  int tensorRow0 = kHost + 1;
+  int tieRow0 = tensorRow0 + static_cast<int>(in.tensors.size());
+  int actRow0 = tieRow0 + static_cast<int>(in.tensors.size());
+  glp_add_rows(lp, actRow0 - 1 + static_cast<int>(in.acts.size()));
+  double allDevice = 0, lateDevice = 0;
+  for (const Update &u : in.updates) {
+    allDevice += u.device;
+    lateDevice += u.late ? u.device : 0;
+  }
+  glp_set_row_bnds(lp, kThread, GLP_UP, 0,
+                   -(in.forward + in.backward + allDevice));
+  for (int r : {kSsdRead, kSsdWrite, kCpu, kEarlyThread, kEarlySsdRead})
+    glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
+  glp_set_row_bnds(lp, kLateThread, GLP_UP, 0, -(in.backward + lateDevice));
+  glp_set_row_bnds(lp, kParams, GLP_UP, 0,
+                   std::max(0.0, gpuMem - deviceArena) / kGiB);
+  glp_set_row_bnds(lp, kBoundary, GLP_UP, 0, gpuMem / kGiB);
+  if (cpuMem > 0)
+    glp_set_row_bnds(lp, kHost, GLP_UP, 0, cpuMem / kGiB);
+  else
+    glp_set_row_bnds(lp, kHost, GLP_FR, 0, 0);
+  for (int r = tensorRow0; r < tieRow0; ++r)
+    glp_set_row_bnds(lp, r, GLP_FX, 1, 1);
+  for (int r = tieRow0; r < actRow0; ++r)
+    glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
+  for (int r = actRow0; r <= glp_get_num_rows(lp); ++r)
+    glp_set_row_bnds(lp, r, GLP_FX, 1, 1);
+  GlpkMatrix matrix;
+  auto column = [&](bool possible) {
+    int c = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, c, possible ? GLP_DB : GLP_FX, 0, possible ? 1 : 0);
+    return c;
+  };
+  int T = glp_add_cols(lp, 1);
+  glp_set_col_bnds(lp, T, GLP_LO, 0, 0);
+  glp_set_obj_coef(lp, T, 1);
+  for (int r : {kThread, kSsdRead, kSsdWrite, kCpu, kLateThread})
+    matrix.add(r, T, -1);
+  int B = glp_add_cols(lp, 1);
+  glp_set_col_bnds(lp, B, GLP_LO, in.forward, 0);
+  for (int r : {kEarlyThread, kEarlySsdRead})
+    matrix.add(r, B, -1);
+  matrix.add(kLateThread, B, 1);
+  // An update on the CPU: its work there, and no kernel on the device.
+  std::vector<int> cpuCol(in.updates.size());
+  for (auto [u, up] : llvm::enumerate(in.updates)) {
+    bool possible = std::isfinite(up.cpu);
+    cpuCol[u] = column(possible);
+    matrix.add(kThread, cpuCol[u], -up.device);
+    if (up.late)
+      matrix.add(kLateThread, cpuCol[u], -up.device);
+    matrix.add(kCpu, cpuCol[u], possible ? up.cpu : 0);
+  }
+  // Per tensor: kept on the device; in host memory or on the SSD and read
+  // there by the passes (and by its update on the device, which writes it
+  // back); or off the device with its update on the CPU (its share of the
+  // update's column), that share on the SSD no more than the whole.
+  std::vector<int> hostCol(in.tensors.size()), ssdCol(in.tensors.size()),
+      cpuSsdCol(in.tensors.size());
+  for (auto [i, t] : llvm::enumerate(in.tensors)) {
+    int row = tensorRow0 + static_cast<int>(i);
+    double gib = t.bytes / kGiB;
+    int kept = column(true);
+    matrix.add(row, kept, 1);
+    matrix.add(kParams, kept, gib);
+    matrix.add(kBoundary, kept, gib);
+    hostCol[i] = column(true);
+    matrix.add(row, hostCol[i], 1);
+    matrix.add(kHost, hostCol[i], gib);
+    matrix.add(kThread, hostCol[i],
+               t.bytes * (t.reads + t.updateReads) / copyIn +
+                   t.bytes * t.updateWrites / copyOut);
+    matrix.add(kEarlyThread, hostCol[i], t.bytes * t.forwardReads / copyIn);
+    ssdCol[i] = column(hasSsd);
+    matrix.add(row, ssdCol[i], 1);
+    if (hasSsd) {
+      matrix.add(kSsdRead, ssdCol[i],
+                 (t.reads + t.updateReads) * ssdIn(t.bytes));
+      matrix.add(kSsdWrite, ssdCol[i], t.updateWrites * ssdOut(t.bytes));
+      matrix.add(kEarlySsdRead, ssdCol[i], t.forwardReads * ssdIn(t.bytes));
+    }
+    cpuSsdCol[i] = column(hasSsd && t.update >= 0);
+    int tie = tieRow0 + static_cast<int>(i);
+    matrix.add(tie, cpuSsdCol[i], 1);
+    if (t.update < 0)
+      continue;
+    int c = cpuCol[t.update];
+    matrix.add(row, c, 1);
+    matrix.add(tie, c, -1);
+    // In host memory: the passes copy it in; on the SSD they read it
+    // from there, and so does its update, which writes it back.
+    matrix.add(kHost, c, gib);
+    matrix.add(kThread, c, t.bytes * t.reads / copyIn);
+    matrix.add(kEarlyThread, c, t.bytes * t.forwardReads / copyIn);
+    if (!hasSsd)
+      continue;
+    matrix.add(kHost, cpuSsdCol[i], -gib);
+    matrix.add(kThread, cpuSsdCol[i], -t.bytes * t.reads / copyIn);
+    matrix.add(kEarlyThread, cpuSsdCol[i], -t.bytes * t.forwardReads / copyIn);
+    matrix.add(kSsdRead, cpuSsdCol[i],
+               (t.reads + t.updateReads) * ssdIn(t.bytes));
+    matrix.add(kSsdWrite, cpuSsdCol[i], t.updateWrites * ssdOut(t.bytes));
+    matrix.add(kEarlySsdRead, cpuSsdCol[i], t.forwardReads * ssdIn(t.bytes));
+  }
+  // Activations: kept (on the device at the boundary), swapped to host
+  // memory (out and back on the compute thread) or to the SSD, or
+  // recomputed (at least their share of the kernel that made them).
+  std::vector<int> actCols(4 * in.acts.size());
+  for (auto [i, a] : llvm::enumerate(in.acts)) {
+    int row = actRow0 + static_cast<int>(i);
+    auto [bytes, seconds] = a;
+    int keep = column(true), toHost = column(true), toSsd = column(hasSsd),
+        again = column(true);
+    int cols[] = {keep, toHost, toSsd, again};
+    for (int j = 0; j < 4; ++j) {
+      matrix.add(row, cols[j], 1);
+      actCols[4 * i + j] = cols[j];
+    }
+    matrix.add(kBoundary, keep, bytes / kGiB);
+    matrix.add(kThread, toHost, bytes / copyOut + bytes / copyIn);
+    if (hasSsd) {
+      matrix.add(kSsdWrite, toSsd, ssdOut(bytes));
+      matrix.add(kSsdRead, toSsd, ssdIn(bytes));
+    }
+    matrix.add(kThread, again, seconds);
+  }
+  matrix.load(lp);
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
+    // A hair under the optimum: the simplex's tolerances.
+    b.relaxed = std::max(0.0, glp_get_obj_val(lp) * (1 - 1e-6));
+    PlacementBound::Relaxation &r = b.relaxation;
+    double t = glp_get_col_prim(lp, T);
+    r.hostOnly = true;
+    r.compute = in.forward + in.backward + allDevice +
+                glp_get_row_prim(lp, kThread) + t;
+    r.ssdRead = glp_get_row_prim(lp, kSsdRead) + t;
+    r.ssdWrite = glp_get_row_prim(lp, kSsdWrite) + t;
+    r.cpu = glp_get_row_prim(lp, kCpu) + t;
+    for (auto [i, tensor] : llvm::enumerate(in.tensors)) {
+      double c =
+          tensor.update >= 0 ? glp_get_col_prim(lp, cpuCol[tensor.update]) : 0;
+      r.cpuUpdated += c * tensor.bytes;
+      r.fetched +=
+          (glp_get_col_prim(lp, hostCol[i]) + glp_get_col_prim(lp, ssdCol[i])) *
+          tensor.bytes;
+    }
+    for (auto [i, a] : llvm::enumerate(in.acts)) {
+      r.swapped += (glp_get_col_prim(lp, actCols[4 * i + 1]) +
+                    glp_get_col_prim(lp, actCols[4 * i + 2])) *
+                   a.first;
+      r.recomputed += glp_get_col_prim(lp, actCols[4 * i + 3]) * a.first;
+    }
+  }
+  glp_delete_prob(lp);
+}
+
 } // namespace
 #endif
 
@@ -494,6 +756,10 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   if (m.gpu && gpuMem > 0)
     relax(func, m, static_cast<double>(gpuMem), deviceArena, b.compute,
           passReads, b);
+  else if (gpuMem > 0)
+    relaxHostOnly(func, m, static_cast<double>(gpuMem),
+                  static_cast<double>(cpuMem), hasSsd, deviceArena, passReads,
+                  b);
 #endif
   return b;
 }

@@ -260,6 +260,10 @@ struct PlacementBound {
   /// device bytes taken off by each way of freeing memory.
   struct Relaxation {
     double compute = 0, toDevice = 0, toHost = 0, cpu = 0;
+    /// Without a GPU (hostOnly): the SSD's reads and writes; compute is
+    /// then the compute thread's, host copies included.
+    double ssdRead = 0, ssdWrite = 0;
+    bool hostOnly = false;
     double recomputed = 0, swapped = 0, fetched = 0, cpuUpdated = 0;
   } relaxation;
   /// The busiest resource's.
@@ -456,6 +460,9 @@ private:
   /// With `check`: the fastest enumerated layer placement's step (us; -1:
   /// none fits or none enumerated).
   int64_t checkBestUs = -1;
+  /// A search emitted an error (a --planner-check that failed or could
+  /// not run): the pass fails once every search has said its part.
+  bool searchFailed = false;
   std::vector<std::pair<std::string, Score>> naive;
 };
 

@@ -581,6 +581,7 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
       switch (d.severity) {
       case DiagnosticSeverity::Error:
         emitError(d.loc) << d.message;
+        searchFailed = true;
         break;
       case DiagnosticSeverity::Warning:
         emitWarning(d.loc) << d.message;

@@ -581,8 +581,11 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     if (vectors > 2000000)
       return func.emitError("planner check: the instance is too large to "
                             "enumerate (over 2,000,000 count vectors)");
+    // Within GLPK's tolerances: its optimum can sit a few parts in a
+    // million under the best vector (a bound row met to within its
+    // feasibility tolerance), never further either way.
     bool agree = solved ? std::fabs(solverOptimum - enumerated) <=
-                              1e-7 * std::max(1.0, enumerated)
+                              1e-5 * std::max(1.0, enumerated)
                         : std::isinf(enumerated);
     if (!agree)
       return func.emitError("planner check: GLPK's optimum ")

@@ -156,7 +156,7 @@ std::string formatMemoryReport(const Plan &plan) {
     if (uint64_t bound = plan.memoryOf("planner_bound_us")) {
       // PlacementBound.cpp: no placement within the budgets can be
       // predicted faster.
-      char buf[512];
+      char buf[768];
       double chosen = plan.memoryOf("predicted_step_us");
       auto ms = [&](const char *key) { return plan.memoryOf(key) / 1e3; };
       std::snprintf(
@@ -176,17 +176,31 @@ std::string formatMemoryReport(const Plan &plan) {
         auto gib = [&](const char *key) {
           return double(plan.memoryOf(key)) / (1024.0 * 1024 * 1024);
         };
+        // Without a GPU host copies run on the compute thread, and the
+        // programme prices the SSD's queues instead of the host link's.
+        char queues[256];
+        if (plan.memoryOf("planner_relaxed_host_only"))
+          std::snprintf(queues, sizeof(queues),
+                        "compute thread (kernels and host copies) %.3f, SSD "
+                        "reads %.3f, SSD writes %.3f",
+                        ms("planner_relaxed_compute_us"),
+                        ms("planner_relaxed_ssd_read_us"),
+                        ms("planner_relaxed_ssd_write_us"));
+        else
+          std::snprintf(queues, sizeof(queues),
+                        "compute %.3f, host->device %.3f, device->host %.3f",
+                        ms("planner_relaxed_compute_us"),
+                        ms("planner_relaxed_to_device_us"),
+                        ms("planner_relaxed_to_host_us"));
         std::snprintf(
             buf, sizeof(buf),
             "  memory relaxation: %.3f ms (the linear programme over keeping, "
             "fetching, swapping, recomputing and CPU updates, at its "
-            "optimum: compute %.3f, host->device %.3f, device->host %.3f, "
-            "CPU optimizer %.3f ms; off the device: %.2f GiB of "
+            "optimum: %s, CPU optimizer %.3f ms; off the device: %.2f GiB of "
             "activations recomputed, %.2f GiB swapped, %.2f GiB of stored "
             "tensors fetched, %.2f GiB updated on the CPU)\n",
-            ms("planner_bound_relaxed_us"), ms("planner_relaxed_compute_us"),
-            ms("planner_relaxed_to_device_us"),
-            ms("planner_relaxed_to_host_us"), ms("planner_relaxed_cpu_us"),
+            ms("planner_bound_relaxed_us"), queues,
+            ms("planner_relaxed_cpu_us"),
             gib("planner_relaxed_recomputed_bytes"),
             gib("planner_relaxed_swapped_bytes"),
             gib("planner_relaxed_fetched_bytes"),

@@ -288,6 +288,59 @@ class Scale(unittest.TestCase):
         self.assertGreater(float(relaxed.group(1)), max(rows),
                            "the relaxation should be the binding row here")
 
+    def test_host_relaxation_bounds_every_enumerated_placement(self):
+        """Without a GPU (the CPU backend: host copies on the compute
+        thread, stored tensors in host memory or on the SSD), under device
+        and host budgets that leave most of the optimizer state on a slow
+        SSD, the memory relaxation prices the trade between the compute
+        thread's copies and the SSD's reads (here above every other row of
+        the bound); --planner-check scores every configuration of both
+        layers (2,187 placements a base) and every placement the search
+        tried, and none within the budgets is under the bound."""
+        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
+            self.skipTest("the compiler was built without GLPK: no "
+                          "relaxation to check")
+        cfg = dict(family="gpt", layers=2, dim=512, heads=8, kv_heads=8,
+                   hidden=2048, vocab=8192)
+        synthetic.write(ARGS.work, "relax-cpu", cfg, 1, 64)
+        # The built-in CPU figures, with a slower SSD and host copies.
+        profile = self.work("slow-ssd.profile")
+        with open(profile, "w") as f:
+            f.write("ssd_read_gbs 0.5\nssd_write_gbs 0.5\n"
+                    "ssd_small_read_gbs 0.1\nssd_small_write_gbs 0.1\n"
+                    "copy_gbs 1\n")
+        r = run([tool("strata-compile"), self.work("relax-cpu.onnx"),
+                 "--emit=plan-report", "--optimizer", "adamw", "--profile",
+                 profile, "--gpu-mem", "80MiB", "--cpu-mem", "16MiB",
+                 "--ssd-dir", self.work("relax-cpu-ssd"), "--planner-check",
+                 "--planner-evaluations", "20"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"layer placements enumerated and scored, "
+                         r"\d+ within the budgets, the fastest [\d.]+ ms; "
+                         r"the bound \([\d.]+ ms\) is under every one")
+        self.assertRegex(r.stderr, r"the bound holds for all \d+ of")
+        bound = re.search(r"planner bound: no placement within the budgets is "
+                          r"predicted under ([\d.]+) ms \(compute ([\d.]+), "
+                          r"host->device ([\d.]+), device->host ([\d.]+), "
+                          r"updates and fetches over the host link and the "
+                          r"CPU ([\d.]+), ssd read ([\d.]+), ssd write "
+                          r"([\d.]+)\)", r.stdout)
+        self.assertIsNotNone(bound, r.stdout)
+        relaxed = re.search(r"memory relaxation: ([\d.]+) ms \(.*at its "
+                            r"optimum: compute thread \(kernels and host "
+                            r"copies\) ([\d.]+), SSD reads ([\d.]+), SSD "
+                            r"writes ([\d.]+)", r.stdout)
+        self.assertIsNotNone(relaxed, r.stdout)
+        rows = [float(x) for x in bound.groups()[1:]]
+        self.assertAlmostEqual(float(bound.group(1)),
+                               float(relaxed.group(1)), delta=1e-3)
+        self.assertGreater(float(relaxed.group(1)), max(rows),
+                           "the relaxation should be the binding row here")
+        # At its optimum the busiest of its queues is the bound.
+        queues = [float(x) for x in relaxed.groups()[1:]]
+        self.assertAlmostEqual(max(queues), float(relaxed.group(1)),
+                               delta=1e-2)
+
     def test_synthetic_init_generates_fresh_weights(self):
         cfg = dict(family="gpt", layers=2, dim=64, heads=4, kv_heads=4,
                    hidden=256, vocab=256)
