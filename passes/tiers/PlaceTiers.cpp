@@ -132,6 +132,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         b.getNamedAttr("planner_bound_updates_us", usFloor(bound.updates)),
         b.getNamedAttr("planner_bound_ssd_read_us", usFloor(bound.ssdRead)),
         b.getNamedAttr("planner_bound_ssd_write_us", usFloor(bound.ssdWrite))};
+    if (bound.comm > 0)
+      entries.push_back(
+          b.getNamedAttr("planner_bound_comm_us", usFloor(bound.comm)));
     if (bound.relaxed > 0) {
       const PlacementBound::Relaxation &r = bound.relaxation;
       auto bytes = [&](double v) {

@@ -5,9 +5,11 @@
 // reported against it, so the gap its search leaves is known, not guessed.
 //
 // Under the cost model the step is at least each queue's busy time:
-// * compute: every kernel of the forward and backward passes but the
-//   updates (the optimizer's kernels may move to the CPU, fused updates
-//   too; recomputation only adds);
+// * compute: every kernel but the updates (an update, fused or not, may
+//   move to the CPU; the rest of the optimizer step, the gradients' norm,
+//   stays on the device; recomputation only adds) and the collectives;
+// * the collectives (data parallel): one after another on their own
+//   queue;
 // * host->device: every read of a stored tensor that is not on the device
 //   is a fetch of its own (one per reading kernel). A kernel's own
 //   operands and results (parameters aside) are on the device together,
@@ -156,7 +158,7 @@ double readsNotKept(std::vector<Reads> tensors, double kept) {
 
 double PlacementBound::seconds() const {
   return std::max(
-      {compute, toDevice, toHost, updates, ssdRead, ssdWrite, relaxed});
+      {compute, toDevice, toHost, updates, ssdRead, ssdWrite, comm, relaxed});
 }
 
 #ifdef STRATA_HAVE_GLPK
@@ -246,14 +248,17 @@ Instance collect(func::FuncOp func, const MachineProfile &m,
       updates.push_back(up);
       continue;
     }
-    if (markers::isOptimizer(k) || k.isTransferKernel() || k.isCollective() ||
-        !firstBackward)
+    // The device runs the rest in program order (the optimizer step's
+    // kernels but the updates too: the gradients' norm stays there).
+    if (k.isTransferKernel() || k.isCollective() || !firstBackward)
       continue;
     if (markers::isBackward(k) || !k->isBeforeInBlock(firstBackward)) {
       in.backward += kernelSeconds(k, m);
       continue;
     }
     forward += kernelSeconds(k, m);
+    if (markers::isOptimizer(k))
+      continue;
     llvm::DenseSet<Operation *> distinct;
     for (Value v : k->getOperands()) {
       Operation *def = viewRoot(v).getDefiningOp();
@@ -674,9 +679,18 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
   // Each updated parameter's gradient bytes.
   llvm::DenseMap<Operation *, double> gradientBytes;
   for (auto k : body.getOps<exec::KernelOp>()) {
+    // Collectives run on the communication queue, beside the device.
+    if (k.isCollective()) {
+      b.comm += kernelSeconds(k, m);
+      continue;
+    }
     if (isOptimizerKernel(k)) {
-      if (!k.isUpdate())
+      // Only the updates may move to the CPU: the rest of the optimizer
+      // step (the gradients' norm) stays on the device.
+      if (!k.isUpdate()) {
+        b.compute += kernelSeconds(k, m);
         continue;
+      }
       if (k.getInputs().size() > 1)
         if (auto p = viewRoot(k.getInputs()[0]).getDefiningOp<exec::ParamOp>())
           gradientBytes[p] = storageBytes(k.getInputs()[1].getType());

@@ -247,6 +247,8 @@ void replaceUses(llvm::ArrayRef<mlir::OpOperand *> uses, mlir::Value value,
 /// that meets the budgets, by resource (seconds; see PlacementBound.cpp).
 struct PlacementBound {
   double compute = 0, toDevice = 0, toHost = 0, ssdRead = 0, ssdWrite = 0;
+  /// The collectives (data parallel), one after another on their queue.
+  double comm = 0;
   /// The passes' fetches and the updates' reads, over the host link and
   /// the CPU optimizer together.
   double updates = 0;

@@ -159,16 +159,21 @@ std::string formatMemoryReport(const Plan &plan) {
       char buf[768];
       double chosen = plan.memoryOf("predicted_step_us");
       auto ms = [&](const char *key) { return plan.memoryOf(key) / 1e3; };
+      // Data parallel: the collectives' queue too.
+      char comm[64] = "";
+      if (plan.memoryOf("planner_bound_comm_us"))
+        std::snprintf(comm, sizeof(comm), ", collectives %.3f",
+                      ms("planner_bound_comm_us"));
       std::snprintf(
           buf, sizeof(buf),
           "planner bound: no placement within the budgets is predicted "
           "under %.3f ms (compute %.3f, host->device %.3f, device->host "
           "%.3f, updates and fetches over the host link and the CPU %.3f, "
-          "ssd read %.3f, ssd write %.3f); the choice is %.3fx it\n",
+          "ssd read %.3f, ssd write %.3f%s); the choice is %.3fx it\n",
           bound / 1e3, ms("planner_bound_compute_us"),
           ms("planner_bound_to_device_us"), ms("planner_bound_to_host_us"),
           ms("planner_bound_updates_us"), ms("planner_bound_ssd_read_us"),
-          ms("planner_bound_ssd_write_us"), chosen / double(bound));
+          ms("planner_bound_ssd_write_us"), comm, chosen / double(bound));
       out += buf;
       if (plan.memoryOf("planner_bound_relaxed_us")) {
         // The memory relaxation: how the budget's pressure is paid at
