@@ -184,7 +184,10 @@ struct PredictTimePass
           if (read > 0) {
             area = (area + 1) % areas;
             double from = std::max({queueFree[0], clock, areaFree[area]});
-            queueFree[0] = from + read;
+            // The drives are shared with the writes, as the SSD reads'
+            // below.
+            queueFree[0] = from + stretched(read, 1 + m.ssdDuplexReadSlowdown,
+                                            std::max(0.0, queueFree[1] - from));
             span(artifact::Queue::SsdRead, i, from, queueFree[0]);
             links.ssd += read;
             links.ssdRead += read;
@@ -199,7 +202,9 @@ struct PredictTimePass
         end[i] = cpuFree;
         if (pos + 1 == jobEnd && jobWrite > 0) {
           double from = std::max(queueFree[1], cpuFree);
-          queueFree[1] = from + jobWrite;
+          queueFree[1] =
+              from + stretched(jobWrite, 1 + m.ssdDuplexWriteSlowdown,
+                               std::max(0.0, queueFree[0] - from));
           span(artifact::Queue::SsdWrite, ordering.order[jobStart], from,
                queueFree[1]);
           links.ssd += jobWrite;
