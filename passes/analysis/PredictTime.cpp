@@ -184,8 +184,8 @@ struct PredictTimePass
           if (read > 0) {
             area = (area + 1) % areas;
             double from = std::max({queueFree[0], clock, areaFree[area]});
-            // The drives are shared with the writes, as the SSD reads'
-            // below.
+            // The drives are shared with the writes, as for the SSD
+            // transfers below.
             queueFree[0] = from + stretched(read, 1 + m.ssdDuplexReadSlowdown,
                                             std::max(0.0, queueFree[1] - from));
             span(artifact::Queue::SsdRead, i, from, queueFree[0]);

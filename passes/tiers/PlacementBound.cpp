@@ -194,6 +194,19 @@ struct Instance {
   double backward = 0;
 };
 
+/// Solves `lp` (a relaxation, T its objective) and sets `b.relaxed` a hair
+/// under its optimum (the simplex's tolerances); false when it has none.
+bool solved(glp_prob *lp, PlacementBound &b) {
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  if (glp_simplex(lp, &parm) != 0 || glp_get_status(lp) != GLP_OPT)
+    return false;
+  b.relaxed = std::max(0.0, glp_get_obj_val(lp) * (1 - 1e-6));
+  return true;
+}
+
 /// The tensors, updates and activations of `func` under `m`, with the
 /// passes' reads of each stored tensor `passReads`.
 Instance collect(func::FuncOp func, const MachineProfile &m,
@@ -431,13 +444,7 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
     entry(kCompute, again, seconds);
   }
   matrix.load(lp);
-  glp_smcp parm;
-  glp_init_smcp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  parm.presolve = GLP_ON;
-  if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
-    // A hair under the optimum: the simplex's tolerances.
-    b.relaxed = std::max(0.0, glp_get_obj_val(lp) * (1 - 1e-6));
+  if (solved(lp, b)) {
     PlacementBound::Relaxation &r = b.relaxation;
     r.compute = passCompute + allDevice + glp_get_row_prim(lp, kCompute) +
                 glp_get_col_prim(lp, T);
@@ -628,13 +635,7 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     matrix.add(kThread, again, seconds);
   }
   matrix.load(lp);
-  glp_smcp parm;
-  glp_init_smcp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  parm.presolve = GLP_ON;
-  if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
-    // A hair under the optimum: the simplex's tolerances.
-    b.relaxed = std::max(0.0, glp_get_obj_val(lp) * (1 - 1e-6));
+  if (solved(lp, b)) {
     PlacementBound::Relaxation &r = b.relaxation;
     double t = glp_get_col_prim(lp, T);
     r.hostOnly = true;
