@@ -247,6 +247,34 @@ class Scale(unittest.TestCase):
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("--predicted-trace: no predicted schedule", bad.stderr)
 
+    def check_relaxation_binds(self, cmd, relaxation):
+        """Runs `cmd` (a --planner-check compile): the bound holds for every
+        enumerated layer placement and every scored one, and the memory
+        relaxation (its report line matching `relaxation` after "memory
+        relaxation: ", its optimum the first group) is the bound, above
+        every other row of it. Returns the relaxation's match."""
+        r = run(cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"layer placements enumerated and scored, "
+                         r"\d+ within the budgets, the fastest [\d.]+ ms; "
+                         r"the bound \([\d.]+ ms\) is under every one")
+        self.assertRegex(r.stderr, r"the bound holds for all \d+ of")
+        bound = re.search(r"planner bound: no placement within the budgets is "
+                          r"predicted under ([\d.]+) ms \(compute ([\d.]+), "
+                          r"host->device ([\d.]+), device->host ([\d.]+), "
+                          r"updates and fetches over the host link and the "
+                          r"CPU ([\d.]+), ssd read ([\d.]+), ssd write "
+                          r"([\d.]+)\)", r.stdout)
+        self.assertIsNotNone(bound, r.stdout)
+        relaxed = re.search(r"memory relaxation: " + relaxation, r.stdout)
+        self.assertIsNotNone(relaxed, r.stdout)
+        rows = [float(x) for x in bound.groups()[1:]]
+        self.assertAlmostEqual(float(bound.group(1)),
+                               float(relaxed.group(1)), delta=1e-3)
+        self.assertGreater(float(relaxed.group(1)), max(rows),
+                           "the relaxation should be the binding row here")
+        return relaxed
+
     def test_memory_relaxation_bounds_every_enumerated_placement(self):
         """On a GPU profile, under a device budget a third of the model's
         stored tensors, the proven bound includes the memory relaxation
@@ -263,30 +291,12 @@ class Scale(unittest.TestCase):
         synthetic.write(ARGS.work, "relax-gpt", cfg, 4, 1024)
         profile = os.path.join(HERE, "..", "..", "profiles",
                                "rtx4090-768g-12nvme.profile")
-        r = run([tool("strata-compile"), self.work("relax-gpt.onnx"),
-                 "--emit=plan-report", "--optimizer", "adamw",
-                 "--precision", "bf16", "--profile", profile,
-                 "--gpu-mem", "1500MiB", "--cpu-mem", "700GiB",
-                 "--ssd-dir", self.work("relax-ssd"), "--planner-check"])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stderr, r"layer placements enumerated and scored, "
-                         r"\d+ within the budgets, the fastest [\d.]+ ms; "
-                         r"the bound \([\d.]+ ms\) is under every one")
-        self.assertRegex(r.stderr, r"the bound holds for all \d+ of")
-        bound = re.search(r"planner bound: no placement within the budgets is "
-                          r"predicted under ([\d.]+) ms \(compute ([\d.]+), "
-                          r"host->device ([\d.]+), device->host ([\d.]+), "
-                          r"updates and fetches over the host link and the "
-                          r"CPU ([\d.]+), ssd read ([\d.]+), ssd write "
-                          r"([\d.]+)\)", r.stdout)
-        self.assertIsNotNone(bound, r.stdout)
-        relaxed = re.search(r"memory relaxation: ([\d.]+) ms", r.stdout)
-        self.assertIsNotNone(relaxed, r.stdout)
-        rows = [float(x) for x in bound.groups()[1:]]
-        self.assertAlmostEqual(float(bound.group(1)),
-                               float(relaxed.group(1)), delta=1e-3)
-        self.assertGreater(float(relaxed.group(1)), max(rows),
-                           "the relaxation should be the binding row here")
+        self.check_relaxation_binds(
+            [tool("strata-compile"), self.work("relax-gpt.onnx"),
+             "--emit=plan-report", "--optimizer", "adamw", "--precision",
+             "bf16", "--profile", profile, "--gpu-mem", "1500MiB",
+             "--cpu-mem", "700GiB", "--ssd-dir", self.work("relax-ssd"),
+             "--planner-check"], r"([\d.]+) ms")
 
     def test_host_relaxation_bounds_every_enumerated_placement(self):
         """Without a GPU (the CPU backend: host copies on the compute
@@ -309,33 +319,15 @@ class Scale(unittest.TestCase):
             f.write("ssd_read_gbs 0.5\nssd_write_gbs 0.5\n"
                     "ssd_small_read_gbs 0.1\nssd_small_write_gbs 0.1\n"
                     "copy_gbs 1\n")
-        r = run([tool("strata-compile"), self.work("relax-cpu.onnx"),
-                 "--emit=plan-report", "--optimizer", "adamw", "--profile",
-                 profile, "--gpu-mem", "80MiB", "--cpu-mem", "16MiB",
-                 "--ssd-dir", self.work("relax-cpu-ssd"), "--planner-check",
-                 "--planner-evaluations", "20"])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stderr, r"layer placements enumerated and scored, "
-                         r"\d+ within the budgets, the fastest [\d.]+ ms; "
-                         r"the bound \([\d.]+ ms\) is under every one")
-        self.assertRegex(r.stderr, r"the bound holds for all \d+ of")
-        bound = re.search(r"planner bound: no placement within the budgets is "
-                          r"predicted under ([\d.]+) ms \(compute ([\d.]+), "
-                          r"host->device ([\d.]+), device->host ([\d.]+), "
-                          r"updates and fetches over the host link and the "
-                          r"CPU ([\d.]+), ssd read ([\d.]+), ssd write "
-                          r"([\d.]+)\)", r.stdout)
-        self.assertIsNotNone(bound, r.stdout)
-        relaxed = re.search(r"memory relaxation: ([\d.]+) ms \(.*at its "
-                            r"optimum: compute thread \(kernels and host "
-                            r"copies\) ([\d.]+), SSD reads ([\d.]+), SSD "
-                            r"writes ([\d.]+)", r.stdout)
-        self.assertIsNotNone(relaxed, r.stdout)
-        rows = [float(x) for x in bound.groups()[1:]]
-        self.assertAlmostEqual(float(bound.group(1)),
-                               float(relaxed.group(1)), delta=1e-3)
-        self.assertGreater(float(relaxed.group(1)), max(rows),
-                           "the relaxation should be the binding row here")
+        relaxed = self.check_relaxation_binds(
+            [tool("strata-compile"), self.work("relax-cpu.onnx"),
+             "--emit=plan-report", "--optimizer", "adamw", "--profile",
+             profile, "--gpu-mem", "80MiB", "--cpu-mem", "16MiB", "--ssd-dir",
+             self.work("relax-cpu-ssd"), "--planner-check",
+             "--planner-evaluations", "20"],
+            r"([\d.]+) ms \(.*at its optimum: compute thread \(kernels and "
+            r"host copies\) ([\d.]+), SSD reads ([\d.]+), SSD writes "
+            r"([\d.]+)")
         # At its optimum the busiest of its queues is the bound.
         queues = [float(x) for x in relaxed.groups()[1:]]
         self.assertAlmostEqual(max(queues), float(relaxed.group(1)),
