@@ -65,6 +65,29 @@ struct PredictTimePass
     return work * slow <= busy ? work * slow : busy + (work - busy / slow);
   }
 
+  /// `work` seconds of one SSD direction's work from `from` while the
+  /// other direction is busy until `other` (its work left then, at full
+  /// rate): the two share the drives, each running its slowdown times
+  /// slower while both run (1 + ssd_duplex_*_slowdown). Returns when this
+  /// work ends and moves `other` to when the other's ends: the slowdown
+  /// holds both ways over their whole overlap, whichever was issued
+  /// first. (The other queue's steps already replayed keep their ends;
+  /// what it runs next starts later.)
+  static double sharedDrives(double from, double work, double slow,
+                             double &other, double otherSlow) {
+    double left = other - from;
+    if (left <= 0)
+      return from + work;
+    if (work * slow <= left * otherSlow) {
+      double end = from + work * slow;
+      other = end + (left - work * slow / otherSlow);
+      return end;
+    }
+    double both = from + left * otherSlow;
+    other = both;
+    return both + (work - left * otherSlow / slow);
+  }
+
   /// Replays the runtime's schedule (runtime/exec/Executor.cpp on the CPU
   /// backend) with the plan's queues and waits (orderSteps): steps issued
   /// in issue order; kernels and host copies one after another on the
@@ -136,6 +159,15 @@ struct PredictTimePass
     }
     size_t areas =
         artifact::cpuStagingAreas(largestJob, exec::regionSizes(func).host);
+    // `work` seconds on SSD queue `mine` (0: reads, 1: writes) from
+    // `from`, sharing the drives with the other queue's work (which it
+    // delays in turn); when it ends.
+    auto ssd = [&](int mine, double from, double work) {
+      double slow[2] = {1 + m.ssdDuplexReadSlowdown,
+                        1 + m.ssdDuplexWriteSlowdown};
+      return sharedDrives(from, work, slow[mine], queueFree[1 - mine],
+                          slow[1 - mine]);
+    };
     // The predicted schedule, [queue, step, start us, end us] per span, for
     // the plan (artifact::PredictedSpan) and the HTML report.
     SmallVector<double> spans;
@@ -186,8 +218,7 @@ struct PredictTimePass
             double from = std::max({queueFree[0], clock, areaFree[area]});
             // The drives are shared with the writes, as for the SSD
             // transfers below.
-            queueFree[0] = from + stretched(read, 1 + m.ssdDuplexReadSlowdown,
-                                            std::max(0.0, queueFree[1] - from));
+            queueFree[0] = ssd(0, from, read);
             span(artifact::Queue::SsdRead, i, from, queueFree[0]);
             links.ssd += read;
             links.ssdRead += read;
@@ -202,9 +233,7 @@ struct PredictTimePass
         end[i] = cpuFree;
         if (pos + 1 == jobEnd && jobWrite > 0) {
           double from = std::max(queueFree[1], cpuFree);
-          queueFree[1] =
-              from + stretched(jobWrite, 1 + m.ssdDuplexWriteSlowdown,
-                               std::max(0.0, queueFree[0] - from));
+          queueFree[1] = ssd(1, from, jobWrite);
           span(artifact::Queue::SsdWrite, ordering.order[jobStart], from,
                queueFree[1]);
           links.ssd += jobWrite;
@@ -266,19 +295,21 @@ struct PredictTimePass
         double *engine = m.gpu > 0 ? &copyFree[mine] : nullptr;
         if (engine)
           start = std::max(start, *engine);
-        // While the other direction is busy the drives are shared: the
-        // transfer runs 1 + its direction's duplex slowdown times slower.
+        // While the other direction is busy the drives are shared: each
+        // runs 1 + its direction's duplex slowdown times slower.
         double work = transferSeconds(k, m, links);
         if (engine) {
           (mine == 0 ? links.toDevice : links.toHost) += work;
           ssdOnHostLink += work;
         }
-        double slow = 1 + (mine == 0 ? m.ssdDuplexReadSlowdown
-                                     : m.ssdDuplexWriteSlowdown);
-        double busy = std::max(0.0, queueFree[1 - mine] - start);
-        queueFree[mine] = start + stretched(work, slow, busy);
-        if (engine)
+        double other = queueFree[1 - mine];
+        queueFree[mine] = ssd(mine, start, work);
+        if (engine) {
           *engine = queueFree[mine];
+          // The other direction's engine, where its SSD transfer held it.
+          if (copyFree[1 - mine] == other)
+            copyFree[1 - mine] = queueFree[1 - mine];
+        }
         end[i] = queueFree[mine];
         span(q, i, start, queueFree[mine]);
         continue;

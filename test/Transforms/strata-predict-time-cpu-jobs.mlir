@@ -11,11 +11,17 @@
 // 200.256 -> 400.512, and its write follows its update: 400.784 ->
 // 601.296, the step's end.
 // CHECK: predicted_step_us = 601
-// With the duplex slowdowns (1: twice as slow), job B's read meets A's
-// write, busy until 400.784: its first 200.528 move 100.264 of its work,
-// the other 99.992 run alone, so it ends at 500.776; its update ends at
-// 500.792 and its write, with the reads done, at 701.304.
-// DUPLEX: predicted_step_us = 701
+// With the duplex slowdowns (1: twice as slow while both directions run),
+// job B's read, issued at 200.256, meets A's write (200.528 of its work
+// left then) and each slows the other: the read's 200.256 take 400.512, to
+// 600.768, while the write moves 200.256 of its work; the write's last
+// 0.272 run alone, to 601.04. B's update ends at 600.784 and its write,
+// with the reads done, runs 601.04 -> 801.552. (A slowdown that held only
+// for the transfer issued second would end A's write at 400.784 and the
+// step at 701.)
+// DUPLEX-DAG: predicted_ssd_read_us = 401
+// DUPLEX-DAG: predicted_ssd_write_us = 401
+// DUPLEX-DAG: predicted_step_us = 802
 func.func @main() {
   %g = exec.input "g" {offset = 0 : i64} : tensor<4x4xf32>
   %w1 = exec.param "w1" trainable {tier = #exec.tier<ssd>, offset = 0 : i64, value = dense<1.0> : tensor<4x4xf32>} : tensor<4x4xf32>
