@@ -76,6 +76,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     layerStage.clear();
     checkBestUs = -1;
     searchFailed = false;
+    emitted.clear();
     best = search(func, best);
     if (searchFailed || (plannerCheck && failed(checkScores(func))))
       return failure();
@@ -155,7 +156,8 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         for (auto [key, value] :
              {std::pair{"planner_relaxed_host_only", b.getI64IntegerAttr(1)},
               std::pair{"planner_relaxed_ssd_read_us", usFloor(r.ssdRead)},
-              std::pair{"planner_relaxed_ssd_write_us", usFloor(r.ssdWrite)}})
+              std::pair{"planner_relaxed_ssd_write_us", usFloor(r.ssdWrite)},
+              std::pair{"planner_relaxed_ssd_shared_us", usFloor(r.ssdShared)}})
           entries.push_back(b.getNamedAttr(key, value));
     }
     for (auto &[key, s] : naive)

@@ -90,7 +90,10 @@
 //   its writes: each write by an update of a tensor there, and the swap's
 //   store; each the time of one transfer of that size (the SSD store's
 //   latency and its rate at that size: PredictTime.cpp moves each tensor
-//   in one transfer, a CPU job each of its operands);
+//   in one transfer, a CPU job each of its operands); and the two
+//   directions together, which share the drives (each slower while both
+//   run, the profile's ssd_duplex_*_slowdown: two rows, argued where they
+//   are made);
 // * host memory: the tensors there, sum((h + c - cs) * bytes), within the
 //   host budget (a placement's host region holds at least them); device
 //   memory as above;
@@ -500,6 +503,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     kThread = 1,
     kSsdRead,
     kSsdWrite,
+    kSsdShared,
+    kSsdSharedToo,
     kCpu,
     kEarlyThread,
     kLateThread,
@@ -519,7 +524,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   }
   glp_set_row_bnds(lp, kThread, GLP_UP, 0,
                    -(in.forward + in.backward + allDevice));
-  for (int r : {kSsdRead, kSsdWrite, kCpu, kEarlyThread, kEarlySsdRead})
+  for (int r : {kSsdRead, kSsdWrite, kSsdShared, kSsdSharedToo, kCpu,
+                kEarlyThread, kEarlySsdRead})
     glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
   glp_set_row_bnds(lp, kLateThread, GLP_UP, 0, -(in.backward + lateDevice));
   glp_set_row_bnds(lp, kParams, GLP_UP, 0,
@@ -544,8 +550,30 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   int T = glp_add_cols(lp, 1);
   glp_set_col_bnds(lp, T, GLP_LO, 0, 0);
   glp_set_obj_coef(lp, T, 1);
-  for (int r : {kThread, kSsdRead, kSsdWrite, kCpu, kLateThread})
+  for (int r : {kThread, kSsdRead, kSsdWrite, kSsdShared, kSsdSharedToo, kCpu,
+                kLateThread})
     matrix.add(r, T, -1);
+  // The drives' two directions: while both run, reads run sR and writes
+  // sW times slower (1 + ssd_duplex_*_slowdown; PredictTime.cpp replays
+  // it so). With R seconds of reads and W of writes at full rate, of
+  // which both directions run together for a seconds, the drives are busy
+  // R + W - a * c, where c = 1/sR + 1/sW - 1 (what running together gains,
+  // none when it is not faster than one after the other), and a is at
+  // most sR * R and sW * W: T >= R + W - c * sR * R and
+  // T >= R + W - c * sW * W, two rows linear in the columns.
+  double sR = 1 + std::max(0.0, m.ssdDuplexReadSlowdown),
+         sW = 1 + std::max(0.0, m.ssdDuplexWriteSlowdown);
+  double gain = std::max(0.0, 1 / sR + 1 / sW - 1);
+  auto ssdRead = [&](int col, double seconds) {
+    matrix.add(kSsdRead, col, seconds);
+    matrix.add(kSsdShared, col, seconds * (1 - gain * sR));
+    matrix.add(kSsdSharedToo, col, seconds);
+  };
+  auto ssdWrite = [&](int col, double seconds) {
+    matrix.add(kSsdWrite, col, seconds);
+    matrix.add(kSsdShared, col, seconds);
+    matrix.add(kSsdSharedToo, col, seconds * (1 - gain * sW));
+  };
   int B = glp_add_cols(lp, 1);
   glp_set_col_bnds(lp, B, GLP_LO, in.forward, 0);
   for (int r : {kEarlyThread, kEarlySsdRead})
@@ -584,9 +612,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     ssdCol[i] = column(hasSsd);
     matrix.add(row, ssdCol[i], 1);
     if (hasSsd) {
-      matrix.add(kSsdRead, ssdCol[i],
-                 (t.reads + t.updateReads) * ssdIn(t.bytes));
-      matrix.add(kSsdWrite, ssdCol[i], t.updateWrites * ssdOut(t.bytes));
+      ssdRead(ssdCol[i], (t.reads + t.updateReads) * ssdIn(t.bytes));
+      ssdWrite(ssdCol[i], t.updateWrites * ssdOut(t.bytes));
       matrix.add(kEarlySsdRead, ssdCol[i], t.forwardReads * ssdIn(t.bytes));
     }
     cpuSsdCol[i] = column(hasSsd && t.update >= 0);
@@ -607,9 +634,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     matrix.add(kHost, cpuSsdCol[i], -gib);
     matrix.add(kThread, cpuSsdCol[i], -t.bytes * t.reads / copyIn);
     matrix.add(kEarlyThread, cpuSsdCol[i], -t.bytes * t.forwardReads / copyIn);
-    matrix.add(kSsdRead, cpuSsdCol[i],
-               (t.reads + t.updateReads) * ssdIn(t.bytes));
-    matrix.add(kSsdWrite, cpuSsdCol[i], t.updateWrites * ssdOut(t.bytes));
+    ssdRead(cpuSsdCol[i], (t.reads + t.updateReads) * ssdIn(t.bytes));
+    ssdWrite(cpuSsdCol[i], t.updateWrites * ssdOut(t.bytes));
     matrix.add(kEarlySsdRead, cpuSsdCol[i], t.forwardReads * ssdIn(t.bytes));
   }
   // Activations: kept (on the device at the boundary), swapped to host
@@ -629,8 +655,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     matrix.add(kBoundary, keep, bytes / kGiB);
     matrix.add(kThread, toHost, bytes / copyOut + bytes / copyIn);
     if (hasSsd) {
-      matrix.add(kSsdWrite, toSsd, ssdOut(bytes));
-      matrix.add(kSsdRead, toSsd, ssdIn(bytes));
+      ssdWrite(toSsd, ssdOut(bytes));
+      ssdRead(toSsd, ssdIn(bytes));
     }
     matrix.add(kThread, again, seconds);
   }
@@ -643,6 +669,9 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
                 glp_get_row_prim(lp, kThread) + t;
     r.ssdRead = glp_get_row_prim(lp, kSsdRead) + t;
     r.ssdWrite = glp_get_row_prim(lp, kSsdWrite) + t;
+    r.ssdShared = std::max(glp_get_row_prim(lp, kSsdShared),
+                           glp_get_row_prim(lp, kSsdSharedToo)) +
+                  t;
     r.cpu = glp_get_row_prim(lp, kCpu) + t;
     for (auto [i, tensor] : llvm::enumerate(in.tensors)) {
       double c =

@@ -41,6 +41,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -262,9 +263,10 @@ struct PlacementBound {
   /// device bytes taken off by each way of freeing memory.
   struct Relaxation {
     double compute = 0, toDevice = 0, toHost = 0, cpu = 0;
-    /// Without a GPU (hostOnly): the SSD's reads and writes; compute is
-    /// then the compute thread's, host copies included.
-    double ssdRead = 0, ssdWrite = 0;
+    /// Without a GPU (hostOnly): the SSD's reads and writes, and the
+    /// drives' busy time with both sharing them; compute is then the
+    /// compute thread's, host copies included.
+    double ssdRead = 0, ssdWrite = 0, ssdShared = 0;
     bool hostOnly = false;
     double recomputed = 0, swapped = 0, fetched = 0, cpuUpdated = 0;
   } relaxation;
@@ -465,6 +467,9 @@ private:
   /// A search emitted an error (a --planner-check that failed or could
   /// not run): the pass fails once every search has said its part.
   bool searchFailed = false;
+  /// The searches' diagnostics emitted so far (severity, message): each
+  /// is said once.
+  std::set<std::pair<int, std::string>> emitted;
   std::vector<std::pair<std::string, Score>> naive;
 };
 

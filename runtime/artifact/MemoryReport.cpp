@@ -187,10 +187,12 @@ std::string formatMemoryReport(const Plan &plan) {
         if (plan.memoryOf("planner_relaxed_host_only"))
           std::snprintf(queues, sizeof(queues),
                         "compute thread (kernels and host copies) %.3f, SSD "
-                        "reads %.3f, SSD writes %.3f",
+                        "reads %.3f, SSD writes %.3f, the drives both ways "
+                        "%.3f",
                         ms("planner_relaxed_compute_us"),
                         ms("planner_relaxed_ssd_read_us"),
-                        ms("planner_relaxed_ssd_write_us"));
+                        ms("planner_relaxed_ssd_write_us"),
+                        ms("planner_relaxed_ssd_shared_us"));
         else
           std::snprintf(queues, sizeof(queues),
                         "compute %.3f, host->device %.3f, device->host %.3f",

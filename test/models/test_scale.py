@@ -304,9 +304,13 @@ class Scale(unittest.TestCase):
         and host budgets that leave most of the optimizer state on a slow
         SSD, the memory relaxation prices the trade between the compute
         thread's copies and the SSD's reads (here above every other row of
-        the bound); --planner-check scores every configuration of both
-        layers (2,187 placements a base) and every placement the search
-        tried, and none within the budgets is under the bound."""
+        the bound), with the drives shared by the two directions (the
+        built-in profile's duplex slowdowns: reads and writes each run
+        1.5x slower while both run, so the drives are busy longer than
+        either direction alone); --planner-check scores every
+        configuration of both layers (2,187 placements a base) and every
+        placement the search tried, and none within the budgets is under
+        the bound."""
         if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
             self.skipTest("the compiler was built without GLPK: no "
                           "relaxation to check")
@@ -327,11 +331,15 @@ class Scale(unittest.TestCase):
              "--planner-evaluations", "20"],
             r"([\d.]+) ms \(.*at its optimum: compute thread \(kernels and "
             r"host copies\) ([\d.]+), SSD reads ([\d.]+), SSD writes "
-            r"([\d.]+)")
-        # At its optimum the busiest of its queues is the bound.
+            r"([\d.]+), the drives both ways ([\d.]+)")
+        # At its optimum the busiest of its queues is the bound, here the
+        # drives with both directions on them.
         queues = [float(x) for x in relaxed.groups()[1:]]
         self.assertAlmostEqual(max(queues), float(relaxed.group(1)),
                                delta=1e-2)
+        reads, writes, drives = queues[1:]
+        self.assertGreater(drives, max(reads, writes) + 1,
+                           "the drives' duplex rows should bind here")
 
     def test_synthetic_init_generates_fresh_weights(self):
         cfg = dict(family="gpt", layers=2, dim=64, heads=4, kv_heads=4,
