@@ -576,8 +576,12 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     for (std::thread &t : pool)
       t.join();
   }
+  // The searches often say the same (the layer stage's remarks, made by
+  // each search that runs it): each is emitted once a compile.
   for (Run &r : runs)
-    for (Deferred &d : r.diagnostics)
+    for (Deferred &d : r.diagnostics) {
+      if (!emitted.insert({static_cast<int>(d.severity), d.message}).second)
+        continue;
       switch (d.severity) {
       case DiagnosticSeverity::Error:
         emitError(d.loc) << d.message;
@@ -589,6 +593,7 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
       default:
         emitRemark(d.loc) << d.message;
       }
+    }
   return runs;
 }
 

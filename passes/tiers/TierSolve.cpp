@@ -578,9 +578,14 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
       split(0, n);
     };
     visit(0);
-    if (vectors > 2000000)
-      return func.emitError("planner check: the instance is too large to "
-                            "enumerate (over 2,000,000 count vectors)");
+    // Too large to enumerate: said, and the check of every scored
+    // placement against the bound (checkScores) still runs.
+    if (vectors > 2000000) {
+      func.emitRemark("planner check: the layer programme is too large to "
+                      "enumerate (over 2,000,000 count vectors); only the "
+                      "scored placements are checked against the bound");
+      return success();
+    }
     // Within GLPK's tolerances: its optimum can sit a few parts in a
     // million under the best vector (a bound row met to within its
     // feasibility tolerance), never further either way.
@@ -596,10 +601,13 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     for (const GroupType &t : measured)
       placements *= std::pow(static_cast<double>(t.configs.size()),
                              static_cast<double>(t.groups.size()));
-    if (placements > 20000)
-      return func.emitError("planner check: the instance is too large to "
-                            "enumerate (")
-             << placements << " placements)";
+    if (placements > 20000) {
+      func.emitRemark("planner check: the layer placements are too many to "
+                      "enumerate (")
+          << placements
+          << "); only the scored placements are checked against the bound";
+      return success();
+    }
     SmallVector<unsigned> of(groups.size(), 0);
     SmallVector<const SmallVector<unsigned> *> choicesOf(groups.size());
     for (const GroupType &t : measured)
