@@ -102,8 +102,10 @@
 //   kernel), and at least the SSD reads of the forward kernels (each ends
 //   before its kernel starts); what the thread runs from the first
 //   backward kernel on, the backward pass's kernels and the updates on the
-//   device whose gradients it makes, takes at most T - B.
-// Gradients' landing copies and the order of the SSD's reads are left out.
+//   device whose gradients it makes, takes at most T - B; and so does the
+//   SSD work of the CPU updates whose gradients it makes (their jobs'
+//   staging reads and write-backs, on the drives shared as above).
+// Gradients' landing copies and the rest of the SSD's order are left out.
 // --planner-check compares the bound with every placement it scores, and
 // with every layer placement of a small instance.
 //
@@ -493,9 +495,11 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   glp_prob *lp = glp_create_prob();
   glp_set_obj_dir(lp, GLP_MIN);
   // Rows: the compute thread (kernels and host copies), SSD reads, SSD
-  // writes and the CPU, each at most T; the compute thread's work before
-  // the first backward kernel (at most B) and its kernels after (at most
-  // T - B); the SSD reads of the forward pass (at most B); device memory
+  // writes, the drives both ways (two) and the CPU, each at most T; the
+  // compute thread's work before the first backward kernel (at most B) and
+  // its kernels after (at most T - B); the SSD reads of the forward pass
+  // (at most B); the late CPU updates' SSD work (four rows as above, at
+  // most T - B); device memory
   // (parameter region, and at the boundary), host memory; then one row
   // per tensor (its fractions summing to 1), one tying its share on the
   // SSD to its update's share on the CPU, and one per activation.
@@ -509,6 +513,10 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     kEarlyThread,
     kLateThread,
     kEarlySsdRead,
+    kLateSsdRead,
+    kLateSsdWrite,
+    kLateSsdShared,
+    kLateSsdSharedToo,
     kParams,
     kBoundary,
     kHost
@@ -525,7 +533,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   glp_set_row_bnds(lp, kThread, GLP_UP, 0,
                    -(in.forward + in.backward + allDevice));
   for (int r : {kSsdRead, kSsdWrite, kSsdShared, kSsdSharedToo, kCpu,
-                kEarlyThread, kEarlySsdRead})
+                kEarlyThread, kEarlySsdRead, kLateSsdRead, kLateSsdWrite,
+                kLateSsdShared, kLateSsdSharedToo})
     glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
   glp_set_row_bnds(lp, kLateThread, GLP_UP, 0, -(in.backward + lateDevice));
   glp_set_row_bnds(lp, kParams, GLP_UP, 0,
@@ -551,7 +560,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   glp_set_col_bnds(lp, T, GLP_LO, 0, 0);
   glp_set_obj_coef(lp, T, 1);
   for (int r : {kThread, kSsdRead, kSsdWrite, kSsdShared, kSsdSharedToo, kCpu,
-                kLateThread})
+                kLateThread, kLateSsdRead, kLateSsdWrite, kLateSsdShared,
+                kLateSsdSharedToo})
     matrix.add(r, T, -1);
   // The drives' two directions: while both run, reads run sR and writes
   // sW times slower (1 + ssd_duplex_*_slowdown; PredictTime.cpp replays
@@ -574,11 +584,29 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     matrix.add(kSsdShared, col, seconds);
     matrix.add(kSsdSharedToo, col, seconds * (1 - gain * sW));
   };
+  // The same rows over the SSD work that waits for the backward pass: a
+  // CPU update whose gradient a backward kernel makes is issued after
+  // that kernel (CPU steps keep their place in the issue order; only
+  // fetches are issued early), and its job's staging reads start no
+  // earlier than the issue reaches it, its write-backs after its update.
+  // The drives' busy time over R and W grows with both (its slope in R is
+  // sR * (1 - 1/sW) >= 0, in W alike), so whatever else they carry then,
+  // this work takes at most T - B.
+  auto lateSsd = [&](int col, double readSeconds, double writeSeconds) {
+    matrix.add(kLateSsdRead, col, readSeconds);
+    matrix.add(kLateSsdWrite, col, writeSeconds);
+    matrix.add(kLateSsdShared, col,
+               readSeconds * (1 - gain * sR) + writeSeconds);
+    matrix.add(kLateSsdSharedToo, col,
+               readSeconds + writeSeconds * (1 - gain * sW));
+  };
   int B = glp_add_cols(lp, 1);
   glp_set_col_bnds(lp, B, GLP_LO, in.forward, 0);
   for (int r : {kEarlyThread, kEarlySsdRead})
     matrix.add(r, B, -1);
-  matrix.add(kLateThread, B, 1);
+  for (int r : {kLateThread, kLateSsdRead, kLateSsdWrite, kLateSsdShared,
+                kLateSsdSharedToo})
+    matrix.add(r, B, 1);
   // An update on the CPU: its work there, and no kernel on the device.
   std::vector<int> cpuCol(in.updates.size());
   for (auto [u, up] : llvm::enumerate(in.updates)) {
@@ -636,6 +664,9 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     matrix.add(kEarlyThread, cpuSsdCol[i], -t.bytes * t.forwardReads / copyIn);
     ssdRead(cpuSsdCol[i], (t.reads + t.updateReads) * ssdIn(t.bytes));
     ssdWrite(cpuSsdCol[i], t.updateWrites * ssdOut(t.bytes));
+    if (in.updates[t.update].late)
+      lateSsd(cpuSsdCol[i], t.updateReads * ssdIn(t.bytes),
+              t.updateWrites * ssdOut(t.bytes));
     matrix.add(kEarlySsdRead, cpuSsdCol[i], t.forwardReads * ssdIn(t.bytes));
   }
   // Activations: kept (on the device at the boundary), swapped to host
