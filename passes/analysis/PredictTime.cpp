@@ -175,8 +175,10 @@ struct PredictTimePass
     // backward pass starts (which the tier planner's layer programme
     // bounds the step with), and when it starts.
     SmallVector<std::tuple<artifact::Queue, double, double>> busy;
-    // The compute thread's idle time, by the queue it waited for.
-    double waitedOn[artifact::kNumQueues] = {};
+    // The compute thread's idle time, by the queue it waited for; of its
+    // waits for CPU updates, those for jobs with SSD operands.
+    double waitedOn[artifact::kNumQueues] = {}, waitedOnDrives = 0;
+    std::vector<char> onDrives(n, 0);
     // The communication queue (all_reduce across data-parallel ranks): when
     // it is next free, and its busy time.
     double commFree = 0, commBusy = 0;
@@ -224,6 +226,10 @@ struct PredictTimePass
             links.ssdRead += read;
             start = std::max(start, queueFree[0]);
           }
+          // A job with SSD operands is done once the drives have read
+          // them and written them back.
+          for (size_t p = pos; p < jobEnd; ++p)
+            onDrives[ordering.order[p]] = read > 0 || jobWrite > 0;
           cpuFree = start;
         }
         double work = cpuUpdateSeconds(k, m, first, /*ssd=*/false);
@@ -318,8 +324,11 @@ struct PredictTimePass
       // time is charged to the queue of that wait.
       int binding = -1;
       double start = waited(i, clock, &binding);
-      if (binding >= 0)
+      if (binding >= 0) {
         waitedOn[static_cast<int>(ordering.queues[binding])] += start - clock;
+        if (onDrives[binding])
+          waitedOnDrives += start - clock;
+      }
       if (backwardStart < 0 && !isTransfer(k) && markers::isBackward(k))
         backwardStart = start;
       double seconds;
@@ -415,6 +424,13 @@ struct PredictTimePass
       entries.set("predicted_comm_us", us(commBusy));
       entries.set("predicted_wait_comm_us",
                   us(waitedOn[static_cast<int>(artifact::Queue::Comm)]));
+      setDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(
+          func, entries.getDictionary(func.getContext()));
+    }
+    if (waitedOnDrives > 0) {
+      NamedAttrList entries(
+          getDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(func));
+      entries.set("predicted_wait_cpu_ssd_us", us(waitedOnDrives));
       setDeclaredAttr<exec::ExecDialect::PredictedAttrHelper>(
           func, entries.getDictionary(func.getContext()));
     }

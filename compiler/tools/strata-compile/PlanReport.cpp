@@ -285,6 +285,13 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
       if (uint64_t us = plan.memoryOf(w.key); us >= 500) {
         out += between + std::string(w.name) + " " + formatSeconds(us * 1e-6);
         between = ", ";
+        // Updates with SSD operands: their jobs are done once the drives
+        // have read them and written them back.
+        uint64_t ssd = plan.memoryOf("predicted_wait_cpu_ssd_us");
+        if (std::string(w.key) == "predicted_wait_cpu_us" && ssd >= 500)
+          out += " (" + formatSeconds(ssd * 1e-6) +
+                 " of it for jobs with SSD operands, done once the drives "
+                 "have read them and written them back)";
       }
     if (*between == ' ')
       out += " nothing";
