@@ -152,6 +152,31 @@ class Scale(unittest.TestCase):
         self.assertIn("CPU-update SSD staging: %s of host memory" %
                       staging.group(1), inspect)
 
+    def test_planner_check_on_a_model_too_large_to_enumerate(self):
+        """--planner-check on a model whose layer programme is too large to
+        enumerate (12 layers: over 2,000,000 count vectors) says so in a
+        remark, once, and still checks the bound against every placement
+        the search scored; it used to fail the compile, once a search."""
+        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
+            self.skipTest("the compiler was built without GLPK: no layer "
+                          "programme to enumerate")
+        cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
+                   hidden=352, vocab=512)
+        synthetic.write(ARGS.work, "check-llama", cfg, 2, 64)
+        r = run([tool("strata-compile"), self.work("check-llama.onnx"),
+                 "--emit=plan-report", "--optimizer", "adamw", "--gpu-mem",
+                 "12MiB", "--cpu-mem", "20MiB", "--ssd-dir",
+                 self.work("check-ssd"), "--planner-check",
+                 "--planner-evaluations", "5"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("error:", r.stderr)
+        self.assertEqual(r.stderr.count("too large to enumerate"), 1,
+                         r.stderr)
+        held = re.search(r"the bound holds for all (\d+) of (\d+) "
+                         r"placements scored within the budgets", r.stderr)
+        self.assertIsNotNone(held, r.stderr)
+        self.assertGreater(int(held.group(1)), 0)
+
     def test_forced_searches_that_cannot_fit_are_left_out(self):
         """With every class left to it the planner also makes the search
         a run forcing each class would make. Where the tensors a forced
