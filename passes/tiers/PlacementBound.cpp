@@ -574,15 +574,23 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   double sR = 1 + std::max(0.0, m.ssdDuplexReadSlowdown),
          sW = 1 + std::max(0.0, m.ssdDuplexWriteSlowdown);
   double gain = std::max(0.0, 1 / sR + 1 / sW - 1);
+  // `readSeconds` and `writeSeconds` of column `col` on the SSD rows from
+  // `rows` on: reads, writes, and the two rows of the drives shared.
+  auto drives = [&](int rows, int col, double readSeconds,
+                    double writeSeconds) {
+    matrix.add(rows, col, readSeconds);
+    matrix.add(rows + 1, col, writeSeconds);
+    matrix.add(rows + 2, col, readSeconds * (1 - gain * sR) + writeSeconds);
+    matrix.add(rows + 3, col, readSeconds + writeSeconds * (1 - gain * sW));
+  };
+  static_assert(kSsdSharedToo == kSsdRead + 3 &&
+                    kLateSsdSharedToo == kLateSsdRead + 3,
+                "drives() takes each set of SSD rows in this order");
   auto ssdRead = [&](int col, double seconds) {
-    matrix.add(kSsdRead, col, seconds);
-    matrix.add(kSsdShared, col, seconds * (1 - gain * sR));
-    matrix.add(kSsdSharedToo, col, seconds);
+    drives(kSsdRead, col, seconds, 0);
   };
   auto ssdWrite = [&](int col, double seconds) {
-    matrix.add(kSsdWrite, col, seconds);
-    matrix.add(kSsdShared, col, seconds);
-    matrix.add(kSsdSharedToo, col, seconds * (1 - gain * sW));
+    drives(kSsdRead, col, 0, seconds);
   };
   // The same rows over the SSD work that waits for the backward pass: a
   // CPU update whose gradient a backward kernel makes is issued after
@@ -592,14 +600,6 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
   // The drives' busy time over R and W grows with both (its slope in R is
   // sR * (1 - 1/sW) >= 0, in W alike), so whatever else they carry then,
   // this work takes at most T - B.
-  auto lateSsd = [&](int col, double readSeconds, double writeSeconds) {
-    matrix.add(kLateSsdRead, col, readSeconds);
-    matrix.add(kLateSsdWrite, col, writeSeconds);
-    matrix.add(kLateSsdShared, col,
-               readSeconds * (1 - gain * sR) + writeSeconds);
-    matrix.add(kLateSsdSharedToo, col,
-               readSeconds + writeSeconds * (1 - gain * sW));
-  };
   int B = glp_add_cols(lp, 1);
   glp_set_col_bnds(lp, B, GLP_LO, in.forward, 0);
   for (int r : {kEarlyThread, kEarlySsdRead})
@@ -665,8 +665,8 @@ void relaxHostOnly(func::FuncOp func, const MachineProfile &m, double gpuMem,
     ssdRead(cpuSsdCol[i], (t.reads + t.updateReads) * ssdIn(t.bytes));
     ssdWrite(cpuSsdCol[i], t.updateWrites * ssdOut(t.bytes));
     if (in.updates[t.update].late)
-      lateSsd(cpuSsdCol[i], t.updateReads * ssdIn(t.bytes),
-              t.updateWrites * ssdOut(t.bytes));
+      drives(kLateSsdRead, cpuSsdCol[i], t.updateReads * ssdIn(t.bytes),
+             t.updateWrites * ssdOut(t.bytes));
     matrix.add(kEarlySsdRead, cpuSsdCol[i], t.forwardReads * ssdIn(t.bytes));
   }
   // Activations: kept (on the device at the boundary), swapped to host

@@ -46,6 +46,15 @@ def peak_rss(cmd):
 
 class Scale(unittest.TestCase):
     RULES = ["--synthetic-init=" + r for r in synthetic.INIT_RULES]
+    # A 12-layer LLaMA small enough to plan in seconds under tight budgets.
+    LLAMA12 = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
+                   hidden=352, vocab=512)
+
+    def skip_without_glpk(self, what):
+        """Skips the test where the compiler was built without GLPK (the
+        ASan leg): `what` is what there is then nothing of."""
+        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
+            self.skipTest("the compiler was built without GLPK: no " + what)
 
     def work(self, name):
         return os.path.join(ARGS.work, name)
@@ -123,8 +132,7 @@ class Scale(unittest.TestCase):
         scores under a budget of 1 against 1,306 under 40.) And the plan
         report gives the host memory CPU updates stage SSD operands in, as
         strata-inspect finds it in the artifact."""
-        cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
-                   hidden=352, vocab=512)
+        cfg = dict(self.LLAMA12)
         synthetic.write(ARGS.work, "budget-llama", cfg, 2, 64)
         model = self.work("budget-llama.onnx")
         flags = ["--optimizer", "adamw", "--gpu-mem", "12MiB",
@@ -157,11 +165,8 @@ class Scale(unittest.TestCase):
         enumerate (12 layers: over 2,000,000 count vectors) says so in a
         remark, once, and still checks the bound against every placement
         the search scored; it used to fail the compile, once a search."""
-        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
-            self.skipTest("the compiler was built without GLPK: no layer "
-                          "programme to enumerate")
-        cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
-                   hidden=352, vocab=512)
+        self.skip_without_glpk("layer programme to enumerate")
+        cfg = dict(self.LLAMA12)
         synthetic.write(ARGS.work, "check-llama", cfg, 2, 64)
         r = run([tool("strata-compile"), self.work("check-llama.onnx"),
                  "--emit=plan-report", "--optimizer", "adamw", "--gpu-mem",
@@ -185,8 +190,7 @@ class Scale(unittest.TestCase):
         activation kept on the device), that run cannot meet the budgets:
         its search is left out (a remark says how many), and the forced
         compile itself is refused for that tier's budget."""
-        cfg = dict(family="llama", layers=12, dim=128, heads=4, kv_heads=4,
-                   hidden=352, vocab=512)
+        cfg = dict(self.LLAMA12)
         synthetic.write(ARGS.work, "forced-llama", cfg, 2, 64)
         model = self.work("forced-llama.onnx")
         # About 9.8 MiB of parameters, 19.6 MiB of AdamW state and more
@@ -308,9 +312,7 @@ class Scale(unittest.TestCase):
         other row of it; --planner-check scores every configuration of
         every layer (about 4,000 placements) and every placement the
         search tried, and none within the budgets is under the bound."""
-        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
-            self.skipTest("the compiler was built without GLPK: no "
-                          "relaxation to check")
+        self.skip_without_glpk("relaxation to check")
         cfg = dict(family="gpt", layers=2, dim=2048, heads=16, kv_heads=16,
                    hidden=8192, vocab=32000)
         synthetic.write(ARGS.work, "relax-gpt", cfg, 4, 1024)
@@ -336,9 +338,7 @@ class Scale(unittest.TestCase):
         configuration of both layers (2,187 placements a base) and every
         placement the search tried, and none within the budgets is under
         the bound."""
-        if os.environ.get("STRATA_EXPECT_NO_GLPK") == "1":
-            self.skipTest("the compiler was built without GLPK: no "
-                          "relaxation to check")
+        self.skip_without_glpk("relaxation to check")
         cfg = dict(family="gpt", layers=2, dim=512, heads=8, kv_heads=8,
                    hidden=2048, vocab=8192)
         synthetic.write(ARGS.work, "relax-cpu", cfg, 1, 64)
