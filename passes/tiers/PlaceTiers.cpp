@@ -62,6 +62,10 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     actBytes.push_back(storageBytes(v.getType()));
   for (Value g : gradientCandidates(body))
     gradBytes.push_back(storageBytes(g.getType()));
+  storedBytes.clear();
+  for (exec::ParamOp p : body.getOps<exec::ParamOp>())
+    storedBytes.push_back(artifact::alignUp(storageBytes(p.getType()),
+                                            artifact::kParamAlignment));
   Placement best = forced(func, actBytes.size(), gradBytes.size());
   bool anyAuto = placeActivations == "auto" || placeParams == "auto" ||
                  placeStates == "auto" || placeGradients == "auto";

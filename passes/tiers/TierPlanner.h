@@ -229,6 +229,14 @@ uint64_t hostBytes(mlir::func::FuncOp func, const Placement &placement);
 /// weight.exp_avg"); empty when it has none.
 std::string layerOf(llvm::StringRef name);
 
+/// Orders layers (layerOf's keys) as they stand in the model, their
+/// numbers compared as numbers: "h.2" before "h.10".
+struct LayerOrder {
+  bool operator()(const std::string &a, const std::string &b) const {
+    return llvm::StringRef(a).compare_numeric(b) < 0;
+  }
+};
+
 /// A swap space `name` on `tier` for `value`, which is stored into it
 /// right after `after`. Returns the space.
 mlir::Value storeAfter(mlir::Block &body, mlir::Operation *after,
@@ -376,6 +384,18 @@ private:
   void greedyActivations(mlir::func::FuncOp func, Placement &out, Policy policy,
                          uint64_t resident, uint64_t &host);
   Score score(mlir::func::FuncOp func, const Placement &placement);
+  /// Whether `placement` is over a budget whatever the memory plan makes
+  /// of it: the stored tensors it puts on the device, or those it puts
+  /// on the host, take more than that tier's budget by themselves.
+  bool certainlyOver(const Placement &placement) const;
+  /// The score of `placement` when it could be kept over `incumbent` (a
+  /// score within the budgets, which no placement over them beats);
+  /// nullopt, without scoring, where it is certainly over a budget. It
+  /// counts as an evaluation either way, so a search takes the same path
+  /// as if every candidate were scored.
+  std::optional<Score> scoreAgainst(mlir::func::FuncOp func,
+                                    const Placement &placement,
+                                    const Score &incumbent);
   void progressLine();
   Score scoreOnClone(mlir::func::FuncOp func, const Placement &placement);
   void offDevice(llvm::ArrayRef<uint64_t> bytes,
@@ -449,6 +469,8 @@ private:
   std::shared_ptr<SharedScores> shared = std::make_shared<SharedScores>();
   /// Sizes of the activation and gradient swap candidates, by index.
   llvm::SmallVector<uint64_t> actBytes, gradBytes;
+  /// What each `exec.param` (in program order) takes in its region.
+  llvm::SmallVector<uint64_t> storedBytes;
   int64_t evaluated = 0;
   /// The forced classes' searches left out: their class alone is over
   /// the device budget (search()).

@@ -245,6 +245,40 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   return s;
 }
 
+bool TierPlanner::certainlyOver(const Placement &placement) const {
+  // The memory plan lays the parameter region and the host region out
+  // from the stored tensors of each tier, each aligned as here, and adds
+  // to them (the arena beside the device region; swap spaces, landing
+  // buffers and staging to the host's).
+  uint64_t device = 0, host = 0;
+  for (auto [tier, bytes] : llvm::zip(placement.tiers, storedBytes)) {
+    if (tier == Tier::Host)
+      host += bytes;
+    else if (tier == Tier::Device)
+      device += bytes;
+  }
+  return (gpuMem > 0 && device > uint64_t(gpuMem)) ||
+         (cpuMem > 0 && host > uint64_t(cpuMem));
+}
+
+std::optional<Score> TierPlanner::scoreAgainst(func::FuncOp func,
+                                               const Placement &placement,
+                                               const Score &incumbent) {
+  if (!incumbent.fits() || !certainlyOver(placement))
+    return score(func, placement);
+  // --planner-check scores it anyway: it must not fit.
+  if (plannerCheck) {
+    if (score(func, placement).fits()) {
+      searchFailed = true;
+      func.emitError("planner check: a placement whose stored tensors "
+                     "alone exceed a budget was scored within the budgets");
+    }
+  } else {
+    ++evaluated;
+  }
+  return std::nullopt;
+}
+
 /// With `progress`: a line every few seconds, only when planning runs
 /// that long (called with the shared lock held, once per evaluation).
 void TierPlanner::progressLine() {
@@ -857,9 +891,10 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
   auto attempt = [&](Placement trial) {
     if (evaluated >= limit)
       return false;
-    Score s = score(func, trial);
-    if (!(s < bestScore))
+    std::optional<Score> scored = scoreAgainst(func, trial, bestScore);
+    if (!scored || !(*scored < bestScore))
       return false;
+    Score s = *scored;
     best = std::move(trial);
     bestScore = chosen = s;
     improved = true;
@@ -885,7 +920,7 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
   // Whole classes and whole layers of stored tensors (the indices of
   // the automatic ones).
   SmallVector<unsigned> paramIdx, stateIdx;
-  std::map<std::string, SmallVector<unsigned>> layers;
+  std::map<std::string, SmallVector<unsigned>, LayerOrder> layers;
   for (auto [i, p] :
        llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>())) {
     if (!isAuto(p))
@@ -895,9 +930,13 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
     if (!key.empty())
       layers[key].push_back(i);
   }
+  SmallVector<ArrayRef<unsigned>> layerList;
+  for (auto &entry : layers)
+    layerList.push_back(entry.second);
   // Sets every choice of `field` at `indices` (all when empty) to `value`
-  // and scores that, unless nothing changes.
-  auto setAll = [&](auto field, ArrayRef<unsigned> indices, auto value) {
+  // and scores that, unless nothing changes; whether it was kept.
+  auto setAll = [&](auto field, ArrayRef<unsigned> indices,
+                    auto value) -> bool {
     Placement trial = best;
     bool changed = false;
     auto set = [&](unsigned i) {
@@ -909,8 +948,7 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
         set(i);
     else
       llvm::for_each(indices, set);
-    if (changed)
-      attempt(std::move(trial));
+    return changed && attempt(std::move(trial));
   };
   while (improved && evaluated < limit) {
     improved = false;
@@ -938,10 +976,34 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
     if (mode(Class::Gradients) == "auto" && !best.grads.empty())
       for (Act g : gradAlternatives)
         setAll(&Placement::grads, {}, g);
-    if (layers.size() > 1)
-      for (auto &[key, indices] : layers)
-        for (Tier t : tierAlternatives)
-          setAll(&Placement::tiers, indices, t);
+    // Whole layers, in model order. A transformer's layers are alike, so
+    // a move that pays off on one usually pays off on the next ones too,
+    // each a small step (at 175B a step of 0.15% per layer, two scores
+    // each, ran the search out of its budget while still descending):
+    // once a layer's move is kept, the same move is tried on the next 2
+    // layers at once, then the next 4, 8, ..., while each is kept, so k
+    // layers take about log2(k) scores; the main loop goes on after the
+    // last layer moved.
+    if (layerList.size() > 1)
+      for (size_t l = 0; l < layerList.size(); ++l)
+        for (Tier t : tierAlternatives) {
+          if (!setAll(&Placement::tiers, layerList[l], t))
+            continue;
+          size_t next = l + 1;
+          for (size_t batch = 2; next < layerList.size(); batch *= 2) {
+            size_t end = std::min(layerList.size(), next + batch);
+            SmallVector<unsigned> indices;
+            for (size_t k = next; k < end; ++k)
+              indices.append(layerList[k].begin(), layerList[k].end());
+            if (!setAll(&Placement::tiers, indices, t))
+              break;
+            next = end;
+          }
+          if (next > l + 1) {
+            l = next - 1;
+            break;
+          }
+        }
     moves(&Placement::acts, actOrder, actAlternatives, [&](Act cur, Act alt) {
       if (alt == Act::Recompute)
         return bestScore.fits() ? cur != Act::Keep : cur == Act::Keep;

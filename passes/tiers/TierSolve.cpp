@@ -44,7 +44,8 @@
 //    model is linear, the arena's packing is not quite), the budget's row is
 //    tightened by the excess and the programme solved again. Then single groups
 //    move between configurations, the moves the model rates best first, while
-//    the scored step drops.
+//    the scored step drops; a move kept is made again for 2, 4, ... more
+//    groups while that pays.
 //
 // What is exact and what is not: the programme's optimum is exact for the
 // linear model over these configurations; the replayed step of what it
@@ -433,7 +434,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   // Whether a programme's search stopped at kMaxNodes (said in the remark).
   bool unproven = false;
   // Step 1: the groups and their types.
-  std::map<std::string, Group> byKey;
+  std::map<std::string, Group, LayerOrder> byKey;
   SmallVector<Role> roles(all.size(), Role::Other);
   for (auto [i, p] : llvm::enumerate(all)) {
     if (!isAuto(p) || p->use_empty())
@@ -773,10 +774,31 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   const int refineScores = static_cast<int>(std::max<int64_t>(
       16, plannerEvaluations / (2 * static_cast<int64_t>(solutions.size()))));
   constexpr int kTriesPerRound = 6;
+  // A move that pays off for one group usually does for several (the
+  // programme's linear model of the step misses by a few groups either
+  // way): once kept, it is made for 2 more groups at once, then 4, ...,
+  // while each is kept.
+  struct Move {
+    double modelled;
+    Counts counts;
+    size_t type, from, to;
+  };
   for (Solution &sol : solutions) {
     bool last = sol.placed.label.find("last") != std::string::npos;
+    auto keepIfBetter = [&](Counts counts) {
+      Placement p = build(*sol.base, spread(counts, last));
+      p.label = sol.placed.label;
+      std::optional<Score> scored = scoreAgainst(func, p, sol.score);
+      if (!scored || !(*scored < sol.score))
+        return false;
+      Score s = *scored;
+      sol.placed = std::move(p);
+      sol.score = s;
+      sol.counts = std::move(counts);
+      return true;
+    };
     for (int spent = 0; spent < refineScores;) {
-      SmallVector<std::pair<double, Counts>> moves;
+      SmallVector<Move> moves;
       bool over = !sol.score.fits();
       for (auto [t, type] : llvm::enumerate(sol.measured))
         for (size_t from = 0; from < type.configs.size(); ++from) {
@@ -792,26 +814,34 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
             --next[t][from];
             ++next[t][to];
             Usage u = modelled(sol.measured, sol.ref, next);
-            moves.push_back({over ? u.device : objective(u), std::move(next)});
+            moves.push_back(
+                {over ? u.device : objective(u), std::move(next), t, from, to});
           }
         }
-      llvm::sort(moves, [](const auto &a, const auto &b) {
-        return a.first < b.first;
+      llvm::stable_sort(moves, [](const Move &a, const Move &b) {
+        return a.modelled < b.modelled;
       });
       bool improved = false;
       for (size_t k = 0;
            k < moves.size() && k < kTriesPerRound && spent < refineScores;
-           ++k, ++spent) {
-        Placement p = build(*sol.base, spread(moves[k].second, last));
-        p.label = sol.placed.label;
-        Score s = score(func, p);
-        if (s < sol.score) {
-          sol.placed = std::move(p);
-          sol.score = s;
-          sol.counts = moves[k].second;
-          improved = true;
-          break;
+           ++k) {
+        ++spent;
+        if (!keepIfBetter(moves[k].counts))
+          continue;
+        improved = true;
+        const Move &m = moves[k];
+        for (int64_t more = 2; spent < refineScores; more *= 2) {
+          int64_t n = std::min(more, sol.counts[m.type][m.from]);
+          if (n == 0)
+            break;
+          Counts next = sol.counts;
+          next[m.type][m.from] -= n;
+          next[m.type][m.to] += n;
+          ++spent;
+          if (!keepIfBetter(std::move(next)))
+            break;
         }
+        break;
       }
       if (!improved)
         break;
