@@ -72,7 +72,7 @@ struct TierOptions {
   bool speculateUpdates = true;
   std::string lowCopies = "on";
   bool deferCopyValues = false;
-  int64_t plannerEvaluations = 200, plannerThreads = 0;
+  int64_t plannerEvaluations = 100, plannerThreads = 0;
   double prefetchLead = 3.0;
   bool plannerCheck = false, progress = false;
   /// Budgets in bytes (0: none); written with units where given as text.

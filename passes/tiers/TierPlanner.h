@@ -64,6 +64,9 @@ enum class Act : uint8_t { Keep, Host, Ssd, Recompute };
 
 const char *actName(Act a);
 
+/// Where a placement runs an update.
+enum class UpdateOn : uint8_t { Auto, Cpu, Device };
+
 /// One placement of a function: the tier of each `exec.param` and the fate
 /// of each swap candidate, both in program order. Applying it to the same
 /// function always gives the same program, so the planner can compare
@@ -74,11 +77,12 @@ struct Placement {
   llvm::SmallVector<Act> acts;
   /// Per gradient candidate: Keep, Host or Ssd.
   llvm::SmallVector<Act> grads;
-  /// Per `exec.param`, in program order: whether the update of this
-  /// trainable parameter runs on the CPU (it can only where the parameter,
-  /// its low-precision copy and its states are off the device). Empty: no
-  /// decision, --strata-offload-optimizer compares the two paths itself.
-  llvm::SmallVector<bool> cpu;
+  /// Per `exec.param`, in program order: where the update of this
+  /// trainable parameter runs (on the CPU only where the parameter, its
+  /// low-precision copy and its states are off the device). Auto, or
+  /// empty for all: --strata-offload-optimizer compares the two paths
+  /// itself, for that update alone.
+  llvm::SmallVector<UpdateOn> updates;
 };
 
 /// What a scored placement uses: each queue's busy seconds and the bytes

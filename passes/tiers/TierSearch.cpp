@@ -218,7 +218,7 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   // whatever was scored before it, by it or by another search).
   std::string key;
   key.reserve(placement.tiers.size() + placement.acts.size() +
-              placement.grads.size() + placement.cpu.size() + 3);
+              placement.grads.size() + placement.tiers.size() + 3);
   for (Tier t : placement.tiers)
     key.push_back(static_cast<char>(t));
   key.push_back('|');
@@ -228,8 +228,12 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   for (Act a : placement.grads)
     key.push_back(static_cast<char>(a));
   key.push_back('|');
-  for (bool c : placement.cpu)
-    key.push_back(c ? 'c' : 'd');
+  // No decisions and every decision Auto are the same placement.
+  for (size_t i = 0; i < placement.tiers.size(); ++i) {
+    UpdateOn u =
+        placement.updates.empty() ? UpdateOn::Auto : placement.updates[i];
+    key.push_back(u == UpdateOn::Cpu ? 'c' : u == UpdateOn::Device ? 'd' : 'a');
+  }
   key += "|" + std::to_string(lead);
   {
     std::lock_guard<std::mutex> lock(shared->mutex);
@@ -920,19 +924,37 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
   // Whole classes and whole layers of stored tensors (the indices of
   // the automatic ones).
   SmallVector<unsigned> paramIdx, stateIdx;
-  std::map<std::string, SmallVector<unsigned>, LayerOrder> layers;
+  // Per layer, its automatic tensors and, of them, the trainable
+  // parameters (whose updates run on the CPU or the device).
+  std::map<std::string, std::pair<SmallVector<unsigned>, SmallVector<unsigned>>,
+           LayerOrder>
+      layers;
   for (auto [i, p] :
        llvm::enumerate(func.getBody().front().getOps<exec::ParamOp>())) {
     if (!isAuto(p))
       continue;
     (p.getState() ? stateIdx : paramIdx).push_back(i);
     std::string key = layerOf(p.getName());
-    if (!key.empty())
-      layers[key].push_back(i);
+    if (key.empty())
+      continue;
+    layers[key].first.push_back(i);
+    if (p.getTrainable() && !p.getState() && !p.getCopyOf() && !p.getConstant())
+      layers[key].second.push_back(i);
   }
-  SmallVector<ArrayRef<unsigned>> layerList;
-  for (auto &entry : layers)
-    layerList.push_back(entry.second);
+  SmallVector<ArrayRef<unsigned>> layerList, masterList;
+  for (auto &entry : layers) {
+    layerList.push_back(entry.second.first);
+    masterList.push_back(entry.second.second);
+  }
+  // Where the updates run is the placement's to say (markUpdates) once a
+  // move sets it for a layer; until then --strata-offload-optimizer
+  // compares each update's two paths alone, which can load the CPU with
+  // more updates than the backward pass hides while the host link idles.
+  bool updatesAuto =
+      placeUpdates == "auto" &&
+      llvm::any_of(masterList, [](auto m) { return !m.empty(); });
+  if (updatesAuto && best.updates.empty())
+    best.updates.assign(best.tiers.size(), UpdateOn::Auto);
   // Sets every choice of `field` at `indices` (all when empty) to `value`
   // and scores that, unless nothing changes; whether it was kept.
   auto setAll = [&](auto field, ArrayRef<unsigned> indices,
@@ -984,18 +1006,20 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
     // layers at once, then the next 4, 8, ..., while each is kept, so k
     // layers take about log2(k) scores; the main loop goes on after the
     // last layer moved.
-    if (layerList.size() > 1)
-      for (size_t l = 0; l < layerList.size(); ++l)
-        for (Tier t : tierAlternatives) {
-          if (!setAll(&Placement::tiers, layerList[l], t))
+    auto layerMoves = [&](auto field, ArrayRef<ArrayRef<unsigned>> lists,
+                          auto alternatives, auto applies) {
+      for (size_t l = 0; l < lists.size(); ++l)
+        for (auto value : alternatives) {
+          if (!applies(lists[l]) || !setAll(field, lists[l], value))
             continue;
           size_t next = l + 1;
-          for (size_t batch = 2; next < layerList.size(); batch *= 2) {
-            size_t end = std::min(layerList.size(), next + batch);
+          for (size_t batch = 2; next < lists.size(); batch *= 2) {
+            size_t end = std::min(lists.size(), next + batch);
             SmallVector<unsigned> indices;
             for (size_t k = next; k < end; ++k)
-              indices.append(layerList[k].begin(), layerList[k].end());
-            if (!setAll(&Placement::tiers, indices, t))
+              if (applies(lists[k]))
+                indices.append(lists[k].begin(), lists[k].end());
+            if (indices.empty() || !setAll(field, indices, value))
               break;
             next = end;
           }
@@ -1004,6 +1028,26 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
             break;
           }
         }
+    };
+    if (layerList.size() > 1) {
+      // Where each layer's updates run, on the CPU or on the device, for
+      // its parameters off the device (the others update on the device).
+      if (updatesAuto) {
+        SmallVector<SmallVector<unsigned>> offDevice(masterList.size());
+        for (auto [masters, off] : llvm::zip(masterList, offDevice))
+          for (unsigned i : masters)
+            if (best.tiers[i] != Tier::Device)
+              off.push_back(i);
+        SmallVector<ArrayRef<unsigned>> lists(offDevice.begin(),
+                                              offDevice.end());
+        layerMoves(
+            &Placement::updates, lists,
+            std::initializer_list<UpdateOn>{UpdateOn::Device, UpdateOn::Cpu},
+            [](ArrayRef<unsigned> off) { return !off.empty(); });
+      }
+      layerMoves(&Placement::tiers, layerList, tierAlternatives,
+                 [](ArrayRef<unsigned>) { return true; });
+    }
     moves(&Placement::acts, actOrder, actAlternatives, [&](Act cur, Act alt) {
       if (alt == Act::Recompute)
         return bestScore.fits() ? cur != Act::Keep : cur == Act::Keep;
