@@ -331,8 +331,8 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     greedy and least-device starts of every one-class forced placement
     (`states=ssd`, ...), then moves whole classes, whole layers (a move
     kept is tried on the next 2, 4, 8, ... layers at once), where each
-    layer's updates run, and single tensors while the score (bytes over the budgets, then predicted step)
-    improves; with what is left, it searches once more per class from the
+    layer's updates run, and single tensors while the score (bytes over
+    the budgets, then predicted step) improves; with what is left, it searches once more per class from the
     best start with that class on one tier, holding it there. Up to
     `planner-evaluations` scores. With every class left to it, the planner
     then also makes, for every one-class forced placement, the same search

@@ -998,10 +998,11 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
     if (mode(Class::Gradients) == "auto" && !best.grads.empty())
       for (Act g : gradAlternatives)
         setAll(&Placement::grads, {}, g);
-    // Whole layers, in model order. A transformer's layers are alike, so
-    // a move that pays off on one usually pays off on the next ones too,
-    // each a small step (at 175B a step of 0.15% per layer, two scores
-    // each, ran the search out of its budget while still descending):
+    // Whole layers, in model order: where their updates run, then their
+    // tiers. A transformer's layers are alike, so a move that pays off on
+    // one usually pays off on the next ones too, each a small step (at
+    // 175B a step of 0.15% per layer, two scores each, ran the search out
+    // of its budget while still descending):
     // once a layer's move is kept, the same move is tried on the next 2
     // layers at once, then the next 4, 8, ..., while each is kept, so k
     // layers take about log2(k) scores; the main loop goes on after the
