@@ -720,6 +720,24 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     std::optional<Counts> counts;
     Placement placed;
     Score placedScore;
+    // Scores `solved` spread evenly and on the last layers; keeps each
+    // that beats the placement kept (or where none is); whether one did.
+    auto keepSpreads = [&](const Counts &solved) {
+      bool kept = false;
+      for (bool last : {false, true}) {
+        Placement p = build(base, spread(solved, last));
+        p.label = last ? "layer programme (last layers off the device)"
+                       : "layer programme";
+        Score s = score(func, p);
+        if (s < placedScore || !counts) {
+          placed = std::move(p);
+          placedScore = s;
+          counts = solved;
+          kept = true;
+        }
+      }
+      return kept;
+    };
     for (int attempt = 0; attempt < 4; ++attempt) {
       // With the step's modelled growth and without it (the queues alone):
       // the model of the step is measured at two counts only, so either
@@ -732,17 +750,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
         if (!solved)
           continue;
         anySolved = true;
-        for (bool last : {false, true}) {
-          Placement p = build(base, spread(*solved, last));
-          p.label = last ? "layer programme (last layers off the device)"
-                         : "layer programme";
-          Score s = score(func, p);
-          if (s < placedScore || !counts) {
-            placed = std::move(p);
-            placedScore = s;
-            counts = solved;
-          }
-        }
+        keepSpreads(*solved);
       }
       if (!anySolved)
         break;
@@ -791,22 +799,10 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
                       /*stepRow=*/true, &unproven);
       if (!solved || *solved == *counts)
         break;
-      bool better = false;
-      for (bool last : {false, true}) {
-        Placement p = build(base, spread(*solved, last));
-        p.label = last ? "layer programme (last layers off the device)"
-                       : "layer programme";
-        Score sc = score(func, p);
-        if (sc < placedScore) {
-          placed = std::move(p);
-          placedScore = sc;
-          better = true;
-        }
-      }
+      bool better = keepSpreads(*solved);
       measured = std::move(scaled);
       if (!better)
         break;
-      counts = solved;
     }
     LLVM_DEBUG(llvm::dbgs()
                << "layer programme: modelled "
@@ -832,8 +828,13 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   // while each is kept.
   struct Move {
     double modelled;
-    Counts counts;
     size_t type, from, to;
+  };
+  // `counts` with `n` groups of type `m.type` moved as `m` says.
+  auto moved = [](Counts counts, const Move &m, int64_t n) {
+    counts[m.type][m.from] -= n;
+    counts[m.type][m.to] += n;
+    return counts;
   };
   for (Solution &sol : solutions) {
     bool last = sol.placed.label.find("last") != std::string::npos;
@@ -862,12 +863,10 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
             // Over a budget, only moves that free what is over.
             if (over && type.cost[to].device >= type.cost[from].device)
               continue;
-            Counts next = sol.counts;
-            --next[t][from];
-            ++next[t][to];
-            Usage u = modelled(sol.measured, sol.ref, next);
-            moves.push_back(
-                {over ? u.device : objective(u), std::move(next), t, from, to});
+            Move m{0, t, from, to};
+            Usage u = modelled(sol.measured, sol.ref, moved(sol.counts, m, 1));
+            m.modelled = over ? u.device : objective(u);
+            moves.push_back(m);
           }
         }
       llvm::stable_sort(moves, [](const Move &a, const Move &b) {
@@ -878,19 +877,16 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
            k < moves.size() && k < kTriesPerRound && spent < refineScores;
            ++k) {
         ++spent;
-        if (!keepIfBetter(moves[k].counts))
+        const Move &m = moves[k];
+        if (!keepIfBetter(moved(sol.counts, m, 1)))
           continue;
         improved = true;
-        const Move &m = moves[k];
         for (int64_t more = 2; spent < refineScores; more *= 2) {
           int64_t n = std::min(more, sol.counts[m.type][m.from]);
           if (n == 0)
             break;
-          Counts next = sol.counts;
-          next[m.type][m.from] -= n;
-          next[m.type][m.to] += n;
           ++spent;
-          if (!keepIfBetter(std::move(next)))
+          if (!keepIfBetter(moved(sol.counts, m, n)))
             break;
         }
         break;
