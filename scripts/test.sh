@@ -7,10 +7,22 @@ cd "$(dirname "$0")/.."
 leg() {  # leg NAME COMMAND...
   local name=$1 start=$SECONDS
   shift
-  "$@"
+  "$@" || {
+    local rc=$?
+    echo "test.sh: $name failed (exit $rc; $(df -h . | awk 'NR == 2 {print $4}') free)" >&2
+    return "$rc"
+  }
   echo "test.sh: $name took $((SECONDS - start)) s (run so far $SECONDS s)"
 }
 
+# A full run writes about 6 GiB (four build trees, the suites' models);
+# a disk that fills mid-run fails whichever step is writing, so the space
+# is said first, and again by a leg that fails.
+free_kib=$(df -Pk . | awk 'NR == 2 {print $4}')
+echo "test.sh: $((free_kib / 1048576)) GiB free on $(df -P . | awk 'NR == 2 {print $6}')"
+if [ "$free_kib" -lt $((12 * 1048576)) ]; then
+  echo "test.sh: warning: under 12 GiB free; a full run needs about 6" >&2
+fi
 leg install-deps ./scripts/install-deps.sh --models
 # Formatting first: it takes seconds and fails before a long build.
 ./scripts/check-format.sh

@@ -46,8 +46,11 @@ run() {  # run NAME COMMAND...
     echo "tsan-tests: $name: passed"
   else
     echo "tsan-tests: $name: FAILED (exit $?; log $WORK/$name.log)" >&2
+    # The report if there is one, else the log's end: CI keeps only what
+    # this prints, so a failure must say why here.
     grep -E -A12 'WARNING: ThreadSanitizer|FAILED|Error' "$WORK/$name.log" \
-      | head -60 >&2 || true
+      | head -60 >&2 || tail -40 "$WORK/$name.log" >&2
+    df -h . | tail -1 >&2
     status=1
   fi
 }
