@@ -70,7 +70,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   bool anyAuto = placeActivations == "auto" || placeParams == "auto" ||
                  placeStates == "auto" || placeGradients == "auto";
   evaluated = 0;
-  skippedSearches = 0;
+  skippedSearches = unfitSearches = 0;
   shared = std::make_shared<SharedScores>();
   chosen = Score();
   PlacementBound bound;
@@ -95,6 +95,13 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
                          << (skippedSearches == 1 ? "" : "es")
                          << " left out: the tensors the forced class holds "
                             "on one tier alone exceed that tier's budget";
+    if (unfitSearches > 0)
+      func->emitRemark() << "planner: " << unfitSearches
+                         << " forced-class search"
+                         << (unfitSearches == 1 ? "" : "es")
+                         << " stopped at the start: with everything else off "
+                            "the device, the forced class needs more device "
+                            "memory than the budget";
     // A device budget that cannot be met is reported after memory
     // planning, with the minimum; a full host tier is reported here.
     uint64_t host = hostBytes(func, best);

@@ -345,6 +345,9 @@ public:
     int64_t evaluated = 0, checkBestUs = -1;
     std::string layerStage;
     std::vector<Deferred> diagnostics;
+    /// A forced class's search that stopped at its start: the least
+    /// device memory that class allows is over the device budget.
+    bool unfit = false;
   };
 
 private:
@@ -408,11 +411,13 @@ private:
   /// One search per entry of `held` (a class held at a value, or none:
   /// the planner's own search from `start`), each with prefetch lead
   /// `leads[i]`, made by a copy of the planner on its own clone of the
-  /// module, up to --planner-threads at once; the results in order.
+  /// module, up to --planner-threads at once; the results in order. With
+  /// `incumbentFits`, a class held whose least-device placement is over
+  /// the device budget is not searched (Run::unfit).
   std::vector<Run>
   runSearches(mlir::func::FuncOp func, const Placement &start,
               llvm::ArrayRef<std::optional<std::pair<Class, std::string>>> held,
-              llvm::ArrayRef<double> leads);
+              llvm::ArrayRef<double> leads, bool incumbentFits = false);
   Placement searchFrom(mlir::func::FuncOp func, const Placement &start,
                        int64_t budget);
   /// The one-class placements a user can force (--place-params host, ...)
@@ -477,8 +482,9 @@ private:
   llvm::SmallVector<uint64_t> storedBytes;
   int64_t evaluated = 0;
   /// The forced classes' searches left out: their class alone is over
-  /// the device budget (search()).
-  int64_t skippedSearches = 0;
+  /// the device budget (search()), or their least-device placement is
+  /// over it (runSearches()).
+  int64_t skippedSearches = 0, unfitSearches = 0;
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;

@@ -470,8 +470,9 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
     held.push_back(option);
   }
   SmallVector<double> leads(held.size(), chosenLead);
-  runs = runSearches(func, start, held, leads);
+  runs = runSearches(func, start, held, leads, resultScore.fits());
   for (auto [option, run] : llvm::zip(held, runs)) {
+    unfitSearches += run.unfit;
     LLVM_DEBUG(llvm::dbgs()
                << "as forced (class " << int(option->first) << " at "
                << option->second << "): over " << run.score.overBytes << " B, "
@@ -520,7 +521,7 @@ thread_local std::vector<TierPlanner::Deferred> *deferredDiagnostics = nullptr;
 std::vector<TierPlanner::Run> TierPlanner::runSearches(
     func::FuncOp func, const Placement &start,
     ArrayRef<std::optional<std::pair<Class, std::string>>> held,
-    ArrayRef<double> leads) {
+    ArrayRef<double> leads, bool incumbentFits) {
   std::vector<Run> runs(held.size());
   // A search's own diagnostics are kept with its result and emitted in
   // the searches' order, whichever finished first.
@@ -548,12 +549,47 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     worker.lead = leads[i];
     auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
     Placement from = start;
+    Run &r = runs[i];
+    std::optional<Score> least;
     if (held[i]) {
       worker.overrides.push_back(*held[i]);
       from = worker.forced(copy, actBytes.size(), gradBytes.size());
+      // The held class's least-device placement, as the search's own
+      // starts make it (forcedStarts: the same placement, so its score is
+      // the search's to reuse). When even it needs more device memory
+      // than the budget, no placement of that search fits (the least
+      // device memory a class allows is this placement's: the error a
+      // compile that fits nowhere gives quotes it as the minimum), and it
+      // cannot beat an incumbent that fits. Only the device's: it fills
+      // the host first, so a miss there may be another placement's fit
+      // (activations swapped to a host full of parameters, at GPT-3 175B).
+      // --planner-check searches anyway and fails the compile if that
+      // search fits.
+      if (incumbentFits) {
+        Placement p = worker.leastDevice(
+            copy, worker.greedyOnClone(copy, from, Policy::Cost));
+        Score s = worker.score(copy, p);
+        if (s.usage.device > static_cast<double>(gpuMem)) {
+          least = s;
+          if (!plannerCheck) {
+            r.placement = std::move(p);
+            r.score = s;
+            r.evaluated = worker.evaluated;
+            r.unfit = true;
+            std::lock_guard<std::mutex> lock(shared->mutex);
+            shared->total -= plannerEvaluations - worker.evaluated;
+            return;
+          }
+        }
+      }
     }
-    Run &r = runs[i];
     r.placement = worker.searchFrom(copy, from, plannerEvaluations);
+    if (least && worker.chosen.fits()) {
+      copy.emitError("planner check: a forced class's search fits where its "
+                     "least-device placement needs ")
+          << static_cast<uint64_t>(least->usage.device)
+          << " B of device memory, over the budget";
+    }
     r.score = worker.chosen;
     r.naive = std::move(worker.naive);
     r.evaluated = worker.evaluated;

@@ -189,7 +189,11 @@ class Scale(unittest.TestCase):
         (parameters or optimizer states on the device or the host, every
         activation kept on the device), that run cannot meet the budgets:
         its search is left out (a remark says how many), and the forced
-        compile itself is refused for that tier's budget."""
+        compile itself is refused for that tier's budget. Where the
+        forced class's least-device placement (everything else off the
+        device) needs more device memory than the budget, as recomputing
+        every activation does here, its search stops there; --planner-check runs it to the end
+        instead, fails the compile if it fits, and gives the same plan."""
         cfg = dict(self.LLAMA12)
         synthetic.write(ARGS.work, "forced-llama", cfg, 2, 64)
         model = self.work("forced-llama.onnx")
@@ -198,7 +202,10 @@ class Scale(unittest.TestCase):
         flags = ["--optimizer", "adamw", "--gpu-mem", "12MiB",
                  "--ssd-dir", self.work("forced-ssd"),
                  "--planner-evaluations", "10"]
-        left = re.compile(r"planner: (\d+) forced-class searches? left out")
+        left = re.compile(r"planner: (\d+) forced-class search(?:es)? left out")
+        stopped = re.compile(
+            r"planner: (\d+) forced-class search(?:es)? stopped at the start")
+        step = re.compile(r"predicted step: ([\d.]+) ms")
         for cpu, expected in (("64MiB", 2), ("8MiB", 4)):
             r = run([tool("strata-compile"), model, "--emit=plan-report",
                      "--cpu-mem", cpu] + flags)
@@ -207,11 +214,28 @@ class Scale(unittest.TestCase):
             # States and activations on the device always; with 8 MiB
             # of host memory, parameters and states held there too.
             self.assertEqual(int(found.group(1)), expected, r.stderr)
+            # Every activation recomputed needs more than 12 MiB however
+            # the rest is placed. (With 8 MiB of host memory another
+            # class's least-device placement misses the host budget: its
+            # search runs, and --planner-check below sees to the rest.)
+            found = stopped.search(r.stderr)
+            self.assertIsNotNone(found, r.stderr)
+            self.assertEqual(int(found.group(1)), 1, r.stderr)
+            if cpu == "8MiB":
+                checked = run([tool("strata-compile"), model,
+                               "--emit=plan-report", "--cpu-mem", cpu,
+                               "--planner-check"] + flags)
+                self.assertIsNone(stopped.search(checked.stderr),
+                                  checked.stderr)
+                self.assertEqual(step.search(checked.stdout).group(1),
+                                 step.search(r.stdout).group(1))
         for option, tier, budget in (
                 ("--place-states", "host", "--cpu-mem is 8.00 MiB"),
                 ("--place-params", "host", "--cpu-mem is 8.00 MiB"),
                 ("--place-states", "device", "--gpu-mem is 12.00 MiB"),
-                ("--place-activations", "device", "--gpu-mem is 12.00 MiB")):
+                ("--place-activations", "device", "--gpu-mem is 12.00 MiB"),
+                ("--place-activations", "recompute",
+                 "--gpu-mem is 12.00 MiB")):
             r = subprocess.run([tool("strata-compile"), model,
                                 "--emit=plan-report", "--cpu-mem", "8MiB",
                                 option, tier] + flags,
