@@ -485,6 +485,8 @@ private:
   /// the device budget (search()), or their least-device placement is
   /// over it (runSearches()).
   int64_t skippedSearches = 0, unfitSearches = 0;
+  /// While the layer stage scores (on top of the search's budget).
+  bool beyondBudget = false;
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;

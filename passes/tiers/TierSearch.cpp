@@ -286,6 +286,10 @@ std::optional<Score> TierPlanner::scoreAgainst(func::FuncOp func,
 /// With `progress`: a line every few seconds, only when planning runs
 /// that long (called with the shared lock held, once per evaluation).
 void TierPlanner::progressLine() {
+  // Scores beyond a budget (the layer stage's) add to the total as they
+  // are made, so the line never counts past it.
+  if (beyondBudget)
+    ++shared->total;
   if (!progress)
     return;
   auto now = std::chrono::steady_clock::now();
@@ -465,6 +469,8 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
       bytes = boundaryBytes(func);
     if (resultScore.fits() && budget > 0 && bytes > budget) {
       ++skippedSearches;
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      shared->total -= plannerEvaluations;
       continue;
     }
     held.push_back(option);
@@ -766,11 +772,11 @@ Placement TierPlanner::searchFrom(func::FuncOp func, const Placement &start,
     // Its scores come on top of the search's budget: it is a start, and
     // the local search from the best start keeps all it had.
     int64_t before = evaluated;
+    beyondBudget = true;
     if (auto solved = solveLayers(func, bases))
       tried.push_back(std::move(*solved));
+    beyondBudget = false;
     limit += evaluated - before;
-    std::lock_guard<std::mutex> lock(shared->mutex);
-    shared->total += evaluated - before;
   }
   auto bestIt =
       std::min_element(tried.begin(), tried.end(),
