@@ -563,14 +563,15 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
       // The held class's least-device placement, as the search's own
       // starts make it (forcedStarts: the same placement, so its score is
       // the search's to reuse). When even it needs more device memory
-      // than the budget, no placement of that search fits (the least
-      // device memory a class allows is this placement's: the error a
-      // compile that fits nowhere gives quotes it as the minimum), and it
-      // cannot beat an incumbent that fits. Only the device's: it fills
-      // the host first, so a miss there may be another placement's fit
-      // (activations swapped to a host full of parameters, at GPT-3 175B).
-      // --planner-check searches anyway and fails the compile if that
-      // search fits.
+      // than the budget, that search is taken to fit nowhere, and so not
+      // to beat an incumbent that fits: it is the planner's minimum for
+      // the class (the one the error for a budget nothing fits quotes),
+      // though not a proven one (where its updates run, for one, stays
+      // as the start has it). --planner-check searches anyway and fails
+      // the compile if that search fits. Only the device's need: the
+      // placement fills the host first, so a miss there may be another
+      // placement's fit (activations swapped to a host full of
+      // parameters is GPT-3 175B b8's best search).
       if (incumbentFits) {
         Placement p = worker.leastDevice(
             copy, worker.greedyOnClone(copy, from, Policy::Cost));

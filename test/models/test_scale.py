@@ -192,8 +192,9 @@ class Scale(unittest.TestCase):
         compile itself is refused for that tier's budget. Where the
         forced class's least-device placement (everything else off the
         device) needs more device memory than the budget, as recomputing
-        every activation does here, its search stops there; --planner-check runs it to the end
-        instead, fails the compile if it fits, and gives the same plan."""
+        every activation does here, its search stops there;
+        --planner-check runs it to the end instead, fails the compile if
+        it fits, and gives the same plan."""
         cfg = dict(self.LLAMA12)
         synthetic.write(ARGS.work, "forced-llama", cfg, 2, 64)
         model = self.work("forced-llama.onnx")
@@ -202,7 +203,8 @@ class Scale(unittest.TestCase):
         flags = ["--optimizer", "adamw", "--gpu-mem", "12MiB",
                  "--ssd-dir", self.work("forced-ssd"),
                  "--planner-evaluations", "10"]
-        left = re.compile(r"planner: (\d+) forced-class search(?:es)? left out")
+        left = re.compile(
+            r"planner: (\d+) forced-class search(?:es)? left out")
         stopped = re.compile(
             r"planner: (\d+) forced-class search(?:es)? stopped at the start")
         step = re.compile(r"predicted step: ([\d.]+) ms")
