@@ -89,19 +89,18 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         func, Builder(func.getContext()).getF64FloatAttr(chosenLead));
     if (!layerStage.empty())
       func->emitRemark() << "planner's layer stage: " << layerStage;
-    if (skippedSearches > 0)
-      func->emitRemark() << "planner: " << skippedSearches
-                         << " forced-class search"
-                         << (skippedSearches == 1 ? "" : "es")
-                         << " left out: the tensors the forced class holds "
-                            "on one tier alone exceed that tier's budget";
-    if (unfitSearches > 0)
-      func->emitRemark() << "planner: " << unfitSearches
-                         << " forced-class search"
-                         << (unfitSearches == 1 ? "" : "es")
-                         << " stopped at the start: with everything else off "
-                            "the device, the forced class needs more device "
-                            "memory than the budget";
+    auto searchesRemark = [&](int64_t count, StringRef why) {
+      if (count > 0)
+        func->emitRemark() << "planner: " << count << " forced-class search"
+                           << (count == 1 ? "" : "es") << " " << why;
+    };
+    searchesRemark(skippedSearches,
+                   "left out: the tensors the forced class holds on one tier "
+                   "alone exceed that tier's budget");
+    searchesRemark(unfitSearches,
+                   "stopped at the start: with everything else off the "
+                   "device, the forced class needs more device memory than "
+                   "the budget");
     // A device budget that cannot be met is reported after memory
     // planning, with the minimum; a full host tier is reported here.
     uint64_t host = hostBytes(func, best);

@@ -555,39 +555,37 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     worker.lead = leads[i];
     auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
     Placement from = start;
-    Run &r = runs[i];
-    std::optional<Score> least;
     if (held[i]) {
       worker.overrides.push_back(*held[i]);
       from = worker.forced(copy, actBytes.size(), gradBytes.size());
-      // The held class's least-device placement, as the search's own
-      // starts make it (forcedStarts: the same placement, so its score is
-      // the search's to reuse). When even it needs more device memory
-      // than the budget, that search is taken to fit nowhere, and so not
-      // to beat an incumbent that fits: it is the planner's minimum for
-      // the class (the one the error for a budget nothing fits quotes),
-      // though not a proven one (where its updates run, for one, stays
-      // as the start has it). --planner-check searches anyway and fails
-      // the compile if that search fits. Only the device's need: the
-      // placement fills the host first, so a miss there may be another
-      // placement's fit (activations swapped to a host full of
-      // parameters is GPT-3 175B b8's best search).
-      if (incumbentFits) {
-        Placement p = worker.leastDevice(
-            copy, worker.greedyOnClone(copy, from, Policy::Cost));
-        Score s = worker.score(copy, p);
-        if (s.usage.device > static_cast<double>(gpuMem)) {
-          least = s;
-          if (!plannerCheck) {
-            r.placement = std::move(p);
-            r.score = s;
-            r.evaluated = worker.evaluated;
-            r.unfit = true;
-            std::lock_guard<std::mutex> lock(shared->mutex);
-            shared->total -= plannerEvaluations - worker.evaluated;
-            return;
-          }
-        }
+    }
+    Run &r = runs[i];
+    // The held class's least-device placement, as the search's own starts
+    // make it (forcedStarts: the same placement, so its score is the
+    // search's to reuse). When even it needs more device memory than the
+    // budget, that search is taken to fit nowhere, and so not to beat an
+    // incumbent that fits: it is the planner's minimum for the class (the
+    // one the error for a budget nothing fits quotes), though not a proven
+    // one (where its updates run, for one, stays as the start has it).
+    // --planner-check searches anyway and fails the compile if that search
+    // fits. Only the device's need: the placement fills the host first,
+    // so a miss there may be another placement's fit (activations swapped
+    // to a host full of parameters is GPT-3 175B b8's best search).
+    std::optional<Score> least;
+    if (held[i] && incumbentFits) {
+      Placement p = worker.leastDevice(
+          copy, worker.greedyOnClone(copy, from, Policy::Cost));
+      Score s = worker.score(copy, p);
+      if (s.usage.device > static_cast<double>(gpuMem))
+        least = s;
+      if (least && !plannerCheck) {
+        r.placement = std::move(p);
+        r.score = s;
+        r.evaluated = worker.evaluated;
+        r.unfit = true;
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->total -= plannerEvaluations - worker.evaluated;
+        return;
       }
     }
     r.placement = worker.searchFrom(copy, from, plannerEvaluations);
