@@ -120,8 +120,17 @@ struct PredictTimePass
       return start;
     };
     // On a GPU (a profile from strata-calibrate --backend cuda) host copies
-    // run on their own copy engines beside the kernels.
+    // run on their own copy engines beside the kernels, one a direction;
+    // an SSD transfer holds its direction's engine too (staged through
+    // host memory). `heldBySsd`: whether an engine's last holder is an
+    // SSD transfer.
     double copyFree[2] = {0, 0};
+    bool heldBySsd[2] = {false, false};
+    // While both engines are busy the two directions share the host
+    // link's duplex rate: each runs `linkSlow` times slower, whichever was
+    // issued first (sharedDrives), so that together they never move more
+    // than duplex_gbs (PlacementBound.cpp's link rows rely on it).
+    const double linkSlow = hostDuplexSlowdown(m);
     // SSD transfers' time that also counts as host-link time (GPU).
     double ssdOnHostLink = 0;
     // The CPU queue (optimizer updates on the host): when it is next free,
@@ -282,11 +291,10 @@ struct PredictTimePass
         double &free = copyFree[mine];
         double start = waited(i, free);
         // While the other direction's engine is busy the two share the
-        // link's duplex rate: this copy runs hostDuplexSlowdown times
-        // slower meanwhile.
-        double busy = std::max(0.0, copyFree[1 - mine] - start);
-        free = start + stretched(transferSeconds(k, m, links),
-                                 hostDuplexSlowdown(m), busy);
+        // link's duplex rate: both run linkSlow times slower meanwhile.
+        free = sharedDrives(start, transferSeconds(k, m, links), linkSlow,
+                            copyFree[1 - mine], linkSlow);
+        heldBySsd[mine] = false;
         end[i] = free;
         span(q, i, start, free);
         continue;
@@ -311,10 +319,25 @@ struct PredictTimePass
         double other = queueFree[1 - mine];
         queueFree[mine] = ssd(mine, start, work);
         if (engine) {
-          *engine = queueFree[mine];
-          // The other direction's engine, where its SSD transfer held it.
-          if (copyFree[1 - mine] == other)
+          // The other direction's engine, where its SSD transfer held it:
+          // the drives' sharing slowed both.
+          bool drivesShared =
+              heldBySsd[1 - mine] && copyFree[1 - mine] == other;
+          if (drivesShared)
             copyFree[1 - mine] = queueFree[1 - mine];
+          // Where a host copy holds it, or the drives' slowdown is less
+          // than the link's: the link is shared too, over the whole time
+          // this transfer holds the engine (at least its bytes' time on
+          // the link).
+          double driveSlow =
+              1 + std::max(0.0, std::min(m.ssdDuplexReadSlowdown,
+                                         m.ssdDuplexWriteSlowdown));
+          if (!drivesShared || driveSlow < linkSlow)
+            queueFree[mine] =
+                sharedDrives(start, queueFree[mine] - start, linkSlow,
+                             copyFree[1 - mine], linkSlow);
+          *engine = queueFree[mine];
+          heldBySsd[mine] = true;
         }
         end[i] = queueFree[mine];
         span(q, i, start, queueFree[mine]);

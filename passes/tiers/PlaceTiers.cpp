@@ -146,6 +146,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
     if (bound.comm > 0)
       entries.push_back(
           b.getNamedAttr("planner_bound_comm_us", usFloor(bound.comm)));
+    if (bound.link > 0)
+      entries.push_back(
+          b.getNamedAttr("planner_bound_link_us", usFloor(bound.link)));
     if (bound.relaxed > 0) {
       const PlacementBound::Relaxation &r = bound.relaxation;
       auto bytes = [&](double v) {
@@ -162,6 +165,9 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
             std::pair{"planner_relaxed_fetched_bytes", bytes(r.fetched)},
             std::pair{"planner_relaxed_cpu_bytes", bytes(r.cpuUpdated)}})
         entries.push_back(b.getNamedAttr(key, value));
+      if (!r.hostOnly)
+        entries.push_back(
+            b.getNamedAttr("planner_relaxed_link_us", usFloor(r.link)));
       if (r.hostOnly)
         for (auto [key, value] :
              {std::pair{"planner_relaxed_host_only", b.getI64IntegerAttr(1)},

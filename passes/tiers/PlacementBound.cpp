@@ -26,6 +26,21 @@
 // * device->host: for each trainable parameter read there and not kept,
 //   its gradient (to the host's update) or the updated parameter (written
 //   back), whichever is smaller;
+// * the host link both ways (a GPU): the replay (PredictTime.cpp) runs
+//   the two copy engines' transfers (host copies, and SSD transfers,
+//   which hold their direction's engine) s = hostDuplexSlowdown times
+//   slower while both engines are busy, whichever was issued first (or
+//   slower still: the drives' duplex slowdown, where it is the larger).
+//   With a and b each direction's work at its own rate, o the time both
+//   engines are busy and U the time either is: each direction does at
+//   most o / s of its work during o, so its busy time is at least its
+//   work plus o (1 - 1/s), and U, the two busy times less o, is at least
+//   a + b + o (1 - 2/s) and at least b + o (1 - 1/s). For s <= 2 the
+//   first falls as o grows and the second rises; at o = s a they meet,
+//   so U >= b + (s - 1) a whatever o is, and likewise U >= a + (s - 1) b.
+//   (For s > 2, U >= a + b from the first: the rows use min(s - 1, 1).)
+//   Each is increasing in a and b, so the least work of each direction
+//   gives a bound;
 // * SSD: what the device and the host budget cannot hold is read every
 //   time it is fetched or updated (the least-read tensors there) and, but
 //   for frozen tensors and constants, written back.
@@ -56,6 +71,9 @@
 //   is written back; an update on the CPU gets its gradient; a swapped
 //   activation goes out once (through the host link to the SSD too);
 // * the CPU: each CPU update's bytes at the CPU optimizer's rate;
+// * the host link both ways: the two rows above, from the host->device
+//   and device->host rows (and the same before and after the boundary,
+//   where the argument holds over [0, B] and [B, T] alike);
 // * before and after the boundary: B, when the first backward kernel
 //   starts, is at least the forward pass's compute (the device runs its
 //   kernels in program order), and each link's work that must be done
@@ -140,6 +158,12 @@ bool isOptimizerKernel(exec::KernelOp k) {
   return markers::isOptimizer(k) || k.isUpdate();
 }
 
+/// The share of one direction's link work that counts on the other's
+/// row of the link both ways (the top of the file): s - 1, at most 1.
+double linkOther(const MachineProfile &m) {
+  return std::clamp(hostDuplexSlowdown(m) - 1, 0.0, 1.0);
+}
+
 /// A stored tensor's bytes and how many times a step reads it.
 struct Reads {
   double bytes = 0, count = 0;
@@ -162,8 +186,8 @@ double readsNotKept(std::vector<Reads> tensors, double kept) {
 } // namespace
 
 double PlacementBound::seconds() const {
-  return std::max(
-      {compute, toDevice, toHost, updates, ssdRead, ssdWrite, comm, relaxed});
+  return std::max({compute, toDevice, toHost, updates, ssdRead, ssdWrite, comm,
+                   link, relaxed});
 }
 
 #ifdef STRATA_HAVE_GLPK
@@ -343,9 +367,18 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
     kLateToHost,
     kLateCpu,
     kParams,
-    kBoundary
+    kBoundary,
+    // The link both ways, as a whole and before and after the boundary:
+    // each direction's row plus (s - 1) times the other's (the top of
+    // the file), two rows each.
+    kLink,
+    kLinkToo,
+    kEarlyLink,
+    kEarlyLinkToo,
+    kLateLink,
+    kLateLinkToo
   };
-  int tensorRow0 = kBoundary + 1;
+  int tensorRow0 = kLateLinkToo + 1;
   int actRow0 = tensorRow0 + static_cast<int>(tensors.size());
   glp_add_rows(lp, actRow0 - 1 + static_cast<int>(acts.size()));
   double allDevice = 0;
@@ -355,7 +388,8 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   for (int r : {kToDevice, kToHost, kCpu})
     glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
   for (int r :
-       {kEarlyToDevice, kEarlyToHost, kLateToDevice, kLateToHost, kLateCpu})
+       {kEarlyToDevice, kEarlyToHost, kLateToDevice, kLateToHost, kLateCpu,
+        kLink, kLinkToo, kEarlyLink, kEarlyLinkToo, kLateLink, kLateLinkToo})
     glp_set_row_bnds(lp, r, GLP_UP, 0, 0);
   glp_set_row_bnds(lp, kParams, GLP_UP, 0,
                    std::max(0.0, gpuMem - deviceArena) / kGiB);
@@ -363,26 +397,52 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   for (int r = tensorRow0; r <= glp_get_num_rows(lp); ++r)
     glp_set_row_bnds(lp, r, GLP_FX, 1, 1);
   GlpkMatrix matrix;
+  // A column's seconds on one direction of the link count on the rows of
+  // both directions together too: in full on its own direction's, (s - 1)
+  // times on the other's.
+  double other = linkOther(m);
   auto entry = [&](int row, int col, double value) {
     matrix.add(row, col, value);
+    auto both = [&](int mine, int theirs) {
+      matrix.add(mine, col, value);
+      matrix.add(theirs, col, other * value);
+    };
+    switch (row) {
+    case kToDevice:
+      return both(kLinkToo, kLink);
+    case kToHost:
+      return both(kLink, kLinkToo);
+    case kEarlyToDevice:
+      return both(kEarlyLinkToo, kEarlyLink);
+    case kEarlyToHost:
+      return both(kEarlyLink, kEarlyLinkToo);
+    case kLateToDevice:
+      return both(kLateLinkToo, kLateLink);
+    case kLateToHost:
+      return both(kLateLink, kLateLinkToo);
+    default:
+      return;
+    }
   };
   auto column = [&](double lo, double hi) {
     int c = glp_add_cols(lp, 1);
     glp_set_col_bnds(lp, c, lo == hi ? GLP_FX : GLP_DB, lo, hi);
     return c;
   };
+  // T and B go on the rows one by one (not through entry: a row of both
+  // directions bounds their sum by T once).
   int T = glp_add_cols(lp, 1);
   glp_set_col_bnds(lp, T, GLP_LO, 0, 0);
   glp_set_obj_coef(lp, T, 1);
   for (int r : {kCompute, kToDevice, kToHost, kCpu, kLateToDevice, kLateToHost,
-                kLateCpu})
-    entry(r, T, -1);
+                kLateCpu, kLink, kLinkToo, kLateLink, kLateLinkToo})
+    matrix.add(r, T, -1);
   int B = glp_add_cols(lp, 1);
   glp_set_col_bnds(lp, B, GLP_LO, forward, 0);
-  for (int r : {kEarlyToDevice, kEarlyToHost})
-    entry(r, B, -1);
-  for (int r : {kLateToDevice, kLateToHost, kLateCpu})
-    entry(r, B, 1);
+  for (int r : {kEarlyToDevice, kEarlyToHost, kEarlyLink, kEarlyLinkToo})
+    matrix.add(r, B, -1);
+  for (int r : {kLateToDevice, kLateToHost, kLateCpu, kLateLink, kLateLinkToo})
+    matrix.add(r, B, 1);
   // The CPU columns, with what a CPU update moves and costs.
   std::vector<int> cpuCol(updates.size());
   for (auto [u, up] : llvm::enumerate(updates)) {
@@ -456,6 +516,9 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
     r.toDevice = glp_get_row_prim(lp, kToDevice) + glp_get_col_prim(lp, T);
     r.toHost = glp_get_row_prim(lp, kToHost) + glp_get_col_prim(lp, T);
     r.cpu = glp_get_row_prim(lp, kCpu) + glp_get_col_prim(lp, T);
+    r.link =
+        std::max(glp_get_row_prim(lp, kLink), glp_get_row_prim(lp, kLinkToo)) +
+        glp_get_col_prim(lp, T);
     for (auto [i, t] : llvm::enumerate(tensors)) {
       double c = t.update >= 0 ? glp_get_col_prim(lp, cpuCol[t.update]) : 0;
       r.cpuUpdated += c * t.bytes;
@@ -818,6 +881,13 @@ PlacementBound placementBound(func::FuncOp func, const MachineProfile &m,
                 ((fetchGBs + m.cpuUpdateGBs / cpuBytesPerByte) * 1e9);
   b.toHost = gradientShare * std::max(0.0, trainableRead - kept) /
              (hostLinkGBs(false, m) * 1e9);
+  // A GPU's copy engines share the link's duplex rate (the top of the
+  // file): each direction's least plus (s - 1) times the other's.
+  if (m.gpu) {
+    double other = linkOther(m);
+    b.link =
+        std::max(b.toHost + other * b.toDevice, b.toDevice + other * b.toHost);
+  }
   if (hasSsd && cpuMem > 0) {
     // At best the SSD holds the least-read tensors: what is not kept when
     // the device and the host keep the most-read ones.

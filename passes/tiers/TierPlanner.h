@@ -262,6 +262,9 @@ struct PlacementBound {
   double compute = 0, toDevice = 0, toHost = 0, ssdRead = 0, ssdWrite = 0;
   /// The collectives (data parallel), one after another on their queue.
   double comm = 0;
+  /// On a GPU, the host link both ways: the two directions share its
+  /// duplex rate while both run (PlacementBound.cpp).
+  double link = 0;
   /// The passes' fetches and the updates' reads, over the host link and
   /// the CPU optimizer together.
   double updates = 0;
@@ -275,6 +278,8 @@ struct PlacementBound {
   /// device bytes taken off by each way of freeing memory.
   struct Relaxation {
     double compute = 0, toDevice = 0, toHost = 0, cpu = 0;
+    /// On a GPU: the host link both ways (its busier row of the two).
+    double link = 0;
     /// Without a GPU (hostOnly): the SSD's reads and writes, and the
     /// drives' busy time with both sharing them; compute is then the
     /// compute thread's, host copies included.

@@ -4,6 +4,7 @@
 #include "runtime/support/Size.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace strata::artifact {
 
@@ -160,10 +161,16 @@ std::string formatMemoryReport(const Plan &plan) {
       double chosen = plan.memoryOf("predicted_step_us");
       auto ms = [&](const char *key) { return plan.memoryOf(key) / 1e3; };
       // Data parallel: the collectives' queue too.
-      char comm[64] = "";
+      char comm[128] = "";
       if (plan.memoryOf("planner_bound_comm_us"))
         std::snprintf(comm, sizeof(comm), ", collectives %.3f",
                       ms("planner_bound_comm_us"));
+      // A GPU's host link both ways (its directions share the duplex
+      // rate).
+      if (plan.memoryOf("planner_bound_link_us"))
+        std::snprintf(
+            comm + std::strlen(comm), sizeof(comm) - std::strlen(comm),
+            ", the host link both ways %.3f", ms("planner_bound_link_us"));
       std::snprintf(
           buf, sizeof(buf),
           "planner bound: no placement within the budgets is predicted "
@@ -195,10 +202,12 @@ std::string formatMemoryReport(const Plan &plan) {
                         ms("planner_relaxed_ssd_shared_us"));
         else
           std::snprintf(queues, sizeof(queues),
-                        "compute %.3f, host->device %.3f, device->host %.3f",
+                        "compute %.3f, host->device %.3f, device->host "
+                        "%.3f, the host link both ways %.3f",
                         ms("planner_relaxed_compute_us"),
                         ms("planner_relaxed_to_device_us"),
-                        ms("planner_relaxed_to_host_us"));
+                        ms("planner_relaxed_to_host_us"),
+                        ms("planner_relaxed_link_us"));
         std::snprintf(
             buf, sizeof(buf),
             "  memory relaxation: %.3f ms (the linear programme over keeping, "
