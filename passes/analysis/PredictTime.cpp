@@ -131,6 +131,12 @@ struct PredictTimePass
     // issued first (sharedDrives), so that together they never move more
     // than duplex_gbs (PlacementBound.cpp's link rows rely on it).
     const double linkSlow = hostDuplexSlowdown(m);
+    // The least the drives slow an SSD transfer while the other direction
+    // also runs: where it is at least linkSlow, two SSD transfers on the
+    // two engines need no link slowdown on top.
+    const double driveSlow =
+        1 + std::max(0.0, std::min(m.ssdDuplexReadSlowdown,
+                                   m.ssdDuplexWriteSlowdown));
     // SSD transfers' time that also counts as host-link time (GPU).
     double ssdOnHostLink = 0;
     // The CPU queue (optimizer updates on the host): when it is next free,
@@ -329,9 +335,6 @@ struct PredictTimePass
           // than the link's: the link is shared too, over the whole time
           // this transfer holds the engine (at least its bytes' time on
           // the link).
-          double driveSlow =
-              1 + std::max(0.0, std::min(m.ssdDuplexReadSlowdown,
-                                         m.ssdDuplexWriteSlowdown));
           if (!drivesShared || driveSlow < linkSlow)
             queueFree[mine] =
                 sharedDrives(start, queueFree[mine] - start, linkSlow,

@@ -168,7 +168,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
       if (!r.hostOnly)
         entries.push_back(
             b.getNamedAttr("planner_relaxed_link_us", usFloor(r.link)));
-      if (r.hostOnly)
+      else
         for (auto [key, value] :
              {std::pair{"planner_relaxed_host_only", b.getI64IntegerAttr(1)},
               std::pair{"planner_relaxed_ssd_read_us", usFloor(r.ssdRead)},

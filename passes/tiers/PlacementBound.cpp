@@ -400,28 +400,24 @@ void relax(func::FuncOp func, const MachineProfile &m, double gpuMem,
   // A column's seconds on one direction of the link count on the rows of
   // both directions together too: in full on its own direction's, (s - 1)
   // times on the other's.
+  // Per span (the step, before and after the boundary): its rows of each
+  // direction and its two rows of both, the first led by device->host.
+  struct LinkRows {
+    int toDevice, toHost, link, linkToo;
+  };
+  constexpr LinkRows kLinkRows[] = {
+      {kToDevice, kToHost, kLink, kLinkToo},
+      {kEarlyToDevice, kEarlyToHost, kEarlyLink, kEarlyLinkToo},
+      {kLateToDevice, kLateToHost, kLateLink, kLateLinkToo}};
   double other = linkOther(m);
   auto entry = [&](int row, int col, double value) {
     matrix.add(row, col, value);
-    auto both = [&](int mine, int theirs) {
-      matrix.add(mine, col, value);
-      matrix.add(theirs, col, other * value);
-    };
-    switch (row) {
-    case kToDevice:
-      return both(kLinkToo, kLink);
-    case kToHost:
-      return both(kLink, kLinkToo);
-    case kEarlyToDevice:
-      return both(kEarlyLinkToo, kEarlyLink);
-    case kEarlyToHost:
-      return both(kEarlyLink, kEarlyLinkToo);
-    case kLateToDevice:
-      return both(kLateLinkToo, kLateLink);
-    case kLateToHost:
-      return both(kLateLink, kLateLinkToo);
-    default:
-      return;
+    for (const LinkRows &r : kLinkRows) {
+      if (row == r.toHost || row == r.toDevice) {
+        bool out = row == r.toHost;
+        matrix.add(r.link, col, out ? value : other * value);
+        matrix.add(r.linkToo, col, out ? other * value : value);
+      }
     }
   };
   auto column = [&](double lo, double hi) {

@@ -4,7 +4,8 @@
 #include "runtime/support/Size.h"
 
 #include <cstdio>
-#include <cstring>
+#include <string>
+#include <utility>
 
 namespace strata::artifact {
 
@@ -160,17 +161,17 @@ std::string formatMemoryReport(const Plan &plan) {
       char buf[768];
       double chosen = plan.memoryOf("predicted_step_us");
       auto ms = [&](const char *key) { return plan.memoryOf(key) / 1e3; };
-      // Data parallel: the collectives' queue too.
-      char comm[128] = "";
-      if (plan.memoryOf("planner_bound_comm_us"))
-        std::snprintf(comm, sizeof(comm), ", collectives %.3f",
-                      ms("planner_bound_comm_us"));
-      // A GPU's host link both ways (its directions share the duplex
-      // rate).
-      if (plan.memoryOf("planner_bound_link_us"))
-        std::snprintf(
-            comm + std::strlen(comm), sizeof(comm) - std::strlen(comm),
-            ", the host link both ways %.3f", ms("planner_bound_link_us"));
+      // The rows only some plans have: the collectives' queue (data
+      // parallel), a GPU's host link both ways (its directions share the
+      // duplex rate).
+      std::string extra;
+      for (auto [key, name] :
+           {std::pair{"planner_bound_comm_us", "collectives"},
+            std::pair{"planner_bound_link_us", "the host link both ways"}})
+        if (plan.memoryOf(key)) {
+          std::snprintf(buf, sizeof(buf), ", %s %.3f", name, ms(key));
+          extra += buf;
+        }
       std::snprintf(
           buf, sizeof(buf),
           "planner bound: no placement within the budgets is predicted "
@@ -180,7 +181,8 @@ std::string formatMemoryReport(const Plan &plan) {
           bound / 1e3, ms("planner_bound_compute_us"),
           ms("planner_bound_to_device_us"), ms("planner_bound_to_host_us"),
           ms("planner_bound_updates_us"), ms("planner_bound_ssd_read_us"),
-          ms("planner_bound_ssd_write_us"), comm, chosen / double(bound));
+          ms("planner_bound_ssd_write_us"), extra.c_str(),
+          chosen / double(bound));
       out += buf;
       if (plan.memoryOf("planner_bound_relaxed_us")) {
         // The memory relaxation: how the budget's pressure is paid at
