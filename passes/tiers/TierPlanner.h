@@ -382,8 +382,15 @@ private:
   Act applyAct(mlir::Block &body, mlir::Value value, Act act,
                llvm::DenseSet<mlir::Value> &kept, unsigned &swaps,
                llvm::ArrayRef<mlir::Operation *> chain = {});
-  mlir::LogicalResult apply(mlir::func::FuncOp func,
-                            const Placement &placement);
+  /// A function's swap and gradient candidates (swappable(),
+  /// gradientCandidates()), in their order.
+  struct Candidates {
+    llvm::SmallVector<mlir::Value> acts, grads;
+  };
+  /// Rewrites `func` as `placement` says; with `known`, `func`'s
+  /// candidates, found before (neither list depends on the placement).
+  mlir::LogicalResult apply(mlir::func::FuncOp func, const Placement &placement,
+                            const Candidates *known = nullptr);
 
   //===--- Placements and search (TierSearch.cpp)
   //--------------------------===//
@@ -492,6 +499,10 @@ private:
   int64_t skippedSearches = 0, unfitSearches = 0;
   /// While the layer stage scores (on top of the search's budget).
   bool beyondBudget = false;
+  /// The candidates of the function scoreOnClone last scored (each score
+  /// maps them into its clone rather than finding them again).
+  mlir::Operation *candidatesOf = nullptr;
+  Candidates candidates;
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;

@@ -291,8 +291,8 @@ Act TierPlanner::applyAct(Block &body, Value value, Act act,
 
 /// Rewrites `func` as `placement` says. The caller suppresses
 /// diagnostics when this runs on a trial clone.
-LogicalResult TierPlanner::apply(func::FuncOp func,
-                                 const Placement &placement) {
+LogicalResult TierPlanner::apply(func::FuncOp func, const Placement &placement,
+                                 const Candidates *known) {
   Block &body = func.getBody().front();
   SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
   for (auto [p, tier] : llvm::zip(all, placement.tiers)) {
@@ -302,7 +302,7 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
   }
   insertFetches(func);
   OrderedRewrite ordered(*this, body);
-  SmallVector<Value> candidates = swappable(body);
+  SmallVector<Value> candidates = known ? known->acts : swappable(body);
   if (candidates.size() != placement.acts.size())
     return func.emitError("internal error: ")
            << candidates.size() << " swap candidates, the placement has "
@@ -321,7 +321,8 @@ LogicalResult TierPlanner::apply(func::FuncOp func,
     if (act == Act::Recompute)
       if (applyAct(body, v, act, kept, swaps) == Act::Keep)
         kept.insert(v);
-  SmallVector<Value> gradients = gradientCandidates(body);
+  SmallVector<Value> gradients =
+      known ? known->grads : gradientCandidates(body);
   if (gradients.size() != placement.grads.size())
     return func.emitError("internal error: ")
            << gradients.size() << " gradient candidates, the placement has "
