@@ -23,9 +23,7 @@
 //    for each type and configuration, the placement with that type's
 //    groups all in it. The difference, per group, is what one group in
 //    that configuration adds to each queue's busy time, to the replayed
-//    step and to the device's and the host's bytes. Measured from the
-//    first base; the other bases score their own reference and reuse
-//    those differences.
+//    step and to the device's and the host's bytes.
 // 4. The integer programme. How many groups of each type take each
 //    configuration: minimise T, with T at least every queue's busy time
 //    (linear in the counts) and at least the step, whose growth is not
@@ -672,60 +670,46 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     Score score;
   };
   std::vector<Solution> solutions;
-  // The costs as the first base measured them (step 3).
-  std::optional<std::vector<GroupType>> firstMeasured;
   for (const Placement &base : bases) {
-    // Step 3: the costs, from the first base that has a reference. The
-    // others score their own reference (every group on the device, with
-    // their activations and gradients) and take the first one's costs
-    // per group: those are differences, which the activations change
-    // little, and the programme is only the proposer (whatever it gives
-    // is scored; the refinement below scores every move it keeps). Each
-    // base measured anew cost a score per configuration, twice for the
-    // repeated types: about a fifth of a GPT-3 13B plan's scores, for the
-    // same plans on GPT-3 13B at batch 1 and 8 and LLaMA-7B.
+    // Step 3: the costs from this base.
     SmallVector<unsigned> reference(groups.size(), 0);
     Score ref = score(func, build(base, reference));
     if (ref.usage.device == 0)
       continue;
-    std::vector<GroupType> measured = firstMeasured ? *firstMeasured : types;
-    if (!firstMeasured) {
-      for (GroupType &t : measured) {
-        t.cost.assign(t.configs.size(), Coefficients());
-        for (size_t c = 1; c < t.configs.size(); ++c) {
-          SmallVector<unsigned> of = reference;
-          for (unsigned g : t.groups)
-            of[g] = t.configs[c];
-          Score s = score(func, build(base, of));
-          double n = static_cast<double>(t.groups.size());
-          Coefficients &k = t.cost[c];
-          if (s.usage.device == 0) {
-            // Not applicable: priced out of the programme.
-            k.time[0] = 1e9;
-            continue;
-          }
-          for (unsigned r = 0; r < kNumTimes; ++r)
-            k.time[r] = (timeOf(s.usage, r) - timeOf(ref.usage, r)) / n;
-          k.device = (s.usage.device - ref.usage.device) / n;
-          k.host = (s.usage.host - ref.usage.host) / n;
-          // The step's growth at a quarter of the groups (the last ones,
-          // where spread() puts the configurations further from the device).
-          int64_t at = static_cast<int64_t>(t.groups.size()) / 4;
-          if (at < 1)
-            continue;
-          SmallVector<unsigned> few = reference;
-          for (size_t g = t.groups.size() - at; g < t.groups.size(); ++g)
-            few[t.groups[g]] = t.configs[c];
-          Score f = score(func, build(base, few));
-          if (f.usage.device == 0)
-            continue;
-          k.at = at;
-          k.stepAt = f.usage.step - ref.usage.step;
-          k.steeper =
-              (k.time[0] * n - k.stepAt) / (n - static_cast<double>(at));
+    std::vector<GroupType> measured = types;
+    for (GroupType &t : measured) {
+      t.cost.assign(t.configs.size(), Coefficients());
+      for (size_t c = 1; c < t.configs.size(); ++c) {
+        SmallVector<unsigned> of = reference;
+        for (unsigned g : t.groups)
+          of[g] = t.configs[c];
+        Score s = score(func, build(base, of));
+        double n = static_cast<double>(t.groups.size());
+        Coefficients &k = t.cost[c];
+        if (s.usage.device == 0) {
+          // Not applicable: priced out of the programme.
+          k.time[0] = 1e9;
+          continue;
         }
+        for (unsigned r = 0; r < kNumTimes; ++r)
+          k.time[r] = (timeOf(s.usage, r) - timeOf(ref.usage, r)) / n;
+        k.device = (s.usage.device - ref.usage.device) / n;
+        k.host = (s.usage.host - ref.usage.host) / n;
+        // The step's growth at a quarter of the groups (the last ones,
+        // where spread() puts the configurations further from the device).
+        int64_t at = static_cast<int64_t>(t.groups.size()) / 4;
+        if (at < 1)
+          continue;
+        SmallVector<unsigned> few = reference;
+        for (size_t g = t.groups.size() - at; g < t.groups.size(); ++g)
+          few[t.groups[g]] = t.configs[c];
+        Score f = score(func, build(base, few));
+        if (f.usage.device == 0)
+          continue;
+        k.at = at;
+        k.stepAt = f.usage.step - ref.usage.step;
+        k.steeper = (k.time[0] * n - k.stepAt) / (n - static_cast<double>(at));
       }
-      firstMeasured = measured;
     }
     if (plannerCheck && &base == &bases.front() &&
         failed(checkProgramme(measured, ref.usage, base)))
