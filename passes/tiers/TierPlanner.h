@@ -390,7 +390,7 @@ private:
   /// Rewrites `func` as `placement` says; with `known`, `func`'s
   /// candidates, found before (neither list depends on the placement).
   mlir::LogicalResult apply(mlir::func::FuncOp func, const Placement &placement,
-                            const Candidates *known = nullptr);
+                            std::optional<Candidates> known = std::nullopt);
 
   //===--- Placements and search (TierSearch.cpp)
   //--------------------------===//

@@ -292,7 +292,7 @@ Act TierPlanner::applyAct(Block &body, Value value, Act act,
 /// Rewrites `func` as `placement` says. The caller suppresses
 /// diagnostics when this runs on a trial clone.
 LogicalResult TierPlanner::apply(func::FuncOp func, const Placement &placement,
-                                 const Candidates *known) {
+                                 std::optional<Candidates> known) {
   Block &body = func.getBody().front();
   SmallVector<exec::ParamOp> all(body.getOps<exec::ParamOp>());
   for (auto [p, tier] : llvm::zip(all, placement.tiers)) {
@@ -302,7 +302,8 @@ LogicalResult TierPlanner::apply(func::FuncOp func, const Placement &placement,
   }
   insertFetches(func);
   OrderedRewrite ordered(*this, body);
-  SmallVector<Value> candidates = known ? known->acts : swappable(body);
+  SmallVector<Value> candidates =
+      known ? std::move(known->acts) : swappable(body);
   if (candidates.size() != placement.acts.size())
     return func.emitError("internal error: ")
            << candidates.size() << " swap candidates, the placement has "
@@ -322,7 +323,7 @@ LogicalResult TierPlanner::apply(func::FuncOp func, const Placement &placement,
       if (applyAct(body, v, act, kept, swaps) == Act::Keep)
         kept.insert(v);
   SmallVector<Value> gradients =
-      known ? known->grads : gradientCandidates(body);
+      known ? std::move(known->grads) : gradientCandidates(body);
   if (gradients.size() != placement.grads.size())
     return func.emitError("internal error: ")
            << gradients.size() << " gradient candidates, the placement has "

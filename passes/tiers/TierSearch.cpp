@@ -333,13 +333,14 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   IRMapping mapping;
   OwningOpRef<ModuleOp> clone(cast<ModuleOp>(module->clone(mapping)));
   auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
-  Candidates mapped;
-  for (Value v : candidates.acts)
-    mapped.acts.push_back(mapping.lookup(v));
-  for (Value v : candidates.grads)
-    mapped.grads.push_back(mapping.lookup(v));
+  auto inClone = [&](ArrayRef<Value> values) {
+    return llvm::to_vector(
+        llvm::map_range(values, [&](Value v) { return mapping.lookup(v); }));
+  };
   PlacementCounters saved = counters;
-  LogicalResult applied = apply(copy, placement, &mapped);
+  LogicalResult applied =
+      apply(copy, placement,
+            Candidates{inClone(candidates.acts), inClone(candidates.grads)});
   counters = saved;
   if (failed(applied))
     return Score();
