@@ -15,6 +15,11 @@
 #include "runtime/artifact/Plan.h"
 
 #include <optional>
+#include <vector>
+
+namespace strata::artifact {
+struct StepAccesses;
+} // namespace strata::artifact
 
 namespace strata {
 
@@ -47,9 +52,13 @@ MemoryPlanStats planMemory(mlir::func::FuncOp func,
                            const MachineProfile *machine = nullptr,
                            bool report = true);
 
-/// --strata-schedule-transfers on one (memory-planned) function.
+/// --strata-schedule-transfers on one (memory-planned) function. With
+/// `accesses`, leaves there what each kernel reads and writes
+/// (kernelAccesses, which it works from; the schedule changes none), for
+/// predictStepTime to take rather than find again.
 void scheduleTransfers(mlir::func::FuncOp func,
-                       const ScheduleTransfersPassOptions &options = {});
+                       const ScheduleTransfersPassOptions &options = {},
+                       std::vector<artifact::StepAccesses> *accesses = nullptr);
 
 /// Cleans up freshly imported graph IR: folds, canonicalizes and removes
 /// duplicate and dead computations. Registered as `strata-graph-cleanup`.

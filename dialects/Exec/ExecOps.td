@@ -215,7 +215,8 @@ def Exec_KernelOp : Exec_Op<"kernel"> {
     /// Whether this launches `kind`: its name as the kernel table spells
     /// it, so that a pass names kernels by the table's enum, not by text.
     bool isKernel(::strata::artifact::Kernel kind) {
-      return getKernel() == ::strata::artifact::kernelName(kind);
+      return getKernel() ==
+             ::llvm::StringRef(::strata::artifact::kernelNameView(kind));
     }
     /// An optimizer update: writes its parameter and states in place, reads
     /// the gradient as its second operand (not a store or accumulate). The

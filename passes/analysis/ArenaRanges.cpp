@@ -14,6 +14,15 @@ using namespace mlir;
 namespace strata {
 
 uint64_t storageBytes(Type type) {
+  // Exec values are ranked tensors: their class directly, not through
+  // the ShapedType interface (asked for every operand of every kernel each
+  // time the planner scores a placement).
+  if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    Type et = tensor.getElementType();
+    uint64_t element =
+        et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+    return static_cast<uint64_t>(tensor.getNumElements()) * element;
+  }
   auto shaped = cast<ShapedType>(type);
   Type et = shaped.getElementType();
   uint64_t element = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
@@ -87,9 +96,21 @@ std::optional<artifact::ArenaRange> arenaRange(Value v, bool pageAligned) {
     return std::nullopt;
   int64_t offset;
   auto result = cast<OpResult>(v);
-  if (auto all = def->getAttrOfType<DenseI64ArrayAttr>("offsets"))
+  // A kernel's offsets through its own accessors (asked for every operand
+  // of every kernel each time the planner scores a placement); other ops'
+  // by name.
+  DenseI64ArrayAttr all;
+  IntegerAttr one;
+  if (auto kernel = dyn_cast<exec::KernelOp>(def)) {
+    all = kernel.getOffsetsAttr();
+    one = kernel.getOffsetAttr();
+  } else {
+    all = def->getAttrOfType<DenseI64ArrayAttr>("offsets");
+    one = def->getAttrOfType<IntegerAttr>("offset");
+  }
+  if (all)
     offset = all.asArrayRef()[result.getResultNumber()];
-  else if (auto one = def->getAttrOfType<IntegerAttr>("offset"))
+  else if (one)
     offset = one.getInt();
   else
     return std::nullopt;
@@ -172,7 +193,17 @@ artifact::Queue naturalQueue(exec::KernelOp k) {
 }
 } // namespace
 
-StepOrdering orderSteps(ArrayRef<exec::KernelOp> kernels) {
+std::vector<artifact::StepAccesses>
+kernelAccesses(ArrayRef<exec::KernelOp> kernels) {
+  StoredIds ids;
+  std::vector<artifact::StepAccesses> accesses(kernels.size());
+  for (auto [i, k] : llvm::enumerate(kernels))
+    stepAccesses(k, ids, accesses[i].reads, accesses[i].writes);
+  return accesses;
+}
+
+StepOrdering orderSteps(ArrayRef<exec::KernelOp> kernels,
+                        const std::vector<artifact::StepAccesses> *accesses) {
   StepOrdering o;
   std::vector<int64_t> issueAfter;
   bool given = !kernels.empty();
@@ -193,29 +224,14 @@ StepOrdering orderSteps(ArrayRef<exec::KernelOp> kernels) {
   }
   o.order = artifact::issueOrder(issueAfter);
   if (!given) {
-    StoredIds ids;
-    std::vector<artifact::StepAccesses> accesses(kernels.size());
-    for (auto [i, k] : llvm::enumerate(kernels))
-      stepAccesses(k, ids, accesses[i].reads, accesses[i].writes);
-    o.waits = artifact::deriveWaits(o.queues, accesses, o.order);
+    if (accesses && accesses->size() == kernels.size()) {
+      o.waits = artifact::deriveWaits(o.queues, *accesses, o.order);
+    } else {
+      o.waits =
+          artifact::deriveWaits(o.queues, kernelAccesses(kernels), o.order);
+    }
   }
   return o;
-}
-
-void arenaAccesses(exec::KernelOp kernel,
-                   std::vector<artifact::ArenaRange> &reads,
-                   std::vector<artifact::ArenaRange> &writes) {
-  StoredIds ids;
-  std::vector<artifact::Access> r, w;
-  stepAccesses(kernel, ids, r, w);
-  reads.clear();
-  writes.clear();
-  for (const artifact::Access &a : r)
-    if (a.region == artifact::Region::Arena)
-      reads.push_back(a.range);
-  for (const artifact::Access &a : w)
-    if (a.region == artifact::Region::Arena)
-      writes.push_back(a.range);
 }
 
 } // namespace strata

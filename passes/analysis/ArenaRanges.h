@@ -16,6 +16,7 @@
 #include "dialects/Exec/ExecDialect.h"
 #include "runtime/artifact/KernelTable.h"
 #include "runtime/artifact/Plan.h"
+#include "runtime/artifact/StepOrder.h"
 
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
@@ -79,20 +80,23 @@ void stepAccesses(exec::KernelOp kernel, StoredIds &ids,
                   std::vector<artifact::Access> &reads,
                   std::vector<artifact::Access> &writes);
 
+/// stepAccesses of each of `kernels` (a function's, in program order),
+/// the stored buffers numbered across all of them.
+std::vector<artifact::StepAccesses>
+kernelAccesses(llvm::ArrayRef<exec::KernelOp> kernels);
+
 /// How the runtime orders `kernels` (a function's, in program order): each
 /// one's queue and waits (from --strata-assign-queues' `queue` and `waits`
-/// when present, else derived by the same rule), and the issue order.
+/// when present, else derived by the same rule from `accesses`, their
+/// kernelAccesses, found here when not given), and the issue order.
 struct StepOrdering {
   std::vector<artifact::Queue> queues;
   std::vector<std::vector<uint32_t>> waits;
   std::vector<size_t> order;
 };
-StepOrdering orderSteps(llvm::ArrayRef<exec::KernelOp> kernels);
-
-/// The arena ranges `kernel` reads and writes.
-void arenaAccesses(exec::KernelOp kernel,
-                   std::vector<artifact::ArenaRange> &reads,
-                   std::vector<artifact::ArenaRange> &writes);
+StepOrdering
+orderSteps(llvm::ArrayRef<exec::KernelOp> kernels,
+           const std::vector<artifact::StepAccesses> *accesses = nullptr);
 
 } // namespace strata
 

@@ -16,6 +16,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <vector>
+
+namespace strata::artifact {
+struct StepAccesses;
+} // namespace strata::artifact
+
 namespace strata {
 
 /// The machine profile for a pass into `m`, parsed once per compile: the
@@ -102,7 +108,10 @@ void offloadOptimizerUpdates(mlir::func::FuncOp func, llvm::StringRef mode,
 /// runtime's schedule and records the predicted step in `exec.predicted`:
 /// what --strata-predict-time does for each function, less the per-step
 /// schedule (`exec.predicted_spans`) the placer's scoring has no use for.
-void predictStepTime(mlir::func::FuncOp func, const MachineProfile &m);
+/// `accesses`: kernelAccesses of `func` as it stands, when known.
+void predictStepTime(
+    mlir::func::FuncOp func, const MachineProfile &m,
+    const std::vector<artifact::StepAccesses> *accesses = nullptr);
 
 } // namespace strata
 

@@ -94,13 +94,14 @@ struct PredictTimePass
   /// compute thread, SSD reads and writes each in order on their own queue
   /// thread; a step starts once its queue is free and the steps it waits
   /// for have finished.
-  static void predict(func::FuncOp func, const MachineProfile &m,
-                      bool recordSpans) {
+  static void
+  predict(func::FuncOp func, const MachineProfile &m, bool recordSpans,
+          const std::vector<artifact::StepAccesses> *accesses = nullptr) {
     SmallVector<exec::KernelOp> kernels;
     for (auto k : func.getBody().front().getOps<exec::KernelOp>())
       kernels.push_back(k);
     size_t n = kernels.size();
-    StepOrdering ordering = orderSteps(kernels);
+    StepOrdering ordering = orderSteps(kernels, accesses);
     std::vector<double> end(n, 0.0);
     // When each SSD queue (0: reads, 1: writes) is next free.
     double clock = 0, queueFree[2] = {0, 0}, compute = 0;
@@ -468,6 +469,8 @@ struct PredictTimePass
 
 } // namespace
 
-void strata::predictStepTime(func::FuncOp func, const MachineProfile &m) {
-  PredictTimePass::predict(func, m, /*recordSpans=*/false);
+void strata::predictStepTime(
+    func::FuncOp func, const MachineProfile &m,
+    const std::vector<artifact::StepAccesses> *accesses) {
+  PredictTimePass::predict(func, m, /*recordSpans=*/false, accesses);
 }

@@ -25,7 +25,8 @@ using artifact::alignUp;
 // buckets' lists, in offset order; a long one scans every placed buffer.
 // Either way it meets the same buffers in the same order as a scan of
 // all of them would: the offsets are those of the simple scan.
-uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
+uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment,
+                     uint64_t stopAbove) {
   size_t n = buffers.size();
   if (n == 0)
     return 0;
@@ -62,10 +63,12 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
       return std::pair(offset, top) < std::pair(o.offset, o.top);
     }
   };
+  // Each buffer's top, set as it is placed (the merges read the long
+  // buffers' often).
+  std::vector<uint64_t> tops(n);
   auto placed = [&](uint32_t i) {
     const Lifetime &b = buffers[i];
-    return Placed{b.offset, alignUp(b.offset + b.bytes, alignment), b.start,
-                  b.end};
+    return Placed{b.offset, tops[i], b.start, b.end};
   };
   std::vector<std::vector<Placed>> buckets(bucketOf(last) + 1);
   // The long buffers by index: when most buffers are long (every
@@ -81,20 +84,23 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
   struct Chunk {
     std::vector<Placed> entries;
     int64_t first, last; // The least start and the greatest end.
+    uint64_t top;        // The greatest top.
   };
-  constexpr size_t kChunk = 256;
+  constexpr size_t kChunk = 64;
   std::vector<Chunk> all;
   auto summarise = [](Chunk &c) {
     c.first = std::numeric_limits<int64_t>::max();
     c.last = std::numeric_limits<int64_t>::min();
+    c.top = 0;
     for (const Placed &p : c.entries) {
       c.first = std::min(c.first, p.start);
       c.last = std::max(c.last, p.end);
+      c.top = std::max(c.top, p.top);
     }
   };
   auto insertAll = [&](const Placed &self) {
     if (all.empty())
-      all.push_back({{}, self.start, self.end});
+      all.push_back({{}, self.start, self.end, self.top});
     // The first chunk whose last entry is above `self` (after equal ones,
     // as upper_bound on one list would; the order among equal entries
     // changes no scan), else the last chunk.
@@ -105,8 +111,9 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
     list.insert(std::upper_bound(list.begin(), list.end(), self), self);
     chunk->first = std::min(chunk->first, self.start);
     chunk->last = std::max(chunk->last, self.end);
+    chunk->top = std::max(chunk->top, self.top);
     if (list.size() >= 2 * kChunk) {
-      Chunk upper{{list.begin() + kChunk, list.end()}, 0, 0};
+      Chunk upper{{list.begin() + kChunk, list.end()}, 0, 0, 0};
       list.resize(kChunk);
       summarise(*chunk);
       summarise(upper);
@@ -161,8 +168,10 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
     } else {
       bool going = true;
       for (const Chunk &c : all) {
-        if (c.last < b.start || c.first > b.end)
-          continue; // Every lifetime apart.
+        // Every lifetime apart, or every top below the scan (each entry
+        // then leaves the offset as it is, and none is above a gap).
+        if (c.last < b.start || c.first > b.end || c.top < offset)
+          continue;
         for (const Placed &other : c.entries)
           if (!(going = pass(other)))
             break;
@@ -171,6 +180,7 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
       }
     }
     b.offset = offset;
+    tops[i] = alignUp(offset + b.bytes, alignment);
     Placed self = placed(i);
     insertAll(self);
     auto insert = [&](std::vector<Placed> &list) {
@@ -185,6 +195,9 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
           std::upper_bound(longOnes.begin(), longOnes.end(), self, below), i);
     }
     arena = std::max(arena, offset + b.bytes);
+    // The arena only grows: past `stopAbove` the caller has its answer.
+    if (arena > stopAbove)
+      return arena;
   }
   return arena;
 }
@@ -193,7 +206,8 @@ uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment) {
 /// lowest such gap on ties) when it starts and returns it when it ends.
 /// O(n log n) whatever the lifetimes; stack-like (nested) lifetimes, as a
 /// forward and backward pass make, pack perfectly.
-uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment) {
+uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment,
+                          uint64_t *peak) {
   size_t n = buffers.size();
   std::vector<uint32_t> byStart(n), byEnd(n);
   for (size_t i = 0; i < n; ++i)
@@ -209,7 +223,7 @@ uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment) {
   // Free gaps below `top`, by offset (for merging) and by (size, offset).
   std::map<uint64_t, uint64_t> gapAt;
   std::set<std::pair<uint64_t, uint64_t>> gapBySize;
-  uint64_t top = 0, arena = 0;
+  uint64_t top = 0, arena = 0, live = 0, most = 0;
   auto addGap = [&](uint64_t lo, uint64_t hi) {
     auto next = gapAt.lower_bound(lo);
     if (next != gapAt.end() && next->first == hi) { // Merge with the next.
@@ -239,7 +253,10 @@ uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment) {
     for (; e < n && buffers[byEnd[e]].end < b.start; ++e) {
       const Lifetime &done = buffers[byEnd[e]]; // Placed: it started earlier.
       addGap(done.offset, done.offset + done.bytes);
+      live -= done.bytes;
     }
+    // What lives at this start (once the ties starting with it are in).
+    most = std::max(most, live += b.bytes);
     uint64_t size = alignUp(b.bytes, alignment);
     auto fit = gapBySize.lower_bound({size, 0});
     if (fit != gapBySize.end()) {
@@ -257,13 +274,17 @@ uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment) {
     }
     arena = std::max(arena, b.offset + b.bytes);
   }
+  if (peak)
+    *peak = most;
   return arena;
 }
 
 uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
-                      size_t sizeOrderLimit, uint64_t enough) {
+                      size_t sizeOrderLimit, uint64_t enough,
+                      bool overMayStop) {
   std::vector<Lifetime> inTime = buffers;
-  uint64_t timeArena = placeInTimeOrder(inTime, alignment);
+  uint64_t peak = 0;
+  uint64_t timeArena = placeInTimeOrder(inTime, alignment, &peak);
   constexpr size_t kSkipOptimalFrom = 4096;
   // No placement needs less than the most bytes live at one step. When
   // the time-ordered one needs no more (nested lifetimes, as a forward
@@ -271,28 +292,23 @@ uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
   // lifetimes overlap, cannot do better; past a few thousand buffers it is
   // then not run (below, it runs and wins ties, as it always has).
   if (buffers.size() >= kSkipOptimalFrom) {
-    std::vector<std::pair<int64_t, int64_t>> events;
-    events.reserve(2 * buffers.size());
-    for (const Lifetime &b : buffers) {
-      events.push_back({b.start, static_cast<int64_t>(b.bytes)});
-      if (b.end < std::numeric_limits<int64_t>::max())
-        events.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
-    }
-    std::sort(events.begin(), events.end()); // Ends before starts at a step.
-    int64_t live = 0, peak = 0;
-    for (const auto &[step, delta] : events)
-      peak = std::max(peak, live += delta);
     // Optimal already; or over the budget whatever the placement.
-    if (timeArena <= static_cast<uint64_t>(peak) ||
-        (enough > 0 && static_cast<uint64_t>(peak) > enough)) {
+    if (timeArena <= peak || (enough > 0 && peak > enough)) {
       buffers = std::move(inTime);
       return timeArena;
     }
   }
   if (buffers.size() <= sizeOrderLimit) {
-    uint64_t sizeArena = placeBySize(buffers, alignment);
+    // The size-ordered packing wins ties, so it is given up once it needs
+    // more than the time-ordered one (the offsets are then the time-ordered
+    // ones, as if it had run to the end); and, for a caller that drops a
+    // plan over `enough`, once both are over it.
+    uint64_t stopAbove = timeArena;
+    if (overMayStop && enough > 0 && timeArena > enough)
+      stopAbove = enough;
+    uint64_t sizeArena = placeBySize(buffers, alignment, stopAbove);
     if (sizeArena <= timeArena)
-      return sizeArena;
+      return sizeArena; // Stopped over `enough`, or the smaller.
   }
   buffers = std::move(inTime);
   return timeArena;

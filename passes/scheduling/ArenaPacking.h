@@ -33,21 +33,31 @@ struct Lifetime {
 /// that holds it; `alignment` rounds the offsets up. Returns the arena
 /// size. Each buffer looks only at the placed ones that can meet it (a
 /// time-bucket index), so short-lived buffers cost little however many
-/// there are.
-uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment);
+/// there are. It stops once the arena needs more than `stopAbove` bytes
+/// (returning what it needs by then, more than `stopAbove`; the buffers
+/// not yet placed keep the offsets they had).
+uint64_t placeBySize(std::vector<Lifetime> &buffers, uint64_t alignment,
+                     uint64_t stopAbove = UINT64_MAX);
 
 /// In time order: a buffer takes the smallest free gap that holds it (the
 /// lowest such gap on ties) when it starts and returns it when it ends.
-/// O(n log n); stack-like (nested) lifetimes pack perfectly.
-uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment);
+/// O(n log n); stack-like (nested) lifetimes pack perfectly. With `peak`,
+/// sets it to the most bytes live at one step (no placement needs less).
+uint64_t placeInTimeOrder(std::vector<Lifetime> &buffers, uint64_t alignment,
+                          uint64_t *peak = nullptr);
 
 /// Both placements, the smaller arena wins (the size-ordered one only up
 /// to `sizeOrderLimit` buffers, and for thousands of buffers not when the
 /// time-ordered one already needs only the most bytes live at one step,
 /// nor when those are over `enough` (> 0: a device budget, which no
 /// placement then meets)). Sets every offset; returns the arena size.
+/// With `overMayStop` (and `enough` > 0), for a caller that drops a plan
+/// over `enough`: where both placements need more than `enough`, the
+/// size-ordered one may stop early, and the result is then only some
+/// size over `enough`, its offsets no packing.
 uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
-                      size_t sizeOrderLimit = 50000, uint64_t enough = 0);
+                      size_t sizeOrderLimit = 50000, uint64_t enough = 0,
+                      bool overMayStop = false);
 
 } // namespace strata::arena
 

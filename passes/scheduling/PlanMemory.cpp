@@ -48,14 +48,16 @@ struct Buffer {
 
 /// Places every buffer (sets `offset`) and returns the arena size
 /// (arena::placeBuffers on their lifetimes; `enough`: an arena size
-/// that meets the budget).
+/// that meets the budget; with `overMayStop`, a result over it is only
+/// that, its offsets no packing).
 uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
-                      uint64_t enough) {
+                      uint64_t enough, bool overMayStop) {
   std::vector<arena::Lifetime> lifetimes;
   lifetimes.reserve(buffers.size());
   for (const Buffer &b : buffers)
     lifetimes.push_back({b.bytes, b.start, b.end});
-  uint64_t arena = arena::placeBuffers(lifetimes, alignment, 50000, enough);
+  uint64_t arena =
+      arena::placeBuffers(lifetimes, alignment, 50000, enough, overMayStop);
   for (auto [b, l] : llvm::zip(buffers, lifetimes))
     b.offset = l.offset;
   return arena;
@@ -115,20 +117,21 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     return tierOf(stored) == exec::Tier::Ssd ? (read ? 2 : 3) : -1;
   };
   llvm::DenseMap<Operation *, int64_t> lastWrite;
+  IntegerType i64Type = IntegerType::get(func.getContext(), 64);
   for (Operation &op : body) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
       uint64_t &region = param.getTier() == exec::Tier::Host  ? hostBytes
                          : param.getTier() == exec::Tier::Ssd ? ssdBytes
                                                               : paramsBytes;
       param.setOffsetAttr(
-          OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
+          IntegerAttr::get(i64Type, static_cast<int64_t>(region)));
       region = artifact::alignUp(region + storageBytes(param.getType()),
                                  artifact::kParamAlignment);
     } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
       uint64_t &region =
           space.getTier() == exec::Tier::Ssd ? ssdBytes : hostBytes;
       space.setOffsetAttr(
-          OpBuilder(&op).getI64IntegerAttr(static_cast<int64_t>(region)));
+          IntegerAttr::get(i64Type, static_cast<int64_t>(region)));
       region = artifact::alignUp(region + storageBytes(space.getType()),
                                  artifact::kParamAlignment);
     } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
@@ -257,7 +260,10 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   std::vector<std::pair<int64_t, int64_t>> lastSpans;
   std::vector<uint64_t> lastOffsets;
   uint64_t lastArena = 0;
-  auto place = [&] {
+  // With `overMayStop` the plan is dropped when it is over the budget, so
+  // that packing may stop as soon as it is (arena::placeBuffers); such a
+  // packing is not kept for reuse.
+  auto place = [&](bool overMayStop) {
     bool same = lastSpans.size() == buffers.size();
     for (size_t i = 0; same && i < buffers.size(); ++i)
       same = lastSpans[i] == std::pair(buffers[i].start, buffers[i].end);
@@ -266,9 +272,11 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
         b.offset = offset;
       return lastArena;
     }
-    lastArena = placeBuffers(buffers, alignment, enough);
+    lastArena = placeBuffers(buffers, alignment, enough, overMayStop);
     lastSpans.clear();
     lastOffsets.clear();
+    if (overMayStop && lastArena > enough && enough > 0)
+      return lastArena;
     for (const Buffer &b : buffers) {
       lastSpans.push_back({b.start, b.end});
       lastOffsets.push_back(b.offset);
@@ -281,17 +289,17 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   std::vector<int64_t> defined(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i)
     defined[i] = buffers[i].start;
-  auto withWindow = [&](int64_t window) {
+  auto withWindow = [&](int64_t window, bool overMayStop) {
     for (auto [i, earliest] : fetches)
       buffers[i].start = std::max(earliest, defined[i] - window);
-    return place();
+    return place(overMayStop);
   };
   // The timed windows with lead `lead` (1: as timed above; 2: twice as
   // far ahead of the use, twice as long after the write-back's op).
   llvm::DenseMap<size_t, int64_t> earliestOf;
   for (auto [i, earliest] : fetches)
     earliestOf[i] = earliest;
-  auto withLead = [&](double lead) {
+  auto withLead = [&](double lead, bool overMayStop) {
     for (auto [i, earliest] : fetches)
       buffers[i].start = defined[i];
     for (const Transfer &f : timedFetches) {
@@ -312,7 +320,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       int64_t e = std::min<int64_t>(last, (it - before.begin()) - 1);
       buffers[d.buffer].end = std::max(buffers[d.buffer].end, e);
     }
-    return place();
+    return place(overMayStop);
   };
   auto over = [&](uint64_t arena) {
     return options.gpuMem > 0 && arena + paramsBytes > options.gpuMem;
@@ -320,19 +328,20 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // The plan with `wanted` when it fits the budget; else none when even
   // that does not fit (kept without placing every halving in between: the
   // planner scores thousands of plans that do not fit); else the first of
-  // `halvings` that fits, or none.
+  // `halvings` that fits, or none. The plans dropped when over the
+  // budget (`planWith`'s second argument) may stop packing once they are.
   auto fitted = [&](double wanted, ArrayRef<double> halvings,
-                    function_ref<uint64_t(double)> planWith) {
-    uint64_t arena = planWith(wanted);
+                    function_ref<uint64_t(double, bool)> planWith) {
+    uint64_t arena = planWith(wanted, wanted != 0);
     if (!over(arena) || wanted == 0)
       return std::pair(wanted, arena);
-    arena = planWith(0);
+    arena = planWith(0, false);
     if (over(arena))
       return std::pair(0.0, arena);
     for (double h : halvings)
-      if (uint64_t a = planWith(h); !over(a))
+      if (uint64_t a = planWith(h, true); !over(a))
         return std::pair(h, a);
-    return std::pair(0.0, planWith(0));
+    return std::pair(0.0, planWith(0, false));
   };
   int64_t window = 0;
   double lead = 0;
@@ -348,9 +357,10 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     for (int64_t w = wanted / 2; w > 0; w /= 2)
       halvings.push_back(static_cast<double>(w));
     double used;
-    std::tie(used, arenaBytes) =
-        fitted(static_cast<double>(wanted), halvings,
-               [&](double w) { return withWindow(static_cast<int64_t>(w)); });
+    std::tie(used, arenaBytes) = fitted(
+        static_cast<double>(wanted), halvings, [&](double w, bool overMayStop) {
+          return withWindow(static_cast<int64_t>(w), overMayStop);
+        });
     window = static_cast<int64_t>(used);
   }
   uint64_t unshared = 0;
@@ -358,13 +368,34 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     unshared += artifact::alignUp(b.bytes, alignment);
   OpBuilder builder(func.getContext());
   // The first result's offset is `offset`; all results' are `offsets`.
-  llvm::DenseMap<Operation *, SmallVector<int64_t>> offsetsOf;
-  for (const Buffer &b : buffers)
-    offsetsOf[b.def].push_back(static_cast<int64_t>(b.offset));
-  for (auto &[op, offsets] : offsetsOf) {
-    op->setAttr("offset", builder.getI64IntegerAttr(offsets.front()));
+  // An op's buffers are made together, in result order. The planner
+  // plans thousands of candidates' memory: the names and the offsets'
+  // attributes (many buffers share an offset) are made once here rather
+  // than looked up in the context for every op.
+  StringAttr offsetName = builder.getStringAttr("offset"),
+             offsetsName = builder.getStringAttr("offsets");
+  llvm::DenseMap<uint64_t, IntegerAttr> offsetAttrs;
+  SmallVector<int64_t> offsets;
+  for (size_t i = 0; i < buffers.size();) {
+    Operation *op = buffers[i].def;
+    offsets.clear();
+    for (; i < buffers.size() && buffers[i].def == op; ++i)
+      offsets.push_back(static_cast<int64_t>(buffers[i].offset));
+    IntegerAttr &first = offsetAttrs[offsets.front()];
+    if (!first)
+      first = IntegerAttr::get(i64Type, offsets.front());
+    DenseI64ArrayAttr all;
     if (offsets.size() > 1)
-      op->setAttr("offsets", builder.getDenseI64ArrayAttr(offsets));
+      all = builder.getDenseI64ArrayAttr(offsets);
+    if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+      kernel.setOffsetAttr(first);
+      if (all)
+        kernel.setOffsetsAttr(all);
+      continue;
+    }
+    op->setAttr(offsetName, first);
+    if (all)
+      op->setAttr(offsetsName, all);
   }
   setDeclaredAttr<exec::ExecDialect::PrefetchWindowAttrHelper>(
       func, builder.getI64IntegerAttr(window));

@@ -34,19 +34,30 @@ using namespace mlir;
 using namespace strata;
 
 void strata::scheduleTransfers(func::FuncOp func,
-                               const ScheduleTransfersPassOptions &options) {
+                               const ScheduleTransfersPassOptions &options,
+                               std::vector<artifact::StepAccesses> *out) {
   SmallVector<exec::KernelOp> kernels;
   for (auto k : func.getBody().front().getOps<exec::KernelOp>())
     kernels.push_back(k);
   // Every kernel's arena accesses, and the stored buffer it writes back.
+  std::vector<artifact::StepAccesses> accesses = kernelAccesses(kernels);
   std::vector<std::vector<artifact::ArenaRange>> reads(kernels.size()),
       writes(kernels.size());
+  auto arena = [](const std::vector<artifact::Access> &all,
+                  std::vector<artifact::ArenaRange> &ranges) {
+    for (const artifact::Access &a : all)
+      if (a.region == artifact::Region::Arena)
+        ranges.push_back(a.range);
+  };
   std::vector<Operation *> writesStored(kernels.size(), nullptr);
   for (auto [i, k] : llvm::enumerate(kernels)) {
-    arenaAccesses(k, reads[i], writes[i]);
+    arena(accesses[i].reads, reads[i]);
+    arena(accesses[i].writes, writes[i]);
     if (k.getNumResults() == 0 && !k.getInputs().empty())
       writesStored[i] = storedRoot(k.getInputs()[0]);
   }
+  if (out)
+    *out = std::move(accesses);
   for (auto [i, k] : llvm::enumerate(kernels)) {
     if (!(isTransfer(k) && k.isKernel(artifact::Kernel::Copy)) &&
         !k.isKernel(artifact::Kernel::Unshard))

@@ -355,9 +355,11 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   memory.gpuMem = gpuMem;
   memory.prefetchLead = lead;
   planMemory(copy, memory, &machine, /*report=*/false);
-  scheduleTransfers(copy);
+  // What each kernel reads and writes, found once for both.
+  std::vector<artifact::StepAccesses> accesses;
+  scheduleTransfers(copy, {}, &accesses);
   // The profile this pass read already, not the file again per score.
-  predictStepTime(copy, machine);
+  predictStepTime(copy, machine, &accesses);
   exec::RegionSizes regions = exec::regionSizes(copy);
   Score s;
   uint64_t device = regions.device(), host = regions.host;

@@ -26,6 +26,17 @@ const char *kernelName(Kernel kernel) {
   return kernelInfo(kernel).name;
 }
 
+std::string_view kernelNameView(Kernel kernel) {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (size_t k = 0; k < static_cast<size_t>(Kernel::NumKernels); ++k)
+      out.push_back(kernelName(static_cast<Kernel>(k)));
+    return out;
+  }();
+  auto k = static_cast<size_t>(kernel);
+  return k < names.size() ? names[k] : names[0];
+}
+
 bool kernelByName(std::string_view name, Kernel &kernel) {
   const KernelInfo *info = kernelInfoByName(name);
   if (info)

@@ -195,6 +195,9 @@ enum class Kernel : uint16_t {
 
 /// The kernel's name as the compiler and strata-inspect spell it ("matmul").
 const char *kernelName(Kernel kernel);
+/// kernelName's, its length known (no strlen where names are compared
+/// often: the compiler's planner asks every kernel op what it is).
+std::string_view kernelNameView(Kernel kernel);
 /// Looks a kernel up by name; false if there is none.
 bool kernelByName(std::string_view name, Kernel &kernel);
 

@@ -179,6 +179,63 @@ TEST(ArenaPacking, ABudgetNoPlacementMeetsSkipsTheSizeOrderedScan) {
   EXPECT_EQ(placeBuffers(within, 64, 50000, 2 * timeArena), best);
 }
 
+// The peak the time-ordered placement reports is the most bytes live at
+// one step, as a sweep over every start and end finds it.
+TEST(ArenaPacking, TheTimeOrderedPlacementReportsThePeak) {
+  for (unsigned seed = 40; seed < 46; ++seed) {
+    std::vector<Lifetime> buffers = randomBuffers(seed, 2000, 300 + seed);
+    std::vector<std::pair<int64_t, int64_t>> changes;
+    for (const Lifetime &b : buffers) {
+      changes.push_back({b.start, static_cast<int64_t>(b.bytes)});
+      changes.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
+    }
+    std::sort(changes.begin(), changes.end());
+    int64_t live = 0, expected = 0;
+    for (const auto &[step, delta] : changes)
+      expected = std::max(expected, live += delta);
+    uint64_t peak = 0;
+    placeInTimeOrder(buffers, 64, &peak);
+    EXPECT_EQ(peak, static_cast<uint64_t>(expected)) << "seed " << seed;
+  }
+}
+
+// Stopped past a limit, the size-ordered scan says more than the limit
+// (and no more than the whole packing needs); at the whole packing's size
+// it is not stopped, and every offset is the plain scan's.
+TEST(ArenaPacking, TheSizeOrderedScanStopsPastItsLimit) {
+  for (unsigned seed = 50; seed < 56; ++seed) {
+    std::vector<Lifetime> buffers = randomBuffers(seed, 1500, 4000);
+    std::vector<Lifetime> whole = buffers, atWhole = buffers;
+    uint64_t arena = placeBySize(whole, 64);
+    for (uint64_t limit : {arena / 3, arena / 2, arena - 1}) {
+      std::vector<Lifetime> stopped = buffers;
+      uint64_t said = placeBySize(stopped, 64, limit);
+      EXPECT_GT(said, limit) << "seed " << seed;
+      EXPECT_LE(said, arena) << "seed " << seed;
+    }
+    EXPECT_EQ(placeBySize(atWhole, 64, arena), arena);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      ASSERT_EQ(atWhole[i].offset, whole[i].offset) << "seed " << seed;
+  }
+}
+
+// A caller that drops plans over the budget may let the packing stop once
+// it is over; one within the budget is the packing it always was, offsets
+// and all.
+TEST(ArenaPacking, APackingOverTheBudgetMayStopOnlyThere) {
+  for (unsigned seed = 60; seed < 64; ++seed) {
+    std::vector<Lifetime> buffers = randomBuffers(seed, 5000, 6000);
+    std::vector<Lifetime> plain = buffers, within = buffers, over = buffers;
+    uint64_t best = placeBuffers(plain, 64);
+    EXPECT_EQ(placeBuffers(within, 64, 50000, best, /*overMayStop=*/true),
+              best);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      ASSERT_EQ(within[i].offset, plain[i].offset) << "seed " << seed;
+    EXPECT_GT(placeBuffers(over, 64, 50000, best - 1, /*overMayStop=*/true),
+              best - 1);
+  }
+}
+
 TEST(ArenaPacking, NothingToPlace) {
   std::vector<Lifetime> none;
   EXPECT_EQ(placeBySize(none, 64), 0u);
