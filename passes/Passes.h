@@ -5,6 +5,7 @@
 
 #include "dialects/Exec/ExecDialect.h"
 #include "dialects/Graph/GraphDialect.h"
+#include "dialects/Strata/StrataDialect.h"
 #include "dialects/Train/TrainDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -380,6 +380,9 @@ def PlaceTiersPass : Pass<"strata-place-tiers", "mlir::ModuleOp"> {
     Statistic<"numGradientsSwapped", "gradients-swapped",
               "Gradients swapped out until the optimizer step">
   ];
+  // The op markers (strata.backward, ...) are read through the loaded
+  // dialect's names, not looked up in the context for every op.
+  let dependentDialects = ["::strata::StrataDialect"];
 }
 
 def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
@@ -439,6 +442,9 @@ def OffloadOptimizerPass : Pass<"strata-offload-optimizer", "mlir::ModuleOp"> {
     CpuMemOption,
     SpeculateUpdatesOption,
   ];
+  // The op markers (strata.backward, ...) are read through the loaded
+  // dialect's names, not looked up in the context for every op.
+  let dependentDialects = ["::strata::StrataDialect"];
 }
 
 def ScheduleTransfersPass : Pass<"strata-schedule-transfers", "mlir::ModuleOp"> {
@@ -514,6 +520,9 @@ def PredictTimePass : Pass<"strata-predict-time", "mlir::ModuleOp"> {
   let options = [
     ProfileOption
   ];
+  // The op markers (strata.backward, ...) are read through the loaded
+  // dialect's names, not looked up in the context for every op.
+  let dependentDialects = ["::strata::StrataDialect"];
 }
 
 def LowerGraphToExecPass : Pass<"strata-lower-graph-to-exec", "mlir::ModuleOp"> {
