@@ -97,6 +97,20 @@ std::vector<Lifetime> randomBuffers(unsigned seed, size_t n, int64_t steps) {
   return out;
 }
 
+/// The most bytes live at one step: a sweep over every start and end.
+int64_t livePeak(const std::vector<Lifetime> &buffers) {
+  std::vector<std::pair<int64_t, int64_t>> changes;
+  for (const Lifetime &b : buffers) {
+    changes.push_back({b.start, static_cast<int64_t>(b.bytes)});
+    changes.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
+  }
+  std::sort(changes.begin(), changes.end()); // Ends before starts.
+  int64_t live = 0, peak = 0;
+  for (const auto &[step, delta] : changes)
+    peak = std::max(peak, live += delta);
+  return peak;
+}
+
 TEST(ArenaPacking, BySizeMatchesThePlainScan) {
   for (unsigned seed = 1; seed <= 12; ++seed) {
     size_t n = seed <= 6 ? 300 : 3000;
@@ -158,16 +172,8 @@ TEST(ArenaPacking, ManyNestedLifetimesPackToTheirPeak) {
 // one they meet, the result is as without a budget.
 TEST(ArenaPacking, ABudgetNoPlacementMeetsSkipsTheSizeOrderedScan) {
   std::vector<Lifetime> buffers = randomBuffers(31, 5000, 6000);
-  std::vector<Lifetime> events = buffers, plain = buffers, within = buffers;
-  std::vector<std::pair<int64_t, int64_t>> changes;
-  for (const Lifetime &b : events) {
-    changes.push_back({b.start, static_cast<int64_t>(b.bytes)});
-    changes.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
-  }
-  std::sort(changes.begin(), changes.end());
-  int64_t live = 0, peak = 0;
-  for (const auto &[step, delta] : changes)
-    peak = std::max(peak, live += delta);
+  std::vector<Lifetime> plain = buffers, within = buffers;
+  int64_t peak = livePeak(buffers);
   std::vector<Lifetime> over = buffers, inTime = buffers;
   uint64_t timeArena = placeInTimeOrder(inTime, 64);
   uint64_t arena =
@@ -184,15 +190,7 @@ TEST(ArenaPacking, ABudgetNoPlacementMeetsSkipsTheSizeOrderedScan) {
 TEST(ArenaPacking, TheTimeOrderedPlacementReportsThePeak) {
   for (unsigned seed = 40; seed < 46; ++seed) {
     std::vector<Lifetime> buffers = randomBuffers(seed, 2000, 300 + seed);
-    std::vector<std::pair<int64_t, int64_t>> changes;
-    for (const Lifetime &b : buffers) {
-      changes.push_back({b.start, static_cast<int64_t>(b.bytes)});
-      changes.push_back({b.end + 1, -static_cast<int64_t>(b.bytes)});
-    }
-    std::sort(changes.begin(), changes.end());
-    int64_t live = 0, expected = 0;
-    for (const auto &[step, delta] : changes)
-      expected = std::max(expected, live += delta);
+    int64_t expected = livePeak(buffers);
     uint64_t peak = 0;
     placeInTimeOrder(buffers, 64, &peak);
     EXPECT_EQ(peak, static_cast<uint64_t>(expected)) << "seed " << seed;
