@@ -536,6 +536,26 @@ struct Offloader {
   void chooseSpeculation(Block &body, ArrayRef<Candidate *> chosen,
                          Operation *lastBackward, uint64_t &host,
                          unsigned &overHost) {
+    // Which updates could speculate at all, whatever the program around
+    // them: a plain SGD, momentum or AdamW step scaled by a factor (the
+    // clipping coefficient), not over accumulated micro-batches, not
+    // sharded.
+    auto eligible = [](const Candidate *c) {
+      exec::KernelOp u = c->update;
+      using artifact::Kernel;
+      // A sharded update's shard is a fresh copy each step: its
+      // speculative run would need the copy first (not yet).
+      return !c->accumulated && c->scale >= 0 && !c->shard &&
+             c->deviceShards.empty() &&
+             (u.isKernel(Kernel::UpdateSgd) ||
+              u.isKernel(Kernel::UpdateMomentum) ||
+              u.isKernel(Kernel::UpdateAdamW)) &&
+             (u.getInts().empty() || u.getInts()[0] == 1);
+    };
+    // Without one (no clipping, say) the walk below is not made: the
+    // planner offloads every placement it scores.
+    if (llvm::none_of(chosen, eligible))
+      return;
     // One pass: the last op (other than the chosen updates' own fetches,
     // write-backs and updates) touching each stored tensor, and the last
     // writing each value in place.
@@ -561,15 +581,7 @@ struct Offloader {
     }
     for (Candidate *c : chosen) {
       exec::KernelOp u = c->update;
-      using artifact::Kernel;
-      // A sharded update's shard is a fresh copy each step: its
-      // speculative run would need the copy first (not yet).
-      if (c->accumulated || c->scale < 0 || c->shard ||
-          !c->deviceShards.empty() ||
-          (!u.isKernel(Kernel::UpdateSgd) &&
-           !u.isKernel(Kernel::UpdateMomentum) &&
-           !u.isKernel(Kernel::UpdateAdamW)) ||
-          (!u.getInts().empty() && u.getInts()[0] != 1))
+      if (!eligible(c))
         continue;
       Operation *scale = u.getInputs()[c->scale].getDefiningOp();
       if (!scale || !lastBackward || !lastBackward->isBeforeInBlock(scale))
