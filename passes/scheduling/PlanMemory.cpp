@@ -75,10 +75,14 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   // (SSD tensors also padded to 4 KiB: they move by direct I/O).
   uint64_t paramsBytes = 0, hostBytes = 0, ssdBytes = 0;
   bool usesSsd = false;
-  for (auto param : body.getOps<exec::ParamOp>())
-    usesSsd |= param.getTier() == exec::Tier::Ssd;
-  for (auto space : body.getOps<exec::SwapSpaceOp>())
-    usesSsd |= space.getTier() == exec::Tier::Ssd;
+  for (Operation &op : body) {
+    if (auto param = dyn_cast<exec::ParamOp>(op))
+      usesSsd |= param.getTier() == exec::Tier::Ssd;
+    else if (auto space = dyn_cast<exec::SwapSpaceOp>(op))
+      usesSsd |= space.getTier() == exec::Tier::Ssd;
+    if (usesSsd)
+      break;
+  }
   // Device buffers that SSD transfers land in must be 4 KiB-aligned and
   // padded; with an SSD tier every arena buffer is.
   uint64_t alignment =
@@ -117,6 +121,7 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
     return tierOf(stored) == exec::Tier::Ssd ? (read ? 2 : 3) : -1;
   };
   llvm::DenseMap<Operation *, int64_t> lastWrite;
+  SmallVector<exec::OutputOp> outputs;
   IntegerType i64Type = IntegerType::get(func.getContext(), 64);
   for (Operation &op : body) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
@@ -209,10 +214,12 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
       if (it != bufferOf.end())
         buffers[it->second].end = std::max(buffers[it->second].end, index);
     }
+    if (auto output = dyn_cast<exec::OutputOp>(op))
+      outputs.push_back(output);
     last = index++;
   }
   // Outputs are read after the run: they live to the end.
-  for (auto output : body.getOps<exec::OutputOp>()) {
+  for (exec::OutputOp output : outputs) {
     auto it = bufferOf.find(viewRoot(output.getValue()));
     if (it != bufferOf.end())
       buffers[it->second].end = last + 1;

@@ -85,12 +85,19 @@ void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
   if (placement.updates.empty())
     return;
   Block &body = func.getBody().front();
+  // One walk (every score makes it): a parameter is numbered before the
+  // update that uses it, which it dominates.
   llvm::DenseMap<Operation *, unsigned> indexOf;
-  for (auto [i, p] : llvm::enumerate(body.getOps<exec::ParamOp>()))
-    indexOf[p] = i;
   Builder b(func.getContext());
-  for (auto k : body.getOps<exec::KernelOp>()) {
-    if (!k.isUpdate() || k.getInputs().empty())
+  StringAttr onCpu = b.getStringAttr("cpu"),
+             onDevice = b.getStringAttr("device");
+  for (Operation &op : body) {
+    if (auto p = dyn_cast<exec::ParamOp>(op)) {
+      indexOf.try_emplace(p, indexOf.size());
+      continue;
+    }
+    auto k = dyn_cast<exec::KernelOp>(op);
+    if (!k || !k.isUpdate() || k.getInputs().empty())
       continue;
     // The parameter: through its fetch, or through the copy of this
     // rank's shard of it that a sharded update works on.
@@ -103,9 +110,7 @@ void TierPlanner::markUpdates(func::FuncOp func, const Placement &placement) {
     if (it == indexOf.end() || placement.updates[it->second] == UpdateOn::Auto)
       continue;
     setDeclaredAttr<exec::ExecDialect::UpdateOnAttrHelper>(
-        k, b.getStringAttr(placement.updates[it->second] == UpdateOn::Cpu
-                               ? "cpu"
-                               : "device"));
+        k, placement.updates[it->second] == UpdateOn::Cpu ? onCpu : onDevice);
   }
 }
 
