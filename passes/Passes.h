@@ -48,10 +48,16 @@ struct MemoryPlanStats {
 /// loads options.profile for it). Without `report` the memory report
 /// (exec.memory, which only the artifact writer reads) is not made: the
 /// planner's scores need the offsets and region sizes alone.
+/// `offsetAttrs`: the offset attributes made before, by value, kept by a
+/// caller that plans many programs (the planner: its candidates' offsets
+/// mostly repeat, and a lookup here is cheaper than the context's); the
+/// attributes must belong to `func`'s context.
+using OffsetAttrs = llvm::DenseMap<uint64_t, mlir::IntegerAttr>;
 MemoryPlanStats planMemory(mlir::func::FuncOp func,
                            const PlanMemoryPassOptions &options = {},
                            const MachineProfile *machine = nullptr,
-                           bool report = true);
+                           bool report = true,
+                           OffsetAttrs *offsetAttrs = nullptr);
 
 /// --strata-schedule-transfers on one (memory-planned) function. With
 /// `accesses`, leaves there what each kernel reads and writes

@@ -67,7 +67,8 @@ uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
 
 MemoryPlanStats strata::planMemory(func::FuncOp func,
                                    const PlanMemoryPassOptions &options,
-                                   const MachineProfile *machine, bool report) {
+                                   const MachineProfile *machine, bool report,
+                                   OffsetAttrs *offsetAttrs) {
   Block &body = func.getBody().front();
   llvm::DenseMap<Value, size_t> bufferOf;
   std::vector<Buffer> buffers;
@@ -123,20 +124,26 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   llvm::DenseMap<Operation *, int64_t> lastWrite;
   SmallVector<exec::OutputOp> outputs;
   IntegerType i64Type = IntegerType::get(func.getContext(), 64);
+  OffsetAttrs ownAttrs;
+  OffsetAttrs &attrs = offsetAttrs ? *offsetAttrs : ownAttrs;
+  auto offsetAttr = [&](uint64_t offset) {
+    IntegerAttr &attr = attrs[offset];
+    if (!attr)
+      attr = IntegerAttr::get(i64Type, static_cast<int64_t>(offset));
+    return attr;
+  };
   for (Operation &op : body) {
     if (auto param = dyn_cast<exec::ParamOp>(op)) {
       uint64_t &region = param.getTier() == exec::Tier::Host  ? hostBytes
                          : param.getTier() == exec::Tier::Ssd ? ssdBytes
                                                               : paramsBytes;
-      param.setOffsetAttr(
-          IntegerAttr::get(i64Type, static_cast<int64_t>(region)));
+      param.setOffsetAttr(offsetAttr(region));
       region = artifact::alignUp(region + storageBytes(param.getType()),
                                  artifact::kParamAlignment);
     } else if (auto space = dyn_cast<exec::SwapSpaceOp>(op)) {
       uint64_t &region =
           space.getTier() == exec::Tier::Ssd ? ssdBytes : hostBytes;
-      space.setOffsetAttr(
-          IntegerAttr::get(i64Type, static_cast<int64_t>(region)));
+      space.setOffsetAttr(offsetAttr(region));
       region = artifact::alignUp(region + storageBytes(space.getType()),
                                  artifact::kParamAlignment);
     } else if (isa<exec::InputOp, exec::KernelOp>(op)) {
@@ -376,21 +383,18 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   OpBuilder builder(func.getContext());
   // The first result's offset is `offset`; all results' are `offsets`.
   // An op's buffers are made together, in result order. The planner
-  // plans thousands of candidates' memory: the names and the offsets'
-  // attributes (many buffers share an offset) are made once here rather
-  // than looked up in the context for every op.
+  // plans thousands of candidates' memory: the names are made once here
+  // and the offsets' attributes taken from `attrs`, rather than looked up
+  // in the context for every op.
   StringAttr offsetName = builder.getStringAttr("offset"),
              offsetsName = builder.getStringAttr("offsets");
-  llvm::DenseMap<uint64_t, IntegerAttr> offsetAttrs;
   SmallVector<int64_t> offsets;
   for (size_t i = 0; i < buffers.size();) {
     Operation *op = buffers[i].def;
     offsets.clear();
     for (; i < buffers.size() && buffers[i].def == op; ++i)
       offsets.push_back(static_cast<int64_t>(buffers[i].offset));
-    IntegerAttr &first = offsetAttrs[offsets.front()];
-    if (!first)
-      first = IntegerAttr::get(i64Type, offsets.front());
+    IntegerAttr first = offsetAttr(static_cast<uint64_t>(offsets.front()));
     DenseI64ArrayAttr all;
     if (offsets.size() > 1)
       all = builder.getDenseI64ArrayAttr(offsets);

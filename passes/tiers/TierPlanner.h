@@ -503,6 +503,9 @@ private:
   /// maps them into its clone rather than finding them again).
   mlir::Operation *candidatesOf = nullptr;
   Candidates candidates;
+  /// The offset attributes this planner's memory plans made (planMemory):
+  /// each copy of the planner (a search on its own thread) its own.
+  OffsetAttrs offsetAttrs;
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;

@@ -354,7 +354,7 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   PlanMemoryPassOptions memory;
   memory.gpuMem = gpuMem;
   memory.prefetchLead = lead;
-  planMemory(copy, memory, &machine, /*report=*/false);
+  planMemory(copy, memory, &machine, /*report=*/false, &offsetAttrs);
   // What each kernel reads and writes, found once for both.
   std::vector<artifact::StepAccesses> accesses;
   scheduleTransfers(copy, {}, &accesses);
