@@ -14,19 +14,18 @@ using namespace mlir;
 namespace strata {
 
 uint64_t storageBytes(Type type) {
+  auto bytes = [](int64_t elements, Type et) {
+    uint64_t element =
+        et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
+    return static_cast<uint64_t>(elements) * element;
+  };
   // Exec values are ranked tensors: their class directly, not through
   // the ShapedType interface (asked for every operand of every kernel each
   // time the planner scores a placement).
-  if (auto tensor = dyn_cast<RankedTensorType>(type)) {
-    Type et = tensor.getElementType();
-    uint64_t element =
-        et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-    return static_cast<uint64_t>(tensor.getNumElements()) * element;
-  }
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return bytes(tensor.getNumElements(), tensor.getElementType());
   auto shaped = cast<ShapedType>(type);
-  Type et = shaped.getElementType();
-  uint64_t element = et.isInteger(1) ? 1 : (et.getIntOrFloatBitWidth() + 7) / 8;
-  return static_cast<uint64_t>(shaped.getNumElements()) * element;
+  return bytes(shaped.getNumElements(), shaped.getElementType());
 }
 
 Value viewRoot(Value v) {
