@@ -18,7 +18,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 
+#include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 using namespace mlir;
@@ -56,9 +58,20 @@ static Shape shapeOfType(Type type) {
   return Shape(shaped.getShape().begin(), shaped.getShape().end());
 }
 
-static std::optional<HostTensor> unpack(Attribute attr) {
+/// Unpacks the constant operand `attr` of a folder whose result has type
+/// `result`. A non-splat constant is left packed when that result has more
+/// than kMaxFoldedElements elements: every folder below makes a non-splat
+/// result from a non-splat operand and leaves such a result unfolded, so
+/// unpacking it (a cast or transpose of a weight: millions of elements,
+/// each through APFloat, at every canonicalization) would be spent for
+/// nothing. A null `result` unpacks whatever its size.
+static std::optional<HostTensor> unpack(Attribute attr, Type result) {
   auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense)
+    return std::nullopt;
+  auto shaped = dyn_cast_or_null<ShapedType>(result);
+  if (shaped && shaped.hasStaticShape() && !dense.isSplat() &&
+      shaped.getNumElements() > kMaxFoldedElements)
     return std::nullopt;
   HostTensor t;
   t.shape = shapeOfType(dense.getType());
@@ -66,6 +79,36 @@ static std::optional<HostTensor> unpack(Attribute attr) {
   Type elementType = dense.getElementType();
   if (isa<FloatType>(elementType)) {
     t.isFloat = true;
+    // f32, f64 and bf16 read from their stored bits (exact in a double);
+    // the others through APFloat. A splat stores one element.
+    unsigned bytes = elementType.isF32()    ? 4
+                     : elementType.isF64()  ? 8
+                     : elementType.isBF16() ? 2
+                                            : 0;
+    if (bytes) {
+      ArrayRef<char> raw = dense.getRawData();
+      size_t n = raw.size() / bytes;
+      t.f.resize(n);
+      for (size_t k = 0; k < n; ++k) {
+        const char *at = raw.data() + k * bytes;
+        if (bytes == 8) {
+          std::memcpy(&t.f[k], at, 8);
+          continue;
+        }
+        uint32_t bits = 0;
+        if (bytes == 4) {
+          std::memcpy(&bits, at, 4);
+        } else {
+          uint16_t high;
+          std::memcpy(&high, at, 2);
+          bits = uint32_t(high) << 16;
+        }
+        float v;
+        std::memcpy(&v, &bits, 4);
+        t.f[k] = v;
+      }
+      return t;
+    }
     if (t.splat) {
       t.f.push_back(dense.getSplatValue<APFloat>().convertToDouble());
     } else {
@@ -99,6 +142,54 @@ static Attribute pack(const HostTensor &t, Type type) {
     return {};
   Type elementType = shaped.getElementType();
   if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    // One value converted as graph.cast does (round to nearest, ties to
+    // even), returned as its bits.
+    auto viaAPFloat = [&](double d) {
+      APFloat v(d);
+      bool losesInfo;
+      v.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+      return v.bitcastToAPInt().getZExtValue();
+    };
+    // f32, f64 and bf16 written as stored bits (millions of elements for a
+    // rotary table cast in every layer). A double that is a finite float
+    // converts to f32 exactly and to bf16 by rounding its float bits once
+    // (the same single rounding); anything else goes through APFloat.
+    unsigned bytes = elementType.isF32()    ? 4
+                     : elementType.isF64()  ? 8
+                     : elementType.isBF16() ? 2
+                                            : 0;
+    if (bytes) {
+      std::vector<char> raw(static_cast<size_t>(count) * bytes);
+      for (int64_t k = 0; k < count; ++k) {
+        double d = t.asDouble(k);
+        char *at = raw.data() + k * bytes;
+        if (bytes == 8) {
+          std::memcpy(at, &d, 8);
+          continue;
+        }
+        bool isFloat = std::fabs(d) <= FLT_MAX && double(float(d)) == d;
+        if (!isFloat) {
+          uint64_t bits = viaAPFloat(d);
+          uint32_t word = static_cast<uint32_t>(bits);
+          uint16_t half = static_cast<uint16_t>(bits);
+          std::memcpy(at, bytes == 4 ? static_cast<void *>(&word) : &half,
+                      bytes);
+          continue;
+        }
+        float f = static_cast<float>(d);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        if (bytes == 4) {
+          std::memcpy(at, &bits, 4);
+          continue;
+        }
+        uint16_t high =
+            static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+        std::memcpy(at, &high, 2);
+      }
+      return DenseElementsAttr::getFromRawBuffer(shaped, raw);
+    }
     SmallVector<APFloat> values;
     values.reserve(count);
     for (int64_t k = 0; k < count; ++k) {
@@ -210,14 +301,14 @@ using IntFn = std::function<std::optional<int64_t>(int64_t, int64_t)>;
 /// the operands' domain; the result is converted to the result type.
 static Attribute foldElementwise(Operation *op, ArrayRef<Attribute> operands,
                                  const FloatFn &floatFn, const IntFn &intFn) {
+  Type resultType = op->getResult(0).getType();
   std::vector<HostTensor> inputs;
   for (Attribute a : operands) {
-    std::optional<HostTensor> t = unpack(a);
+    std::optional<HostTensor> t = unpack(a, resultType);
     if (!t)
       return {};
     inputs.push_back(std::move(*t));
   }
-  Type resultType = op->getResult(0).getType();
   Shape out = shapeOfType(resultType);
   bool allSplat = llvm::all_of(inputs, [](auto &t) { return t.splat; });
   if (!allSplat && numElements(out) > kMaxFoldedElements)
@@ -259,10 +350,11 @@ static Attribute
 foldCompare(Operation *op, ArrayRef<Attribute> operands,
             const std::function<bool(double, double)> &fcmp,
             const std::function<bool(int64_t, int64_t)> &icmp) {
-  std::optional<HostTensor> a = unpack(operands[0]), b = unpack(operands[1]);
+  Type resultType = op->getResult(0).getType();
+  std::optional<HostTensor> a = unpack(operands[0], resultType),
+                            b = unpack(operands[1], resultType);
   if (!a || !b)
     return {};
-  Type resultType = op->getResult(0).getType();
   Shape out = shapeOfType(resultType);
   bool allSplat = a->splat && b->splat;
   if (!allSplat && numElements(out) > kMaxFoldedElements)
@@ -452,7 +544,7 @@ OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
 OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
   if (getOnTrue() == getOnFalse() && getType() == getOnTrue().getType())
     return getOnTrue();
-  std::optional<HostTensor> c = unpack(adaptor.getCondition());
+  std::optional<HostTensor> c = unpack(adaptor.getCondition(), getType());
   if (!c)
     return {};
   // A uniform condition picks one side whole when no broadcast is needed.
@@ -461,8 +553,8 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
     if (chosen.getType() == getType())
       return chosen;
   }
-  std::optional<HostTensor> t = unpack(adaptor.getOnTrue()),
-                            f = unpack(adaptor.getOnFalse());
+  std::optional<HostTensor> t = unpack(adaptor.getOnTrue(), getType()),
+                            f = unpack(adaptor.getOnFalse(), getType());
   if (!t || !f)
     return {};
   Shape out = shapeOfType(getType());
@@ -491,7 +583,7 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  std::optional<HostTensor> t = unpack(adaptor.getInput(), getType());
   if (!t)
     return {};
   return pack(*t, getType());
@@ -509,7 +601,7 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
     getInputMutable().assign(producer.getInput());
     return getResult();
   }
-  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  std::optional<HostTensor> t = unpack(adaptor.getInput(), getType());
   if (!t)
     return {};
   t->shape = shapeOfType(getType());
@@ -532,7 +624,7 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
     getInputMutable().assign(inner.getInput());
     return getResult();
   }
-  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  std::optional<HostTensor> t = unpack(adaptor.getInput(), getType());
   if (!t)
     return {};
   Shape out = shapeOfType(getType());
@@ -556,7 +648,7 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
     identity &= getOffsets()[d] == 0 && getStrides()[d] == 1;
   if (identity)
     return getInput();
-  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  std::optional<HostTensor> t = unpack(adaptor.getInput(), getType());
   if (!t)
     return {};
   Shape out = shapeOfType(getType());
@@ -604,7 +696,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   }
   std::vector<HostTensor> inputs;
   for (Attribute a : adaptor.getInputs()) {
-    std::optional<HostTensor> t = unpack(a);
+    std::optional<HostTensor> t = unpack(a, getType());
     if (!t)
       return {};
     inputs.push_back(std::move(*t));
@@ -639,7 +731,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
 OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  std::optional<HostTensor> t = unpack(adaptor.getInput(), getType());
   if (!t)
     return {};
   Shape out = shapeOfType(getType());
@@ -653,8 +745,10 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
-  std::optional<HostTensor> data = unpack(adaptor.getData());
-  std::optional<HostTensor> indices = unpack(adaptor.getIndices());
+  // Splat data gathers into a splat whatever the indices: only the data
+  // decides whether the result may be folded.
+  std::optional<HostTensor> data = unpack(adaptor.getData(), getType());
+  std::optional<HostTensor> indices = unpack(adaptor.getIndices(), Type());
   if (!data || !indices)
     return {};
   Shape out = shapeOfType(getType());
@@ -684,7 +778,7 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
-  std::optional<HostTensor> t = unpack(adaptor.getInput());
+  std::optional<HostTensor> t = unpack(adaptor.getInput(), getType());
   if (!t)
     return {};
   Shape shape = shapeOfType(getType());
