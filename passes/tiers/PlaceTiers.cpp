@@ -69,7 +69,7 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
   Placement best = forced(func, actBytes.size(), gradBytes.size());
   bool anyAuto = placeActivations == "auto" || placeParams == "auto" ||
                  placeStates == "auto" || placeGradients == "auto";
-  evaluated = 0;
+  evaluated = progressCounted = 0;
   skippedSearches = unfitSearches = 0;
   shared = std::make_shared<SharedScores>();
   chosen = Score();
@@ -135,7 +135,8 @@ LogicalResult TierPlanner::place(func::FuncOp func) {
         // The placements scored anew (the rest met again, from the cache).
         b.getNamedAttr(
             "planner_distinct",
-            b.getI64IntegerAttr(static_cast<int64_t>(shared->scores.size()))),
+            b.getI64IntegerAttr(static_cast<int64_t>(llvm::count_if(
+                shared->scores, [](auto &e) { return e.second.used; })))),
         b.getNamedAttr("planner_bound_us", usFloor(bound.seconds())),
         b.getNamedAttr("planner_bound_compute_us", usFloor(bound.compute)),
         b.getNamedAttr("planner_bound_to_device_us", usFloor(bound.toDevice)),
@@ -192,18 +193,24 @@ LogicalResult TierPlanner::checkScores(func::FuncOp func) {
   // proven bound.
   int64_t boundUs = static_cast<int64_t>(std::floor(proven.seconds() * 1e6));
   size_t fit = 0;
-  for (const auto &[key, s] : shared->scores) {
+  // Every score is checked, the guesses scored ahead that no search asked
+  // for too; the remark counts those asked for (the same for any number
+  // of threads).
+  size_t used = 0;
+  for (const auto &[key, e] : shared->scores) {
+    const Score &s = e.score;
+    used += e.used;
     if (!s.fits())
       continue;
-    ++fit;
+    fit += e.used;
     if (s.stepUs < boundUs)
       return func.emitError("planner check: a scored placement is predicted "
                             "at ")
              << s.stepUs << " us, under the proven bound " << boundUs << " us";
   }
-  auto diag = func.emitRemark() << "planner check: the bound holds for all "
-                                << fit << " of " << shared->scores.size()
-                                << " placements scored within the budgets";
+  auto diag = func.emitRemark()
+              << "planner check: the bound holds for all " << fit << " of "
+              << used << " placements scored within the budgets";
   if (checkBestUs >= 0 && chosen.fits())
     diag << "; the choice is "
          << llvm::formatv("{0:F4}", double(chosen.stepUs) / double(checkBestUs))

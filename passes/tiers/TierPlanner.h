@@ -31,12 +31,15 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -44,6 +47,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace strata::tiers {
@@ -108,6 +112,16 @@ struct Score {
     return overBytes != o.overBytes ? overBytes < o.overBytes
                                     : stepUs < o.stepUs;
   }
+};
+
+/// What the layer stage's integer programme (TierSolve.cpp) gave.
+struct SolvedProgramme {
+  /// The counts of each type's groups in each configuration; none when no
+  /// counts meet the limits.
+  std::optional<std::vector<std::vector<int64_t>>> counts;
+  double optimum = 0;
+  /// The search stopped at its node limit before proving them optimal.
+  bool unproven = false;
 };
 
 /// Greedy orders for activations: by the cost model, never recompute, or
@@ -417,6 +431,28 @@ private:
                                     const Score &incumbent);
   void progressLine();
   Score scoreOnClone(mlir::func::FuncOp func, const Placement &placement);
+  /// The score cache's key of `placement` scored with the current lead.
+  std::string scoreKey(const Placement &placement) const;
+  /// Stores a score made by this thread (and no longer in flight).
+  void storeScore(std::string key, const Score &s, bool used,
+                  std::unique_lock<std::mutex> &lock);
+  /// Scores the oldest guess not yet scored or in flight, on `func`, with
+  /// `lock` (shared->mutex) held on entry and on return; false when there
+  /// was none.
+  bool scoreGuess(mlir::func::FuncOp func, std::unique_lock<std::mutex> &lock);
+  /// Posts `trials` as guesses and scores guesses until each of `trials`
+  /// is scored.
+  void scoreAhead(mlir::func::FuncOp func, std::vector<Placement> trials);
+  /// How many placements a local search should have scored at once now:
+  /// 0 when no thread waits for guesses, else the waiting threads and
+  /// this one.
+  unsigned scoreAheadWidth();
+  /// Scores guesses, as a copy of the planner of its own, on a clone of
+  /// the module made by `makeClone` when the first one comes, until
+  /// `stop` (read under shared->mutex).
+  void help(llvm::StringRef funcName,
+            llvm::function_ref<mlir::OwningOpRef<mlir::ModuleOp>()> makeClone,
+            const bool &stop);
   void offDevice(llvm::ArrayRef<uint64_t> bytes,
                  llvm::SmallVectorImpl<Act> &choices, uint64_t &host) const;
   Placement search(mlir::func::FuncOp func, const Placement &start);
@@ -479,9 +515,42 @@ private:
   /// the same placements; scoring is deterministic, so a search takes the
   /// same path whatever another one has cached), and the progress line's
   /// figures.
+  ///
+  /// Threads with no search of their own left (the last searches of a
+  /// round, the polish) score placements a local search will probably
+  /// ask for next (improve()): its next moves, as if the one it scores now
+  /// is not kept. They go into the cache unused; a search that asks for
+  /// one uses it. A placement being scored is scored by one thread only:
+  /// a search that needs it scores a guess meanwhile, or waits.
   struct SharedScores {
     std::mutex mutex;
-    std::unordered_map<std::string, Score> scores;
+    /// A score, and whether an evaluation of some search took it (a
+    /// guess no search asked for does not count: the report's distinct
+    /// placements are the same with any number of threads).
+    struct Entry {
+      Score score;
+      bool used = false;
+    };
+    std::unordered_map<std::string, Entry> scores;
+    /// The keys of the placements being scored now.
+    std::unordered_set<std::string> inFlight;
+    /// A placement posted for scoring ahead, with the lead it is scored
+    /// with (its key's).
+    struct Guess {
+      std::string key;
+      Placement placement;
+      double lead;
+    };
+    std::deque<Guess> guesses;
+    /// Threads waiting for guesses (helpers with nothing to score).
+    unsigned idle = 0;
+    /// A score was stored, a guess posted, or the helpers may stop.
+    std::condition_variable changed;
+    /// The layer stage's integer programmes solved so far (TierSolve.cpp),
+    /// by their coefficients: the searches of a compile pose many alike
+    /// (their scores come from the same cache), and GLPK gives the same
+    /// answer to the same programme.
+    std::unordered_map<std::string, SolvedProgramme> programmes;
     /// Evaluations made and those the whole search may make; the fastest
     /// placement within the budgets scored so far (us).
     int64_t evaluated = 0, total = 0, bestUs = -1;
@@ -493,6 +562,9 @@ private:
   /// What each `exec.param` (in program order) takes in its region.
   llvm::SmallVector<uint64_t> storedBytes;
   int64_t evaluated = 0;
+  /// The evaluations the progress line has counted: a local search
+  /// replaying a round (improve()) meets its own again.
+  int64_t progressCounted = 0;
   /// The forced classes' searches left out: their class alone is over
   /// the device budget (search()), or their least-device placement is
   /// over it (runSearches()).

@@ -210,13 +210,7 @@ void TierPlanner::greedyActivations(func::FuncOp func, Placement &out,
   }
 }
 
-/// Applies `placement` to a clone of the module, plans its memory and
-/// predicts its step.
-Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
-  ++evaluated;
-  // Scoring is deterministic: a placement met again costs nothing (it
-  // still counts as an evaluation, so a search takes the same path
-  // whatever was scored before it, by it or by another search).
+std::string TierPlanner::scoreKey(const Placement &placement) const {
   std::string key;
   key.reserve(placement.tiers.size() + placement.acts.size() +
               placement.grads.size() + placement.tiers.size() + 3);
@@ -236,18 +230,123 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
     key.push_back(u == UpdateOn::Cpu ? 'c' : u == UpdateOn::Device ? 'd' : 'a');
   }
   key += "|" + std::to_string(lead);
-  {
-    std::lock_guard<std::mutex> lock(shared->mutex);
+  return key;
+}
+
+/// Applies `placement` to a clone of the module, plans its memory and
+/// predicts its step.
+Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
+  ++evaluated;
+  // Scoring is deterministic: a placement met again costs nothing (it
+  // still counts as an evaluation, so a search takes the same path
+  // whatever was scored before it, by it or by another search).
+  std::string key = scoreKey(placement);
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  if (evaluated > progressCounted) {
+    progressCounted = evaluated;
     progressLine();
-    if (auto it = shared->scores.find(key); it != shared->scores.end())
-      return it->second;
   }
+  for (;;) {
+    if (auto it = shared->scores.find(key); it != shared->scores.end()) {
+      SharedScores::Entry &e = it->second;
+      if (!e.used && e.score.fits() &&
+          (shared->bestUs < 0 || e.score.stepUs < shared->bestUs))
+        shared->bestUs = e.score.stepUs;
+      e.used = true;
+      return e.score;
+    }
+    if (!shared->inFlight.count(key))
+      break;
+    // Another thread scores it now: score a guess meanwhile, or wait.
+    if (!scoreGuess(func, lock))
+      shared->changed.wait(lock);
+  }
+  shared->inFlight.insert(key);
+  lock.unlock();
   Score s = scoreOnClone(func, placement);
-  std::lock_guard<std::mutex> lock(shared->mutex);
-  if (s.fits() && (shared->bestUs < 0 || s.stepUs < shared->bestUs))
-    shared->bestUs = s.stepUs;
-  shared->scores.emplace(std::move(key), s);
+  lock.lock();
+  storeScore(std::move(key), s, /*used=*/true, lock);
   return s;
+}
+
+void TierPlanner::storeScore(std::string key, const Score &s, bool used,
+                             std::unique_lock<std::mutex> &lock) {
+  (void)lock;
+  if (used && s.fits() && (shared->bestUs < 0 || s.stepUs < shared->bestUs))
+    shared->bestUs = s.stepUs;
+  shared->inFlight.erase(key);
+  shared->scores.emplace(std::move(key), SharedScores::Entry{s, used});
+  shared->changed.notify_all();
+}
+
+bool TierPlanner::scoreGuess(func::FuncOp func,
+                             std::unique_lock<std::mutex> &lock) {
+  while (!shared->guesses.empty()) {
+    SharedScores::Guess g = std::move(shared->guesses.front());
+    shared->guesses.pop_front();
+    if (shared->scores.count(g.key) || shared->inFlight.count(g.key))
+      continue;
+    shared->inFlight.insert(g.key);
+    lock.unlock();
+    double saved = lead;
+    lead = g.lead;
+    Score s = scoreOnClone(func, g.placement);
+    lead = saved;
+    lock.lock();
+    storeScore(std::move(g.key), s, /*used=*/false, lock);
+    return true;
+  }
+  return false;
+}
+
+void TierPlanner::scoreAhead(func::FuncOp func, std::vector<Placement> trials) {
+  std::vector<std::string> keys;
+  for (const Placement &p : trials)
+    keys.push_back(scoreKey(p));
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  for (auto [key, p] : llvm::zip(keys, trials))
+    if (!shared->scores.count(key) && !shared->inFlight.count(key))
+      shared->guesses.push_back({key, std::move(p), lead});
+  shared->changed.notify_all();
+  for (;;) {
+    if (llvm::all_of(keys, [&](const std::string &k) {
+          return shared->scores.count(k) > 0;
+        }))
+      return;
+    if (!scoreGuess(func, lock))
+      shared->changed.wait(lock);
+  }
+}
+
+unsigned TierPlanner::scoreAheadWidth() {
+  std::lock_guard<std::mutex> lock(shared->mutex);
+  return shared->idle == 0 ? 0 : shared->idle + 1;
+}
+
+void TierPlanner::help(StringRef funcName,
+                       function_ref<OwningOpRef<ModuleOp>()> makeClone,
+                       const bool &stop) {
+  OwningOpRef<ModuleOp> clone;
+  func::FuncOp copy;
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  while (!stop) {
+    if (shared->guesses.empty()) {
+      ++shared->idle;
+      shared->changed.wait(lock);
+      --shared->idle;
+      continue;
+    }
+    if (!clone) {
+      lock.unlock();
+      clone = makeClone();
+      module = *clone;
+      candidatesOf = nullptr;
+      copy = clone->lookupSymbol<func::FuncOp>(funcName);
+      lock.lock();
+      continue;
+    }
+    scoreGuess(copy, lock);
+  }
 }
 
 bool TierPlanner::certainlyOver(const Placement &placement) const {
@@ -415,6 +514,30 @@ SmallVector<std::pair<Class, std::string>> TierPlanner::forcedOptions() const {
   return out;
 }
 
+/// How many threads the planner's work may take at once (--planner-
+/// threads; 1 without the context's multithreading).
+static unsigned plannerThreadCount(MLIRContext *ctx, int64_t option) {
+  if (!ctx->isMultithreadingEnabled())
+    return 1;
+  return llvm::hardware_concurrency(
+             static_cast<unsigned>(std::max<int64_t>(0, option)))
+      .compute_thread_count();
+}
+
+/// Makes every tier and queue attribute a search may set, before threads
+/// start. The uniquer makes a new attribute's storage behind atomics in
+/// uninstrumented MLIR, so the thread that made one first and the threads
+/// that then find it would look unsynchronised; made before the threads
+/// start, every search only finds them.
+static void makeSharedAttributes(MLIRContext *ctx) {
+  for (unsigned v = 0; v <= exec::getMaxEnumValForTier(); ++v)
+    if (std::optional<exec::Tier> tier = exec::symbolizeTier(v))
+      (void)exec::TierAttr::get(ctx, *tier);
+  for (unsigned v = 0; v <= exec::getMaxEnumValForQueue(); ++v)
+    if (std::optional<exec::Queue> queue = exec::symbolizeQueue(v))
+      (void)exec::QueueAttr::get(ctx, *queue);
+}
+
 /// The planner's search (see place()). With every class left to it, the
 /// search a run forcing one class would make (--place-states ssd, ...) is
 /// made too, with the same start and the same budget, for every such
@@ -524,8 +647,34 @@ Placement TierPlanner::search(func::FuncOp func, const Placement &start) {
       shared->total += plannerEvaluations;
     }
     lead = chosenLead * 2 / 3;
+    // The other threads score its guesses (improve()), each as a copy of
+    // the planner on a clone of its own, both made here before any runs.
+    unsigned helpers =
+        plannerThreadCount(module.getContext(), plannerThreads) - 1;
+    if (helpers > 0)
+      makeSharedAttributes(module.getContext());
+    std::vector<std::unique_ptr<TierPlanner>> copies;
+    std::vector<OwningOpRef<ModuleOp>> clones;
+    for (unsigned t = 0; t < helpers; ++t) {
+      copies.push_back(std::make_unique<TierPlanner>(*this));
+      clones.emplace_back(cast<ModuleOp>(module->clone()));
+    }
+    bool stop = false;
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < helpers; ++t)
+      pool.emplace_back([&, t] {
+        copies[t]->help(
+            func.getSymName(), [&] { return std::move(clones[t]); }, stop);
+      });
     Placement polished = improve(func, result, score(func, result),
                                  evaluated + plannerEvaluations);
+    {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      stop = true;
+      shared->changed.notify_all();
+    }
+    for (std::thread &t : pool)
+      t.join();
     if (chosen < resultScore) {
       result = std::move(polished);
       resultScore = chosen;
@@ -571,7 +720,7 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     }
     TierPlanner worker(*this);
     worker.module = *clone;
-    worker.evaluated = 0;
+    worker.evaluated = worker.progressCounted = 0;
     worker.candidatesOf = nullptr;
     worker.lead = leads[i];
     auto copy = clone->lookupSymbol<func::FuncOp>(func.getSymName());
@@ -626,12 +775,7 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
   // the context (whose uniquing is thread-safe when its multithreading is
   // on) and the score cache (under its lock).
   unsigned threads =
-      module.getContext()->isMultithreadingEnabled() && held.size() > 1
-          ? llvm::hardware_concurrency(static_cast<unsigned>(std::max<int64_t>(
-                                           0, this->plannerThreads)))
-                .compute_thread_count()
-          : 1;
-  threads = std::min<unsigned>(threads, held.size());
+      std::min<unsigned>(plannerThreadCount(ctx, plannerThreads), held.size());
   if (threads <= 1) {
     for (size_t i = 0; i < held.size(); ++i)
       one(i);
@@ -641,18 +785,7 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     // which thread made which). Not LLVM's thread pool: its futures
     // synchronise inside the uninstrumented C++ library, where
     // ThreadSanitizer cannot see it.
-    //
-    // Every tier and queue attribute a search may set is made here first.
-    // The uniquer makes a new attribute's storage behind atomics in
-    // uninstrumented MLIR, so the thread that made one first and the
-    // threads that then find it would look unsynchronised; made before the
-    // threads start, every search only finds them.
-    for (unsigned v = 0; v <= exec::getMaxEnumValForTier(); ++v)
-      if (std::optional<exec::Tier> tier = exec::symbolizeTier(v))
-        (void)exec::TierAttr::get(ctx, *tier);
-    for (unsigned v = 0; v <= exec::getMaxEnumValForQueue(); ++v)
-      if (std::optional<exec::Queue> queue = exec::symbolizeQueue(v))
-        (void)exec::QueueAttr::get(ctx, *queue);
+    makeSharedAttributes(ctx);
     // The longest searches first, so that no thread is left with a long
     // one at the end while the others idle: those that run the layer
     // stage from several bases (the planner's own, gradients forced),
@@ -666,12 +799,30 @@ std::vector<TierPlanner::Run> TierPlanner::runSearches(
     std::iota(schedule.begin(), schedule.end(), size_t(0));
     std::stable_sort(schedule.begin(), schedule.end(),
                      [&](size_t a, size_t b) { return rank(a) < rank(b); });
+    // A thread with no search left to start scores the running searches'
+    // guesses (help()) until the last search ends.
     std::atomic<size_t> next{0};
+    size_t finished = 0;
+    bool allFinished = false;
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t)
       pool.emplace_back([&] {
-        for (size_t k; (k = next.fetch_add(1)) < held.size();)
+        for (size_t k; (k = next.fetch_add(1)) < held.size();) {
           one(schedule[k]);
+          std::lock_guard<std::mutex> lock(shared->mutex);
+          if (++finished == held.size()) {
+            allFinished = true;
+            shared->changed.notify_all();
+          }
+        }
+        TierPlanner helper(*this);
+        helper.help(
+            func.getSymName(),
+            [&] {
+              std::lock_guard<std::mutex> lock(cloning);
+              return OwningOpRef<ModuleOp>(cast<ModuleOp>(module->clone()));
+            },
+            allFinished);
       });
     for (std::thread &t : pool)
       t.join();
@@ -954,9 +1105,48 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
                                  : 3;
   };
   bool improved = true;
+  // Scoring ahead, while other threads wait for guesses: the round's
+  // next trials as if none were kept (`ahead`, from the first trial not
+  // yet scored) are scored at once, then the round is made again from
+  // its start, its trials now found scored. Every choice is made on the
+  // scores in the order a single thread makes them (the trials a kept
+  // move makes stale are simply not asked for), so the search takes the
+  // same path with any number of threads.
+  std::vector<Placement> ahead;
+  unsigned aheadWidth = 0;
+  // While collecting: the evaluations the trials so far would have made
+  // (none is collected past the limit).
+  int64_t aheadEvaluated = 0;
+  auto scoredAlready = [&](const Placement &p) {
+    std::string key = scoreKey(p);
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    return shared->scores.count(key) > 0;
+  };
+  // Whether the round can stop making trials: its guesses are collected.
+  auto aheadFull = [&] {
+    return aheadWidth > 0 &&
+           (ahead.size() >= aheadWidth || aheadEvaluated >= limit);
+  };
   auto attempt = [&](Placement trial) {
+    bool skipped = bestScore.fits() && certainlyOver(trial) && !plannerCheck;
+    if (aheadWidth > 0) {
+      if (ahead.size() < aheadWidth && aheadEvaluated < limit) {
+        ++aheadEvaluated;
+        if (!skipped && !scoredAlready(trial))
+          ahead.push_back(std::move(trial));
+      }
+      return false;
+    }
     if (evaluated >= limit)
       return false;
+    if (!skipped && !scoredAlready(trial)) {
+      if (unsigned width = scoreAheadWidth()) {
+        aheadWidth = width;
+        aheadEvaluated = evaluated + 1;
+        ahead.push_back(std::move(trial));
+        return false;
+      }
+    }
     std::optional<Score> scored = scoreAgainst(func, trial, bestScore);
     if (!scored || !(*scored < bestScore))
       return false;
@@ -969,7 +1159,9 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
   // Tries the alternatives of choice `i` of `field`, first improvement.
   auto moves = [&](auto field, ArrayRef<std::pair<uint64_t, unsigned>> order,
                    auto alternatives, auto useful) {
-    for (auto [bytes, i] : order)
+    for (auto [bytes, i] : order) {
+      if (aheadFull())
+        return;
       for (auto alt : alternatives) {
         auto cur = (best.*field)[i];
         if (alt == cur || !useful(cur, alt))
@@ -979,6 +1171,7 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
         if (attempt(std::move(trial)))
           break;
       }
+    }
   };
   auto towardIfFits = [&](auto cur, auto alt) {
     return bestScore.fits() == (rank(alt) < rank(cur));
@@ -1021,6 +1214,8 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
   // and scores that, unless nothing changes; whether it was kept.
   auto setAll = [&](auto field, ArrayRef<unsigned> indices,
                     auto value) -> bool {
+    if (aheadFull())
+      return false;
     Placement trial = best;
     bool changed = false;
     auto set = [&](unsigned i) {
@@ -1034,8 +1229,7 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
       llvm::for_each(indices, set);
     return changed && attempt(std::move(trial));
   };
-  while (improved && evaluated < limit) {
-    improved = false;
+  auto round = [&] {
     SmallVector<Act> actAlternatives{Act::Keep, Act::Host, Act::Recompute};
     SmallVector<Act> gradAlternatives{Act::Keep, Act::Host};
     SmallVector<Tier> tierAlternatives{Tier::Device, Tier::Host};
@@ -1119,6 +1313,23 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
     moves(&Placement::grads, gradOrder, gradAlternatives, towardIfFits);
     moves(&Placement::tiers, paramOrder, tierAlternatives,
           [&](Tier cur, Tier alt) { return bestScore.fits() == (alt < cur); });
+  };
+  while (improved && evaluated < limit) {
+    Placement roundBest = best;
+    Score roundScore = bestScore;
+    int64_t roundEvaluated = evaluated;
+    for (;;) {
+      improved = false;
+      ahead.clear();
+      aheadWidth = 0;
+      round();
+      if (ahead.empty())
+        break;
+      scoreAhead(func, std::move(ahead));
+      best = roundBest;
+      bestScore = chosen = roundScore;
+      evaluated = roundEvaluated;
+    }
   }
   chosen = bestScore;
   LLVM_DEBUG(llvm::dbgs() << "chosen: over " << bestScore.overBytes << " B, "

@@ -401,6 +401,71 @@ std::optional<Counts> solveCounts(ArrayRef<GroupType> types, const Usage &base,
   return out;
 }
 
+/// solveCounts() through `cache` (under `mutex`), keyed by every number
+/// the programme is made of, bit for bit.
+std::optional<Counts>
+solveCountsOnce(std::mutex &mutex,
+                std::unordered_map<std::string, SolvedProgramme> &cache,
+                ArrayRef<GroupType> types, const Usage &base,
+                double deviceLimit, double hostLimit, double *optimum = nullptr,
+                bool stepRow = true, bool *unproven = nullptr) {
+  std::string key;
+  auto add = [&](double v) {
+    key.append(reinterpret_cast<const char *>(&v), sizeof(v));
+  };
+  auto addInt = [&](int64_t v) {
+    key.append(reinterpret_cast<const char *>(&v), sizeof(v));
+  };
+  for (const GroupType &t : types) {
+    addInt(static_cast<int64_t>(t.groups.size()));
+    addInt(static_cast<int64_t>(t.configs.size()));
+    for (const Coefficients &c : t.cost) {
+      for (double v : c.time)
+        add(v);
+      for (double v : {c.device, c.host, c.stepAt, c.steeper})
+        add(v);
+      addInt(c.at);
+    }
+  }
+  for (unsigned r = 0; r < kNumTimes; ++r)
+    add(timeOf(base, r));
+  for (double v : {base.device, base.host, deviceLimit, hostLimit})
+    add(v);
+  key.push_back(stepRow ? 'S' : 'Q');
+  SolvedProgramme known;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) {
+      known = it->second;
+      found = true;
+    }
+  }
+  if (!found) {
+    bool stopped = false;
+    std::optional<Counts> solved = solveCounts(
+        types, base, deviceLimit, hostLimit, &known.optimum, stepRow, &stopped);
+    known.unproven = stopped;
+    if (solved) {
+      known.counts.emplace();
+      for (const SmallVector<int64_t> &n : *solved)
+        known.counts->emplace_back(n.begin(), n.end());
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace(std::move(key), known);
+  }
+  if (optimum && known.counts)
+    *optimum = known.optimum;
+  if (unproven && known.unproven)
+    *unproven = true;
+  if (!known.counts)
+    return std::nullopt;
+  Counts out;
+  for (const std::vector<int64_t> &n : *known.counts)
+    out.emplace_back(n.begin(), n.end());
+  return out;
+}
+
 /// What the linear model predicts for `counts`.
 Usage modelled(ArrayRef<GroupType> types, const Usage &base,
                const Counts &counts) {
@@ -554,8 +619,9 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   auto checkProgramme = [&](ArrayRef<GroupType> measured, const Usage &ref,
                             const Placement &base) -> LogicalResult {
     double solverOptimum = -1;
-    auto solved = solveCounts(measured, ref, static_cast<double>(gpuMem),
-                              static_cast<double>(cpuMem), &solverOptimum);
+    auto solved = solveCountsOnce(shared->mutex, shared->programmes, measured,
+                                  ref, static_cast<double>(gpuMem),
+                                  static_cast<double>(cpuMem), &solverOptimum);
     // (1) Every composition of each type's groups over its configurations.
     double enumerated = std::numeric_limits<double>::infinity();
     int64_t vectors = 0;
@@ -678,6 +744,28 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
   for (const Placement &base : bases) {
     // Step 3: the costs from this base.
     SmallVector<unsigned> reference(groups.size(), 0);
+    // Configuration `c` of type `t` in all its groups, or (`few`) in the
+    // last quarter of them (where spread() puts the configurations
+    // further from the device): the placements measured; the groups in
+    // it (0: none measured).
+    auto withConfig = [&](const GroupType &t, size_t c, bool few) {
+      size_t n = t.groups.size(), at = few ? n / 4 : n;
+      SmallVector<unsigned> of = reference;
+      for (size_t g = n - at; g < n; ++g)
+        of[t.groups[g]] = t.configs[c];
+      return std::make_pair(build(base, of), static_cast<int64_t>(at));
+    };
+    // Every placement it measures, scored at once where other threads
+    // wait for work (none depends on another's score).
+    if (scoreAheadWidth() > 0) {
+      std::vector<Placement> batch{build(base, reference)};
+      for (const GroupType &t : types)
+        for (size_t c = 1; c < t.configs.size(); ++c)
+          for (bool few : {false, true})
+            if (auto [p, at] = withConfig(t, c, few); at > 0)
+              batch.push_back(std::move(p));
+      scoreAhead(func, std::move(batch));
+    }
     Score ref = score(func, build(base, reference));
     if (ref.usage.device == 0)
       continue;
@@ -685,10 +773,7 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
     for (GroupType &t : measured) {
       t.cost.assign(t.configs.size(), Coefficients());
       for (size_t c = 1; c < t.configs.size(); ++c) {
-        SmallVector<unsigned> of = reference;
-        for (unsigned g : t.groups)
-          of[g] = t.configs[c];
-        Score s = score(func, build(base, of));
+        Score s = score(func, withConfig(t, c, false).first);
         double n = static_cast<double>(t.groups.size());
         Coefficients &k = t.cost[c];
         if (s.usage.device == 0) {
@@ -700,15 +785,11 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
           k.time[r] = (timeOf(s.usage, r) - timeOf(ref.usage, r)) / n;
         k.device = (s.usage.device - ref.usage.device) / n;
         k.host = (s.usage.host - ref.usage.host) / n;
-        // The step's growth at a quarter of the groups (the last ones,
-        // where spread() puts the configurations further from the device).
-        int64_t at = static_cast<int64_t>(t.groups.size()) / 4;
+        // The step's growth at a quarter of the groups.
+        auto [few, at] = withConfig(t, c, true);
         if (at < 1)
           continue;
-        SmallVector<unsigned> few = reference;
-        for (size_t g = t.groups.size() - at; g < t.groups.size(); ++g)
-          few[t.groups[g]] = t.configs[c];
-        Score f = score(func, build(base, few));
+        Score f = score(func, few);
         if (f.usage.device == 0)
           continue;
         k.at = at;
@@ -749,9 +830,9 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
       // can place better; both are scored.
       bool anySolved = false;
       for (bool stepRow : {true, false}) {
-        std::optional<Counts> solved =
-            solveCounts(measured, ref.usage, deviceLimit, hostLimit, nullptr,
-                        stepRow, &unproven);
+        std::optional<Counts> solved = solveCountsOnce(
+            shared->mutex, shared->programmes, measured, ref.usage, deviceLimit,
+            hostLimit, nullptr, stepRow, &unproven);
         if (!solved)
           continue;
         anySolved = true;
@@ -800,8 +881,9 @@ TierPlanner::solveLayers(func::FuncOp func, ArrayRef<Placement> bases) {
           k.steeper *= ratio;
         }
       std::optional<Counts> solved =
-          solveCounts(scaled, ref.usage, deviceLimit, hostLimit, nullptr,
-                      /*stepRow=*/true, &unproven);
+          solveCountsOnce(shared->mutex, shared->programmes, scaled, ref.usage,
+                          deviceLimit, hostLimit, nullptr,
+                          /*stepRow=*/true, &unproven);
       if (!solved || *solved == *counts)
         break;
       bool better = keepSpreads(*solved);

@@ -1244,15 +1244,20 @@ class TrainParity(unittest.TestCase):
 
     def test_planner_threads_give_the_same_plan(self):
         """The planner's searches run at once on --planner-threads cores,
-        each on its own copy of the program: under budgets that make it
-        search (every class automatic, so the forced classes' searches run
-        too), one thread and four give byte-identical plans and parameter
-        files, and the same count of scored placements."""
+        each on its own copy of the program, and threads left without a
+        search score the others' next placements ahead: under budgets that
+        make it search (every class automatic, so the forced classes'
+        searches run too), one thread, two, four and sixteen (more than
+        there are searches, and than this machine has cores) give
+        byte-identical plans and parameter files, and the same counts of
+        placements scored and of distinct ones (a guess no search asked
+        for is not counted)."""
         name = "gpt2_dynamic"
         ssd = os.path.join(ARGS.work, "ssd_threads")
         arena, stored = self.keep_everything_sizes(name, "threads_keep.strata")
         out = {}
-        for threads in ("1", "4"):
+        counts = ("1", "2", "4", "16")
+        for threads in counts:
             art = os.path.join(ARGS.work, "threads%s.strata" % threads)
             shutil.rmtree(art, ignore_errors=True)
             cmd = [tool("strata-compile"), self.models[name]["path"], "-o",
@@ -1263,17 +1268,21 @@ class TrainParity(unittest.TestCase):
                 cmd += ["--input-shape", b]
             r = subprocess.run(cmd, capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
-            scored = re.search(r"best of (\d+) placements scored", r.stdout)
+            scored = re.search(r"best of (\d+) placements scored .*?"
+                               r"(\d+) of them distinct", r.stdout)
             self.assertIsNotNone(scored, r.stdout)
             with open(os.path.join(art, "plan.bin"), "rb") as f:
                 plan = f.read()
             with open(os.path.join(art, "params.bin"), "rb") as f:
                 params = f.read()
-            out[threads] = (plan, params, int(scored.group(1)))
-        self.assertGreater(out["1"][2], 50)
-        self.assertEqual(out["1"][2], out["4"][2])
-        self.assertTrue(out["1"][0] == out["4"][0], "plans differ")
-        self.assertTrue(out["1"][1] == out["4"][1], "parameters differ")
+            out[threads] = (plan, params, scored.group(1, 2))
+        self.assertGreater(int(out["1"][2][0]), 50)
+        for threads in counts[1:]:
+            self.assertEqual(out["1"][2], out[threads][2], threads)
+            self.assertTrue(out["1"][0] == out[threads][0],
+                            "plans differ with %s threads" % threads)
+            self.assertTrue(out["1"][1] == out[threads][1],
+                            "parameters differ with %s threads" % threads)
 
     def test_planner_optimum_and_bound_by_enumeration(self):
         """On a two-layer GPT-2 under budgets that force choices, with
