@@ -8,6 +8,8 @@
 #include "dialects/Strata/StrataDialect.h"
 #include "dialects/Train/TrainDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/scheduling/ArenaPacking.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -48,16 +50,20 @@ struct MemoryPlanStats {
 /// loads options.profile for it). Without `report` the memory report
 /// (exec.memory, which only the artifact writer reads) is not made: the
 /// planner's scores need the offsets and region sizes alone.
-/// `offsetAttrs`: the offset attributes made before, by value, kept by a
-/// caller that plans many programs (the planner: its candidates' offsets
-/// mostly repeat, and a lookup here is cheaper than the context's); the
-/// attributes must belong to `func`'s context.
-using OffsetAttrs = llvm::DenseMap<uint64_t, mlir::IntegerAttr>;
+/// `cache`: what a caller that plans many programs keeps between them
+/// (the planner: its candidates' plans mostly repeat), one per thread.
+struct MemoryPlanCache {
+  /// The offset attributes made before, by value (a lookup here is
+  /// cheaper than the context's); they must belong to `func`'s context.
+  llvm::DenseMap<uint64_t, mlir::IntegerAttr> offsets;
+  /// The last arena packings.
+  arena::PackingCache packings;
+};
 MemoryPlanStats planMemory(mlir::func::FuncOp func,
                            const PlanMemoryPassOptions &options = {},
                            const MachineProfile *machine = nullptr,
                            bool report = true,
-                           OffsetAttrs *offsetAttrs = nullptr);
+                           MemoryPlanCache *cache = nullptr);
 
 /// --strata-schedule-transfers on one (memory-planned) function. With
 /// `accesses`, leaves there what each kernel reads and writes

@@ -314,4 +314,45 @@ uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
   return timeArena;
 }
 
+uint64_t PackingCache::place(std::vector<Lifetime> &buffers, uint64_t alignment,
+                             size_t sizeOrderLimit, uint64_t enough,
+                             bool overMayStop) {
+  // FNV-1a over every input; an entry is used only when all of them match.
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+  for (const Lifetime &b : buffers) {
+    mix(b.bytes);
+    mix(static_cast<uint64_t>(b.start));
+    mix(static_cast<uint64_t>(b.end));
+  }
+  for (size_t k = 0; k < entries.size(); ++k) {
+    Entry &e = entries[k];
+    if (e.hash != hash || e.alignment != alignment || e.enough != enough ||
+        e.sizeOrderLimit != sizeOrderLimit || e.overMayStop != overMayStop ||
+        e.buffers.size() != buffers.size())
+      continue;
+    bool same = true;
+    for (size_t i = 0; same && i < buffers.size(); ++i)
+      same = e.buffers[i].bytes == buffers[i].bytes &&
+             e.buffers[i].start == buffers[i].start &&
+             e.buffers[i].end == buffers[i].end;
+    if (!same)
+      continue;
+    for (size_t i = 0; i < buffers.size(); ++i)
+      buffers[i].offset = e.buffers[i].offset;
+    uint64_t arena = e.arena;
+    std::rotate(entries.begin(), entries.begin() + k, entries.begin() + k + 1);
+    ++hits;
+    return arena;
+  }
+  ++misses;
+  uint64_t arena =
+      placeBuffers(buffers, alignment, sizeOrderLimit, enough, overMayStop);
+  if (entries.size() == kEntries)
+    entries.pop_back();
+  entries.insert(entries.begin(), Entry{hash, alignment, enough, arena,
+                                        sizeOrderLimit, overMayStop, buffers});
+  return arena;
+}
+
 } // namespace strata::arena

@@ -51,13 +51,14 @@ struct Buffer {
 /// that meets the budget; with `overMayStop`, a result over it is only
 /// that, its offsets no packing).
 uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
-                      uint64_t enough, bool overMayStop) {
+                      uint64_t enough, bool overMayStop,
+                      arena::PackingCache &packings) {
   std::vector<arena::Lifetime> lifetimes;
   lifetimes.reserve(buffers.size());
   for (const Buffer &b : buffers)
     lifetimes.push_back({b.bytes, b.start, b.end});
   uint64_t arena =
-      arena::placeBuffers(lifetimes, alignment, 50000, enough, overMayStop);
+      packings.place(lifetimes, alignment, 50000, enough, overMayStop);
   for (auto [b, l] : llvm::zip(buffers, lifetimes))
     b.offset = l.offset;
   return arena;
@@ -68,7 +69,7 @@ uint64_t placeBuffers(std::vector<Buffer> &buffers, uint64_t alignment,
 MemoryPlanStats strata::planMemory(func::FuncOp func,
                                    const PlanMemoryPassOptions &options,
                                    const MachineProfile *machine, bool report,
-                                   OffsetAttrs *offsetAttrs) {
+                                   MemoryPlanCache *cache) {
   Block &body = func.getBody().front();
   llvm::DenseMap<Value, size_t> bufferOf;
   std::vector<Buffer> buffers;
@@ -124,8 +125,9 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   llvm::DenseMap<Operation *, int64_t> lastWrite;
   SmallVector<exec::OutputOp> outputs;
   IntegerType i64Type = IntegerType::get(func.getContext(), 64);
-  OffsetAttrs ownAttrs;
-  OffsetAttrs &attrs = offsetAttrs ? *offsetAttrs : ownAttrs;
+  MemoryPlanCache ownCache;
+  MemoryPlanCache &caches = cache ? *cache : ownCache;
+  llvm::DenseMap<uint64_t, IntegerAttr> &attrs = caches.offsets;
   auto offsetAttr = [&](uint64_t offset) {
     IntegerAttr &attr = attrs[offset];
     if (!attr)
@@ -286,7 +288,8 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
         b.offset = offset;
       return lastArena;
     }
-    lastArena = placeBuffers(buffers, alignment, enough, overMayStop);
+    lastArena =
+        placeBuffers(buffers, alignment, enough, overMayStop, caches.packings);
     lastSpans.clear();
     lastOffsets.clear();
     if (overMayStop && lastArena > enough && enough > 0)

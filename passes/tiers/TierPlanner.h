@@ -575,9 +575,10 @@ private:
   /// maps them into its clone rather than finding them again).
   mlir::Operation *candidatesOf = nullptr;
   Candidates candidates;
-  /// The offset attributes this planner's memory plans made (planMemory):
-  /// each copy of the planner (a search on its own thread) its own.
-  OffsetAttrs offsetAttrs;
+  /// What this planner's memory plans keep between scores (planMemory's
+  /// offset attributes and last packings): each copy of the planner (a
+  /// search on its own thread) its own.
+  MemoryPlanCache memoryCache;
   Score chosen;
   /// What the layer stage did (for a remark).
   std::string layerStage;

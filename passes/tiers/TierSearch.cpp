@@ -453,7 +453,7 @@ Score TierPlanner::scoreOnClone(func::FuncOp func, const Placement &placement) {
   PlanMemoryPassOptions memory;
   memory.gpuMem = gpuMem;
   memory.prefetchLead = lead;
-  planMemory(copy, memory, &machine, /*report=*/false, &offsetAttrs);
+  planMemory(copy, memory, &machine, /*report=*/false, &memoryCache);
   // What each kernel reads and writes, found once for both.
   std::vector<artifact::StepAccesses> accesses;
   scheduleTransfers(copy, {}, &accesses);

@@ -234,6 +234,57 @@ TEST(ArenaPacking, APackingOverTheBudgetMayStopOnlyThere) {
   }
 }
 
+// The cache gives what placeBuffers gives, offsets and size, whether it
+// makes the packing or takes it: for the same buffers met again after
+// others, and not for buffers that differ in one size or one lifetime, or
+// for the same buffers under another alignment or budget. Past its
+// capacity the oldest packing is made again.
+TEST(ArenaPacking, TheCacheGivesWhatPackingGives) {
+  PackingCache cache;
+  std::vector<std::vector<Lifetime>> inputs;
+  for (unsigned seed = 70; seed < 74; ++seed)
+    inputs.push_back(randomBuffers(seed, 800, 900));
+  // One size and one lifetime changed: another packing.
+  inputs.push_back(inputs[0]);
+  inputs.back()[17].bytes += 64;
+  inputs.push_back(inputs[0]);
+  inputs.back()[400].end = inputs.back()[400].start;
+  auto check = [&](const std::vector<Lifetime> &in, uint64_t alignment,
+                   uint64_t enough, bool overMayStop) {
+    std::vector<Lifetime> plain = in, cached = in;
+    for (Lifetime &b : cached)
+      b.offset = 12345; // Whatever the caller's buffers held.
+    uint64_t want = placeBuffers(plain, alignment, 50000, enough, overMayStop);
+    ASSERT_EQ(cache.place(cached, alignment, 50000, enough, overMayStop), want);
+    // A packing stopped over the budget gives only its size.
+    if (overMayStop && want > enough)
+      return;
+    for (size_t i = 0; i < in.size(); ++i)
+      ASSERT_EQ(cached[i].offset, plain[i].offset) << "buffer " << i;
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto &in : inputs)
+      check(in, 64, 0, false);
+  EXPECT_EQ(cache.misses, inputs.size());
+  EXPECT_EQ(cache.hits, inputs.size());
+  // Another alignment, a budget, a budget the packing may stop at.
+  std::vector<Lifetime> plain = inputs[1];
+  uint64_t best = placeBuffers(plain, 64);
+  check(inputs[1], 4096, 0, false);
+  check(inputs[1], 64, best - 1, false);
+  check(inputs[1], 64, best - 1, true);
+  check(inputs[1], 64, best - 1, true);
+  EXPECT_EQ(cache.misses, inputs.size() + 3);
+  // 20 more packings: the first input's is gone, the last ones' are kept.
+  for (unsigned seed = 80; seed < 100; ++seed)
+    check(randomBuffers(seed, 50, 60), 64, 0, false);
+  size_t misses = cache.misses;
+  check(inputs[0], 64, 0, false);
+  EXPECT_EQ(cache.misses, misses + 1);
+  check(randomBuffers(99, 50, 60), 64, 0, false);
+  EXPECT_EQ(cache.misses, misses + 1);
+}
+
 TEST(ArenaPacking, NothingToPlace) {
   std::vector<Lifetime> none;
   EXPECT_EQ(placeBySize(none, 64), 0u);
