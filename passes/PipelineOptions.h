@@ -164,9 +164,10 @@ template <typename Binder> void TierOptions::bind(Binder &b) {
      "with --ssd-dir"});
   b(plannerThreads,
     {"planner-threads",
-     "How many of the planner's searches run at once (default 0: one per "
-     "core; 1: one at a time). The plan is the same for any number; each "
-     "running search holds a copy of the program"});
+     "How many threads the planner uses (default 0: one per core; 1: one "
+     "at a time): its searches run at once, and a thread with no search "
+     "left scores the next placements of those still running. The plan is "
+     "the same for any number; each thread holds a copy of the program"});
   b(prefetchLead,
     {"prefetch-lead",
      "How far ahead fetches are issued and how long write-backs keep their "
