@@ -58,6 +58,12 @@ static Shape shapeOfType(Type type) {
   return Shape(shaped.getShape().begin(), shaped.getShape().end());
 }
 
+/// The bytes an f32, f64 or bf16 element takes in a dense attribute's raw
+/// data (the types folded through their bits); 0 for the others.
+static unsigned rawFloatBytes(Type type) {
+  return type.isF32() ? 4 : type.isF64() ? 8 : type.isBF16() ? 2 : 0;
+}
+
 /// Unpacks the constant operand `attr` of a folder whose result has type
 /// `result`. A non-splat constant is left packed when that result has more
 /// than kMaxFoldedElements elements: every folder below makes a non-splat
@@ -81,11 +87,7 @@ static std::optional<HostTensor> unpack(Attribute attr, Type result) {
     t.isFloat = true;
     // f32, f64 and bf16 read from their stored bits (exact in a double);
     // the others through APFloat. A splat stores one element.
-    unsigned bytes = elementType.isF32()    ? 4
-                     : elementType.isF64()  ? 8
-                     : elementType.isBF16() ? 2
-                                            : 0;
-    if (bytes) {
+    if (unsigned bytes = rawFloatBytes(elementType)) {
       ArrayRef<char> raw = dense.getRawData();
       size_t n = raw.size() / bytes;
       t.f.resize(n);
@@ -155,11 +157,7 @@ static Attribute pack(const HostTensor &t, Type type) {
     // rotary table cast in every layer). A double that is a finite float
     // converts to f32 exactly and to bf16 by rounding its float bits once
     // (the same single rounding); anything else goes through APFloat.
-    unsigned bytes = elementType.isF32()    ? 4
-                     : elementType.isF64()  ? 8
-                     : elementType.isBF16() ? 2
-                                            : 0;
-    if (bytes) {
+    if (unsigned bytes = rawFloatBytes(elementType)) {
       std::vector<char> raw(static_cast<size_t>(count) * bytes);
       for (int64_t k = 0; k < count; ++k) {
         double d = t.asDouble(k);

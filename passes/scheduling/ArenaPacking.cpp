@@ -327,8 +327,12 @@ uint64_t PackingCache::place(std::vector<Lifetime> &buffers, uint64_t alignment,
   }
   for (size_t k = 0; k < entries.size(); ++k) {
     Entry &e = entries[k];
+    // Whether the packing may stop changes nothing where it did not need
+    // to: a packing within `enough` is the same either way.
+    bool stopAlike =
+        e.overMayStop == overMayStop || enough == 0 || e.arena <= enough;
     if (e.hash != hash || e.alignment != alignment || e.enough != enough ||
-        e.sizeOrderLimit != sizeOrderLimit || e.overMayStop != overMayStop ||
+        e.sizeOrderLimit != sizeOrderLimit || !stopAlike ||
         e.buffers.size() != buffers.size())
       continue;
     bool same = true;

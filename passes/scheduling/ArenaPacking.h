@@ -63,7 +63,9 @@ uint64_t placeBuffers(std::vector<Lifetime> &buffers, uint64_t alignment,
 /// through it gives the same offsets and size (only the size where the
 /// packing stopped over `enough`), and takes them from here
 /// when the same buffers (sizes and lifetimes, in the same order) come
-/// again under the same arguments. The tier planner scores placements
+/// again under the same arguments (`overMayStop` aside where the packing
+/// kept is within `enough`). The memory planner packs the same lifetimes
+/// under two windows, and the tier planner scores placements
 /// that differ only off the device (where a state lives: host or SSD)
 /// one after another, and each packs the same arena (GPT-3 13B: a third
 /// of its packing time was on packings made a few scores before). Not

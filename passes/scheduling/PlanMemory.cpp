@@ -272,33 +272,12 @@ MemoryPlanStats strata::planMemory(func::FuncOp func,
   uint64_t enough =
       options.gpuMem > paramsBytes ? options.gpuMem - paramsBytes : 0;
   // Two windows often give the same lifetimes (a lead that moves no
-  // fetch start): the last packing is kept and reused for them.
-  std::vector<std::pair<int64_t, int64_t>> lastSpans;
-  std::vector<uint64_t> lastOffsets;
-  uint64_t lastArena = 0;
-  // With `overMayStop` the plan is dropped when it is over the budget, so
-  // that packing may stop as soon as it is (arena::placeBuffers); such a
-  // packing is not kept for reuse.
+  // fetch start): the cache's packing is reused for them. With
+  // `overMayStop` the plan is dropped when it is over the budget, so that
+  // packing may stop as soon as it is (arena::placeBuffers).
   auto place = [&](bool overMayStop) {
-    bool same = lastSpans.size() == buffers.size();
-    for (size_t i = 0; same && i < buffers.size(); ++i)
-      same = lastSpans[i] == std::pair(buffers[i].start, buffers[i].end);
-    if (same) {
-      for (auto [b, offset] : llvm::zip(buffers, lastOffsets))
-        b.offset = offset;
-      return lastArena;
-    }
-    lastArena =
-        placeBuffers(buffers, alignment, enough, overMayStop, caches.packings);
-    lastSpans.clear();
-    lastOffsets.clear();
-    if (overMayStop && lastArena > enough && enough > 0)
-      return lastArena;
-    for (const Buffer &b : buffers) {
-      lastSpans.push_back({b.start, b.end});
-      lastOffsets.push_back(b.offset);
-    }
-    return lastArena;
+    return placeBuffers(buffers, alignment, enough, overMayStop,
+                        caches.packings);
   };
   // Fetch destinations reserved up to `window` ops before their fetch, so
   // the fetch can run while those compute; halved until the arena and

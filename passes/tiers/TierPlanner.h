@@ -114,11 +114,14 @@ struct Score {
   }
 };
 
+/// The counts of each layer type's groups in each of its configurations
+/// (TierSolve.cpp).
+using LayerCounts = llvm::SmallVector<llvm::SmallVector<int64_t>>;
+
 /// What the layer stage's integer programme (TierSolve.cpp) gave.
 struct SolvedProgramme {
-  /// The counts of each type's groups in each configuration; none when no
-  /// counts meet the limits.
-  std::optional<std::vector<std::vector<int64_t>>> counts;
+  /// None when no counts meet the limits.
+  std::optional<LayerCounts> counts;
   double optimum = 0;
   /// The search stopped at its node limit before proving them optimal.
   bool unproven = false;
@@ -557,6 +560,8 @@ private:
     std::chrono::steady_clock::time_point lastReport;
   };
   std::shared_ptr<SharedScores> shared = std::make_shared<SharedScores>();
+  /// Counts `e` as taken by an evaluation (the progress line's best).
+  void markUsed(SharedScores::Entry &e);
   /// Sizes of the activation and gradient swap candidates, by index.
   llvm::SmallVector<uint64_t> actBytes, gradBytes;
   /// What each `exec.param` (in program order) takes in its region.

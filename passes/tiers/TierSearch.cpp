@@ -248,12 +248,8 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
   }
   for (;;) {
     if (auto it = shared->scores.find(key); it != shared->scores.end()) {
-      SharedScores::Entry &e = it->second;
-      if (!e.used && e.score.fits() &&
-          (shared->bestUs < 0 || e.score.stepUs < shared->bestUs))
-        shared->bestUs = e.score.stepUs;
-      e.used = true;
-      return e.score;
+      markUsed(it->second);
+      return it->second.score;
     }
     if (!shared->inFlight.count(key))
       break;
@@ -272,11 +268,20 @@ Score TierPlanner::score(func::FuncOp func, const Placement &placement) {
 void TierPlanner::storeScore(std::string key, const Score &s, bool used,
                              std::unique_lock<std::mutex> &lock) {
   (void)lock;
-  if (used && s.fits() && (shared->bestUs < 0 || s.stepUs < shared->bestUs))
-    shared->bestUs = s.stepUs;
   shared->inFlight.erase(key);
-  shared->scores.emplace(std::move(key), SharedScores::Entry{s, used});
+  auto [it, added] =
+      shared->scores.emplace(std::move(key), SharedScores::Entry{s, false});
+  if (used)
+    markUsed(it->second);
   shared->changed.notify_all();
+}
+
+void TierPlanner::markUsed(SharedScores::Entry &e) {
+  if (e.used)
+    return;
+  e.used = true;
+  if (e.score.fits() && (shared->bestUs < 0 || e.score.stepUs < shared->bestUs))
+    shared->bestUs = e.score.stepUs;
 }
 
 bool TierPlanner::scoreGuess(func::FuncOp func,
@@ -1139,8 +1144,10 @@ Placement TierPlanner::improve(func::FuncOp func, Placement best,
     }
     if (evaluated >= limit)
       return false;
-    if (!skipped && !scoredAlready(trial)) {
-      if (unsigned width = scoreAheadWidth()) {
+    if (!skipped) {
+      // No thread waiting: the trial is scored here, as without them.
+      unsigned width = scoreAheadWidth();
+      if (width > 0 && !scoredAlready(trial)) {
         aheadWidth = width;
         aheadEvaluated = evaluated + 1;
         ahead.push_back(std::move(trial));

@@ -227,7 +227,7 @@ struct GroupType {
 };
 
 /// The counts of each type's groups in each of its configurations.
-using Counts = SmallVector<SmallVector<int64_t>>;
+using Counts = LayerCounts;
 
 } // namespace
 
@@ -410,21 +410,18 @@ solveCountsOnce(std::mutex &mutex,
                 double deviceLimit, double hostLimit, double *optimum = nullptr,
                 bool stepRow = true, bool *unproven = nullptr) {
   std::string key;
-  auto add = [&](double v) {
-    key.append(reinterpret_cast<const char *>(&v), sizeof(v));
-  };
-  auto addInt = [&](int64_t v) {
+  auto add = [&](auto v) {
     key.append(reinterpret_cast<const char *>(&v), sizeof(v));
   };
   for (const GroupType &t : types) {
-    addInt(static_cast<int64_t>(t.groups.size()));
-    addInt(static_cast<int64_t>(t.configs.size()));
+    add(static_cast<int64_t>(t.groups.size()));
+    add(static_cast<int64_t>(t.configs.size()));
     for (const Coefficients &c : t.cost) {
       for (double v : c.time)
         add(v);
       for (double v : {c.device, c.host, c.stepAt, c.steeper})
         add(v);
-      addInt(c.at);
+      add(c.at);
     }
   }
   for (unsigned r = 0; r < kNumTimes; ++r)
@@ -446,11 +443,7 @@ solveCountsOnce(std::mutex &mutex,
     std::optional<Counts> solved = solveCounts(
         types, base, deviceLimit, hostLimit, &known.optimum, stepRow, &stopped);
     known.unproven = stopped;
-    if (solved) {
-      known.counts.emplace();
-      for (const SmallVector<int64_t> &n : *solved)
-        known.counts->emplace_back(n.begin(), n.end());
-    }
+    known.counts = std::move(solved);
     std::lock_guard<std::mutex> lock(mutex);
     cache.emplace(std::move(key), known);
   }
@@ -458,12 +451,7 @@ solveCountsOnce(std::mutex &mutex,
     *optimum = known.optimum;
   if (unproven && known.unproven)
     *unproven = true;
-  if (!known.counts)
-    return std::nullopt;
-  Counts out;
-  for (const std::vector<int64_t> &n : *known.counts)
-    out.emplace_back(n.begin(), n.end());
-  return out;
+  return known.counts;
 }
 
 /// What the linear model predicts for `counts`.
