@@ -396,6 +396,15 @@ struct PredictTimePass
     for (auto [q, from, to] : busy)
       after[static_cast<int>(q)] +=
           std::max(0.0, to - std::max(from, backwardStart));
+    // This schedule's floor: the backward pass's start plus the busiest
+    // queue's work from then on (CPU updates wait for their gradients,
+    // and the step for the updates). What the step takes past it, the
+    // queues spent waiting on one another after the backward pass began.
+    size_t floorQueue = 0;
+    for (size_t q = 1; q < artifact::kNumQueues; ++q)
+      if (after[q] > after[floorQueue])
+        floorQueue = q;
+    double floor = std::min(step, backwardStart + after[floorQueue]);
     OpBuilder b(func.getContext());
     auto us = [&](double s) {
       return b.getI64IntegerAttr(static_cast<int64_t>(std::llround(s * 1e6)));
@@ -430,6 +439,11 @@ struct PredictTimePass
             b.getNamedAttr("predicted_wait_cpu_us", us(waitedOn[5])),
             b.getNamedAttr("predicted_after_compute_us",
                            us(std::max(0.0, step - clock))),
+            b.getNamedAttr("predicted_backward_start_us", us(backwardStart)),
+            b.getNamedAttr("predicted_floor_us", us(floor)),
+            b.getNamedAttr(
+                "predicted_floor_queue",
+                b.getI64IntegerAttr(static_cast<int64_t>(floorQueue))),
             // When the backward pass starts, then each queue's (by
             // artifact::Queue) busy time from then on.
             b.getNamedAttr("predicted_phases_us",

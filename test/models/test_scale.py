@@ -285,6 +285,30 @@ class Scale(unittest.TestCase):
                       if tracks[e["tid"]] == "compute") / 1e3
         self.assertGreaterEqual(kernels, compute - 2e-3)
         self.assertLessEqual(kernels, compute * 1.02 + 2e-3)
+        # The schedule's floor: the backward pass's start plus the busiest
+        # track's time from then on, as the trace draws it (the SSD reads
+        # here: the states stream in once the gradients are there).
+        floor = re.search(r"this schedule's floor: ([\d.]+) ms \(the "
+                          r"backward pass starts at ([\d.]+) ms and the "
+                          r"(.+?) is busy ([\d.]+) ms after that\); the "
+                          r"other ([\d.]+) ms", r.stdout)
+        self.assertIsNotNone(floor, r.stdout)
+        at, start = float(floor.group(1)), float(floor.group(2))
+        after = {}
+        for e in spans:
+            t = tracks[e["tid"]]
+            after[t] = after.get(t, 0.0) + max(
+                0.0, e["ts"] + e["dur"] - max(e["ts"], start * 1e3)) / 1e3
+        busiest = max(after, key=after.get)
+        names = {"compute": "compute queue", "h2d": "host->device queue",
+                 "d2h": "device->host queue", "ssd-read": "SSD read queue",
+                 "ssd-write": "SSD write queue", "cpu": "CPU optimizer"}
+        self.assertEqual(floor.group(3), names[busiest], after)
+        self.assertAlmostEqual(float(floor.group(4)), after[busiest],
+                               delta=0.01)
+        self.assertAlmostEqual(at, start + after[busiest], delta=0.01)
+        self.assertAlmostEqual(at + float(floor.group(5)), ms, delta=0.01)
+        self.assertLessEqual(at, ms)
         by_track = {}
         for e in spans:
             by_track.setdefault(tracks[e["tid"]], []).append(e["name"])
