@@ -170,4 +170,78 @@ TEST(StepOrder, DerivedWaitsAreRaceFreeAndEachIsNeeded) {
   EXPECT_GT(total, 500u); // The programs do cross queues.
 }
 
+// The same random programs checked without the sweep: every two steps
+// whose accesses overlap where one writes are ordered, through queue order
+// and the derived waits (a reachability walk over the whole program).
+TEST(StepOrder, DerivedWaitsOrderEveryConflictingPair) {
+  std::mt19937 rng(11);
+  auto overlap = [](const std::vector<Access> &x,
+                    const std::vector<Access> &y) {
+    for (const Access &a : x)
+      for (const Access &b : y)
+        if (a.overlaps(b))
+          return true;
+    return false;
+  };
+  size_t pairs = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    size_t n = 2 + rng() % 40;
+    std::vector<Queue> queues(n);
+    std::vector<StepAccesses> acc(n);
+    for (size_t i = 0; i < n; ++i) {
+      queues[i] = static_cast<Queue>(rng() % kNumQueues);
+      for (int k = 0, m = 1 + rng() % 3; k < m; ++k) {
+        uint64_t begin = rng() % 24 * 8, len = 1 + rng() % 64;
+        Access x{static_cast<Region>(1 + rng() % 4), {begin, begin + len}};
+        (rng() % 2 ? acc[i].reads : acc[i].writes).push_back(x);
+      }
+    }
+    // Issue order: program order with a few steps moved earlier.
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i)
+      order[i] = i;
+    for (int k = 0; k < 3; ++k) {
+      size_t from = rng() % n, to = rng() % n;
+      if (to < from)
+        std::rotate(order.begin() + to, order.begin() + from,
+                    order.begin() + from + 1);
+    }
+    auto waits = deriveWaits(queues, acc, order);
+    // before[s]: the steps ordered before s (by position in `order`).
+    std::vector<size_t> at(n);
+    for (size_t k = 0; k < n; ++k)
+      at[order[k]] = k;
+    std::vector<std::vector<bool>> before(n, std::vector<bool>(n, false));
+    for (size_t k = 0; k < n; ++k) {
+      size_t s = order[k];
+      std::vector<size_t> direct(waits[s].begin(), waits[s].end());
+      for (size_t j = k; j-- > 0;)
+        if (queues[order[j]] == queues[s]) {
+          direct.push_back(order[j]);
+          break;
+        }
+      for (size_t d : direct) {
+        ASSERT_LT(at[d], k) << "trial " << trial;
+        before[s][d] = true;
+        for (size_t e = 0; e < n; ++e)
+          if (before[d][e])
+            before[s][e] = true;
+      }
+    }
+    for (size_t k = 0; k < n; ++k)
+      for (size_t j = 0; j < k; ++j) {
+        size_t s = order[k], p = order[j];
+        if (!overlap(acc[p].writes, acc[s].reads) &&
+            !overlap(acc[p].writes, acc[s].writes) &&
+            !overlap(acc[p].reads, acc[s].writes))
+          continue;
+        ++pairs;
+        EXPECT_TRUE(before[s][p])
+            << "trial " << trial << ": step " << s << " conflicts with step "
+            << p << ", issued before it, and nothing orders them";
+      }
+  }
+  EXPECT_GT(pairs, 2000u);
+}
+
 } // namespace
