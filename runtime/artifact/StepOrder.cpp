@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 namespace strata::artifact {
 
@@ -16,61 +17,55 @@ constexpr int64_t kNone = -1;
 /// on each queue since that write (earlier readers on a queue are ordered
 /// before the latest by queue order, so the latest stands for them all).
 struct Segment {
+  uint64_t end = 0;
   int64_t writer = kNone;
   std::array<int64_t, kNumQueues> readers;
   Segment() { readers.fill(kNone); }
 };
 
-/// Disjoint segments per region: the runs between consecutive boundaries
-/// of all the accesses a sweep will see, fixed up front. Every access
-/// covers whole segments, and every byte of a segment has been touched by
-/// the same steps, so the sweep sees the conflicts a finer or coarser cut
-/// would (a segment split only where an access begins or ends).
+/// Disjoint segments per region, split as accesses arrive.
 class History {
 public:
-  explicit History(const std::vector<StepAccesses> &all) {
-    for (const StepAccesses &a : all)
-      for (const auto *list : {&a.reads, &a.writes})
-        for (const Access &x : *list)
-          if (x.range.begin < x.range.end) {
-            Cuts &c = cuts_[slot(x.region)];
-            c.bounds.push_back(x.range.begin);
-            c.bounds.push_back(x.range.end);
-          }
-    for (Cuts &c : cuts_) {
-      std::sort(c.bounds.begin(), c.bounds.end());
-      c.bounds.erase(std::unique(c.bounds.begin(), c.bounds.end()),
-                     c.bounds.end());
-      c.segments.resize(c.bounds.empty() ? 0 : c.bounds.size() - 1);
-    }
-  }
-
-  /// Calls `fn(Segment &)` for every segment of `a`'s range in its region:
-  /// exactly its bytes for an access the constructor was given (every one
-  /// the sweep sees), those it overlaps for any other.
+  /// Calls `fn(Segment &)` for every segment of [begin, end) in `region`,
+  /// creating and splitting segments so they cover exactly that range.
   template <typename Fn> void forEach(const Access &a, Fn fn) {
     if (a.range.begin >= a.range.end)
       return;
-    Cuts &c = cuts_[slot(a.region)];
-    auto first =
-        std::upper_bound(c.bounds.begin(), c.bounds.end(), a.range.begin);
-    if (first != c.bounds.begin())
-      --first;
-    auto last = std::lower_bound(first, c.bounds.end(), a.range.end);
-    for (auto i = first - c.bounds.begin(),
-              e = std::min(last - c.bounds.begin(),
-                           static_cast<std::ptrdiff_t>(c.segments.size()));
-         i < e; ++i)
-      fn(c.segments[static_cast<size_t>(i)]);
+    auto &map = maps_[static_cast<size_t>(a.region) % maps_.size()];
+    uint64_t begin = a.range.begin, end = a.range.end;
+    split(map, begin);
+    split(map, end);
+    uint64_t at = begin;
+    auto it = map.lower_bound(begin);
+    while (at < end) {
+      if (it == map.end() || it->first > at) {
+        // A gap nobody touched yet.
+        uint64_t gapEnd = it == map.end() ? end : std::min(end, it->first);
+        Segment fresh;
+        fresh.end = gapEnd;
+        it = map.emplace_hint(it, at, fresh);
+      }
+      fn(it->second);
+      at = it->second.end;
+      ++it;
+    }
   }
 
 private:
-  struct Cuts {
-    std::vector<uint64_t> bounds;
-    std::vector<Segment> segments;
-  };
-  static size_t slot(Region r) { return static_cast<size_t>(r) % 8; }
-  std::array<Cuts, 8> cuts_;
+  using Map = std::map<uint64_t, Segment>;
+  /// Makes `point` a segment boundary.
+  static void split(Map &map, uint64_t point) {
+    auto it = map.upper_bound(point);
+    if (it == map.begin())
+      return;
+    --it;
+    if (it->first < point && point < it->second.end) {
+      Segment tail = it->second;
+      it->second.end = point;
+      map.emplace(point, tail);
+    }
+  }
+  std::array<Map, 8> maps_;
 };
 
 using Clock = std::array<uint32_t, kNumQueues>;
@@ -80,10 +75,9 @@ using Clock = std::array<uint32_t, kNumQueues>;
 /// which of them are ordered before it.
 class Sweep {
 public:
-  Sweep(const std::vector<Queue> &queues, const std::vector<size_t> &order,
-        const std::vector<StepAccesses> &accesses)
+  Sweep(const std::vector<Queue> &queues, const std::vector<size_t> &order)
       : queues_(queues), pos_(queues.size()), issued_(queues.size()),
-        clock_(queues.size()), byQueue_(kNumQueues), history_(accesses) {
+        clock_(queues.size()), byQueue_(kNumQueues) {
     for (size_t k = 0; k < order.size(); ++k) {
       size_t s = order[k];
       issued_[s] = k;
@@ -280,7 +274,7 @@ deriveWaits(const std::vector<Queue> &queues,
             const std::vector<StepAccesses> &accesses,
             const std::vector<size_t> &order) {
   std::vector<std::vector<uint32_t>> waits(queues.size());
-  Sweep sweep(queues, order, accesses);
+  Sweep sweep(queues, order);
   for (size_t s : order) {
     sweep.begin(s);
     // The latest conflicting step on each queue; the earlier ones on that
@@ -326,7 +320,7 @@ bool checkRaceFree(const std::vector<Queue> &queues,
                    const std::vector<size_t> &order,
                    const std::function<std::string(size_t)> &describe,
                    std::string &why) {
-  Sweep sweep(queues, order, accesses);
+  Sweep sweep(queues, order);
   for (size_t s : order) {
     sweep.begin(s);
     for (uint32_t w : waits[s]) {
