@@ -128,23 +128,36 @@ TEST(StepOrder, OrderThroughAnotherQueueNeedsNoSecondWait) {
   EXPECT_EQ(waits[2], std::vector<uint32_t>{1});
 }
 
+/// A random program of 2 to 41 steps over all queues, each reading or
+/// writing 1 to 3 ranges: starting at a multiple of `grid` below
+/// `starts * grid`, 1 to `longest` bytes long, in one of the first
+/// `regions` regions.
+void randomProgram(std::mt19937 &rng, uint64_t starts, uint64_t grid,
+                   uint64_t longest, unsigned regions,
+                   std::vector<Queue> &queues, std::vector<StepAccesses> &acc) {
+  size_t n = 2 + rng() % 40;
+  queues.assign(n, Queue::Compute);
+  acc.assign(n, StepAccesses());
+  for (size_t i = 0; i < n; ++i) {
+    queues[i] = static_cast<Queue>(rng() % kNumQueues);
+    for (int k = 0, m = 1 + rng() % 3; k < m; ++k) {
+      uint64_t begin = rng() % starts * grid, len = 1 + rng() % longest;
+      Access x{static_cast<Region>(1 + rng() % regions), {begin, begin + len}};
+      (rng() % 2 ? acc[i].reads : acc[i].writes).push_back(x);
+    }
+  }
+}
+
 // Random programs over all queues: the derived waits pass the check, and
 // each one is needed (dropping it makes the check fail).
 TEST(StepOrder, DerivedWaitsAreRaceFreeAndEachIsNeeded) {
   std::mt19937 rng(7);
   size_t total = 0;
   for (int trial = 0; trial < 200; ++trial) {
-    size_t n = 2 + rng() % 40;
-    std::vector<Queue> queues(n);
-    std::vector<StepAccesses> acc(n);
-    for (size_t i = 0; i < n; ++i) {
-      queues[i] = static_cast<Queue>(rng() % kNumQueues);
-      for (int k = 0, m = 1 + rng() % 3; k < m; ++k) {
-        uint64_t begin = rng() % 16 * 16, len = 1 + rng() % 48;
-        Access x{static_cast<Region>(1 + rng() % 2), {begin, begin + len}};
-        (rng() % 2 ? acc[i].reads : acc[i].writes).push_back(x);
-      }
-    }
+    std::vector<Queue> queues;
+    std::vector<StepAccesses> acc;
+    randomProgram(rng, 16, 16, 48, 2, queues, acc);
+    size_t n = queues.size();
     std::vector<size_t> order(n);
     for (size_t i = 0; i < n; ++i)
       order[i] = i;
@@ -185,17 +198,10 @@ TEST(StepOrder, DerivedWaitsOrderEveryConflictingPair) {
   };
   size_t pairs = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    size_t n = 2 + rng() % 40;
-    std::vector<Queue> queues(n);
-    std::vector<StepAccesses> acc(n);
-    for (size_t i = 0; i < n; ++i) {
-      queues[i] = static_cast<Queue>(rng() % kNumQueues);
-      for (int k = 0, m = 1 + rng() % 3; k < m; ++k) {
-        uint64_t begin = rng() % 24 * 8, len = 1 + rng() % 64;
-        Access x{static_cast<Region>(1 + rng() % 4), {begin, begin + len}};
-        (rng() % 2 ? acc[i].reads : acc[i].writes).push_back(x);
-      }
-    }
+    std::vector<Queue> queues;
+    std::vector<StepAccesses> acc;
+    randomProgram(rng, 24, 8, 64, 4, queues, acc);
+    size_t n = queues.size();
     // Issue order: program order with a few steps moved earlier.
     std::vector<size_t> order(n);
     for (size_t i = 0; i < n; ++i)
