@@ -219,9 +219,11 @@ def main():
     # within 1.10x), and GPT-3 beside LoHan's measured TFLOPS on the same
     # machine configuration (RTX 4090, 768 GB, 12 NVMe; LoHan's evaluation
     # data) and beside what the profile's compute alone allows.
+    # And the schedule's floor (the backward pass's start plus the busiest
+    # queue's work after it): what the order of the work holds the step to.
     lines += ["", "| model | batch x seq | predicted step | planner bound | "
-              "choice / bound | compute bound | compile |",
-              "|---|---|---:|---:|---:|---:|---:|"]
+              "choice / bound | compute bound | schedule floor | compile |",
+              "|---|---|---:|---:|---:|---:|---|---:|"]
     of = {c[0]: case(c) for c in CASES}
     fuyou = []
     for name, desc, batch, seq, profile, seconds, rss, report in rows:
@@ -231,10 +233,15 @@ def main():
                       r"predicted under ([\d.]+) ms", report)
         ratio = field(r"the choice is ([\d.]+)x it", report)
         compute = field(r"planner bound: [^(]*\(compute ([\d.]+)", report)
-        lines.append("| %s | %dx%d | %s | %s ms | %s | %s ms | %.0f s |" % (
-            name, batch, seq,
-            field(r"predicted step: ([\d.]+ m?s)", report), bound, ratio,
-            compute, seconds))
+        floor = re.search(r"this schedule's floor: ([\d.]+ m?s) \(the "
+                          r"backward pass starts at ([\d.]+ m?s) and the "
+                          r"(.+?) is busy ([\d.]+ m?s) after that\)", report)
+        lines.append("| %s | %dx%d | %s | %s ms | %s | %s ms | %s | %.0f s |"
+                     % (name, batch, seq,
+                        field(r"predicted step: ([\d.]+ m?s)", report), bound,
+                        ratio, compute,
+                        "%s (%s + %s %s)" % floor.group(1, 2, 3, 4)
+                        if floor else "-", seconds))
         preset, ranks = of[name][1], of[name][5]
         if preset.startswith("gpt3-") and "4090" in name:
             m = re.search(r"predicted step: ([\d.]+) (m?s),", report)
