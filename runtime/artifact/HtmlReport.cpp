@@ -513,6 +513,8 @@ std::string htmlReport(const Plan &plan, const ReportInputs &in) {
                ms(plan.memoryOf("predicted_lower_bound_us")) +
                    (bound.empty() ? "" : ", set by " + bound));
     html += kv("one after another", ms(plan.memoryOf("predicted_serial_us")));
+    if (std::string floor = formatScheduleFloor(plan); !floor.empty())
+      html += kv("this schedule's floor (the order of the work)", floor);
   } else {
     html += kv("predicted step", "not in this plan (compiled without "
                                  "--strata-predict-time)");

@@ -34,6 +34,28 @@ std::string formatMs(uint64_t us) {
 
 } // namespace
 
+std::string formatScheduleFloor(const Plan &plan) {
+  // PredictTime.cpp: the backward pass's start plus the busiest queue's
+  // work after it (artifact::Queue numbers the queues).
+  uint64_t floor = plan.memoryOf("predicted_floor_us"),
+           backward = plan.memoryOf("predicted_backward_start_us"),
+           step = plan.memoryOf("predicted_step_us"),
+           bound = plan.memoryOf("predicted_lower_bound_us");
+  if (backward == 0 || floor <= backward || floor * 50 <= bound * 51)
+    return "";
+  static const char *const kQueues[kNumQueues] = {
+      "compute queue",   "host->device queue", "device->host queue",
+      "SSD read queue",  "SSD write queue",    "CPU optimizer",
+      "all-reduce queue"};
+  uint64_t q = plan.memoryOf("predicted_floor_queue");
+  return formatMs(floor) + " (the backward pass starts at " +
+         formatMs(backward) + " and the " +
+         (q < kNumQueues ? kQueues[q] : "?") + " is busy " +
+         formatMs(floor - backward) + " after that); the other " +
+         formatMs(step > floor ? step - floor : 0) +
+         " the queues waited on one another";
+}
+
 std::string formatMemoryReport(const Plan &plan) {
   std::string out;
   auto line = [&](const char *name, uint64_t bytes, const std::string &note) {
@@ -95,6 +117,8 @@ std::string formatMemoryReport(const Plan &plan) {
         plan.memoryOf("predicted_cpu_update_us") / 1e3,
         plan.memoryOf("predicted_lower_bound_us") / 1e3);
     out += buf;
+    if (std::string floor = formatScheduleFloor(plan); !floor.empty())
+      out += "this schedule's floor: " + floor + "\n";
   }
   if (uint64_t n = plan.memoryOf("cpu_updates")) {
     // --strata-offload-optimizer: the updates on the CPU queue.

@@ -14,6 +14,13 @@ namespace strata::artifact {
 /// activations, gradients and workspace live at that moment.
 std::string formatMemoryReport(const Plan &plan);
 
+/// The schedule's floor the compiler's cost model recorded: when the
+/// backward pass starts, the busiest queue's work after that, and the rest
+/// of the step ("140296.869 ms (the backward pass starts at ...); the
+/// other ..."). Empty where the plan has none, or where it is within 2% of
+/// the busiest resource (then the order of the work costs nothing).
+std::string formatScheduleFloor(const Plan &plan);
+
 } // namespace strata::artifact
 
 #endif // STRATA_RUNTIME_ARTIFACT_MEMORYREPORT_H

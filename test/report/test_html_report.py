@@ -201,9 +201,20 @@ class HtmlReportTest(unittest.TestCase):
         self.assertEqual(tag, "svg")
         self.assertEqual(int(loss["data-points"]), self.steps)
 
-        # The placement table and the step-time table.
+        # The placement table and the step-time table, with the schedule's
+        # floor where the plan has one, as the manifest gives it.
         self.assertIn("placement", p.rows)
         self.assertIn("step-time", p.rows)
+        with open(os.path.join(art, "manifest.txt")) as f:
+            floor = re.search(r"^this schedule's floor: (.+)$", f.read(),
+                              re.M)
+        times = {r[0]: r[1] for r in p.rows["step-time"] if len(r) > 1}
+        key = "this schedule's floor (the order of the work)"
+        if floor:
+            self.assertEqual(times.get(key), floor.group(1), times)
+        else:
+            self.assertNotIn(key, times)
+        p.floor = floor
         return p
 
     def test_in_memory_plan(self):
@@ -213,6 +224,9 @@ class HtmlReportTest(unittest.TestCase):
 
     def test_ssd_plan(self):
         p = self.check_page("ssd")
+        # Its SSD reads after the backward pass starts hold the step: the
+        # page shows the floor.
+        self.assertIsNotNone(p.floor)
         tag, ssd = p.by_id["memory-ssd"]
         self.assertEqual(tag, "svg")
         self.assertGreater(int(ssd["data-peak-bytes"]), 0)

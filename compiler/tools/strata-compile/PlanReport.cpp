@@ -300,25 +300,6 @@ std::string formatPlanReport(ModuleOp module, const PlanReportInfo &info) {
         formatSeconds(plan.memoryOf("predicted_after_compute_us") * 1e-6)
             .c_str());
   }
-  // The schedule's floor (PredictTime.cpp): the backward pass's start plus
-  // the busiest queue's work after it. Where it is well above the bound,
-  // that order, not idle queues, holds the step.
-  double floor = plan.memoryOf("predicted_floor_us") * 1e-6;
-  double backward = plan.memoryOf("predicted_backward_start_us") * 1e-6;
-  if (floor > bound * 1.02 && backward > 0 && floor > backward) {
-    static const char *const kFloorQueues[artifact::kNumQueues] = {
-        "compute queue",   "host->device queue", "device->host queue",
-        "SSD read queue",  "SSD write queue",    "CPU optimizer",
-        "all-reduce queue"};
-    uint64_t q = plan.memoryOf("predicted_floor_queue");
-    add("  this schedule's floor: %s (the backward pass starts at %s and "
-        "the %s is busy %s after that); the other %s the queues waited "
-        "on one another\n",
-        formatSeconds(floor).c_str(), formatSeconds(backward).c_str(),
-        q < artifact::kNumQueues ? kFloorQueues[q] : "?",
-        formatSeconds(floor - backward).c_str(),
-        formatSeconds(std::max(0.0, step - floor)).c_str());
-  }
   out += artifact::formatMemoryReport(plan);
   return out;
 }
