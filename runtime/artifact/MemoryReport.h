@@ -18,7 +18,7 @@ std::string formatMemoryReport(const Plan &plan);
 /// backward pass starts, the busiest queue's work after that, and the rest
 /// of the step ("140296.869 ms (the backward pass starts at ...); the
 /// other ..."). Empty where the plan has none, or where it is within 2% of
-/// the busiest resource (then the order of the work costs nothing).
+/// the busiest resource (then the order of the work costs little).
 std::string formatScheduleFloor(const Plan &plan);
 
 } // namespace strata::artifact
