@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
 
 using namespace strata;
@@ -159,8 +160,7 @@ TEST(StepOrder, DerivedWaitsAreRaceFreeAndEachIsNeeded) {
     randomProgram(rng, 16, 16, 48, 2, queues, acc);
     size_t n = queues.size();
     std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; ++i)
-      order[i] = i;
+    std::iota(order.begin(), order.end(), size_t(0));
     auto describe = [](size_t i) { return "step " + std::to_string(i); };
     auto waits = deriveWaits(queues, acc, order);
     for (const auto &w : waits)
@@ -204,8 +204,7 @@ TEST(StepOrder, DerivedWaitsOrderEveryConflictingPair) {
     size_t n = queues.size();
     // Issue order: program order with a few steps moved earlier.
     std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; ++i)
-      order[i] = i;
+    std::iota(order.begin(), order.end(), size_t(0));
     for (int k = 0; k < 3; ++k) {
       size_t from = rng() % n, to = rng() % n;
       if (to < from)
